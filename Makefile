@@ -1,0 +1,36 @@
+# letterlog — two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test venv lint typecheck services bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,postgres,hbase,kafka,bench]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	rm -rf demo-data
+	$(VENV)/bin/letterlog --data demo-data demo
+
+test: $(STAMP)
+	$(PY) -m adapters.services install
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check domain projections adapters spark_replay tests
+	$(VENV)/bin/mypy domain projections
+
+services: $(STAMP)
+	$(PY) -m adapters.services up
+
+bench: $(STAMP)
+	$(VENV)/bin/letterlog bench ingest --json
+
+clean:
+	rm -rf $(VENV) demo-data letterlog-data .pytest_cache .mypy_cache .ruff_cache
