@@ -1,0 +1,182 @@
+"""The Account aggregate: the mailbox name registry, UIDVALIDITY allocation,
+subscriptions and labels of one address.
+
+It is the consistency boundary for names: two mailboxes of one account never share a name,
+and a re-created or renamed mailbox always gets a UIDVALIDITY it never had before.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain.errors import InvalidCommand, MailboxExists, MailboxNotFound
+from domain.values import NAMESPACE, Role, account_id_for, normalise_address
+
+
+def mailbox_id_for(account_id: UUID, uidvalidity: int) -> UUID:
+    """Deterministic: one account never hands out the same UIDVALIDITY twice."""
+    return uuid.uuid5(NAMESPACE, f"mailbox:{account_id}:{uidvalidity}")
+
+
+class Account(Aggregate):
+    address: str
+    mailboxes: dict[str, list[Any]]  # name -> [mailbox_id, role, uidvalidity]
+    uidvalidity_next: int
+    subscriptions: set[str]
+    labels: dict[str, dict[str, Any]]
+
+    def __init__(self) -> None:
+        """State is set by the creation event's ``apply``."""
+
+    class Opened(Aggregate.Created):
+        address: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.address = self.address
+            aggregate.mailboxes = {}
+            aggregate.uidvalidity_next = 1
+            aggregate.subscriptions = set()
+            aggregate.labels = {}
+
+    class MailboxRegistered(Aggregate.Event):
+        mailbox_id: UUID
+        name: str
+        role: str
+        uidvalidity: int
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.mailboxes[self.name] = [self.mailbox_id, self.role, self.uidvalidity]
+            aggregate.uidvalidity_next = max(aggregate.uidvalidity_next, self.uidvalidity + 1)
+
+    class MailboxRenamed(Aggregate.Event):
+        mailbox_id: UUID
+        old_name: str
+        new_name: str
+        old_uidvalidity: int
+        new_uidvalidity: int
+
+        def apply(self, aggregate: Any) -> None:
+            mailbox_id, role, _ = aggregate.mailboxes.pop(self.old_name)
+            aggregate.mailboxes[self.new_name] = [mailbox_id, role, self.new_uidvalidity]
+            aggregate.uidvalidity_next = max(aggregate.uidvalidity_next, self.new_uidvalidity + 1)
+
+    class MailboxUnregistered(Aggregate.Event):
+        mailbox_id: UUID
+        name: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.mailboxes.pop(self.name, None)
+
+    class Subscribed(Aggregate.Event):
+        name: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.subscriptions.add(self.name)
+
+    class Unsubscribed(Aggregate.Event):
+        name: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.subscriptions.discard(self.name)
+
+    class LabelDefined(Aggregate.Event):
+        label: str
+        attributes: dict[str, Any]
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.labels[self.label] = dict(self.attributes)
+
+    class LabelRemoved(Aggregate.Event):
+        label: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.labels.pop(self.label, None)
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def open(cls, address: str) -> Account:
+        addr = normalise_address(address)
+        return cls._create(cls.Opened, id=account_id_for(addr), address=addr)
+
+    # -- queries on the aggregate (command-side only) -----------------------------------
+    def mailbox(self, name: str) -> tuple[UUID, str, int]:
+        try:
+            mailbox_id, role, uidvalidity = self.mailboxes[name]
+        except KeyError:
+            raise MailboxNotFound(f"mailbox: {name!r} does not exist for {self.address}") from None
+        return mailbox_id, role, uidvalidity
+
+    def has_mailbox(self, name: str) -> bool:
+        return name in self.mailboxes
+
+    # -- commands -----------------------------------------------------------------------
+    def register_mailbox(self, name: str, role: Role) -> tuple[UUID, int]:
+        if name in self.mailboxes:
+            raise MailboxExists(f"mailbox: {name!r} already exists for {self.address}")
+        if role is not Role.NONE and any(r == role.value for _, r, _ in self.mailboxes.values()):
+            raise InvalidCommand(
+                f"role: {self.address} already has a mailbox with role {role.value!r}"
+            )
+        uidvalidity = self.uidvalidity_next
+        mailbox_id = mailbox_id_for(self.id, uidvalidity)
+        self.trigger_event(
+            self.MailboxRegistered,
+            mailbox_id=mailbox_id,
+            name=name,
+            role=role.value,
+            uidvalidity=uidvalidity,
+        )
+        return mailbox_id, uidvalidity
+
+    def rename_mailbox(self, old: str, new: str) -> tuple[UUID, int]:
+        """The mailbox keeps its id (its messages stay put) but gets a new UIDVALIDITY."""
+        mailbox_id, role, old_uidvalidity = self.mailbox(old)
+        if old == new:
+            raise InvalidCommand(f"mailbox: rename of {old!r} to itself")
+        if role == Role.INBOX.value:
+            raise InvalidCommand("mailbox: INBOX cannot be renamed")
+        if new in self.mailboxes:
+            raise MailboxExists(f"mailbox: {new!r} already exists for {self.address}")
+        uidvalidity = self.uidvalidity_next
+        self.trigger_event(
+            self.MailboxRenamed,
+            mailbox_id=mailbox_id,
+            old_name=old,
+            new_name=new,
+            old_uidvalidity=old_uidvalidity,
+            new_uidvalidity=uidvalidity,
+        )
+        return mailbox_id, uidvalidity
+
+    def unregister_mailbox(self, name: str) -> UUID:
+        mailbox_id, role, _ = self.mailbox(name)
+        if role == Role.INBOX.value:
+            raise InvalidCommand("mailbox: INBOX cannot be deleted")
+        self.trigger_event(self.MailboxUnregistered, mailbox_id=mailbox_id, name=name)
+        return mailbox_id
+
+    def subscribe(self, name: str) -> bool:
+        if name in self.subscriptions:
+            return False
+        self.trigger_event(self.Subscribed, name=name)
+        return True
+
+    def unsubscribe(self, name: str) -> bool:
+        if name not in self.subscriptions:
+            return False
+        self.trigger_event(self.Unsubscribed, name=name)
+        return True
+
+    def define_labels(self, labels: frozenset[str]) -> None:
+        for label in sorted(labels - self.labels.keys()):
+            self.trigger_event(self.LabelDefined, label=label, attributes={})
+
+    def set_label_attributes(self, label: str, attributes: dict[str, Any]) -> bool:
+        if self.labels.get(label) == attributes:
+            return False
+        self.trigger_event(self.LabelDefined, label=label, attributes=dict(attributes))
+        return True

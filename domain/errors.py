@@ -1,0 +1,55 @@
+"""Typed errors. Every error names what is wrong; nothing is written when one is raised."""
+
+from __future__ import annotations
+
+
+class LetterlogError(Exception):
+    """Base of every error letterlog raises on purpose."""
+
+
+class InvalidCommand(LetterlogError):
+    """A command's input is malformed (bad field, bad flag, bad label...)."""
+
+
+class NotFound(LetterlogError):
+    """An account, mailbox or message that does not exist."""
+
+
+class MailboxNotFound(NotFound):
+    pass
+
+
+class MessageNotFound(NotFound):
+    pass
+
+
+class AccountNotFound(NotFound):
+    pass
+
+
+class MailboxExists(LetterlogError):
+    pass
+
+
+class MessageRejected(LetterlogError):
+    """Bytes that cannot be accepted as a message (not a message, too large, too deep...)."""
+
+
+class ExtractionRefused(LetterlogError):
+    """The extraction policy does not allow another extraction (limit reached, date passed)."""
+
+
+class InvalidState(LetterlogError):
+    """The command is not allowed in the message's current state (purged, incomplete...)."""
+
+
+class PayloadMissing(LetterlogError):
+    """A payload referenced by an event is absent from the payload store."""
+
+
+class CorruptEvent(LetterlogError):
+    """An event in the log cannot be decoded or is unknown; names position, aggregate, version."""
+
+
+class SettingsError(LetterlogError):
+    """Invalid configuration."""

@@ -1,0 +1,112 @@
+"""The Mailbox aggregate: a folder's identity and its UID allocator.
+
+UIDs are allocated here and carried in the event, so every projector and every replay sees
+the same UID. ``uidnext`` only ever grows: a UID is never reused, even after the message
+holding the highest UID is expunged or moved away.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain.errors import InvalidState
+
+
+class Mailbox(Aggregate):
+    account_id: UUID
+    name: str
+    role: str
+    uidvalidity: int
+    uidnext: int
+    deleted: bool
+
+    def __init__(self) -> None:
+        """State is set by the creation event's ``apply``."""
+
+    class Created(Aggregate.Created):
+        account_id: UUID
+        name: str
+        role: str
+        uidvalidity: int
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.account_id = self.account_id
+            aggregate.name = self.name
+            aggregate.role = self.role
+            aggregate.uidvalidity = self.uidvalidity
+            aggregate.uidnext = 1
+            aggregate.deleted = False
+
+    class UidsAllocated(Aggregate.Event):
+        """UIDs ``first_uid .. first_uid + len(message_ids) - 1`` went to these messages."""
+
+        account_id: UUID
+        message_ids: list[UUID]
+        first_uid: int
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.uidnext = self.first_uid + len(self.message_ids)
+
+    class Renamed(Aggregate.Event):
+        account_id: UUID
+        old_name: str
+        new_name: str
+        old_uidvalidity: int
+        new_uidvalidity: int
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.name = self.new_name
+            aggregate.uidvalidity = self.new_uidvalidity
+
+    class Deleted(Aggregate.Event):
+        account_id: UUID
+        name: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.deleted = True
+
+    @classmethod
+    def create(
+        cls, mailbox_id: UUID, account_id: UUID, name: str, role: str, uidvalidity: int
+    ) -> Mailbox:
+        return cls._create(
+            cls.Created,
+            id=mailbox_id,
+            account_id=account_id,
+            name=name,
+            role=role,
+            uidvalidity=uidvalidity,
+        )
+
+    def allocate_uids(self, message_ids: list[UUID]) -> int:
+        """Allocates one UID per message, in order; returns the first."""
+        if self.deleted:
+            raise InvalidState(f"mailbox: {self.name!r} was deleted")
+        if not message_ids:
+            return self.uidnext
+        first = self.uidnext
+        self.trigger_event(
+            self.UidsAllocated,
+            account_id=self.account_id,
+            message_ids=list(message_ids),
+            first_uid=first,
+        )
+        return first
+
+    def rename(self, new_name: str, new_uidvalidity: int) -> None:
+        self.trigger_event(
+            self.Renamed,
+            account_id=self.account_id,
+            old_name=self.name,
+            new_name=new_name,
+            old_uidvalidity=self.uidvalidity,
+            new_uidvalidity=new_uidvalidity,
+        )
+
+    def delete(self) -> None:
+        if self.deleted:
+            raise InvalidState(f"mailbox: {self.name!r} was already deleted")
+        self.trigger_event(self.Deleted, account_id=self.account_id, name=self.name)

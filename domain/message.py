@@ -1,0 +1,385 @@
+"""The Message aggregate: one message's lifecycle.
+
+delivered (or upload begun → chunks appended → upload completed) → flags / labels / moves →
+soft-deleted ↔ restored → expunged; extraction counts against the extraction policy and a
+count-limited message expires when its count reaches the limit.
+
+Every event after creation carries where the message is and what it is (account, mailbox,
+UID, size, flags, labels, state) so that no projector ever reads back (James' rule).
+Personal data (envelope headers, inline body) travels only in the ``personal`` field of
+``Delivered`` / ``UploadCompleted``: one clearly separated part of the event that can be sealed
+with a per-message key (crypto-shredding).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain.errors import ExtractionRefused, InvalidCommand, InvalidState
+from domain.values import ExtractionPolicy, MessageState
+
+LISTED_STATES = frozenset({MessageState.ACTIVE.value, MessageState.EXPIRED.value})
+
+
+def _delivery_state(aggregate: Any, e: Any) -> None:
+    aggregate.account_id = e.account_id
+    aggregate.mailbox_id = e.mailbox_id
+    aggregate.uid = e.uid
+    aggregate.uidvalidity = e.uidvalidity
+    aggregate.size = e.size
+    aggregate.sha256 = e.sha256
+    aggregate.inline = e.inline
+    aggregate.internal_date = e.internal_date
+    aggregate.flags = frozenset(e.flags)
+    aggregate.labels = frozenset(e.labels)
+    aggregate.policy = ExtractionPolicy.from_dict(e.policy)
+    aggregate.thread_id = e.thread_id
+    aggregate.extract_count = 0
+    aggregate.state = MessageState.ACTIVE.value
+    aggregate.personal = e.personal
+    aggregate.facts = e.facts
+
+
+class Message(Aggregate):
+    account_id: UUID
+    mailbox_id: UUID | None
+    uid: int
+    uidvalidity: int
+    size: int
+    sha256: str
+    inline: bool
+    internal_date: datetime
+    flags: frozenset[str]
+    labels: frozenset[str]
+    policy: ExtractionPolicy
+    thread_id: UUID
+    extract_count: int
+    state: str
+    personal: dict[str, Any]
+    facts: dict[str, Any]
+    upload_chunks: list[str]
+
+    def __init__(self) -> None:
+        """State is set by the creation event's ``apply``."""
+
+    class Delivered(Aggregate.Created):
+        """A complete message arrived (also a copy of another message: ``copied_from``)."""
+
+        account_id: UUID
+        mailbox_id: UUID
+        uid: int
+        uidvalidity: int
+        size: int
+        sha256: str
+        inline: bool
+        internal_date: datetime
+        flags: list[str]
+        labels: list[str]
+        policy: dict[str, Any]
+        thread_id: UUID
+        facts: dict[str, Any]
+        personal: dict[str, Any]
+        copied_from: UUID | None
+
+        def apply(self, aggregate: Any) -> None:
+            _delivery_state(aggregate, self)
+            aggregate.upload_chunks = []
+
+    class UploadBegun(Aggregate.Created):
+        account_id: UUID
+        mailbox_id: UUID
+        internal_date: datetime
+        flags: list[str]
+        labels: list[str]
+        policy: dict[str, Any]
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.account_id = self.account_id
+            aggregate.mailbox_id = self.mailbox_id
+            aggregate.uid = 0
+            aggregate.uidvalidity = 0
+            aggregate.size = 0
+            aggregate.sha256 = ""
+            aggregate.inline = False
+            aggregate.internal_date = self.internal_date
+            aggregate.flags = frozenset(self.flags)
+            aggregate.labels = frozenset(self.labels)
+            aggregate.policy = ExtractionPolicy.from_dict(self.policy)
+            aggregate.thread_id = self.originator_id
+            aggregate.extract_count = 0
+            aggregate.state = MessageState.INCOMPLETE.value
+            aggregate.personal = {}
+            aggregate.facts = {}
+            aggregate.upload_chunks = []
+
+    class UploadChunkAppended(Aggregate.Event):
+        index: int
+        size: int
+        sha256: str  # the chunk's own content address in the payload store
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.upload_chunks.append(self.sha256)
+            aggregate.size += self.size
+
+    class UploadCompleted(Aggregate.Event):
+        """The upload is whole: same fields as ``Delivered``; from now on it is a message."""
+
+        account_id: UUID
+        mailbox_id: UUID
+        uid: int
+        uidvalidity: int
+        size: int
+        sha256: str
+        inline: bool
+        internal_date: datetime
+        flags: list[str]
+        labels: list[str]
+        policy: dict[str, Any]
+        thread_id: UUID
+        facts: dict[str, Any]
+        personal: dict[str, Any]
+        copied_from: UUID | None
+
+        def apply(self, aggregate: Any) -> None:
+            _delivery_state(aggregate, self)
+
+    class Changed(Aggregate.Event):
+        """Base of every later event: where the message is and what it is, after the change."""
+
+        account_id: UUID
+        mailbox_id: UUID
+        uid: int
+        size: int
+        internal_date: datetime
+        thread_id: UUID
+        flags: list[str]
+        labels: list[str]
+        state: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.flags = frozenset(self.flags)
+            aggregate.labels = frozenset(self.labels)
+            aggregate.state = self.state
+
+    class FlagsChanged(Changed):
+        old_flags: list[str]
+
+    class LabelsChanged(Changed):
+        old_labels: list[str]
+
+    class Moved(Changed):
+        """Left ``from_mailbox_id``/``from_uid`` for ``mailbox_id``/``uid`` (a new UID).
+
+        Carries the message's data (and its personal part) so that the projector can write
+        the new row without reading the old one back.
+        """
+
+        from_mailbox_id: UUID
+        from_uid: int
+        uidvalidity: int
+        sha256: str
+        inline: bool
+        facts: dict[str, Any]
+        personal: dict[str, Any]
+        policy: dict[str, Any]
+        extract_count: int
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.mailbox_id = self.mailbox_id
+            aggregate.uid = self.uid
+            aggregate.uidvalidity = self.uidvalidity
+            super().apply(aggregate)
+
+    class Deleted(Changed):
+        """Soft delete: hidden from the mailbox, restorable until purged after ``purge_after``."""
+
+        purge_after: datetime
+
+    class Restored(Changed):
+        pass
+
+    class Expunged(Changed):
+        """Removed from its mailbox for good (its UID is retired); purge may follow at once."""
+
+        purge_after: datetime
+        old_state: str
+
+    class Extracted(Changed):
+        count: int
+        remaining: int | None
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.extract_count = self.count
+            super().apply(aggregate)
+
+    class PolicyChanged(Changed):
+        old_policy: dict[str, Any]
+        policy: dict[str, Any]
+        old_state: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.policy = ExtractionPolicy.from_dict(self.policy)
+            aggregate.extract_count = 0
+            super().apply(aggregate)
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def deliver(cls, message_id: UUID, **fields: Any) -> Message:
+        fields.setdefault("copied_from", None)
+        return cls._create(cls.Delivered, id=message_id, **fields)
+
+    @classmethod
+    def begin_upload(cls, message_id: UUID, **fields: Any) -> Message:
+        return cls._create(cls.UploadBegun, id=message_id, **fields)
+
+    # -- helpers --------------------------------------------------------------------------
+    def _where(self, **overrides: Any) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "account_id": self.account_id,
+            "mailbox_id": self.mailbox_id,
+            "uid": self.uid,
+            "size": self.size,
+            "internal_date": self.internal_date,
+            "thread_id": self.thread_id,
+            "flags": sorted(self.flags),
+            "labels": sorted(self.labels),
+            "state": self.state,
+        }
+        for k, v in overrides.items():
+            d[k] = sorted(v) if isinstance(v, frozenset) else v
+        return d
+
+    def _require(self, *states: MessageState) -> None:
+        if self.state not in {s.value for s in states}:
+            needs = "/".join(s.value for s in states)
+            raise InvalidState(f"message {self.id} is {self.state}; needs {needs}")
+
+    @property
+    def is_listed(self) -> bool:
+        return self.state in LISTED_STATES
+
+    # -- commands -----------------------------------------------------------------------
+    def append_chunk(self, index: int, size: int, sha256: str) -> None:
+        self._require(MessageState.INCOMPLETE)
+        if index != len(self.upload_chunks):
+            raise InvalidCommand(f"index: expected chunk {len(self.upload_chunks)}, got {index}")
+        self.trigger_event(self.UploadChunkAppended, index=index, size=size, sha256=sha256)
+
+    def complete_upload(self, **fields: Any) -> None:
+        self._require(MessageState.INCOMPLETE)
+        fields.setdefault("copied_from", None)
+        self.trigger_event(self.UploadCompleted, **fields)
+
+    def change_flags(self, new: frozenset[str]) -> bool:
+        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
+        if new == self.flags:
+            return False
+        self.trigger_event(
+            self.FlagsChanged, old_flags=sorted(self.flags), **self._where(flags=new)
+        )
+        return True
+
+    def change_labels(self, new: frozenset[str]) -> bool:
+        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
+        if new == self.labels:
+            return False
+        self.trigger_event(
+            self.LabelsChanged, old_labels=sorted(self.labels), **self._where(labels=new)
+        )
+        return True
+
+    def move(self, to_mailbox_id: UUID, to_uid: int, to_uidvalidity: int) -> None:
+        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
+        self.trigger_event(
+            self.Moved,
+            from_mailbox_id=self.mailbox_id,
+            from_uid=self.uid,
+            uidvalidity=to_uidvalidity,
+            sha256=self.sha256,
+            inline=self.inline,
+            facts=self.facts,
+            personal=self.personal,
+            policy=self.policy.as_dict(),
+            extract_count=self.extract_count,
+            **self._where(mailbox_id=to_mailbox_id, uid=to_uid),
+        )
+
+    def soft_delete(self, purge_after: datetime) -> bool:
+        if self.state == MessageState.DELETED.value:
+            return False
+        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
+        self.trigger_event(
+            self.Deleted, purge_after=purge_after, **self._where(state=MessageState.DELETED.value)
+        )
+        return True
+
+    def restore(self, now: datetime) -> bool:
+        if self.state in LISTED_STATES:
+            return False
+        self._require(MessageState.DELETED)
+        state = MessageState.EXPIRED if self._policy_exhausted(now) else MessageState.ACTIVE
+        self.trigger_event(self.Restored, **self._where(state=state.value))
+        return True
+
+    def expunge(self, purge_after: datetime) -> bool:
+        if self.state == MessageState.EXPUNGED.value:
+            return False
+        self._require(MessageState.ACTIVE, MessageState.EXPIRED, MessageState.DELETED)
+        self.trigger_event(
+            self.Expunged,
+            purge_after=purge_after,
+            old_state=self.state,
+            **self._where(state=MessageState.EXPUNGED.value),
+        )
+        return True
+
+    def _policy_exhausted(self, now: datetime, count: int | None = None) -> bool:
+        p = self.policy
+        n = self.extract_count if count is None else count
+        if p.kind == "count":
+            return p.limit is not None and n >= p.limit
+        if p.kind == "until":
+            return p.until is not None and now > p.until
+        return False
+
+    def extract(self, now: datetime) -> None:
+        """Counts one extraction against the policy, or refuses with the reason."""
+        if self.state == MessageState.EXPIRED.value or (
+            self.state == MessageState.ACTIVE.value and self._policy_exhausted(now)
+        ):
+            raise ExtractionRefused(f"message {self.id}: extraction refused: {self._refusal(now)}")
+        self._require(MessageState.ACTIVE)
+        count = self.extract_count + 1
+        p = self.policy
+        remaining = None if p.kind != "count" or p.limit is None else p.limit - count
+        state = MessageState.EXPIRED if remaining == 0 else MessageState.ACTIVE
+        self.trigger_event(
+            self.Extracted, count=count, remaining=remaining, **self._where(state=state.value)
+        )
+
+    def _refusal(self, now: datetime) -> str:
+        p = self.policy
+        if p.kind == "count":
+            return f"extraction limit of {p.limit} reached"
+        if p.kind == "until" and p.until is not None:
+            return f"extractable until {p.until.isoformat()} (now {now.isoformat()})"
+        return "message expired"
+
+    def set_policy(self, policy: ExtractionPolicy, now: datetime) -> bool:
+        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
+        if policy == self.policy and self.state != MessageState.EXPIRED.value:
+            return False
+        expired_now = (policy.kind == "until" and policy.until is not None and now > policy.until)
+        state = MessageState.EXPIRED if expired_now else MessageState.ACTIVE
+        self.trigger_event(
+            self.PolicyChanged,
+            old_policy=self.policy.as_dict(),
+            policy=policy.as_dict(),
+            old_state=self.state,
+            **self._where(state=state.value),
+        )
+        return True
