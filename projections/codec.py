@@ -1,0 +1,214 @@
+"""How cell values are encoded (one documented encoding, ``docs/tables.md``).
+
+* integers: ASCII decimal (``b"42"``);
+* booleans: ``b"1"`` / ``b"0"``;
+* strings: UTF-8;
+* UUIDs: their 16 raw bytes;
+* a message's place (label_index, threads): mailbox id (16 bytes) + UID (8 bytes big-endian);
+* counters: ``b"messages,unread,bytes"``, ASCII decimals;
+* date-times: ISO 8601 in UTC with microseconds, ``2026-03-01T12:00:00.000000+00:00``;
+* lists and dicts: compact JSON, sorted keys, UTF-8 (not ASCII-escaped); inside JSON,
+  date-times as above, UUIDs as their canonical string, sets as sorted lists. Bytes never go
+  into JSON (``TypeError``): raw bytes get a cell of their own.
+
+``put`` builds a ``Put`` without re-validating it: projectors call it only with row keys from
+``projections.keys``, column constants from ``projections.names`` and values from the
+encoders here, which always give non-empty ``bytes`` keys and ``bytes`` values; the runner
+checks each event's position once. It is ~2x cheaper than the validating constructor and
+falls back to it if ``Put`` ever stops being a slotted dataclass.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+from uuid import UUID
+
+from projections.tablestore import Put
+
+TRUE = b"1"
+FALSE = b"0"
+
+
+def encode_int(value: int) -> bytes:
+    if type(value) is not int:
+        raise TypeError(f"expected an int, got {type(value).__name__}")
+    return b"%d" % value
+
+
+def decode_int(data: bytes | None, default: int = 0) -> int:
+    return default if data is None else int(data)
+
+
+def encode_bool(value: bool) -> bytes:
+    return TRUE if value else FALSE
+
+
+def decode_bool(data: bytes | None) -> bool:
+    return data == TRUE
+
+
+def encode_str(value: str) -> bytes:
+    return value.encode()
+
+
+def encode_uuid(value: UUID) -> bytes:
+    return value.bytes
+
+
+def decode_uuid(data: bytes) -> UUID:
+    return UUID(bytes=data)
+
+
+_REF = struct.Struct(">16sQ")
+
+
+def encode_ref(mailbox_id: UUID, uid: int) -> bytes:
+    """Where a message is: its mailbox id (16 bytes) and UID (8 bytes big-endian)."""
+    return _REF.pack(mailbox_id.bytes, uid)
+
+
+def decode_ref(data: bytes) -> tuple[UUID, int]:
+    mailbox, uid = _REF.unpack(data)
+    return UUID(bytes=mailbox), int(uid)
+
+
+def encode_counts(messages: int, unread: int, octets: int) -> bytes:
+    """Counters: ``b"messages,unread,bytes"`` in ASCII decimal."""
+    return b"%d,%d,%d" % (messages, unread, octets)
+
+
+def decode_counts(data: bytes) -> tuple[int, int, int]:
+    messages, unread, octets = data.split(b",")
+    return int(messages), int(unread), int(octets)
+
+
+@lru_cache(maxsize=4096)
+def iso(value: datetime) -> str:
+    """ISO 8601, UTC, always with microseconds: one text per instant (cached: the events of
+    one command share their times)."""
+    if value.tzinfo is not UTC:
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value.isoformat()}: every time in letterlog is UTC")
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="microseconds")
+
+
+def encode_datetime(value: datetime) -> bytes:
+    return iso(value).encode()
+
+
+def decode_datetime(data: bytes) -> datetime:
+    return datetime.fromisoformat(data.decode())
+
+
+def _json_default(obj: object) -> Any:
+    if isinstance(obj, datetime):
+        return iso(obj)
+    if isinstance(obj, UUID):
+        return str(obj)
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=repr)
+    if isinstance(obj, bytes | bytearray | memoryview):
+        raise TypeError("bytes never go into JSON; give them a cell of their own")
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
+)
+
+
+def _c_encode() -> Callable[[object], str]:
+    """The C encoder that ``JSONEncoder.encode`` builds on every call, built once (without
+    the circular-reference check: event values are trees). Same output as ``_ENCODER``."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - a Python without the C accelerator
+        return _ENCODER.encode
+    encoder = make(None, _json_default, json.encoder.encode_basestring, None, ":", ",",
+                   True, False, True)
+
+    def encode(value: object) -> str:
+        return "".join(encoder(value, 0))
+
+    return encode
+
+
+_ENCODE = _c_encode()
+
+
+def encode_json(value: object) -> bytes:
+    if not value and type(value) in (list, dict):
+        return b"[]" if type(value) is list else b"{}"
+    if isinstance(value, str | int | float | bool) or value is None:
+        return _ENCODER.encode(value).encode()
+    return _ENCODE(value).encode()
+
+
+@lru_cache(maxsize=1024)
+def _encode_policy(kind: str, limit: int | None, until: datetime | None) -> bytes:
+    return encode_json({"kind": kind, "limit": limit, "until": until})
+
+
+def encode_policy(policy: dict[str, Any]) -> bytes:
+    """An extraction policy ``{"kind", "limit", "until"}`` as JSON (cached: few policies)."""
+    if policy.keys() != {"kind", "limit", "until"}:
+        return encode_json(policy)
+    return _encode_policy(policy["kind"], policy["limit"], policy["until"])
+
+
+def decode_json(data: bytes) -> Any:
+    return json.loads(data)
+
+
+@lru_cache(maxsize=4096)
+def _encode_names(names: tuple[str, ...]) -> bytes:
+    return _ENCODE(sorted(names)).encode()
+
+
+def encode_names(names: Iterable[str]) -> bytes:
+    """A set of flags or labels: a sorted JSON list of strings (cached: few combinations)."""
+    key = tuple(names)
+    for name in key:
+        if type(name) is not str:
+            raise TypeError(f"expected strings, got {type(name).__name__}")
+    return _encode_names(key)
+
+
+def decode_names(data: bytes | None) -> list[str]:
+    return [] if data is None else list(json.loads(data))
+
+
+# -- building puts cheaply -------------------------------------------------------------------
+
+_new = object.__new__
+_slots = Put.__dict__
+
+
+def _fast_put(table: str, row: bytes, column: bytes, value: bytes, version: int) -> Put:
+    p = _new(Put)
+    _set_table(p, table)
+    _set_row(p, row)
+    _set_column(p, column)
+    _set_value(p, value)
+    _set_version(p, version)
+    return p
+
+
+put: Callable[[str, bytes, bytes, bytes, int], Put]
+try:
+    _set_table = _slots["table"].__set__
+    _set_row = _slots["row"].__set__
+    _set_column = _slots["column"].__set__
+    _set_value = _slots["value"].__set__
+    _set_version = _slots["version"].__set__
+    _probe = ("t", b"r", b"f:q", b"v", 1)
+    if _fast_put(*_probe) != Put(*_probe):  # pragma: no cover - a changed Put
+        raise TypeError("Put changed shape")
+    put = _fast_put
+except (KeyError, AttributeError, TypeError):  # pragma: no cover - a changed Put
+    put = Put

@@ -1,0 +1,193 @@
+"""``counters``: per account, per mailbox and per label: messages, unread, bytes (ElasticInbox).
+
+Row key: the account id (16 bytes). Family ``c``:
+
+* ``c:m<mailbox id, 16 bytes>`` -- ``b"messages,unread,bytes"`` of the mailbox's listed
+  messages (unread: no ``\\Seen``);
+* ``c:l<label UTF-8>`` -- the same for the account's listed messages carrying the label;
+* ``c:pos`` -- the position of the last event applied to this row;
+* ``c:d<message id, 16 bytes>`` -- marks a soft-deleted message, so that a later ``Expunged``
+  (which does not say which state it left) knows the message no longer counts.
+
+Only listed messages (state active or expired) count; soft-deleted and expunged ones do not;
+a move transfers the counts between mailboxes. Values are absolute, never increments.
+
+Counters are the one read-modify-write projection: it reads the row; if the event's position
+is ``<=`` the stored ``c:pos`` the event was applied already and nothing is written;
+otherwise it writes every changed counter and ``c:pos``, all at ``version = position``, in
+one row mutation (atomic per row in HBase). Exact under at-least-once delivery as long as
+each account's events arrive in log order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+from uuid import UUID
+
+from domain.message import LISTED_STATES, Message
+from projections import names as n
+from projections.codec import TRUE, decode_counts, put
+from projections.keys import (
+    RowReader,
+    deleted_marker_column,
+    label_counter_column,
+    mailbox_counter_column,
+)
+from projections.tablestore import DeleteColumn, Mutation, TableSpec
+
+T = n.COUNTERS
+TABLES = (TableSpec(T, (n.F_COUNT,), split_by_salt=False),)
+READS = (T,)
+SEEN = "\\Seen"
+
+Counts = tuple[int, int, int]  # messages, unread, bytes
+Deltas = dict[bytes, list[int]]  # column -> [messages, unread, bytes]
+
+_label_column = lru_cache(maxsize=65536)(label_counter_column)
+
+
+@lru_cache(maxsize=65536)
+def _mailbox_column_of(mailbox: int) -> bytes:  # keyed by UUID.int: cheaper to hash
+    return mailbox_counter_column(UUID(int=mailbox))
+
+
+def _count(
+    deltas: Deltas, sign: int, mailbox: UUID | None, labels: Iterable[str],
+    flags: Iterable[str], size: int,
+) -> None:
+    """Adds (``sign`` = 1) or removes (-1) one message's contribution to its mailbox (unless
+    ``mailbox`` is None) and to each of ``labels``."""
+    if type(size) is not int:
+        raise TypeError(f"size: expected an int, got {type(size).__name__}")
+    unread = 0 if SEEN in flags else sign
+    size *= sign
+    columns = [_label_column(label) for label in labels]
+    if mailbox is not None:
+        columns.append(_mailbox_column_of(mailbox.int))
+    for column in columns:
+        acc = deltas.get(column)
+        if acc is None:
+            deltas[column] = [sign, unread, size]
+        else:
+            acc[0] += sign
+            acc[1] += unread
+            acc[2] += size
+
+
+def _arrived(e: Any, d: Deltas) -> None:
+    _count(d, 1, e.mailbox_id, e.labels, e.flags, e.size)
+
+
+def _flags(e: Any, d: Deltas) -> None:
+    if e.state in LISTED_STATES and (SEEN in e.flags) != (SEEN in e.old_flags):
+        _count(d, -1, e.mailbox_id, e.labels, e.old_flags, e.size)
+        _count(d, 1, e.mailbox_id, e.labels, e.flags, e.size)
+
+
+def _labels(e: Any, d: Deltas) -> None:
+    if e.state in LISTED_STATES:
+        new, old = set(e.labels), set(e.old_labels)
+        _count(d, -1, None, sorted(old - new), e.flags, e.size)
+        _count(d, 1, None, sorted(new - old), e.flags, e.size)
+
+
+def _moved(e: Any, d: Deltas) -> None:
+    if e.state in LISTED_STATES:
+        _count(d, -1, e.from_mailbox_id, (), e.flags, e.size)
+        _count(d, 1, e.mailbox_id, (), e.flags, e.size)
+
+
+def _deleted(e: Any, d: Deltas) -> None:
+    _count(d, -1, e.mailbox_id, e.labels, e.flags, e.size)
+
+
+def _restored(e: Any, d: Deltas) -> None:
+    if e.state in LISTED_STATES:
+        _count(d, 1, e.mailbox_id, e.labels, e.flags, e.size)
+
+
+def _policy(e: Any, d: Deltas) -> None:
+    before, after = e.old_state in LISTED_STATES, e.state in LISTED_STATES
+    if before != after:
+        _count(d, 1 if after else -1, e.mailbox_id, e.labels, e.flags, e.size)
+
+
+def _expunged(e: Any, d: Deltas) -> None:
+    """Needs the row (see ``_was_listed``): done in ``project``."""
+
+
+_DELTAS: dict[type, Callable[[Any, Deltas], None]] = {
+    Message.Delivered: _arrived,
+    Message.UploadCompleted: _arrived,
+    Message.FlagsChanged: _flags,
+    Message.LabelsChanged: _labels,
+    Message.Moved: _moved,
+    Message.Deleted: _deleted,
+    Message.Restored: _restored,
+    Message.PolicyChanged: _policy,
+    Message.Expunged: _expunged,
+}
+_MARKS = frozenset({Message.Deleted, Message.Restored, Message.Expunged})
+HANDLED = frozenset(_DELTAS)
+
+
+def _was_listed(e: Any, marked_deleted: bool) -> bool:
+    """Whether an expunged message counted until now: from the event if it says, else from
+    this row's soft-delete marker (``Expunged`` does not carry the state it left, yet)."""
+    old_state = getattr(e, "old_state", None)
+    if old_state is not None:
+        return old_state in LISTED_STATES
+    return not marked_deleted
+
+
+def project(event: object, position: int, read: RowReader) -> list[Mutation]:
+    kind = type(event)
+    compute = _DELTAS.get(kind)
+    if compute is None:
+        return []
+    e: Any = event
+    deltas: Deltas = {}
+    compute(e, deltas)
+    if kind not in _MARKS and not any(any(d) for d in deltas.values()):
+        return []
+    row_key = e.account_id.bytes
+    row = read(T, row_key)
+    stored = row.get(n.CT_POS)
+    if stored is not None and int(stored) >= position:
+        return []  # applied already
+    out: list[Mutation] = []
+    if kind is Message.Deleted:
+        out.append(put(T, row_key, deleted_marker_column(e.originator_id), TRUE, position))
+    elif kind in _MARKS:
+        marker = deleted_marker_column(e.originator_id)
+        marked = marker in row
+        if marked:
+            out.append(DeleteColumn(T, row_key, marker, position))
+        if kind is Message.Expunged and _was_listed(e, marked):
+            _count(deltas, -1, e.mailbox_id, e.labels, e.flags, e.size)
+    for column, (dn, du, db) in deltas.items():
+        if dn or du or db:
+            old = row.get(column)
+            if old is not None:
+                on, ou, ob = decode_counts(old)
+                dn, du, db = dn + on, du + ou, db + ob
+            out.append(put(T, row_key, column, b"%d,%d,%d" % (dn, du, db), position))
+    if not out:
+        return []
+    out.append(put(T, row_key, n.CT_POS, b"%d" % position, position))
+    return out
+
+
+def parse(row: dict[bytes, bytes]) -> tuple[dict[UUID, Counts], dict[str, Counts]]:
+    """A counters row as ``({mailbox id: (messages, unread, bytes)}, {label: (...)})``."""
+    mailboxes: dict[UUID, Counts] = {}
+    labels: dict[str, Counts] = {}
+    start_m, start_l = len(n.CT_MAILBOX), len(n.CT_LABEL)
+    for column, value in row.items():
+        if column.startswith(n.CT_MAILBOX):
+            mailboxes[UUID(bytes=column[start_m:])] = decode_counts(value)
+        elif column.startswith(n.CT_LABEL):
+            labels[column[start_l:].decode()] = decode_counts(value)
+    return mailboxes, labels

@@ -1,0 +1,93 @@
+"""``mailboxes``: one row per mailbox (James' MAILBOXES table).
+
+Row key: the mailbox id (16 bytes; uuid5, already evenly spread, so no salt). Family ``m``:
+name, account, role, uidvalidity, uidnext, highestmodseq, deleted.
+
+``highestmodseq`` is put with value = version = the event's position on every event that
+changes something a client of the mailbox sees (the mailbox itself, or a message in it); the
+newest version wins, so the visible value is the highest MODSEQ of the mailbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from domain.mailbox import Mailbox
+from domain.message import Message
+from projections import names as n
+from projections.codec import FALSE, TRUE, encode_int, put
+from projections.keys import RowReader
+from projections.tablestore import Mutation, TableSpec
+
+T = n.MAILBOXES
+TABLES = (TableSpec(T, (n.F_MAILBOX,), split_by_salt=False),)
+
+
+def _modseq(row: bytes, p: int) -> Mutation:
+    return put(T, row, n.MB_HIGHESTMODSEQ, b"%d" % p, p)
+
+
+def _created(e: Any, p: int) -> list[Mutation]:
+    row = e.originator_id.bytes
+    return [
+        put(T, row, n.MB_NAME, e.name.encode(), p),
+        put(T, row, n.MB_ACCOUNT, e.account_id.bytes, p),
+        put(T, row, n.MB_ROLE, e.role.encode(), p),
+        put(T, row, n.MB_UIDVALIDITY, encode_int(e.uidvalidity), p),
+        put(T, row, n.MB_UIDNEXT, b"1", p),
+        put(T, row, n.MB_DELETED, FALSE, p),
+        _modseq(row, p),
+    ]
+
+
+def _uids_allocated(e: Any, p: int) -> list[Mutation]:
+    row = e.originator_id.bytes
+    uidnext = encode_int(e.first_uid + len(e.message_ids))
+    return [put(T, row, n.MB_UIDNEXT, uidnext, p), _modseq(row, p)]
+
+
+def _renamed(e: Any, p: int) -> list[Mutation]:
+    row = e.originator_id.bytes
+    return [
+        put(T, row, n.MB_NAME, e.new_name.encode(), p),
+        put(T, row, n.MB_UIDVALIDITY, encode_int(e.new_uidvalidity), p),
+        _modseq(row, p),
+    ]
+
+
+def _deleted(e: Any, p: int) -> list[Mutation]:
+    row = e.originator_id.bytes
+    return [put(T, row, n.MB_DELETED, TRUE, p), _modseq(row, p)]
+
+
+def _message_changed(e: Any, p: int) -> list[Mutation]:
+    return [_modseq(e.mailbox_id.bytes, p)]
+
+
+def _message_moved(e: Any, p: int) -> list[Mutation]:
+    return [_modseq(e.from_mailbox_id.bytes, p), _modseq(e.mailbox_id.bytes, p)]
+
+
+_HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
+    Mailbox.Created: _created,
+    Mailbox.UidsAllocated: _uids_allocated,
+    Mailbox.Renamed: _renamed,
+    Mailbox.Deleted: _deleted,
+    Message.Delivered: _message_changed,
+    Message.UploadCompleted: _message_changed,
+    Message.FlagsChanged: _message_changed,
+    Message.LabelsChanged: _message_changed,
+    Message.Moved: _message_moved,
+    Message.Deleted: _message_changed,
+    Message.Restored: _message_changed,
+    Message.Expunged: _message_changed,
+    Message.Extracted: _message_changed,
+    Message.PolicyChanged: _message_changed,
+}
+HANDLED = frozenset(_HANDLERS)
+
+
+def project(event: object, position: int, read: RowReader) -> list[Mutation]:
+    handler = _HANDLERS.get(type(event))
+    return [] if handler is None else handler(event, position)

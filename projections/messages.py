@@ -1,0 +1,164 @@
+"""``messages``: one row per message in a mailbox (James' MESSAGES table, FB's key layout).
+
+Row key: ``salt(mailbox) + mailbox id (16) + reversed uid (8)``: a forward scan of a
+mailbox's prefix lists it newest (highest UID) first. Two families:
+
+* ``meta`` -- what changes: flags, labels, modseq, state, thread, policy, extracts;
+* ``data`` -- what never changes for one row key: message id, account, size, internal date,
+  sha256, inline, copied_from, facts (JSON), and the personal part -- envelope (JSON),
+  attachment names (JSON), the inline body (raw bytes, ``data:body``).
+
+Written whole on ``Delivered`` / ``UploadCompleted`` and at the new key on ``Moved`` (the old
+key's row is deleted at the same position); ``meta`` cells are updated by the other changes;
+a soft-deleted message keeps its row with ``state = deleted``; ``Expunged`` deletes the row.
+``UploadBegun`` writes nothing (no UID yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from domain.message import Message
+from domain.values import MessageState
+from projections import names as n
+from projections.codec import (
+    FALSE,
+    TRUE,
+    encode_datetime,
+    encode_int,
+    encode_json,
+    encode_names,
+    encode_policy,
+    put,
+)
+from projections.keys import RowReader, message_row
+from projections.tablestore import DeleteRow, Mutation, TableSpec
+
+T = n.MESSAGES
+TABLES = (TableSpec(T, (n.F_META, n.F_DATA)),)
+_ACTIVE = MessageState.ACTIVE.value.encode()
+_ZERO = b"0"
+
+
+def _row(e: Any) -> bytes:
+    return message_row(e.mailbox_id, e.uid)
+
+
+def _full_row(e: Any, p: int, state: bytes) -> list[Mutation]:
+    row = _row(e)
+    cells: list[Mutation] = [
+        put(T, row, n.META_FLAGS, encode_names(e.flags), p),
+        put(T, row, n.META_LABELS, encode_names(e.labels), p),
+        put(T, row, n.META_MODSEQ, b"%d" % p, p),
+        put(T, row, n.META_STATE, state, p),
+        put(T, row, n.META_THREAD, e.thread_id.bytes, p),
+        put(T, row, n.DATA_MESSAGE, e.originator_id.bytes, p),
+        put(T, row, n.DATA_ACCOUNT, e.account_id.bytes, p),
+        put(T, row, n.DATA_SIZE, encode_int(e.size), p),
+        put(T, row, n.DATA_INTERNAL_DATE, encode_datetime(e.internal_date), p),
+        put(T, row, n.DATA_SHA256, e.sha256.encode(), p),
+        put(T, row, n.DATA_INLINE, TRUE if e.inline else FALSE, p),
+        put(T, row, n.DATA_FACTS, encode_json(e.facts), p),
+    ]
+    policy = getattr(e, "policy", None)  # Moved does not carry it (yet)
+    if policy is not None:
+        cells.append(put(T, row, n.META_POLICY, encode_policy(policy), p))
+    copied_from = getattr(e, "copied_from", None)
+    if copied_from is not None:
+        cells.append(put(T, row, n.DATA_COPIED_FROM, copied_from.bytes, p))
+    personal = e.personal
+    envelope = personal.get("envelope")
+    if envelope is not None:
+        cells.append(put(T, row, n.DATA_ENVELOPE, encode_json(envelope), p))
+    attachments = personal.get("attachment_names")
+    if attachments is not None:
+        cells.append(put(T, row, n.DATA_ATTACHMENTS, encode_json(attachments), p))
+    body = personal.get("body")
+    if body is not None:
+        if type(body) is not bytes:
+            raise TypeError(f"personal.body: expected bytes, got {type(body).__name__}")
+        cells.append(put(T, row, n.DATA_BODY, body, p))
+    return cells
+
+
+def _delivered(e: Any, p: int) -> list[Mutation]:
+    cells = _full_row(e, p, _ACTIVE)
+    cells.append(put(T, _row(e), n.META_EXTRACTS, _ZERO, p))
+    return cells
+
+
+def _moved(e: Any, p: int) -> list[Mutation]:
+    old = message_row(e.from_mailbox_id, e.from_uid)
+    cells = _full_row(e, p, e.state.encode())
+    extracts = getattr(e, "extract_count", None)  # Moved does not carry it (yet)
+    if extracts is not None:
+        cells.append(put(T, _row(e), n.META_EXTRACTS, encode_int(extracts), p))
+    return [DeleteRow(T, old, p), *cells]
+
+
+def _flags(e: Any, p: int) -> list[Mutation]:
+    row = _row(e)
+    return [
+        put(T, row, n.META_FLAGS, encode_names(e.flags), p),
+        put(T, row, n.META_MODSEQ, b"%d" % p, p),
+    ]
+
+
+def _labels(e: Any, p: int) -> list[Mutation]:
+    row = _row(e)
+    return [
+        put(T, row, n.META_LABELS, encode_names(e.labels), p),
+        put(T, row, n.META_MODSEQ, b"%d" % p, p),
+    ]
+
+
+def _state(e: Any, p: int) -> list[Mutation]:
+    row = _row(e)
+    return [
+        put(T, row, n.META_STATE, e.state.encode(), p),
+        put(T, row, n.META_MODSEQ, b"%d" % p, p),
+    ]
+
+
+def _expunged(e: Any, p: int) -> list[Mutation]:
+    return [DeleteRow(T, _row(e), p)]
+
+
+def _extracted(e: Any, p: int) -> list[Mutation]:
+    row = _row(e)
+    return [
+        put(T, row, n.META_EXTRACTS, encode_int(e.count), p),
+        put(T, row, n.META_STATE, e.state.encode(), p),
+        put(T, row, n.META_MODSEQ, b"%d" % p, p),
+    ]
+
+
+def _policy(e: Any, p: int) -> list[Mutation]:
+    row = _row(e)
+    return [
+        put(T, row, n.META_POLICY, encode_policy(e.policy), p),
+        put(T, row, n.META_EXTRACTS, _ZERO, p),
+        put(T, row, n.META_STATE, e.state.encode(), p),
+        put(T, row, n.META_MODSEQ, b"%d" % p, p),
+    ]
+
+
+_HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
+    Message.Delivered: _delivered,
+    Message.UploadCompleted: _delivered,
+    Message.Moved: _moved,
+    Message.FlagsChanged: _flags,
+    Message.LabelsChanged: _labels,
+    Message.Deleted: _state,
+    Message.Restored: _state,
+    Message.Expunged: _expunged,
+    Message.Extracted: _extracted,
+    Message.PolicyChanged: _policy,
+}
+HANDLED = frozenset(_HANDLERS)
+
+
+def project(event: object, position: int, read: RowReader) -> list[Mutation]:
+    handler = _HANDLERS.get(type(event))
+    return [] if handler is None else handler(event, position)

@@ -1,0 +1,114 @@
+"""Every table, column family and column name of the read models, defined once.
+
+Logical table names are ``str`` (the table store maps them to physical tables); columns are
+``bytes`` constants ``b"family:qualifier"`` so that projectors never build them per event.
+Columns whose qualifier carries data (a label, a mailbox name, a message id) are built by the
+functions in ``projections.keys``. ``docs/tables.md`` describes every table.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- tables ----------------------------------------------------------------------------------
+
+MAILBOXES: Final = "mailboxes"
+MAILBOX_NAMES: Final = "mailbox_names"
+MESSAGES: Final = "messages"
+LABEL_INDEX: Final = "label_index"
+COUNTERS: Final = "counters"
+THREADS: Final = "threads"
+SUBSCRIPTIONS: Final = "subscriptions"
+ACCOUNTS: Final = "accounts"
+PAYLOAD_REFS: Final = "payload_refs"
+PURGE_QUEUE: Final = "purge_queue"
+PURGE_POINTER: Final = "purge_pointer"
+TRACKING: Final = "tracking"
+
+# -- families ----------------------------------------------------------------------------------
+
+F_MAILBOX: Final = "m"  # mailboxes
+F_NAME: Final = "n"  # mailbox_names
+F_META: Final = "meta"  # messages: what changes
+F_DATA: Final = "data"  # messages: what never changes (for one row key)
+F_INDEX: Final = "i"  # label_index, threads
+F_COUNT: Final = "c"  # counters
+F_SUB: Final = "s"  # subscriptions
+F_ACCOUNT: Final = "a"  # accounts: the account itself
+F_LABEL: Final = "l"  # accounts: one column per label
+F_REF: Final = "r"  # payload_refs
+F_QUEUE: Final = "q"  # purge_queue
+F_POINTER: Final = "p"  # purge_pointer
+F_TRACK: Final = "t"  # tracking
+
+# -- mailboxes ---------------------------------------------------------------------------------
+
+MB_NAME: Final = b"m:name"
+MB_ACCOUNT: Final = b"m:account"
+MB_ROLE: Final = b"m:role"
+MB_UIDVALIDITY: Final = b"m:uidvalidity"
+MB_UIDNEXT: Final = b"m:uidnext"
+MB_HIGHESTMODSEQ: Final = b"m:highestmodseq"
+MB_DELETED: Final = b"m:deleted"
+
+# -- mailbox_names -----------------------------------------------------------------------------
+
+MN_MAILBOX: Final = b"n:mailbox"
+
+# -- messages ----------------------------------------------------------------------------------
+
+META_FLAGS: Final = b"meta:flags"
+META_LABELS: Final = b"meta:labels"
+META_MODSEQ: Final = b"meta:modseq"
+META_STATE: Final = b"meta:state"
+META_THREAD: Final = b"meta:thread"
+META_POLICY: Final = b"meta:policy"
+META_EXTRACTS: Final = b"meta:extracts"
+
+DATA_MESSAGE: Final = b"data:message"
+DATA_ACCOUNT: Final = b"data:account"
+DATA_SIZE: Final = b"data:size"
+DATA_INTERNAL_DATE: Final = b"data:internal_date"
+DATA_SHA256: Final = b"data:sha256"
+DATA_INLINE: Final = b"data:inline"
+DATA_COPIED_FROM: Final = b"data:copied_from"
+DATA_FACTS: Final = b"data:facts"
+DATA_ENVELOPE: Final = b"data:envelope"
+DATA_ATTACHMENTS: Final = b"data:attachments"
+DATA_BODY: Final = b"data:body"
+
+# -- label_index, threads ----------------------------------------------------------------------
+
+IX_REF: Final = b"i:ref"  # mailbox id (16 bytes) + uid (8 bytes big-endian)
+
+# -- counters ----------------------------------------------------------------------------------
+
+CT_POS: Final = b"c:pos"
+CT_MAILBOX: Final = b"c:m"  # + mailbox id (16 bytes) -> b"messages,unread,bytes"
+CT_LABEL: Final = b"c:l"  # + label (UTF-8) -> b"messages,unread,bytes"
+CT_DELETED: Final = b"c:d"  # + message id (16 bytes): a soft-deleted message's marker
+
+# -- subscriptions, accounts, payload_refs ---------------------------------------------------
+
+SUB_PREFIX: Final = b"s:"  # + mailbox name (UTF-8)
+ACC_ADDRESS: Final = b"a:address"
+LABEL_PREFIX: Final = b"l:"  # + label (UTF-8)
+REF_PREFIX: Final = b"r:"  # + message id (16 bytes)
+
+# -- purge_queue, purge_pointer ----------------------------------------------------------------
+
+PQ_REASON: Final = b"q:reason"
+PQ_DUE: Final = b"q:due"
+PQ_MESSAGE: Final = b"q:message"
+PQ_ACCOUNT: Final = b"q:account"
+PP_BUCKET: Final = b"p:bucket"
+
+QUEUE_DELETED: Final = "deleted"
+QUEUE_EXPIRED: Final = "expired"
+QUEUE_EXPIRING: Final = "expiring"
+QUEUE_INCOMPLETE: Final = "incomplete"
+QUEUES: Final = (QUEUE_DELETED, QUEUE_EXPIRED, QUEUE_EXPIRING, QUEUE_INCOMPLETE)
+
+# -- tracking ----------------------------------------------------------------------------------
+
+TR_POSITION: Final = b"t:position"

@@ -1,0 +1,42 @@
+"""``payload_refs``: which messages refer to a payload in the payload store.
+
+Row key: the payload's SHA-256 as 64 hex ASCII bytes. Family ``r``: one column
+``r:<message id, 16 bytes>`` per referring message, value the account id (16 bytes). Only
+payloads that are not inline (those live in the payload store) are referenced. Written on
+``Delivered`` (also a copy: a new message referring to the same payload) and
+``UploadCompleted``; one cell per message, so re-applying is idempotent. The columns are
+removed by the purge (not by a projector), which checks the row before deleting a payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from domain.message import Message
+from projections import names as n
+from projections.codec import put
+from projections.keys import RowReader, payload_ref_column, payload_row
+from projections.tablestore import Mutation, TableSpec
+
+T = n.PAYLOAD_REFS
+TABLES = (TableSpec(T, (n.F_REF,), split_by_salt=False),)
+
+
+def _referenced(e: Any, p: int) -> list[Mutation]:
+    if e.inline:
+        return []
+    column = payload_ref_column(e.originator_id)
+    return [put(T, payload_row(e.sha256), column, e.account_id.bytes, p)]
+
+
+_HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
+    Message.Delivered: _referenced,
+    Message.UploadCompleted: _referenced,
+}
+HANDLED = frozenset(_HANDLERS)
+
+
+def project(event: object, position: int, read: RowReader) -> list[Mutation]:
+    handler = _HANDLERS.get(type(event))
+    return [] if handler is None else handler(event, position)

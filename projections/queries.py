@@ -1,0 +1,274 @@
+"""Read-side queries over the read models (through the table store port only).
+
+Every function takes the table store and a ``physical`` function mapping logical table names
+to the physical tables readers currently use (blue/green rebuilds switch it). Nothing here
+reads an aggregate or the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from projections import counters as counters_projection
+from projections import names as n
+from projections.codec import decode_json, decode_names, decode_ref
+from projections.keys import (
+    PURGE_SHARDS,
+    account_row,
+    label_prefix,
+    label_row_message,
+    mailbox_name_row,
+    mailbox_names_prefix,
+    mailbox_row,
+    message_row,
+    message_row_parts,
+    messages_prefix,
+    minute_bucket,
+    purge_row_parts,
+    purge_shard_prefix,
+    thread_prefix,
+    thread_row_message,
+)
+from projections.tablestore import TableStore
+
+Physical = Callable[[str], str]
+LISTED = (b"active", b"expired")
+_LISTING_COLUMNS = [
+    n.META_FLAGS, n.META_LABELS, n.META_MODSEQ, n.META_STATE, n.META_THREAD,
+    n.DATA_MESSAGE, n.DATA_SIZE, n.DATA_INTERNAL_DATE, n.DATA_SHA256, n.DATA_ENVELOPE,
+    n.DATA_INLINE,
+]
+
+
+def _same(name: str) -> str:
+    return name
+
+
+@dataclass(frozen=True)
+class MessageSummary:
+    message_id: UUID
+    mailbox_id: UUID
+    uid: int
+    modseq: int
+    state: str
+    flags: list[str]
+    labels: list[str]
+    size: int
+    internal_date: str
+    sha256: str
+    thread_id: UUID | None
+    subject: str | None
+    sender: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("message_id", "mailbox_id", "thread_id"):
+            d[k] = str(d[k]) if d[k] is not None else None
+        return d
+
+
+def _summary(row: bytes, cells: dict[bytes, bytes]) -> MessageSummary:
+    mailbox_id, uid = message_row_parts(row)
+    envelope = decode_json(cells[n.DATA_ENVELOPE]) if n.DATA_ENVELOPE in cells else {}
+    thread = cells.get(n.META_THREAD)
+    return MessageSummary(
+        message_id=UUID(bytes=cells[n.DATA_MESSAGE]),
+        mailbox_id=mailbox_id,
+        uid=uid,
+        modseq=int(cells.get(n.META_MODSEQ, b"0")),
+        state=cells.get(n.META_STATE, b"").decode(),
+        flags=decode_names(cells.get(n.META_FLAGS)),
+        labels=decode_names(cells.get(n.META_LABELS)),
+        size=int(cells.get(n.DATA_SIZE, b"0")),
+        internal_date=cells.get(n.DATA_INTERNAL_DATE, b"").decode(),
+        sha256=cells.get(n.DATA_SHA256, b"").decode(),
+        thread_id=UUID(bytes=thread) if thread else None,
+        subject=envelope.get("subject") if isinstance(envelope, dict) else None,
+        sender=envelope.get("from") if isinstance(envelope, dict) else None,
+    )
+
+
+def mailbox_messages(
+    store: TableStore, mailbox_id: UUID, *, limit: int = 50, before_uid: int | None = None,
+    include_deleted: bool = False, physical: Physical = _same,
+) -> list[MessageSummary]:
+    """Newest first; page with ``before_uid`` (the lowest UID of the previous page)."""
+    prefix = messages_prefix(mailbox_id)
+    start = message_row(mailbox_id, before_uid - 1) if before_uid else prefix
+    if before_uid is not None and before_uid <= 1:
+        return []
+    out: list[MessageSummary] = []
+    for row, cells in store.scan(physical(n.MESSAGES), prefix=prefix, start=start,
+                                 columns=_LISTING_COLUMNS):
+        if include_deleted or cells.get(n.META_STATE) in LISTED:
+            out.append(_summary(row, cells))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def message_ids_in(
+    store: TableStore, mailbox_id: UUID, physical: Physical = _same
+) -> Iterator[UUID]:
+    """Every message still in a mailbox (soft-deleted ones too)."""
+    prefix = messages_prefix(mailbox_id)
+    for _, cells in store.scan(physical(n.MESSAGES), prefix=prefix, columns=[n.DATA_MESSAGE]):
+        yield UUID(bytes=cells[n.DATA_MESSAGE])
+
+
+def _placed(store: TableStore, refs: list[tuple[UUID, UUID, int]],
+            physical: Physical) -> list[MessageSummary]:
+    out = []
+    for message_id, mailbox_id, uid in refs:
+        cells = store.get(physical(n.MESSAGES), message_row(mailbox_id, uid), _LISTING_COLUMNS)
+        if cells and cells.get(n.DATA_MESSAGE) == message_id.bytes:
+            out.append(_summary(message_row(mailbox_id, uid), cells))
+    return out
+
+
+def label_messages(store: TableStore, account_id: UUID, label: str, *, limit: int = 50,
+                   physical: Physical = _same) -> list[MessageSummary]:
+    """A label's messages across the account's mailboxes, newest first."""
+    refs = []
+    for row, cells in store.scan(physical(n.LABEL_INDEX), prefix=label_prefix(account_id, label),
+                                 limit=limit):
+        mailbox_id, uid = decode_ref(cells[n.IX_REF])
+        refs.append((label_row_message(row), mailbox_id, uid))
+    return _placed(store, refs, physical)
+
+
+def thread_messages(store: TableStore, thread_id: UUID, *, limit: int = 200,
+                    physical: Physical = _same) -> list[MessageSummary]:
+    refs = []
+    for row, cells in store.scan(physical(n.THREADS), prefix=thread_prefix(thread_id),
+                                 limit=limit):
+        mailbox_id, uid = decode_ref(cells[n.IX_REF])
+        refs.append((thread_row_message(row), mailbox_id, uid))
+    return _placed(store, refs, physical)
+
+
+@dataclass(frozen=True)
+class Counts:
+    messages: int
+    unread: int
+    bytes: int
+
+
+def counters(store: TableStore, account_id: UUID, physical: Physical = _same
+             ) -> tuple[dict[UUID, Counts], dict[str, Counts]]:
+    """Per mailbox and per label: messages, unread, bytes (one row read)."""
+    row = store.get(physical(n.COUNTERS), account_row(account_id))
+    boxes, labels = counters_projection.parse(row)
+    return ({k: Counts(*v) for k, v in boxes.items()}, {k: Counts(*v) for k, v in labels.items()})
+
+
+def mailbox_counts(store: TableStore, account_id: UUID, mailbox_id: UUID,
+                   physical: Physical = _same) -> Counts:
+    column = n.CT_MAILBOX + mailbox_id.bytes
+    row = store.get(physical(n.COUNTERS), account_row(account_id), [column])
+    boxes, _ = counters_projection.parse(row)
+    return Counts(*boxes.get(mailbox_id, (0, 0, 0)))
+
+
+def label_counts(store: TableStore, account_id: UUID, label: str,
+                 physical: Physical = _same) -> Counts:
+    column = n.CT_LABEL + label.encode()
+    row = store.get(physical(n.COUNTERS), account_row(account_id), [column])
+    _, labels = counters_projection.parse(row)
+    return Counts(*labels.get(label, (0, 0, 0)))
+
+
+def mailbox_status(store: TableStore, mailbox_id: UUID,
+                   physical: Physical = _same) -> dict[str, Any] | None:
+    """IMAP STATUS: name, uidvalidity, uidnext, highest modseq, messages, unseen, bytes."""
+    row = store.get(physical(n.MAILBOXES), mailbox_row(mailbox_id))
+    if not row:
+        return None
+    account_id = UUID(bytes=row[n.MB_ACCOUNT])
+    c = mailbox_counts(store, account_id, mailbox_id, physical)
+    return {
+        "mailbox_id": str(mailbox_id),
+        "account_id": str(account_id),
+        "name": row.get(n.MB_NAME, b"").decode(),
+        "role": row.get(n.MB_ROLE, b"").decode(),
+        "uidvalidity": int(row.get(n.MB_UIDVALIDITY, b"0")),
+        "uidnext": int(row.get(n.MB_UIDNEXT, b"1")),
+        "highestmodseq": int(row.get(n.MB_HIGHESTMODSEQ, b"0")),
+        "deleted": row.get(n.MB_DELETED) == b"1",
+        "messages": c.messages,
+        "unseen": c.unread,
+        "bytes": c.bytes,
+    }
+
+
+def mailbox_id_named(store: TableStore, account_id: UUID, name: str,
+                     physical: Physical = _same) -> UUID | None:
+    row = store.get(physical(n.MAILBOX_NAMES), mailbox_name_row(account_id, name))
+    value = row.get(n.MN_MAILBOX)
+    return UUID(bytes=value) if value else None
+
+
+def mailbox_names(store: TableStore, account_id: UUID,
+                  physical: Physical = _same) -> dict[str, UUID]:
+    prefix = mailbox_names_prefix(account_id)
+    return {row[len(prefix):].decode(): UUID(bytes=cells[n.MN_MAILBOX])
+            for row, cells in store.scan(physical(n.MAILBOX_NAMES), prefix=prefix)}
+
+
+def subscriptions(store: TableStore, account_id: UUID, physical: Physical = _same) -> list[str]:
+    row = store.get(physical(n.SUBSCRIPTIONS), account_row(account_id))
+    return sorted(c[len(n.SUB_PREFIX):].decode() for c in row if c.startswith(n.SUB_PREFIX))
+
+
+def account_labels(store: TableStore, account_id: UUID,
+                   physical: Physical = _same) -> dict[str, Any]:
+    row = store.get(physical(n.ACCOUNTS), account_row(account_id))
+    return {c[len(n.LABEL_PREFIX):].decode(): decode_json(v)
+            for c, v in row.items() if c.startswith(n.LABEL_PREFIX)}
+
+
+def payload_references(store: TableStore, sha256: str, physical: Physical = _same) -> list[UUID]:
+    from projections.keys import payload_row
+
+    row = store.get(physical(n.PAYLOAD_REFS), payload_row(sha256))
+    return [UUID(bytes=c[len(n.REF_PREFIX):]) for c in row if c.startswith(n.REF_PREFIX)]
+
+
+@dataclass(frozen=True)
+class PurgeEntry:
+    queue: str
+    shard: int
+    bucket: int
+    message_id: UUID
+    reason: str
+    due: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["message_id"] = str(self.message_id)
+        return d
+
+
+QUEUES = ("deleted", "expired", "expiring", "incomplete")
+
+
+def due_purge_entries(store: TableStore, now: datetime, *, queues: tuple[str, ...] = QUEUES,
+                      limit: int = 1000, physical: Physical = _same) -> list[PurgeEntry]:
+    """Entries due at ``now`` or earlier, per queue and shard in due order."""
+    bucket_now = minute_bucket(now)
+    out: list[PurgeEntry] = []
+    for queue in queues:
+        for shard in range(PURGE_SHARDS):
+            prefix = purge_shard_prefix(queue, shard)
+            stop = prefix + (bucket_now + 1).to_bytes(8, "big")
+            for row, cells in store.scan(physical(n.PURGE_QUEUE), start=prefix, stop=stop):
+                q, s, b, mid = purge_row_parts(row)
+                out.append(PurgeEntry(q, s, b, mid, cells.get(n.PQ_REASON, b"").decode(),
+                                      cells.get(n.PQ_DUE, b"").decode()))
+                if len(out) >= limit:
+                    return out
+    return out
