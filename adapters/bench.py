@@ -1,0 +1,120 @@
+"""``letterlog bench ...``: throughput as ratios against a raw baseline measured in the same run.
+
+Every benchmark prints one JSON object; ``--plot FILE`` also draws it (matplotlib).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from adapters.mailgen import PEOPLE, bench_messages
+
+
+def _rate(n: int, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else float("inf")
+
+
+def raw_sqlite_appends(blobs: Sequence[bytes], directory: Path, *, per_tx: int,
+                       synchronous: str) -> float:
+    """Rows/s appending the same bytes to a plain WAL-mode SQLite table."""
+    path = directory / f"raw-{per_tx}.sqlite"
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute(f"PRAGMA synchronous={synchronous}")
+    con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+    t0 = time.perf_counter()
+    for i in range(0, len(blobs), per_tx):
+        con.execute("BEGIN")
+        con.executemany("INSERT INTO events (data) VALUES (?)", [(b,) for b in blobs[i:i + per_tx]])
+        con.execute("COMMIT")
+    seconds = time.perf_counter() - t0
+    con.close()
+    return _rate(len(blobs), seconds)
+
+
+def _open(directory: Path, durability: str) -> Any:
+    from adapters.embedded import Letterlog
+
+    return Letterlog.open(directory, durability=durability)
+
+
+def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int = 100,
+                 plot: Path | None = None,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    blobs = bench_messages(messages)
+    recipients = [f"{p}@example.org" for p in PEOPLE]
+    sync = {"full": "FULL", "normal": "NORMAL"}[durability]
+    with tempfile.TemporaryDirectory(prefix="letterlog-bench-") as tmp:
+        root = Path(tmp)
+        store = _open(root / "single", durability)
+        for r in recipients:  # accounts exist before timing starts
+            store.create_mailbox(r, "Bench")
+        t0 = time.perf_counter()
+        for i, raw in enumerate(blobs):
+            store.deliver(account=recipients[i % len(recipients)], raw=raw)
+        single = _rate(len(blobs), time.perf_counter() - t0)
+        store.close()
+
+        store = _open(root / "batched", durability)
+        for r in recipients:
+            store.create_mailbox(r, "Bench")
+        t0 = time.perf_counter()
+        for i in range(0, len(blobs), batch):
+            store.deliver_many([{"account": recipients[(i + j) % len(recipients)], "raw": raw}
+                                for j, raw in enumerate(blobs[i:i + batch])])
+        batched = _rate(len(blobs), time.perf_counter() - t0)
+        store.close()
+
+        raw_single = raw_sqlite_appends(blobs, root, per_tx=1, synchronous=sync)
+        raw_batched = raw_sqlite_appends(blobs, root, per_tx=batch, synchronous=sync)
+    result = {
+        "benchmark": "ingest",
+        "messages": len(blobs),
+        "median_message_bytes": int(statistics.median(len(b) for b in blobs)),
+        "durability": durability,
+        "sqlite_synchronous": sync,
+        "batch": batch,
+        "single_command_msgs_per_s": single,
+        "batched_import_msgs_per_s": batched,
+        "raw_sqlite_one_row_per_tx_per_s": raw_single,
+        f"raw_sqlite_{batch}_rows_per_tx_per_s": raw_batched,
+        "ratio_single": round(single / raw_single, 3),
+        "ratio_batched": round(batched / raw_batched, 3),
+        "target_ratio_single": 0.15,
+        "target_ratio_batched": 0.30,
+        "cpu_count": os.cpu_count(),
+    }
+    result["meets_targets"] = (result["ratio_single"] >= 0.15 and result["ratio_batched"] >= 0.30)
+    if plot is not None:
+        bar_plot(plot, "letterlog ingest vs raw SQLite (same durability)", {
+            "letterlog single": single, "raw 1/tx": raw_single,
+            "letterlog batched": batched, f"raw {batch}/tx": raw_batched,
+        }, "messages/s")
+        result["plot"] = str(plot)
+    return result
+
+
+def bar_plot(path: Path, title: str, values: dict[str, float], unit: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    names = list(values)
+    colours = ["#3465a4" if n.startswith("letterlog") else "#888a85" for n in names]
+    ax.barh(names, [values[n] for n in names], color=colours)
+    for i, n in enumerate(names):
+        ax.text(values[n], i, f" {values[n]:,.0f}", va="center", fontsize=8)
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,367 @@
+"""``bench_stream``: events/s end to end (relay -> Kafka -> faust worker -> HBase) against raw
+happybase batch writes of the same cells, in the same run.
+
+* **End to end**: the cached benchmark log (``bench_projections.bench_log``: at least
+  ``events`` events through the real aggregates) is published by an ``OutboxRelay`` to a
+  fresh topic while ``workers`` stream workers (``python -m adapters.stream_worker``
+  subprocesses, one consumer group) project it into fresh HBase tables. The clock runs from
+  the relay's start until Kafka reports every record committed by the group (offsets are
+  committed only after the cells are written). The tables are then checked cell for cell
+  against a fold of the log (``verify_tables``). Workers write through Thrift2 (a timestamp
+  per cell) when the HBase server has a Thrift2 gateway, else through Thrift1 (one call per
+  version); ``write_path`` in the result says which.
+* **Baseline**: the very cells a live ``ProjectionRunner`` writes for the same events
+  (captured from ``apply``), written through plain happybase ``table.batch(batch_size=...)``
+  into fresh tables with the same families:
+
+  - ``raw_batch``: no explicit timestamps, one batch per table -- the fastest HBase writes
+    happybase can do on this machine (what the target is measured against);
+  - ``raw_batch_versioned``: the cells with their versions, one ``table.batch(timestamp=v)``
+    per (table, version) -- Thrift1 carries one timestamp per call, so this is what writing
+    letterlog's versioned cells costs through happybase, whoever does it.
+
+Servers are started here through ``adapters.services`` unless ``bootstrap`` / ``hbase``
+(``host:port`` of a Thrift1 server) are given. Results are a JSON-able dict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+TARGET_RATIO = 0.5
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rate(n: float, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else 0.0
+
+
+class _Capture:
+    """A table store whose ``apply`` keeps the puts and forwards everything."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.puts: list[Any] = []
+        self.deletes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def apply(self, mutations: Any) -> None:
+        from projections.tablestore import Put
+
+        mutations = list(mutations)
+        for m in mutations:
+            if type(m) is Put:
+                self.puts.append(m)
+            else:
+                self.deletes += 1
+        self.store.apply(mutations)
+
+
+def _wait(condition: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bench_stream: timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _group_stable(bootstrap: str, group: str, members: int) -> bool:
+    async def ask() -> bool:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            [described] = await admin.describe_consumer_groups([group])
+        finally:
+            await admin.close()
+        for g in described.to_object()["groups"]:  # the raw DescribeGroups response
+            if g["group"] == group:
+                return bool(g["state"] == "Stable" and len(g["members"]) >= members)
+        return False
+
+    try:
+        return asyncio.run(ask())
+    except Exception:  # noqa: BLE001 - not there yet
+        return False
+
+
+def _workers(n: int, env: dict[str, str], logs: Path) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for i in range(n):
+        out = open(logs / f"worker-{i}.log", "wb")  # noqa: SIM115 - the child owns it
+        procs.append(subprocess.Popen([sys.executable, "-m", "adapters.stream_worker"],
+                                      cwd=ROOT, env={**os.environ, **env},
+                                      stdout=out, stderr=subprocess.STDOUT))
+        out.close()
+    return procs
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(30)
+
+
+def _baselines(puts: list[Any], specs: list[Any], host: str, port: int, prefix: str,
+               batch_size: int, events: int) -> dict[str, Any]:
+    """Writes ``puts`` through plain happybase twice: unversioned and versioned."""
+    import happybase
+
+    from adapters.hbase_tables import HBaseTableStore
+
+    out: dict[str, Any] = {}
+    for label, versioned in (("raw_batch", False), ("raw_batch_versioned", True)):
+        tag = f"{prefix}{'v' if versioned else 'u'}"
+        store = HBaseTableStore(host, port, table_prefix=tag)
+        try:
+            for spec in specs:
+                store.create_table(spec)
+            conn = happybase.Connection(host, port, timeout=120_000)
+            try:
+                groups: dict[tuple[str, int | None], list[Any]] = {}
+                for m in puts:
+                    groups.setdefault((m.table, m.version if versioned else None), []).append(m)
+                t0 = time.perf_counter()
+                for (table, version), cells in groups.items():
+                    t = conn.table(store.physical_name(table))
+                    with t.batch(timestamp=version, batch_size=batch_size) as b:
+                        for m in cells:
+                            b.put(m.row, {m.column: m.value})
+                seconds = time.perf_counter() - t0
+            finally:
+                conn.close()
+            out[label] = {"seconds": round(seconds, 2), "cells": len(puts),
+                          "calls": len(groups) if versioned else None,
+                          "cells_per_s": _rate(len(puts), seconds),
+                          "events_per_s": _rate(events, seconds)}
+        finally:
+            for table in store.list_tables():
+                store.drop_table(table)
+            store.close()
+    return out
+
+
+def bench_stream(events: int = 100_000, plot: Path | None = None, *,
+                 bootstrap: str | None = None, hbase: str | None = None,
+                 thrift2_port: int | None = None, write_path: str = "thrift2",
+                 partitions: int = 4, workers: int = 2, batch: int = 2000,
+                 verify: bool = True, baseline_batch: int = 1000,
+                 logs: Path | None = None) -> dict[str, Any]:
+    """End-to-end stream projection rate vs raw happybase batch writes of the same cells.
+
+    ``write_path``: how the workers write HBase -- ``"thrift2"`` (a timestamp per cell, when
+    the server has a Thrift2 gateway: the one started here does; for a given ``hbase`` pass
+    ``thrift2_port``) or ``"thrift1"`` (one call per version). ``logs``: a directory to keep
+    the workers' logs in."""
+    from adapters.bench_projections import bench_log, open_reader
+    from adapters.hbase_tables import HBaseTableStore
+    from adapters.projection_host import verify_tables
+    from adapters.relay import FilePosition, OutboxRelay
+    from adapters.stream_worker import kafka_lag
+    from projections.registry import ALL
+    from projections.runner import ProjectionRunner, identity
+
+    path, meta = bench_log(events)
+    tag = secrets.token_hex(3)
+    topic, group, prefix = f"bench-stream-{tag}", f"bench-stream-{tag}", f"bs{tag}"
+    with ExitStack() as stack:
+        started: dict[str, float] = {}
+        if bootstrap is None:
+            from adapters.services import KafkaServer
+
+            kafka = stack.enter_context(KafkaServer())
+            bootstrap = kafka.bootstrap
+            started["kafka_s"] = round(kafka.startup_seconds or 0, 1)
+        if hbase is None:
+            from adapters.services import HBaseServer
+
+            server = stack.enter_context(HBaseServer())
+            host, port = server.thrift_host, int(server.thrift_port)
+            thrift2_port = int(getattr(server, "thrift2_port", 0) or 0) or None
+            started["hbase_s"] = round(server.startup_seconds or 0, 1)
+        else:
+            host, _, raw_port = hbase.rpartition(":")
+            port = int(raw_port)
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-stream-")))
+        reader = open_reader(path)
+        stack.callback(reader.close)
+        recorder = reader.log.recorder
+        head = int(recorder.max_notification_id() or 0)
+
+        # -- end to end ----------------------------------------------------------------------
+        relay = OutboxRelay(lambda start, limit: recorder.select_notifications(start=start,
+                                                                              limit=limit),
+                            bootstrap, topic, FilePosition(tmp / "relay.position"),
+                            batch=1000, partitions=partitions)
+        stack.callback(relay.close)
+        relay.run_once(max_events=0)  # creates the topic
+        tables = HBaseTableStore(host, port, table_prefix=prefix)
+        stack.callback(tables.close)
+        env = {"LETTERLOG_DATA": str(tmp / "worker"), "LETTERLOG_KAFKA_BOOTSTRAP": bootstrap,
+               "LETTERLOG_KAFKA_TOPIC": topic, "LETTERLOG_TABLE_STORE": "hbase",
+               "LETTERLOG_HBASE_HOST": host, "LETTERLOG_HBASE_PORT": str(port),
+               "LETTERLOG_HBASE_TABLE_PREFIX": prefix, "LETTERLOG_STREAM_GROUP": group,
+               "LETTERLOG_STREAM_BATCH": str(batch), "LETTERLOG_STREAM_COMMIT_INTERVAL": "0.5"}
+        used = "thrift2" if write_path == "thrift2" and thrift2_port else "thrift1"
+        if used == "thrift2":
+            env["LETTERLOG_HBASE_THRIFT2_PORT"] = str(thrift2_port)
+        # the tables exist before the clock starts (workers would create them on start)
+        ProjectionRunner(tables, ALL).create_tables()
+        if logs is not None:
+            Path(logs).mkdir(parents=True, exist_ok=True)
+        procs = _workers(workers, env, Path(logs) if logs is not None else tmp)
+        stack.callback(_stop, procs)
+        _wait(lambda: _group_stable(bootstrap, group, workers), 300, "the workers to join")
+
+        relay_seconds: list[float] = []
+
+        def publish() -> None:
+            t = time.perf_counter()
+            relay.run_once()
+            relay_seconds.append(time.perf_counter() - t)
+
+        t0 = time.perf_counter()
+        thread = threading.Thread(target=publish, name="bench-relay")
+        thread.start()
+        samples: list[tuple[float, int]] = []
+
+        def done() -> bool:
+            for p in procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a worker exited ({p.returncode}); see {tmp}")
+            lag = kafka_lag(bootstrap, topic, group)
+            committed = sum(p["committed"] or 0 for p in lag["partitions"].values())
+            samples.append((time.perf_counter() - t0, committed))
+            return bool(relay_seconds) and committed >= head
+
+        _wait(done, 3600, "every record to be committed")
+        seconds = time.perf_counter() - t0
+        thread.join()
+        _stop(procs)
+        lag_end = kafka_lag(bootstrap, topic, group)
+        duplicates = sum(p["end"] for p in lag_end["partitions"].values()) - head
+        result: dict[str, Any] = {
+            "events": head, "partitions": partitions, "workers": workers, "batch": batch,
+            "write_path": used,
+            "servers_started_s": started,
+            "end_to_end": {"seconds": round(seconds, 2), "events_per_s": _rate(head, seconds),
+                           "relay_seconds": round(relay_seconds[0], 2),
+                           "relay_events_per_s": _rate(head, relay_seconds[0]),
+                           "records_per_partition": {k: v["end"] for k, v in
+                                                     lag_end["partitions"].items()},
+                           "duplicates": duplicates},
+            "log": {k: meta.get(k) for k in ("events", "accounts", "messages_delivered",
+                                             "cached")},
+        }
+        if verify:
+            t = time.perf_counter()
+            reports = verify_tables(tables, identity, reader.events, ALL, head)
+            result["verify"] = {"identical": all(r.identical for r in reports),
+                                "tables": {r.table: r.identical for r in reports},
+                                "cells": sum(r.live_cells for r in reports),
+                                "seconds": round(time.perf_counter() - t, 1)}
+        for table in tables.list_tables():
+            tables.drop_table(table)
+
+        # -- baseline: the same cells through plain happybase ----------------------------------
+        from adapters.memory_tables import InMemoryTableStore
+
+        capture = _Capture(InMemoryTableStore())
+        runner = ProjectionRunner(capture, ALL)
+        runner.create_tables()
+        runner.apply_events(reader.events())
+        specs = list(runner.table_specs)
+        baselines = _baselines(capture.puts, specs, host, port, prefix + "raw", baseline_batch,
+                               head)
+        del capture
+        result["baselines"] = baselines
+        result["end_to_end"]["cells_per_s_equivalent"] = _rate(
+            baselines["raw_batch"]["cells"], seconds)
+        e2e = result["end_to_end"]["events_per_s"]
+        raw = baselines["raw_batch"]["events_per_s"]
+        versioned = baselines["raw_batch_versioned"]["events_per_s"]
+        result["ratio"] = round(e2e / raw, 3) if raw else None
+        result["ratio_to_versioned"] = round(e2e / versioned, 3) if versioned else None
+        result["target_ratio"] = TARGET_RATIO
+        result["meets_target"] = bool(result["ratio"] and result["ratio"] >= TARGET_RATIO)
+        result["progress"] = [(round(s, 1), c) for s, c in _thin(samples, 40)]
+    if plot is not None:
+        _plot(plot, result)
+    return result
+
+
+def _thin(samples: list[tuple[float, int]], n: int) -> Iterator[tuple[float, int]]:
+    step = max(1, len(samples) // n)
+    yield from samples[::step]
+    if samples and (len(samples) - 1) % step:
+        yield samples[-1]
+
+
+def _plot(path: Path, result: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"end to end ({result['write_path']})\nrelay→Kafka→faust→HBase",
+              "happybase batch\n(same cells)",
+              "happybase batch\nper version"]
+    values = [result["end_to_end"]["events_per_s"],
+              result["baselines"]["raw_batch"]["events_per_s"],
+              result["baselines"]["raw_batch_versioned"]["events_per_s"]]
+    bars = left.bar(labels, values, color=["#4c72b0", "#999999", "#cccccc"])
+    left.bar_label(bars, fmt="%.0f")
+    left.set_ylabel("events/s")
+    left.set_title(f"{result['events']:,} events, {result['workers']} worker(s), "
+                   f"{result['partitions']} partitions")
+    xs = [s for s, _ in result["progress"]]
+    ys = [c for _, c in result["progress"]]
+    right.plot(xs, ys)
+    right.set_xlabel("seconds")
+    right.set_ylabel("records committed")
+    right.set_title("progress")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import json
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    logs = os.environ.get("LETTERLOG_BENCH_LOGS")
+    port2 = os.environ.get("LETTERLOG_HBASE_THRIFT2_PORT")
+    print(json.dumps(bench_stream(n, bootstrap=os.environ.get("LETTERLOG_KAFKA_BOOTSTRAP"),
+                                  hbase=os.environ.get("LETTERLOG_BENCH_HBASE"),
+                                  thrift2_port=int(port2) if port2 else None,
+                                  write_path=os.environ.get("LETTERLOG_BENCH_WRITE_PATH",
+                                                            "thrift2"),
+                                  verify=os.environ.get("LETTERLOG_BENCH_VERIFY", "1") == "1",
+                                  workers=int(os.environ.get("LETTERLOG_BENCH_WORKERS", "2")),
+                                  partitions=int(os.environ.get("LETTERLOG_BENCH_PARTITIONS",
+                                                                "4")),
+                                  logs=Path(logs) if logs else None), indent=2))

@@ -1,0 +1,374 @@
+"""The embedded letterlog: one object an application opens on a data directory.
+
+    store = Letterlog.open("letterlog-data")
+    d = store.deliver(account="ada@example.org", raw=raw_bytes, labels=["work"])
+    store.flag(d.message_id, ["\\\\Seen"])
+    for row in store.messages("ada@example.org", "INBOX"):
+        ...
+
+Commands append events (SQLite in the data directory by default, or PostgreSQL by settings);
+before a command returns, the read models are caught up, so a reader sees its own writes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+from uuid import UUID
+
+from adapters.eventstore import MailLog, open_log, postgres_env, sqlite_env
+from adapters.file_payloads import FilePayloadStore
+from adapters.settings import Settings, load_settings
+from domain.commands import Deliver, build
+from domain.errors import CorruptEvent, MailboxNotFound, MessageNotFound, SettingsError
+from domain.rfc5322 import MessageLimits
+from domain.service import Change, Delivery, Mailstore
+from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
+from projections import names as pn
+from projections import queries as q
+from projections.tablestore import TableNotFound
+
+T = TypeVar("T")
+
+
+def postgres_env_from_dsn(dsn: str) -> dict[str, str]:
+    from urllib.parse import unquote, urlparse
+
+    u = urlparse(dsn)
+    if u.scheme not in ("postgres", "postgresql") or not u.hostname or not u.path.strip("/"):
+        raise SettingsError(f"LETTERLOG_POSTGRES_DSN: {dsn!r} is not postgresql://user:pw@host:port/db")
+    return {
+        "POSTGRES_DBNAME": u.path.strip("/"),
+        "POSTGRES_HOST": u.hostname,
+        "POSTGRES_PORT": str(u.port or 5432),
+        "POSTGRES_USER": unquote(u.username or ""),
+        "POSTGRES_PASSWORD": unquote(u.password or ""),
+    }
+
+
+class Letterlog:
+    """Commands and queries of one letterlog store."""
+
+    def __init__(self, settings: Settings, log: MailLog, payloads: FilePayloadStore,
+                 tables: Any | None = None) -> None:
+        self.settings = settings
+        self.log = log
+        self.payloads = payloads
+        self.tables = tables
+        self.projections: Any | None = None
+        self.mail = Mailstore(
+            log,
+            payloads,
+            limits=MessageLimits(max_size=settings.max_message_size),
+            inline_limit=settings.inline_limit,
+            deleted_retention=timedelta(days=settings.deleted_retention_days),
+            on_saved=self.catch_up,
+        )
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, data: str | os.PathLike[str] | None = None, **overrides: Any) -> Letterlog:
+        if data is not None:
+            overrides["data"] = Path(data)
+        settings = load_settings(**overrides)
+        root = Path(settings.data)
+        root.mkdir(parents=True, exist_ok=True)
+        if settings.event_store == "sqlite":
+            env = sqlite_env(str(root / "events.sqlite"), settings.durability)
+        else:
+            env = postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
+        log = open_log(env)
+        payloads = FilePayloadStore(root / "payloads")
+        store = cls(settings, log, payloads)
+        store._open_projections(root)
+        return store
+
+    def _open_projections(self, root: Path) -> None:
+        from adapters.projection_host import ProjectionHost
+
+        if self.settings.table_store == "hbase":
+            # Scale-out: stream workers project into HBase; this process only reads it.
+            from adapters.stream_worker import open_table_store
+
+            self.projections = ProjectionHost(open_table_store(self.settings), self.events,
+                                              None, self.max_position, live=False)
+            return
+        self.projections = ProjectionHost.open(self, root)
+        self.catch_up()
+
+    def close(self) -> None:
+        if self.projections is not None:
+            self.projections.close()
+        self.log.close()
+
+    def __enter__(self) -> Letterlog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the log ----------------------------------------------------------------------------
+    def max_position(self) -> int:
+        return int(self.log.recorder.max_notification_id() or 0)
+
+    def events(self, start: int = 1, stop: int | None = None,
+               batch: int = 1000) -> Iterator[tuple[int, Any]]:
+        """Decoded domain events from the log with their positions; a corrupt one raises."""
+        pos = start
+        while True:
+            notifications = self.log.recorder.select_notifications(
+                start=pos, limit=batch, stop=stop
+            )
+            if not notifications:
+                return
+            for n in notifications:
+                try:
+                    event = self.log.mapper.to_domain_event(n)
+                except Exception as e:
+                    raise CorruptEvent(
+                        f"event at position {n.id} (aggregate {n.originator_id}, version "
+                        f"{n.originator_version}, topic {n.topic!r}) cannot be decoded: {e}"
+                    ) from e
+                yield n.id, event
+            pos = notifications[-1].id + 1
+            if stop is not None and pos > stop:
+                return
+
+    def catch_up(self) -> int:
+        if self.projections is None:
+            return 0
+        return int(self.projections.catch_up())
+
+    # -- commands (see domain.service.Mailstore) ----------------------------------------------
+    def deliver(self, **fields: Any) -> Delivery:
+        return self.mail.deliver(**fields)
+
+    def deliver_many(self, items: Iterable[dict[str, Any]]) -> list[Delivery]:
+        return self.mail.deliver_many([build(Deliver, **f) for f in items])
+
+    def extract(self, message_id: UUID) -> bytes:
+        return b"".join(self.mail.extract(message_id))
+
+    def extract_stream(self, message_id: UUID) -> Iterator[bytes]:
+        return self.mail.extract(message_id)
+
+    def flag(self, message_id: UUID, flags: Iterable[str], mode: str = "add") -> Change:
+        """Adds (default), removes or replaces flags and keywords."""
+        return self.mail.flag(message_id, flags, mode)
+
+    def label(self, message_id: UUID, add: Iterable[str] = (),
+              remove: Iterable[str] = ()) -> Change:
+        return self.mail.label(message_id, add, remove)
+
+    def move(self, message_id: UUID, mailbox: str) -> Change:
+        """Moves to ``mailbox`` of the same account; the message gets a new UID there."""
+        return self.mail.move(message_id, mailbox)
+
+    def copy(self, message_id: UUID, mailbox: str) -> Delivery:
+        return self.mail.copy(message_id, mailbox)
+
+    def delete(self, message_id: UUID) -> Change:
+        """Soft delete: hidden, restorable until purged."""
+        return self.mail.delete(message_id)
+
+    def restore(self, message_id: UUID) -> Change:
+        return self.mail.restore(message_id)
+
+    def expunge(self, message_ids: Iterable[UUID]) -> Change:
+        return self.mail.expunge(message_ids)
+
+    def set_policy(self, message_id: UUID, extract_limit: int | None = None,
+                   extract_until: datetime | None = None) -> Change:
+        """Count-limited, until a date, or (neither) indefinite."""
+        return self.mail.set_policy(message_id, extract_limit, extract_until)
+
+    def begin_upload(self, **fields: Any) -> UUID:
+        return self.mail.begin_upload(**fields)
+
+    def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:
+        return self.mail.append_chunk(message_id, index, data)
+
+    def complete_upload(self, message_id: UUID) -> Delivery:
+        return self.mail.complete_upload(message_id)
+
+    def create_mailbox(self, account: str, mailbox: str, role: str = "") -> Change:
+        return self.mail.create_mailbox(account, mailbox, role)
+
+    def rename_mailbox(self, account: str, mailbox: str, new_name: str) -> Change:
+        """Same mailbox (its messages stay), new name, new UIDVALIDITY."""
+        return self.mail.rename_mailbox(account, mailbox, new_name)
+
+    def subscribe(self, account: str, mailbox: str) -> Change:
+        return self.mail.subscribe(account, mailbox)
+
+    def unsubscribe(self, account: str, mailbox: str) -> Change:
+        return self.mail.unsubscribe(account, mailbox)
+
+    def delete_mailbox(self, account: str, mailbox: str) -> Change:
+        return self.mail.delete_mailbox(account, mailbox, self._message_ids_in)
+
+    def _message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
+        if self.projections is None:
+            return []
+        return list(self.projections.message_ids_in(mailbox_id))
+
+    # -- command-side views ---------------------------------------------------------------------
+    def show(self, message_id: UUID) -> dict[str, Any]:
+        m = self.mail.message(message_id)
+        return {
+            "message_id": str(m.id),
+            "account_id": str(m.account_id),
+            "mailbox_id": str(m.mailbox_id),
+            "uid": m.uid,
+            "uidvalidity": m.uidvalidity,
+            "state": m.state,
+            "size": m.size,
+            "sha256": m.sha256,
+            "inline": m.inline,
+            "internal_date": m.internal_date.isoformat(),
+            "flags": sorted(m.flags),
+            "labels": sorted(m.labels),
+            "thread_id": str(m.thread_id),
+            "policy": {k: (v.isoformat() if hasattr(v, "isoformat") else v)
+                       for k, v in m.policy.as_dict().items()},
+            "extract_count": m.extract_count,
+            "envelope": _jsonable(m.personal.get("envelope", {})),
+            "attachments": list(m.personal.get("attachment_names", [])),
+            "facts": _jsonable(m.facts),
+            "version": m.version,
+        }
+
+    def mailbox_list(self, account: str) -> list[dict[str, Any]]:
+        acc = self.mail.account(account)
+        out = []
+        for name, (mailbox_id, role, uidvalidity) in sorted(acc.mailboxes.items()):
+            mb = self.mail.mailbox(mailbox_id)
+            out.append({"name": name, "mailbox_id": str(mailbox_id), "role": role,
+                        "uidvalidity": uidvalidity, "uidnext": mb.uidnext,
+                        "subscribed": name in acc.subscriptions})
+        return out
+
+    # -- queries (read models) --------------------------------------------------------------
+    def _read(self) -> Any:
+        if self.projections is None:
+            raise SettingsError("read models are not available in this store")
+        return self.projections
+
+    def _query(self, fn: Callable[[], T]) -> T:
+        """Runs a read; if a rebuild switched tables under it, follows the catalog once."""
+        try:
+            return fn()
+        except TableNotFound:
+            self._read().catalog.refresh()
+            return fn()
+
+    def _mailbox_id(self, account: str, mailbox: str) -> UUID:
+        host = self._read()
+        acc = account_id_for(normalise_address(account))
+        name = validate_mailbox_name(mailbox)
+        mailbox_id = self._query(lambda: q.mailbox_id_named(host.tables, acc, name,
+                                                            host.physical))
+        if mailbox_id is None:
+            raise MailboxNotFound(f"mailbox: {mailbox!r} does not exist for {account}")
+        return mailbox_id
+
+    def messages(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
+                 before_uid: int | None = None) -> list[q.MessageSummary]:
+        """A mailbox's messages, newest first; page with ``before_uid``."""
+        host = self._read()
+        return self._query(lambda: q.mailbox_messages(
+            host.tables, self._mailbox_id(account, mailbox), limit=limit,
+            before_uid=before_uid, physical=host.physical))
+
+    def label_messages(self, account: str, label: str, *,
+                       limit: int = 50) -> list[q.MessageSummary]:
+        host = self._read()
+        acc = account_id_for(normalise_address(account))
+        return self._query(lambda: q.label_messages(
+            host.tables, acc, validate_label(label), limit=limit, physical=host.physical))
+
+    def thread(self, thread_id: UUID) -> list[q.MessageSummary]:
+        host = self._read()
+        return self._query(lambda: q.thread_messages(host.tables, thread_id,
+                                                     physical=host.physical))
+
+    def counters(self, account: str) -> dict[str, Any]:
+        host = self._read()
+        acc = account_id_for(normalise_address(account))
+        boxes, labels = self._query(lambda: q.counters(host.tables, acc, host.physical))
+        names = {v: k for k, v in self._query(
+            lambda: q.mailbox_names(host.tables, acc, host.physical)).items()}
+        return {
+            "mailboxes": {names.get(k, str(k)): vars(v) for k, v in boxes.items()},
+            "labels": {k: vars(v) for k, v in labels.items()},
+        }
+
+    def mailbox_status(self, account: str, mailbox: str = "INBOX") -> dict[str, Any]:
+        host = self._read()
+        status = self._query(lambda: q.mailbox_status(
+            host.tables, self._mailbox_id(account, mailbox), host.physical))
+        if status is None:
+            raise MailboxNotFound(f"mailbox: {mailbox!r} has no status yet")
+        return status
+
+    def subscriptions(self, account: str) -> list[str]:
+        host = self._read()
+        acc = account_id_for(normalise_address(account))
+        return self._query(lambda: q.subscriptions(host.tables, acc, host.physical))
+
+    def purge_due(self, now: datetime | None = None, *, limit: int = 1000) -> list[q.PurgeEntry]:
+        host = self._read()
+        return self._query(lambda: q.due_purge_entries(
+            host.tables, now or datetime.now(UTC), limit=limit, physical=host.physical))
+
+    def body(self, account: str, mailbox: str, uid: int) -> Iterator[bytes]:
+        """A message's bytes from the read model, chunk by chunk (not an extraction)."""
+        host = self._read()
+        from projections.keys import message_row
+
+        cells = host.tables.get(host.physical(pn.MESSAGES),
+                                message_row(self._mailbox_id(account, mailbox), uid),
+                                [pn.DATA_BODY, pn.DATA_SHA256, pn.DATA_INLINE])
+        if not cells:
+            raise MessageNotFound(f"no message with UID {uid} in {mailbox!r}")
+        if cells.get(pn.DATA_INLINE) == b"1":
+            return iter((cells.get(pn.DATA_BODY, b""),))
+        return self.payloads.open(cells[pn.DATA_SHA256].decode())
+
+    def rebuild(self, names: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
+        return dict(self._read().rebuild(names, progress))
+
+    def verify(self, names: list[str] | None = None, progress: Any = None) -> list[Any]:
+        return list(self._read().verify(names, progress))
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """A cross-process lock in the data directory (embedded mode)."""
+        path = Path(self.settings.data) / f".{name}.lock"
+        with open(path, "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_jsonable(x) for x in v]
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, UUID):
+        return str(v)
+    if isinstance(v, bytes):
+        return f"<{len(v)} bytes>"
+    return v

@@ -1,0 +1,138 @@
+"""Event store wiring: the eventsourcing Application on SQLite (embedded) or PostgreSQL.
+
+SQLite durability is a product decision (ADR 0004): by default every commit is fsynced
+(``synchronous=FULL``), so an acknowledged delivery survives a power loss, like an MTA that
+answers 250 only after fsync. ``LETTERLOG_DURABILITY=normal`` trades that for speed: a
+delivery then survives a process crash but may be lost with the last commits on power loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from typing import Any, ClassVar
+from uuid import UUID
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import Transcoder
+from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
+
+from adapters.transcoder import MsgpackTranscoder
+from domain.account import Account
+from domain.mailbox import Mailbox
+
+SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+
+
+class _DurableSQLitePool(SQLiteConnectionPool):
+    synchronous = "FULL"
+
+    def _create_connection(self) -> SQLiteConnection:
+        conn = super()._create_connection()
+        raw = conn._sqlite_conn
+        raw.execute(f"PRAGMA synchronous={self.synchronous}")
+        return conn
+
+
+class DurableSQLiteFactory(SQLiteFactory):
+    """SQLiteFactory with an explicit ``synchronous`` pragma (env ``SQLITE_SYNCHRONOUS``)."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        mode = SYNCHRONOUS.get((self.env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
+        old = self.datastore.pool
+        pool = _DurableSQLitePool(db_name=old.db_name, lock_timeout=old.lock_timeout)
+        pool.synchronous = mode
+        old.close()
+        self.datastore.pool = pool
+
+
+# One advisory-lock key for letterlog's schema creation (any stable 64-bit number works).
+SCHEMA_LOCK_KEY = zlib.crc32(b"letterlog schema")
+
+
+def _serialised_create_table(self: Any) -> None:
+    """``create_table`` of eventsourcing's PostgreSQL recorders, serialised across processes.
+
+    The library issues ``CREATE OR REPLACE FUNCTION`` and friends on every start-up; two
+    processes doing that at the same moment fail with "tuple concurrently updated". Here the
+    whole schema creation runs in one transaction holding a transaction-scoped advisory lock,
+    and an already existing composite type is skipped inside a savepoint.
+    """
+    from psycopg.errors import DuplicateObject
+
+    with self.datastore.transaction(commit=True) as curs:
+        curs.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        for statement in self.sql_create_statements:
+            if "CREATE TYPE" in statement.as_string():
+                with contextlib.suppress(DuplicateObject), curs.connection.transaction():
+                    curs.execute(statement, prepare=False)
+        self._create_table(curs)
+    self.datastore.register_type_adapters()
+
+
+def _postgres_factory() -> type[Any]:
+    from eventsourcing import postgres as pg
+
+    class _App(pg.PostgresApplicationRecorder):
+        create_table = _serialised_create_table
+
+    class _Tracking(pg.PostgresTrackingRecorder):
+        create_table = _serialised_create_table
+
+    class _Process(pg.PostgresProcessRecorder):
+        create_table = _serialised_create_table
+
+    class _Aggregate(pg.PostgresAggregateRecorder):
+        create_table = _serialised_create_table
+
+    class Factory(pg.PostgresFactory):
+        aggregate_recorder_class = _Aggregate
+        application_recorder_class = _App
+        tracking_recorder_class = _Tracking
+        process_recorder_class = _Process
+
+    return Factory
+
+
+def __getattr__(name: str) -> Any:
+    # ``PERSISTENCE_MODULE=adapters.eventstore:SerialisedPostgresFactory``; built lazily so
+    # that the embedded default never imports psycopg.
+    if name == "SerialisedPostgresFactory":
+        factory = _postgres_factory()
+        globals()[name] = factory
+        return factory
+    raise AttributeError(name)
+
+
+class MailLog(Application[UUID]):
+    """The event-sourced application every letterlog process opens."""
+
+    name = "letterlog"
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Mailbox: 200, Account: 100}
+
+    def construct_transcoder(self) -> Transcoder:
+        return MsgpackTranscoder()
+
+
+def sqlite_env(path: str, durability: str = "full") -> dict[str, str]:
+    return {
+        "PERSISTENCE_MODULE": "adapters.eventstore:DurableSQLiteFactory",
+        "SQLITE_DBNAME": path,
+        "SQLITE_LOCK_TIMEOUT": "30",
+        "SQLITE_SYNCHRONOUS": durability,
+        "AGGREGATE_CACHE_MAXSIZE": "20000",
+    }
+
+
+def postgres_env(dsn_parts: dict[str, str]) -> dict[str, str]:
+    env = {
+        "PERSISTENCE_MODULE": "adapters.eventstore:SerialisedPostgresFactory",
+        "AGGREGATE_CACHE_MAXSIZE": "20000",
+    }
+    env.update(dsn_parts)
+    return env
+
+
+def open_log(env: dict[str, str]) -> MailLog:
+    return MailLog(env=env)

@@ -1,0 +1,221 @@
+"""The embedded payload store: one directory per payload, chunk files plus a manifest.
+
+Layout: ``root/ab/cd/<sha256>/00000000, 00000001, ..., manifest.json``. A payload is
+written into a private directory under ``root/.tmp`` (chunks first, the manifest last),
+checked against its SHA-256, then renamed into place in one step: a reader sees all of
+it or nothing, and a crash leaves only a temporary directory. When another writer
+(another process, too) renamed the same content first, the temporary copy is discarded.
+
+``written_at`` is the manifest's mtime. Putting content that is already stored writes
+nothing but refreshes it, so orphan collection (grace period since written_at) never
+takes a payload that a delivery in flight is about to reference.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from domain.errors import PayloadMissing
+from domain.payloads import (
+    CHUNK_SIZE,
+    PayloadRef,
+    check_range,
+    check_sha256,
+    is_sha256,
+    rechunk,
+)
+
+MANIFEST = "manifest.json"
+
+
+class FilePayloadStore:
+    def __init__(
+        self,
+        root: Path,
+        chunk_size: int = CHUNK_SIZE,
+        *,
+        durable: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``durable``: fsync chunks, manifest and directories before a put returns."""
+        self.root = Path(root)
+        self.chunk_size = chunk_size
+        self._durable = durable
+        self._clock = clock
+        self._tmp = self.root / ".tmp"
+        self._tmp.mkdir(parents=True, exist_ok=True)
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def put(self, data: bytes) -> PayloadRef:
+        existing = self._refresh(hashlib.sha256(data).hexdigest())
+        return existing or self._write([data])
+
+    def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
+        return self._write(chunks)
+
+    def delete(self, sha256: str) -> bool:
+        doomed = self._tmp / f"delete-{uuid.uuid4().hex}"
+        try:
+            os.rename(self._dir(sha256), doomed)  # atomic: readers see all or nothing
+        except FileNotFoundError:
+            return False
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def discard_stale_writes(self, older_than: float) -> int:
+        """Remove temporary directories of writes that crashed over ``older_than`` s ago."""
+        removed = 0
+        for entry in os.scandir(self._tmp):
+            if entry.stat().st_mtime < time.time() - older_than:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += 1
+        return removed
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def exists(self, sha256: str) -> bool:
+        return (self._dir(sha256) / MANIFEST).is_file()
+
+    def open(self, sha256: str) -> Iterator[bytes]:
+        manifest = self._manifest(sha256)
+        return self._chunks(sha256, manifest["chunk_count"])
+
+    def read_range(self, sha256: str, start: int, end: int) -> bytes:
+        check_range(start, end)
+        manifest = self._manifest(sha256)
+        end = min(end, manifest["size"])
+        if start >= end:
+            return b""
+        size = manifest["chunk_size"]
+        pieces = []
+        for index in range(start // size, (end - 1) // size + 1):
+            offset = max(start - index * size, 0)
+            with self._chunk_file(sha256, index) as chunk:
+                chunk.seek(offset)
+                pieces.append(chunk.read(min(end - index * size, size) - offset))
+        return b"".join(pieces)
+
+    def size(self, sha256: str) -> int:
+        return int(self._manifest(sha256)["size"])
+
+    def list(self) -> Iterator[tuple[str, int, float]]:
+        for manifest in self.root.glob(f"??/??/*/{MANIFEST}"):
+            if not is_sha256(manifest.parent.name):
+                continue
+            try:
+                size = json.loads(manifest.read_bytes())["size"]
+                yield manifest.parent.name, size, manifest.stat().st_mtime
+            except FileNotFoundError:  # deleted while listing
+                continue
+
+    # --- inside ----------------------------------------------------------------------------
+
+    def _dir(self, sha256: str) -> Path:
+        check_sha256(sha256)
+        return self.root / sha256[:2] / sha256[2:4] / sha256
+
+    def _write(self, chunks: Iterable[bytes]) -> PayloadRef:
+        tmp = Path(tempfile.mkdtemp(prefix="write-", dir=self._tmp))
+        try:
+            digest, size, count = hashlib.sha256(), 0, 0
+            for chunk in rechunk(chunks, self.chunk_size):
+                digest.update(chunk)
+                size += len(chunk)
+                self._write_file(tmp / _chunk_name(count), chunk)
+                count += 1
+            ref = PayloadRef(digest.hexdigest(), size, count)
+            self._verify(tmp, ref)
+            manifest = {"sha256": ref.sha256, "size": size, "chunk_size": self.chunk_size}
+            self._write_file(tmp / MANIFEST, json.dumps({**manifest, "chunk_count": count}))
+            self._stamp(tmp / MANIFEST)
+            self._sync_dir(tmp)
+            return self._commit(tmp, ref)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # nothing left after a rename
+
+    def _verify(self, tmp: Path, ref: PayloadRef) -> None:
+        """Read back what was written: a short write or a bad disk must not be committed."""
+        digest = hashlib.sha256()
+        for index in range(ref.chunk_count):
+            digest.update((tmp / _chunk_name(index)).read_bytes())
+        if digest.hexdigest() != ref.sha256:
+            raise OSError(errno.EIO, f"payload {ref.sha256} read back with another sha256")
+
+    def _commit(self, tmp: Path, ref: PayloadRef) -> PayloadRef:
+        final = self._dir(ref.sha256)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(2):
+            try:
+                os.rename(tmp, final)
+                break
+            except OSError as error:
+                if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or attempt:
+                    raise
+            existing = self._refresh(ref.sha256)
+            if existing:  # another writer committed it first: keep theirs
+                return existing
+            shutil.rmtree(final, ignore_errors=True)  # a leftover without a manifest
+        self._sync_dir(final.parent)
+        return ref
+
+    def _refresh(self, sha256: str) -> PayloadRef | None:
+        """The stored payload's ref with written_at set to now, or None if it is absent."""
+        try:
+            self._stamp(self._dir(sha256) / MANIFEST)
+            manifest = self._manifest(sha256)
+        except (FileNotFoundError, PayloadMissing):
+            return None
+        return PayloadRef(sha256, manifest["size"], manifest["chunk_count"])
+
+    def _stamp(self, path: Path) -> None:
+        now = self._clock()
+        os.utime(path, (now, now))
+
+    def _manifest(self, sha256: str) -> dict[str, Any]:
+        try:
+            manifest: dict[str, Any] = json.loads((self._dir(sha256) / MANIFEST).read_bytes())
+        except FileNotFoundError:
+            raise PayloadMissing(f"payload {sha256} is not in the payload store") from None
+        return manifest
+
+    def _chunks(self, sha256: str, count: int) -> Iterator[bytes]:
+        for index in range(count):
+            with self._chunk_file(sha256, index) as chunk:
+                data = chunk.read()
+            yield data
+
+    def _chunk_file(self, sha256: str, index: int) -> BinaryIO:
+        try:
+            return open(self._dir(sha256) / _chunk_name(index), "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            raise PayloadMissing(f"payload {sha256} is not in the payload store") from None
+
+    def _write_file(self, path: Path, data: bytes | str) -> None:
+        with open(path, "wb") as file:
+            file.write(data.encode() if isinstance(data, str) else data)
+            if self._durable:
+                file.flush()
+                os.fsync(file.fileno())
+
+    def _sync_dir(self, path: Path) -> None:
+        if self._durable:
+            descriptor = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+
+
+def _chunk_name(index: int) -> str:
+    return f"{index:08d}"

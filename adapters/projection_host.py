@@ -1,0 +1,283 @@
+"""Read models in a running letterlog: catch-up, queries, blue/green rebuild, verify.
+
+The same ``ProjectionRunner`` and pure projectors serve every table store; this host wires
+them to the embedded SQLite table store (``tables.sqlite`` in the data directory) or to any
+other ``TableStore`` (HBase). A small catalog table maps each logical table to the physical
+table readers use; a rebuild writes fresh physical tables and switches the catalog in one
+``apply`` (atomic in SQLite; per row in HBase, where it is one row), so readers never see a
+half-built table.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from adapters.memory_tables import InMemoryTableStore
+from adapters.sqlite_tables import SqliteTableStore
+from domain.errors import SettingsError
+from domain.values import account_id_for
+from projections import names as n
+from projections import queries as q
+from projections.keys import tracking_row
+from projections.registry import ALL, TRACKING_SPEC, Projection, select
+from projections.runner import ProjectionRunner
+from projections.tablestore import (
+    Put,
+    TableSpec,
+    TableStore,
+    diff_tables,
+    table_digest,
+)
+
+CATALOG = TableSpec("catalog", ("c",), split_by_salt=False)
+CAT_PHYSICAL = b"c:physical"
+CAT_GENERATION_ROW = b"~generation"
+CAT_GENERATION = b"c:generation"
+
+Events = Callable[..., Iterator[tuple[int, Any]]]
+Progress = Callable[[int, int], None]
+
+
+class Catalog:
+    """Logical table name → physical table name, stored in the table store itself."""
+
+    def __init__(self, store: TableStore) -> None:
+        self.store = store
+        store.create_table(CATALOG)
+        self._map: dict[str, str] = {}
+        self.generation = -1
+
+    def refresh(self) -> bool:
+        """Reloads the mapping if another process switched it; True when it changed."""
+        row = self.store.get(CATALOG.name, CAT_GENERATION_ROW, [CAT_GENERATION])
+        generation = int(row.get(CAT_GENERATION, b"0"))
+        if generation == self.generation:
+            return False
+        self._map = {
+            r.decode(): cells[CAT_PHYSICAL].decode()
+            for r, cells in self.store.scan(CATALOG.name, columns=[CAT_PHYSICAL])
+            if r != CAT_GENERATION_ROW
+        }
+        self.generation = generation
+        return True
+
+    def physical(self, logical: str) -> str:
+        return self._map.get(logical, logical)
+
+    def switch(self, mapping: dict[str, str], extra: Iterable[Put] = ()) -> int:
+        """Points readers at new physical tables, all in one apply."""
+        self.refresh()
+        generation = self.generation + 1
+        batch = [Put(CATALOG.name, k.encode(), CAT_PHYSICAL, v.encode(), generation)
+                 for k, v in mapping.items()]
+        batch.append(Put(CATALOG.name, CAT_GENERATION_ROW, CAT_GENERATION,
+                         b"%d" % generation, generation))
+        batch.extend(extra)
+        self.store.apply(batch)
+        self.refresh()
+        return generation
+
+
+@dataclass(frozen=True)
+class TableReport:
+    table: str
+    live_rows: int
+    live_cells: int
+    live_digest: str
+    rebuilt_rows: int
+    rebuilt_cells: int
+    rebuilt_digest: str
+    differences: list[str]
+
+    @property
+    def identical(self) -> bool:
+        return self.live_digest == self.rebuilt_digest
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "identical": self.identical,
+                "rows": self.live_rows, "cells": self.live_cells, "digest": self.live_digest,
+                "rebuilt_rows": self.rebuilt_rows, "rebuilt_digest": self.rebuilt_digest,
+                "differences": self.differences}
+
+
+class ProjectionHost:
+    """Owns the live runner of one table store and answers queries from it."""
+
+    def __init__(self, tables: TableStore, events: Events, lock_path: Path | None,
+                 max_position: Callable[[], int], *, live: bool = True) -> None:
+        self.live = live  # False: others (stream workers) keep the tables current
+        self.tables = tables
+        self.events = events
+        self.max_position = max_position
+        self.catalog = Catalog(tables)
+        self.catalog.refresh()
+        self._lock_file = open(lock_path, "a+") if lock_path else None  # noqa: SIM115
+        self.runner = self._live_runner()
+
+    @classmethod
+    def open(cls, owner: Any, root: Path) -> ProjectionHost:
+        tables = SqliteTableStore(root / "tables.sqlite")
+        return cls(tables, owner.events, root / ".projections.lock", owner.max_position)
+
+    def _live_runner(self) -> ProjectionRunner:
+        runner = ProjectionRunner(self.tables, ALL, physical=self.catalog.physical)
+        runner.create_tables()
+        return runner
+
+    def close(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()
+        self.tables.close()
+
+    # -- catch-up ----------------------------------------------------------------------------
+    def _locked(self) -> Any:
+        host = self
+
+        class _Lock:
+            def __enter__(self) -> None:
+                if host._lock_file is not None:
+                    fcntl.flock(host._lock_file, fcntl.LOCK_EX)
+
+            def __exit__(self, *exc: object) -> None:
+                if host._lock_file is not None:
+                    fcntl.flock(host._lock_file, fcntl.LOCK_UN)
+
+        return _Lock()
+
+    def catch_up(self) -> int:
+        """Applies every event past the tracked position; returns how many were new."""
+        if not self.live:
+            return 0
+        with self._locked():
+            return self._catch_up()
+
+    def _catch_up(self) -> int:
+        if self.catalog.refresh():
+            self.runner = self._live_runner()
+        elif self._lock_file is not None and self._moved_elsewhere():
+            self.runner._positions = None  # another process moved tracking on: reload it
+        start = self.runner.position() + 1
+        return self.runner.apply_events(self.events(start=start))
+
+    def _moved_elsewhere(self) -> bool:
+        """One read: has another process applied events past what this runner knows?"""
+        known = self.runner.positions()
+        probe = ALL[0].name
+        row = self.tables.get(self.physical(n.TRACKING), tracking_row(probe), [n.TR_POSITION])
+        return int(row.get(n.TR_POSITION, b"0")) > known.get(probe, 0)
+
+    def physical(self, logical: str) -> str:
+        return self.catalog.physical(logical)
+
+    # -- rebuild and verify ----------------------------------------------------------------------
+    def _fold(self, store: TableStore, projections: tuple[Projection, ...],
+              physical: Callable[[str], str], stop: int | None,
+              progress: Progress | None) -> ProjectionRunner:
+        runner = ProjectionRunner(store, projections, physical=physical)
+        runner.create_tables()
+        total = stop if stop is not None else self.max_position()
+        runner.apply_events(_counting(self.events(start=1, stop=stop), total, progress), fold=True)
+        return runner
+
+    def rebuild(self, names: list[str] | None = None,
+                progress: Progress | None = None) -> dict[str, Any]:
+        """Blue/green: build fresh physical tables, catch up, switch readers atomically."""
+        if not self.live:
+            raise SettingsError("rebuild runs on the embedded tables; for HBase, rebuild "
+                                "with the workers stopped (see docs/streaming.md)")
+        projections = select(names) if names else ALL
+        generation = self.catalog.generation + 1
+        suffix = f"__g{generation}_{int(time.time())}"
+        rebuilt = {t.name: t.name + suffix for p in projections for t in p.tables}
+        rebuilt[n.TRACKING] = n.TRACKING + suffix
+        t0 = time.perf_counter()
+        head = self.max_position()
+        runner = self._fold(self.tables, projections, lambda t: rebuilt.get(t, t), head, progress)
+        with self._locked():
+            runner.apply_events(self.events(start=head + 1))  # catch up what arrived meanwhile
+            position = runner.position()
+            tracking = [Put(self.physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
+                            b"%d" % position, max(position, 1)) for p in projections]
+            old = {t: self.physical(t) for t in rebuilt if t != n.TRACKING}
+            self.catalog.switch({t: rebuilt[t] for t in old}, tracking)
+            self.runner = self._live_runner()
+            self._catch_up()
+        for table in old.values():
+            self.tables.drop_table(table)
+        self.tables.drop_table(rebuilt[n.TRACKING])
+        seconds = time.perf_counter() - t0
+        return {"projections": [p.name for p in projections], "position": position,
+                "generation": self.catalog.generation, "seconds": round(seconds, 3),
+                "events_per_s": round(position / seconds, 1) if seconds else None,
+                "tables": {t: rebuilt[t] for t in old}}
+
+    def verify(self, names: list[str] | None = None,
+               progress: Progress | None = None, max_diffs: int = 10) -> list[TableReport]:
+        """Rebuilds into scratch tables and compares them with the live ones, cell by cell."""
+        projections = select(names) if names else ALL
+        with self._locked():
+            self._catch_up()
+            # Stream workers track per partition; compare at the head once their lag is 0.
+            position = self.runner.position() if self.live else self.max_position()
+            return verify_tables(self.tables, self.physical, self.events, projections,
+                                 position, progress, max_diffs)
+
+    # -- queries ---------------------------------------------------------------------------------
+    def message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
+        return list(q.message_ids_in(self.tables, mailbox_id, self.physical))
+
+    def demo_report(self, console: Any, accounts: list[str], *, as_json: bool) -> dict[str, Any]:
+        from adapters.demo_report import report
+
+        return report(self, console, accounts, as_json=as_json)
+
+
+def _counting(items: Iterator[tuple[int, Any]], total: int,
+              progress: Progress | None) -> Iterator[tuple[int, Any]]:
+    done = 0
+    for item in items:
+        yield item
+        done += 1
+        if progress is not None and done % 5000 == 0:
+            progress(done, total)
+    if progress is not None:
+        progress(done, total)
+
+
+def verify_tables(live: TableStore, physical: Callable[[str], str], events: Events,
+                  projections: tuple[Projection, ...], position: int,
+                  progress: Progress | None = None, max_diffs: int = 10) -> list[TableReport]:
+    """Folds the log up to ``position`` into a scratch store and compares every table."""
+    with tempfile.TemporaryDirectory(prefix="letterlog-verify-") as tmp:
+        scratch: TableStore = (SqliteTableStore(Path(tmp) / "scratch.sqlite", synchronous="OFF")
+                               if position > 200_000 else InMemoryTableStore())
+        runner = ProjectionRunner(scratch, projections)
+        runner.create_tables()
+        runner.apply_events(_counting(events(start=1, stop=position), position, progress),
+                            fold=True)
+        reports = []
+        for p in projections:
+            for spec in p.tables:
+                a = table_digest(live, physical(spec.name))
+                b = table_digest(scratch, spec.name)
+                diffs = [] if a.sha256 == b.sha256 else diff_tables(
+                    live, physical(spec.name), scratch, spec.name, max_diffs=max_diffs)
+                reports.append(TableReport(spec.name, a.rows, a.cells, a.sha256,
+                                           b.rows, b.cells, b.sha256, diffs))
+        scratch.close()
+        return reports
+
+
+def account_id(address: str) -> UUID:
+    return account_id_for(address)
+
+
+__all__ = ["Catalog", "ProjectionHost", "TableReport", "verify_tables", "replace",
+           "TRACKING_SPEC"]

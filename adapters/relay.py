@@ -1,0 +1,556 @@
+"""The outbox relay: the notification log, in position order, onto one Kafka topic.
+
+    relay = OutboxRelay.from_settings(settings)      # or OutboxRelay(read, bootstrap, topic, pos)
+    with relay:
+        relay.run(stop)                              # or relay.run_once()
+
+Each event becomes one record: key = its account id (16 bytes), value =
+``record_from_notification(n).encode()`` (see ``adapters.event_records``). One idempotent
+producer (``acks="all"``) sends a batch in position order and waits for every ack; only then
+is the batch's last position recorded durably (``RelayPosition``). After a crash the relay
+resumes from the recorded position, so a crash between the acks and the record republishes
+that batch: delivery is at least once, and a consumer that drops records whose position is not
+above the highest it applied in that partition sees each event once, in log order.
+
+An event that cannot be decoded stops the relay with ``CorruptEvent`` (position, aggregate,
+version); the events before it are published and recorded first, nothing after it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from adapters.event_records import account_of, mapper, record_from_notification
+from domain.errors import CorruptEvent, LetterlogError, SettingsError
+
+__all__ = [
+    "CorruptEvent",
+    "FilePosition",
+    "InjectedCrash",
+    "OutboxRelay",
+    "PostgresPosition",
+    "RelayBusy",
+    "RelayError",
+    "RelayPosition",
+]
+
+log = logging.getLogger("letterlog.relay")
+
+Read = Callable[[int, int], Sequence[Any]]  # (start position, limit) -> notifications, id >= start
+
+DEFAULT_PARTITIONS = 6
+_TOPIC_ALREADY_EXISTS = 36
+
+
+class RelayError(LetterlogError):
+    """The relay cannot go on: unreadable position, log out of order, topic not creatable..."""
+
+
+class RelayBusy(RelayError):
+    """Another relay already publishes from this position (one relay per topic and log)."""
+
+
+class InjectedCrash(RuntimeError):  # noqa: N818 - it is what it says
+    """Raised by ``crash_after_publish``: the batch was acked, its position not recorded."""
+
+
+# --------------------------------------------------------------------------- positions
+
+
+class RelayPosition(Protocol):
+    """The last position whose event the broker acknowledged (0: nothing yet)."""
+
+    def load(self) -> int: ...
+
+    def save(self, position: int) -> None: ...
+
+    def acquire(self) -> None:
+        """Take the exclusive right to publish from this position (``RelayBusy`` if taken)."""
+
+    def release(self) -> None: ...
+
+
+class FilePosition:
+    """A small JSON file beside the data, replaced atomically (write, fsync, rename, fsync dir).
+
+    ``acquire`` holds an ``flock`` on ``<file>.lock`` so two relays never share a position.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock: IO[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"FilePosition({str(self.path)!r})"
+
+    def load(self) -> int:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return 0
+        try:
+            position = json.loads(text)["position"]
+            if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+                raise ValueError(f"position {position!r} is not a non-negative integer")
+        except Exception as e:
+            raise RelayError(f"relay position file {self.path} is unreadable ({e}): "
+                             f"{text[:80]!r}; fix or remove it (removing republishes "
+                             f"everything)") from None
+        return position
+
+    def save(self, position: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        body = json.dumps({"position": int(position),
+                           "saved_at": datetime.now(UTC).isoformat()}).encode() + b"\n"
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dfd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def acquire(self) -> None:
+        if self._lock is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path.with_name(self.path.name + ".lock"), "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise RelayBusy(f"another relay holds {self.path}.lock") from None
+        self._lock = fh
+
+    def release(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+
+class PostgresPosition:
+    """A row of ``letterlog_relay_positions`` in the event store's own database.
+
+    ``acquire`` takes a session advisory lock on a connection the position keeps open.
+    """
+
+    TABLE = "letterlog_relay_positions"
+
+    def __init__(self, dsn: str, name: str) -> None:
+        self.dsn = dsn
+        self.name = name
+        self._conn: Any = None
+        self._locked = False
+        digest = hashlib.blake2b(f"letterlog-relay:{name}".encode(), digest_size=8).digest()
+        self._lock_key = int.from_bytes(digest, "big", signed=True)
+
+    def __repr__(self) -> str:
+        return f"PostgresPosition(name={self.name!r})"
+
+    def _connect(self) -> Any:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        import psycopg
+
+        conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=30)
+        # (UniqueViolation: another relay created the table at the same moment)
+        with contextlib.suppress(psycopg.errors.UniqueViolation):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.TABLE} (name text PRIMARY KEY, "
+                "position bigint NOT NULL, saved_at timestamptz NOT NULL DEFAULT now())"
+            )
+        self._conn = conn
+        if self._locked:  # the session (and its advisory lock) was lost: take it again
+            self._locked = False
+            self.acquire()
+        return conn
+
+    def _run(self, sql: str, params: tuple[Any, ...]) -> Any:
+        import psycopg
+
+        try:
+            return self._connect().execute(sql, params).fetchone()
+        except psycopg.OperationalError:
+            # a dropped connection: reconnect once (re-taking the lock), then let it raise
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+            return self._connect().execute(sql, params).fetchone()
+
+    def load(self) -> int:
+        row = self._run(f"SELECT position FROM {self.TABLE} WHERE name = %s", (self.name,))
+        return int(row[0]) if row else 0
+
+    def save(self, position: int) -> None:
+        self._run(
+            f"INSERT INTO {self.TABLE} (name, position) VALUES (%s, %s) ON CONFLICT (name) "
+            "DO UPDATE SET position = EXCLUDED.position, saved_at = now() RETURNING position",
+            (self.name, int(position)),
+        )
+
+    def acquire(self) -> None:
+        if self._locked:
+            return
+        row = self._connect().execute("SELECT pg_try_advisory_lock(%s)",
+                                      (self._lock_key,)).fetchone()
+        if not row or not row[0]:
+            raise RelayBusy(f"another relay holds the PostgreSQL position {self.name!r}")
+        self._locked = True
+
+    def release(self) -> None:
+        self._locked = False
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()  # ends the session, which drops the advisory lock
+            self._conn = None
+
+
+# --------------------------------------------------------------------------- the relay
+
+
+class OutboxRelay:
+    """Tails the notification log and publishes every event to Kafka, keyed by account.
+
+    ``read(start, limit)`` returns up to ``limit`` notifications with ``id >= start`` in id
+    order (ids may have gaps). ``head()`` (optional) returns the highest id, for ``lag``.
+    Not thread-safe: one relay, one thread; ``run`` for a daemon, ``run_once`` for a pass.
+    """
+
+    def __init__(
+        self,
+        read: Read,
+        bootstrap: str,
+        topic: str,
+        position: RelayPosition,
+        *,
+        batch: int = 500,
+        partitions: int = DEFAULT_PARTITIONS,
+        replication_factor: int = 1,
+        head: Callable[[], int | None] | None = None,
+        crash_after_publish: bool = False,
+        producer_options: dict[str, Any] | None = None,
+        request_timeout: float = 30.0,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        if batch < 1:
+            raise SettingsError(f"relay batch: {batch} must be at least 1")
+        if partitions < 1:
+            raise SettingsError(f"relay partitions: {partitions} must be at least 1")
+        if not bootstrap:
+            raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the relay needs host:port")
+        self.read = read
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.position = position
+        self.batch = batch
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.head = head
+        self.crash_after_publish = crash_after_publish
+        self.producer_options = dict(producer_options or {})
+        self.request_timeout = request_timeout
+        self.published = 0  # records acked since this relay started (duplicates included)
+        self._on_close = on_close
+        self._runner: asyncio.Runner | None = None
+        self._producer: Any = None
+        self._topic_ready = False
+        self._acquired = False
+        self._closed = False
+        self._position: int | None = None  # the recorded position, while we hold it
+
+    # -- building ---------------------------------------------------------------------------
+    @classmethod
+    def from_settings(cls, settings: Any, log: Any = None, **options: Any) -> OutboxRelay:
+        """A relay for ``settings`` (``LETTERLOG_*``): Kafka bootstrap and topic, and the event
+        store's log (``log``: an opened ``MailLog`` or ``Letterlog``; opened here when None,
+        and closed with the relay). The position lives in the event store's database for
+        PostgreSQL and in ``<data>/relay-<topic>.position`` for SQLite."""
+        if not settings.kafka_bootstrap:
+            raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the relay needs the Kafka "
+                                "bootstrap address (host:port)")
+        on_close = None
+        if log is None:
+            log = _open_log(settings)
+            on_close = log.close
+        recorder = log.recorder if hasattr(log, "recorder") else log.log.recorder
+
+        def read(start: int, limit: int) -> Sequence[Any]:
+            return list(recorder.select_notifications(start=start, limit=limit))
+
+        position: RelayPosition
+        if settings.event_store == "postgres":
+            position = PostgresPosition(settings.postgres_dsn, f"kafka:{settings.kafka_topic}")
+        else:
+            position = FilePosition(Path(settings.data) / f"relay-{settings.kafka_topic}.position")
+        options.setdefault("partitions", getattr(settings, "kafka_partitions", None)
+                           or DEFAULT_PARTITIONS)
+        return cls(read, settings.kafka_bootstrap, settings.kafka_topic, position,
+                   head=recorder.max_notification_id, on_close=on_close, **options)
+
+    # -- life cycle -------------------------------------------------------------------------
+    def __enter__(self) -> OutboxRelay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._stop_producer()
+        finally:
+            if self._runner is not None:
+                self._runner.close()
+                self._runner = None
+            if self._acquired:
+                self.position.release()
+                self._acquired = False
+                self._position = None
+            if self._on_close is not None:
+                self._on_close()
+
+    def _open(self) -> None:
+        if self._closed:
+            raise RelayError("the relay is closed")
+        if not self._acquired:
+            self.position.acquire()
+            self._acquired = True
+            self._position = self.position.load()
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        if not self._topic_ready:
+            self._runner.run(self._ensure_topic())
+            self._topic_ready = True
+        if self._producer is None:
+            self._producer = self._runner.run(self._start_producer())
+
+    async def _ensure_topic(self) -> None:
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap,
+                                    request_timeout_ms=int(self.request_timeout * 1000))
+        try:
+            await admin.start()
+            if self.topic in set(await admin.list_topics()):
+                return
+            response = await admin.create_topics(
+                [NewTopic(self.topic, num_partitions=self.partitions,
+                          replication_factor=self.replication_factor)],
+                timeout_ms=int(self.request_timeout * 1000),
+            )
+            for err in response.topic_errors:
+                name, code = err[0], err[1]
+                message = err[2] if len(err) > 2 else ""
+                if code not in (0, _TOPIC_ALREADY_EXISTS):
+                    raise RelayError(f"kafka topic {name!r} cannot be created: error {code} "
+                                     f"{message or ''}".rstrip())
+            log.info("created kafka topic %s (%d partitions)", self.topic, self.partitions)
+        finally:
+            await admin.close()
+
+    async def _start_producer(self) -> Any:
+        from aiokafka import AIOKafkaProducer
+
+        options: dict[str, Any] = {
+            "linger_ms": 5,
+            "max_batch_size": 512 * 1024,
+            "request_timeout_ms": int(self.request_timeout * 1000),
+        }
+        options.update(self.producer_options)
+        options.update(enable_idempotence=True, acks="all")  # not negotiable: order + no loss
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, **options)
+        try:
+            await producer.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+            raise
+        return producer
+
+    def _stop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None and self._runner is not None:
+            with contextlib.suppress(Exception):
+                self._runner.run(producer.stop())
+
+    # -- publishing -------------------------------------------------------------------------
+    def run_once(self, max_events: int | None = None) -> int:
+        """Publishes everything in the log after the recorded position (at most ``max_events``)
+        and returns how many records were acked."""
+        return self._pump(max_events, None)
+
+    def run(self, stop: threading.Event, poll_interval: float = 0.2,
+            max_backoff: float = 30.0) -> None:
+        """Polls the log until ``stop`` is set. Broker or database outages are retried with
+        backoff (resuming from the recorded position); ``CorruptEvent`` and ``RelayError``
+        end the loop by raising."""
+        from aiokafka.errors import KafkaError
+        from eventsourcing.persistence import InterfaceError, OperationalError
+
+        transient: tuple[type[BaseException], ...] = (
+            KafkaError, ConnectionError, TimeoutError, OperationalError, InterfaceError)
+        try:
+            import psycopg
+
+            transient += (psycopg.OperationalError, psycopg.InterfaceError)
+        except ImportError:
+            pass
+        backoff = poll_interval
+        log.info("relaying to %s on %s", self.topic, self.bootstrap)
+        while not stop.is_set():
+            try:
+                count = self._pump(None, stop)
+            except transient as e:
+                log.warning("relay: %s: %s; retrying in %.1fs", type(e).__name__, e, backoff)
+                self._stop_producer()
+                stop.wait(backoff)
+                backoff = min(max_backoff, backoff * 2)
+                continue
+            backoff = poll_interval
+            if count == 0:
+                stop.wait(poll_interval)
+
+    def _pump(self, max_events: int | None, stop: threading.Event | None) -> int:
+        self._open()
+        assert self._position is not None
+        position = self._position
+        total = 0
+        while max_events is None or total < max_events:
+            if stop is not None and stop.is_set():
+                break
+            limit = self.batch if max_events is None else min(self.batch, max_events - total)
+            notifications = self.read(position + 1, limit)
+            if not notifications:
+                break
+            records: list[tuple[int, bytes, bytes]] = []
+            corrupt: CorruptEvent | None = None
+            last = position
+            for n in notifications:
+                if n.id <= last:
+                    raise RelayError(f"the log returned position {n.id} after {last}: "
+                                     "positions must strictly increase")
+                last = n.id
+                try:
+                    records.append((n.id, self._key(n), record_from_notification(n).encode()))
+                except CorruptEvent as e:
+                    corrupt = e
+                    break
+            if records:
+                self._publish(records)
+                if self.crash_after_publish:
+                    raise InjectedCrash(f"crash after publishing positions {records[0][0]}.."
+                                        f"{records[-1][0]}, before recording them")
+                position = records[-1][0]
+                self.position.save(position)
+                self._position = position
+                total += len(records)
+            if corrupt is not None:
+                log.error("relay stopped at position %d: %s", position + 1, corrupt)
+                raise corrupt
+            if len(notifications) < limit:
+                break  # nothing more in the log right now
+        return total
+
+    @staticmethod
+    def _decode(n: Any) -> Any:
+        try:
+            return mapper().to_domain_event(n)
+        except Exception as e:
+            raise CorruptEvent(
+                f"event at position {n.id} (aggregate {n.originator_id}, version "
+                f"{n.originator_version}, topic {n.topic!r}) cannot be decoded: "
+                f"{type(e).__name__}: {e}"
+            ) from e
+
+    def _key(self, n: Any) -> bytes:
+        event = self._decode(n)
+        try:
+            return account_of(event).bytes
+        except Exception as e:
+            raise CorruptEvent(
+                f"event at position {n.id} (aggregate {n.originator_id}, version "
+                f"{n.originator_version}, topic {n.topic!r}) names no account: {e}"
+            ) from e
+
+    def _publish(self, records: list[tuple[int, bytes, bytes]]) -> None:
+        assert self._runner is not None
+        try:
+            self._runner.run(self._send(records))
+        except BaseException:
+            # a fresh producer session next time (new producer id, sequences from 0); the
+            # unrecorded batch is sent again from the recorded position
+            self._stop_producer()
+            raise
+        self.published += len(records)
+
+    async def _send(self, records: list[tuple[int, bytes, bytes]]) -> None:
+        from aiokafka.errors import MessageSizeTooLargeError
+
+        producer = self._producer
+        futures = []
+        for position, key, value in records:
+            try:
+                futures.append(await producer.send(self.topic, value, key=key))
+            except MessageSizeTooLargeError as e:
+                for f in futures:
+                    f.cancel()
+                raise RelayError(f"event at position {position} ({len(value)} bytes) is too "
+                                 f"large for the producer: {e}") from e
+        await asyncio.gather(*futures)
+
+    # -- monitoring -------------------------------------------------------------------------
+    def lag(self) -> tuple[int, float]:
+        """(events behind, seconds behind): positions between the recorded one and the log
+        head (ids skipped by the database count too, so it is an upper bound), and the age of
+        the oldest unpublished event (0 when caught up)."""
+        if self.head is None:
+            raise RelayError("lag needs head(): build the relay with head=...")
+        head = int(self.head() or 0)
+        position = self.position.load()
+        if head <= position:
+            return 0, 0.0
+        notifications = self.read(position + 1, 1)
+        if not notifications:
+            return 0, 0.0
+        stamp = getattr(self._decode(notifications[0]), "timestamp", None)
+        seconds = 0.0
+        if isinstance(stamp, datetime):
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=UTC)
+            seconds = max(0.0, (datetime.now(UTC) - stamp).total_seconds())
+        return head - position, seconds
+
+
+def _open_log(settings: Any) -> Any:
+    from adapters.embedded import postgres_env_from_dsn
+    from adapters.eventstore import open_log, postgres_env, sqlite_env
+
+    if settings.event_store == "postgres":
+        env = postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
+    else:
+        root = Path(settings.data)
+        root.mkdir(parents=True, exist_ok=True)
+        env = sqlite_env(str(root / "events.sqlite"), settings.durability)
+    return open_log(env)

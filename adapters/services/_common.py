@@ -1,0 +1,655 @@
+"""Shared machinery for the real test/dev servers (PostgreSQL, HBase, Kafka).
+
+Nothing here imports a client library at module import time: the probes import psycopg,
+happybase or aiokafka lazily, so `import adapters.services` works without the extras.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+__all__ = [
+    "ServiceFailed",
+    "Service",
+    "cache_dir",
+    "free_port",
+    "free_ports",
+    "wait_for",
+    "tail_file",
+    "terminate",
+    "find_java",
+    "maven_lib",
+    "apt_install",
+    "jdk_module_flags",
+]
+
+LOCALHOST = "127.0.0.1"
+
+
+class ServiceFailed(RuntimeError):
+    """A server could not be installed, started or probed.
+
+    The message names the log files and carries their tail, so a failing test shows why.
+    """
+
+    def __init__(self, message: str, *, log_paths: Sequence[Path] = (), tail: str = "") -> None:
+        self.log_paths = [Path(p) for p in log_paths]
+        self.tail = tail
+        text = message
+        if self.log_paths:
+            text += "\nlog files:\n" + "\n".join(f"  {p}" for p in self.log_paths)
+        if tail:
+            text += "\n" + tail
+        super().__init__(text)
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def cache_dir() -> Path:
+    """`${LETTERLOG_CACHE:-~/.cache/letterlog}`, created on demand."""
+    raw = os.environ.get("LETTERLOG_CACHE") or os.path.join("~", ".cache", "letterlog")
+    path = Path(raw).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def file_lock(name: str) -> Iterator[None]:
+    """An exclusive advisory lock under `<cache>/locks` (two installs never race)."""
+    import fcntl
+
+    lock_dir = cache_dir() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- ports
+
+
+def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
+    """`count` distinct ports that were free on `host` a moment ago.
+
+    All sockets are held open until every port is chosen, so the ports are distinct.
+    """
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    return free_ports(1, host)[0]
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def tail_file(path: Path, n: int = 40, max_bytes: int = 256 * 1024) -> list[str]:
+    """The last `n` lines of a (possibly large, possibly missing) text file."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return lines[-n:] if n > 0 else []
+
+
+def format_tails(paths: Sequence[Path], n: int = 40) -> str:
+    parts = []
+    for p in paths:
+        lines = tail_file(p, n)
+        if not Path(p).exists():
+            continue
+        parts.append(f"==> {p} (last {len(lines)} lines) <==")
+        parts.extend(lines)
+    return "\n".join(parts)
+
+
+def log_contains(path: Path, needle: str | re.Pattern[str]) -> bool:
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    if isinstance(needle, str):
+        return needle in text
+    return needle.search(text) is not None
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def wait_for(
+    probe: Callable[[], Any],
+    *,
+    what: str,
+    timeout: float,
+    log_paths: Sequence[Path] = (),
+    procs: Sequence[subprocess.Popen[bytes]] = (),
+    interval: float = 0.5,
+    tail_lines: int = 60,
+) -> Any:
+    """Call `probe` until it returns a truthy value; return that value.
+
+    Exceptions raised by the probe count as "not yet" (the last one is reported).
+    If one of `procs` exits, or `timeout` seconds pass, raise ServiceFailed naming the log
+    files, with their tail and the last probe error. Short sleeps between attempts only.
+    """
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        for proc in procs:
+            code = proc.poll()
+            if code is not None:
+                program = proc.args[0] if isinstance(proc.args, list | tuple) else proc.args
+                label = program.decode() if isinstance(program, bytes) else str(program)
+                raise ServiceFailed(
+                    f"{what}: process {label}"
+                    f" (pid {proc.pid}) exited with code {code} before it was ready"
+                    + (f"; last probe error: {last_error!r}" if last_error else ""),
+                    log_paths=log_paths,
+                    tail=format_tails(log_paths, tail_lines),
+                )
+        try:
+            result = probe()
+        except Exception as exc:  # noqa: BLE001 - every failure means "not ready yet"
+            last_error = exc
+        else:
+            if result:
+                return result
+        if time.monotonic() >= deadline:
+            raise ServiceFailed(
+                f"{what}: not ready after {timeout:.0f} s"
+                + (f"; last probe error: {last_error!r}" if last_error else ""),
+                log_paths=log_paths,
+                tail=format_tails(log_paths, tail_lines),
+            )
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def spawn(
+    cmd: Sequence[str],
+    *,
+    log: Path,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    user: int | None = None,
+    group: int | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a long-running server process in its own session, stdout+stderr to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    out = open(log, "ab")  # noqa: SIM115 - handed to the child; closed below
+    try:
+        kwargs: dict[str, Any] = {}
+        if user is not None:
+            kwargs.update(user=user, group=group, extra_groups=[])
+        return subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=str(cwd),
+            env=env,
+            start_new_session=True,
+            **kwargs,
+        )
+    finally:
+        out.close()
+
+
+def terminate(
+    proc: subprocess.Popen[bytes] | None,
+    *,
+    sig: int = signal.SIGTERM,
+    timeout: float = 30.0,
+) -> int | None:
+    """Send `sig` to the process group, wait up to `timeout` s, then SIGKILL. Idempotent."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    # the group may still hold stragglers (e.g. a JVM's helper); make sure they are gone
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode
+
+
+def run_checked(
+    cmd: Sequence[str],
+    *,
+    what: str,
+    log: Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 1800,
+    user: int | None = None,
+    group: int | None = None,
+) -> None:
+    """Run a short command to completion, output appended to `log`; ServiceFailed on error."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {}
+    if user is not None:
+        kwargs.update(user=user, group=group, extra_groups=[])
+    with open(log, "ab") as out:
+        out.write(("$ " + " ".join(cmd) + "\n").encode())
+        out.flush()
+        try:
+            code = subprocess.run(
+                list(cmd),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=str(cwd) if cwd else None,
+                env=env,
+                timeout=timeout,
+                check=False,
+                **kwargs,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            raise ServiceFailed(
+                f"{what}: timed out after {timeout:.0f} s",
+                log_paths=[log],
+                tail=format_tails([log]),
+            ) from None
+        except OSError as exc:
+            raise ServiceFailed(f"{what}: cannot run {cmd[0]}: {exc}", log_paths=[log]) from exc
+    if code != 0:
+        raise ServiceFailed(
+            f"{what}: `{' '.join(cmd)}` exited with code {code}",
+            log_paths=[log],
+            tail=format_tails([log]),
+        )
+
+
+# --------------------------------------------------------------------------- installing
+
+
+_apt_updated = False
+_apt_lock = threading.Lock()
+
+
+def _privileged_prefix() -> list[str]:
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo"):
+        return ["sudo", "-n"]
+    raise ServiceFailed("installing Debian packages needs root (or password-less sudo)")
+
+
+def apt_install(packages: Sequence[str]) -> None:
+    """`apt-get install -y <packages>` (after one `apt-get update` per process)."""
+    global _apt_updated
+    if not shutil.which("apt-get"):
+        raise ServiceFailed(f"apt-get not found; install {' '.join(packages)} by hand")
+    prefix = _privileged_prefix()
+    log = cache_dir() / "logs" / "apt.log"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    with _apt_lock, file_lock("apt"):
+        if not _apt_updated:
+            run_checked([*prefix, "apt-get", "update"], what="apt-get update", log=log, env=env)
+            _apt_updated = True
+        run_checked(
+            [*prefix, "apt-get", "install", "-y", "--no-install-recommends", *packages],
+            what=f"apt-get install {' '.join(packages)}",
+            log=log,
+            env=env,
+        )
+
+
+_JAVA_VERSION_RE = re.compile(r'version "(\d+)(?:\.(\d+))?')
+
+
+def java_major(java: Path) -> int | None:
+    try:
+        out = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = _JAVA_VERSION_RE.search(out.stderr + out.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # "1.8.0_…"
+        major = int(m.group(2))
+    return major
+
+
+_java_cache: Path | None = None
+
+#: JDKs the servers accept. Hadoop's security code breaks on JDK 23+ (Subject/SecurityManager
+#: removal); HBase 2.6 and Kafka 3.9 are tested on 11 and 17. 17 is preferred.
+JAVA_MIN, JAVA_MAX, JAVA_PREFERRED = 11, 22, 17
+
+
+def find_java(*, install: bool = True) -> Path:
+    """The `java` binary of a JDK 11..22, preferring 17 (never 23+).
+
+    Order: $LETTERLOG_JAVA_HOME, $JAVA_HOME, `java` on PATH, /usr/lib/jvm/*. When none fits and
+    `install` is true, `apt-get install openjdk-17-jre-headless` and look again.
+    """
+    global _java_cache
+    if _java_cache is not None:
+        return _java_cache
+    candidates: list[Path] = []
+    for var in ("LETTERLOG_JAVA_HOME", "JAVA_HOME"):
+        home = os.environ.get(var)
+        if home:
+            candidates.append(Path(home) / "bin" / "java")
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(Path(on_path).resolve())
+    jvm_root = Path("/usr/lib/jvm")
+    if jvm_root.is_dir():
+        candidates.extend(sorted(jvm_root.glob("*/bin/java")))
+    seen: set[Path] = set()
+    good: list[tuple[int, int, Path]] = []
+    for idx, cand in enumerate(candidates):
+        try:
+            real = cand.resolve()
+        except OSError:
+            continue
+        if real in seen or not real.is_file():
+            continue
+        seen.add(real)
+        major = java_major(real)
+        if major is None or not (JAVA_MIN <= major <= JAVA_MAX):
+            continue
+        good.append((0 if major == JAVA_PREFERRED else 1, idx, real))
+    if good:
+        good.sort()
+        _java_cache = good[0][2]
+        return _java_cache
+    if install:
+        apt_install(["openjdk-17-jre-headless"])
+        return find_java(install=False)
+    raise ServiceFailed(
+        f"no JDK {JAVA_MIN}..{JAVA_MAX} found (JDK 17 preferred; 23+ breaks Hadoop); "
+        "set LETTERLOG_JAVA_HOME"
+    )
+
+
+def find_mvn(*, install: bool = True) -> str:
+    mvn = shutil.which("mvn")
+    if mvn:
+        return mvn
+    if install:
+        apt_install(["maven"])
+        mvn = shutil.which("mvn")
+        if mvn:
+            return mvn
+    raise ServiceFailed("Maven (`mvn`) not found; apt-get install maven")
+
+
+def pom_property(pom: Path, name: str) -> str:
+    m = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", pom.read_text())
+    if not m:
+        raise ServiceFailed(f"{pom}: property <{name}> not found")
+    return m.group(1).strip()
+
+
+def maven_lib(pom: Path, *, prefix: str, install: bool = True) -> Path:
+    """Resolve the dependencies of a dependencies-only pom into a cached `lib/` dir.
+
+    `<cache>/<prefix>-<sha256(pom)[:12]>/lib`, filled once by
+    `mvn dependency:copy-dependencies`; a `.complete` marker makes re-use cheap (no mvn call).
+    Maven's own `~/.m2` cache is shared between projects and runs.
+    """
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    root = cache_dir() / f"{prefix}-{digest}"
+    lib = root / "lib"
+    marker = root / ".complete"
+    if marker.exists():
+        return lib
+    if not install:
+        raise ServiceFailed(
+            f"{prefix} jars not installed yet (run `python -m adapters.services install`)"
+        )
+    with file_lock(f"maven-{prefix}"):
+        if marker.exists():
+            return lib
+        mvn = find_mvn()
+        java = find_java()
+        if lib.exists():
+            shutil.rmtree(lib)
+        root.mkdir(parents=True, exist_ok=True)
+        log = root / "mvn.log"
+        env = dict(os.environ, JAVA_HOME=str(java.parent.parent))
+        run_checked(
+            [
+                mvn,
+                "-B",
+                "-q",
+                "-f",
+                str(pom),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={lib}",
+                "-DincludeScope=runtime",
+            ],
+            what=f"resolving {prefix} jars with Maven",
+            log=log,
+            cwd=root,
+            env=env,
+        )
+        if not any(lib.glob("*.jar")):
+            raise ServiceFailed(f"Maven resolved no jars into {lib}", log_paths=[log])
+        shutil.copyfile(pom, root / "pom.xml")
+        marker.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+    return lib
+
+
+def jdk_module_flags(java_major_version: int) -> list[str]:
+    """The JVM flags HBase's own `bin/hbase` adds on JDK 11+ (`add_jdk11_jvm_flags`).
+
+    They open the JDK internals that HBase's shaded Netty, Hadoop's security code and the
+    off-heap allocators reach into; without them JDK 17 fails with InaccessibleObjectException.
+    """
+    if java_major_version < 11:
+        return []
+    opens = [
+        "java.base/java.io",
+        "java.base/java.nio",
+        "java.base/sun.nio.ch",
+        "java.base/java.lang",
+        "java.base/jdk.internal.ref",
+        "java.base/java.lang.reflect",
+        "java.base/java.util",
+        "java.base/java.util.concurrent",
+    ]
+    exports = [
+        "java.base/jdk.internal.misc",
+        "java.security.jgss/sun.security.krb5",
+        "java.base/sun.net.dns",
+        "java.base/sun.net.util",
+    ]
+    flags = [
+        "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+        "--add-modules",
+        "jdk.unsupported",
+    ]
+    for o in opens:
+        flags += ["--add-opens", f"{o}=ALL-UNNAMED"]
+    for e in exports:
+        flags += ["--add-exports", f"{e}=ALL-UNNAMED"]
+    return flags
+
+
+def run_in_thread(fn: Callable[[], Any], timeout: float) -> Any:
+    """Run `fn` in a fresh thread (so `asyncio.run` works even under a running event loop)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            box["error"] = exc
+
+    t = threading.Thread(target=target, name="letterlog-probe", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise TimeoutError(f"probe did not finish in {timeout:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+# --------------------------------------------------------------------------- base class
+
+_live: weakref.WeakSet[Service] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    for svc in list(_live):
+        with contextlib.suppress(Exception):
+            svc.stop()
+
+
+class Service:
+    """Start/stop/context-manager skeleton shared by the three servers.
+
+    Subclasses implement `install()`, `_start()` (raise ServiceFailed on failure),
+    `_stop()` and `log_paths`. Runtime state lives in `workdir` (a fresh temp dir unless given);
+    it is removed by `stop()` unless `keep_workdir` is set or starting failed (so the logs
+    named in the error stay readable).
+    """
+
+    name = "service"
+
+    def __init__(
+        self,
+        *,
+        workdir: str | os.PathLike[str] | None = None,
+        startup_timeout: float = 120.0,
+        keep_workdir: bool | None = None,
+    ) -> None:
+        self._given_workdir = Path(workdir) if workdir is not None else None
+        self.workdir: Path | None = None
+        self.startup_timeout = startup_timeout
+        if keep_workdir is None:
+            keep_workdir = os.environ.get("LETTERLOG_KEEP_SERVICE_DIRS", "") not in ("", "0")
+        self.keep_workdir = keep_workdir
+        self.started = False
+        self.startup_seconds: float | None = None
+        self._failed = False
+
+    # subclasses -------------------------------------------------------------
+    def install(self) -> None:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def log_paths(self) -> list[Path]:
+        raise NotImplementedError
+
+    # public -----------------------------------------------------------------
+    def _make_workdir(self) -> Path:
+        if self._given_workdir is not None:
+            self._given_workdir.mkdir(parents=True, exist_ok=True)
+            return self._given_workdir
+        return Path(tempfile.mkdtemp(prefix=f"letterlog-{self.name}-"))
+
+    def start(self) -> Self:
+        """Install if needed, start on 127.0.0.1 with free ports, wait for a real probe."""
+        if self.started:
+            return self
+        t0 = time.monotonic()
+        self.install()
+        self.workdir = self._make_workdir()
+        _live.add(self)
+        try:
+            self._start()
+        except BaseException:
+            self._failed = True
+            with contextlib.suppress(Exception):
+                self._stop()
+            _live.discard(self)
+            raise
+        self.started = True
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Stop the processes and remove the work dir (idempotent)."""
+        _live.discard(self)
+        if self.workdir is None:
+            return
+        try:
+            self._stop()
+        finally:
+            self.started = False
+            if not self.keep_workdir and not self._failed and self._given_workdir is None:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def tail_logs(self, n: int = 40) -> str:
+        """The last `n` lines of every log file, each under a `==> path <==` header."""
+        return format_tails(self.log_paths, n)
+
+    def fail(self, message: str) -> ServiceFailed:
+        return ServiceFailed(
+            f"{self.name}: {message}", log_paths=self.log_paths, tail=self.tail_logs(60)
+        )
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.started else "stopped"
+        return f"<{type(self).__name__} {state} workdir={self.workdir}>"

@@ -1,0 +1,448 @@
+"""A throw-away standalone HBase 2.6 (master + region server + ZooKeeper in one JVM) with a
+Thrift1 and a Thrift2 gateway.
+
+Jars come from Maven Central through `maven/hbase/pom.xml` (resolved once into the cache).
+The master runs `org.apache.hadoop.hbase.master.HMaster start` on a generated
+`hbase-site.xml` (file:// root dir, free ZooKeeper port, web UIs off); once its log says
+initialization completed, two gateway JVMs start side by side, both with the thread-pool
+server, buffered transport and binary protocol (happybase's defaults):
+`org.apache.hadoop.hbase.thrift.ThriftServer` (Thrift1, happybase) and
+`org.apache.hadoop.hbase.thrift2.ThriftServer` (Thrift2: per-cell timestamps in
+`putMultiple`). One ThriftServer process serves exactly one of the two protocols (the Thrift1
+port answers a Thrift2 call with "Invalid method name"), hence two processes.
+
+Thrift2's IDL is not on PyPI: `thrift2_idl()` extracts HBase's own
+`org/apache/hadoop/hbase/thrift2/hbase.thrift` from the cached hbase-thrift jar into the cache
+dir, and `load_thrift2()` loads it with thriftpy2 (nothing of HBase is kept in this repo).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import threading
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from xml.sax.saxutils import escape
+
+from ._common import (
+    LOCALHOST,
+    Service,
+    ServiceFailed,
+    find_java,
+    free_ports,
+    java_major,
+    jdk_module_flags,
+    log_contains,
+    maven_lib,
+    pom_property,
+    port_open,
+    run_in_thread,
+    spawn,
+    terminate,
+    wait_for,
+)
+
+__all__ = [
+    "HBaseServer",
+    "HBASE_POM",
+    "install_hbase",
+    "load_thrift2",
+    "thrift2_client",
+    "thrift2_idl",
+]
+
+HBASE_POM = Path(__file__).parent / "maven" / "hbase" / "pom.xml"
+
+MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
+THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
+THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
+THRIFT2_IDL_ENTRY = "org/apache/hadoop/hbase/thrift2/hbase.thrift"
+THRIFT2_MODULE = "letterlog_hbase2_thrift"  # thriftpy2 wants the suffix _thrift
+MASTER_READY = "Master has completed initialization"
+
+LOG4J2_PROPERTIES = """\
+# written by adapters/services/hbase.py
+status = warn
+name = letterlog-hbase
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:letterlog.log.file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{ISO8601} %-5p [%t] %c{2}: %m%n
+rootLogger = INFO, file
+logger.zookeeper.name = org.apache.zookeeper
+logger.zookeeper.level = WARN
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = WARN
+logger.hbase.name = org.apache.hadoop.hbase
+logger.hbase.level = INFO
+logger.hbasezk.name = org.apache.hadoop.hbase.zookeeper
+logger.hbasezk.level = WARN
+"""
+
+
+def install_hbase() -> Path:
+    """Resolve the HBase jars (once) and return the lib dir."""
+    version = pom_property(HBASE_POM, "hbase.version")
+    return maven_lib(HBASE_POM, prefix=f"hbase-{version}")
+
+
+def thrift2_idl(lib: Path | None = None, *, install: bool = False) -> Path:
+    """HBase's Thrift2 IDL, extracted (once) from the cached hbase-thrift jar.
+
+    `lib` is the HBase lib dir (default: this pom's cached one; with `install=False` a missing
+    cache raises `ServiceFailed` instead of running Maven). The file lands next to `lib`, in
+    `<cache>/hbase-<version>-<hash>/thrift2/hbase.thrift`, written atomically."""
+    if lib is None:
+        lib = maven_lib(
+            HBASE_POM, prefix=f"hbase-{pom_property(HBASE_POM, 'hbase.version')}", install=install
+        )
+    target = lib.parent / "thrift2" / "hbase.thrift"
+    if target.is_file():
+        return target
+    jars = sorted(lib.glob("hbase-thrift-*.jar"))
+    if not jars:
+        raise ServiceFailed(f"hbase: no hbase-thrift jar in {lib}, so no Thrift2 IDL")
+    try:
+        with zipfile.ZipFile(jars[-1]) as jar:
+            data = jar.read(THRIFT2_IDL_ENTRY)
+    except (KeyError, OSError, zipfile.BadZipFile) as exc:
+        raise ServiceFailed(
+            f"hbase: {THRIFT2_IDL_ENTRY} not readable in {jars[-1]}: {exc}"
+        ) from exc
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
+
+
+_thrift2_lock = threading.Lock()
+_thrift2_module: ModuleType | None = None
+
+
+def load_thrift2(idl: str | os.PathLike[str] | None = None) -> ModuleType:
+    """The Thrift2 IDL as a thriftpy2 module (`THBaseService`, `TPut`, `TColumnValue`, ...),
+    loaded once per process (a later call's `idl` is ignored)."""
+    global _thrift2_module
+    with _thrift2_lock:
+        if _thrift2_module is None:
+            import thriftpy2
+
+            path = Path(idl) if idl is not None else thrift2_idl()
+            _thrift2_module = thriftpy2.load(str(path), module_name=THRIFT2_MODULE)
+        return _thrift2_module
+
+
+def thrift2_client(host: str, port: int, *, timeout_ms: int = 60_000) -> Any:
+    """A thriftpy2 client of the Thrift2 `THBaseService` (buffered transport, binary protocol,
+    as the gateway started here serves it). Close it with `client.close()`."""
+    from thriftpy2.protocol import TCyBinaryProtocolFactory
+    from thriftpy2.rpc import make_client
+    from thriftpy2.transport import TCyBufferedTransportFactory
+
+    return make_client(
+        load_thrift2().THBaseService,
+        host,
+        port,
+        timeout=timeout_ms,
+        proto_factory=TCyBinaryProtocolFactory(decode_response=True),
+        trans_factory=TCyBufferedTransportFactory(),
+    )
+
+
+def _site_xml(props: dict[str, str]) -> str:
+    body = "\n".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
+        for k, v in props.items()
+    )
+    return (
+        '<?xml version="1.0"?>\n<!-- written by adapters/services/hbase.py -->\n'
+        f"<configuration>\n{body}\n</configuration>\n"
+    )
+
+
+class HBaseServer(Service):
+    """Standalone HBase with a Thrift1 and a Thrift2 gateway on 127.0.0.1.
+
+    Attributes after `start()`: `thrift_host`, `thrift_port` (Thrift1), `thrift2_port`
+    (Thrift2, same host), `zookeeper_port`, `log_paths`. `connection()` returns a happybase
+    connection, `thrift2_client()` a thriftpy2 Thrift2 client (both buffered transport,
+    binary protocol).
+    """
+
+    name = "hbase"
+
+    def __init__(
+        self,
+        *,
+        startup_timeout: float = 180.0,
+        master_heap: str = "1g",
+        thrift_heap: str = "512m",
+        thrift_port: int | None = None,
+        thrift2_heap: str = "384m",
+        thrift2_port: int | None = None,
+        extra_site: dict[str, str] | None = None,
+        stop_timeout: float = 5.0,
+        workdir: str | os.PathLike[str] | None = None,
+        keep_workdir: bool | None = None,
+    ) -> None:
+        super().__init__(
+            workdir=workdir, startup_timeout=startup_timeout, keep_workdir=keep_workdir
+        )
+        self.master_heap = master_heap
+        self.thrift_heap = thrift_heap
+        self.thrift_host = LOCALHOST
+        self.thrift_port: int = thrift_port or 0
+        self._fixed_thrift_port = thrift_port
+        self.thrift2_heap = thrift2_heap
+        self.thrift2_port: int = thrift2_port or 0
+        self._fixed_thrift2_port = thrift2_port
+        self.zookeeper_port: int = 0
+        self.extra_site = dict(extra_site or {})
+        self.stop_timeout = stop_timeout
+        self.lib: Path | None = None
+        self.java: Path | None = None
+        self._master: subprocess.Popen[bytes] | None = None
+        self._thrift: subprocess.Popen[bytes] | None = None
+        self._thrift2: subprocess.Popen[bytes] | None = None
+
+    # ------------------------------------------------------------------ info
+    @property
+    def log_paths(self) -> list[Path]:
+        if self.workdir is None:
+            return []
+        logs = self.workdir / "logs"
+        return [
+            logs / "master.log",
+            logs / "master.out",
+            logs / "thrift.log",
+            logs / "thrift.out",
+            logs / "thrift2.log",
+            logs / "thrift2.out",
+        ]
+
+    @property
+    def running(self) -> bool:
+        procs = (self._master, self._thrift, self._thrift2)
+        return all(p is not None and p.poll() is None for p in procs)
+
+    def connection(self, **kwargs: Any) -> Any:
+        """A happybase.Connection to the Thrift server (happybase is an optional import)."""
+        import happybase
+
+        kwargs.setdefault("timeout", 60_000)
+        return happybase.Connection(self.thrift_host, self.thrift_port, **kwargs)
+
+    def thrift2_client(self, *, timeout_ms: int = 60_000) -> Any:
+        """A thriftpy2 client of the Thrift2 gateway (`THBaseService`); `close()` it."""
+        return thrift2_client(self.thrift_host, self.thrift2_port, timeout_ms=timeout_ms)
+
+    # ------------------------------------------------------------------ lifecycle
+    def install(self) -> None:
+        self.java = find_java()
+        self.lib = install_hbase()
+
+    def _java_cmd(self, heap: str, log_file: Path, main: str, *args: str) -> list[str]:
+        assert self.java is not None and self.lib is not None and self.workdir is not None
+        major = java_major(self.java) or 17
+        return [
+            str(self.java),
+            f"-Xmx{heap}",
+            "-XX:+UseG1GC",
+            "-Djava.net.preferIPv4Stack=true",
+            "-Djava.awt.headless=true",
+            f"-Djava.io.tmpdir={self.workdir / 'data' / 'tmp'}",
+            *jdk_module_flags(major),
+            f"-Dlog4j2.configurationFile={self.workdir / 'conf' / 'log4j2.properties'}",
+            f"-Dletterlog.log.file={log_file}",
+            "-Dhbase.log.dir=" + str(self.workdir / "logs"),
+            "-cp",
+            f"{self.workdir / 'conf'}:{self.lib}/*",
+            main,
+            *args,
+        ]
+
+    def _write_conf(self) -> None:
+        assert self.workdir is not None
+        wd = self.workdir
+        for sub in ("conf", "logs", "data/tmp", "data/zk"):
+            (wd / sub).mkdir(parents=True, exist_ok=True)
+        site = {
+            "hbase.cluster.distributed": "false",
+            "hbase.rootdir": (wd / "data" / "hbase").as_uri(),
+            "hbase.tmp.dir": str(wd / "data" / "tmp"),
+            "hbase.zookeeper.property.dataDir": str(wd / "data" / "zk"),
+            "hbase.zookeeper.quorum": LOCALHOST,
+            "hbase.zookeeper.property.clientPort": str(self.zookeeper_port),
+            "hbase.unsafe.stream.capability.enforce": "false",
+            # bind and advertise 127.0.0.1 only; RPC ports chosen by the OS
+            "hbase.master.hostname": LOCALHOST,
+            "hbase.regionserver.hostname": LOCALHOST,
+            "hbase.master.ipc.address": LOCALHOST,
+            "hbase.regionserver.ipc.address": LOCALHOST,
+            "hbase.master.port": "0",
+            "hbase.regionserver.port": "0",
+            # no web UIs
+            "hbase.master.info.port": "-1",
+            "hbase.regionserver.info.port": "-1",
+            "hbase.thrift.info.port": "-1",
+            # Thrift1 and Thrift2 (both gateways read this file): thread-pool server, buffered
+            # transport, binary protocol (happybase's defaults); idle client sockets are not
+            # cut after the default 60 s
+            "hbase.regionserver.thrift.framed": "false",
+            "hbase.regionserver.thrift.compact": "false",
+            "hbase.thrift.server.socket.read.timeout": "3600000",
+            # small machine: fewer handler threads, no periodic balancer/normalizer noise
+            "hbase.regionserver.handler.count": "10",
+            "hbase.master.handler.count": "10",
+            "hbase.balancer.period": "3600000",
+        }
+        site.update(self.extra_site)
+        (wd / "conf" / "hbase-site.xml").write_text(_site_xml(site))
+        (wd / "conf" / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
+
+    def _start(self) -> None:
+        try:
+            import happybase  # noqa: F401
+        except ImportError as exc:
+            raise ServiceFailed(
+                "hbase: the readiness probe needs happybase (pip install happybase thriftpy2)"
+            ) from exc
+        assert self.workdir is not None
+        logs = self.workdir / "logs"
+        assert self.lib is not None
+        # fail early (before any JVM starts) if the jar has no Thrift2 IDL
+        thrift2_idl(self.lib)
+        fixed = (self._fixed_thrift_port, self._fixed_thrift2_port)
+        free = iter(free_ports(1 + sum(1 for port in fixed if not port)))
+        self.zookeeper_port = next(free)
+        self.thrift_port = self._fixed_thrift_port or next(free)
+        self.thrift2_port = self._fixed_thrift2_port or next(free)
+        self._write_conf()
+        assert self.java is not None
+        env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
+        env.pop("CLASSPATH", None)
+        env.pop("JAVA_TOOL_OPTIONS", None)
+
+        self._master = spawn(
+            self._java_cmd(self.master_heap, logs / "master.log", MASTER_CLASS, "start"),
+            log=logs / "master.out",
+            cwd=self.workdir,
+            env=env,
+        )
+        wait_for(
+            lambda: log_contains(logs / "master.log", MASTER_READY),
+            what="hbase master initialization",
+            timeout=self.startup_timeout,
+            log_paths=self.log_paths,
+            procs=[self._master],
+        )
+
+        workdir = self.workdir
+
+        def gateway(main: str, heap: str, port: int, name: str) -> subprocess.Popen[bytes]:
+            return spawn(
+                self._java_cmd(
+                    heap,
+                    logs / f"{name}.log",
+                    main,
+                    "-threadpool",
+                    "-b",
+                    self.thrift_host,
+                    "-p",
+                    str(port),
+                    "--infoport",
+                    "-1",
+                    "start",
+                ),
+                log=logs / f"{name}.out",
+                cwd=workdir,
+                env=env,
+            )
+
+        # both gateways start at once (each is a ~4 s JVM start)
+        self._thrift = gateway(THRIFT_CLASS, self.thrift_heap, self.thrift_port, "thrift")
+        self._thrift2 = gateway(THRIFT2_CLASS, self.thrift2_heap, self.thrift2_port, "thrift2")
+        procs = [self._master, self._thrift, self._thrift2]
+        # first the ports, then the real round trips through Thrift1 and Thrift2
+        remaining = max(30.0, self.startup_timeout)
+        ports = (self.thrift_port, self.thrift2_port)
+        wait_for(
+            lambda: all(port_open(self.thrift_host, port) for port in ports),
+            what=f"hbase thrift ports {self.thrift_host}:{ports[0]} (Thrift1) and {ports[1]} "
+            "(Thrift2)",
+            timeout=remaining,
+            log_paths=self.log_paths,
+            procs=procs,
+            interval=0.25,
+        )
+        wait_for(
+            lambda: run_in_thread(self.probe, timeout=120),
+            what="hbase thrift probe (create table, Thrift1 put/get, Thrift2 put/get/exists, "
+            "delete table)",
+            timeout=remaining,
+            log_paths=self.log_paths,
+            procs=procs,
+            interval=1.0,
+        )
+
+    def probe(self) -> bool:
+        """Create a table (Thrift1), put a cell with a timestamp and read it back through
+        Thrift1, put two cells with their own timestamps through Thrift2 and read them back
+        through both (`get`, `exists`), drop the table."""
+        import happybase
+
+        table = f"letterlog_probe_{secrets.token_hex(4)}".encode()
+        conn = happybase.Connection(self.thrift_host, self.thrift_port, timeout=60_000)
+        try:
+            conn.create_table(table, {"f": {"max_versions": 1}})
+            try:
+                t = conn.table(table)
+                t.put(b"row", {b"f:q": b"ok"}, timestamp=42)
+                got = t.row(b"row", include_timestamp=True)
+                if got != {b"f:q": (b"ok", 42)}:
+                    raise RuntimeError(f"probe read back {got!r}")
+                self._probe_thrift2(table)
+                got = t.row(b"row2", include_timestamp=True)
+                if got != {b"f:a": (b"a", 7), b"f:b": (b"b", 8)}:
+                    raise RuntimeError(f"probe read back {got!r} (Thrift2 put, Thrift1 get)")
+            finally:
+                conn.delete_table(table, disable=True)
+            return True
+        finally:
+            conn.close()
+
+    def _probe_thrift2(self, table: bytes) -> None:
+        t2 = load_thrift2()
+        client = self.thrift2_client()
+        try:
+            cells = [
+                t2.TColumnValue(family=b"f", qualifier=b"a", value=b"a", timestamp=7),
+                t2.TColumnValue(family=b"f", qualifier=b"b", value=b"b", timestamp=8),
+            ]
+            client.putMultiple(table, [t2.TPut(row=b"row2", columnValues=cells)])
+            result = client.get(table, t2.TGet(row=b"row2"))
+            got = {(c.qualifier, c.value, c.timestamp) for c in result.columnValues}
+            if got != {(b"a", b"a", 7), (b"b", b"b", 8)}:
+                raise RuntimeError(f"Thrift2 probe read back {got!r}")
+            if not client.exists(table, t2.TGet(row=b"row")):
+                raise RuntimeError("Thrift2 probe: exists() misses the Thrift1 row")
+        finally:
+            client.close()
+
+    def _stop(self) -> None:
+        terminate(self._thrift2, timeout=15)
+        self._thrift2 = None
+        terminate(self._thrift, timeout=15)
+        self._thrift = None
+        # An orderly HBase shutdown takes ~20-25 s here (region server waits on ZooKeeper).
+        # Throw-away data needs none of it: SIGTERM, a short grace, then SIGKILL. Kept data
+        # (keep_workdir / a given workdir) gets the full orderly shutdown.
+        keep = self.keep_workdir or self._given_workdir is not None
+        terminate(self._master, timeout=90 if keep else self.stop_timeout)
+        self._master = None

@@ -1,0 +1,54 @@
+"""One settings object for every letterlog process (env prefix ``LETTERLOG_``).
+
+Invalid settings fail at start-up with a ``SettingsError`` that names the setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from domain.errors import SettingsError
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LETTERLOG_", extra="ignore")
+
+    data: Path = Field(Path("letterlog-data"), description="data directory (embedded stores)")
+    event_store: Literal["sqlite", "postgres"] = "sqlite"
+    durability: Literal["full", "normal"] = Field(
+        "full", description="full: a delivery survives power loss; normal: a process crash"
+    )
+    postgres_dsn: str | None = Field(None, description="postgresql://user:pw@host:port/db")
+    table_store: Literal["embedded", "hbase"] = "embedded"
+    hbase_host: str = "127.0.0.1"
+    hbase_port: int = Field(9090, ge=1, le=65535)
+    hbase_thrift2_port: int | None = Field(None, ge=1, le=65535,
+                                           description="Thrift2 port: per-cell timestamps")
+    hbase_table_prefix: str = Field("letterlog", pattern=r"^[A-Za-z0-9]{1,40}$")
+    kafka_bootstrap: str | None = None
+    kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    inline_limit: int = Field(10 * 1024, ge=0, le=1024 * 1024)
+    max_message_size: int = Field(50 * 1024 * 1024, ge=1024)
+    deleted_retention_days: float = Field(30.0, ge=0)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Settings:
+        if self.event_store == "postgres" and not self.postgres_dsn:
+            raise ValueError("event_store=postgres needs LETTERLOG_POSTGRES_DSN")
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as e:
+        parts = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            name = f"LETTERLOG_{loc.upper()}" if loc else "settings"
+            parts.append(f"{name}: {str(err['msg']).removeprefix('Value error, ')}")
+        raise SettingsError("invalid settings: " + "; ".join(parts)) from None

@@ -1,0 +1,494 @@
+"""``SqliteTableStore``: the table store port on one embedded SQLite file.
+
+Storage layout
+--------------
+One SQLite file in WAL mode. The catalog ``letterlog_tables(name, families, split_by_salt)``
+lists the logical tables. Each logical table ``T`` is two SQLite tables, both
+``WITHOUT ROWID`` with primary key ``(row, col)`` so that rows sit in byte order on disk:
+
+* ``"cells:T"(row, col, value, version)`` holds exactly what a reader sees: for every cell
+  the newest put that no delete hides. Reads are plain range queries on the primary key,
+  with no tombstone filtering and no skipping of dead rows.
+* ``"tombs:T"(row, col, version)`` holds the highest delete version per cell
+  (``DeleteColumn``) and per row (``DeleteRow``, stored under the empty column ``x''``,
+  which no real column can be since columns are ``family:qualifier``).
+
+Writes keep that invariant:
+
+* ``Put`` is an upsert (``executemany``) that wins when its version is ``>=`` the stored
+  one (same version: last write wins; an identical re-put rewrites nothing). Puts that a
+  tombstone of their cell or row hides (tombstone version ``>=`` theirs) are dropped
+  first: the batch's rows' tombstones are read in the write transaction (one
+  ``row IN (...)`` query per 500 rows) and the puts filtered in Python -- about twice as
+  fast as a ``NOT EXISTS`` probe per put. While a table has no tombstone at all even that
+  read is skipped, so a fresh projection catching up pays only the upsert.
+* ``DeleteColumn(v)`` raises the cell tombstone to ``v`` and deletes the stored put if its
+  version is ``<= v``; ``DeleteRow(v)`` raises the row tombstone and deletes the row's
+  puts and column tombstones with version ``<= v``.
+
+Tombstones are kept forever, so a put that arrives late with an old version stays hidden
+(HBase's semantics before a major compaction). Because every one of these operations
+commutes -- except puts of the same cell and version, which keep their order -- one
+``apply`` runs, per table, all puts (``executemany``), then column deletes, then row deletes,
+in one ``BEGIN IMMEDIATE`` transaction: the whole batch is atomic.
+
+Concurrency: one connection per thread (``threading.local``, all closed by ``close()``);
+several processes may open the same file (WAL, ``busy_timeout``). Scans read in pages of
+whole rows (``LIMIT`` on cells, the last, possibly cut row read again by the next page), so
+each row is read atomically, no statement stays open while the caller holds a row, and
+writing while iterating is allowed. The catalog is cached per store: a table that another
+process drops and re-creates *with other families* needs a new store object.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+from projections.tablestore import (
+    Cells,
+    DeleteColumn,
+    DeleteRow,
+    InvalidMutation,
+    KeyRange,
+    Mutation,
+    Put,
+    Row,
+    StoreClosed,
+    TableNotFound,
+    TableSpec,
+    TableSpecConflict,
+    UnknownFamily,
+    family_of,
+    is_family_filter,
+    key_range,
+    validate_table_name,
+)
+
+_CATALOG = "letterlog_tables"
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_MAX_PAGE = 16384
+_FIRST_PAGE = 1024
+_IN_CHUNK = 500
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class _Schema:
+    """A logical table: its families and the SQL that works on it."""
+
+    name: str
+    families: frozenset[bytes]
+    cells: str  # quoted SQLite table names
+    tombs: str
+
+    @classmethod
+    def of(cls, name: str, families: Iterable[str]) -> _Schema:
+        return cls(
+            name,
+            frozenset(f.encode() for f in families),
+            _quote(f"cells:{name}"),
+            _quote(f"tombs:{name}"),
+        )
+
+    @property
+    def upsert(self) -> str:
+        return (
+            f"INSERT INTO {self.cells}(row, col, value, version) VALUES (?1, ?2, ?3, ?4) "
+            + self._on_conflict
+        )
+
+    _on_conflict = (
+        "ON CONFLICT(row, col) DO UPDATE SET value = excluded.value, version = excluded.version "
+        "WHERE excluded.version > version "
+        "OR (excluded.version = version AND excluded.value IS NOT value)"
+    )
+
+    @property
+    def raise_tomb(self) -> str:
+        return (
+            f"INSERT INTO {self.tombs}(row, col, version) VALUES (?, ?, ?) "
+            "ON CONFLICT(row, col) DO UPDATE SET version = excluded.version "
+            "WHERE excluded.version > version"
+        )
+
+
+@dataclass
+class _Batch:
+    schema: _Schema
+    checked: set[bytes] = field(default_factory=set)  # columns whose family exists
+    puts: list[tuple[bytes, bytes, bytes, int]] = field(default_factory=list)
+    column_deletes: list[tuple[bytes, bytes, int]] = field(default_factory=list)
+    row_deletes: list[tuple[bytes, int]] = field(default_factory=list)
+
+    def check(self, column: bytes) -> None:
+        if column not in self.checked:
+            if family_of(column) not in self.schema.families:
+                raise UnknownFamily(
+                    f"column {column!r}: table {self.schema.name!r} has no such family"
+                )
+            self.checked.add(column)
+
+    def _not_hidden(self, conn: sqlite3.Connection) -> list[tuple[bytes, bytes, bytes, int]]:
+        """The puts that no stored tombstone hides (read inside the write transaction)."""
+        if conn.execute(f"SELECT 1 FROM {self.schema.tombs} LIMIT 1").fetchone() is None:
+            return self.puts
+        rows = list({put[0] for put in self.puts})
+        tombs: dict[tuple[bytes, bytes], int] = {}
+        for i in range(0, len(rows), _IN_CHUNK):
+            chunk = rows[i : i + _IN_CHUNK]
+            sql = (
+                f"SELECT row, col, version FROM {self.schema.tombs} "
+                f"WHERE row IN ({', '.join('?' * len(chunk))})"
+            )
+            for row, col, version in conn.execute(sql, chunk):
+                tombs[row, col] = version
+        if not tombs:
+            return self.puts
+        return [
+            put
+            for put in self.puts
+            if put[3] > tombs.get((put[0], b""), -1) and put[3] > tombs.get((put[0], put[1]), -1)
+        ]
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        s = self.schema
+        if self.puts:
+            conn.executemany(s.upsert, self._not_hidden(conn))
+        if self.column_deletes:
+            conn.executemany(s.raise_tomb, self.column_deletes)
+            conn.executemany(
+                f"DELETE FROM {s.cells} WHERE row = ?1 AND col = ?2 AND version <= ?3",
+                self.column_deletes,
+            )
+        if self.row_deletes:
+            conn.executemany(s.raise_tomb, [(r, b"", v) for r, v in self.row_deletes])
+            conn.executemany(
+                f"DELETE FROM {s.cells} WHERE row = ?1 AND version <= ?2", self.row_deletes
+            )
+            conn.executemany(
+                f"DELETE FROM {s.tombs} WHERE row = ?1 AND col > x'' AND version <= ?2",
+                self.row_deletes,
+            )
+
+
+def _column_clause(schema: _Schema, columns: Sequence[bytes] | None) -> tuple[str, list[bytes]]:
+    """SQL restricting ``col`` to ``columns`` (families as ``b"fam:"``), with its params."""
+    if columns is None:
+        return "", []
+    exact: list[bytes] = []
+    ranges: list[bytes] = []
+    for column in columns:
+        family = family_of(column)
+        if family not in schema.families:
+            raise UnknownFamily(f"column {column!r}: table {schema.name!r} has no such family")
+        if is_family_filter(column):
+            ranges += [family + b":", family + b";"]  # ';' follows ':' in ASCII
+        else:
+            exact.append(column)
+    terms = ["(col >= ? AND col < ?)"] * (len(ranges) // 2)
+    if exact:
+        terms.append(f"col IN ({', '.join('?' * len(exact))})")
+    return " AND (" + " OR ".join(terms) + ")", ranges + exact
+
+
+class SqliteTableStore:
+    """Every logical table in one SQLite file; see the module docstring for the layout."""
+
+    def __init__(
+        self, path: str | Path, *, synchronous: str = "NORMAL", busy_timeout: float = 30.0
+    ) -> None:
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous: {synchronous!r} is not one of {_SYNCHRONOUS}")
+        self._path = str(path)
+        self._synchronous = synchronous.upper()
+        self._busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._schemas: dict[str, _Schema] = {}
+        self._closed = False
+        conn = self._conn()
+        conn.execute("PRAGMA journal_mode=WAL")
+        with self._transaction(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_CATALOG} (name TEXT PRIMARY KEY, "
+                "families TEXT NOT NULL, split_by_salt INTEGER NOT NULL)"
+            )
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreClosed(f"table store {self._path} is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self._path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_timeout,
+            )
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA cache_size=-32768")  # 32 MiB per connection
+            with self._lock:
+                self._connections.append(conn)
+            self._local.conn = conn
+        return conn
+
+    @staticmethod
+    @contextmanager
+    def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _schema(self, name: str) -> _Schema:
+        schema = self._schemas.get(name)
+        if schema is None:
+            found = (
+                self._conn()
+                .execute(f"SELECT families FROM {_CATALOG} WHERE name = ?", (name,))
+                .fetchone()
+            )
+            if found is None:
+                raise TableNotFound(f"table {name!r} does not exist")
+            schema = self._schemas[name] = _Schema.of(name, json.loads(found[0]))
+        return schema
+
+    def _missing(self, name: str, error: sqlite3.OperationalError) -> Exception:
+        """A table dropped by another connection shows up as an SQLite error."""
+        self._schemas.pop(name, None)
+        if "no such table" in str(error):
+            return TableNotFound(f"table {name!r} does not exist")
+        return error
+
+    # -- tables ------------------------------------------------------------------------------
+
+    def create_table(self, spec: TableSpec) -> None:
+        with self._transaction(self._conn()) as conn:
+            found = conn.execute(
+                f"SELECT families FROM {_CATALOG} WHERE name = ?", (spec.name,)
+            ).fetchone()
+            if found is not None:
+                families = json.loads(found[0])
+                if set(families) != set(spec.families):
+                    raise TableSpecConflict(
+                        f"table {spec.name!r} exists with families {tuple(families)!r}, "
+                        f"not {spec.families!r}"
+                    )
+                return
+            schema = _Schema.of(spec.name, spec.families)
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {schema.cells} (row BLOB NOT NULL, "
+                "col BLOB NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL, "
+                "PRIMARY KEY (row, col)) WITHOUT ROWID"
+            )
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {schema.tombs} (row BLOB NOT NULL, "
+                "col BLOB NOT NULL, version INTEGER NOT NULL, "
+                "PRIMARY KEY (row, col)) WITHOUT ROWID"
+            )
+            conn.execute(
+                f"INSERT INTO {_CATALOG} (name, families, split_by_salt) VALUES (?, ?, ?)",
+                (spec.name, json.dumps(list(spec.families)), int(spec.split_by_salt)),
+            )
+        self._schemas.pop(spec.name, None)
+
+    def drop_table(self, name: str) -> None:
+        schema = _Schema.of(validate_table_name(name), ())
+        with self._transaction(self._conn()) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {schema.cells}")
+            conn.execute(f"DROP TABLE IF EXISTS {schema.tombs}")
+            conn.execute(f"DELETE FROM {_CATALOG} WHERE name = ?", (name,))
+        self._schemas.pop(name, None)
+
+    def table_exists(self, name: str) -> bool:
+        sql = f"SELECT 1 FROM {_CATALOG} WHERE name = ?"
+        return self._conn().execute(sql, (name,)).fetchone() is not None
+
+    def list_tables(self) -> list[str]:
+        rows = self._conn().execute(f"SELECT name FROM {_CATALOG} ORDER BY name").fetchall()
+        return [name for (name,) in rows]
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def apply(self, mutations: Iterable[Mutation]) -> None:
+        batches: dict[str, _Batch] = {}
+        for m in mutations:  # check everything before writing anything
+            batch = batches.get(m.table)
+            if batch is None:
+                batch = batches[m.table] = _Batch(self._schema(m.table))
+            if isinstance(m, Put):
+                batch.check(m.column)
+                batch.puts.append((m.row, m.column, m.value, m.version))
+            elif isinstance(m, DeleteColumn):
+                batch.check(m.column)
+                batch.column_deletes.append((m.row, m.column, m.version))
+            elif isinstance(m, DeleteRow):
+                batch.row_deletes.append((m.row, m.version))
+            else:
+                raise InvalidMutation(f"mutation: {m!r:.80} is not a Put, DeleteColumn, DeleteRow")
+        if not batches:
+            return
+        conn = self._conn()
+        with self._transaction(conn):
+            for batch in batches.values():
+                try:
+                    batch.write(conn)
+                except sqlite3.OperationalError as error:
+                    raise self._missing(batch.schema.name, error) from error
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
+        return {c: v for c, (v, _) in self.get_cells(table, row, columns).items()}
+
+    def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
+        schema = self._schema(table)
+        clause, params = _column_clause(schema, columns)
+        sql = f"SELECT col, value, version FROM {schema.cells} WHERE row = ?{clause} ORDER BY col"
+        try:
+            found = self._conn().execute(sql, [row, *params]).fetchall()
+        except sqlite3.OperationalError as error:
+            raise self._missing(table, error) from error
+        return {col: (value, version) for col, value, version in found}
+
+    def scan(
+        self,
+        table: str,
+        *,
+        prefix: bytes | None = None,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        columns: Sequence[bytes] | None = None,
+    ) -> Iterator[tuple[bytes, Row]]:
+        for key, cells in self.scan_cells(
+            table,
+            prefix=prefix,
+            start=start,
+            stop=stop,
+            reverse=reverse,
+            limit=limit,
+            columns=columns,
+        ):
+            yield key, {c: v for c, (v, _) in cells.items()}
+
+    def scan_cells(
+        self,
+        table: str,
+        *,
+        prefix: bytes | None = None,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        columns: Sequence[bytes] | None = None,
+    ) -> Iterator[tuple[bytes, Cells]]:
+        schema = self._schema(table)  # fail at the call, not at the first next()
+        clause, params = _column_clause(schema, columns)
+        bounds = key_range(prefix=prefix, start=start, stop=stop, reverse=reverse)
+        return self._scan(schema, bounds, reverse, limit, clause, params)
+
+    def _scan(
+        self,
+        schema: _Schema,
+        bounds: KeyRange,
+        reverse: bool,
+        limit: int | None,
+        clause: str,
+        params: list[bytes],
+    ) -> Iterator[tuple[bytes, Cells]]:
+        remaining = limit
+        if bounds.is_empty() or (remaining is not None and remaining <= 0):
+            return
+        low, high, high_inclusive = bounds.low, bounds.high, bounds.high_inclusive
+        order = "row DESC, col DESC" if reverse else "row, col"
+        page = _FIRST_PAGE if remaining is None else min(_MAX_PAGE, remaining * 8 + 1)
+        while True:
+            where: list[str] = []
+            args: list[Any] = []
+            if low is not None:
+                where.append("row >= ?")
+                args.append(low)
+            if high is not None:
+                where.append("row <= ?" if high_inclusive else "row < ?")
+                args.append(high)
+            sql = (
+                f"SELECT row, col, value, version FROM {schema.cells} "
+                f"WHERE {' AND '.join(where) or '1'}{clause} ORDER BY {order} LIMIT ?"
+            )
+            try:
+                cells = self._conn().execute(sql, [*args, *params, page]).fetchall()
+            except sqlite3.OperationalError as error:
+                raise self._missing(schema.name, error) from error
+            complete = len(cells) < page
+            if not complete:  # the last row may go on in the next page: read it again there
+                last = cells[-1][0]
+                cut = len(cells) - 1
+                while cut > 0 and cells[cut - 1][0] == last:
+                    cut -= 1
+                if cut == 0:  # one row wider than a page
+                    page = min(page * 4, 2**31 - 1)
+                    continue
+                del cells[cut:]
+            rows = 0
+            for key, group in groupby(cells, key=lambda cell: cell[0]):
+                found = [(c, (v, n)) for _, c, v, n in group]
+                if reverse:
+                    found.reverse()
+                yield key, dict(found)
+                rows += 1
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+            if complete:
+                return
+            if reverse:
+                high, high_inclusive = last, True
+            else:
+                low = last
+            per_row = len(cells) / rows
+            want = _MAX_PAGE if remaining is None else int(per_row * remaining * 1.25) + 2
+            page = max(64, min(_MAX_PAGE, want, page * 4))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def checkpoint(self, mode: str = "PASSIVE") -> tuple[int, int, int]:
+        """Copy the WAL into the database file; returns SQLite's (busy, log, checkpointed)."""
+        if mode.upper() not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
+            raise ValueError(f"mode: {mode!r} is not a wal_checkpoint mode")
+        busy, log, done = self._conn().execute(f"PRAGMA wal_checkpoint({mode.upper()})").fetchone()
+        return int(busy), int(log), int(done)
+
+    def close(self) -> None:
+        """Close every connection this store opened (in any thread); idempotent."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
+
+    def __enter__(self) -> SqliteTableStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

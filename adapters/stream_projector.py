@@ -1,0 +1,782 @@
+"""The stream projector: Kafka records in, table mutations out (no faust in here).
+
+``StreamProjector.apply(records)`` takes one batch of event records (see
+``adapters.event_records``: key = account id, value = msgpack record) from any number of
+partitions, decodes them, runs the same pure projectors as every other host through
+``ProjectionRunner``, and writes the table store in batches. The faust agent in
+``adapters.stream_worker`` only feeds it and acknowledges the records once ``apply`` has
+returned. Why it is built this way (``docs/streaming.md`` has the long form):
+
+Tracking per partition
+    A runner skips events at or below the position it tracks per projection name. Partitions
+    are consumed independently, so one global position would skip the lower positions of a
+    partition that lags behind another. Every partition gets its own runners, whose
+    projections are renamed ``f"{name}@{topic}/{partition}"`` (their own tracking rows).
+    Within a partition records arrive in log order (the relay publishes in order, keyed by
+    account); a republished duplicate has a position at or below the tracked one and is
+    skipped.
+
+Tracking after the data
+    ``apply`` writes tracking rows only after every data write of the batch has returned
+    (``_BatchStore`` holds them back). On HBase one ``apply`` is several independent
+    ``mutateRowsTs`` calls (one per version) sent concurrently, so a tracking row written in
+    the same call could land before the cells it vouches for; a worker killed in between
+    would then skip events whose cells never arrived.
+
+Plain projections folded per batch
+    Projections that only write absolute, versioned cells (all but ``counters``) run over a
+    partition's whole batch in fold mode: only each cell's final put and the highest deletes
+    are written, with the same versions a live projection gives (``ProjectionRunner``'s fold
+    is digest-equal to live). On HBase every distinct version of a table is its own Thrift1
+    call, so folding (e.g. a mailbox row rewritten by every delivery) saves most calls.
+
+Read-modify-write projections (``counters``) with a redo record
+    ``counters`` reads its row, adds, and writes absolute values plus the row's guard
+    position ``c:pos``; it is exact under redelivery only if the row's cells and its guard
+    land together. HBase makes one row mutation atomic, but Thrift1 carries one timestamp per
+    call, so a row whose cells have several versions (a batch folds many events into it) is
+    several calls, and a crash between them would leave counts ahead of or behind their
+    guard. So before such a row is written, its complete set of mutations goes into one
+    cell of the ``stream_redo`` table (one atomic write); then the row is written, then the
+    redo record deleted. Whoever next reads the row (a restarted worker, the next owner of
+    the partition) first finds any redo record left by a crash and completes it; absolute
+    values and versions make completing it twice harmless. Rows of these tables are read
+    once per batch and kept current in a batch-local cache.
+
+Poison records
+    A record from a topic this projector does not consume, a value that is not an event
+    record (``CorruptEvent`` from ``decode_record``) or an event a projector fails on
+    (``CorruptEvent`` from the runner) is retried ``attempts`` times and then written to the
+    ``dead_letters`` table (row ``topic/partition/offset``; cells: error, raw key and value,
+    first and last seen, how often); the batch goes on without it. Errors of the table store
+    itself are *not* poison: they propagate, nothing is acknowledged, and the caller retries.
+    ``redrive`` applies dead letters again (after a fix) and removes those that succeed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import msgpack
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from adapters.event_records import decode_record, decode_value
+from domain.errors import CorruptEvent
+from projections import names as n
+from projections.registry import ALL, Projection
+from projections.runner import ProjectionRunner, identity
+from projections.tablestore import (
+    Cells,
+    DeleteColumn,
+    DeleteRow,
+    Mutation,
+    Put,
+    Row,
+    TableSpec,
+    TableStore,
+)
+
+log = logging.getLogger("letterlog.stream")
+
+__all__ = [
+    "DEAD_LETTERS",
+    "REDO",
+    "BatchResult",
+    "DeadLetter",
+    "Record",
+    "StreamProjector",
+    "discard_dead_letter",
+    "list_dead_letters",
+    "partition_projections",
+    "redrive",
+]
+
+TP = tuple[str, int]
+Physical = Callable[[str], str]
+
+DEAD_LETTERS = TableSpec("dead_letters", ("d",), split_by_salt=False)
+REDO = TableSpec("stream_redo", ("r",), split_by_salt=False)
+REDO_MUTATIONS = b"r:m"
+DL_ERROR = b"d:error"
+DL_VALUE = b"d:value"
+DL_KEY = b"d:key"
+DL_FIRST_SEEN = b"d:first_seen"
+DL_LAST_SEEN = b"d:last_seen"
+DL_TIMES = b"d:times"
+DL_POSITION = b"d:position"
+DL_KAFKA_TIME = b"d:kafka_time"
+
+
+# -- values -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One Kafka record as the projector needs it (``timestamp``: Kafka's, in seconds)."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+    key: bytes | None = None
+    timestamp: float | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    topic: str
+    partition: int
+    offset: int
+    error: str
+    value: bytes
+    key: bytes | None
+    first_seen: str
+    last_seen: str
+    times: int
+    position: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset,
+                "error": self.error, "bytes": len(self.value),
+                "key": self.key.hex() if self.key else None, "first_seen": self.first_seen,
+                "last_seen": self.last_seen, "times": self.times, "position": self.position}
+
+
+@dataclass
+class BatchResult:
+    records: int = 0
+    applied: int = 0  # events new to the tables
+    duplicates: int = 0  # events at or below their partition's tracked position
+    dead_letters: int = 0
+    offsets: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> last offset
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"records": self.records, "applied": self.applied,
+                "duplicates": self.duplicates, "dead_letters": self.dead_letters,
+                "offsets": dict(self.offsets)}
+
+
+def partition_projections(projections: Iterable[Projection], topic: str,
+                          partition: int) -> tuple[Projection, ...]:
+    """The projections renamed for one partition: their own tracking rows."""
+    return tuple(replace(p, name=f"{p.name}@{topic}/{partition}") for p in projections)
+
+
+def dead_letter_row(topic: str, partition: int, offset: int) -> bytes:
+    return f"{topic}/{partition:06d}/{offset:020d}".encode()
+
+
+def _parse_dead_letter_row(row: bytes) -> TP | tuple[str, int, int]:
+    topic, partition, offset = row.decode().rsplit("/", 2)
+    return topic, int(partition), int(offset)
+
+
+def _now_iso(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
+
+
+def _event_time(event: Any) -> float | None:
+    stamp = getattr(event, "timestamp", None)
+    if isinstance(stamp, datetime):
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=UTC)
+        return stamp.timestamp()
+    return None
+
+
+# -- the store as one batch sees it -----------------------------------------------------------
+
+
+@dataclass
+class _CachedRow:
+    cells: Cells
+    row_tomb: int = -1
+    column_tombs: dict[bytes, int] = field(default_factory=dict)
+
+    def apply(self, m: Mutation) -> None:
+        """HBase semantics: the highest version wins, a delete hides versions <= its own."""
+        if type(m) is Put:
+            if m.version <= max(self.row_tomb, self.column_tombs.get(m.column, -1)):
+                return
+            kept = self.cells.get(m.column)
+            if kept is None or m.version >= kept[1]:
+                self.cells[m.column] = (m.value, m.version)
+        elif type(m) is DeleteColumn:
+            self.column_tombs[m.column] = max(m.version, self.column_tombs.get(m.column, -1))
+            kept = self.cells.get(m.column)
+            if kept is not None and kept[1] <= m.version:
+                del self.cells[m.column]
+        elif type(m) is DeleteRow:
+            self.row_tomb = max(self.row_tomb, m.version)
+            self.cells = {c: cell for c, cell in self.cells.items() if cell[1] > m.version}
+
+
+def _redo_key(table: str, row: bytes) -> bytes:
+    return table.encode() + b"\x00" + row
+
+
+def _encode_redo(mutations: list[Mutation]) -> bytes:
+    out = []
+    for m in mutations:
+        if type(m) is Put:
+            out.append((0, m.column, m.value, m.version))
+        elif type(m) is DeleteColumn:
+            out.append((1, m.column, b"", m.version))
+        else:
+            out.append((2, b"", b"", m.version))
+    return bytes(msgpack.packb(out, use_bin_type=True))
+
+
+def _decode_redo(table: str, row: bytes, data: bytes) -> list[Mutation]:
+    out: list[Mutation] = []
+    for kind, column, value, version in msgpack.unpackb(data, raw=False):
+        if kind == 0:
+            out.append(Put(table, row, column, value, version))
+        elif kind == 1:
+            out.append(DeleteColumn(table, row, column, version))
+        else:
+            out.append(DeleteRow(table, row, version))
+    return out
+
+
+class _BatchStore:
+    """The table store as a batch writes it (see the module docstring):
+
+    * tracking rows are held back until ``flush`` (after every data write of the batch);
+    * rows of ``cached`` tables (those a projection reads) are written through a redo record
+      when they hold several versions, and a redo record left by a crash is completed before
+      such a row is read;
+    * those rows are read once and kept current with what this batch writes. The cache lives
+      for one batch (``begin`` clears it): within a batch this worker owns the partitions,
+      hence the rows. After a failed write it is dropped, since what reached the store is
+      unknown."""
+
+    def __init__(self, store: TableStore, tracking: str, cached: frozenset[str],
+                 redo: str) -> None:
+        self.store = store
+        self.tracking = tracking
+        self.cached = cached
+        self.redo = redo
+        self._lock = threading.Lock()
+        self._rows: dict[tuple[str, bytes], _CachedRow] = {}
+        self._held: dict[tuple[bytes, bytes], Put] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def begin(self) -> None:
+        with self._lock:
+            self._rows.clear()
+
+    def apply(self, mutations: Iterable[Mutation]) -> None:
+        data: list[Mutation] = []
+        held: list[Put] = []
+        guarded: dict[tuple[str, bytes], list[Mutation]] = {}
+        tracking, cached = self.tracking, self.cached
+        for m in mutations:
+            if m.table == tracking and type(m) is Put:
+                held.append(m)
+                continue
+            data.append(m)
+            if m.table in cached:
+                guarded.setdefault((m.table, m.row), []).append(m)
+        if data:
+            try:
+                self._write(data, guarded)
+            except BaseException:
+                with self._lock:
+                    self._rows.clear()
+                raise
+            if guarded:
+                with self._lock:
+                    for key, ms in guarded.items():
+                        row = self._rows.get(key)
+                        if row is not None:
+                            for m in ms:
+                                row.apply(m)
+        if held:
+            with self._lock:
+                for m in held:
+                    cell = (m.row, m.column)
+                    kept = self._held.get(cell)
+                    if kept is None or m.version >= kept.version:
+                        self._held[cell] = m
+
+    def _write(self, data: list[Mutation],
+               guarded: dict[tuple[str, bytes], list[Mutation]]) -> None:
+        # a row of one version and one kind of mutation is one atomic call on any adapter;
+        # several versions (Thrift1: a call each) or puts and deletes (Thrift2: a putMultiple
+        # and a deleteMultiple) are several
+        torn = {key: ms for key, ms in guarded.items()
+                if len({(m.version, type(m) is Put) for m in ms}) > 1}
+        if not torn:
+            self.store.apply(data)
+            return
+        version = max(m.version for ms in torn.values() for m in ms)
+        self.store.apply([Put(self.redo, _redo_key(t, r), REDO_MUTATIONS, _encode_redo(ms),
+                              version) for (t, r), ms in torn.items()])
+        self.store.apply(data)
+        self.store.apply([DeleteRow(self.redo, _redo_key(t, r), version) for t, r in torn])
+
+    def _complete(self, table: str, row: bytes) -> None:
+        """Finishes the write a crash interrupted, if any (then the row is whole again)."""
+        key = _redo_key(table, row)
+        found = self.store.get_cells(self.redo, key, [REDO_MUTATIONS])
+        if REDO_MUTATIONS in found:
+            value, version = found[REDO_MUTATIONS]
+            log.warning("%s row %r: completing a write interrupted at version %d",
+                        table, row, version)
+            self.store.apply(_decode_redo(table, row, value))
+            self.store.apply([DeleteRow(self.redo, key, version)])
+
+    def flush(self) -> None:
+        """Writes the tracking rows held back (call once the batch's data is written)."""
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        if held:
+            try:
+                self.store.apply(held)
+            except BaseException:
+                with self._lock:
+                    for m in held:
+                        self._held.setdefault((m.row, m.column), m)
+                raise
+
+    def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
+        if columns is not None or table not in self.cached:
+            return self.store.get_cells(table, row, columns)
+        key = (table, row)
+        with self._lock:
+            cached = self._rows.get(key)
+            if cached is not None:
+                return dict(cached.cells)
+        self._complete(table, row)
+        cells = self.store.get_cells(table, row)
+        with self._lock:
+            cached = self._rows.setdefault(key, _CachedRow(dict(cells)))
+            return dict(cached.cells)
+
+    def get(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
+        if columns is not None or table not in self.cached:
+            return self.store.get(table, row, columns)
+        return {c: v for c, (v, _) in self.get_cells(table, row).items()}
+
+
+# -- one partition ----------------------------------------------------------------------------
+
+Item = tuple[Record, int, Any]  # record, position, event
+Poison = tuple[Record, str, int | None]  # record, error, position if known
+
+
+class _Partition:
+    """The runners of one partition: ``plain`` projections (absolute cells only) fold the
+    batch; read-modify-write ones (``rmw``) apply it live, their rows through the redo
+    record (``_BatchStore``)."""
+
+    def __init__(self, store: _BatchStore, tp: TP, plain: Sequence[Projection],
+                 rmw: Sequence[Projection], physical: Physical) -> None:
+        topic, partition = tp
+        self.runners: list[tuple[ProjectionRunner, bool]] = []
+        if plain:
+            self.runners.append((ProjectionRunner(
+                store, partition_projections(plain, topic, partition), physical,
+                batch_size=1_000_000), True))
+        if rmw:
+            self.runners.append((ProjectionRunner(
+                store, partition_projections(rmw, topic, partition), physical,
+                batch_size=1_000_000), False))
+
+    def position(self) -> int:
+        return min((r.position() for r, _ in self.runners), default=0)
+
+    def apply(self, events: Sequence[tuple[int, Any]]) -> None:
+        """All events at once (raises ``CorruptEvent`` at the first bad one; what came
+        before it is written)."""
+        for runner, fold in self.runners:
+            runner.apply_events(events, fold=fold)
+
+    def apply_one(self, position: int, event: Any, retrying: Callable[[], Retrying]) -> None:
+        """One event through each runner, each retried on its own: a projection that fails
+        on it does not keep the others from applying it. Raises the first failure left."""
+        failures: list[CorruptEvent] = []
+        for runner, _ in self.runners:
+            try:
+                for attempt in retrying():
+                    with attempt:
+                        runner.apply_events([(position, event)])
+            except CorruptEvent as error:
+                failures.append(error)
+        if failures:
+            raise CorruptEvent("; ".join(str(f) for f in failures))
+
+
+# -- the projector ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Progress:
+    offset: int = -1  # last offset handled (applied or dead-lettered)
+    position: int = 0  # last log position applied
+    event_time: float | None = None  # when the last applied event happened (epoch seconds)
+    records: int = 0
+
+
+class StreamProjector:
+    """Applies batches of Kafka event records to a table store; see the module docstring.
+
+    ``topics``: the Kafka topics it consumes (records of any other go to dead letters).
+    ``threads``: partitions of one batch are applied concurrently (different rows).
+    ``after_write(result)``: called once the batch's data is written, before tracking rows
+    and before ``apply`` returns (a test hook: a worker killed there has written cells whose
+    offsets are not committed and whose tracking is not recorded).
+    """
+
+    def __init__(
+        self,
+        store: TableStore,
+        topics: Collection[str],
+        projections: Sequence[Projection] = ALL,
+        physical: Physical = identity,
+        *,
+        attempts: int = 3,
+        backoff: float = 0.05,
+        threads: int = 4,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        after_write: Callable[[BatchResult], None] | None = None,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts: must be at least 1")
+        self.store = store
+        self.topics = frozenset(topics)
+        self.projections = tuple(projections)
+        self.physical = physical
+        self.attempts = attempts
+        self.backoff = backoff
+        self.clock = clock
+        self.sleep = sleep
+        self.after_write = after_write
+        self._plain = tuple(p for p in self.projections if not p.reads)
+        self._rmw = tuple(p for p in self.projections if p.reads)
+        cached = frozenset(physical(t) for p in self._rmw for t in p.reads)
+        self._store = _BatchStore(store, physical(n.TRACKING), cached, physical(REDO.name))
+        self._partitions: dict[TP, _Partition] = {}
+        self._progress: dict[TP, _Progress] = {}
+        self._threads = max(1, threads)
+        self._pool: ThreadPoolExecutor | None = None
+        self.dead_letters_table = physical(DEAD_LETTERS.name)
+
+    def create_tables(self) -> None:
+        """Creates every projection table, tracking, ``dead_letters`` and ``stream_redo``
+        (no-op if they exist)."""
+        ProjectionRunner(self.store, self.projections, self.physical).create_tables()
+        self.store.create_table(replace(DEAD_LETTERS, name=self.dead_letters_table))
+        self.store.create_table(replace(REDO, name=self.physical(REDO.name)))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def forget(self, partitions: Iterable[TP]) -> None:
+        """Drops the runners of partitions no longer assigned (their tracked positions are
+        read again from the store if they come back)."""
+        for tp in partitions:
+            self._partitions.pop(tuple(tp), None)  # type: ignore[arg-type]
+
+    # -- applying ---------------------------------------------------------------------------
+
+    def apply(self, records: Sequence[Record]) -> BatchResult:
+        """Applies a batch; returns once every cell, dead letter and tracking row is written.
+        Raises only errors of the table store (nothing then is known to be written)."""
+        by_tp: dict[TP, list[Record]] = {}
+        for r in records:
+            by_tp.setdefault((r.topic, r.partition), []).append(r)
+        result = BatchResult(records=len(records))
+        self._store.begin()
+        decoded = {tp: self._decode_all(rs) for tp, rs in by_tp.items()}
+        self._prefetch([item for items, _ in decoded.values() for item in items])
+        if len(by_tp) <= 1 or self._threads == 1:
+            outcomes = [self._apply_partition(tp, rs, *decoded[tp]) for tp, rs in by_tp.items()]
+        else:
+            pool = self._executor()
+            futures = [pool.submit(self._apply_partition, tp, rs, *decoded[tp])
+                       for tp, rs in by_tp.items()]
+            wait(futures)  # all of them, even if one failed: no thread outlives the call
+            outcomes = [f.result() for f in futures]
+        for (tp, rs), (applied, duplicates, dead) in zip(by_tp.items(), outcomes, strict=True):
+            result.applied += applied
+            result.duplicates += duplicates
+            result.dead_letters += dead
+            result.offsets[f"{tp[0]}/{tp[1]}"] = rs[-1].offset
+        if self.after_write is not None:
+            self.after_write(result)
+        self._store.flush()
+        return result
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="stream-partition")
+        return self._pool
+
+    def _partition(self, tp: TP) -> _Partition:
+        part = self._partitions.get(tp)
+        if part is None:
+            part = _Partition(self._store, tp, self._plain, self._rmw, self.physical)
+            self._partitions[tp] = part
+        return part
+
+    def _decode_all(self, records: list[Record]) -> tuple[list[Item], list[Poison]]:
+        items: list[Item] = []
+        poison: list[Poison] = []
+        for record in records:
+            try:
+                position, event = self._decode(record)
+            except CorruptEvent as error:
+                poison.append((record, str(error), None))
+                continue
+            items.append((record, position, event))
+        return items, poison
+
+    def _prefetch(self, items: list[Item]) -> None:
+        """Reads, all at once before any write, the rows the read-modify-write projections
+        will read, found by running them on an empty row (they are pure), once per Kafka key
+        (``counters`` reads its account's row). Only an optimisation: a row missed here is
+        read when the projection asks for it."""
+        if not self._rmw:
+            return
+        wanted: set[tuple[str, bytes]] = set()
+
+        def record(table: str, row: bytes) -> dict[bytes, bytes]:
+            wanted.add((self.physical(table), row))
+            return {}
+
+        handles = {p: p.handles for p in self._rmw}
+        done: set[bytes] = set()  # Kafka keys (accounts) whose rows are found already
+        for r, position, event in items:
+            if r.key is not None and r.key in done:
+                continue  # the rows read are the account's: one event per account suffices
+            before = len(wanted)
+            for p, classes in handles.items():
+                if type(event) in classes:
+                    with contextlib.suppress(Exception):  # the real run reports it
+                        p.project(event, position, record)
+            if r.key is not None and len(wanted) > before:
+                done.add(r.key)
+        if len(wanted) <= 1 or self._threads == 1:
+            for table, row in wanted:
+                self._store.get_cells(table, row)
+            return
+        pool = self._executor()
+        futures = [pool.submit(self._store.get_cells, table, row) for table, row in wanted]
+        wait(futures)
+        for f in futures:
+            f.result()
+
+    def _apply_partition(self, tp: TP, records: list[Record], items: list[Item],
+                         poison: list[Poison]) -> tuple[int, int, int]:
+        part = self._partition(tp)
+        poison = list(poison)
+        start = part.position()
+        try:
+            part.apply([(position, event) for _, position, event in items])
+        except CorruptEvent as first:
+            log.warning("%s/%d: %s; applying the batch event by event", tp[0], tp[1], first)
+            poison.extend(self._apply_each(part, items))
+        if poison:
+            self._write_dead_letters(poison)
+        failed = {id(record) for record, _, _ in poison}
+        new = [(r, p, e) for r, p, e in items if p > start and id(r) not in failed]
+        duplicates = sum(1 for _, p, _ in items if p <= start)
+        progress = self._progress.setdefault(tp, _Progress())
+        progress.offset = max(progress.offset, records[-1].offset)
+        progress.records += len(records)
+        if new:
+            _, position, event = new[-1]
+            progress.position = max(progress.position, position)
+            progress.event_time = _event_time(event) or new[-1][0].timestamp
+        return len(new), duplicates, len(poison)
+
+    def _decode(self, record: Record) -> tuple[int, Any]:
+        if record.topic not in self.topics:
+            raise CorruptEvent(f"record from topic {record.topic!r}, which this projector does "
+                               f"not consume ({sorted(self.topics)})")
+        last: CorruptEvent | None = None
+        for _ in range(self.attempts):
+            try:
+                return decode_record(record.value if record.value is not None else b"")
+            except CorruptEvent as error:
+                last = error
+        assert last is not None
+        raise last
+
+    def _retrying(self) -> Retrying:
+        return Retrying(
+            retry=retry_if_exception_type(CorruptEvent),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=self.backoff, max=1.0),
+            sleep=self.sleep,
+            reraise=True,
+        )
+
+    def _apply_each(self, part: _Partition,
+                    items: list[Item]) -> list[tuple[Record, str, int | None]]:
+        """Event by event, each retried ``attempts`` times; the ones that keep failing are
+        returned (the runners skip what is applied already)."""
+        poison: list[Poison] = []
+        for record, position, event in items:
+            try:
+                part.apply_one(position, event, self._retrying)
+            except CorruptEvent as error:
+                log.error("%s/%d@%d: dead letter after %d attempts: %s", record.topic,
+                          record.partition, record.offset, self.attempts, error)
+                poison.append((record, str(error), position))
+        return poison
+
+    def _write_dead_letters(self, poison: list[tuple[Record, str, int | None]]) -> None:
+        now = self.clock()
+        version = int(now * 1000)
+        batch: list[Mutation] = []
+        for record, error, position in poison:
+            row = dead_letter_row(record.topic, record.partition, record.offset)
+            known = self.store.get(self.dead_letters_table, row, [DL_FIRST_SEEN, DL_TIMES])
+            first = known.get(DL_FIRST_SEEN, _now_iso(now).encode())
+            times = int(known.get(DL_TIMES, b"0")) + 1
+            cells = {DL_ERROR: error.encode(), DL_VALUE: record.value or b"",
+                     DL_FIRST_SEEN: first, DL_LAST_SEEN: _now_iso(now).encode(),
+                     DL_TIMES: b"%d" % times}
+            if record.key is not None:
+                cells[DL_KEY] = record.key
+            if position is not None:
+                cells[DL_POSITION] = b"%d" % position
+            if record.timestamp is not None:
+                cells[DL_KAFKA_TIME] = _now_iso(record.timestamp).encode()
+            batch.extend(Put(self.dead_letters_table, row, c, v, version)
+                         for c, v in cells.items())
+        self.store.apply(batch)
+
+    # -- lag ----------------------------------------------------------------------------------
+
+    def progress(self) -> dict[str, dict[str, Any]]:
+        return {f"{t}/{p}": {"offset": g.offset, "position": g.position,
+                             "event_time": g.event_time, "records": g.records}
+                for (t, p), g in sorted(self._progress.items())}
+
+    def lag(self, highwaters: Mapping[TP, int], committed: Mapping[TP, int | None] | None = None,
+            now: float | None = None) -> dict[str, Any]:
+        """Lag per partition and in all: ``events`` = the partition's end offset minus the
+        next offset to apply (from this projector's progress, else ``committed``), and
+        ``seconds`` = now minus the time of the last event applied while events are waiting
+        (0 when caught up)."""
+        now = self.clock() if now is None else now
+        parts: dict[str, dict[str, Any]] = {}
+        total_events, worst = 0, 0.0
+        for tp, highwater in sorted(highwaters.items()):
+            progress = self._progress.get(tp)
+            if progress is not None and progress.offset >= 0:
+                next_offset: int | None = progress.offset + 1
+            else:
+                next_offset = (committed or {}).get(tp)
+            events = max(0, highwater - (next_offset or 0))
+            seconds = 0.0
+            if events and progress is not None and progress.event_time is not None:
+                seconds = max(0.0, now - progress.event_time)
+            total_events += events
+            worst = max(worst, seconds)
+            parts[f"{tp[0]}/{tp[1]}"] = {"highwater": highwater, "next_offset": next_offset,
+                                         "events": events, "seconds": round(seconds, 3)}
+        return {"events": total_events, "seconds": round(worst, 3), "partitions": parts}
+
+
+# -- dead letters -----------------------------------------------------------------------------
+
+
+def _dead_letter(row: bytes, cells: Row) -> DeadLetter:
+    topic, partition, offset = _parse_dead_letter_row(row)  # type: ignore[misc]
+    position = cells.get(DL_POSITION)
+    return DeadLetter(
+        topic=topic, partition=partition, offset=offset,
+        error=cells.get(DL_ERROR, b"").decode("utf-8", "replace"),
+        value=cells.get(DL_VALUE, b""), key=cells.get(DL_KEY),
+        first_seen=cells.get(DL_FIRST_SEEN, b"").decode(),
+        last_seen=cells.get(DL_LAST_SEEN, b"").decode(),
+        times=int(cells.get(DL_TIMES, b"1")),
+        position=int(position) if position is not None else None,
+    )
+
+
+def list_dead_letters(store: TableStore, *, physical: Physical = identity,
+                      topic: str | None = None, limit: int | None = None) -> list[DeadLetter]:
+    """The dead letters in (topic, partition, offset) order ([] if there is no table)."""
+    table = physical(DEAD_LETTERS.name)
+    if not store.table_exists(table):
+        return []
+    prefix = f"{topic}/".encode() if topic else None
+    return [_dead_letter(row, cells) for row, cells in store.scan(table, prefix=prefix,
+                                                                   limit=limit)]
+
+
+def discard_dead_letter(store: TableStore, topic: str, partition: int, offset: int, *,
+                        physical: Physical = identity,
+                        clock: Callable[[], float] = time.time) -> None:
+    """Removes one dead letter without applying it."""
+    store.apply([DeleteRow(physical(DEAD_LETTERS.name), dead_letter_row(topic, partition, offset),
+                           int(clock() * 1000))])
+
+
+def redrive(store: TableStore, *, projections: Sequence[Projection] = ALL,
+            physical: Physical = identity, topics: Collection[str] | None = None,
+            topic: str | None = None, limit: int | None = None,
+            clock: Callable[[], float] = time.time) -> dict[str, Any]:
+    """Applies every dead letter again (after a fix) through the partition's own projections;
+    removes the ones that now succeed and records the new error of the others.
+
+    ``topics``: the Kafka topics whose records may be applied (None: any); ``topic`` limits
+    the dead letters taken. Re-applying is idempotent; ``counters`` skips an event older than
+    what its account's row holds already (rebuild ``counters`` if such an event mattered).
+    Returns ``{"redriven": n, "failed": n, "details": [...]}``."""
+    table = physical(DEAD_LETTERS.name)
+    report: dict[str, Any] = {"redriven": 0, "failed": 0, "details": []}
+    # through the same door as the workers: a row a crash left half-written is completed
+    # before it is read, tracking is written after the data
+    reads = frozenset(physical(t) for p in projections for t in p.reads)
+    batch = _BatchStore(store, physical(n.TRACKING), reads, physical(REDO.name))
+    if reads:
+        store.create_table(replace(REDO, name=physical(REDO.name)))
+    for letter in list_dead_letters(store, physical=physical, topic=topic, limit=limit):
+        row = dead_letter_row(letter.topic, letter.partition, letter.offset)
+        version = int(clock() * 1000)
+        try:
+            if topics is not None and letter.topic not in topics:
+                raise CorruptEvent(f"record from topic {letter.topic!r}, not one of "
+                                   f"{sorted(topics)}")
+            record = decode_value(letter.value)
+            position, event = decode_record(letter.value)
+            renamed = partition_projections(projections, letter.topic, letter.partition)
+            batch.begin()
+            runner = ProjectionRunner(batch, renamed, physical)
+            runner.rewind(position - 1)
+            runner.apply_events([(position, event)])
+            batch.flush()
+        except CorruptEvent as error:
+            report["failed"] += 1
+            report["details"].append({**letter.as_dict(), "redriven": False,
+                                      "error": str(error)})
+            store.apply([
+                Put(table, row, DL_ERROR, str(error).encode(), version),
+                Put(table, row, DL_LAST_SEEN, _now_iso(clock()).encode(), version),
+            ])
+            continue
+        store.apply([DeleteRow(table, row, version)])
+        report["redriven"] += 1
+        report["details"].append({**letter.as_dict(), "redriven": True,
+                                  "position": record.position})
+    return report

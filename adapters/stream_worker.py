@@ -1,0 +1,435 @@
+"""The faust app: one thin agent feeding ``StreamProjector`` (``adapters.stream_projector``).
+
+Run N workers (same group id, topic with at least N partitions; ``docs/streaming.md``)::
+
+    faust -A adapters.stream_worker worker -l info      # settings from LETTERLOG_* variables
+    python -m adapters.stream_worker                    # the same, through main()
+
+The agent takes batches of up to ``batch`` records (or what came within ``within`` seconds)
+with ``stream.noack_take``: faust does not acknowledge them itself. The batch is applied in a
+worker thread (``loop.run_in_executor``: happybase blocks) while faust fills the next one
+(``Pipeline``: batches applied one at a time, in order), and only when ``apply`` has
+returned -- every cell, dead letter and tracking row written -- are the batch's records
+acknowledged (``stream.ack``), which is what lets faust commit their offsets. A worker that
+dies before that has committed nothing of the batch; the next owner of the partitions gets
+it again and the idempotent tables absorb the repeat. A failing table store is retried
+(backoff, forever: nothing can progress without it) without acknowledging anything.
+
+Nothing connects or reads settings at import time: ``faust -A adapters.stream_worker`` gets
+``app`` through the module ``__getattr__``, which builds it from ``load_settings()`` then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from adapters.settings import Settings, load_settings
+from adapters.stream_projector import BatchResult, Record, StreamProjector
+from domain.errors import SettingsError
+from projections.tablestore import TableStore
+
+log = logging.getLogger("letterlog.stream")
+
+__all__ = ["WorkerOptions", "create_app", "kafka_lag", "main", "open_table_store", "publish_lag"]
+
+AGENT_NAME = "letterlog-projector"
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker consumes. From ``LETTERLOG_STREAM_<FIELD>`` variables (``from_env``)."""
+
+    group: str = "letterlog-projector"  # the Kafka consumer group (faust app id)
+    batch: int = 2000  # records per batch at most
+    within: float = 0.5  # seconds to wait for a batch to fill
+    commit_interval: float = 1.0  # seconds between offset commits (of acknowledged records)
+    session_timeout: float = 30.0  # a dead worker's partitions move after this long
+    web_port: int = 0  # faust's web server (/metrics/, /lag/) on 127.0.0.1; 0: none
+    threads: int = 4  # partitions of one batch applied concurrently
+    attempts: int = 3  # tries before a poison record becomes a dead letter
+    hbase_pool: int = 8  # Thrift connections
+    hbase_thrift2_port: int = 0  # a Thrift2 gateway for writes (one call per batch); 0: none
+    retry_delay: float = 0.2  # first backoff after a failed table store write (doubles, <= 30 s)
+    test_hold: str = ""  # "<file>:<n>": after the n-th batch's writes, create file and hang
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> WorkerOptions:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"LETTERLOG_STREAM_{f.name.upper()}")
+            if raw is not None and raw != "":
+                kind = type(getattr(cls, f.name))
+                try:
+                    values[f.name] = kind(raw)
+                except ValueError:
+                    raise SettingsError(f"LETTERLOG_STREAM_{f.name.upper()}: {raw!r} is not "
+                                        f"a valid {kind.__name__}") from None
+        values.update(overrides)
+        options = cls(**values)
+        for name in ("batch", "threads", "attempts", "hbase_pool"):
+            if getattr(options, name) < 1:
+                raise SettingsError(f"LETTERLOG_STREAM_{name.upper()}: must be at least 1")
+        return options
+
+
+def open_table_store(settings: Settings, options: WorkerOptions | None = None) -> TableStore:
+    """HBase for ``table_store=hbase``; else ``<data>/stream-tables.sqlite`` (never the file
+    the embedded projector writes)."""
+    options = options or WorkerOptions()
+    if settings.table_store == "hbase":
+        from adapters.hbase_tables import HBaseTableStore
+
+        extra: dict[str, Any] = {}
+        thrift2 = getattr(settings, "hbase_thrift2_port", None) or options.hbase_thrift2_port
+        if thrift2:
+            extra["thrift2_port"] = int(thrift2)
+        return HBaseTableStore(settings.hbase_host, settings.hbase_port,
+                               table_prefix=settings.hbase_table_prefix,
+                               pool_size=options.hbase_pool, **extra)
+    from adapters.sqlite_tables import SqliteTableStore
+
+    Path(settings.data).mkdir(parents=True, exist_ok=True)
+    return SqliteTableStore(Path(settings.data) / "stream-tables.sqlite")
+
+
+# -- metrics ------------------------------------------------------------------------------------
+
+_gauges: dict[str, Any] = {}
+_gauges_lock = threading.Lock()
+
+
+def _metrics() -> dict[str, Any]:
+    with _gauges_lock:
+        if not _gauges:
+            from prometheus_client import Counter, Gauge
+
+            labels = ("topic", "partition")
+            _gauges["events"] = Gauge("letterlog_stream_lag_events",
+                                      "Records in Kafka not yet applied", labels)
+            _gauges["seconds"] = Gauge("letterlog_stream_lag_seconds",
+                                       "Age of the last applied event while records wait",
+                                       labels)
+            _gauges["applied"] = Counter("letterlog_stream_events_applied",
+                                         "Events applied to the tables")
+            _gauges["dead"] = Counter("letterlog_stream_dead_letters",
+                                      "Records written to dead_letters")
+        return _gauges
+
+
+def publish_lag(lag: Mapping[str, Any]) -> None:
+    """Sets the prometheus gauges from ``StreamProjector.lag``'s dict."""
+    metrics = _metrics()
+    for name, part in lag.get("partitions", {}).items():
+        topic, _, partition = name.rpartition("/")
+        metrics["events"].labels(topic, partition).set(part["events"])
+        metrics["seconds"].labels(topic, partition).set(part["seconds"])
+
+
+def kafka_lag(bootstrap: str, topic: str, group: str, *,
+              timeout: float = 30.0) -> dict[str, Any]:
+    """A consumer group's lag as Kafka sees it (any process can ask; no worker needed):
+    per partition ``events`` = end offset - committed offset (from the log start when the
+    group never committed), ``seconds`` = age of the oldest record not yet committed
+    (its Kafka timestamp; 0 when caught up)."""
+    return asyncio.run(asyncio.wait_for(_kafka_lag(bootstrap, topic, group), timeout))
+
+
+async def _kafka_lag(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                group_id=None)
+    await consumer.start()
+    try:
+        await consumer.topics()  # fetches the cluster's metadata
+        numbers = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(numbers)]
+        ends = await consumer.end_offsets(tps) if tps else {}
+        starts = await consumer.beginning_offsets(tps) if tps else {}
+        parts: dict[str, dict[str, Any]] = {}
+        now = time.time()
+        for tp in tps:
+            found = committed.get(tp)
+            done = found.offset if found is not None and found.offset >= 0 else None
+            events = ends[tp] - (done if done is not None else starts[tp])
+            seconds = 0.0
+            if events > 0:
+                consumer.assign([tp])
+                consumer.seek(tp, done if done is not None else starts[tp])
+                fetched = await consumer.getmany(tp, timeout_ms=5000, max_records=1)
+                for message in fetched.get(tp, [])[:1]:
+                    seconds = max(0.0, now - message.timestamp / 1000)
+            parts[f"{topic}/{tp.partition}"] = {"end": ends[tp], "committed": done,
+                                                "events": events, "seconds": round(seconds, 3)}
+    finally:
+        await consumer.stop()
+    return {"group": group, "topic": topic,
+            "events": sum(p["events"] for p in parts.values()),
+            "seconds": max((p["seconds"] for p in parts.values()), default=0.0),
+            "partitions": parts}
+
+
+# -- the worker's state -------------------------------------------------------------------------
+
+
+def _hold(spec: str) -> Callable[[BatchResult], None] | None:
+    """The ``test_hold`` hook: after the n-th batch's data is written (tracking and offsets
+    not yet), create the file and hang until killed."""
+    if not spec:
+        return None
+    path, _, count = spec.rpartition(":")
+    remaining = [int(count)]
+
+    def after_write(result: BatchResult) -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            Path(path).write_text(f"{os.getpid()} {result.as_dict()}\n")
+            threading.Event().wait()
+
+    return after_write
+
+
+class WorkerState:
+    """The projector and its thread, built on first use (in the thread: it connects)."""
+
+    def __init__(self, settings: Settings, options: WorkerOptions,
+                 store_factory: Callable[[], TableStore] | None = None,
+                 after_write: Callable[[BatchResult], None] | None = None) -> None:
+        self.settings = settings
+        self.options = options
+        self.store_factory = store_factory or (lambda: open_table_store(settings, options))
+        self.after_write = after_write or _hold(options.test_hold)
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="stream-apply")
+        self.projector: StreamProjector | None = None
+        self.batches = 0
+
+    def _open(self) -> StreamProjector:
+        if self.projector is None:
+            store = self.store_factory()
+            projector = StreamProjector(store, [self.settings.kafka_topic],
+                                        attempts=self.options.attempts,
+                                        threads=self.options.threads,
+                                        after_write=self.after_write)
+            projector.create_tables()
+            self.projector = projector
+        return self.projector
+
+    def _apply(self, records: list[Record]) -> BatchResult:
+        return self._open().apply(records)
+
+    async def apply(self, records: list[Record]) -> BatchResult:
+        """Applies in the worker thread; a failing store is retried with backoff."""
+        loop = asyncio.get_running_loop()
+        delay = self.options.retry_delay
+        while True:
+            started = time.perf_counter()
+            try:
+                result = await loop.run_in_executor(self.executor, self._apply, records)
+            except Exception as error:  # noqa: BLE001 - the store; poison never gets here
+                log.error("applying %d records failed (%s: %s); retrying in %.1fs",
+                          len(records), type(error).__name__, error, delay)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
+                continue
+            self.batches += 1
+            seconds = time.perf_counter() - started
+            log.info("batch %d: %d records (%d new, %d duplicates, %d dead letters) in %.2fs, "
+                     "%.0f records/s", self.batches, result.records, result.applied,
+                     result.duplicates, result.dead_letters, seconds,
+                     result.records / seconds if seconds else 0.0)
+            metrics = _metrics()
+            metrics["applied"].inc(result.applied)
+            metrics["dead"].inc(result.dead_letters)
+            return result
+
+    async def warm_up(self) -> None:
+        """Connects and creates the tables before the first batch arrives."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.executor, self._open)
+        except Exception as error:  # noqa: BLE001 - the first batch retries it
+            log.warning("table store not ready yet (%s: %s)", type(error).__name__, error)
+
+    def lag(self, app: faust.App) -> dict[str, Any]:
+        if self.projector is None:
+            return {"events": None, "seconds": None, "partitions": {}}
+        consumer = app.consumer
+        highwaters: dict[tuple[str, int], int] = {}
+        committed: dict[tuple[str, int], int | None] = {}
+        known = getattr(consumer, "_committed_offset", {})
+        try:
+            assigned = consumer.assignment()
+        except Exception:  # noqa: BLE001 - not started (agent.test_context) or rebalancing
+            assigned = set()
+        for tp in assigned:
+            try:
+                highwater = consumer.highwater(tp)
+            except Exception:  # noqa: BLE001 - not fetched yet
+                highwater = None
+            if highwater is not None:
+                highwaters[(tp.topic, tp.partition)] = int(highwater)
+                committed[(tp.topic, tp.partition)] = known.get(tp)
+        return self.projector.lag(highwaters, committed)
+
+    def forget(self, revoked: Any) -> None:
+        if self.projector is not None:
+            self.projector.forget((tp.topic, tp.partition) for tp in revoked)
+
+
+class Pipeline:
+    """One batch applying while faust fills the next: ``submit(events)`` starts applying a
+    batch as soon as the one before it is done (batches are applied one at a time, in
+    order), and returns the result of the batch before, once it is written and its records
+    acknowledged. A batch's records are acknowledged the moment its ``apply`` returns, by
+    the batch's own task -- not when the next batch arrives: a rebalance waits for them."""
+
+    def __init__(self, state: WorkerState, stream: Any, app: faust.App) -> None:
+        self.state = state
+        self.stream = stream
+        self.app = app
+        self._inflight: asyncio.Future[BatchResult | None] | None = None
+
+    async def submit(self, events: list[Any]) -> BatchResult | None:
+        previous = self._inflight
+        self._inflight = asyncio.ensure_future(self._run(previous, events))
+        return None if previous is None else await previous
+
+    async def _run(self, previous: asyncio.Future[BatchResult | None] | None,
+                   events: list[Any]) -> BatchResult | None:
+        if previous is not None:
+            await asyncio.wait({previous})
+            if previous.cancelled() or previous.result() is None:
+                return None  # shutting down: leave this batch unacknowledged
+        result = await self.state.apply([_record(e.message) for e in events])
+        for event in events:  # the offsets may be committed from here on
+            await self.stream.ack(event)
+        try:
+            publish_lag(self.state.lag(self.app))
+        except Exception as error:  # noqa: BLE001 - metrics never stop the projection
+            log.warning("lag: %s", error)
+        return result
+
+
+def _record(message: Any) -> Record:
+    return Record(topic=message.topic, partition=message.partition, offset=message.offset,
+                  value=message.value, key=message.key, timestamp=message.timestamp)
+
+
+def create_app(settings: Settings, options: WorkerOptions | None = None, *,
+               store_factory: Callable[[], TableStore] | None = None,
+               after_write: Callable[[BatchResult], None] | None = None) -> faust.App:
+    """The faust app for ``settings``. ``store_factory`` replaces the table store from
+    settings; ``after_write`` is ``StreamProjector``'s hook. Without ``kafka_bootstrap``
+    the app can only be driven through ``agent.test_context()`` (faust's default broker
+    address, never contacted)."""
+    options = options or WorkerOptions()
+    broker = f"kafka://{settings.kafka_bootstrap or 'localhost:9092'}"
+    app = faust.App(
+        options.group,
+        broker=broker,
+        autodiscover=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        broker_commit_interval=options.commit_interval,
+        broker_session_timeout=options.session_timeout,
+        broker_heartbeat_interval=max(1.0, options.session_timeout / 10),
+        broker_rebalance_timeout=max(options.session_timeout, 10.0),
+        topic_disable_leader=True,
+        stream_wait_empty=True,
+        stream_buffer_maxsize=max(4096, 2 * options.batch),
+        stream_processing_timeout=3600.0,
+        web_enabled=bool(options.web_port),
+        web_port=options.web_port or 6066,
+        web_bind="127.0.0.1",
+        store="memory://",
+    )
+    topic = app.topic(settings.kafka_topic, key_type=bytes, value_type=bytes,
+                      key_serializer="raw", value_serializer="raw")
+    state = WorkerState(settings, options, store_factory, after_write)
+
+    @app.agent(topic, name=AGENT_NAME)
+    async def project(stream: Any) -> Any:  # a faust.Stream
+        pipeline = Pipeline(state, stream, app)
+        async for events in stream.noack_take(options.batch, within=options.within):
+            done = await pipeline.submit(events)  # the batch before: written, acknowledged
+            if done is not None:
+                yield done.as_dict()
+
+    app.task(state.warm_up)
+
+    async def report_lag() -> None:
+        try:
+            publish_lag(state.lag(app))
+        except Exception as error:  # noqa: BLE001 - metrics never stop the projection
+            log.warning("lag: %s", error)
+
+    app.timer(5.0)(report_lag)
+
+    async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        state.forget(revoked)
+
+    app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
+
+    @app.page("/metrics/")
+    async def metrics(web: Any, request: Any) -> Any:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        _metrics()
+        return web.bytes(generate_latest(), content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    @app.page("/lag/")
+    async def lag(web: Any, request: Any) -> Any:
+        return web.json(state.lag(app))
+
+    app.letterlog = state  # type: ignore[attr-defined]
+    app.letterlog_agent = project  # type: ignore[attr-defined]
+    return app
+
+
+def main(settings: Settings | None = None, options: WorkerOptions | None = None,
+         loglevel: str = "info") -> int:
+    """Runs one worker until SIGINT/SIGTERM (the ``letterlog worker`` entry point)."""
+    settings = settings or load_settings()
+    if not settings.kafka_bootstrap:
+        raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the stream worker needs Kafka (host:port)")
+    options = options or WorkerOptions.from_env()
+    app = create_app(settings, options)
+    worker = faust.Worker(app, loglevel=loglevel)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as done:
+        return int(done.code or 0)
+    return 0
+
+
+def __getattr__(name: str) -> Any:
+    """``faust -A adapters.stream_worker``: the app, built on first access."""
+    if name == "app":
+        app = create_app(load_settings(), WorkerOptions.from_env())
+        globals()["app"] = app
+        return app
+    raise AttributeError(name)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
+
