@@ -1,0 +1,144 @@
+"""The ``letterlog`` command line, run as a user would (subprocess, real data directory)."""
+
+from __future__ import annotations
+
+import json
+import mailbox
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_mail
+
+BIN = [sys.executable, "-m", "adapters.cli"]
+
+
+def run(data: Path, *args: str, ok: bool = True, stdin: bytes | None = None):
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
+    p = subprocess.run([*BIN, "--data", str(data), *args], capture_output=True, env=env,
+                       input=stdin, timeout=120)
+    if ok:
+        assert p.returncode == 0, p.stderr.decode()
+    return p
+
+
+def jrun(data: Path, *args: str):
+    p = run(data, "--json", *args)
+    return [json.loads(line) for line in p.stdout.decode().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def mail_file(tmp_path):
+    f = tmp_path / "m.eml"
+    f.write_bytes(make_mail("CLI test"))
+    return f
+
+
+def test_deliver_extract_round_trip_and_json_fields(tmp_path, mail_file):
+    data = tmp_path / "d"
+    [d] = jrun(data, "deliver", "--account", "ada@example.org", "--label", "x", str(mail_file))
+    assert set(d) >= {"message_id", "mailbox_id", "uid", "uidvalidity", "size", "sha256"}
+    out = tmp_path / "out.eml"
+    run(data, "extract", d["message_id"], "-o", str(out))
+    assert out.read_bytes() == mail_file.read_bytes()
+    assert run(data, "extract", d["message_id"]).stdout == mail_file.read_bytes()
+
+
+def test_commands_and_queries(tmp_path, mail_file):
+    data = tmp_path / "d"
+    [d] = jrun(data, "deliver", "--account", "ada@example.org", str(mail_file))
+    mid = d["message_id"]
+    run(data, "flag", mid, "\\Seen")
+    run(data, "label", mid, "--add", "work")
+    run(data, "mailbox", "create", "ada@example.org", "Archive")
+    run(data, "move", mid, "Archive")
+    [listed] = jrun(data, "list", "ada@example.org", "--mailbox", "Archive")
+    assert listed["flags"] == ["\\Seen"] and listed["labels"] == ["work"]
+    [c] = jrun(data, "counters", "ada@example.org")
+    assert c["mailboxes"]["Archive"]["messages"] == 1
+    [st] = jrun(data, "status", "ada@example.org", "Archive")
+    assert st["uidnext"] == 2
+    reports = jrun(data, "verify", "--all")
+    assert reports and all(r["identical"] for r in reports)
+
+
+def test_count_limited_extract_is_refused_with_exit_code(tmp_path, mail_file):
+    data = tmp_path / "d"
+    [d] = jrun(data, "deliver", "--account", "ada@example.org", "--extract-limit", "1",
+               str(mail_file))
+    run(data, "extract", d["message_id"], "-o", str(tmp_path / "a"))
+    p = run(data, "extract", d["message_id"], "-o", str(tmp_path / "b"), ok=False)
+    assert p.returncode != 0 and b"extraction limit" in p.stderr
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["extract", "not-a-uuid"], b"not a message id"),
+    (["extract", "01a20208-0b11-75ed-839a-fbb4ab1f7b5a"], b"does not exist"),
+    (["deliver", "--account", "ada@example.org", "/nonexistent.eml"], b"cannot read"),
+    (["deliver", "--account", "not an address", "MAIL"], b"account"),
+    (["deliver", "--account", "ada@example.org", "--extract-until", "tomorrow", "MAIL"],
+     b"--extract-until"),
+    (["deliver", "--account", "ada@example.org", "BINARY"], b"not a message"),
+    (["flag", "MID", "\\Bogus"], b"not a system flag"),
+    (["mailbox", "create", "ada@example.org", "INBOX"], b"already exists"),
+    (["move", "MID", "Nowhere"], b"does not exist"),
+])
+def test_bad_input_exits_non_zero_with_one_line_and_writes_nothing(tmp_path, mail_file, args,
+                                                                  needle):
+    data = tmp_path / "d"
+    [d] = jrun(data, "deliver", "--account", "ada@example.org", str(mail_file))
+    binary = tmp_path / "junk.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    subst = {"MAIL": str(mail_file), "BINARY": str(binary), "MID": d["message_id"]}
+    before = (data / "events.sqlite").stat().st_size, _count_events(data)
+    p = run(data, *[subst.get(a, a) for a in args], ok=False)
+    assert p.returncode == 2
+    lines = p.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and needle in p.stderr, p.stderr
+    assert _count_events(data) == before[1]
+
+
+def _count_events(data: Path) -> int:
+    import sqlite3
+
+    con = sqlite3.connect(data / "events.sqlite")
+    try:
+        return con.execute("SELECT count(*) FROM stored_events").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_import_mbox_and_maildir_keeps_flags(tmp_path):
+    mbox_path = tmp_path / "in.mbox"
+    box = mailbox.mbox(str(mbox_path))
+    for i in range(5):
+        box.add(make_mail(f"m{i}", message_id=f"<{i}@mbox>"))
+    box.close()
+    md = mailbox.Maildir(str(tmp_path / "md"), create=True)
+    m = mailbox.MaildirMessage(make_mail("seen one", message_id="<s@md>"))
+    m.set_subdir("cur")
+    m.set_flags("SF")
+    md.add(m)
+    md.add(mailbox.MaildirMessage(make_mail("new one", message_id="<n@md>")))
+    data = tmp_path / "d"
+    [r] = jrun(data, "import", "mbox", str(mbox_path), "--account", "ada@example.org")
+    assert (r["imported"], r["rejected"]) == (5, 0)
+    run(data, "mailbox", "create", "ada@example.org", "Old")
+    [r] = jrun(data, "import", "maildir", str(tmp_path / "md"), "--account", "ada@example.org",
+               "--mailbox", "Old")
+    assert r["imported"] == 2
+    flags = {tuple(x["flags"]) for x in jrun(data, "list", "ada@example.org", "--mailbox", "Old")}
+    assert flags == {("\\Flagged", "\\Seen"), ()}
+
+
+def test_readme_example_runs(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    assert b"\\Seen" in p.stdout

@@ -1,0 +1,137 @@
+"""The projection benchmarks at tiny sizes: JSON shape, positive rates, correct answers.
+
+No timing assertions: the numbers depend on the machine; only their shape is tested here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from adapters import bench_projections as bp
+from domain.rfc5322 import inspect_message
+from domain.service import envelope_for_event, facts_for_event
+from projections import queries as q
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Benchmark logs go to a per-session temporary cache, not ``~/.cache``."""
+    root = tmp_path_factory.getbasetemp() / "bench-logs"
+    monkeypatch.setenv("LETTERLOG_BENCH_CACHE", str(root))
+    return root
+
+
+def _positive(*values: float) -> None:
+    for v in values:
+        assert isinstance(v, (int, float)) and v > 0, values
+
+
+def test_synthesised_mail_is_what_inspect_message_says() -> None:
+    factory = bp.MailFactory(random.Random(5))
+    account = uuid4()
+    when = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
+    for i in range(60):
+        mail = factory.make(account, "bench@example.org" if i % 2 else factory.people[i], when,
+                            sender="me@example.org" if i % 3 == 0 else None,
+                            reply_to=("Plans", ["<a@example.org>", "<b@example.org>"])
+                            if i % 4 == 0 else None)
+        assert mail.raw is not None and mail.inline
+        facts = inspect_message(mail.raw)
+        assert facts_for_event(facts) == mail.facts
+        assert envelope_for_event(facts) == mail.personal["envelope"]
+        assert (facts.size, facts.sha256) == (mail.size, mail.sha256)
+
+
+def test_log_is_generated_once_then_reused(_cache: Path) -> None:
+    path, meta = bp.bench_log(2000)
+    assert path.exists() and meta["cached"] is False and meta["events"] >= 2000
+    kinds = meta["event_kinds"]
+    for kind in ("Message.Delivered", "Message.FlagsChanged", "Message.LabelsChanged",
+                 "Message.Moved", "Message.Deleted", "Mailbox.UidsAllocated"):
+        assert kinds.get(kind, 0) > 0, kind
+    assert kinds["Message.Delivered"] > kinds["Message.Moved"]
+    again, meta2 = bp.bench_log(2000)
+    assert again == path and meta2["cached"] is True
+    reader = bp.open_reader(path)
+    try:
+        positions = [p for p, _ in reader.events()]
+    finally:
+        reader.close()
+    assert positions == list(range(1, meta["events"] + 1))
+
+
+def test_fast_reader_gives_the_same_events_as_letterlog() -> None:
+    path, _ = bp.bench_log(2000)
+    reader = bp.open_reader(path)
+    try:
+        expected = list(reader.events(start=5, stop=1500))
+    finally:
+        reader.close()
+    got = list(bp.fast_events(path, start=5, stop=1500, batch=97))
+    assert [p for p, _ in got] == [p for p, _ in expected] == list(range(5, 1501))
+    for (_, a), (_, b) in zip(got, expected, strict=True):
+        assert type(a) is type(b) and a.__dict__ == b.__dict__
+
+
+def test_bench_project(tmp_path: Path) -> None:
+    plot = tmp_path / "project.png"
+    r = bp.bench_project(events=2000, plot=plot)
+    json.dumps(r)
+    assert r["benchmark"] == "project" and r["mode"] == "live" and r["events"] >= 2000
+    _positive(r["decode_events_per_s"], r["project_events_per_s"], r["project_cells_per_s"],
+              r["catch_up_events_per_s"], r["raw_sqlite_cells_per_s"], r["ratio"],
+              r["raw_sqlite_bytearray_cells_per_s"], r["ratio_vs_bytearray_raw"],
+              r["cells_written"], r["cells_per_event"], r["batches"])
+    assert r["raw_sqlite_transactions"] == r["batches"]
+    assert r["target_ratio"] == 0.30 and isinstance(r["meets_target"], bool)
+    assert plot.stat().st_size > 0 and r["plot"] == str(plot)
+
+
+def test_bench_rebuild(tmp_path: Path) -> None:
+    plot = tmp_path / "rebuild.png"
+    r = bp.bench_rebuild(events=2000, plot=plot)
+    json.dumps(r)
+    assert r["benchmark"] == "rebuild" and r["mode"] == "fold"
+    assert r["position"] == r["events"] >= 2000
+    assert len(r["projections"]) == 10
+    _positive(r["rebuild_events_per_s"], r["read_decode_events_per_s"], r["ratio"],
+              r["cells_written"])
+    assert isinstance(r["meets_target"], bool) and plot.stat().st_size > 0
+
+
+def test_bench_query(tmp_path: Path) -> None:
+    plot = tmp_path / "query.png"
+    r = bp.bench_query(messages=2000, samples=50, plot=plot)
+    json.dumps(r)
+    assert r["benchmark"] == "query" and r["samples"] == 50
+    assert 0 < r["listed_messages"] <= 2000
+    for side in ("letterlog", "raw_sqlite"):
+        for name in ("newest_50", "random_page_50", "mailbox_counts", "counters_row"):
+            p = r[side][name]
+            _positive(p["p50_ms"], p["p99_ms"])
+            assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
+    assert isinstance(r["meets_targets"], bool) and plot.stat().st_size > 0
+
+
+def test_query_store_lists_newest_first(tmp_path: Path) -> None:
+    store, fx = bp.query_store(tmp_path / "tables.sqlite", 2000)
+    try:
+        rows = q.mailbox_messages(store, fx.mailbox_id, limit=50)
+        uids = [m.uid for m in rows]
+        assert len(rows) == 50
+        assert uids == sorted(uids, reverse=True) == list(reversed(fx.listed[-50:]))
+        assert all(m.state == "active" for m in rows)
+        page = q.mailbox_messages(store, fx.mailbox_id, limit=50, before_uid=uids[-1])
+        assert [m.uid for m in page] == list(reversed(fx.listed[-100:-50]))
+        counts = q.mailbox_counts(store, fx.account_id, fx.mailbox_id)
+        assert (counts.messages, counts.unread, counts.bytes) == (fx.messages, fx.unread,
+                                                                  fx.octets)
+        assert 0 < fx.unread < fx.messages
+    finally:
+        store.close()

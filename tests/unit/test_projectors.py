@@ -1,0 +1,447 @@
+"""The read models, one story per behaviour: events from ``History`` through the runner into
+an in-memory table store, then read back the way a client would."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from adapters.memory_tables import InMemoryTableStore
+from domain.errors import CorruptEvent
+from domain.message import Message
+from projections import counters, keys
+from projections import names as n
+from projections.codec import decode_datetime, decode_names, decode_ref
+from projections.registry import TABLE_SPECS
+from projections.runner import ProjectionRunner
+from projections.tablestore import table_digest
+from tests.unit.test_projection_history import History
+
+ADA = "ada@example.org"
+BOB = "bob@example.org"
+
+
+def project(h: History, store: InMemoryTableStore | None = None, **kw: Any) -> InMemoryTableStore:
+    store = store or InMemoryTableStore()
+    runner = ProjectionRunner(store, **kw)
+    runner.create_tables()
+    runner.apply_events(h.events)
+    return store
+
+
+def listing(store: InMemoryTableStore, mailbox_id: UUID) -> list[int]:
+    rows = store.scan(n.MESSAGES, prefix=keys.messages_prefix(mailbox_id))
+    return [keys.message_row_parts(row)[1] for row, _ in rows]
+
+
+def message_row(store: InMemoryTableStore, h: History, message_id: UUID) -> dict[bytes, bytes]:
+    m = h.messages[message_id]
+    return store.get(n.MESSAGES, keys.message_row(m.mailbox, m.uid))
+
+
+def counts(store: InMemoryTableStore, h: History, address: str) -> Any:
+    row = store.get(n.COUNTERS, keys.account_row(h.account(address).id))
+    return counters.parse(row)
+
+
+def labelled(store: InMemoryTableStore, h: History, address: str, label: str) -> list[UUID]:
+    prefix = keys.label_prefix(h.account(address).id, label)
+    return [keys.label_row_message(row) for row, _ in store.scan(n.LABEL_INDEX, prefix=prefix)]
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def test_a_mailbox_lists_newest_first() -> None:
+    h = History()
+    ids = [h.deliver(ADA, subject=f"m{i}") for i in range(3)]
+    store = project(h)
+    assert listing(store, h.mailbox_id(ADA, "INBOX")) == [3, 2, 1]
+    row = message_row(store, h, ids[0])
+    assert row[n.DATA_MESSAGE] == ids[0].bytes
+    assert row[n.META_STATE] == b"active"
+    assert row[n.DATA_BODY].startswith(b"Subject: m0\r\n")
+    assert json.loads(row[n.DATA_ENVELOPE])["subject"] == "m0"
+
+
+def test_a_flag_change_updates_meta_and_modseq_and_leaves_data_alone() -> None:
+    h = History()
+    m = h.deliver(ADA)
+    h.flag(m, ["\\Seen"])
+    store = project(h)
+    cells = store.get_cells(n.MESSAGES, keys.message_row(h.mailbox_id(ADA, "INBOX"), 1))
+    last = len(h.events)
+    assert decode_names(cells[n.META_FLAGS][0]) == ["\\Seen"]
+    assert cells[n.META_MODSEQ] == (str(last).encode(), last)
+    assert cells[n.DATA_SIZE][1] < last  # written at delivery, never again
+
+
+def test_a_soft_deleted_message_keeps_its_row_and_an_expunged_one_loses_it() -> None:
+    h = History()
+    kept, gone = h.deliver(ADA), h.deliver(ADA)
+    h.delete(kept)
+    h.expunge(gone)
+    store = project(h)
+    assert message_row(store, h, kept)[n.META_STATE] == b"deleted"
+    assert message_row(store, h, gone) == {}
+    assert listing(store, h.mailbox_id(ADA, "INBOX")) == [1]
+
+
+def test_a_move_rewrites_the_row_under_the_new_mailbox_and_uid() -> None:
+    h = History()
+    h.create_mailbox(ADA, "Archive")
+    m = h.deliver(ADA, flags=["\\Seen"], labels=["work"])
+    h.move(m, "Archive")
+    store = project(h)
+    assert listing(store, h.mailbox_id(ADA, "INBOX")) == []
+    assert listing(store, h.mailbox_id(ADA, "Archive")) == [1]
+    row = message_row(store, h, m)
+    assert row[n.DATA_BODY].startswith(b"Subject: Hello")
+    assert decode_names(row[n.META_LABELS]) == ["work"]
+    assert decode_datetime(row[n.DATA_INTERNAL_DATE]) == h.messages[m].internal_date
+
+
+def test_an_upload_has_no_row_until_it_completes() -> None:
+    h = History()
+    m = h.begin_upload(ADA)
+    h.append_chunk(m, 70_000)
+    store = project(h)
+    assert listing(store, h.mailbox_id(ADA, "INBOX")) == []
+    h.complete_upload(m)
+    store = project(h)
+    row = message_row(store, h, m)
+    assert row[n.DATA_INLINE] == b"0" and n.DATA_BODY not in row
+    assert row[n.DATA_SIZE] == b"70000"
+
+
+# -- mailboxes and names ----------------------------------------------------------------------
+
+
+def test_a_mailbox_row_follows_uids_modseq_renames_and_deletion() -> None:
+    h = History()
+    box = h.create_mailbox(ADA, "Lists")
+    h.deliver(ADA, "Lists")
+    h.deliver(ADA, "Lists")
+    touched = len(h.events)
+    h.deliver(ADA)  # another mailbox: Lists' highest modseq stays
+    store = project(h)
+    row = store.get(n.MAILBOXES, keys.mailbox_row(box))
+    assert row[n.MB_NAME] == b"Lists" and row[n.MB_UIDNEXT] == b"3"
+    assert row[n.MB_HIGHESTMODSEQ] == str(touched).encode()
+    assert row[n.MB_DELETED] == b"0" and row[n.MB_ACCOUNT] == h.account(ADA).id.bytes
+    h.rename_mailbox(ADA, "Lists", "Lists/2026")
+    h.delete_mailbox(ADA, "Lists/2026")
+    row = project(h).get(n.MAILBOXES, keys.mailbox_row(box))
+    assert row[n.MB_NAME] == b"Lists/2026" and row[n.MB_DELETED] == b"1"
+    assert row[n.MB_UIDVALIDITY] == str(h.mailboxes[box].uidvalidity).encode()
+
+
+def test_mailbox_names_follow_create_rename_and_delete() -> None:
+    h = History()
+    h.create_mailbox(ADA, "Drafts", "drafts")
+    h.create_mailbox(ADA, "Old")
+    h.rename_mailbox(ADA, "Old", "Older")
+    h.delete_mailbox(ADA, "Drafts")
+    store = project(h)
+    prefix = keys.mailbox_names_prefix(h.account(ADA).id)
+    names = {row[17:].decode(): UUID(bytes=cells[n.MN_MAILBOX])
+             for row, cells in store.scan(n.MAILBOX_NAMES, prefix=prefix)}
+    assert names == {"INBOX": h.mailbox_id(ADA, "INBOX"), "Older": h.mailbox_id(ADA, "Older")}
+
+
+# -- label index, threads ---------------------------------------------------------------------
+
+
+def test_the_label_index_lists_newest_first_and_follows_label_changes() -> None:
+    h = History()
+    a, b, c = (h.deliver(ADA, labels=["work"]) for _ in range(3))
+    h.label(b, remove=["work"])
+    h.label(a, add=["urgent"])
+    store = project(h)
+    assert labelled(store, h, ADA, "work") == [c, a]
+    assert labelled(store, h, ADA, "urgent") == [a]
+
+
+def test_the_label_index_drops_deleted_messages_and_takes_restored_ones_back() -> None:
+    h = History()
+    h.create_mailbox(ADA, "Archive")
+    a, b = h.deliver(ADA, labels=["work"]), h.deliver(ADA, labels=["work"])
+    h.delete(a)
+    h.delete(b)
+    h.restore(b)
+    h.move(b, "Archive")
+    store = project(h)
+    assert labelled(store, h, ADA, "work") == [b]
+    cells = store.get(n.LABEL_INDEX, keys.label_row(h.account(ADA).id, "work", b))
+    assert decode_ref(cells[n.IX_REF]) == (h.mailbox_id(ADA, "Archive"), 1)
+
+
+def test_a_reply_joins_its_thread_and_threads_list_newest_first() -> None:
+    h = History()
+    first = h.deliver(ADA)
+    other = h.deliver(ADA)
+    reply = h.deliver(ADA, reply_to=first)
+    store = project(h)
+    thread = h.messages[first].thread
+    found = [keys.thread_row_message(r) for r, _ in store.scan(n.THREADS,
+                                                                prefix=keys.thread_prefix(thread))]
+    assert found == [reply, first]
+    assert other not in found
+    h.expunge(reply)
+    store = project(h)
+    assert [keys.thread_row_message(r) for r, _ in store.scan(
+        n.THREADS, prefix=keys.thread_prefix(thread))] == [first]
+
+
+# -- counters ---------------------------------------------------------------------------------
+
+
+def test_counters_count_messages_unread_and_bytes_per_mailbox_and_label() -> None:
+    h = History()
+    h.deliver(ADA, size=100, labels=["work"])
+    h.deliver(ADA, size=200, flags=["\\Seen"], labels=["work", "home"])
+    boxes, labels = counts(project(h), h, ADA)
+    assert boxes[h.mailbox_id(ADA, "INBOX")] == (2, 1, 300)
+    assert labels == {"work": (2, 1, 300), "home": (1, 0, 200)}
+
+
+def test_counters_follow_flags_moves_deletes_restores_and_expunges() -> None:
+    h = History()
+    h.create_mailbox(ADA, "Archive")
+    inbox, archive = h.mailbox_id(ADA, "INBOX"), h.mailbox_id(ADA, "Archive")
+    a = h.deliver(ADA, size=10, labels=["work"])
+    b = h.deliver(ADA, size=20, labels=["work"])
+    c = h.deliver(ADA, size=40)
+    h.flag(a, ["\\Seen"])
+    h.move(b, "Archive")
+    h.delete(c)
+    h.expunge(c)  # expunging a soft-deleted message does not count it twice
+    boxes, labels = counts(project(h), h, ADA)
+    assert boxes[inbox] == (1, 0, 10) and boxes[archive] == (1, 1, 20)
+    assert labels["work"] == (2, 1, 30)
+    h.delete(a)
+    h.restore(a)
+    h.flag(a, ["\\Seen"], mode="remove")
+    h.label(a, remove=["work"])
+    h.expunge(b)
+    boxes, labels = counts(project(h), h, ADA)
+    assert boxes[inbox] == (1, 1, 10) and boxes[archive] == (0, 0, 0)
+    assert labels["work"] == (0, 0, 0)
+
+
+def test_counters_are_exact_when_events_are_applied_again() -> None:
+    h = History()
+    for i in range(5):
+        h.deliver(ADA, size=10, labels=["work"] if i % 2 else [])
+    store = InMemoryTableStore()
+    runner = ProjectionRunner(store)
+    runner.create_tables()
+    runner.apply_events(h.events)
+    before = {t.name: table_digest(store, t.name) for t in TABLE_SPECS}
+    runner.rewind(0)
+    runner.apply_events(h.events)
+    runner.rewind(3)
+    runner.apply_events(h.events[5:] + h.events)
+    assert {t.name: table_digest(store, t.name) for t in TABLE_SPECS} == before
+    assert counts(store, h, ADA)[0][h.mailbox_id(ADA, "INBOX")] == (5, 5, 50)
+
+
+def test_counters_see_their_own_pending_writes_within_a_batch() -> None:
+    h = History()
+    for _ in range(20):
+        h.flag(h.deliver(ADA, size=1), ["\\Seen"])
+    one_by_one = project(h, batch_size=1)
+    in_one_batch = project(h, batch_size=10_000)
+    assert counts(in_one_batch, h, ADA) == counts(one_by_one, h, ADA)
+    assert table_digest(in_one_batch, n.COUNTERS) == table_digest(one_by_one, n.COUNTERS)
+
+
+# -- subscriptions, accounts, payload refs ------------------------------------------------------
+
+
+def test_subscriptions_hold_one_column_per_subscribed_name() -> None:
+    h = History()
+    for name in ("INBOX", "Lists", "Old"):
+        h.subscribe(ADA, name)
+    h.unsubscribe(ADA, "Old")
+    row = project(h).get(n.SUBSCRIPTIONS, keys.account_row(h.account(ADA).id))
+    assert sorted(row) == [keys.subscription_column("INBOX"), keys.subscription_column("Lists")]
+
+
+def test_accounts_hold_the_address_and_label_attributes() -> None:
+    h = History()
+    h.deliver(ADA, labels=["work", "tmp"])
+    h.set_label_attributes(ADA, "work", {"colour": "red"})
+    h.remove_label(ADA, "tmp")
+    row = project(h).get(n.ACCOUNTS, keys.account_row(h.account(ADA).id))
+    assert row == {n.ACC_ADDRESS: ADA.encode(), keys.label_column("work"): b'{"colour":"red"}'}
+
+
+def test_payload_refs_hold_one_column_per_message_sharing_a_large_payload() -> None:
+    h = History()
+    h.create_mailbox(ADA, "Copies")
+    big = h.deliver(ADA, size=50_000, inline=False)
+    copy = h.copy(big, "Copies")
+    h.deliver(ADA, size=10)  # inline: no payload in the payload store
+    store = project(h)
+    rows = list(store.scan(n.PAYLOAD_REFS))
+    assert len(rows) == 1
+    row, cells = rows[0]
+    assert row == h.messages[big].sha256.encode()
+    assert sorted(cells) == sorted(keys.payload_ref_column(m) for m in (big, copy))
+
+
+# -- purge queue -------------------------------------------------------------------------------
+
+
+def queue(store: InMemoryTableStore, name: str) -> list[tuple[UUID, str, Any]]:
+    out = []
+    for shard in range(keys.PURGE_SHARDS):
+        for row, cells in store.scan(n.PURGE_QUEUE, prefix=keys.purge_shard_prefix(name, shard)):
+            q, s, bucket, message = keys.purge_row_parts(row)
+            assert (q, s) == (name, shard) and cells[n.PQ_MESSAGE] == message.bytes
+            due = decode_datetime(cells[n.PQ_DUE])
+            assert bucket == keys.minute_bucket(due)
+            out.append((message, cells[n.PQ_REASON].decode(), due))
+    return sorted(out)
+
+
+def test_purge_queue_entries_for_deletes_expiry_policies_and_uploads() -> None:
+    h = History()
+    t0 = h.now
+    deleted, expunged, counted, until = (h.deliver(ADA) for _ in range(4))
+    h.delete(deleted)
+    h.expunge(expunged)
+    h.set_policy(counted, limit=1)
+    h.set_policy(until, until=t0 + timedelta(days=3))
+    h.tick(hours=1)
+    h.extract(counted)
+    upload = h.begin_upload(ADA)
+    store = project(h)
+    assert queue(store, n.QUEUE_DELETED) == sorted([
+        (deleted, "deleted", t0 + timedelta(days=30)), (expunged, "expunged", t0)])
+    assert queue(store, n.QUEUE_EXPIRED) == [(counted, "limit", h.now + timedelta(days=30))]
+    assert queue(store, n.QUEUE_EXPIRING) == [(until, "until", t0 + timedelta(days=3))]
+    assert queue(store, n.QUEUE_INCOMPLETE) == [(upload, "incomplete", h.now + timedelta(days=2))]
+
+
+def test_a_policy_that_has_already_passed_queues_the_message_as_expired() -> None:
+    h = History()
+    m = h.deliver(ADA)
+    h.tick(days=1)
+    h.set_policy(m, until=h.now - timedelta(hours=1))
+    assert queue(project(h), n.QUEUE_EXPIRED) == [(m, "policy", h.now + timedelta(days=30))]
+
+
+# -- the runner --------------------------------------------------------------------------------
+
+
+def test_the_runner_tracks_each_projection_in_the_same_write() -> None:
+    h = History()
+    h.deliver(ADA)
+    store = project(h)
+    runner = ProjectionRunner(store)
+    assert runner.positions() == {p: len(h.events) for p in runner.positions()}
+    assert runner.apply_events(h.events) == 0  # all seen: nothing applied
+
+
+def test_a_foreign_event_is_corrupt_and_named() -> None:
+    @dataclass
+    class Stranger:
+        originator_id: UUID
+        originator_version: int
+
+    h = History()
+    h.deliver(ADA)
+    stranger = Stranger(uuid4(), 7)
+    store = InMemoryTableStore()
+    runner = ProjectionRunner(store)
+    runner.create_tables()
+    with pytest.raises(CorruptEvent) as caught:
+        runner.apply_events([*h.events, (len(h.events) + 1, stranger)])
+    text = str(caught.value)
+    assert f"position {len(h.events) + 1}" in text
+    assert str(stranger.originator_id) in text and "version 7" in text
+    assert runner.position() == len(h.events)  # what came before it was written
+
+
+def test_a_malformed_event_is_corrupt_not_skipped() -> None:
+    h = History()
+    m = h.deliver(ADA)
+    position, good = h.events[-1]
+    fields = {f: getattr(good, f) for f in good.__dataclass_fields__}
+    bad = Message.Delivered(**{**fields, "uid": "seven"})
+    runner = ProjectionRunner(InMemoryTableStore())
+    runner.create_tables()
+    with pytest.raises(CorruptEvent, match=f"position {position}: aggregate {m} version 1"):
+        runner.apply_events([*h.events[:-1], (position, bad)])
+    assert runner.position() == position - 1
+
+
+def test_physical_names_redirect_every_table() -> None:
+    h = History()
+    h.deliver(ADA, labels=["work"])
+    store = InMemoryTableStore()
+    runner = ProjectionRunner(store, physical=lambda name: f"{name}__green")
+    runner.create_tables()
+    runner.apply_events(h.events)
+    assert store.list_tables() == sorted(f"{t.name}__green" for t in TABLE_SPECS)
+    assert listing_rows(store, "messages__green") == 1
+    assert ProjectionRunner(store, physical=lambda t: f"{t}__green").position() == len(h.events)
+
+
+def listing_rows(store: InMemoryTableStore, table: str) -> int:
+    return sum(1 for _ in store.scan(table))
+
+
+def test_a_fold_rebuild_equals_the_live_tables() -> None:
+    h = History()
+    h.create_mailbox(ADA, "Archive")
+    ids = [h.deliver(ADA if i % 3 else BOB, labels=["x"] if i % 2 else []) for i in range(12)]
+    h.move(ids[1], "Archive")
+    h.delete(ids[2])
+    h.restore(ids[2])
+    h.label(ids[4], remove=["x"], add=["y"])
+    h.expunge(ids[5])
+    h.subscribe(ADA, "Archive")
+    h.unsubscribe(ADA, "Archive")
+    live = project(h, batch_size=3)
+    rebuilt = InMemoryTableStore()
+    runner = ProjectionRunner(rebuilt)
+    runner.create_tables()
+    runner.apply_events(h.events, fold=True)
+    for spec in TABLE_SPECS:
+        assert table_digest(rebuilt, spec.name) == table_digest(live, spec.name), spec.name
+
+
+def test_a_fold_into_green_tables_matches_the_live_blue_ones() -> None:
+    h = History()
+    a = h.deliver(ADA, labels=["x"])
+    h.expunge(h.deliver(ADA))
+    h.flag(a, ["\\Seen"])
+    store = project(h)
+    green = ProjectionRunner(store, physical=lambda name: f"{name}.green")
+    green.create_tables()
+    green.apply_events(h.events, fold=True)
+    for spec in TABLE_SPECS:
+        assert table_digest(store, f"{spec.name}.green") == table_digest(store, spec.name)
+
+
+def test_a_fold_stops_just_before_a_corrupt_event() -> None:
+    h = History()
+    h.deliver(ADA)
+    position, good = h.events[-1]
+    fields = {f: getattr(good, f) for f in good.__dataclass_fields__}
+    bad = Message.Delivered(**{**fields, "size": None})
+    store = InMemoryTableStore()
+    runner = ProjectionRunner(store)
+    runner.create_tables()
+    with pytest.raises(CorruptEvent, match=f"position {position}"):
+        runner.apply_events([*h.events[:-1], (position, bad)], fold=True)
+    assert runner.position() == position - 1
+    assert ProjectionRunner(store).position() == position - 1  # tracked in the store

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from pathlib import Path
+
+import pytest
+
+from adapters.sqlite_tables import SqliteTableStore
+from projections.tablestore import DeleteRow, Put, StoreClosed, TableSpec, TableStore, table_digest
+from tests.contracts.tablestore_contract import TableStoreContract
+
+
+class TestSqliteTableStore(TableStoreContract):
+    @pytest.fixture(autouse=True)
+    def _directory(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "tables.sqlite"
+
+    def make_store(self) -> TableStore:
+        return SqliteTableStore(self.path)
+
+
+SPEC = TableSpec("messages__b2", ("meta", "data"))
+
+
+def test_tables_and_tombstones_survive_reopening(tmp_path: Path) -> None:
+    with SqliteTableStore(tmp_path / "t.sqlite") as store:
+        store.create_table(SPEC)
+        store.apply([Put(SPEC.name, b"r", b"meta:a", b"v", 2), DeleteRow(SPEC.name, b"s", 5)])
+    with SqliteTableStore(tmp_path / "t.sqlite", synchronous="FULL") as store:
+        store.apply([Put(SPEC.name, b"s", b"meta:a", b"late", 4)])
+        assert store.list_tables() == ["messages__b2"]
+        assert list(store.scan(SPEC.name)) == [(b"r", {b"meta:a": b"v"})]
+
+
+def test_a_closed_store_refuses_work(tmp_path: Path) -> None:
+    store = SqliteTableStore(tmp_path / "t.sqlite")
+    store.close()
+    store.close()
+    with pytest.raises(StoreClosed):
+        store.list_tables()
+
+
+def test_threads_write_and_read_through_their_own_connections(tmp_path: Path) -> None:
+    with SqliteTableStore(tmp_path / "t.sqlite") as store:
+        store.create_table(SPEC)
+
+        def write(n: int) -> None:
+            for i in range(50):
+                store.apply([Put(SPEC.name, b"%d-%03d" % (n, i), b"meta:a", b"v", i)])
+                assert store.get(SPEC.name, b"%d-%03d" % (n, i)) == {b"meta:a": b"v"}
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert table_digest(store, SPEC.name).rows == 200
+        assert store.checkpoint("TRUNCATE")[0] == 0
+
+
+def _write_rows(path: str, n: int) -> None:
+    with SqliteTableStore(path) as store:
+        store.create_table(SPEC)
+        for i in range(100):
+            store.apply([Put(SPEC.name, b"%d-%03d" % (n, i), b"meta:a", b"v", 1)])
+
+
+@pytest.mark.slow
+def test_processes_share_one_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "t.sqlite")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_write_rows, args=(path, n)) for n in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    with SqliteTableStore(path) as store:
+        assert table_digest(store, SPEC.name).rows == 300
+
+
+def test_synchronous_setting_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteTableStore(tmp_path / "t.sqlite", synchronous="SOMETIMES")
