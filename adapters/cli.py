@@ -22,6 +22,7 @@ from domain.errors import InvalidCommand, LetterlogError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="letterlog: an event-sourced mailbox store.")
 ROLES_HELP = "inbox|sent|drafts|trash|junk|archive"
+BenchJson = Annotated[bool, typer.Option("--json", help="one JSON line (always JSON)")]
 PlotOption = Annotated[Path | None, typer.Option(help="write a PNG plot")]
 mailbox_app = typer.Typer(no_args_is_help=True, help="Create, rename, delete and list mailboxes.")
 import_app = typer.Typer(no_args_is_help=True, help="Import mbox files or Maildir folders.")
@@ -463,11 +464,12 @@ def demo(messages: Annotated[int, typer.Option(help="messages to generate")] = 4
 
 @bench_app.command("ingest")
 def bench_ingest(messages: Annotated[int, typer.Option(help="messages")] = 5000,
-                 plot: PlotOption = None) -> None:
+                 plot: PlotOption = None,
+                 as_json: BenchJson = False) -> None:
     """Deliveries/s (single command and batched import) vs raw SQLite, same durability."""
     from adapters.bench import bench_ingest as run
 
-    _bench(run(messages=messages, plot=plot))
+    _bench(run(messages=messages, plot=plot), as_json)
 
 
 # -- scale-out processes ---------------------------------------------------------------------
@@ -537,45 +539,49 @@ def dead_letters_redrive() -> None:
         f"redriven {report['redriven']}, still failing {report['failed']}")
 
 
-def _bench(result: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(result, indent=None if state.json else 2) + "\n")
+def _bench(result: dict[str, Any], as_json: bool = False) -> None:
+    compact = as_json or state.json
+    sys.stdout.write(json.dumps(result, indent=None if compact else 2) + "\n")
 
 
 @bench_app.command("project")
 def bench_project(events: Annotated[int, typer.Option(help="events in the log")] = 200_000,
-                  plot: PlotOption = None) -> None:
+                  plot: PlotOption = None,
+                 as_json: BenchJson = False) -> None:
     """Catch-up projection throughput vs raw SQLite writes of the same cells."""
     from adapters.bench_projections import bench_project as run
 
-    _bench(run(events=events, plot=plot))
+    _bench(run(events=events, plot=plot), as_json)
 
 
 @bench_app.command("rebuild")
 def bench_rebuild(events: Annotated[int, typer.Option(help="events in the log")] = 1_000_000,
-                  plot: PlotOption = None) -> None:
+                  plot: PlotOption = None,
+                 as_json: BenchJson = False) -> None:
     """Single-process rebuild of all projections vs reading and decoding the log."""
     from adapters.bench_projections import bench_rebuild as run
 
-    _bench(run(events=events, plot=plot))
+    _bench(run(events=events, plot=plot), as_json)
 
 
 @bench_app.command("query")
 def bench_query(messages: Annotated[int, typer.Option(help="messages in the mailbox")] = 100_000,
                 samples: Annotated[int, typer.Option(help="queries timed")] = 2000,
-                plot: Annotated[Path | None, typer.Option(help="write a PNG plot")] = None) -> None:
+                plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT."""
     from adapters.bench_projections import bench_query as run
 
-    _bench(run(messages=messages, samples=samples, plot=plot))
+    _bench(run(messages=messages, samples=samples, plot=plot), as_json)
 
 
 @bench_app.command("stream")
 def bench_stream(events: Annotated[int, typer.Option(help="events end to end")] = 100_000,
-                 plot: PlotOption = None) -> None:
+                 plot: PlotOption = None,
+                 as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
     from adapters.bench_stream import bench_stream as run
 
-    _bench(run(events=events, plot=plot))
+    _bench(run(events=events, plot=plot), as_json)
 
 
 def main() -> None:

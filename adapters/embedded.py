@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -67,7 +67,7 @@ class Letterlog:
             limits=MessageLimits(max_size=settings.max_message_size),
             inline_limit=settings.inline_limit,
             deleted_retention=timedelta(days=settings.deleted_retention_days),
-            on_saved=self.catch_up,
+            on_saved=self._project_saved,
         )
 
     # -- opening ----------------------------------------------------------------------------
@@ -143,6 +143,12 @@ class Letterlog:
         if self.projections is None:
             return 0
         return int(self.projections.catch_up())
+
+    def _project_saved(self, saved: Sequence[tuple[int, Any]]) -> None:
+        """After a command: the read models catch up, starting with the events just saved
+        (already in memory, so not read back and decoded from the log)."""
+        if self.projections is not None:
+            self.projections.catch_up(saved)
 
     # -- commands (see domain.service.Mailstore) ----------------------------------------------
     def deliver(self, **fields: Any) -> Delivery:

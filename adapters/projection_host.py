@@ -11,9 +11,10 @@ half-built table.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -151,19 +152,27 @@ class ProjectionHost:
 
         return _Lock()
 
-    def catch_up(self) -> int:
-        """Applies every event past the tracked position; returns how many were new."""
+    def catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
+        """Applies every event past the tracked position; returns how many were new.
+
+        ``saved`` are events this process has just appended, with their positions: when they
+        are exactly the next ones to apply, they are applied as they are instead of being
+        read back and decoded from the log (anything after them still comes from the log).
+        """
         if not self.live:
             return 0
         with self._locked():
-            return self._catch_up()
+            return self._catch_up(saved)
 
-    def _catch_up(self) -> int:
+    def _catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
         if self.catalog.refresh():
             self.runner = self._live_runner()
         elif self._lock_file is not None and self._moved_elsewhere():
             self.runner._positions = None  # another process moved tracking on: reload it
         start = self.runner.position() + 1
+        if saved and _contiguous_from(saved, start):
+            after = saved[-1][0] + 1
+            return self.runner.apply_events(itertools.chain(saved, self.events(start=after)))
         return self.runner.apply_events(self.events(start=start))
 
     def _moved_elsewhere(self) -> bool:
@@ -281,3 +290,8 @@ def account_id(address: str) -> UUID:
 
 __all__ = ["Catalog", "ProjectionHost", "TableReport", "verify_tables", "replace",
            "TRACKING_SPEC"]
+
+
+def _contiguous_from(saved: Sequence[tuple[int, Any]], start: int) -> bool:
+    """Are ``saved`` the positions ``start, start + 1, ...`` with nothing in between?"""
+    return all(position == start + i for i, (position, _) in enumerate(saved))

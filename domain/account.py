@@ -13,6 +13,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from domain.aggregate import MailAggregate
 from domain.errors import InvalidCommand, MailboxExists, MailboxNotFound
 from domain.values import NAMESPACE, Role, account_id_for, normalise_address
 
@@ -22,7 +23,7 @@ def mailbox_id_for(account_id: UUID, uidvalidity: int) -> UUID:
     return uuid.uuid5(NAMESPACE, f"mailbox:{account_id}:{uidvalidity}")
 
 
-class Account(Aggregate):
+class Account(MailAggregate):
     address: str
     mailboxes: dict[str, list[Any]]  # name -> [mailbox_id, role, uidvalidity]
     uidvalidity_next: int
@@ -31,6 +32,11 @@ class Account(Aggregate):
 
     def __init__(self) -> None:
         """State is set by the creation event's ``apply``."""
+
+    def _copy_containers(self, state: dict[str, Any]) -> None:
+        state["mailboxes"] = {name: list(entry) for name, entry in self.mailboxes.items()}
+        state["subscriptions"] = set(self.subscriptions)
+        state["labels"] = {label: dict(attrs) for label, attrs in self.labels.items()}
 
     class Opened(Aggregate.Created):
         address: str

@@ -12,10 +12,11 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from domain.aggregate import MailAggregate
 from domain.errors import InvalidState
 
 
-class Mailbox(Aggregate):
+class Mailbox(MailAggregate):
     account_id: UUID
     name: str
     role: str

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from domain.aggregate import MailAggregate
 from domain.errors import ExtractionRefused, InvalidCommand, InvalidState
 from domain.values import ExtractionPolicy, MessageState
 
@@ -44,7 +45,7 @@ def _delivery_state(aggregate: Any, e: Any) -> None:
     aggregate.facts = e.facts
 
 
-class Message(Aggregate):
+class Message(MailAggregate):
     account_id: UUID
     mailbox_id: UUID | None
     uid: int
@@ -65,6 +66,10 @@ class Message(Aggregate):
 
     def __init__(self) -> None:
         """State is set by the creation event's ``apply``."""
+
+    def _copy_containers(self, state: dict[str, Any]) -> None:
+        if "upload_chunks" in state:
+            state["upload_chunks"] = list(self.upload_chunks)
 
     class Delivered(Aggregate.Created):
         """A complete message arrived (also a copy of another message: ``copied_from``)."""

@@ -147,7 +147,7 @@ class Mailstore:
         inline_limit: int = INLINE_LIMIT,
         deleted_retention: timedelta = timedelta(days=30),
         clock: Callable[[], datetime] = utcnow,
-        on_saved: Callable[[], None] | None = None,
+        on_saved: Callable[[Sequence[tuple[int, Any]]], None] | None = None,
         max_retries: int = 50,
     ) -> None:
         self.app = app
@@ -177,10 +177,10 @@ class Mailstore:
 
     def _save(self, *aggregates: Any) -> tuple[int, ...]:
         recordings = self.app.save(*aggregates)
-        positions = tuple(r.notification.id for r in recordings)
-        if positions and self.on_saved is not None:
-            self.on_saved()
-        return positions
+        saved = [(r.notification.id, r.domain_event) for r in recordings]
+        if saved and self.on_saved is not None:
+            self.on_saved(saved)  # the events just appended, with their log positions
+        return tuple(position for position, _ in saved)
 
     def _get(self, cls: type[T], aggregate_id: UUID, error: type[Exception], what: str) -> T:
         try:
