@@ -11,7 +11,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, closing
+from contextlib import closing
 from typing import Any, Protocol
 
 import pytest
@@ -29,7 +29,6 @@ from projections.tablestore import (  # noqa: E402
     TableSpec,
     TableStore,
     TableStoreError,
-    table_digest,
 )
 from tests.contracts.tablestore_contract import TableStoreContract, unique_name  # noqa: E402
 
@@ -357,67 +356,3 @@ def test_prefixes_are_checked(hbase: HBaseServer) -> None:
     for bad in ("has_underscore", "", "-dash-first", "x" * 41):
         with pytest.raises(ValueError, match="table_prefix"):
             open_store(hbase, table_prefix=bad)
-
-
-# -- measurement (opt in) ---------------------------------------------------------------------
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("LETTERLOG_HBASE_BENCH") != "1", reason="set LETTERLOG_HBASE_BENCH=1"
-)
-def test_batched_put_rate(hbase: HBaseServer, capsys: pytest.CaptureFixture[str]) -> None:
-    """100k cells of ~1 KB: this adapter (explicit versions; Thrift1 and Thrift2 writes) vs
-    plain happybase batches."""
-    n_cells, per_row, value = 100_000, 10, os.urandom(1000)
-    rows = [bytes([i % 128]) + b"row%07d" % i for i in range(n_cells // per_row)]
-    lines = []
-    with open_store(hbase) as store1, ExitStack() as stack:
-        store2 = (
-            stack.enter_context(open_store(hbase, thrift2_port=hbase.thrift2_port))
-            if hbase.thrift2_port
-            else None
-        )
-
-        def run(label: str, version_of: object, store: HBaseTableStore = store1) -> None:
-            name = unique_name()
-            store.create_table(TableSpec(name, ("meta",)))
-            try:
-                cells = [
-                    Put(name, row, b"meta:c%d" % c, value, version_of(r, c))  # type: ignore[operator]
-                    for r, row in enumerate(rows)
-                    for c in range(per_row)
-                ]
-                started = time.perf_counter()
-                for i in range(0, len(cells), 10_000):
-                    store.apply(cells[i : i + 10_000])
-                took = time.perf_counter() - started
-                assert table_digest(store, name).cells == n_cells
-                lines.append(f"adapter, {label}: {n_cells / took:,.0f} cells/s ({took:.1f} s)")
-            finally:
-                store.drop_table(name)
-
-        run("one version for all", lambda r, c: 1)
-        run("one version per row (10 cells)", lambda r, c: r + 1)
-        run("one version per cell", lambda r, c: r * per_row + c + 1)
-        if store2 is not None:
-            run("Thrift2, one version for all", lambda r, c: 1, store2)
-            run("Thrift2, one version per cell", lambda r, c: r * per_row + c + 1, store2)
-        store = store1
-
-        name = unique_name()
-        store.create_table(TableSpec(name, ("meta",)))
-        try:
-            with closing(hbase.connection()) as conn:
-                t = conn.table(store.physical_name(name))
-                started = time.perf_counter()
-                with t.batch(batch_size=1000) as b:
-                    for row in rows:
-                        b.put(row, {b"meta:c%d" % c: value for c in range(per_row)})
-                took = time.perf_counter() - started
-            assert table_digest(store, name).cells == n_cells
-            lines.append(f"happybase batch(batch_size=1000): {n_cells / took:,.0f} cells/s")
-        finally:
-            store.drop_table(name)
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
