@@ -23,9 +23,10 @@ from uuid import UUID
 
 from adapters.eventstore import MailLog, open_log, postgres_env, sqlite_env
 from adapters.file_payloads import FilePayloadStore
+from adapters.log_reader import read_events
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
-from domain.errors import CorruptEvent, MailboxNotFound, MessageNotFound, SettingsError
+from domain.errors import MailboxNotFound, MessageNotFound, SettingsError
 from domain.rfc5322 import MessageLimits
 from domain.service import Change, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
@@ -119,25 +120,7 @@ class Letterlog:
     def events(self, start: int = 1, stop: int | None = None,
                batch: int = 1000) -> Iterator[tuple[int, Any]]:
         """Decoded domain events from the log with their positions; a corrupt one raises."""
-        pos = start
-        while True:
-            notifications = self.log.recorder.select_notifications(
-                start=pos, limit=batch, stop=stop
-            )
-            if not notifications:
-                return
-            for n in notifications:
-                try:
-                    event = self.log.mapper.to_domain_event(n)
-                except Exception as e:
-                    raise CorruptEvent(
-                        f"event at position {n.id} (aggregate {n.originator_id}, version "
-                        f"{n.originator_version}, topic {n.topic!r}) cannot be decoded: {e}"
-                    ) from e
-                yield n.id, event
-            pos = notifications[-1].id + 1
-            if stop is not None and pos > stop:
-                return
+        return read_events(self.log, start, stop, batch)
 
     def catch_up(self) -> int:
         if self.projections is None:
