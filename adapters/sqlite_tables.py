@@ -49,6 +49,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,30 @@ def _column_clause(schema: _Schema, columns: Sequence[bytes] | None) -> tuple[st
     if exact:
         terms.append(f"col IN ({', '.join('?' * len(exact))})")
     return " AND (" + " OR ".join(terms) + ")", ranges + exact
+
+
+_Cell = tuple[Any, ...]  # (row, col, value, version), or without the version for ``scan``
+_row_of = itemgetter(0)
+_GUESSED_WIDTH = 8  # cells per row, when a scan's columns do not bound it
+
+
+@dataclass(frozen=True, slots=True)
+class _ScanQuery:
+    """What stays the same over the pages of one scan."""
+
+    schema: _Schema
+    clause: str
+    params: list[bytes]
+    reverse: bool
+    width: int  # most cells a row can have among the scanned columns (or a guess)
+    versions: bool  # select each cell's version too (``scan_cells``; ``scan`` needs none)
+
+
+def _row_width(columns: Sequence[bytes] | None) -> int:
+    """Named columns bound a row's cells; whole families (or all columns) do not."""
+    if columns is None or any(is_family_filter(c) for c in columns):
+        return _GUESSED_WIDTH
+    return max(1, len(set(columns)))
 
 
 class SqliteTableStore:
@@ -380,16 +405,8 @@ class SqliteTableStore:
         limit: int | None = None,
         columns: Sequence[bytes] | None = None,
     ) -> Iterator[tuple[bytes, Row]]:
-        for key, cells in self.scan_cells(
-            table,
-            prefix=prefix,
-            start=start,
-            stop=stop,
-            reverse=reverse,
-            limit=limit,
-            columns=columns,
-        ):
-            yield key, {c: v for c, (v, _) in cells.items()}
+        rows = self._rows(table, prefix, start, stop, reverse, limit, columns, versions=False)
+        return ((key, {c: v for _, c, v in cells}) for key, cells in rows)
 
     def scan_cells(
         self,
@@ -402,26 +419,40 @@ class SqliteTableStore:
         limit: int | None = None,
         columns: Sequence[bytes] | None = None,
     ) -> Iterator[tuple[bytes, Cells]]:
+        rows = self._rows(table, prefix, start, stop, reverse, limit, columns, versions=True)
+        return ((key, {c: (v, n) for _, c, v, n in cells}) for key, cells in rows)
+
+    def _rows(
+        self,
+        table: str,
+        prefix: bytes | None,
+        start: bytes | None,
+        stop: bytes | None,
+        reverse: bool,
+        limit: int | None,
+        columns: Sequence[bytes] | None,
+        *,
+        versions: bool,
+    ) -> Iterator[tuple[bytes, list[_Cell]]]:
         schema = self._schema(table)  # fail at the call, not at the first next()
         clause, params = _column_clause(schema, columns)
         bounds = key_range(prefix=prefix, start=start, stop=stop, reverse=reverse)
-        return self._scan(schema, bounds, reverse, limit, clause, params)
+        query = _ScanQuery(schema, clause, params, reverse, _row_width(columns), versions)
+        return self._scan(query, bounds, limit)
 
     def _scan(
-        self,
-        schema: _Schema,
-        bounds: KeyRange,
-        reverse: bool,
-        limit: int | None,
-        clause: str,
-        params: list[bytes],
-    ) -> Iterator[tuple[bytes, Cells]]:
+        self, query: _ScanQuery, bounds: KeyRange, limit: int | None
+    ) -> Iterator[tuple[bytes, list[_Cell]]]:
+        """Rows as lists of their ``(row, col, value[, version])`` cells in column order."""
         remaining = limit
         if bounds.is_empty() or (remaining is not None and remaining <= 0):
             return
         low, high, high_inclusive = bounds.low, bounds.high, bounds.high_inclusive
+        reverse, width = query.reverse, query.width
         order = "row DESC, col DESC" if reverse else "row, col"
-        page = _FIRST_PAGE if remaining is None else min(_MAX_PAGE, remaining * 8 + 1)
+        selected = "row, col, value, version" if query.versions else "row, col, value"
+        # a page of ``remaining * width + 1`` cells holds ``remaining`` whole rows at least
+        page = _FIRST_PAGE if remaining is None else min(_MAX_PAGE, remaining * width + 1)
         while True:
             where: list[str] = []
             args: list[Any] = []
@@ -432,13 +463,13 @@ class SqliteTableStore:
                 where.append("row <= ?" if high_inclusive else "row < ?")
                 args.append(high)
             sql = (
-                f"SELECT row, col, value, version FROM {schema.cells} "
-                f"WHERE {' AND '.join(where) or '1'}{clause} ORDER BY {order} LIMIT ?"
+                f"SELECT {selected} FROM {query.schema.cells} "
+                f"WHERE {' AND '.join(where) or '1'}{query.clause} ORDER BY {order} LIMIT ?"
             )
             try:
-                cells = self._conn().execute(sql, [*args, *params, page]).fetchall()
+                cells = self._conn().execute(sql, [*args, *query.params, page]).fetchall()
             except sqlite3.OperationalError as error:
-                raise self._missing(schema.name, error) from error
+                raise self._missing(query.schema.name, error) from error
             complete = len(cells) < page
             if not complete:  # the last row may go on in the next page: read it again there
                 last = cells[-1][0]
@@ -450,11 +481,11 @@ class SqliteTableStore:
                     continue
                 del cells[cut:]
             rows = 0
-            for key, group in groupby(cells, key=lambda cell: cell[0]):
-                found = [(c, (v, n)) for _, c, v, n in group]
+            for key, group in groupby(cells, key=_row_of):
+                found = list(group)
                 if reverse:
                     found.reverse()
-                yield key, dict(found)
+                yield key, found
                 rows += 1
                 if remaining is not None:
                     remaining -= 1

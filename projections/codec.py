@@ -161,8 +161,12 @@ def encode_policy(policy: dict[str, Any]) -> bytes:
     return _encode_policy(policy["kind"], policy["limit"], policy["until"])
 
 
+_decode_json_text = json.JSONDecoder().decode
+
+
 def decode_json(data: bytes) -> Any:
-    return json.loads(data)
+    """Our JSON is always UTF-8: decoding it first skips ``json.loads``' encoding sniffing."""
+    return _decode_json_text(data.decode())
 
 
 @lru_cache(maxsize=4096)

@@ -1,13 +1,20 @@
 """``counters``: per account, per mailbox and per label: messages, unread, bytes (ElasticInbox).
 
-Row key: the account id (16 bytes). Family ``c``:
+Row key: the account id (16 bytes). Family ``c``, the counts:
 
 * ``c:m<mailbox id, 16 bytes>`` -- ``b"messages,unread,bytes"`` of the mailbox's listed
   messages (unread: no ``\\Seen``);
 * ``c:l<label UTF-8>`` -- the same for the account's listed messages carrying the label;
-* ``c:pos`` -- the position of the last event applied to this row;
-* ``c:d<message id, 16 bytes>`` -- marks a soft-deleted message, so that a later ``Expunged``
-  (which does not say which state it left) knows the message no longer counts.
+* ``c:pos`` -- the position of the last event applied to this row.
+
+Family ``d``, one marker per soft-deleted message:
+
+* ``d:<message id, 16 bytes>`` -- ``1`` while the message is soft-deleted, so that a later
+  ``Expunged`` (which does not say which state it left) knows the message no longer counts.
+
+A busy account has thousands of markers and a handful of counts: readers ask for family
+``c`` only (``names.CT_COUNTS``); the projector reads the whole row, markers included, and
+writes both families in one row mutation.
 
 Only listed messages (state active or expired) count; soft-deleted and expunged ones do not;
 a move transfers the counts between mailboxes. Values are absolute, never increments.
@@ -38,7 +45,7 @@ from projections.keys import (
 from projections.tablestore import DeleteColumn, Mutation, TableSpec
 
 T = n.COUNTERS
-TABLES = (TableSpec(T, (n.F_COUNT,), split_by_salt=False),)
+TABLES = (TableSpec(T, (n.F_COUNT, n.F_DELETED), split_by_salt=False),)
 READS = (T,)
 SEEN = "\\Seen"
 

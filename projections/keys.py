@@ -96,7 +96,12 @@ def message_row(mailbox_id: UUID, uid: int) -> bytes:
 
 def message_row_parts(row: bytes) -> tuple[UUID, int]:
     """``(mailbox id, uid)`` of a messages row key."""
-    return UUID(bytes=row[1:17]), unreverse_number(row[17:25])
+    return UUID(bytes=row[1:17]), message_row_uid(row)
+
+
+def message_row_uid(row: bytes) -> int:
+    """The UID of a messages row key (the mailbox id is the scan's)."""
+    return MAX_LONG - int(_Q.unpack_from(row, 17)[0])
 
 
 # -- label_index -------------------------------------------------------------------------------
@@ -145,6 +150,8 @@ def label_counter_column(label: str) -> bytes:
 
 
 def deleted_marker_column(message_id: UUID) -> bytes:
+    """A soft-deleted message's marker in its account's counters row (family ``d``, apart
+    from the counts so that reading the counts never reads the markers)."""
     return n.CT_DELETED + message_id.bytes
 
 

@@ -32,7 +32,8 @@ F_NAME: Final = "n"  # mailbox_names
 F_META: Final = "meta"  # messages: what changes
 F_DATA: Final = "data"  # messages: what never changes (for one row key)
 F_INDEX: Final = "i"  # label_index, threads
-F_COUNT: Final = "c"  # counters
+F_COUNT: Final = "c"  # counters: the counts, and the position they are exact up to
+F_DELETED: Final = "d"  # counters: soft-delete markers (never read with the counts)
 F_SUB: Final = "s"  # subscriptions
 F_ACCOUNT: Final = "a"  # accounts: the account itself
 F_LABEL: Final = "l"  # accounts: one column per label
@@ -86,7 +87,8 @@ IX_REF: Final = b"i:ref"  # mailbox id (16 bytes) + uid (8 bytes big-endian)
 CT_POS: Final = b"c:pos"
 CT_MAILBOX: Final = b"c:m"  # + mailbox id (16 bytes) -> b"messages,unread,bytes"
 CT_LABEL: Final = b"c:l"  # + label (UTF-8) -> b"messages,unread,bytes"
-CT_DELETED: Final = b"c:d"  # + message id (16 bytes): a soft-deleted message's marker
+CT_COUNTS: Final = b"c:"  # the whole count family: what a counters read asks for
+CT_DELETED: Final = b"d:"  # + message id (16 bytes): a soft-deleted message's marker
 
 # -- subscriptions, accounts, payload_refs ---------------------------------------------------
 

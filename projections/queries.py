@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
@@ -25,7 +26,7 @@ from projections.keys import (
     mailbox_names_prefix,
     mailbox_row,
     message_row,
-    message_row_parts,
+    message_row_uid,
     messages_prefix,
     minute_bucket,
     purge_row_parts,
@@ -71,24 +72,32 @@ class MessageSummary:
         return d
 
 
-def _summary(row: bytes, cells: dict[bytes, bytes]) -> MessageSummary:
-    mailbox_id, uid = message_row_parts(row)
+@lru_cache(maxsize=4096)
+def _names(data: bytes) -> tuple[str, ...]:
+    """Flags and labels repeat from message to message: decode each distinct value once."""
+    return tuple(decode_names(data))
+
+
+def _summary(mailbox_id: UUID, row: bytes, cells: dict[bytes, bytes]) -> MessageSummary:
+    get = cells.get
     envelope = decode_json(cells[n.DATA_ENVELOPE]) if n.DATA_ENVELOPE in cells else {}
-    thread = cells.get(n.META_THREAD)
+    if not isinstance(envelope, dict):
+        envelope = {}
+    thread, flags, labels = get(n.META_THREAD), get(n.META_FLAGS), get(n.META_LABELS)
     return MessageSummary(
         message_id=UUID(bytes=cells[n.DATA_MESSAGE]),
         mailbox_id=mailbox_id,
-        uid=uid,
-        modseq=int(cells.get(n.META_MODSEQ, b"0")),
-        state=cells.get(n.META_STATE, b"").decode(),
-        flags=decode_names(cells.get(n.META_FLAGS)),
-        labels=decode_names(cells.get(n.META_LABELS)),
-        size=int(cells.get(n.DATA_SIZE, b"0")),
-        internal_date=cells.get(n.DATA_INTERNAL_DATE, b"").decode(),
-        sha256=cells.get(n.DATA_SHA256, b"").decode(),
+        uid=message_row_uid(row),
+        modseq=int(get(n.META_MODSEQ, b"0")),
+        state=get(n.META_STATE, b"").decode(),
+        flags=list(_names(flags)) if flags is not None else [],
+        labels=list(_names(labels)) if labels is not None else [],
+        size=int(get(n.DATA_SIZE, b"0")),
+        internal_date=get(n.DATA_INTERNAL_DATE, b"").decode(),
+        sha256=get(n.DATA_SHA256, b"").decode(),
         thread_id=UUID(bytes=thread) if thread else None,
-        subject=envelope.get("subject") if isinstance(envelope, dict) else None,
-        sender=envelope.get("from") if isinstance(envelope, dict) else None,
+        subject=envelope.get("subject"),
+        sender=envelope.get("from"),
     )
 
 
@@ -96,19 +105,33 @@ def mailbox_messages(
     store: TableStore, mailbox_id: UUID, *, limit: int = 50, before_uid: int | None = None,
     include_deleted: bool = False, physical: Physical = _same,
 ) -> list[MessageSummary]:
-    """Newest first; page with ``before_uid`` (the lowest UID of the previous page)."""
+    """Newest first; page with ``before_uid`` (the lowest UID of the previous page).
+
+    Scans ``limit`` rows; only when some of them are not listed (soft-deleted) does it scan
+    on past the last row read, for as many more rows as the skipped share suggests."""
+    if limit <= 0 or (before_uid is not None and before_uid <= 1):
+        return []
     prefix = messages_prefix(mailbox_id)
     start = message_row(mailbox_id, before_uid - 1) if before_uid else prefix
-    if before_uid is not None and before_uid <= 1:
-        return []
+    table = physical(n.MESSAGES)
     out: list[MessageSummary] = []
-    for row, cells in store.scan(physical(n.MESSAGES), prefix=prefix, start=start,
-                                 columns=_LISTING_COLUMNS):
-        if include_deleted or cells.get(n.META_STATE) in LISTED:
-            out.append(_summary(row, cells))
-            if len(out) >= limit:
-                break
-    return out
+    rows = limit
+    while True:
+        page = list(store.scan(table, prefix=prefix, start=start, limit=rows,
+                               columns=_LISTING_COLUMNS))
+        listed = [(row, cells) for row, cells in page
+                  if include_deleted or cells.get(n.META_STATE) in LISTED]
+        out += [_summary(mailbox_id, row, cells) for row, cells in listed[:limit - len(out)]]
+        if len(out) >= limit or len(page) < rows:
+            return out
+        start = page[-1][0] + b"\x00"
+        rows = _rows_for(limit - len(out), read=len(page), listed=len(listed))
+
+
+def _rows_for(missing: int, *, read: int, listed: int) -> int:
+    """How many rows to scan next for ``missing`` listed messages, at the listed share seen
+    so far (at most 1000 rows a scan)."""
+    return min(1000, max(missing, -(-missing * read // max(listed, 1))))
 
 
 def message_ids_in(
@@ -126,7 +149,7 @@ def _placed(store: TableStore, refs: list[tuple[UUID, UUID, int]],
     for message_id, mailbox_id, uid in refs:
         cells = store.get(physical(n.MESSAGES), message_row(mailbox_id, uid), _LISTING_COLUMNS)
         if cells and cells.get(n.DATA_MESSAGE) == message_id.bytes:
-            out.append(_summary(message_row(mailbox_id, uid), cells))
+            out.append(_summary(mailbox_id, message_row(mailbox_id, uid), cells))
     return out
 
 
@@ -160,8 +183,9 @@ class Counts:
 
 def counters(store: TableStore, account_id: UUID, physical: Physical = _same
              ) -> tuple[dict[UUID, Counts], dict[str, Counts]]:
-    """Per mailbox and per label: messages, unread, bytes (one row read)."""
-    row = store.get(physical(n.COUNTERS), account_row(account_id))
+    """Per mailbox and per label: messages, unread, bytes (one row read, the counts only:
+    not the row's soft-delete markers)."""
+    row = store.get(physical(n.COUNTERS), account_row(account_id), [n.CT_COUNTS])
     boxes, labels = counters_projection.parse(row)
     return ({k: Counts(*v) for k, v in boxes.items()}, {k: Counts(*v) for k, v in labels.items()})
 

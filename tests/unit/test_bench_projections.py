@@ -116,6 +116,9 @@ def test_bench_query(tmp_path: Path) -> None:
             p = r[side][name]
             _positive(p["p50_ms"], p["p99_ms"])
             assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
+    for name in ("messages_newest_50", "messages_page_50", "mailbox_status", "counters"):
+        _positive(r["embedded_api"][name]["p50_ms"], r["embedded_api"][name]["p99_ms"])
+    assert r["counters_row_cells"]["soft_delete_markers"] > 0  # in the row, not in the read
     assert isinstance(r["meets_targets"], bool) and plot.stat().st_size > 0
 
 

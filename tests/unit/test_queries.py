@@ -1,0 +1,97 @@
+"""The read-side queries: what they return and how much of a table they read to return it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from adapters.memory_tables import InMemoryTableStore
+from projections import keys
+from projections import names as n
+from projections import queries as q
+from tests.unit.test_projection_history import History
+from tests.unit.test_projectors import ADA, project
+
+
+class RowCountingStore(InMemoryTableStore):
+    """An in-memory table store that counts the rows its scans hand out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows_read = 0
+        self.scans: list[int | None] = []
+
+    def scan(self, table: str, *, limit: int | None = None,
+             columns: Sequence[bytes] | None = None, **kw: Any
+             ) -> Iterator[tuple[bytes, dict[bytes, bytes]]]:
+        self.scans.append(limit)
+        for found in super().scan(table, limit=limit, columns=columns, **kw):
+            self.rows_read += 1
+            yield found
+
+    def forget(self) -> None:
+        self.rows_read, self.scans = 0, []
+
+
+def inbox_of(messages: int, deleted: Sequence[int] = ()) -> tuple[History, RowCountingStore]:
+    """ADA's INBOX with UIDs 1..``messages``; the UIDs in ``deleted`` soft-deleted."""
+    h = History()
+    ids = [h.deliver(ADA, size=10) for _ in range(messages)]
+    for uid in deleted:
+        h.delete(ids[uid - 1])
+    store = project(h, RowCountingStore())
+    store.forget()
+    return h, store
+
+
+def uids(listing: list[q.MessageSummary]) -> list[int]:
+    return [m.uid for m in listing]
+
+
+def test_a_listing_scans_only_the_rows_it_returns() -> None:
+    h, store = inbox_of(120)
+    listing = q.mailbox_messages(store, h.mailbox_id(ADA, "INBOX"), limit=50)
+    assert uids(listing) == list(range(120, 70, -1))
+    assert (store.scans, store.rows_read) == ([50], 50)
+
+
+def test_a_listing_scans_on_past_soft_deleted_messages() -> None:
+    h, store = inbox_of(120, deleted=[118, 110, 100, 99, 98])
+    inbox = h.mailbox_id(ADA, "INBOX")
+    listing = q.mailbox_messages(store, inbox, limit=50)
+    expected = [u for u in range(120, 0, -1) if u not in (118, 110, 100, 99, 98)][:50]
+    assert uids(listing) == expected
+    assert len(store.scans) == 2 and store.rows_read <= 60
+    assert [m.state for m in q.mailbox_messages(store, inbox, limit=3, include_deleted=True)
+            ] == ["active", "active", "deleted"]  # UIDs 120, 119, 118
+
+
+def test_pages_follow_one_another_to_the_oldest_message() -> None:
+    h, store = inbox_of(30, deleted=[5, 6])
+    inbox = h.mailbox_id(ADA, "INBOX")
+    seen: list[int] = []
+    page = q.mailbox_messages(store, inbox, limit=8)
+    while page:
+        seen += uids(page)
+        page = q.mailbox_messages(store, inbox, limit=8, before_uid=page[-1].uid)
+    assert seen == [u for u in range(30, 0, -1) if u not in (5, 6)]
+
+
+def test_an_empty_listing_reads_nothing() -> None:
+    h, store = inbox_of(3)
+    inbox = h.mailbox_id(ADA, "INBOX")
+    assert q.mailbox_messages(store, inbox, limit=0) == []
+    assert q.mailbox_messages(store, inbox, before_uid=1) == []
+    assert store.rows_read == 0
+
+
+def test_a_counters_read_touches_the_counts_not_the_soft_delete_markers() -> None:
+    h, store = inbox_of(10, deleted=[2, 4, 6])
+    account = h.account(ADA).id
+    row = store.get(n.COUNTERS, keys.account_row(account))
+    markers = [c for c in row if c.startswith(n.CT_DELETED)]
+    assert len(markers) == 3 and all(c.startswith(b"d:") for c in markers)
+    counts = store.get(n.COUNTERS, keys.account_row(account), [n.CT_COUNTS])
+    assert counts.keys() == row.keys() - set(markers)
+    boxes, _ = q.counters(store, account)
+    assert boxes[h.mailbox_id(ADA, "INBOX")] == q.Counts(7, 7, 70)
