@@ -13,7 +13,9 @@ Two modes:
 * **fold** (``fold=True``, for rebuilds): every table is folded in memory (the writes of
   ``batch_size`` events at a time) and written once at the end (or whenever
   ``fold_max_cells`` cells are pending), rows in key order, with the cyclic garbage
-  collector paused (the fold holds millions of small acyclic objects). A fold
+  collector paused (the fold holds millions of small acyclic objects). A store with a
+  ``load`` method (``BulkLoading``: SQLite) takes the folded tables as plain records
+  (``MutationFold.contents``), straight into its fresh tables; others get mutations. A fold
   keeps, per row, only the final visible puts and the highest row/column delete versions and
   writes those deletes too, so a folded rebuild holds the same visible cells and versions as
   a live projection of the same events (equal ``table_digest``), and hides a late re-applied
@@ -41,13 +43,16 @@ from projections.keys import RowReader, tracking_row
 from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Projection
 from projections.tablestore import (
     MAX_VERSION,
+    CellRecord,
     Cells,
     DeleteColumn,
     DeleteRow,
     Mutation,
     Put,
+    TableLoad,
     TableSpec,
     TableStore,
+    TombRecord,
 )
 
 
@@ -255,6 +260,25 @@ class MutationFold:
                         append(put(target, row, column, p.value, p.version))
         return out
 
+    def contents(self, physical: Callable[[str], str] = identity) -> list[TableLoad]:
+        """The folded tables as ``TableLoad``s (the data of ``mutations()``, as records)."""
+        loads: list[TableLoad] = []
+        for table in sorted(self._written.keys() | self._row_tombs.keys() | self._col_tombs.keys()):
+            rows = self._written.get(table, {})
+            cells: list[CellRecord] = []
+            add = cells.append
+            for row in sorted(rows):
+                found = rows[row]
+                for column in sorted(found):
+                    add((row, column, found[column].value, found[column].version))
+            tombs: list[TombRecord] = [(row, b"", v) for row, v in
+                                       self._row_tombs.get(table, {}).items()]
+            for row, columns in self._col_tombs.get(table, {}).items():
+                tombs.extend((row, column, v) for column, v in columns.items())
+            tombs.sort()
+            loads.append(TableLoad(physical(table), cells, tombs))
+        return loads
+
     def clear(self) -> None:
         self._written.clear()
         self._row_tombs.clear()
@@ -444,15 +468,20 @@ class ProjectionRunner:
     def _flush(self, pending: list[Mutation], overlay: MutationFold, top: int, fold: bool) -> None:
         """Write the batch and, in the same ``apply``, every projection's new position."""
         assert self._positions is not None
+        load = getattr(self.store, "load", None) if fold else None
         if fold:
             overlay.extend(pending)
             pending.clear()
-        batch = pending if overlay.empty else pending + overlay.mutations(self._name)
+        loads = overlay.contents(self._name) if load is not None and not overlay.empty else []
+        batch = pending if overlay.empty or loads else pending + overlay.mutations(self._name)
         tracking = self._name(n.TRACKING)
         advanced = [p.name for p in self.projections if top > self._positions[p.name]]
         for name in advanced:
             batch.append(Put(tracking, tracking_row(name), n.TR_POSITION, b"%d" % top, top))
-        if batch:
+        if loads:
+            assert load is not None
+            load(loads, batch)
+        elif batch:
             self.store.apply(batch)
         for name in advanced:
             self._positions[name] = top

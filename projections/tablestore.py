@@ -315,6 +315,39 @@ class TableStore(Protocol):
     def close(self) -> None: ...
 
 
+CellRecord: TypeAlias = tuple[bytes, bytes, bytes, int]
+"""``(row, column, value, version)``: one cell of a folded table."""
+TombRecord: TypeAlias = tuple[bytes, bytes, int]
+"""``(row, column, version)``: a ``DeleteColumn``, or with ``column == b""`` a ``DeleteRow``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableLoad:
+    """A table's folded writes: its cells, at most one per ``(row, column)``, and its
+    tombstones, at most one per ``(row, column)``, both in key order."""
+
+    table: str
+    cells: Sequence[CellRecord]
+    tombs: Sequence[TombRecord] = ()
+
+    def mutations(self) -> Iterator[Mutation]:
+        """The same writes as mutations (what a store without ``load`` applies)."""
+        table = self.table
+        for row, column, version in self.tombs:
+            yield DeleteColumn(table, row, column, version) if column else DeleteRow(
+                table, row, version)
+        for row, column, value, version in self.cells:
+            yield Put(table, row, column, value, version)
+
+
+class BulkLoading(Protocol):
+    """A table store that takes a fold's result in bulk (``SqliteTableStore``)."""
+
+    def load(self, loads: Sequence[TableLoad], mutations: Iterable[Mutation] = ()) -> None:
+        """The same as ``apply`` of every ``load.mutations()`` and then ``mutations``, as one
+        atomic batch; fastest into empty tables (a rebuild's fresh ones)."""
+
+
 # -- helpers over the port --------------------------------------------------------------------
 
 

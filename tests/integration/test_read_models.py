@@ -140,19 +140,23 @@ def test_readers_during_a_rebuild_never_see_a_half_built_table(store):
     deliver(store, 60)
     seen: list[int] = []
     errors: list[BaseException] = []
-    stop = threading.Event()
+    reading, stop = threading.Event(), threading.Event()
 
     def read():
         reader = Letterlog.open(store.settings.data, durability="normal")
         try:
             while not stop.is_set():
                 seen.append(len(reader.messages(ADA, limit=100)))
+                reading.set()
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
+        finally:
+            reading.set()
         reader.close()
 
     t = threading.Thread(target=read)
     t.start()
+    reading.wait(30)  # the reader is reading before the rebuild starts (it takes milliseconds)
     store.rebuild(["messages"])
     stop.set()
     t.join()

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from adapters.sqlite_tables import SqliteTableStore
-from projections.tablestore import DeleteRow, Put, StoreClosed, TableSpec, TableStore, table_digest
+from projections.tablestore import (
+    DeleteRow,
+    Put,
+    StoreClosed,
+    TableLoad,
+    TableSpec,
+    TableStore,
+    UnknownFamily,
+    table_digest,
+)
 from tests.contracts.tablestore_contract import TableStoreContract
 
 
@@ -83,3 +92,50 @@ def test_processes_share_one_file(tmp_path: Path) -> None:
 def test_synchronous_setting_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="synchronous"):
         SqliteTableStore(tmp_path / "t.sqlite", synchronous="SOMETIMES")
+
+
+# -- load: a fold's result in bulk -----------------------------------------------------------
+
+LOAD = TableLoad(SPEC.name, [
+    (b"a", b"data:x", b"1", 3), (b"a", b"meta:f", b"2", 4),
+    (b"b", b"meta:f", b"hidden by the row tomb", 5), (b"b", b"meta:g", b"kept", 9),
+    (b"c", b"meta:f", b"hidden by the column tomb", 2), (b"c", b"meta:g", b"3", 2),
+], [(b"b", b"", 6), (b"c", b"meta:f", 2), (b"d", b"", 1)])
+LATE = [Put(SPEC.name, b"b", b"meta:h", b"late, hidden", 6),
+        Put(SPEC.name, b"c", b"meta:f", b"late, hidden", 1),
+        Put(SPEC.name, b"d", b"meta:f", b"late, visible", 2)]
+
+
+def _both(tmp_path: Path) -> tuple[SqliteTableStore, SqliteTableStore]:
+    loaded, applied = SqliteTableStore(tmp_path / "a.sqlite"), SqliteTableStore(tmp_path / "b")
+    for store in (loaded, applied):
+        store.create_table(SPEC)
+        store.create_table(TableSpec("other", ("o",)))
+    return loaded, applied
+
+
+@pytest.mark.parametrize("first", [[], [Put(SPEC.name, b"a", b"meta:f", b"old", 1),
+                                        Put(SPEC.name, b"b", b"meta:z", b"old", 7)]])
+def test_a_load_writes_what_applying_its_mutations_writes(tmp_path: Path,
+                                                          first: list[Put]) -> None:
+    loaded, applied = _both(tmp_path)
+    extra = [Put("other", b"t", b"o:pos", b"9", 9)]
+    for store in (loaded, applied):
+        if first:  # a table that holds something takes the general path
+            store.apply(first)
+    loaded.load([LOAD], extra)
+    applied.apply([*LOAD.mutations(), *extra])
+    for store in (loaded, applied):
+        store.apply(LATE)  # the loaded tombstones hide late puts as applied ones do
+    for table in (SPEC.name, "other"):
+        assert list(loaded.scan_cells(table)) == list(applied.scan_cells(table))
+    assert loaded.get(SPEC.name, b"b") == {b"meta:g": b"kept"} | (
+        {b"meta:z": b"old"} if first else {})
+
+
+def test_a_load_with_an_unknown_family_writes_nothing(tmp_path: Path) -> None:
+    loaded, _ = _both(tmp_path)
+    bad = TableLoad("other", [(b"r", b"o:a", b"1", 1), (b"r", b"nope:a", b"1", 1)])
+    with pytest.raises(UnknownFamily):
+        loaded.load([LOAD, bad])
+    assert list(loaded.scan(SPEC.name)) == list(loaded.scan("other")) == []
