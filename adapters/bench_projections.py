@@ -556,61 +556,19 @@ def open_reader(events_path: Path) -> Any:
     return Letterlog(settings, log, InMemoryPayloadStore())  # type: ignore[arg-type]
 
 
-def fast_events(events_path: Path, start: int = 1, stop: int | None = None,
-                batch: int = 5000) -> Iterator[tuple[int, Any]]:
-    """The ``(position, event)`` pairs of ``Letterlog.events``, read without the library's
-    per-row objects: one plain ``SELECT`` per page, topics resolved once, the msgpack state
-    decoded and set as the event's ``__dict__`` exactly as ``Mapper.to_domain_event`` does
-    (upcasting included). Only for SQLite logs written without a cipher or compressor (the
-    letterlog default). A row that cannot be decoded raises ``CorruptEvent`` naming it.
-
-    A proposal for ``Letterlog.events`` (see the rebuild benchmark's report); nothing in
-    letterlog uses it yet.
-    """
-    from eventsourcing.utils import resolve_topic
-
-    from adapters.transcoder import unpackb
-    from domain.errors import CorruptEvent
-
-    con = sqlite3.connect(f"file:{events_path}?mode=ro", uri=True, check_same_thread=False)
-    sql = ("SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
-           "WHERE rowid >= ?" + (" AND rowid <= ?" if stop is not None else "")
-           + " ORDER BY rowid LIMIT ?")
-    classes: dict[str, tuple[type, int]] = {}
-    new = object.__new__
-    set_attr = object.__setattr__
-    pos = start
-    try:
-        while True:
-            rows = con.execute(sql, (pos, stop, batch) if stop is not None else (pos, batch)
-                               ).fetchall()
-            if not rows:
-                return
-            for rowid, originator_id, version, topic, state in rows:
-                try:
-                    found = classes.get(topic)
-                    if found is None:
-                        cls = resolve_topic(topic)
-                        found = classes[topic] = (cls, getattr(cls, "class_version", 1))
-                    cls, class_version = found
-                    d = unpackb(state)
-                    d["originator_id"] = UUID(originator_id)
-                    d["originator_version"] = version
-                    from_version = d.pop("class_version", 1)
-                    while from_version < class_version:
-                        getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(d)
-                        from_version += 1
-                except Exception as e:
-                    raise CorruptEvent(
-                        f"event at position {rowid} (aggregate {originator_id}, version "
-                        f"{version}, topic {topic!r}) cannot be decoded: {e}"
-                    ) from e
-                event = new(cls)
-                set_attr(event, "__dict__", d)
-                yield rowid, event
-            pos = rows[-1][0] + 1
-    finally:
-        con.close()
+def mapper_events(reader: Any, batch: int = 1000) -> Iterator[tuple[int, Any]]:
+    """The log read the eventsourcing library's way, as ``Letterlog.events`` did before
+    ``adapters.log_reader``: ``select_notifications`` pages, ``Mapper.to_domain_event`` per
+    event. The reference the fast reader is measured against."""
+    recorder, mapper = reader.log.recorder, reader.log.mapper
+    pos = 1
+    while True:
+        found = recorder.select_notifications(start=pos, limit=batch)
+        if not found:
+            return
+        for n in found:
+            yield n.id, mapper.to_domain_event(n)
+        pos = found[-1].id + 1
 
 
 def _warm(path: Path) -> None:
@@ -624,7 +582,8 @@ def _warm(path: Path) -> None:
 
 
 class _Recorder:
-    """Wraps a store's ``apply``: keeps (a copy of) each batch and the time spent writing."""
+    """Wraps a store's ``apply`` and ``load``: keeps (a copy of) each applied batch, counts
+    what was written and the time spent writing."""
 
     def __init__(self, store: Any, keep: bool) -> None:
         self.batches: list[list[Any]] = []
@@ -632,8 +591,11 @@ class _Recorder:
         self.puts = 0
         self.deletes = 0
         self._apply = store.apply
+        self._load = getattr(store, "load", None)
         self._keep = keep
         store.apply = self.apply
+        if self._load is not None:
+            store.load = self.load
 
     def apply(self, mutations: Iterable[Any]) -> None:
         from projections.tablestore import Put
@@ -646,6 +608,18 @@ class _Recorder:
             self.batches.append(batch)
         t0 = time.perf_counter()
         self._apply(batch)
+        self.seconds += time.perf_counter() - t0
+
+    def load(self, loads: Any, mutations: Iterable[Any] = ()) -> None:
+        from projections.tablestore import Put
+
+        batch = list(mutations)
+        puts = sum(1 for m in batch if type(m) is Put)
+        self.puts += puts + sum(len(load.cells) for load in loads)
+        self.deletes += len(batch) - puts + sum(len(load.tombs) for load in loads)
+        t0 = time.perf_counter()
+        assert self._load is not None
+        self._load(loads, batch)
         self.seconds += time.perf_counter() - t0
 
 
@@ -804,12 +778,26 @@ def bench_project(events: int = 200_000, plot: Path | None = None) -> dict[str, 
 # -- 2. rebuild ----------------------------------------------------------------------------------
 
 
+def _max_rss_mb() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _rebuild_host(store: Any, reader: Any) -> Any:
+    """A ``ProjectionHost`` on ``store`` reading the log of ``reader``: what ``letterlog
+    rebuild --all`` runs (fold into fresh tables, catch up, switch the catalog)."""
+    from adapters.projection_host import ProjectionHost
+
+    return ProjectionHost(store, reader.events, None, reader.max_position)
+
+
 def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str, Any]:
-    """Fold every projection from the log into a fresh SqliteTableStore vs reading and
-    decoding the same log with no projection."""
+    """``ProjectionHost.rebuild`` of every projection from the log into a fresh
+    SqliteTableStore vs reading and decoding the same log with no projection, through the
+    same reader (``Letterlog.events``), in the same run."""
     from adapters.sqlite_tables import SqliteTableStore
     from projections.registry import ALL
-    from projections.runner import ProjectionRunner
 
     log_path, meta = bench_log(events)
     reader = open_reader(log_path)
@@ -824,25 +812,25 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
             n += 1
         read_s = read.stop()
 
-        task = progress.add_task("proposal: fast_events read + decode", total=total)
-        fast = _Clock()
-        for _ in _counted(fast_events(log_path), progress, task):
+        task = progress.add_task("reference: eventsourcing mapper read + decode", total=total)
+        mapper = _Clock()
+        for _ in _counted(mapper_events(reader), progress, task):
             pass
-        fast_s = fast.stop()
+        mapper_s = mapper.stop()
 
         store = SqliteTableStore(Path(tmp) / "tables.sqlite", synchronous=SYNCHRONOUS)
-        runner = ProjectionRunner(store, ALL)
-        runner.create_tables()
+        host = _rebuild_host(store, reader)
         recorder = _Recorder(store, keep=False)
-        task = progress.add_task("rebuild: read + decode + fold + write", total=total)
+        task = progress.add_task("rebuild: read + decode + fold + write + switch", total=total)
         rebuild = _Clock()
-        runner.apply_events(_counted(reader.events(), progress, task), fold=True)
+        report = host.rebuild(progress=lambda done, _: progress.update(task, completed=done))
         rebuild_s = rebuild.stop()
-        position = runner.position()
-        store.close()
+        position = report["position"]
+        host.close()
     reader.close()
     rebuild_rate = _rate(n, rebuild_s)
     read_rate = _rate(n, read_s)
+    project_s = max(0.0, rebuild_s - read_s - recorder.seconds)
     result: dict[str, Any] = {
         "benchmark": "rebuild",
         "events": n,
@@ -850,21 +838,26 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
         "log": {k: meta[k] for k in ("key", "messages_delivered", "accounts", "cached")},
         "projections": [p.name for p in ALL],
         "mode": "fold",
+        "entry_point": "ProjectionHost.rebuild",
         "table_store": "SqliteTableStore",
         "sqlite_synchronous": SYNCHRONOUS,
         "rebuild_events_per_s": rebuild_rate,
         "rebuild_seconds": round(rebuild_s, 2),
         "read_decode_events_per_s": read_rate,
         "read_decode_seconds": round(read_s, 2),
-        "fast_events_read_decode_events_per_s": _rate(n, fast_s),
+        "mapper_read_decode_events_per_s": _rate(n, mapper_s),
         "cells_written": recorder.puts,
         "deletes_written": recorder.deletes,
         "write_seconds": round(recorder.seconds, 2),
-        "project_fold_seconds": round(max(0.0, rebuild_s - read_s - recorder.seconds), 2),
+        "project_fold_seconds": round(project_s, 2),
+        "split": {k: round(v / rebuild_s, 3) if rebuild_s else 0.0 for k, v in (
+            ("read_decode", read_s), ("project_fold", project_s),
+            ("write", recorder.seconds))},
         "ratio": round(rebuild_rate / read_rate, 3) if read_rate else 0.0,
         "target_events_per_s": TARGET_REBUILD_EVENTS_PER_S,
-        "cpu_share": {"read_decode": read.share, "fast_events": fast.share,
+        "cpu_share": {"read_decode": read.share, "mapper": mapper.share,
                       "rebuild": rebuild.share},
+        "max_rss_mb": _max_rss_mb(),
         "load_avg_1m": [load_before, _load()],
         "cpu_count": os.cpu_count(),
     }
@@ -873,11 +866,11 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
         _bar_panels(plot, f"rebuild of all projections from {n:,} events (one process)", [
             ("events / s", {"letterlog rebuild (fold)": rebuild_rate,
                             "read + decode only": read_rate,
-                            "fast_events read + decode": result[
-                                "fast_events_read_decode_events_per_s"],
+                            "eventsourcing mapper read + decode": result[
+                                "mapper_read_decode_events_per_s"],
                             "target": TARGET_REBUILD_EVENTS_PER_S}),
             ("seconds", {"read + decode": read_s,
-                         "project + fold": result["project_fold_seconds"],
+                         "project + fold": project_s,
                          "write": recorder.seconds}),
         ])
         result["plot"] = str(plot)
@@ -886,23 +879,23 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
 
 def profile_rebuild(events: int = 1_000_000, limit: int | None = 200_000,
                     top: int = 40) -> str:
-    """cProfile of a fold rebuild of the first ``limit`` events of the ``events`` log."""
+    """cProfile of a fold rebuild (``ProjectionHost.rebuild``) of the first ``limit`` events
+    of the ``events`` log."""
     from adapters.sqlite_tables import SqliteTableStore
-    from projections.registry import ALL
-    from projections.runner import ProjectionRunner
 
     log_path, _ = bench_log(events)
     reader = open_reader(log_path)
     _warm(log_path)
+    if limit is not None:
+        reader.max_position = lambda: min(limit, reader.log.recorder.max_notification_id())
     with tempfile.TemporaryDirectory(prefix="letterlog-bench-") as tmp:
         store = SqliteTableStore(Path(tmp) / "tables.sqlite", synchronous=SYNCHRONOUS)
-        runner = ProjectionRunner(store, ALL)
-        runner.create_tables()
+        host = _rebuild_host(store, reader)
         profiler = cProfile.Profile()
         profiler.enable()
-        runner.apply_events(reader.events(stop=limit), fold=True)
+        host._fold(store, host.runner.projections, lambda t: t, reader.max_position(), None)
         profiler.disable()
-        store.close()
+        host.close()
     reader.close()
     out = StringIO()
     stats = pstats.Stats(profiler, stream=out)
