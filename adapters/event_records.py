@@ -4,8 +4,10 @@ key:   the account id (16 bytes): one account's events share a partition, so the
 value: msgpack ``{"p": position, "id": originator id (16 bytes), "v": originator version,
        "t": topic, "s": the stored state bytes exactly as in the event store}``
 
-``decode_record`` turns a value back into ``(position, domain event)`` through the same
-mapper as the event store; anything malformed raises ``CorruptEvent`` naming what it could.
+``decode_record`` turns a value back into ``(position, domain event)`` exactly as the event
+store's mapper would (through ``log_reader.EventDecoder``, without the mapper's per-event
+overhead); anything malformed raises ``CorruptEvent`` naming what it could. ``account_key``
+finds a stored event's key without building the event.
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ from uuid import UUID
 
 import msgpack
 from eventsourcing.persistence import Mapper, StoredEvent
+from eventsourcing.utils import resolve_topic
 
+from adapters.log_reader import EventDecoder
 from adapters.transcoder import MsgpackTranscoder
 from domain.errors import CorruptEvent
 
 _MAPPER: Mapper[UUID] = Mapper(transcoder=MsgpackTranscoder())
+_DECODE = EventDecoder()
+_UUID_EXT = 1  # adapters.transcoder's extension type for a UUID
+_KNOWN_TOPICS: set[str] = set()
 
 
 def mapper() -> Mapper[UUID]:
@@ -33,6 +40,22 @@ def account_of(event: Any) -> UUID:
     if isinstance(account_id, UUID):
         return account_id
     return event.originator_id  # Account events: the aggregate is the account
+
+
+def account_key(originator_id: UUID, topic: str, state: bytes) -> bytes:
+    """``account_of(event).bytes`` for a stored event, read from its msgpack state without
+    building the event (extension values stay packed). Raises if the state is not a map or
+    the topic names no class; the caller turns that into ``CorruptEvent``."""
+    fields = msgpack.unpackb(state, raw=False, strict_map_key=False)
+    if type(fields) is not dict:
+        raise ValueError(f"the state is a {type(fields).__name__}, not a map")
+    if topic not in _KNOWN_TOPICS:
+        resolve_topic(topic)
+        _KNOWN_TOPICS.add(topic)
+    account = fields.get("account_id")
+    if type(account) is msgpack.ExtType and account.code == _UUID_EXT and len(account.data) == 16:
+        return bytes(account.data)
+    return originator_id.bytes
 
 
 @dataclass(frozen=True)
@@ -55,7 +78,7 @@ class EventRecord:
 
     def event(self) -> Any:
         try:
-            return _MAPPER.to_domain_event(self.stored_event())
+            return _DECODE(self.originator_id, self.originator_version, self.topic, self.state)
         except Exception as e:
             raise CorruptEvent(
                 f"event at position {self.position} (aggregate {self.originator_id}, version "

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from adapters.event_records import account_of, mapper, record_from_notification
+from adapters.event_records import account_key, mapper, record_from_notification
 from domain.errors import CorruptEvent, LetterlogError, SettingsError
 
 __all__ = [
@@ -277,6 +277,8 @@ class OutboxRelay:
         self._acquired = False
         self._closed = False
         self._position: int | None = None  # the recorded position, while we hold it
+        self._partition_of: dict[bytes, int] = {}  # key -> partition, for ``_known``
+        self._known: tuple[int, ...] = ()  # the topic's partitions the cache was built for
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -485,13 +487,13 @@ class OutboxRelay:
             ) from e
 
     def _key(self, n: Any) -> bytes:
-        event = self._decode(n)
         try:
-            return account_of(event).bytes
+            return account_key(n.originator_id, n.topic, bytes(n.state))
         except Exception as e:
             raise CorruptEvent(
                 f"event at position {n.id} (aggregate {n.originator_id}, version "
-                f"{n.originator_version}, topic {n.topic!r}) names no account: {e}"
+                f"{n.originator_version}, topic {n.topic!r}) cannot be decoded: "
+                f"{type(e).__name__}: {e}"
             ) from e
 
     def _publish(self, records: list[tuple[int, bytes, bytes]]) -> None:
@@ -509,16 +511,39 @@ class OutboxRelay:
         from aiokafka.errors import MessageSizeTooLargeError
 
         producer = self._producer
+        partition_of = await self._partitions(producer)
         futures = []
         for position, key, value in records:
             try:
-                futures.append(await producer.send(self.topic, value, key=key))
+                futures.append(await producer.send(self.topic, value, key=key,
+                                                   partition=partition_of(key)))
             except MessageSizeTooLargeError as e:
                 for f in futures:
                     f.cancel()
                 raise RelayError(f"event at position {position} ({len(value)} bytes) is too "
                                  f"large for the producer: {e}") from e
         await asyncio.gather(*futures)
+
+    async def _partitions(self, producer: Any) -> Callable[[bytes], int | None]:
+        """Kafka's default partitioner (murmur2 of the key), remembered per key: a relay
+        keys by account, so a handful of keys cover millions of records and the pure-Python
+        hash would otherwise run for each. With a partitioner of the caller's own, it decides."""
+        if "partitioner" in self.producer_options:
+            return lambda key: None
+        from aiokafka.partitioner import DefaultPartitioner
+
+        partitions = tuple(sorted(await producer.partitions_for(self.topic)))
+        if partitions != self._known:
+            self._known, self._partition_of = partitions, {}
+        cache, choose = self._partition_of, DefaultPartitioner()
+
+        def partition_of(key: bytes) -> int | None:
+            found = cache.get(key)
+            if found is None:
+                found = cache[key] = choose(key, list(partitions), list(partitions))
+            return found
+
+        return partition_of
 
     # -- monitoring -------------------------------------------------------------------------
     def lag(self) -> tuple[int, float]:
