@@ -170,70 +170,80 @@ class _Batch:
             if put[3] > tombs.get((put[0], b""), -1) and put[3] > tombs.get((put[0], put[1]), -1)
         ]
 
+    @classmethod
+    def of(cls, schema: _Schema, load: TableLoad) -> _Batch:
+        """A ``TableLoad``'s records as a batch (no mutation objects on the way)."""
+        batch = cls(schema)
+        for column in {cell[1] for cell in load.cells}:
+            batch.check(column)
+        batch.puts = load.cells if isinstance(load.cells, list) else list(load.cells)
+        for row, column, version in load.tombs:
+            if column:
+                batch.check(column)
+                batch.column_deletes.append((row, column, version))
+            else:
+                batch.row_deletes.append((row, version))
+        return batch
+
     def write(self, conn: sqlite3.Connection) -> None:
         s = self.schema
         if self.puts:
-            conn.executemany(s.upsert, self._not_hidden(conn))
+            conn.executemany(s.upsert, _blobs(self._not_hidden(conn)))
         if self.column_deletes:
-            conn.executemany(s.raise_tomb, self.column_deletes)
+            column_deletes = [(bytearray(r), bytearray(c), v) for r, c, v in self.column_deletes]
+            conn.executemany(s.raise_tomb, column_deletes)
             conn.executemany(
                 f"DELETE FROM {s.cells} WHERE row = ?1 AND col = ?2 AND version <= ?3",
-                self.column_deletes,
+                column_deletes,
             )
         if self.row_deletes:
-            conn.executemany(s.raise_tomb, [(r, b"", v) for r, v in self.row_deletes])
+            row_deletes = [(bytearray(r), v) for r, v in self.row_deletes]
+            conn.executemany(s.raise_tomb, [(r, _EMPTY, v) for r, v in row_deletes])
             conn.executemany(
-                f"DELETE FROM {s.cells} WHERE row = ?1 AND version <= ?2", self.row_deletes
+                f"DELETE FROM {s.cells} WHERE row = ?1 AND version <= ?2", row_deletes
             )
             conn.executemany(
                 f"DELETE FROM {s.tombs} WHERE row = ?1 AND col > x'' AND version <= ?2",
-                self.row_deletes,
+                row_deletes,
             )
 
 
-def _insert_fresh(conn: sqlite3.Connection, schema: _Schema, load: TableLoad) -> None:
-    """A ``TableLoad`` into an empty table (see ``SqliteTableStore.load``)."""
-    batch = _Batch(schema)
+_EMPTY = bytearray()
+
+
+def _blobs(puts: Iterable[CellRecord]) -> Iterator[tuple[bytearray, bytearray, bytearray, int]]:
+    """Puts with their blobs as ``bytearray``, made one at a time as ``executemany`` takes
+    them: Python's ``sqlite3`` sends a ``bytes`` parameter through its adapter lookup
+    (about half a bound blob's cost), never a ``bytearray``. One per row key and column."""
     columns: dict[bytes, bytearray] = {}
-
-    def column_of(column: bytes) -> bytearray:
-        found = columns.get(column)
-        if found is None:
-            batch.check(column)
-            found = columns[column] = bytearray(column)
-        return found
-
-    row_tombs: dict[bytes, int] = {}
-    column_tombs: dict[tuple[bytes, bytes], int] = {}
-    tombs: list[tuple[bytearray, bytearray, int]] = []
-    for row, column, version in load.tombs:
-        if column:
-            column_tombs[row, column] = max(version, column_tombs.get((row, column), -1))
-        else:
-            row_tombs[row] = max(version, row_tombs.get(row, -1))
-        tombs.append((bytearray(row), column_of(column) if column else bytearray(), version))
-    for column in {cell[1] for cell in load.cells}:  # every family checked before writing
-        column_of(column)
-    if tombs:
-        conn.executemany(schema.raise_tomb, tombs)
-    conn.executemany(schema.upsert, _bound(load.cells, columns, row_tombs, column_tombs))
-
-
-def _bound(cells: Iterable[CellRecord], columns: dict[bytes, bytearray],
-           row_tombs: dict[bytes, int], column_tombs: dict[tuple[bytes, bytes], int]
-           ) -> Iterator[tuple[bytearray, bytearray, bytearray, int]]:
-    """The cells no tombstone hides, blobs as ``bytearray`` (one per row key, one per
-    column name), made one at a time as ``executemany`` takes them."""
-    hidden = bool(row_tombs or column_tombs)
     last: bytes | None = None
-    key = bytearray()
-    for row, column, value, version in cells:
-        if hidden and (version <= row_tombs.get(row, -1)
-                       or version <= column_tombs.get((row, column), -1)):
-            continue
+    key = _EMPTY
+    for row, column, value, version in puts:
         if row is not last:
             last, key = row, bytearray(row)
-        yield key, columns[column], bytearray(value), version
+        name = columns.get(column)
+        if name is None:
+            name = columns[column] = bytearray(column)
+        yield key, name, bytearray(value), version
+
+
+def _insert_fresh(conn: sqlite3.Connection, schema: _Schema, load: TableLoad) -> None:
+    """A ``TableLoad`` into an empty table (see ``SqliteTableStore.load``): tombstones
+    inserted, cells that one of them hides left out, the others inserted in the order given."""
+    batch = _Batch.of(schema, load)  # checks every family before anything is written
+    if batch.row_deletes or batch.column_deletes:
+        row_tombs = dict(batch.row_deletes)
+        column_tombs = {(r, c): v for r, c, v in batch.column_deletes}
+        tombs = [*((r, b"", v) for r, v in batch.row_deletes), *batch.column_deletes]
+        conn.executemany(schema.raise_tomb, [(bytearray(r), bytearray(c), v)
+                                             for r, c, v in tombs])
+        cells: Iterable[CellRecord] = (
+            cell for cell in load.cells
+            if cell[3] > row_tombs.get(cell[0], -1) and cell[3] > column_tombs.get(
+                (cell[0], cell[1]), -1))
+    else:
+        cells = load.cells
+    conn.executemany(schema.upsert, _blobs(cells))
 
 
 def _column_clause(schema: _Schema, columns: Sequence[bytes] | None) -> tuple[str, list[bytes]]:
@@ -441,7 +451,7 @@ class SqliteTableStore:
                     if empty:
                         _insert_fresh(conn, schema, load)
                     else:
-                        self._write(conn, self._batches(load.mutations()))
+                        _Batch.of(schema, load).write(conn)
                 except sqlite3.OperationalError as error:
                     raise self._missing(schema.name, error) from error
             self._write(conn, batches)
