@@ -49,7 +49,8 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import groupby
+from functools import lru_cache
+from itertools import chain, groupby, islice
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -111,14 +112,11 @@ class _Schema:
         )
 
     @property
-    def upsert(self) -> str:
-        return (
-            f"INSERT INTO {self.cells}(row, col, value, version) VALUES (?1, ?2, ?3, ?4) "
-            + self._on_conflict
-        )
+    def insert(self) -> str:
+        return f"INSERT INTO {self.cells}(row, col, value, version)"
 
     _on_conflict = (
-        "ON CONFLICT(row, col) DO UPDATE SET value = excluded.value, version = excluded.version "
+        " ON CONFLICT(row, col) DO UPDATE SET value = excluded.value, version = excluded.version "
         "WHERE excluded.version > version "
         "OR (excluded.version = version AND excluded.value IS NOT value)"
     )
@@ -188,7 +186,7 @@ class _Batch:
     def write(self, conn: sqlite3.Connection) -> None:
         s = self.schema
         if self.puts:
-            conn.executemany(s.upsert, _blobs(self._not_hidden(conn)))
+            _insert_rows(conn, s.insert, s._on_conflict, _blobs(self._not_hidden(conn)))
         if self.column_deletes:
             column_deletes = [(bytearray(r), bytearray(c), v) for r, c, v in self.column_deletes]
             conn.executemany(s.raise_tomb, column_deletes)
@@ -209,6 +207,33 @@ class _Batch:
 
 
 _EMPTY = bytearray()
+_ROWS_PER_INSERT = 200
+
+
+@lru_cache(maxsize=256)
+def _values(head: str, tail: str, rows: int) -> str:
+    return f"{head} VALUES {', '.join(['(?, ?, ?, ?)'] * rows)}{tail}"
+
+
+def _insert_rows(conn: sqlite3.Connection, head: str, tail: str,
+                 cells: Iterable[tuple[bytearray, bytearray, bytearray, int]]) -> None:
+    """``head VALUES (...) tail`` for every cell, ``_ROWS_PER_INSERT`` rows a statement: one
+    statement step for 200 rows instead of one each (SQLite applies the rows in order, as
+    if one by one, upsert clause included) -- half the cost of a row-per-step executemany."""
+    cells = iter(cells)
+    rest: list[tuple[bytearray, bytearray, bytearray, int]] = []
+
+    def chunks() -> Iterator[tuple[Any, ...]]:
+        while True:
+            chunk = list(islice(cells, _ROWS_PER_INSERT))
+            if len(chunk) < _ROWS_PER_INSERT:
+                rest.extend(chunk)
+                return
+            yield tuple(chain.from_iterable(chunk))
+
+    conn.executemany(_values(head, tail, _ROWS_PER_INSERT), chunks())
+    if rest:
+        conn.execute(_values(head, tail, len(rest)), tuple(chain.from_iterable(rest)))
 
 
 def _blobs(puts: Iterable[CellRecord]) -> Iterator[tuple[bytearray, bytearray, bytearray, int]]:
@@ -243,7 +268,7 @@ def _insert_fresh(conn: sqlite3.Connection, schema: _Schema, load: TableLoad) ->
                 (cell[0], cell[1]), -1))
     else:
         cells = load.cells
-    conn.executemany(schema.upsert, _blobs(cells))
+    _insert_rows(conn, schema.insert, "", _blobs(cells))  # unique cells: plain inserts
 
 
 def _column_clause(schema: _Schema, columns: Sequence[bytes] | None) -> tuple[str, list[bytes]]:

@@ -43,45 +43,43 @@ def _default(obj: Any) -> Any:
 
 
 _new = object.__new__
-_set = object.__setattr__
+_set_int = UUID.__dict__["int"].__set__  # UUID's slots, set as UUID.__init__ sets them
+_set_safe = UUID.__dict__["is_safe"].__set__
 _UNKNOWN = SafeUUID.unknown
+_from_bytes = int.from_bytes
 
 
 def uuid_from_int(value: int) -> UUID:
     """``UUID(int=value)`` for a value known to be in range, without its checks (about a
     third of the cost; decoding builds a few UUIDs per event)."""
     u = _new(UUID)
-    _set(u, "int", value)
-    _set(u, "is_safe", _UNKNOWN)
+    _set_int(u, value)
+    _set_safe(u, _UNKNOWN)
     return u
-
-
-def _uuid(data: bytes) -> UUID:
-    if len(data) != 16:
-        raise ValueError(f"a UUID is 16 bytes, not {len(data)}")
-    return uuid_from_int(int.from_bytes(data))
 
 
 _DATETIMES: dict[bytes, datetime] = {}  # the events of one command share their times
 
 
-def _datetime(data: bytes) -> datetime:
-    found = _DATETIMES.get(data)
-    if found is None:
-        if len(data) != 8:
-            raise ValueError(f"a datetime is 8 bytes, not {len(data)}")
-        found = _EPOCH + timedelta(0, 0, int.from_bytes(data, signed=True))
-        if len(_DATETIMES) >= 4096:
-            _DATETIMES.clear()
-        _DATETIMES[data] = found
-    return found
-
-
 def _ext_hook(code: int, data: bytes) -> Any:
+    # Called a few times per event: UUIDs and date-times built inline, no further calls.
     if code == _UUID:
-        return _uuid(data)
+        if len(data) != 16:
+            raise ValueError(f"a UUID is 16 bytes, not {len(data)}")
+        u = _new(UUID)
+        _set_int(u, _from_bytes(data))
+        _set_safe(u, _UNKNOWN)
+        return u
     if code == _DATETIME:
-        return _datetime(data)
+        found = _DATETIMES.get(data)
+        if found is None:
+            if len(data) != 8:
+                raise ValueError(f"a datetime is 8 bytes, not {len(data)}")
+            found = _EPOCH + timedelta(0, 0, _from_bytes(data, signed=True))
+            if len(_DATETIMES) >= 4096:
+                _DATETIMES.clear()
+            _DATETIMES[data] = found
+        return found
     if code == _SET:
         return set(unpackb(data))
     if code == _FROZENSET:

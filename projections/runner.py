@@ -307,6 +307,7 @@ def corrupt(position: object, event: object, reason: str) -> CorruptEvent:
 
 
 _Route = tuple[tuple[int, Projection], ...]
+_Step = tuple[int, Callable[[Any, int, RowReader], list[Mutation]], bool, str]
 
 
 class ProjectionRunner:
@@ -413,41 +414,46 @@ class ProjectionRunner:
         overlay = MutationFold(self._load)
         pending: list[Mutation] = []
         reader = self._reader(overlay, fold)
-        routes = self._routes
+        steps: dict[type, tuple[_Step, ...]] = {}  # per event class: what to call, in order
         top = applied = in_batch = 0
-        outputs: list[tuple[int, list[Mutation]]] = []
+        own: list[Mutation] = []  # this event's writes to tables their projection reads
         for position, event in items:
             if type(position) is not int or not 0 < position <= MAX_VERSION:
                 self._flush(pending, overlay, top, fold)
                 raise corrupt(position, event, f"position {position!r} is not a log position")
-            route = routes.get(type(event))
+            route = steps.get(type(event))
             if route is None:
                 try:
-                    route = self._route(type(event))
+                    route = steps[type(event)] = tuple(
+                        (starts[i], p.project, reads_own[i], p.name)
+                        for i, p in self._route(type(event)))
                 except TypeError as error:
                     self._flush(pending, overlay, top, fold)
                     raise corrupt(position, event, str(error)) from None
-            outputs.clear()
-            for i, projection in route:
-                if position <= starts[i]:
+            mark = len(pending)  # an event is folded whole or not at all
+            for start, project, reads, name in route:
+                if position <= start:
                     continue
                 try:
-                    outputs.append((i, projection.project(event, position, reader)))
-                except _ReadFailed as failed:
-                    self._flush(pending, overlay, top, fold)
-                    raise failed.error from None
+                    mutations = project(event, position, reader)
                 except Exception as error:
+                    del pending[mark:]
+                    own.clear()
                     self._flush(pending, overlay, top, fold)
+                    if isinstance(error, _ReadFailed):
+                        raise error.error from None
                     raise corrupt(
-                        position, event, f"projection {projection.name!r} failed: {error!r}"
+                        position, event, f"projection {name!r} failed: {error!r}"
                     ) from error
-            for i, mutations in outputs:
-                if reads_own[i]:
-                    overlay.extend(mutations)
+                if reads:
+                    own += mutations
                 elif retable:
                     pending.extend(_retable(m, self._name(m.table)) for m in mutations)
                 else:
-                    pending.extend(mutations)
+                    pending += mutations
+            if own:
+                overlay.extend(own)
+                own.clear()
             if position > lowest:
                 applied += 1
             if position > top:
