@@ -103,13 +103,13 @@ from projections.tablestore import (
     KeyRange,
     Mutation,
     Put,
-    Row,
     StoreClosed,
     TableNotFound,
     TableSpec,
     TableSpecConflict,
     TableStoreError,
     UnknownFamily,
+    ValuesFromCells,
     family_of,
     is_family_filter,
     key_range,
@@ -240,7 +240,7 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else "(no message)"
 
 
-class HBaseTableStore:
+class HBaseTableStore(ValuesFromCells):
     """The ``TableStore`` port on HBase through a Thrift1 gateway; see the module docstring.
 
     ``retries`` transport failures are retried per call (backoff from 50 ms up to 2 s,
@@ -755,9 +755,6 @@ class HBaseTableStore:
                 single.add(column)
         return sorted(whole) + sorted(c for c in single if family_of(c) not in whole)
 
-    def get(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
-        return {c: v for c, (v, _) in self.get_cells(table, row, columns).items()}
-
     def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
         t = self._table(table)
         wanted = self._columns(t, columns)
@@ -771,28 +768,6 @@ class HBaseTableStore:
         if not found:
             return {}
         return {col: (cell.value, cell.timestamp) for col, cell in sorted(found[0].columns.items())}
-
-    def scan(
-        self,
-        table: str,
-        *,
-        prefix: bytes | None = None,
-        start: bytes | None = None,
-        stop: bytes | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        columns: Sequence[bytes] | None = None,
-    ) -> Iterator[tuple[bytes, Row]]:
-        cells = self.scan_cells(
-            table,
-            prefix=prefix,
-            start=start,
-            stop=stop,
-            reverse=reverse,
-            limit=limit,
-            columns=columns,
-        )
-        return ((key, {c: v for c, (v, _) in found.items()}) for key, found in cells)
 
     def scan_cells(
         self,

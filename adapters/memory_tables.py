@@ -27,12 +27,12 @@ from projections.tablestore import (
     KeyRange,
     Mutation,
     Put,
-    Row,
     StoreClosed,
     TableNotFound,
     TableSpec,
     TableSpecConflict,
     UnknownFamily,
+    ValuesFromCells,
     family_of,
     is_family_filter,
     key_range,
@@ -110,7 +110,7 @@ def _select(
     return {c: row[c] for c in sorted(row) if c in exact or family_of(c) in families}
 
 
-class InMemoryTableStore:
+class InMemoryTableStore(ValuesFromCells):
     """Every table in process memory; the fake for unit tests and the semantic reference."""
 
     def __init__(self) -> None:
@@ -177,36 +177,11 @@ class InMemoryTableStore:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def get(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
-        return {c: v for c, (v, _) in self.get_cells(table, row, columns).items()}
-
     def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
         with self._lock:
             t = self._table(table)
             wanted = _column_filter(t, columns)
             return _select(t.cells.get(row, {}), columns, wanted)
-
-    def scan(
-        self,
-        table: str,
-        *,
-        prefix: bytes | None = None,
-        start: bytes | None = None,
-        stop: bytes | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-        columns: Sequence[bytes] | None = None,
-    ) -> Iterator[tuple[bytes, Row]]:
-        for key, cells in self.scan_cells(
-            table,
-            prefix=prefix,
-            start=start,
-            stop=stop,
-            reverse=reverse,
-            limit=limit,
-            columns=columns,
-        ):
-            yield key, {c: v for c, (v, _) in cells.items()}
 
     def scan_cells(
         self,

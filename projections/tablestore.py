@@ -321,6 +321,45 @@ TombRecord: TypeAlias = tuple[bytes, bytes, int]
 """``(row, column, version)``: a ``DeleteColumn``, or with ``column == b""`` a ``DeleteRow``."""
 
 
+class ValuesFromCells:
+    """``get`` and ``scan`` for a store that implements ``get_cells`` and ``scan_cells``:
+    the same rows with the versions dropped."""
+
+    def get(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
+        return {c: v for c, (v, _) in self.get_cells(table, row, columns).items()}
+
+    def scan(
+        self,
+        table: str,
+        *,
+        prefix: bytes | None = None,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        columns: Sequence[bytes] | None = None,
+    ) -> Iterator[tuple[bytes, Row]]:
+        found = self.scan_cells(table, prefix=prefix, start=start, stop=stop, reverse=reverse,
+                                limit=limit, columns=columns)
+        return ((key, {c: v for c, (v, _) in cells.items()}) for key, cells in found)
+
+    def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
+        raise NotImplementedError
+
+    def scan_cells(
+        self,
+        table: str,
+        *,
+        prefix: bytes | None = None,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        columns: Sequence[bytes] | None = None,
+    ) -> Iterator[tuple[bytes, Cells]]:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, slots=True)
 class TableLoad:
     """A table's folded writes: its cells, at most one per ``(row, column)``, and its
