@@ -50,7 +50,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain, groupby, islice
+from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -186,7 +186,7 @@ class _Batch:
     def write(self, conn: sqlite3.Connection) -> None:
         s = self.schema
         if self.puts:
-            _insert_rows(conn, s.insert, s._on_conflict, _blobs(self._not_hidden(conn)))
+            _insert_rows(conn, s.insert, s._on_conflict, self._not_hidden(conn))
         if self.column_deletes:
             column_deletes = [(bytearray(r), bytearray(c), v) for r, c, v in self.column_deletes]
             conn.executemany(s.raise_tomb, column_deletes)
@@ -215,60 +215,62 @@ def _values(head: str, tail: str, rows: int) -> str:
     return f"{head} VALUES {', '.join(['(?, ?, ?, ?)'] * rows)}{tail}"
 
 
-def _insert_rows(conn: sqlite3.Connection, head: str, tail: str,
-                 cells: Iterable[tuple[bytearray, bytearray, bytearray, int]]) -> None:
-    """``head VALUES (...) tail`` for every cell, ``_ROWS_PER_INSERT`` rows a statement: one
-    statement step for 200 rows instead of one each (SQLite applies the rows in order, as
-    if one by one, upsert clause included) -- half the cost of a row-per-step executemany."""
-    cells = iter(cells)
-    rest: list[tuple[bytearray, bytearray, bytearray, int]] = []
+def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[CellRecord],
+                 row_tombs: dict[bytes, int] | None = None,
+                 column_tombs: dict[bytes, dict[bytes, int]] | None = None) -> None:
+    """``head VALUES (...) tail`` for every put that the tombstones given do not hide,
+    ``_ROWS_PER_INSERT`` rows a statement: one statement step for 200 rows instead of one
+    each (SQLite applies the rows in order, as if one by one, upsert clause included), about
+    half the cost of a row-per-step ``executemany``. Blobs are bound as ``bytearray`` (one
+    per row key and column): Python's ``sqlite3`` sends a ``bytes`` parameter through its
+    adapter lookup, about half a bound blob's cost. Parameters are made a statement at a
+    time, as ``executemany`` takes them."""
+    rest: list[Any] = []
 
-    def chunks() -> Iterator[tuple[Any, ...]]:
-        while True:
-            chunk = list(islice(cells, _ROWS_PER_INSERT))
-            if len(chunk) < _ROWS_PER_INSERT:
-                rest.extend(chunk)
-                return
-            yield tuple(chain.from_iterable(chunk))
+    def statements() -> Iterator[tuple[Any, ...]]:
+        columns: dict[bytes, bytearray] = {}
+        last: bytes | None = None
+        key = _EMPTY
+        floor: int = -1  # the current row's tombstone
+        hidden: dict[bytes, int] | None = None  # and its column tombstones
+        params: list[Any] = []
+        add = params.extend
+        full = 4 * _ROWS_PER_INSERT
+        for row, column, value, version in puts:
+            if row is not last:
+                last, key = row, bytearray(row)
+                if row_tombs is not None and column_tombs is not None:
+                    floor, hidden = row_tombs.get(row, -1), column_tombs.get(row)
+            if version <= floor or (hidden is not None and version <= hidden.get(column, -1)):
+                continue
+            name = columns.get(column)
+            if name is None:
+                name = columns[column] = bytearray(column)
+            add((key, name, bytearray(value), version))
+            if len(params) == full:
+                yield tuple(params)
+                params.clear()
+        rest.extend(params)
 
-    conn.executemany(_values(head, tail, _ROWS_PER_INSERT), chunks())
+    conn.executemany(_values(head, tail, _ROWS_PER_INSERT), statements())
     if rest:
-        conn.execute(_values(head, tail, len(rest)), tuple(chain.from_iterable(rest)))
-
-
-def _blobs(puts: Iterable[CellRecord]) -> Iterator[tuple[bytearray, bytearray, bytearray, int]]:
-    """Puts with their blobs as ``bytearray``, made one at a time as ``executemany`` takes
-    them: Python's ``sqlite3`` sends a ``bytes`` parameter through its adapter lookup
-    (about half a bound blob's cost), never a ``bytearray``. One per row key and column."""
-    columns: dict[bytes, bytearray] = {}
-    last: bytes | None = None
-    key = _EMPTY
-    for row, column, value, version in puts:
-        if row is not last:
-            last, key = row, bytearray(row)
-        name = columns.get(column)
-        if name is None:
-            name = columns[column] = bytearray(column)
-        yield key, name, bytearray(value), version
+        conn.execute(_values(head, tail, len(rest) // 4), rest)
 
 
 def _insert_fresh(conn: sqlite3.Connection, schema: _Schema, load: TableLoad) -> None:
     """A ``TableLoad`` into an empty table (see ``SqliteTableStore.load``): tombstones
-    inserted, cells that one of them hides left out, the others inserted in the order given."""
+    inserted, cells that one of them hides left out, the others inserted in the order given
+    with plain inserts (a load's cells are unique)."""
     batch = _Batch.of(schema, load)  # checks every family before anything is written
-    if batch.row_deletes or batch.column_deletes:
-        row_tombs = dict(batch.row_deletes)
-        column_tombs = {(r, c): v for r, c, v in batch.column_deletes}
-        tombs = [*((r, b"", v) for r, v in batch.row_deletes), *batch.column_deletes]
+    row_tombs: dict[bytes, int] = dict(batch.row_deletes)
+    column_tombs: dict[bytes, dict[bytes, int]] = {}
+    for row, column, version in batch.column_deletes:
+        column_tombs.setdefault(row, {})[column] = version
+    tombs = [*((r, b"", v) for r, v in batch.row_deletes), *batch.column_deletes]
+    if tombs:
         conn.executemany(schema.raise_tomb, [(bytearray(r), bytearray(c), v)
                                              for r, c, v in tombs])
-        cells: Iterable[CellRecord] = (
-            cell for cell in load.cells
-            if cell[3] > row_tombs.get(cell[0], -1) and cell[3] > column_tombs.get(
-                (cell[0], cell[1]), -1))
-    else:
-        cells = load.cells
-    _insert_rows(conn, schema.insert, "", _blobs(cells))  # unique cells: plain inserts
+    _insert_rows(conn, schema.insert, "", load.cells, row_tombs, column_tombs)
 
 
 def _column_clause(schema: _Schema, columns: Sequence[bytes] | None) -> tuple[str, list[bytes]]:
