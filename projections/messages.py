@@ -45,8 +45,7 @@ def _row(e: Any) -> bytes:
     return message_row(e.mailbox_id, e.uid)
 
 
-def _full_row(e: Any, p: int, state: bytes) -> list[Mutation]:
-    row = _row(e)
+def _full_row(e: Any, p: int, state: bytes, row: bytes) -> list[Mutation]:
     cells: list[Mutation] = [
         put(T, row, n.META_FLAGS, encode_names(e.flags), p),
         put(T, row, n.META_LABELS, encode_names(e.labels), p),
@@ -83,17 +82,19 @@ def _full_row(e: Any, p: int, state: bytes) -> list[Mutation]:
 
 
 def _delivered(e: Any, p: int) -> list[Mutation]:
-    cells = _full_row(e, p, _ACTIVE)
-    cells.append(put(T, _row(e), n.META_EXTRACTS, _ZERO, p))
+    row = _row(e)
+    cells = _full_row(e, p, _ACTIVE, row)
+    cells.append(put(T, row, n.META_EXTRACTS, _ZERO, p))
     return cells
 
 
 def _moved(e: Any, p: int) -> list[Mutation]:
     old = message_row(e.from_mailbox_id, e.from_uid)
-    cells = _full_row(e, p, e.state.encode())
+    row = _row(e)
+    cells = _full_row(e, p, e.state.encode(), row)
     extracts = getattr(e, "extract_count", None)  # Moved does not carry it (yet)
     if extracts is not None:
-        cells.append(put(T, _row(e), n.META_EXTRACTS, encode_int(extracts), p))
+        cells.append(put(T, row, n.META_EXTRACTS, encode_int(extracts), p))
     return [DeleteRow(T, old, p), *cells]
 
 
