@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv lint typecheck services bench clean
+.PHONY: demo test venv lint typecheck services bench bench-all clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,15 @@ services: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/letterlog bench ingest --json
+
+# every benchmark, JSON and a plot each in bench-results/ (stream starts Kafka and HBase)
+bench-all: $(STAMP)
+	$(PY) -m adapters.services install
+	mkdir -p bench-results
+	for b in ingest project rebuild query stream; do \
+	  $(VENV)/bin/letterlog bench $$b --json --plot bench-results/$$b.png \
+	    | tee bench-results/$$b.json || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) demo-data letterlog-data .pytest_cache .mypy_cache .ruff_cache
