@@ -319,15 +319,17 @@ class Letterlog:
         """A message's bytes from the read model, chunk by chunk (not an extraction)."""
         host = self._read()
         from projections.keys import message_row
+        from projections.messages import data_fields
 
         cells = host.tables.get(host.physical(pn.MESSAGES),
                                 message_row(self._mailbox_id(account, mailbox), uid),
-                                [pn.DATA_BODY, pn.DATA_SHA256, pn.DATA_INLINE])
+                                [pn.DATA_BODY, pn.DATA_FIELDS])
         if not cells:
             raise MessageNotFound(f"no message with UID {uid} in {mailbox!r}")
-        if cells.get(pn.DATA_INLINE) == b"1":
+        fields = data_fields(cells.get(pn.DATA_FIELDS))
+        if fields.get("inline"):
             return iter((cells.get(pn.DATA_BODY, b""),))
-        return self.payloads.open(cells[pn.DATA_SHA256].decode())
+        return self.payloads.open(str(fields["sha256"]))
 
     def rebuild(self, names: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
         return dict(self._read().rebuild(names, progress))

@@ -4,9 +4,12 @@ Row key: ``salt(mailbox) + mailbox id (16) + reversed uid (8)``: a forward scan 
 mailbox's prefix lists it newest (highest UID) first. Two families:
 
 * ``meta`` -- what changes: flags, labels, modseq, state, thread, policy, extracts;
-* ``data`` -- what never changes for one row key: message id, account, size, internal date,
-  sha256, inline, copied_from, facts (JSON), and the personal part -- envelope (JSON),
-  attachment names (JSON), the inline body (raw bytes, ``data:body``).
+* ``data`` -- what never changes for one row key, in three cells: ``data:message`` (the
+  message id, 16 bytes), ``data:fields`` (one JSON object: account, size, internal date,
+  sha256, inline, copied_from, facts, and the personal envelope and attachment names) and
+  ``data:body`` (the inline body, raw bytes). Packed because nothing ever updates them one
+  by one: a delivery writes 10 cells instead of 19 (rebuilds and catch-up write and fold
+  per cell), and a listing reads 7 cells a row instead of 11.
 
 Written whole on ``Delivered`` / ``UploadCompleted`` and at the new key on ``Moved`` (the old
 key's row is deleted at the same position); ``meta`` cells are updated by the other changes;
@@ -23,9 +26,7 @@ from domain.message import Message
 from domain.values import MessageState
 from projections import names as n
 from projections.codec import (
-    FALSE,
-    TRUE,
-    encode_datetime,
+    decode_json,
     encode_int,
     encode_json,
     encode_names,
@@ -53,32 +54,43 @@ def _full_row(e: Any, p: int, state: bytes, row: bytes) -> list[Mutation]:
         put(T, row, n.META_STATE, state, p),
         put(T, row, n.META_THREAD, e.thread_id.bytes, p),
         put(T, row, n.DATA_MESSAGE, e.originator_id.bytes, p),
-        put(T, row, n.DATA_ACCOUNT, e.account_id.bytes, p),
-        put(T, row, n.DATA_SIZE, encode_int(e.size), p),
-        put(T, row, n.DATA_INTERNAL_DATE, encode_datetime(e.internal_date), p),
-        put(T, row, n.DATA_SHA256, e.sha256.encode(), p),
-        put(T, row, n.DATA_INLINE, TRUE if e.inline else FALSE, p),
-        put(T, row, n.DATA_FACTS, encode_json(e.facts), p),
+        put(T, row, n.DATA_FIELDS, encode_json(_fields(e)), p),
     ]
     policy = getattr(e, "policy", None)  # Moved does not carry it (yet)
     if policy is not None:
         cells.append(put(T, row, n.META_POLICY, encode_policy(policy), p))
-    copied_from = getattr(e, "copied_from", None)
-    if copied_from is not None:
-        cells.append(put(T, row, n.DATA_COPIED_FROM, copied_from.bytes, p))
-    personal = e.personal
-    envelope = personal.get("envelope")
-    if envelope is not None:
-        cells.append(put(T, row, n.DATA_ENVELOPE, encode_json(envelope), p))
-    attachments = personal.get("attachment_names")
-    if attachments is not None:
-        cells.append(put(T, row, n.DATA_ATTACHMENTS, encode_json(attachments), p))
-    body = personal.get("body")
+    body = e.personal.get("body")
     if body is not None:
         if type(body) is not bytes:
             raise TypeError(f"personal.body: expected bytes, got {type(body).__name__}")
         cells.append(put(T, row, n.DATA_BODY, body, p))
     return cells
+
+
+def _fields(e: Any) -> dict[str, Any]:
+    """What ``data:fields`` holds (JSON: UUIDs as strings, the date in ISO 8601)."""
+    size = e.size
+    if type(size) is not int:
+        raise TypeError(f"size: expected an int, got {type(size).__name__}")
+    fields = {"account": str(e.account_id), "size": size, "internal_date": e.internal_date,
+              "sha256": e.sha256, "inline": bool(e.inline), "facts": e.facts}
+    copied_from = getattr(e, "copied_from", None)
+    if copied_from is not None:
+        fields["copied_from"] = str(copied_from)
+    personal = e.personal
+    envelope = personal.get("envelope")
+    if envelope is not None:
+        fields["envelope"] = envelope
+    attachments = personal.get("attachment_names")
+    if attachments is not None:
+        fields["attachments"] = attachments
+    return fields
+
+
+def data_fields(value: bytes | None) -> dict[str, Any]:
+    """A ``data:fields`` cell as a dict ({} if there is none or it is not an object)."""
+    found = decode_json(value) if value else {}
+    return found if isinstance(found, dict) else {}
 
 
 def _delivered(e: Any, p: int) -> list[Mutation]:

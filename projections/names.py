@@ -67,15 +67,8 @@ META_POLICY: Final = b"meta:policy"
 META_EXTRACTS: Final = b"meta:extracts"
 
 DATA_MESSAGE: Final = b"data:message"
-DATA_ACCOUNT: Final = b"data:account"
-DATA_SIZE: Final = b"data:size"
-DATA_INTERNAL_DATE: Final = b"data:internal_date"
-DATA_SHA256: Final = b"data:sha256"
-DATA_INLINE: Final = b"data:inline"
-DATA_COPIED_FROM: Final = b"data:copied_from"
-DATA_FACTS: Final = b"data:facts"
-DATA_ENVELOPE: Final = b"data:envelope"
-DATA_ATTACHMENTS: Final = b"data:attachments"
+DATA_FIELDS: Final = b"data:fields"  # JSON: account, size, internal_date, sha256, inline,
+#                                       copied_from, facts, envelope, attachments
 DATA_BODY: Final = b"data:body"
 
 # -- label_index, threads ----------------------------------------------------------------------

@@ -34,14 +34,14 @@ from projections.keys import (
     thread_prefix,
     thread_row_message,
 )
+from projections.messages import data_fields
 from projections.tablestore import TableStore
 
 Physical = Callable[[str], str]
 LISTED = (b"active", b"expired")
 _LISTING_COLUMNS = [
     n.META_FLAGS, n.META_LABELS, n.META_MODSEQ, n.META_STATE, n.META_THREAD,
-    n.DATA_MESSAGE, n.DATA_SIZE, n.DATA_INTERNAL_DATE, n.DATA_SHA256, n.DATA_ENVELOPE,
-    n.DATA_INLINE,
+    n.DATA_MESSAGE, n.DATA_FIELDS,
 ]
 
 
@@ -80,7 +80,8 @@ def _names(data: bytes) -> tuple[str, ...]:
 
 def _summary(mailbox_id: UUID, row: bytes, cells: dict[bytes, bytes]) -> MessageSummary:
     get = cells.get
-    envelope = decode_json(cells[n.DATA_ENVELOPE]) if n.DATA_ENVELOPE in cells else {}
+    fields = data_fields(get(n.DATA_FIELDS))
+    envelope = fields.get("envelope")
     if not isinstance(envelope, dict):
         envelope = {}
     thread, flags, labels = get(n.META_THREAD), get(n.META_FLAGS), get(n.META_LABELS)
@@ -92,9 +93,9 @@ def _summary(mailbox_id: UUID, row: bytes, cells: dict[bytes, bytes]) -> Message
         state=get(n.META_STATE, b"").decode(),
         flags=list(_names(flags)) if flags is not None else [],
         labels=list(_names(labels)) if labels is not None else [],
-        size=int(get(n.DATA_SIZE, b"0")),
-        internal_date=get(n.DATA_INTERNAL_DATE, b"").decode(),
-        sha256=get(n.DATA_SHA256, b"").decode(),
+        size=int(fields.get("size", 0)),
+        internal_date=str(fields.get("internal_date", "")),
+        sha256=str(fields.get("sha256", "")),
         thread_id=UUID(bytes=thread) if thread else None,
         subject=envelope.get("subject"),
         sender=envelope.get("from"),

@@ -98,6 +98,12 @@ def test_large_bodies_stream_from_the_payload_store_chunk_by_chunk(store):
     assert len(chunks) > 1 and b"".join(chunks) == raw
 
 
+def test_small_bodies_come_from_the_message_row_in_one_chunk(store):
+    raw = make_mail(body="short\r\n")
+    d = store.deliver(account=ADA, raw=raw)
+    assert list(store.body(ADA, "INBOX", d.uid)) == [raw]
+
+
 def test_unknown_mailbox_is_a_named_error(store):
     deliver(store, 1)
     with pytest.raises(MailboxNotFound, match="Nope"):

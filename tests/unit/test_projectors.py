@@ -66,7 +66,11 @@ def test_a_mailbox_lists_newest_first() -> None:
     assert row[n.DATA_MESSAGE] == ids[0].bytes
     assert row[n.META_STATE] == b"active"
     assert row[n.DATA_BODY].startswith(b"Subject: m0\r\n")
-    assert json.loads(row[n.DATA_ENVELOPE])["subject"] == "m0"
+    fields = json.loads(row[n.DATA_FIELDS])
+    assert fields["envelope"]["subject"] == "m0"
+    assert fields["account"] == str(h.account(ADA).id) and fields["inline"] is True
+    assert set(row) == {n.META_FLAGS, n.META_LABELS, n.META_MODSEQ, n.META_STATE, n.META_THREAD,
+                        n.META_POLICY, n.META_EXTRACTS, n.DATA_MESSAGE, n.DATA_FIELDS, n.DATA_BODY}
 
 
 def test_a_flag_change_updates_meta_and_modseq_and_leaves_data_alone() -> None:
@@ -78,7 +82,7 @@ def test_a_flag_change_updates_meta_and_modseq_and_leaves_data_alone() -> None:
     last = len(h.events)
     assert decode_names(cells[n.META_FLAGS][0]) == ["\\Seen"]
     assert cells[n.META_MODSEQ] == (str(last).encode(), last)
-    assert cells[n.DATA_SIZE][1] < last  # written at delivery, never again
+    assert cells[n.DATA_FIELDS][1] < last  # written at delivery, never again
 
 
 def test_a_soft_deleted_message_keeps_its_row_and_an_expunged_one_loses_it() -> None:
@@ -103,7 +107,8 @@ def test_a_move_rewrites_the_row_under_the_new_mailbox_and_uid() -> None:
     row = message_row(store, h, m)
     assert row[n.DATA_BODY].startswith(b"Subject: Hello")
     assert decode_names(row[n.META_LABELS]) == ["work"]
-    assert decode_datetime(row[n.DATA_INTERNAL_DATE]) == h.messages[m].internal_date
+    internal_date = json.loads(row[n.DATA_FIELDS])["internal_date"]
+    assert decode_datetime(internal_date.encode()) == h.messages[m].internal_date
 
 
 def test_an_upload_has_no_row_until_it_completes() -> None:
@@ -115,8 +120,9 @@ def test_an_upload_has_no_row_until_it_completes() -> None:
     h.complete_upload(m)
     store = project(h)
     row = message_row(store, h, m)
-    assert row[n.DATA_INLINE] == b"0" and n.DATA_BODY not in row
-    assert row[n.DATA_SIZE] == b"70000"
+    fields = json.loads(row[n.DATA_FIELDS])
+    assert fields["inline"] is False and n.DATA_BODY not in row
+    assert fields["size"] == 70000
 
 
 # -- mailboxes and names ----------------------------------------------------------------------
