@@ -26,8 +26,9 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.utils import resolve_topic
+from msgpack import unpackb as _unpackb
 
-from adapters.transcoder import MsgpackTranscoder, unpackb, uuid_from_int
+from adapters.transcoder import MsgpackTranscoder, ext_hook, uuid_from_int
 from domain.errors import CorruptEvent
 
 Decode = Callable[[Any, int, str, bytes], Any]
@@ -48,6 +49,7 @@ class EventDecoder:
 
     def __init__(self) -> None:
         self._classes: dict[str, tuple[type, int]] = {}
+        self._ids: dict[Any, UUID] = {}  # an aggregate's events share its id (immutable)
 
     def __call__(self, originator_id: Any, version: int, topic: str, state: bytes) -> Any:
         found = self._classes.get(topic)
@@ -55,8 +57,13 @@ class EventDecoder:
             cls = resolve_topic(topic)
             found = self._classes[topic] = (cls, getattr(cls, "class_version", 1))
         cls, class_version = found
-        d = unpackb(state)
-        d["originator_id"] = _uuid_of(originator_id)
+        d = _unpackb(state, ext_hook=ext_hook, raw=False, strict_map_key=False)
+        aggregate = self._ids.get(originator_id)
+        if aggregate is None:
+            if len(self._ids) >= 65536:
+                self._ids.clear()
+            aggregate = self._ids[originator_id] = _uuid_of(originator_id)
+        d["originator_id"] = aggregate
         d["originator_version"] = version
         from_version = d.pop("class_version", 1)
         while from_version < class_version:

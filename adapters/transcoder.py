@@ -61,7 +61,8 @@ def uuid_from_int(value: int) -> UUID:
 _DATETIMES: dict[bytes, datetime] = {}  # the events of one command share their times
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
+def ext_hook(code: int, data: bytes) -> Any:
+    """msgpack's ext_hook for the extension types above (``unpackb`` passes it)."""
     # Called a few times per event: UUIDs and date-times built inline, no further calls.
     if code == _UUID:
         if len(data) != 16:
@@ -94,7 +95,7 @@ def packb(obj: Any) -> bytes:
 
 
 def unpackb(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+    return msgpack.unpackb(data, ext_hook=ext_hook, raw=False, strict_map_key=False)
 
 
 class MsgpackTranscoder(Transcoder):
