@@ -31,6 +31,7 @@ from projections.codec import (
     encode_json,
     encode_names,
     encode_policy,
+    iso,
     put,
 )
 from projections.keys import RowReader, message_row
@@ -72,7 +73,7 @@ def _fields(e: Any) -> dict[str, Any]:
     size = e.size
     if type(size) is not int:
         raise TypeError(f"size: expected an int, got {type(size).__name__}")
-    fields = {"account": str(e.account_id), "size": size, "internal_date": e.internal_date,
+    fields = {"account": str(e.account_id), "size": size, "internal_date": iso(e.internal_date),
               "sha256": e.sha256, "inline": bool(e.inline), "facts": e.facts}
     copied_from = getattr(e, "copied_from", None)
     if copied_from is not None:
