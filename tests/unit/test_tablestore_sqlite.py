@@ -139,3 +139,17 @@ def test_a_load_with_an_unknown_family_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(UnknownFamily):
         loaded.load([LOAD, bad])
     assert list(loaded.scan(SPEC.name)) == list(loaded.scan("other")) == []
+
+
+def test_a_batch_longer_than_one_insert_statement_keeps_put_order_and_versions(
+    tmp_path: Path,
+) -> None:
+    from adapters.memory_tables import InMemoryTableStore
+
+    puts = [Put(SPEC.name, b"r%d" % (i % 7), b"meta:%d" % (i % 3), b"v%d" % i, i % 11)
+            for i in range(450)]  # 200-row statements: duplicates within and across them
+    sqlite, memory = SqliteTableStore(tmp_path / "t.sqlite"), InMemoryTableStore()
+    for store in (sqlite, memory):
+        store.create_table(SPEC)
+        store.apply(puts)
+    assert list(sqlite.scan_cells(SPEC.name)) == list(memory.scan_cells(SPEC.name))
