@@ -69,6 +69,7 @@ class Letterlog:
             inline_limit=settings.inline_limit,
             deleted_retention=timedelta(days=settings.deleted_retention_days),
             on_saved=self._project_saved,
+            log_head=getattr(log, "head", None),
         )
 
     # -- opening ----------------------------------------------------------------------------

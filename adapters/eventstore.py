@@ -9,17 +9,25 @@ delivery then survives a process crash but may be lost with the last commits on 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
+import threading
 import zlib
 from typing import Any, ClassVar
 from uuid import UUID
 
-from eventsourcing.application import Application
-from eventsourcing.persistence import Transcoder
-from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
+from eventsourcing.application import Application, ProcessingEvent
+from eventsourcing.persistence import Recording, Transcoder
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteFactory,
+)
 
 from adapters.transcoder import MsgpackTranscoder
 from domain.account import Account
 from domain.mailbox import Mailbox
+from domain.message import Message
 
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 
@@ -105,6 +113,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+_OWN_AGGREGATES = frozenset({Account, Mailbox, Message})
+
+
 class MailLog(Application[UUID]):
     """The event-sourced application every letterlog process opens."""
 
@@ -113,6 +124,65 @@ class MailLog(Application[UUID]):
 
     def construct_transcoder(self) -> Transcoder:
         return MsgpackTranscoder()
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+        """``Application.save`` without its runtime ``Protocol`` checks for letterlog's own
+        aggregates (``isinstance`` against a ``Protocol`` inspects every attribute, about
+        30 µs per aggregate, 6% of a delivery); anything else takes the library's path."""
+        processing_event: ProcessingEvent[UUID] = ProcessingEvent()
+        others = []
+        for obj in objs:
+            if type(obj) in _OWN_AGGREGATES:
+                processing_event.events.extend(obj.collect_events())
+                processing_event.aggregates[obj.id] = obj
+            else:
+                others.append(obj)
+        processing_event.collect_events(*others, **kwargs)
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        self.notify(processing_event.events)
+        return recordings
+
+    def head(self) -> int:
+        """The log's last position. On SQLite files a plain autocommit query on a connection
+        of its own (about 10 µs, against about 170 µs through the library's transaction
+        machinery); every command checks it (``domain.current``)."""
+        query = getattr(self, "_head_query", None)
+        if query is None:
+            query = self._head_query = _head_query(self)
+        return int(query())
+
+    def close(self) -> None:
+        query = getattr(self, "_head_query", None)
+        if query is not None and hasattr(query, "close"):
+            query.close()
+        super().close()
+
+
+class _SQLiteHead:
+    def __init__(self, path: str, table: str) -> None:
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._sql = f"SELECT MAX(rowid) FROM {table}"
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute(self._sql).fetchone()[0] or 0)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _head_query(app: MailLog) -> Any:
+    recorder = app.recorder
+    datastore = getattr(recorder, "datastore", None)
+    pool = getattr(datastore, "pool", None)
+    db_name = getattr(pool, "db_name", "")
+    if isinstance(recorder, SQLiteApplicationRecorder) and db_name and not getattr(
+            pool, "is_sqlite_memory_mode", True):
+        return _SQLiteHead(db_name, recorder.events_table_name)
+    return lambda: int(recorder.max_notification_id() or 0)
 
 
 def sqlite_env(path: str, durability: str = "full") -> dict[str, str]:

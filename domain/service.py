@@ -37,6 +37,7 @@ from domain.commands import (
     Subscribe,
     build,
 )
+from domain.current import CurrentAggregates
 from domain.errors import (
     AccountNotFound,
     InvalidCommand,
@@ -149,6 +150,7 @@ class Mailstore:
         clock: Callable[[], datetime] = utcnow,
         on_saved: Callable[[Sequence[tuple[int, Any]]], None] | None = None,
         max_retries: int = 50,
+        log_head: Callable[[], int | None] | None = None,
     ) -> None:
         self.app = app
         self.payloads = payloads
@@ -158,14 +160,17 @@ class Mailstore:
         self.clock = clock
         self.on_saved = on_saved
         self.max_retries = max_retries
+        self.current = CurrentAggregates(log_head or app.recorder.max_notification_id)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _retry(self, attempt: Callable[[], T]) -> T:
         for n in range(self.max_retries):
+            self.current.begin()
             try:
                 return attempt()
             except IntegrityError:
                 # Someone else appended to one of our aggregates first: reload and decide again.
+                self.current.drop()
                 time.sleep(random.uniform(0, 0.002 * (n + 1)))
             except OperationalError as e:
                 # Another process holds the write lock ("database is locked"): nothing was
@@ -173,18 +178,30 @@ class Mailstore:
                 if "locked" not in str(e) and "busy" not in str(e):
                     raise
                 time.sleep(random.uniform(0, 0.01 * (n + 1)))
+            finally:
+                self.current.end()
         raise InvalidState(f"gave up after {self.max_retries} concurrency conflicts")
 
     def _save(self, *aggregates: Any) -> tuple[int, ...]:
-        recordings = self.app.save(*aggregates)
+        try:
+            recordings = self.app.save(*aggregates)
+        except BaseException:
+            self.current.drop()
+            raise
         saved = [(r.notification.id, r.domain_event) for r in recordings]
+        self.current.saved(aggregates, [position for position, _ in saved])
         if saved and self.on_saved is not None:
             self.on_saved(saved)  # the events just appended, with their log positions
         return tuple(position for position, _ in saved)
 
     def _get(self, cls: type[T], aggregate_id: UUID, error: type[Exception], what: str) -> T:
+        agg: Any = self.current.get(aggregate_id)
+        if agg is not None:
+            if not isinstance(agg, cls):
+                raise error(f"{what} does not exist")
+            return agg
         try:
-            agg: Any = self.app.repository.get(aggregate_id)
+            agg = self.app.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise error(f"{what} does not exist") from None
         if not isinstance(agg, cls):

@@ -1,0 +1,86 @@
+"""Aggregates known to be current while nobody else writes to the log (ADR 0011).
+
+The library's repository keeps a cache, but it fast-forwards every cached aggregate on every
+``get``: one query for newer events plus a replay, per aggregate, per command, even when this
+process is the only writer (the embedded default). This cache skips that work safely:
+
+- It remembers ``known``, the log position up to which this process has seen every event.
+  Before a command reads an aggregate, one cheap ``max position`` query checks that the log
+  still ends at ``known``. If it moved, another writer appended: the whole cache is dropped
+  and aggregates are loaded (and fast-forwarded) by the repository as usual.
+- After this process saves, the saved aggregates are current only if the new events took the
+  positions right after ``known`` (no other writer slipped in between); otherwise the cache
+  is dropped. Any failed save drops it too.
+- Correctness never rests on the cache alone: saving still checks each aggregate's version,
+  so a decision taken on a stale copy fails with a concurrency conflict and is retried on
+  freshly loaded aggregates.
+
+Hand-outs are copies (``MailAggregate.__deepcopy__`` is cheap), so a command that fails half
+way never leaves a cached aggregate half-changed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from copy import deepcopy
+from typing import Any
+from uuid import UUID
+
+
+class CurrentAggregates:
+    def __init__(self, max_position: Callable[[], int | None], maxsize: int = 20000) -> None:
+        self._max_position = max_position
+        self._maxsize = maxsize
+        self._cache: OrderedDict[UUID, Any] = OrderedDict()
+        self._known: int | None = None
+        self._checked = False
+        self.hits = 0
+        self.drops = 0
+
+    def begin(self) -> None:
+        """At the start of each command attempt: is the log still where we left it?"""
+        head = int(self._max_position() or 0)
+        if head != self._known:
+            self.drop()
+            self._known = head
+        self._checked = True
+
+    def end(self) -> None:
+        self._checked = False
+
+    def get(self, aggregate_id: UUID) -> Any | None:
+        """A private copy of the aggregate if it is known to be current, else None."""
+        if not self._checked:
+            return None
+        agg = self._cache.get(aggregate_id)
+        if agg is None:
+            return None
+        self._cache.move_to_end(aggregate_id)
+        self.hits += 1
+        return deepcopy(agg)
+
+    def saved(self, aggregates: Sequence[Any], positions: Sequence[int]) -> None:
+        """After a save: remember the aggregates if nobody else appended in between."""
+        if not positions:
+            return
+        contiguous = (self._checked and self._known is not None
+                      and positions[0] == self._known + 1
+                      and positions[-1] - positions[0] == len(positions) - 1)
+        if not contiguous:
+            self.drop()
+            return
+        self._known = positions[-1]
+        for agg in aggregates:
+            if getattr(agg, "_pending_events", None):
+                continue  # not saved after all: not current
+            self._cache[agg.id] = deepcopy(agg)
+            self._cache.move_to_end(agg.id)
+        while len(self._cache) > self._maxsize:
+            self._cache.popitem(last=False)
+
+    def drop(self) -> None:
+        if self._cache:
+            self.drops += 1
+        self._cache.clear()
+        self._known = None

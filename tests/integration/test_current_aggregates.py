@@ -1,0 +1,94 @@
+"""The current-aggregates cache (domain.current, ADR 0011): skips reloading while this process
+is the only writer, and never decides on a stale aggregate when another writer appended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.eventstore import open_log, sqlite_env
+from adapters.memory_payloads import InMemoryPayloadStore
+from domain.errors import InvalidCommand, MailboxNotFound
+from domain.service import Mailstore
+from tests.conftest import make_mail
+
+
+def _store(path: Path) -> Mailstore:
+    log = open_log(sqlite_env(str(path), "normal"))
+    return Mailstore(log, InMemoryPayloadStore(), log_head=log.head)
+
+
+@pytest.fixture
+def two_writers(tmp_path: Path) -> tuple[Mailstore, Mailstore]:
+    path = tmp_path / "events.sqlite"
+    return _store(path), _store(path)
+
+
+def test_a_single_writer_reuses_what_it_saved(tmp_path: Path) -> None:
+    mail = _store(tmp_path / "events.sqlite")
+    mail.deliver(account="ada@example.org", raw=make_mail("one"))
+    hits = mail.current.hits
+    for n in range(5):
+        mail.deliver(account="ada@example.org", raw=make_mail(f"n{n}", message_id=None))
+    # Each delivery reads the account and its INBOX: both came from the cache.
+    assert mail.current.hits - hits == 10
+    assert [d.uid for d in [mail.deliver(account="ada@example.org", raw=make_mail("x"))]] == [7]
+
+
+def test_another_writer_invalidates_the_cache(two_writers: tuple[Mailstore, Mailstore]) -> None:
+    a, b = two_writers
+    a.deliver(account="ada@example.org", raw=make_mail("one"))
+    a.deliver(account="ada@example.org", raw=make_mail("two"))  # a's cache is warm
+    drops = a.current.drops
+    assert b.deliver(account="ada@example.org", raw=make_mail("three")).uid == 3
+    # a sees b's append: no stale INBOX, so no UID is handed out twice.
+    assert a.deliver(account="ada@example.org", raw=make_mail("four")).uid == 4
+    assert a.current.drops == drops + 1
+
+
+def test_a_rename_by_another_writer_is_seen(two_writers: tuple[Mailstore, Mailstore]) -> None:
+    a, b = two_writers
+    a.create_mailbox("ada@example.org", "Work")
+    a.deliver(account="ada@example.org", mailbox="Work", raw=make_mail("one"))
+    b.rename_mailbox("ada@example.org", "Work", "Job")
+    with pytest.raises(MailboxNotFound):
+        a.deliver(account="ada@example.org", mailbox="Work", raw=make_mail("two"))
+    assert a.deliver(account="ada@example.org", mailbox="Job", raw=make_mail("three")).uid == 2
+
+
+def test_interleaved_writers_never_reuse_a_uid(two_writers: tuple[Mailstore, Mailstore]) -> None:
+    a, b = two_writers
+    uids = [(a if n % 3 else b).deliver(account="ada@example.org",
+                                        raw=make_mail(f"m{n}", message_id=None)).uid
+            for n in range(30)]
+    assert uids == list(range(1, 31))
+
+
+def test_a_failed_command_leaves_the_cached_aggregate_unchanged(tmp_path: Path) -> None:
+    mail = _store(tmp_path / "events.sqlite")
+    d = mail.deliver(account="ada@example.org", raw=make_mail("one"))
+    mail.flag(d.message_id, ["\\Seen"])
+    with pytest.raises(InvalidCommand):
+        mail.flag(d.message_id, ["\\Seen", "bad flag"], "replace")
+    assert mail.message(d.message_id).flags == {"\\Seen"}
+    assert mail.deliver(account="ada@example.org", raw=make_mail("two")).uid == 2
+
+
+def test_a_stale_decision_fails_its_save_and_is_retried(
+        two_writers: tuple[Mailstore, Mailstore]) -> None:
+    """b appends between a's head check and a's save: the version check rejects a's save,
+    the retry reloads, and both deliveries get distinct UIDs."""
+    a, b = two_writers
+    a.deliver(account="ada@example.org", raw=make_mail("one"))
+    original = a.current.begin
+    interfered = []
+
+    def begin_then_interfere() -> None:
+        original()
+        if not interfered:
+            interfered.append(b.deliver(account="ada@example.org", raw=make_mail("b")).uid)
+
+    a.current.begin = begin_then_interfere  # type: ignore[method-assign]
+    mine = a.deliver(account="ada@example.org", raw=make_mail("a")).uid
+    assert sorted([mine, *interfered]) == [2, 3]
