@@ -361,6 +361,7 @@ def create_app(settings: Settings, options: WorkerOptions | None = None, *,
         web_port=options.web_port or 6066,
         web_bind="127.0.0.1",
         store="memory://",
+        datadir=str(Path(settings.data) / "faust"),  # not the working directory
     )
     topic = app.topic(settings.kafka_topic, key_type=bytes, value_type=bytes,
                       key_serializer="raw", value_serializer="raw")
