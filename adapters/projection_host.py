@@ -118,6 +118,7 @@ class ProjectionHost:
         self.max_position = max_position
         self.catalog = Catalog(tables)
         self.catalog.refresh()
+        self._data_version: Any = None
         self._lock_file = open(lock_path, "a+") if lock_path else None  # noqa: SIM115
         self.runner = self._live_runner()
 
@@ -164,16 +165,29 @@ class ProjectionHost:
             return self._catch_up(saved)
 
     def _catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
-        if self.catalog.refresh():
-            self.runner = self._live_runner()
-        elif self._lock_file is not None and self._moved_elsewhere():
-            self.runner._positions = None  # another process moved tracking on: reload it
+        if not self._untouched_elsewhere():
+            if self.catalog.refresh():
+                self.runner = self._live_runner()
+            elif self._lock_file is not None and self._moved_elsewhere():
+                self.runner._positions = None  # another process moved tracking on: reload it
         start = self.runner.position() + 1
         if saved and _contiguous_from(saved, start):
             # Whatever others append after these, they project themselves; if one of them
             # stops before it does, the next catch-up that finds a gap reads the log.
             return self.runner.apply_events(saved)
         return self.runner.apply_events(self.events(start=start))
+
+    def _untouched_elsewhere(self) -> bool:
+        """True when no other connection has committed to the tables since the last check
+        (SQLite's ``data_version``, no table read): catalog and tracking are as this runner
+        left them, so neither needs reading."""
+        probe = getattr(self.tables, "data_version", None)
+        if probe is None:
+            return False
+        version = probe()
+        untouched = version == self._data_version
+        self._data_version = version
+        return bool(untouched)
 
     def _moved_elsewhere(self) -> bool:
         """One read: has another process applied events past what this runner knows?"""

@@ -151,9 +151,14 @@ class _Batch:
                 )
             self.checked.add(column)
 
-    def _not_hidden(self, conn: sqlite3.Connection) -> list[tuple[bytes, bytes, bytes, int]]:
-        """The puts that no stored tombstone hides (read inside the write transaction)."""
-        if conn.execute(f"SELECT 1 FROM {self.schema.tombs} LIMIT 1").fetchone() is None:
+    def _not_hidden(self, conn: sqlite3.Connection,
+                    tombs_exist: bool | None) -> list[tuple[bytes, bytes, bytes, int]]:
+        """The puts that no stored tombstone hides (read inside the write transaction).
+        ``tombs_exist``: whether the table has any tombstone, if already known."""
+        if tombs_exist is None:
+            tombs_exist = conn.execute(
+                f"SELECT 1 FROM {self.schema.tombs} LIMIT 1").fetchone() is not None
+        if not tombs_exist:
             return self.puts
         rows = list({put[0] for put in self.puts})
         tombs: dict[tuple[bytes, bytes], int] = {}
@@ -188,10 +193,10 @@ class _Batch:
                 batch.row_deletes.append((row, version))
         return batch
 
-    def write(self, conn: sqlite3.Connection) -> None:
+    def write(self, conn: sqlite3.Connection, tombs_exist: bool | None = None) -> None:
         s = self.schema
         if self.puts:
-            _insert_rows(conn, s.insert, s._on_conflict, self._not_hidden(conn))
+            _insert_rows(conn, s.insert, s._on_conflict, self._not_hidden(conn, tombs_exist))
         if self.column_deletes:
             column_deletes = [(bytearray(r), bytearray(c), v) for r, c, v in self.column_deletes]
             conn.executemany(s.raise_tomb, column_deletes)
@@ -257,7 +262,13 @@ def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[
                 params.clear()
         rest.extend(params)
 
-    conn.executemany(_values(head, tail, _ROWS_PER_INSERT), statements())
+    if isinstance(puts, list) and len(puts) < _ROWS_PER_INSERT:
+        # A command's few cells: the generator only fills ``rest`` (never a full statement),
+        # and one ``execute`` writes them; an ``executemany`` costs a statement preparation.
+        if next(statements(), None) is not None:
+            raise AssertionError("a full statement from fewer puts than its rows")
+    else:
+        conn.executemany(_values(head, tail, _ROWS_PER_INSERT), statements())
     if rest:
         conn.execute(_values(head, tail, len(rest) // 4), rest)
 
@@ -402,6 +413,12 @@ class SqliteTableStore:
             return TableNotFound(f"table {name!r} does not exist")
         return error
 
+    def data_version(self) -> tuple[int, int]:
+        """This thread's connection and its ``PRAGMA data_version``: the number changes when
+        another connection commits to the file, not when this one does."""
+        conn = self._conn()
+        return id(conn), int(conn.execute("PRAGMA data_version").fetchone()[0])
+
     # -- tables ------------------------------------------------------------------------------
 
     def create_table(self, spec: TableSpec) -> None:
@@ -461,9 +478,19 @@ class SqliteTableStore:
             self._write(conn, batches)
 
     def _write(self, conn: sqlite3.Connection, batches: dict[str, _Batch]) -> None:
+        with_puts = [b for b in batches.values() if b.puts]
+        tombs: dict[str, bool] = {}
+        if len(with_puts) > 1:  # one statement asks every table whether it has tombstones
+            probe = ", ".join(f"EXISTS (SELECT 1 FROM {b.schema.tombs})" for b in with_puts)
+            try:
+                found = conn.execute(f"SELECT {probe}").fetchone()
+            except sqlite3.OperationalError:
+                found = None  # a dropped table: the write below names it
+            if found is not None:
+                tombs = {b.schema.name: bool(v) for b, v in zip(with_puts, found, strict=True)}
         for batch in batches.values():
             try:
-                batch.write(conn)
+                batch.write(conn, tombs.get(batch.schema.name))
             except sqlite3.OperationalError as error:
                 raise self._missing(batch.schema.name, error) from error
 

@@ -194,3 +194,30 @@ def test_a_corrupt_event_stops_projection_loudly_with_its_position(tmp_path):
     with pytest.raises(CorruptEvent, match=r"position \d+ .*aggregate .*version"):
         s.rebuild()
     assert s.messages(ADA)  # the live tables are untouched by the failed rebuild
+
+
+def test_a_rebuild_by_another_store_is_followed_by_the_next_command(store):
+    """The live runner skips re-reading catalog and tracking while no other connection has
+    committed (``data_version``); a rebuild through another store object is such a commit."""
+    deliver(store, 3)
+    other = Letterlog.open(store.settings.data, durability="normal")
+    try:
+        result = other.rebuild(["messages"])
+    finally:
+        other.close()
+    deliver(store, 1)
+    assert len(store.messages(ADA)) == 4
+    assert store.projections.physical("messages") == result["tables"]["messages"]
+    assert all(r.identical for r in store.verify())
+
+
+def test_deliveries_by_two_store_objects_keep_both_read_models_current(store):
+    other = Letterlog.open(store.settings.data, durability="normal")
+    try:
+        for i in range(6):
+            (store if i % 2 else other).deliver(account=ADA, raw=make_mail(f"s{i}"))
+        assert len(store.messages(ADA)) == len(other.messages(ADA)) == 6
+        assert store.counters(ADA) == other.counters(ADA)
+    finally:
+        other.close()
+    assert all(r.identical for r in store.verify())

@@ -153,3 +153,31 @@ def test_a_batch_longer_than_one_insert_statement_keeps_put_order_and_versions(
         store.create_table(SPEC)
         store.apply(puts)
     assert list(sqlite.scan_cells(SPEC.name)) == list(memory.scan_cells(SPEC.name))
+
+
+def test_data_version_moves_only_with_another_connections_commit(tmp_path: Path) -> None:
+    mine, other = SqliteTableStore(tmp_path / "t.sqlite"), SqliteTableStore(tmp_path / "t.sqlite")
+    mine.create_table(SPEC)
+    before = mine.data_version()
+    mine.apply([Put(SPEC.name, b"r", b"meta:a", b"1", 1)])
+    assert mine.data_version() == before
+    other.apply([Put(SPEC.name, b"r", b"meta:a", b"2", 2)])
+    assert mine.data_version() != before
+    mine.close()
+    other.close()
+
+
+def test_one_apply_over_tables_with_and_without_tombstones(tmp_path: Path) -> None:
+    """Tombstones are probed for every table of a batch in one statement; each table's
+    answer must be its own."""
+    store = SqliteTableStore(tmp_path / "t.sqlite")
+    specs = [TableSpec(f"t{i}", ("meta",)) for i in range(3)]
+    for spec in specs:
+        store.create_table(spec)
+    store.apply([DeleteRow("t1", b"r", 5)])
+    store.apply([Put(spec.name, b"r", b"meta:a", b"old", 4) for spec in specs]
+                + [Put(spec.name, b"r", b"meta:b", b"new", 6) for spec in specs])
+    assert store.get("t0", b"r") == {b"meta:a": b"old", b"meta:b": b"new"}
+    assert store.get("t1", b"r") == {b"meta:b": b"new"}
+    assert store.get("t2", b"r") == {b"meta:a": b"old", b"meta:b": b"new"}
+    store.close()
