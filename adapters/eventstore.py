@@ -144,6 +144,26 @@ class MailLog(Application[UUID]):
         self.notify(processing_event.events)
         return recordings
 
+    def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
+        """The library reconstructs a snapshot's aggregate from the log (the last snapshot plus
+        up to an interval of events: about 20 ms for a mailbox, 0.1 ms a delivery amortised).
+        The aggregate just saved is that state already when the event is its last one: it is
+        snapshotted as it is. Otherwise the library's path."""
+        if not (self.snapshots and self.snapshotting_intervals):
+            return
+        for event in processing_event.events:
+            aggregate = processing_event.aggregates.get(event.originator_id)
+            if aggregate is None:
+                continue
+            interval = self.snapshotting_intervals.get(type(aggregate))
+            if interval is None or event.originator_version % interval:
+                continue
+            if type(aggregate) in _OWN_AGGREGATES and aggregate.version == event.originator_version:
+                snapshot_class: Any = getattr(type(aggregate), "Snapshot", self.snapshot_class)
+                self.snapshots.put([snapshot_class.take(aggregate)])
+            else:
+                self.take_snapshot(event.originator_id, version=event.originator_version)
+
     def head(self) -> int:
         """The log's last position. On SQLite files a plain autocommit query on a connection
         of its own (about 10 µs, against about 170 µs through the library's transaction
