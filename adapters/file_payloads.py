@@ -21,7 +21,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,6 +37,7 @@ from domain.payloads import (
 )
 
 MANIFEST = "manifest.json"
+PUT_THREADS = 8  # payloads of one batch written (and fsynced) at once
 
 
 class FilePayloadStore:
@@ -60,6 +62,16 @@ class FilePayloadStore:
     def put(self, data: bytes) -> PayloadRef:
         existing = self._refresh(hashlib.sha256(data).hexdigest())
         return existing or self._write([data])
+
+    def put_many(self, payloads: Sequence[bytes]) -> list[PayloadRef]:
+        """``put`` of each, in threads: a put is mostly waiting on four fsyncs (chunk,
+        manifest, the new directory, its parent), which release the GIL, so a batch's
+        payloads wait for the disk together instead of one after another."""
+        if len(payloads) < 2:
+            return [self.put(data) for data in payloads]
+        with ThreadPoolExecutor(max_workers=min(PUT_THREADS, len(payloads)),
+                                thread_name_prefix="payload-put") as pool:
+            return list(pool.map(self.put, payloads))
 
     def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
         return self._write(chunks)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from domain.errors import PayloadMissing
 from domain.payloads import CHUNK_SIZE, PayloadRef, check_range, check_sha256, rechunk
@@ -21,6 +21,9 @@ class InMemoryPayloadStore:
 
     def put(self, data: bytes) -> PayloadRef:
         return self.put_stream([data])
+
+    def put_many(self, payloads: Sequence[bytes]) -> list[PayloadRef]:
+        return [self.put(data) for data in payloads]
 
     def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
         stored = tuple(rechunk(chunks, self.chunk_size))

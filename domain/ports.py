@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from domain.payloads import PayloadRef
@@ -19,6 +19,12 @@ class PayloadStore(Protocol):
 
     def put(self, data: bytes) -> PayloadRef:
         """Store ``data`` (idempotent); a repeated put refreshes its written_at."""
+        ...
+
+    def put_many(self, payloads: Sequence[bytes]) -> list[PayloadRef]:
+        """``put`` of each, in order; a store may write them concurrently. All are stored
+        when it returns; if one fails, it raises (the others may be stored: orphans that
+        the unreferenced-payload purge collects)."""
         ...
 
     def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:

@@ -245,6 +245,18 @@ class Mailstore:
             self.payloads.put(cmd.raw)
         return cmd.raw, facts, inline
 
+    def _prepare_many(self, commands: Sequence[Deliver]) -> list[tuple[bytes, MessageFacts, bool]]:
+        """``_prepare`` of a batch: every message checked first, then the large ones' payloads
+        written together (``put_many``), before any event exists."""
+        if len(commands) < 2:
+            return [self._prepare(c) for c in commands]
+        facts = [inspect_message(c.raw, self.limits) for c in commands]
+        inline = [f.size <= self.inline_limit for f in facts]
+        large = [c.raw for c, small in zip(commands, inline, strict=True) if not small]
+        if large:
+            self.payloads.put_many(large)
+        return [(c.raw, f, small) for c, f, small in zip(commands, facts, inline, strict=True)]
+
     def _delivery_fields(
         self,
         account: Account,
@@ -288,7 +300,7 @@ class Mailstore:
         """Delivers a batch in one atomic append: one UID allocation per mailbox."""
         if not commands:
             return []
-        prepared = [self._prepare(c) for c in commands]
+        prepared = self._prepare_many(commands)
         now = self.clock()
         ids = [new_message_id() for _ in commands]
 

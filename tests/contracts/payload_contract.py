@@ -72,6 +72,14 @@ class PayloadStoreContract:
         assert first == again
         assert [entry[0] for entry in store.list()] == [first.sha256]
 
+    def test_put_many_stores_each_and_answers_in_order(self, store: PayloadStore) -> None:
+        payloads = [bytes([n]) * (10 + n) for n in range(6)] + [b"\x01" * 11]  # a repeat
+        refs = store.put_many(payloads)
+        assert refs == [store.put(data) for data in payloads]
+        assert sorted(sha for sha, _, _ in store.list()) == sorted({sha(p) for p in payloads})
+        for data, ref in zip(payloads, refs, strict=True):
+            assert b"".join(store.open(ref.sha256)) == data
+
     @reuse_store
     @given(data=st.binary(max_size=200), cuts=st.lists(st.integers(0, 200), max_size=8))
     def test_a_stream_in_any_pieces_is_stored_like_one_put(
