@@ -16,7 +16,9 @@ process is the only writer (the embedded default). This cache skips that work sa
   freshly loaded aggregates.
 
 Hand-outs are copies (``MailAggregate.__deepcopy__`` is cheap), so a command that fails half
-way never leaves a cached aggregate half-changed.
+way never leaves a cached aggregate half-changed. What a save is given is kept as it is:
+an aggregate changes only by triggering events, and one with pending events is not
+handed out.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class CurrentAggregates:
         agg = self._cache.get(aggregate_id)
         if agg is None:
             return None
+        if agg._pending_events:  # changed after its save and never saved: not current
+            del self._cache[aggregate_id]
+            return None
         self._cache.move_to_end(aggregate_id)
         self.hits += 1
         return deepcopy(agg)
@@ -72,9 +77,11 @@ class CurrentAggregates:
             return
         self._known = positions[-1]
         for agg in aggregates:
-            if getattr(agg, "_pending_events", None):
+            if agg._pending_events:
                 continue  # not saved after all: not current
-            self._cache[agg.id] = deepcopy(agg)
+            # Kept as it is, not copied: aggregates change only by new (pending) events,
+            # which ``get`` checks for; what it hands out is a copy.
+            self._cache[agg.id] = agg
             self._cache.move_to_end(agg.id)
         while len(self._cache) > self._maxsize:
             self._cache.popitem(last=False)

@@ -92,3 +92,13 @@ def test_a_stale_decision_fails_its_save_and_is_retried(
     a.current.begin = begin_then_interfere  # type: ignore[method-assign]
     mine = a.deliver(account="ada@example.org", raw=make_mail("a")).uid
     assert sorted([mine, *interfered]) == [2, 3]
+
+
+def test_an_aggregate_changed_after_its_save_is_not_handed_out(tmp_path: Path) -> None:
+    mail = _store(tmp_path / "events.sqlite")
+    d = mail.deliver(account="ada@example.org", raw=make_mail("one"))
+    saved = mail.message(d.message_id)
+    mail.flag(d.message_id, ["\\Seen"])  # the cache now holds the aggregate flag() saved
+    kept = mail.current._cache[d.message_id]
+    assert kept.change_flags(frozenset({"\\Flagged"}))  # an event, never saved
+    assert mail.message(d.message_id).flags == {"\\Seen"} != saved.flags
