@@ -9,6 +9,7 @@ share one event store without losing or duplicating a delivery.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 import uuid
@@ -136,6 +137,18 @@ class Change:
         return self.positions[-1] if self.positions else None
 
 
+@dataclass(frozen=True)
+class CheckedDelivery:
+    """A delivery command whose message passed the limits, with what was found in it."""
+
+    command: Deliver
+    facts: MessageFacts
+
+    def matches(self) -> bool:
+        raw = self.command.raw
+        return self.facts.size == len(raw) and self.facts.sha256 == hashlib.sha256(raw).hexdigest()
+
+
 class Mailstore:
     """The embedded command API over an eventsourcing Application and a payload store."""
 
@@ -236,26 +249,24 @@ class Mailstore:
         return self.mailbox(mailbox_id)
 
     # -- delivery ---------------------------------------------------------------------------
-    def _prepare(self, cmd: Deliver) -> tuple[bytes, MessageFacts, bool]:
-        facts = inspect_message(cmd.raw, self.limits)
-        inline = facts.size <= self.inline_limit
-        if not inline:
-            # The payload is written before the event; if the append never commits, the
-            # payload is an orphan that the unreferenced-payload purge collects.
-            self.payloads.put(cmd.raw)
-        return cmd.raw, facts, inline
+    def check(self, cmd: Deliver) -> CheckedDelivery:
+        """The message of ``cmd`` against the limits, described; MessageRejected if unfit.
+        Nothing is written. Importers check each message on its own (one bad message is
+        reported, not the batch), in worker processes if they like, then deliver the
+        checked ones together (``deliver_checked``)."""
+        return CheckedDelivery(cmd, inspect_message(cmd.raw, self.limits))
 
-    def _prepare_many(self, commands: Sequence[Deliver]) -> list[tuple[bytes, MessageFacts, bool]]:
-        """``_prepare`` of a batch: every message checked first, then the large ones' payloads
-        written together (``put_many``), before any event exists."""
-        if len(commands) < 2:
-            return [self._prepare(c) for c in commands]
-        facts = [inspect_message(c.raw, self.limits) for c in commands]
-        inline = [f.size <= self.inline_limit for f in facts]
-        large = [c.raw for c, small in zip(commands, inline, strict=True) if not small]
-        if large:
+    def _store_payloads(self, items: Sequence[CheckedDelivery]) -> list[bool]:
+        """Which messages stay inline; the others' payloads are written now, before any
+        event exists (if the append never commits they are orphans, which the
+        unreferenced-payload purge collects). A batch's payloads are written together."""
+        inline = [c.facts.size <= self.inline_limit for c in items]
+        large = [c.command.raw for c, small in zip(items, inline, strict=True) if not small]
+        if len(large) == 1:
+            self.payloads.put(large[0])
+        elif large:
             self.payloads.put_many(large)
-        return [(c.raw, f, small) for c, f, small in zip(commands, facts, inline, strict=True)]
+        return inline
 
     def _delivery_fields(
         self,
@@ -298,9 +309,21 @@ class Mailstore:
 
     def deliver_many(self, commands: Sequence[Deliver]) -> list[Delivery]:
         """Delivers a batch in one atomic append: one UID allocation per mailbox."""
-        if not commands:
+        return self.deliver_checked([self.check(c) for c in commands])
+
+    def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+        """``deliver_many`` of messages ``check`` has described (here or in another
+        process): one atomic append. The facts must be those of the raw bytes (size and
+        SHA-256 are compared; a mismatch is an InvalidCommand and nothing is written)."""
+        if not items:
             return []
-        prepared = self._prepare_many(commands)
+        for c in items:
+            if not isinstance(c, CheckedDelivery) or not c.matches():
+                raise InvalidCommand(f"{c!r:.80}: not a checked delivery of its raw bytes")
+        commands = [c.command for c in items]
+        inline = self._store_payloads(items)
+        prepared = [(c.command.raw, c.facts, small)
+                    for c, small in zip(items, inline, strict=True)]
         now = self.clock()
         ids = [new_message_id() for _ in commands]
 

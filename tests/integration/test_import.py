@@ -1,0 +1,44 @@
+"""Batched import: messages checked in worker processes one batch ahead, delivered in
+order; a bad message is reported alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.embedded import Letterlog
+from adapters.importer import run_import
+from tests.conftest import make_mail
+
+ADA = "ada@example.org"
+
+
+def _items(n: int) -> list[tuple[str, bytes, list[str]]]:
+    items = [(f"m{i}", make_mail(f"subject {i}", message_id=f"<{i}@x>"), ["\\Seen"] * (i % 2))
+             for i in range(n)]
+    items[4] = ("bad", b"\x00\x01\x02 not a message", [])
+    items[7] = ("bad flag", items[7][1], ["no spaces allowed"])
+    return items
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_import_delivers_in_order_and_reports_bad_messages_alone(tmp_path: Path,
+                                                                 workers: int) -> None:
+    store = Letterlog.open(tmp_path / "d", durability="normal")
+    try:
+        items = _items(11)
+        report = run_import(store, len(items), items, ADA, "INBOX", batch=3, progress=False,
+                            workers=workers)
+        assert (report["imported"], report["rejected"]) == (9, 2)
+        assert [r["message"] for r in report["rejections"]] == ["bad", "bad flag"]
+        listed = store.messages(ADA, limit=20)
+        assert [m.uid for m in listed] == list(range(9, 0, -1))
+        expected = [f"subject {i}" for i in range(11) if i not in (4, 7)]
+        assert [m.subject for m in reversed(listed)] == expected
+        seen = [m.uid for m in reversed(listed) if "\\Seen" in m.flags]
+        assert seen == [uid for uid, i in enumerate((i for i in range(11) if i not in (4, 7)),
+                                                    start=1) if i % 2]
+        assert all(r.identical for r in store.verify())
+    finally:
+        store.close()
