@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.importer import _inspect_all, checked_batches, default_workers, start_checkers
 from adapters.mailgen import PEOPLE, bench_messages
 
 
@@ -63,27 +62,14 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         single = _rate(len(blobs), time.perf_counter() - t0)
         store.close()
 
-        # The import path (adapters.importer): messages checked in a worker process one
-        # batch ahead, each batch delivered in one append. The workers start before the
-        # clock, as the store opens before it.
         store = _open(root / "batched", durability)
         for r in recipients:
             store.create_mailbox(r, "Bench")
-        workers = default_workers()
-        with start_checkers(workers) as pool:
-            list(pool.map(_inspect_all, [[raw] for raw in blobs[:workers]],
-                          [store.mail.limits] * workers))  # started and warm
-            batches = ([(f"m{i + j}", {"account": recipients[(i + j) % len(recipients)],
-                                       "raw": raw})
-                        for j, raw in enumerate(blobs[i:i + batch])]
-                       for i in range(0, len(blobs), batch))
-            t0 = time.perf_counter()
-            delivered = 0
-            for checked, rejected in checked_batches(store, batches, pool=pool):
-                if rejected:
-                    raise RuntimeError(f"bench messages rejected: {rejected[:3]}")
-                delivered += len(store.mail.deliver_checked(checked))
-            batched = _rate(delivered, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for i in range(0, len(blobs), batch):
+            store.deliver_many([{"account": recipients[(i + j) % len(recipients)], "raw": raw}
+                                for j, raw in enumerate(blobs[i:i + batch])])
+        batched = _rate(len(blobs), time.perf_counter() - t0)
         store.close()
 
         raw_single = raw_sqlite_appends(blobs, root, per_tx=1, synchronous=sync)

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import mailbox as stdlib_mailbox
-import multiprocessing
-import os
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +11,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from domain.commands import Deliver, build
 from domain.errors import InvalidCommand, LetterlogError
-from domain.rfc5322 import MessageFacts, MessageLimits, inspect_message
-from domain.service import CheckedDelivery
 
 MAILDIR_FLAGS = {"S": "\\Seen", "R": "\\Answered", "F": "\\Flagged", "T": "\\Deleted",
                  "D": "\\Draft", "P": "$Forwarded"}
@@ -64,107 +57,24 @@ def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-Named = tuple[str, dict[str, Any]]  # a message's name (for reports) and its Deliver fields
-
-
-def default_workers() -> int:
-    """Checking processes beside the delivering one: one per further core."""
-    return max(1, (os.cpu_count() or 1) - 1)
-
-
-def start_checkers(workers: int) -> ProcessPoolExecutor:
-    """Worker processes that check messages (``forkserver``: never a fork of this process
-    with its open databases and threads)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["domain.rfc5322"])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
-
-
-def _inspect_all(raws: list[bytes], limits: MessageLimits) -> list[MessageFacts | str]:
-    """In a worker: each message's facts, or why it is rejected."""
-    out: list[MessageFacts | str] = []
-    for raw in raws:
-        try:
-            out.append(inspect_message(raw, limits))
-        except LetterlogError as e:
-            out.append(str(e))
-    return out
-
-
-def checked_batches(store: Any, batches: Iterable[list[Named]], *,
-                    pool: Executor | None = None,
-                    ) -> Iterator[tuple[list[CheckedDelivery], list[dict[str, str]]]]:
-    """Each batch's messages checked one by one (a bad one is reported, not the batch):
-    ``(checked, rejections)`` per batch. With ``pool``, a batch is checked in a worker
-    process while the caller delivers the one before (one batch ahead); without, here."""
-    limits = store.mail.limits
-
-    def commands(chunk: list[Named]) -> list[tuple[str, Deliver | str]]:
-        out: list[tuple[str, Deliver | str]] = []
-        for name, fields in chunk:
-            try:
-                out.append((name, build(Deliver, **fields)))
-            except LetterlogError as e:
-                out.append((name, str(e)))
-        return out
-
-    def split(cmds: list[tuple[str, Deliver | str]], found: list[MessageFacts | str],
-              ) -> tuple[list[CheckedDelivery], list[dict[str, str]]]:
-        checked: list[CheckedDelivery] = []
-        rejected: list[dict[str, str]] = []
-        facts = iter(found)
-        for name, cmd in cmds:
-            if isinstance(cmd, str):
-                rejected.append({"message": name, "error": cmd})
-                continue
-            f = next(facts)
-            if isinstance(f, str):
-                rejected.append({"message": name, "error": f})
-            else:
-                checked.append(CheckedDelivery(cmd, f))
-        return checked, rejected
-
-    if pool is None:
-        for chunk in batches:
-            cmds = commands(chunk)
-            yield split(cmds, _inspect_all([c.raw for _, c in cmds if not isinstance(c, str)],
-                                           limits))
-        return
-    ahead: deque[tuple[list[tuple[str, Deliver | str]], Future[list[MessageFacts | str]]]]
-    ahead = deque()
-    for chunk in batches:
-        cmds = commands(chunk)
-        raws = [c.raw for _, c in cmds if not isinstance(c, str)]
-        ahead.append((cmds, pool.submit(_inspect_all, raws, limits)))
-        if len(ahead) > 1:
-            cmds, future = ahead.popleft()
-            yield split(cmds, future.result())
-    while ahead:
-        cmds, future = ahead.popleft()
-        yield split(cmds, future.result())
-
-
 def run_import(store: Any, total: int, items: Iterable[tuple[str, bytes, list[str]]],
                account: str, mailbox: str, *, batch: int = 100,
-               progress: bool = True, workers: int | None = None) -> dict[str, Any]:
-    """Batched delivery of ``items``; messages are checked in ``workers`` processes
-    (default: one per further core) once there is more than one batch."""
+               progress: bool = True) -> dict[str, Any]:
     imported = 0
     rejected: list[dict[str, str]] = []
-    batch = max(1, batch)
-    workers = default_workers() if workers is None else workers
-    named = ((name, {"account": account, "mailbox": mailbox, "raw": raw, "flags": flags})
-             for name, raw, flags in items)
     columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with contextlib.ExitStack() as stack:
-        pool = (stack.enter_context(start_checkers(workers))
-                if workers > 0 and total > batch else None)
-        bar = stack.enter_context(Progress(*columns, disable=not progress, transient=False))
+    with Progress(*columns, disable=not progress, transient=False) as bar:
         task = bar.add_task("import", total=total)
-        for checked, bad in checked_batches(store, _batches(named, batch), pool=pool):
-            rejected += bad
+        for chunk in _batches(items, max(1, batch)):
+            checked = []
+            for name, raw, flags in chunk:
+                try:
+                    cmd = build(Deliver, account=account, mailbox=mailbox, raw=raw, flags=flags)
+                    checked.append(store.mail.check(cmd))  # a bad message alone is rejected
+                except LetterlogError as e:
+                    rejected.append({"message": name, "error": str(e)})
             imported += len(store.mail.deliver_checked(checked))
-            bar.advance(task, len(checked) + len(bad))
+            bar.advance(task, len(chunk))
     return {"imported": imported, "rejected": len(rejected), "rejections": rejected}
 
 
