@@ -342,6 +342,8 @@ def create_app(settings: Settings, options: WorkerOptions | None = None, *,
     address, never contacted)."""
     options = options or WorkerOptions()
     broker = f"kafka://{settings.kafka_bootstrap or 'localhost:9092'}"
+    faust_dir = Path(settings.data) / "faust"  # faust's own files, not the working directory
+    faust_dir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         options.group,
         broker=broker,
@@ -361,7 +363,7 @@ def create_app(settings: Settings, options: WorkerOptions | None = None, *,
         web_port=options.web_port or 6066,
         web_bind="127.0.0.1",
         store="memory://",
-        datadir=str(Path(settings.data) / "faust"),  # not the working directory
+        datadir=str(faust_dir),
     )
     topic = app.topic(settings.kafka_topic, key_type=bytes, value_type=bytes,
                       key_serializer="raw", value_serializer="raw")
