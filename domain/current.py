@@ -23,6 +23,7 @@ handed out.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from copy import deepcopy
@@ -36,58 +37,67 @@ class CurrentAggregates:
         self._maxsize = maxsize
         self._cache: OrderedDict[UUID, Any] = OrderedDict()
         self._known: int | None = None
-        self._checked = False
+        self._lock = threading.RLock()  # commands may run in several threads
+        self._local = threading.local()  # per thread: inside a checked command attempt?
         self.hits = 0
         self.drops = 0
 
     def begin(self) -> None:
         """At the start of each command attempt: is the log still where we left it?"""
         head = int(self._max_position() or 0)
-        if head != self._known:
-            self.drop()
-            self._known = head
-        self._checked = True
+        with self._lock:
+            if head != self._known:
+                self.drop()
+                self._known = head
+        self._local.checked = True
 
     def end(self) -> None:
-        self._checked = False
+        self._local.checked = False
+
+    @property
+    def _checked(self) -> bool:
+        return bool(getattr(self._local, "checked", False))
 
     def get(self, aggregate_id: UUID) -> Any | None:
         """A private copy of the aggregate if it is known to be current, else None."""
         if not self._checked:
             return None
-        agg = self._cache.get(aggregate_id)
-        if agg is None:
-            return None
-        if agg._pending_events:  # changed after its save and never saved: not current
-            del self._cache[aggregate_id]
-            return None
-        self._cache.move_to_end(aggregate_id)
-        self.hits += 1
-        return deepcopy(agg)
+        with self._lock:
+            agg = self._cache.get(aggregate_id)
+            if agg is None:
+                return None
+            if agg._pending_events:  # changed after its save and never saved: not current
+                del self._cache[aggregate_id]
+                return None
+            self._cache.move_to_end(aggregate_id)
+            self.hits += 1
+            return deepcopy(agg)
 
     def saved(self, aggregates: Sequence[Any], positions: Sequence[int]) -> None:
         """After a save: remember the aggregates if nobody else appended in between."""
         if not positions:
             return
-        contiguous = (self._checked and self._known is not None
-                      and positions[0] == self._known + 1
-                      and positions[-1] - positions[0] == len(positions) - 1)
-        if not contiguous:
-            self.drop()
-            return
-        self._known = positions[-1]
-        for agg in aggregates:
-            if agg._pending_events:
-                continue  # not saved after all: not current
-            # Kept as it is, not copied: aggregates change only by new (pending) events,
-            # which ``get`` checks for; what it hands out is a copy.
-            self._cache[agg.id] = agg
-            self._cache.move_to_end(agg.id)
-        while len(self._cache) > self._maxsize:
-            self._cache.popitem(last=False)
+        with self._lock:
+            contiguous = (self._checked and self._known is not None
+                          and positions[0] == self._known + 1
+                          and positions[-1] - positions[0] == len(positions) - 1)
+            if not contiguous:
+                self.drop()
+                return
+            self._known = positions[-1]
+            for agg in aggregates:
+                if agg._pending_events:
+                    continue  # not saved after all: not current
+                # Kept as it is, not copied: aggregates change only by new (pending) events,
+                # which ``get`` checks for; what it hands out is a copy.
+                self._cache[agg.id] = agg
+                self._cache.move_to_end(agg.id)
+            while len(self._cache) > self._maxsize:
+                self._cache.popitem(last=False)
 
     def drop(self) -> None:
-        if self._cache:
-            self.drops += 1
-        self._cache.clear()
-        self._known = None
+        with self._lock:
+            if self._cache:
+                self.drops += 1
+            self._cache.clear()
+            self._known = None

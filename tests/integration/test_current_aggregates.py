@@ -102,3 +102,28 @@ def test_an_aggregate_changed_after_its_save_is_not_handed_out(tmp_path: Path) -
     kept = mail.current._cache[d.message_id]
     assert kept.change_flags(frozenset({"\\Flagged"}))  # an event, never saved
     assert mail.message(d.message_id).flags == {"\\Seen"} != saved.flags
+
+
+def test_threads_sharing_one_store_never_reuse_a_uid(tmp_path: Path) -> None:
+    import threading
+
+    mail = _store(tmp_path / "events.sqlite")
+    mail.deliver(account="ada@example.org", raw=make_mail("first"))
+    uids: list[int] = []
+    errors: list[BaseException] = []
+
+    def deliver(n: int) -> None:
+        try:
+            for i in range(15):
+                d = mail.deliver(account="ada@example.org", raw=make_mail(f"t{n}-{i}"))
+                uids.append(d.uid)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=deliver, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(uids) == list(range(2, 62))
