@@ -1,0 +1,35 @@
+"""``letterlog bench ingest``: its JSON and plot (not its speed: benchmarks are not tests)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from adapters.bench import bench_ingest
+from adapters.cli import app
+
+
+def test_bench_ingest_reports_rates_baselines_and_ratios(tmp_path: Path) -> None:
+    result = bench_ingest(messages=30, batch=10, plot=tmp_path / "ingest.png")
+    assert result["messages"] == 30 and result["durability"] == "full"
+    runs = result["raw_runs_before_and_after"]
+    assert len(runs["one_row_per_tx"]) == 2 and len(runs["10_rows_per_tx"]) == 2
+    assert result["raw_sqlite_one_row_per_tx_per_s"] == round(
+        statistics.fmean(runs["one_row_per_tx"]), 1)
+    assert result["ratio_single"] == round(
+        result["single_command_msgs_per_s"] / result["raw_sqlite_one_row_per_tx_per_s"], 3)
+    assert result["ratio_batched"] == round(
+        result["batched_import_msgs_per_s"] / result["raw_sqlite_10_rows_per_tx_per_s"], 3)
+    assert result["meets_targets"] == (result["ratio_single"] >= 0.15
+                                       and result["ratio_batched"] >= 0.30)
+    assert (tmp_path / "ingest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_ingest_cli_prints_one_json_object() -> None:
+    out = CliRunner().invoke(app, ["bench", "ingest", "--messages", "12", "--json"])
+    assert out.exit_code == 0, out.output
+    [line] = [x for x in out.stdout.splitlines() if x.strip()]
+    assert json.loads(line)["benchmark"] == "ingest"
