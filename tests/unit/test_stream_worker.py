@@ -5,8 +5,10 @@ without acknowledging, and dead-letters poison without stopping."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,16 +41,18 @@ def run_agent(store: Any, scenario: Callable[[Any, Any], Awaitable[None]],
               **kw: Any) -> None:
     """Builds the app inside the running loop (faust binds to it) and runs ``scenario``."""
 
-    async def main() -> None:
-        app = create_app(load_settings(kafka_topic=TOPIC), kw.pop("options", OPTIONS),
-                         store_factory=lambda: store, **kw)
+    async def main(data: str) -> None:
+        app = create_app(load_settings(kafka_topic=TOPIC, data=data),
+                         kw.pop("options", OPTIONS), store_factory=lambda: store, **kw)
         app.flow_control.resume()
         async with app.letterlog_agent.test_context() as agent:
             await scenario(app, agent)
             if agent._crash_reason:
                 raise agent._crash_reason
 
-    asyncio.run(main())
+    with tempfile.TemporaryDirectory(prefix="letterlog-worker-") as data:
+        asyncio.run(main(data))
+        assert (Path(data) / "faust").is_dir()  # faust's files stay in the data directory
 
 
 async def send(agent: Any, records: list[Any]) -> list[Any]:
