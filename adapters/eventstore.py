@@ -166,8 +166,8 @@ class MailLog(Application[UUID]):
 
     def head(self) -> int:
         """The log's last position. On SQLite files a plain autocommit query on a connection
-        of its own (about 10 µs, against about 170 µs through the library's transaction
-        machinery); every command checks it (``domain.current``)."""
+        of its own (about 7 µs, against about 40 µs for the library's ``max_notification_id``
+        and its transaction machinery); every command checks it (``domain.current``)."""
         query = getattr(self, "_head_query", None)
         if query is None:
             query = self._head_query = _head_query(self)
