@@ -197,15 +197,16 @@ class Torn(InMemoryTableStore):
         super().__init__()
         self.tear_at = tear_at
         self.counters_applies = 0
-        self.log: list[tuple[str, int]] = []  # (table, versions) per apply, in order
-        self.threads: list[int] = []  # the thread of each ``log`` entry
+        # (thread, table, versions) per apply, in order: one append each, so that entries of
+        # concurrent threads cannot be paired with each other's thread
+        self.log: list[tuple[int, str, int]] = []
 
     def apply(self, mutations):
         mutations = list(mutations)
         tables = {m.table for m in mutations}
         for t in sorted(tables):
-            self.log.append((t, len({m.version for m in mutations if m.table == t})))
-            self.threads.append(threading.get_ident())
+            self.log.append((threading.get_ident(), t,
+                             len({m.version for m in mutations if m.table == t})))
         if n.COUNTERS in tables:
             self.counters_applies += 1
             if self.counters_applies == self.tear_at:
@@ -223,8 +224,8 @@ def test_counters_rows_of_several_versions_are_written_through_a_redo_record(his
         projector.apply(batch)
     # partitions are applied by concurrent threads: the order holds within each thread
     multi = 0
-    for thread in set(store.threads):
-        log = [e for e, t in zip(store.log, store.threads, strict=True) if t == thread]
+    for thread in {t for t, _, _ in store.log}:
+        log = [(table, versions) for t, table, versions in store.log if t == thread]
         order = [table for table, _ in log]
         for i, (table, versions) in enumerate(log):
             if table == n.COUNTERS and versions > 1:
