@@ -262,9 +262,7 @@ class Mailstore:
         unreferenced-payload purge collects). A batch's payloads are written together."""
         inline = [c.facts.size <= self.inline_limit for c in items]
         large = [c.command.raw for c, small in zip(items, inline, strict=True) if not small]
-        if len(large) == 1:
-            self.payloads.put(large[0])
-        elif large:
+        if large:
             self.payloads.put_many(large)
         return inline
 
@@ -309,17 +307,20 @@ class Mailstore:
 
     def deliver_many(self, commands: Sequence[Deliver]) -> list[Delivery]:
         """Delivers a batch in one atomic append: one UID allocation per mailbox."""
-        return self.deliver_checked([self.check(c) for c in commands])
+        return self._deliver([self.check(c) for c in commands])  # facts just made: no re-check
 
     def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
         """``deliver_many`` of messages ``check`` has described (here or in another
         process): one atomic append. The facts must be those of the raw bytes (size and
         SHA-256 are compared; a mismatch is an InvalidCommand and nothing is written)."""
-        if not items:
-            return []
         for c in items:
             if not isinstance(c, CheckedDelivery) or not c.matches():
                 raise InvalidCommand(f"{c!r:.80}: not a checked delivery of its raw bytes")
+        return self._deliver(items)
+
+    def _deliver(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+        if not items:
+            return []
         commands = [c.command for c in items]
         inline = self._store_payloads(items)
         prepared = [(c.command.raw, c.facts, small)
