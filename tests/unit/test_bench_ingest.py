@@ -23,6 +23,11 @@ def test_bench_ingest_reports_rates_baselines_and_ratios(tmp_path: Path) -> None
         result["single_command_msgs_per_s"] / result["raw_sqlite_one_row_per_tx_per_s"], 3)
     assert result["ratio_batched"] == round(
         result["batched_import_msgs_per_s"] / result["raw_sqlite_10_rows_per_tx_per_s"], 3)
+    log_only = result["log_only"]
+    assert log_only["single_command_msgs_per_s"] > 0 and log_only["batched_import_msgs_per_s"] > 0
+    assert log_only["ratio_batched"] == round(
+        log_only["batched_import_msgs_per_s"] / result["raw_sqlite_10_rows_per_tx_per_s"], 3)
+    assert result["parse_only_msgs_per_s"] > 0
     assert result["meets_targets"] == (result["ratio_single"] >= 0.15
                                        and result["ratio_batched"] >= 0.30)
     assert (tmp_path / "ingest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -33,3 +38,15 @@ def test_bench_ingest_cli_prints_one_json_object() -> None:
     assert out.exit_code == 0, out.output
     [line] = [x for x in out.stdout.splitlines() if x.strip()]
     assert json.loads(line)["benchmark"] == "ingest"
+
+
+def test_log_only_store_appends_without_read_models(tmp_path: Path) -> None:
+    from adapters.bench import _open_log_only
+
+    store = _open_log_only(tmp_path / "log-only", "full")
+    try:
+        store.deliver(account="ada@example.org", raw=b"Subject: hi\r\n\r\nbody\r\n")
+        assert store.projections is None and store.max_position() > 0
+    finally:
+        store.close()
+    assert not (tmp_path / "log-only" / "tables.sqlite").exists()

@@ -104,6 +104,15 @@ def test_bench_rebuild(tmp_path: Path) -> None:
               r["cells_written"], r["mapper_read_decode_events_per_s"], r["max_rss_mb"])
     assert r["entry_point"] == "ProjectionHost.rebuild"
     assert isinstance(r["meets_target"], bool) and plot.stat().st_size > 0
+    _positive(r["select_unpack_events_per_s"])
+    assert r["target_budget_beyond_floor_us_per_event"] == round(
+        1e6 / r["target_events_per_s"] - 1e6 / r["select_unpack_events_per_s"], 2)
+    _positive(r["write_us_per_event"])
+
+
+def test_select_unpack_reads_every_event_of_the_log() -> None:
+    log_path, meta = bp.bench_log(2000)
+    assert bp.select_unpack(log_path) == meta["events"]
 
 
 def test_bench_query(tmp_path: Path) -> None:
