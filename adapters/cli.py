@@ -341,9 +341,9 @@ def counters(account: str) -> None:
     if state.json:
         out(c)
         return
-    for kind in ("mailboxes", "labels"):
+    for kind, singular in (("mailboxes", "mailbox"), ("labels", "label")):
         for name, v in sorted(c[kind].items()):
-            typer.echo(f"{kind[:-1]:8} {name:24} messages={v['messages']} unread={v['unread']} "
+            typer.echo(f"{singular:8} {name:24} messages={v['messages']} unread={v['unread']} "
                        f"bytes={v['bytes']}")
 
 

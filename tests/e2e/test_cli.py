@@ -59,6 +59,9 @@ def test_commands_and_queries(tmp_path, mail_file):
     assert listed["flags"] == ["\\Seen"] and listed["labels"] == ["work"]
     [c] = jrun(data, "counters", "ada@example.org")
     assert c["mailboxes"]["Archive"]["messages"] == 1
+    lines = run(data, "counters", "ada@example.org").stdout.decode().splitlines()
+    assert [line.split()[:2] for line in lines] == [
+        ["mailbox", "Archive"], ["mailbox", "INBOX"], ["label", "work"]]
     [st] = jrun(data, "status", "ada@example.org", "Archive")
     assert st["uidnext"] == 2
     reports = jrun(data, "verify", "--all")
