@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Annotated, Any, NoReturn
 from uuid import UUID
 
 import typer
+from rich.cells import set_cell_size
 
 from domain.errors import InvalidCommand, LetterlogError
 
@@ -301,11 +303,21 @@ def unsubscribe(account: str, mailbox: str) -> None:
 
 
 # -- queries (read models) ---------------------------------------------------------------------
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _cell(text: str | None, width: int) -> str:
+    """``text`` in exactly ``width`` terminal columns (wide characters count twice), its
+    control characters shown as U+FFFD: a sender or subject is whatever the message's
+    author wrote, terminal escape sequences included."""
+    return set_cell_size(_CONTROL.sub("\ufffd", text or ""), width)
+
+
 def _rows(rows: list[Any]) -> None:
     for m in rows:
         d = m.as_dict()
-        out(d, f"{d['uid']:>6}  {d['internal_date'][:16]}  {(d['sender'] or '')[:26]:26}  "
-               f"{(d['subject'] or '')[:44]:44}  {' '.join(d['flags'])}")
+        out(d, f"{d['uid']:>6}  {d['internal_date'][:16]}  {_cell(d['sender'], 26)}  "
+               f"{_cell(d['subject'], 44)}  {' '.join(d['flags'])}")
 
 
 @app.command("list")

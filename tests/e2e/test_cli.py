@@ -145,3 +145,31 @@ def test_readme_example_runs(tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr.decode()
     assert b"\\Seen" in p.stdout
+
+
+def test_listing_keeps_columns_and_shows_no_terminal_escapes(tmp_path):
+    """Senders and subjects are the author's text: a listing pads wide characters by their
+    display width and shows control characters (an escape sequence) as U+FFFD."""
+    import base64
+
+    from rich.cells import cell_len
+
+    data = tmp_path / "d"
+    wide = "代开各地增值税发票" * 6  # 108 columns: cut to 44
+    encoded = base64.b64encode(wide.encode()).decode()
+    for subject in (f"=?utf-8?b?{encoded}?=", "=?utf-8?q?=1B[2J=1B[31mred?=", "plain"):
+        f = tmp_path / "m.eml"
+        f.write_bytes(make_mail(subject))
+        run(data, "deliver", "--account", "ada@example.org", str(f))
+    lines = run(data, "list", "ada@example.org").stdout.decode().splitlines()
+    assert len(lines) == 3 and "\x1b" not in "".join(lines)
+    assert "[31mred" in lines[1]
+    # no flags: every line ends where the flags column starts, at the same display column
+    assert {cell_len(line) for line in lines} == {6 + 2 + 16 + 2 + 26 + 2 + 44 + 2}
+
+
+def test_a_listing_cell_replaces_control_characters_and_fits_its_width():
+    from adapters.cli import _cell
+
+    assert _cell("\x1b[31mred\x9b", 8) == "\ufffd[31mred\ufffd"[:8]
+    assert _cell("代开", 3) == "代 " and _cell(None, 2) == "  "
