@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(VENV)/bin/letterlog --data demo-data demo
 
 test: $(STAMP)
-	$(PY) -m adapters.services install
+	$(PY) -m adapters.devservers install
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
@@ -27,14 +27,14 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy domain projections
 
 services: $(STAMP)
-	$(PY) -m adapters.services up
+	$(PY) -m adapters.devservers up
 
 bench: $(STAMP)
 	$(VENV)/bin/letterlog bench ingest --json
 
 # every benchmark, JSON and a plot each in bench-results/ (stream starts Kafka and HBase)
 bench-all: $(STAMP)
-	$(PY) -m adapters.services install
+	$(PY) -m adapters.devservers install
 	mkdir -p bench-results
 	for b in ingest project rebuild query stream; do \
 	  $(VENV)/bin/letterlog bench $$b --json --plot bench-results/$$b.png \

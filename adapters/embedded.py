@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-from adapters.eventstore import MailLog, open_log, postgres_env, sqlite_env
-from adapters.file_payloads import FilePayloadStore
-from adapters.log_reader import read_events
+from adapters.eventlog.store import MailLog, open_log, postgres_env, sqlite_env
+from adapters.payloads.files import FilePayloadStore
+from adapters.eventlog.reader import read_events
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
 from domain.errors import MailboxNotFound, MessageNotFound, SettingsError
@@ -91,11 +91,11 @@ class Letterlog:
         return store
 
     def _open_projections(self, root: Path) -> None:
-        from adapters.projection_host import ProjectionHost
+        from adapters.readside.host import ProjectionHost
 
         if self.settings.table_store == "hbase":
             # Scale-out: stream workers project into HBase; this process only reads it.
-            from adapters.stream_worker import open_table_store
+            from adapters.streaming.worker import open_table_store
 
             self.projections = ProjectionHost(open_table_store(self.settings), self.events,
                                               None, self.max_position, live=False)

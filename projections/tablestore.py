@@ -251,7 +251,7 @@ Cells: TypeAlias = dict[bytes, tuple[bytes, int]]
 
 
 class TableStore(Protocol):
-    """HBase-shaped tables. Adapters: ``adapters.sqlite_tables``, ``adapters.memory_tables``."""
+    """HBase-shaped tables. Adapters: ``adapters.tables.sqlite``, ``adapters.tables.memory``."""
 
     def create_table(self, spec: TableSpec) -> None:
         """Create the table; a no-op if it exists with the same families

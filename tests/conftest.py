@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.eventstore import MailLog
-from adapters.memory_payloads import InMemoryPayloadStore
+from adapters.eventlog.store import MailLog
+from adapters.payloads.memory import InMemoryPayloadStore
 from domain.service import Mailstore
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "mail"

@@ -169,7 +169,7 @@ def test_listing_keeps_columns_and_shows_no_terminal_escapes(tmp_path):
 
 
 def test_a_listing_cell_replaces_control_characters_and_fits_its_width():
-    from adapters.cli import _cell
+    from adapters.cli.app import _cell
 
     assert _cell("\x1b[31mred\x9b", 8) == "\ufffd[31mred\ufffd"[:8]
     assert _cell("代开", 3) == "代 " and _cell(None, 2) == "  "

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.file_payloads import FilePayloadStore
-from adapters.memory_payloads import InMemoryPayloadStore
+from adapters.payloads.files import FilePayloadStore
+from adapters.payloads.memory import InMemoryPayloadStore
 from domain.rfc5322 import MessageFacts, inspect_message, prescan_structure
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "mail"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.eventstore import open_log, sqlite_env
-from adapters.memory_payloads import InMemoryPayloadStore
+from adapters.eventlog.store import open_log, sqlite_env
+from adapters.payloads.memory import InMemoryPayloadStore
 from domain.errors import InvalidCommand, MailboxNotFound
 from domain.service import Mailstore
 from tests.conftest import make_mail

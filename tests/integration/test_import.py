@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapters.embedded import Letterlog
-from adapters.importer import run_import
+from adapters.cli.importer import run_import
 from tests.conftest import make_mail
 
 ADA = "ada@example.org"

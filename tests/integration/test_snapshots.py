@@ -8,8 +8,8 @@ from typing import Any
 
 from eventsourcing.application import project_aggregate
 
-from adapters.eventstore import open_log, sqlite_env
-from adapters.memory_payloads import InMemoryPayloadStore
+from adapters.eventlog.store import open_log, sqlite_env
+from adapters.payloads.memory import InMemoryPayloadStore
 from domain.mailbox import Mailbox
 from domain.service import Mailstore
 from tests.conftest import make_mail

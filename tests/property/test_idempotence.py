@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.memory_tables import InMemoryTableStore
-from adapters.sqlite_tables import SqliteTableStore
+from adapters.tables.memory import InMemoryTableStore
+from adapters.tables.sqlite import SqliteTableStore
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import TableDigest, table_digest
@@ -214,8 +214,8 @@ def test_a_fold_loaded_into_fresh_sqlite_tables_has_the_digests_of_the_live_tabl
 def mailstore_events(commands: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
     """Play commands on a real ``Mailstore`` (in-memory event store); refused ones are
     skipped (the domain raises a named error and writes nothing)."""
-    from adapters.eventstore import MailLog
-    from adapters.memory_payloads import InMemoryPayloadStore
+    from adapters.eventlog.store import MailLog
+    from adapters.payloads.memory import InMemoryPayloadStore
     from domain.errors import LetterlogError, MailboxNotFound
     from domain.service import Mailstore
     from tests.conftest import Clock, make_mail

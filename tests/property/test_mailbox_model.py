@@ -11,8 +11,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from adapters.eventstore import MailLog
-from adapters.memory_payloads import InMemoryPayloadStore
+from adapters.eventlog.store import MailLog
+from adapters.payloads.memory import InMemoryPayloadStore
 from domain.errors import ExtractionRefused
 from domain.service import Mailstore
 from tests.conftest import Clock, make_mail

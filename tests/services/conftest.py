@@ -1,7 +1,7 @@
 """Session-scoped real servers: `postgres_server`, `hbase_server`, `kafka_server`.
 
 Each fixture starts its server once per test session (installing it first if needed) and
-yields the started object from `adapters.services`. If a server cannot start, the test is
+yields the started object from `adapters.devservers`. If a server cannot start, the test is
 skipped with the reason and the log tail -- unless `CI` is set to true (also 1/yes, as in
 tests/conftest.py), where the test fails instead.
 
@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from adapters.services import HBaseServer, KafkaServer, PostgresServer, ServiceFailed
-from adapters.services._common import Service
+from adapters.devservers import HBaseServer, KafkaServer, PostgresServer, ServiceFailed
+from adapters.devservers._common import Service
 
 _lock = threading.Lock()
 _servers: dict[str, Service] = {}

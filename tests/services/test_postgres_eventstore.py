@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from adapters.embedded import Letterlog, postgres_env_from_dsn
-from adapters.eventstore import MailLog, postgres_env, sqlite_env
-from adapters.file_payloads import FilePayloadStore
+from adapters.eventlog.store import MailLog, postgres_env, sqlite_env
+from adapters.payloads.files import FilePayloadStore
 from domain.errors import ExtractionRefused
 from tests.conftest import make_mail
 from tests.services.test_relay import drop_database, new_database

@@ -18,8 +18,8 @@ from uuid import UUID
 import pytest
 
 from adapters.embedded import Letterlog
-from adapters.event_records import account_of, decode_record, decode_value, record_from_notification
-from adapters.relay import (
+from adapters.eventlog.records import account_of, decode_record, decode_value, record_from_notification
+from adapters.streaming.relay import (
     CorruptEvent,
     FilePosition,
     InjectedCrash,
@@ -426,7 +426,7 @@ def test_the_embedded_sqlite_store_relays_with_a_position_file(
 def test_an_unreachable_broker_raises_once_and_is_retried_by_run(tmp_path: Path) -> None:
     from aiokafka.errors import KafkaError
 
-    from adapters.services._common import free_port
+    from adapters.devservers._common import free_port
 
     def read(start: int, limit: int) -> list[Any]:
         raise AssertionError("nothing is read before the broker answers")

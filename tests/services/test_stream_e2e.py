@@ -25,10 +25,10 @@ import msgpack
 import pytest
 
 from adapters.embedded import Letterlog
-from adapters.projection_host import verify_tables
-from adapters.relay import InjectedCrash, OutboxRelay
-from adapters.stream_projector import list_dead_letters
-from adapters.stream_worker import kafka_lag
+from adapters.readside.host import verify_tables
+from adapters.streaming.relay import InjectedCrash, OutboxRelay
+from adapters.streaming.projector import list_dead_letters
+from adapters.streaming.worker import kafka_lag
 from projections.registry import ALL
 from projections.runner import identity
 from tests.unit.test_stream_projector import story
@@ -77,7 +77,7 @@ def drop_database(server: Any, dsn: str) -> None:
 
 
 class Worker:
-    """``python -m adapters.stream_worker`` as a subprocess, its output in a log file."""
+    """``python -m adapters.streaming.worker`` as a subprocess, its output in a log file."""
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.env = env
@@ -89,7 +89,7 @@ class Worker:
         out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
         out.write(f"\n===== worker start {extra} =====\n".encode())
         out.flush()
-        self.proc = subprocess.Popen([sys.executable, "-m", "adapters.stream_worker"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "adapters.streaming.worker"],
                                      cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         out.close()
         return self
@@ -132,7 +132,7 @@ class Pipeline:
         self.letterlog = Letterlog.open(root / "data", event_store="postgres", postgres_dsn=dsn,
                                         durability="normal", kafka_bootstrap=bootstrap,
                                         kafka_topic=self.topic)
-        from adapters.hbase_tables import HBaseTableStore
+        from adapters.tables.hbase import HBaseTableStore
 
         self.tables = HBaseTableStore(hbase.thrift_host, hbase.thrift_port,
                                       table_prefix=self.prefix)

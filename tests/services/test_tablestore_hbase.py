@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("happybase")
 
-from adapters.hbase_tables import SALT_SPLIT_KEYS, HBaseTableStore, hbase_shell_create  # noqa: E402
+from adapters.tables.hbase import SALT_SPLIT_KEYS, HBaseTableStore, hbase_shell_create  # noqa: E402
 from projections.tablestore import (  # noqa: E402
     DeleteColumn,
     DeleteRow,
@@ -39,7 +39,7 @@ PREFIX = f"lltest-{uuid.uuid4().hex[:8]}"
 
 
 class HBaseServer(Protocol):
-    """What these tests use of ``adapters.services.HBaseServer``."""
+    """What these tests use of ``adapters.devservers.HBaseServer``."""
 
     thrift_host: str
     thrift_port: int

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from adapters.bench import bench_ingest
+from adapters.bench.ingest import bench_ingest
 from adapters.cli import app
 
 
@@ -41,7 +41,7 @@ def test_bench_ingest_cli_prints_one_json_object() -> None:
 
 
 def test_log_only_store_appends_without_read_models(tmp_path: Path) -> None:
-    from adapters.bench import _open_log_only
+    from adapters.bench.ingest import _open_log_only
 
     store = _open_log_only(tmp_path / "log-only", "full")
     try:

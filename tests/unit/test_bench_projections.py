@@ -13,7 +13,7 @@ from uuid import uuid4
 
 import pytest
 
-from adapters import bench_projections as bp
+from adapters.bench import projections as bp
 from domain.rfc5322 import inspect_message
 from domain.service import envelope_for_event, facts_for_event
 from projections import queries as q

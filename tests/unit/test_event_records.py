@@ -8,14 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from adapters.event_records import (
+from adapters.eventlog.records import (
     account_key,
     account_of,
     decode_record,
     mapper,
     record_from_notification,
 )
-from adapters.eventstore import MailLog
+from adapters.eventlog.store import MailLog
 from domain.errors import CorruptEvent
 from domain.service import Mailstore
 from tests.conftest import make_mail
@@ -80,7 +80,7 @@ def test_a_malformed_value_is_a_corrupt_event() -> None:
 def test_the_relay_partition_cache_chooses_as_kafka_default_partitioner() -> None:
     import asyncio
 
-    from adapters.relay import FilePosition, OutboxRelay
+    from adapters.streaming.relay import FilePosition, OutboxRelay
 
     class _Producer:
         async def partitions_for(self, topic: str) -> set[int]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.file_payloads import MANIFEST, FilePayloadStore
-from adapters.memory_payloads import InMemoryPayloadStore
+from adapters.payloads.files import MANIFEST, FilePayloadStore
+from adapters.payloads.memory import InMemoryPayloadStore
 from domain.errors import PayloadMissing
 from domain.payloads import chunk_count, rechunk
 from domain.ports import PayloadStore

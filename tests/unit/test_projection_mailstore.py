@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from adapters.memory_tables import InMemoryTableStore
-from adapters.sqlite_tables import SqliteTableStore
+from adapters.tables.memory import InMemoryTableStore
+from adapters.tables.sqlite import SqliteTableStore
 from domain.service import Mailstore
 from projections import counters, keys
 from projections import names as n

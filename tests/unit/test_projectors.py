@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from adapters.memory_tables import InMemoryTableStore
+from adapters.tables.memory import InMemoryTableStore
 from domain.errors import CorruptEvent
 from domain.message import Message
 from projections import counters, keys

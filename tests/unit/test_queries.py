@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from adapters.memory_tables import InMemoryTableStore
+from adapters.tables.memory import InMemoryTableStore
 from projections import keys
 from projections import names as n
 from projections import queries as q

@@ -14,12 +14,12 @@ from unittest.mock import ANY
 import msgpack
 import pytest
 
-from adapters.event_records import account_of, record_from_notification
-from adapters.eventstore import MailLog
-from adapters.memory_payloads import InMemoryPayloadStore
-from adapters.memory_tables import InMemoryTableStore
-from adapters.projection_host import verify_tables
-from adapters.stream_projector import (
+from adapters.eventlog.records import account_of, record_from_notification
+from adapters.eventlog.store import MailLog
+from adapters.payloads.memory import InMemoryPayloadStore
+from adapters.tables.memory import InMemoryTableStore
+from adapters.readside.host import verify_tables
+from adapters.streaming.projector import (
     Record,
     StreamProjector,
     _BatchStore,

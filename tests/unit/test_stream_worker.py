@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from adapters.memory_tables import InMemoryTableStore
+from adapters.tables.memory import InMemoryTableStore
 from adapters.settings import load_settings
-from adapters.stream_projector import list_dead_letters
-from adapters.stream_worker import WorkerOptions, create_app, publish_lag
+from adapters.streaming.projector import list_dead_letters
+from adapters.streaming.worker import WorkerOptions, create_app, publish_lag
 from tests.unit.test_stream_projector import TOPIC, Log, assert_equal_to_fold, story
 
 OPTIONS = WorkerOptions(batch=10, within=0.02, retry_delay=0.01)

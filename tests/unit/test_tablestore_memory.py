@@ -1,4 +1,4 @@
-from adapters.memory_tables import InMemoryTableStore
+from adapters.tables.memory import InMemoryTableStore
 from projections.tablestore import TableStore
 from tests.contracts.tablestore_contract import TableStoreContract
 

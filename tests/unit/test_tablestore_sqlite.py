@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.sqlite_tables import SqliteTableStore
+from adapters.tables.sqlite import SqliteTableStore
 from projections.tablestore import (
     DeleteRow,
     Put,
@@ -144,7 +144,7 @@ def test_a_load_with_an_unknown_family_writes_nothing(tmp_path: Path) -> None:
 def test_a_batch_longer_than_one_insert_statement_keeps_put_order_and_versions(
     tmp_path: Path,
 ) -> None:
-    from adapters.memory_tables import InMemoryTableStore
+    from adapters.tables.memory import InMemoryTableStore
 
     puts = [Put(SPEC.name, b"r%d" % (i % 7), b"meta:%d" % (i % 3), b"v%d" % i, i % 11)
             for i in range(450)]  # 200-row statements: duplicates within and across them

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.transcoder import MsgpackTranscoder
+from adapters.eventlog.transcoder import MsgpackTranscoder
 
 T = MsgpackTranscoder()
 aware = st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1),

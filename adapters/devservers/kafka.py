@@ -38,7 +38,7 @@ __all__ = ["KafkaServer", "KAFKA_POM", "install_kafka"]
 KAFKA_POM = Path(__file__).parent / "maven" / "kafka" / "pom.xml"
 
 LOG4J_PROPERTIES = """\
-# written by adapters/services/kafka.py (reload4j, log4j 1 syntax)
+# written by adapters/devservers/kafka.py (reload4j, log4j 1 syntax)
 log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.FileAppender
 log4j.appender.file.File=${kafka.logs.dir}/server.log
@@ -170,7 +170,7 @@ class KafkaServer(Service):
             self.port, self.controller_port = free_ports(2)
         conf = wd / "conf" / "server.properties"
         conf.write_text(
-            "# written by adapters/services/kafka.py\n"
+            "# written by adapters/devservers/kafka.py\n"
             + "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
         )
         (wd / "conf" / "log4j.properties").write_text(LOG4J_PROPERTIES)

@@ -448,7 +448,7 @@ def import_mbox(path: Path, account: Annotated[str, typer.Option()],
                 mailbox: Annotated[str, typer.Option()] = "INBOX",
                 batch: Annotated[int, typer.Option(help="messages per append")] = 100) -> None:
     """Import every message of an mbox file (batched appends, with progress)."""
-    from adapters.importer import import_mbox as run
+    from adapters.cli.importer import import_mbox as run
 
     report = run(state.store(), path, account, mailbox, batch=batch, progress=not state.json)
     out(report, f"imported {report['imported']} messages, rejected {report['rejected']}")
@@ -459,7 +459,7 @@ def import_maildir(path: Path, account: Annotated[str, typer.Option()],
                    mailbox: Annotated[str, typer.Option()] = "INBOX",
                    batch: Annotated[int, typer.Option(help="messages per append")] = 100) -> None:
     """Import a Maildir (cur/ and new/), keeping its flags (S R F T D)."""
-    from adapters.importer import import_maildir as run
+    from adapters.cli.importer import import_maildir as run
 
     report = run(state.store(), path, account, mailbox, batch=batch, progress=not state.json)
     out(report, f"imported {report['imported']} messages, rejected {report['rejected']}")
@@ -469,7 +469,7 @@ def import_maildir(path: Path, account: Annotated[str, typer.Option()],
 @app.command()
 def demo(messages: Annotated[int, typer.Option(help="messages to generate")] = 400) -> None:
     """Generate realistic mail, deliver it, exercise every command, print a summary."""
-    from adapters.demo import run_demo
+    from adapters.cli.demo import run_demo
 
     run_demo(state.store(), messages=messages, as_json=state.json)
 
@@ -479,7 +479,7 @@ def bench_ingest(messages: Annotated[int, typer.Option(help="messages")] = 5000,
                  plot: PlotOption = None,
                  as_json: BenchJson = False) -> None:
     """Deliveries/s (single command and batched import) vs raw SQLite, same durability."""
-    from adapters.bench import bench_ingest as run
+    from adapters.bench.ingest import bench_ingest as run
 
     _bench(run(messages=messages, plot=plot), as_json)
 
@@ -499,7 +499,7 @@ def _stop_on_signals() -> Any:
 def relay(once: Annotated[bool, typer.Option(help="publish what is there, then exit")] = False
           ) -> None:
     """Outbox relay: publish the event log to Kafka (LETTERLOG_KAFKA_BOOTSTRAP), resumably."""
-    from adapters.relay import OutboxRelay
+    from adapters.streaming.relay import OutboxRelay
     from adapters.settings import load_settings
 
     settings = load_settings(data=state.data)
@@ -515,7 +515,7 @@ def relay(once: Annotated[bool, typer.Option(help="publish what is there, then e
 def worker(loglevel: Annotated[str, typer.Option(help="faust log level")] = "info") -> None:
     """faust projector worker: Kafka → the same projectors → HBase (run N of them)."""
     from adapters.settings import load_settings
-    from adapters.stream_worker import main as run
+    from adapters.streaming.worker import main as run
 
     raise typer.Exit(run(load_settings(data=state.data), loglevel=loglevel))
 
@@ -526,7 +526,7 @@ app.add_typer(dead_app, name="dead-letters")
 
 def _stream_store() -> Any:
     from adapters.settings import load_settings
-    from adapters.stream_worker import open_table_store
+    from adapters.streaming.worker import open_table_store
 
     return open_table_store(load_settings(data=state.data))
 
@@ -534,7 +534,7 @@ def _stream_store() -> Any:
 @dead_app.command("list")
 def dead_letters_list(limit: Annotated[int, typer.Option(min=1)] = 100) -> None:
     """List dead letters with their errors."""
-    from adapters.stream_projector import list_dead_letters
+    from adapters.streaming.projector import list_dead_letters
 
     for letter in list_dead_letters(_stream_store(), limit=limit):
         d = letter.as_dict()
@@ -544,7 +544,7 @@ def dead_letters_list(limit: Annotated[int, typer.Option(min=1)] = 100) -> None:
 @dead_app.command("redrive")
 def dead_letters_redrive() -> None:
     """Apply every dead letter again (after a fix); the ones that succeed are removed."""
-    from adapters.stream_projector import redrive
+    from adapters.streaming.projector import redrive
 
     report = redrive(_stream_store())
     out({k: v for k, v in report.items() if k != "details"},
@@ -561,7 +561,7 @@ def bench_project(events: Annotated[int, typer.Option(help="events in the log")]
                   plot: PlotOption = None,
                  as_json: BenchJson = False) -> None:
     """Catch-up projection throughput vs raw SQLite writes of the same cells."""
-    from adapters.bench_projections import bench_project as run
+    from adapters.bench.projections import bench_project as run
 
     _bench(run(events=events, plot=plot), as_json)
 
@@ -571,7 +571,7 @@ def bench_rebuild(events: Annotated[int, typer.Option(help="events in the log")]
                   plot: PlotOption = None,
                  as_json: BenchJson = False) -> None:
     """Single-process rebuild of all projections vs reading and decoding the log."""
-    from adapters.bench_projections import bench_rebuild as run
+    from adapters.bench.projections import bench_rebuild as run
 
     _bench(run(events=events, plot=plot), as_json)
 
@@ -581,7 +581,7 @@ def bench_query(messages: Annotated[int, typer.Option(help="messages in the mail
                 samples: Annotated[int, typer.Option(help="queries timed")] = 2000,
                 plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT."""
-    from adapters.bench_projections import bench_query as run
+    from adapters.bench.projections import bench_query as run
 
     _bench(run(messages=messages, samples=samples, plot=plot), as_json)
 
@@ -591,7 +591,7 @@ def bench_stream(events: Annotated[int, typer.Option(help="events end to end")] 
                  plot: PlotOption = None,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
-    from adapters.bench_stream import bench_stream as run
+    from adapters.bench.stream import bench_stream as run
 
     _bench(run(events=events, plot=plot), as_json)
 

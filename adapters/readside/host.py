@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.memory_tables import InMemoryTableStore
-from adapters.sqlite_tables import SqliteTableStore
+from adapters.tables.memory import InMemoryTableStore
+from adapters.tables.sqlite import SqliteTableStore
 from domain.errors import SettingsError
 from domain.values import account_id_for
 from projections import names as n
@@ -257,7 +257,7 @@ class ProjectionHost:
         return list(q.message_ids_in(self.tables, mailbox_id, self.physical))
 
     def demo_report(self, console: Any, accounts: list[str], *, as_json: bool) -> dict[str, Any]:
-        from adapters.demo_report import report
+        from adapters.cli.demo_report import report
 
         return report(self, console, accounts, as_json=as_json)
 

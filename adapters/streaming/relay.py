@@ -5,7 +5,7 @@
         relay.run(stop)                              # or relay.run_once()
 
 Each event becomes one record: key = its account id (16 bytes), value =
-``record_from_notification(n).encode()`` (see ``adapters.event_records``). One idempotent
+``record_from_notification(n).encode()`` (see ``adapters.eventlog.records``). One idempotent
 producer (``acks="all"``) sends a batch in position order and waits for every ack; only then
 is the batch's last position recorded durably (``RelayPosition``). After a crash the relay
 resumes from the recorded position, so a crash between the acks and the record republishes
@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from adapters.event_records import account_key, mapper, record_from_notification
+from adapters.eventlog.records import account_key, mapper, record_from_notification
 from domain.errors import CorruptEvent, LetterlogError, SettingsError
 
 __all__ = [
@@ -570,7 +570,7 @@ class OutboxRelay:
 
 def _open_log(settings: Any) -> Any:
     from adapters.embedded import postgres_env_from_dsn
-    from adapters.eventstore import open_log, postgres_env, sqlite_env
+    from adapters.eventlog.store import open_log, postgres_env, sqlite_env
 
     if settings.event_store == "postgres":
         env = postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))

@@ -147,7 +147,7 @@ class PostgresServer(Service):
             "POSTGRES_PASSWORD": self.password,
         }
         if include_module:
-            env["PERSISTENCE_MODULE"] = "adapters.eventstore:SerialisedPostgresFactory"
+            env["PERSISTENCE_MODULE"] = "adapters.eventlog.store:SerialisedPostgresFactory"
         return env
 
     # ------------------------------------------------------------------ lifecycle

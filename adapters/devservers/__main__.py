@@ -1,8 +1,8 @@
 """Install or run the real servers from the command line (no third-party CLI library).
 
-python -m adapters.services install [--only pg,hbase,kafka]
+python -m adapters.devservers install [--only pg,hbase,kafka]
     apt (PostgreSQL, a JDK 17 if missing, Maven if missing) + Maven jars; starts nothing.
-python -m adapters.services up [--only pg,hbase,kafka] [--env-file PATH]
+python -m adapters.devservers up [--only pg,hbase,kafka] [--env-file PATH]
     start them, write <cache>/services.env (LETTERLOG_... lines), stay in the foreground
     until Ctrl-C / SIGTERM, then tear everything down (and remove the env file).
 """
@@ -112,7 +112,7 @@ def cmd_up(names: Sequence[str], env_file: Path) -> int:
         lines = env_lines(servers)
         env_file.parent.mkdir(parents=True, exist_ok=True)
         env_file.write_text(
-            f"# written by `python -m adapters.services up` (pid {os.getpid()});"
+            f"# written by `python -m adapters.devservers up` (pid {os.getpid()});"
             " removed when it stops\n" + "\n".join(lines) + "\n"
         )
         written = True
@@ -157,7 +157,7 @@ def cmd_up(names: Sequence[str], env_file: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m adapters.services",
+        prog="python -m adapters.devservers",
         description="Install / run real PostgreSQL, HBase (standalone + Thrift1) and Kafka (KRaft) "
         "servers on 127.0.0.1 for letterlog tests and local runs.",
     )

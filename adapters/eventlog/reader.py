@@ -28,7 +28,7 @@ from uuid import UUID
 from eventsourcing.utils import resolve_topic
 from msgpack import unpackb as _unpackb
 
-from adapters.transcoder import MsgpackTranscoder, ext_hook, uuid_from_int
+from adapters.eventlog.transcoder import MsgpackTranscoder, ext_hook, uuid_from_int
 from domain.errors import CorruptEvent
 
 Decode = Callable[[Any, int, str, bytes], Any]

@@ -1,10 +1,10 @@
 """The stream projector: Kafka records in, table mutations out (no faust in here).
 
 ``StreamProjector.apply(records)`` takes one batch of event records (see
-``adapters.event_records``: key = account id, value = msgpack record) from any number of
+``adapters.eventlog.records``: key = account id, value = msgpack record) from any number of
 partitions, decodes them, runs the same pure projectors as every other host through
 ``ProjectionRunner``, and writes the table store in batches. The faust agent in
-``adapters.stream_worker`` only feeds it and acknowledges the records once ``apply`` has
+``adapters.streaming.worker`` only feeds it and acknowledges the records once ``apply`` has
 returned. Why it is built this way (``docs/streaming.md`` has the long form):
 
 Tracking per partition
@@ -68,7 +68,7 @@ from typing import Any
 import msgpack
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from adapters.event_records import decode_record, decode_value
+from adapters.eventlog.records import decode_record, decode_value
 from domain.errors import CorruptEvent
 from projections import names as n
 from projections.registry import ALL, Projection

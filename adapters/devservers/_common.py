@@ -1,7 +1,7 @@
 """Shared machinery for the real test/dev servers (PostgreSQL, HBase, Kafka).
 
 Nothing here imports a client library at module import time: the probes import psycopg,
-happybase or aiokafka lazily, so `import adapters.services` works without the extras.
+happybase or aiokafka lazily, so `import adapters.devservers` works without the extras.
 """
 
 from __future__ import annotations
@@ -451,7 +451,7 @@ def maven_lib(pom: Path, *, prefix: str, install: bool = True) -> Path:
         return lib
     if not install:
         raise ServiceFailed(
-            f"{prefix} jars not installed yet (run `python -m adapters.services install`)"
+            f"{prefix} jars not installed yet (run `python -m adapters.devservers install`)"
         )
     with file_lock(f"maven-{prefix}"):
         if marker.exists():

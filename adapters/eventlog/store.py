@@ -24,7 +24,7 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
-from adapters.transcoder import MsgpackTranscoder
+from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.account import Account
 from domain.mailbox import Mailbox
 from domain.message import Message
@@ -104,7 +104,7 @@ def _postgres_factory() -> type[Any]:
 
 
 def __getattr__(name: str) -> Any:
-    # ``PERSISTENCE_MODULE=adapters.eventstore:SerialisedPostgresFactory``; built lazily so
+    # ``PERSISTENCE_MODULE=adapters.eventlog.store:SerialisedPostgresFactory``; built lazily so
     # that the embedded default never imports psycopg.
     if name == "SerialisedPostgresFactory":
         factory = _postgres_factory()
@@ -207,7 +207,7 @@ def _head_query(app: MailLog) -> Any:
 
 def sqlite_env(path: str, durability: str = "full") -> dict[str, str]:
     return {
-        "PERSISTENCE_MODULE": "adapters.eventstore:DurableSQLiteFactory",
+        "PERSISTENCE_MODULE": "adapters.eventlog.store:DurableSQLiteFactory",
         "SQLITE_DBNAME": path,
         "SQLITE_LOCK_TIMEOUT": "30",
         "SQLITE_SYNCHRONOUS": durability,
@@ -217,7 +217,7 @@ def sqlite_env(path: str, durability: str = "full") -> dict[str, str]:
 
 def postgres_env(dsn_parts: dict[str, str]) -> dict[str, str]:
     env = {
-        "PERSISTENCE_MODULE": "adapters.eventstore:SerialisedPostgresFactory",
+        "PERSISTENCE_MODULE": "adapters.eventlog.store:SerialisedPostgresFactory",
         "AGGREGATE_CACHE_MAXSIZE": "20000",
     }
     env.update(dsn_parts)

@@ -1,9 +1,9 @@
-"""The faust app: one thin agent feeding ``StreamProjector`` (``adapters.stream_projector``).
+"""The faust app: one thin agent feeding ``StreamProjector`` (``adapters.streaming.projector``).
 
 Run N workers (same group id, topic with at least N partitions; ``docs/streaming.md``)::
 
-    faust -A adapters.stream_worker worker -l info      # settings from LETTERLOG_* variables
-    python -m adapters.stream_worker                    # the same, through main()
+    faust -A adapters.streaming.worker worker -l info      # settings from LETTERLOG_* variables
+    python -m adapters.streaming.worker                    # the same, through main()
 
 The agent takes batches of up to ``batch`` records (or what came within ``within`` seconds)
 with ``stream.noack_take``: faust does not acknowledge them itself. The batch is applied in a
@@ -15,7 +15,7 @@ dies before that has committed nothing of the batch; the next owner of the parti
 it again and the idempotent tables absorb the repeat. A failing table store is retried
 (backoff, forever: nothing can progress without it) without acknowledging anything.
 
-Nothing connects or reads settings at import time: ``faust -A adapters.stream_worker`` gets
+Nothing connects or reads settings at import time: ``faust -A adapters.streaming.worker`` gets
 ``app`` through the module ``__getattr__``, which builds it from ``load_settings()`` then.
 """
 
@@ -35,7 +35,7 @@ from typing import Any
 import faust
 
 from adapters.settings import Settings, load_settings
-from adapters.stream_projector import BatchResult, Record, StreamProjector
+from adapters.streaming.projector import BatchResult, Record, StreamProjector
 from domain.errors import SettingsError
 from projections.tablestore import TableStore
 
@@ -89,7 +89,7 @@ def open_table_store(settings: Settings, options: WorkerOptions | None = None) -
     the embedded projector writes)."""
     options = options or WorkerOptions()
     if settings.table_store == "hbase":
-        from adapters.hbase_tables import HBaseTableStore
+        from adapters.tables.hbase import HBaseTableStore
 
         extra: dict[str, Any] = {}
         thrift2 = getattr(settings, "hbase_thrift2_port", None) or options.hbase_thrift2_port
@@ -98,7 +98,7 @@ def open_table_store(settings: Settings, options: WorkerOptions | None = None) -
         return HBaseTableStore(settings.hbase_host, settings.hbase_port,
                                table_prefix=settings.hbase_table_prefix,
                                pool_size=options.hbase_pool, **extra)
-    from adapters.sqlite_tables import SqliteTableStore
+    from adapters.tables.sqlite import SqliteTableStore
 
     Path(settings.data).mkdir(parents=True, exist_ok=True)
     return SqliteTableStore(Path(settings.data) / "stream-tables.sqlite")
@@ -425,7 +425,7 @@ def main(settings: Settings | None = None, options: WorkerOptions | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    """``faust -A adapters.stream_worker``: the app, built on first access."""
+    """``faust -A adapters.streaming.worker``: the app, built on first access."""
     if name == "app":
         app = create_app(load_settings(), WorkerOptions.from_env())
         globals()["app"] = app

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.mailgen import PEOPLE, bench_messages
+from adapters.bench.mailgen import PEOPLE, bench_messages
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -49,8 +49,8 @@ def _open_log_only(directory: Path, durability: str) -> Any:
     """A store that appends to the log and keeps no read models in this process: the command
     side of a deployment whose stream workers project (``table_store=hbase``)."""
     from adapters.embedded import Letterlog
-    from adapters.eventstore import open_log, sqlite_env
-    from adapters.file_payloads import FilePayloadStore
+    from adapters.eventlog.store import open_log, sqlite_env
+    from adapters.payloads.files import FilePayloadStore
     from adapters.settings import load_settings
 
     directory.mkdir(parents=True)

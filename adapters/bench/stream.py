@@ -3,7 +3,7 @@ happybase batch writes of the same cells, in the same run.
 
 * **End to end**: the cached benchmark log (``bench_projections.bench_log``: at least
   ``events`` events through the real aggregates) is published by an ``OutboxRelay`` to a
-  fresh topic while ``workers`` stream workers (``python -m adapters.stream_worker``
+  fresh topic while ``workers`` stream workers (``python -m adapters.streaming.worker``
   subprocesses, one consumer group) project it into fresh HBase tables. The clock runs from
   the relay's start until Kafka reports every record committed by the group (offsets are
   committed only after the cells are written). The tables are then checked cell for cell
@@ -20,7 +20,7 @@ happybase batch writes of the same cells, in the same run.
     per (table, version) -- Thrift1 carries one timestamp per call, so this is what writing
     letterlog's versioned cells costs through happybase, whoever does it.
 
-Servers are started here through ``adapters.services`` unless ``bootstrap`` / ``hbase``
+Servers are started here through ``adapters.devservers`` unless ``bootstrap`` / ``hbase``
 (``host:port`` of a Thrift1 server) are given. Results are a JSON-able dict.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 TARGET_RATIO = 0.5
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rate(n: float, seconds: float) -> float:
@@ -106,7 +106,7 @@ def _workers(n: int, env: dict[str, str], logs: Path) -> list[subprocess.Popen[b
     procs = []
     for i in range(n):
         out = open(logs / f"worker-{i}.log", "wb")  # noqa: SIM115 - the child owns it
-        procs.append(subprocess.Popen([sys.executable, "-m", "adapters.stream_worker"],
+        procs.append(subprocess.Popen([sys.executable, "-m", "adapters.streaming.worker"],
                                       cwd=ROOT, env={**os.environ, **env},
                                       stdout=out, stderr=subprocess.STDOUT))
         out.close()
@@ -130,7 +130,7 @@ def _baselines(puts: list[Any], specs: list[Any], host: str, port: int, prefix: 
     """Writes ``puts`` through plain happybase twice: unversioned and versioned."""
     import happybase
 
-    from adapters.hbase_tables import HBaseTableStore
+    from adapters.tables.hbase import HBaseTableStore
 
     out: dict[str, Any] = {}
     for label, versioned in (("raw_batch", False), ("raw_batch_versioned", True)):
@@ -176,11 +176,11 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
     the server has a Thrift2 gateway: the one started here does; for a given ``hbase`` pass
     ``thrift2_port``) or ``"thrift1"`` (one call per version). ``logs``: a directory to keep
     the workers' logs in."""
-    from adapters.bench_projections import bench_log, open_reader
-    from adapters.hbase_tables import HBaseTableStore
-    from adapters.projection_host import verify_tables
-    from adapters.relay import FilePosition, OutboxRelay
-    from adapters.stream_worker import kafka_lag
+    from adapters.bench.projections import bench_log, open_reader
+    from adapters.tables.hbase import HBaseTableStore
+    from adapters.readside.host import verify_tables
+    from adapters.streaming.relay import FilePosition, OutboxRelay
+    from adapters.streaming.worker import kafka_lag
     from projections.registry import ALL
     from projections.runner import ProjectionRunner, identity
 
@@ -190,13 +190,13 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
     with ExitStack() as stack:
         started: dict[str, float] = {}
         if bootstrap is None:
-            from adapters.services import KafkaServer
+            from adapters.devservers import KafkaServer
 
             kafka = stack.enter_context(KafkaServer())
             bootstrap = kafka.bootstrap
             started["kafka_s"] = round(kafka.startup_seconds or 0, 1)
         if hbase is None:
-            from adapters.services import HBaseServer
+            from adapters.devservers import HBaseServer
 
             server = stack.enter_context(HBaseServer())
             host, port = server.thrift_host, int(server.thrift_port)
@@ -287,7 +287,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
             tables.drop_table(table)
 
         # -- baseline: the same cells through plain happybase ----------------------------------
-        from adapters.memory_tables import InMemoryTableStore
+        from adapters.tables.memory import InMemoryTableStore
 
         capture = _Capture(InMemoryTableStore())
         runner = ProjectionRunner(capture, ALL)

@@ -20,13 +20,13 @@ import msgpack
 from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import resolve_topic
 
-from adapters.log_reader import EventDecoder
-from adapters.transcoder import MsgpackTranscoder
+from adapters.eventlog.reader import EventDecoder
+from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.errors import CorruptEvent
 
 _MAPPER: Mapper[UUID] = Mapper(transcoder=MsgpackTranscoder())
 _DECODE = EventDecoder()
-_UUID_EXT = 1  # adapters.transcoder's extension type for a UUID
+_UUID_EXT = 1  # adapters.eventlog.transcoder's extension type for a UUID
 _KNOWN_TOPICS: set[str] = set()
 
 

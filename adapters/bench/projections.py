@@ -514,7 +514,7 @@ def bench_log(events: int, *, seed: int = 1) -> tuple[Path, dict[str, Any]]:
 
 
 def _generate(path: Path, events: int, seed: int) -> dict[str, Any]:
-    from adapters.eventstore import MailLog, sqlite_env
+    from adapters.eventlog.store import MailLog, sqlite_env
 
     app = MailLog(env=sqlite_env(str(path), "normal"))
     sim = LogSimulator(accounts=max(4, min(64, events // 15_000)), seed=seed)
@@ -547,8 +547,8 @@ def _generate(path: Path, events: int, seed: int) -> dict[str, Any]:
 def open_reader(events_path: Path) -> Any:
     """A ``Letterlog`` on the log alone (no read models opened, nothing caught up)."""
     from adapters.embedded import Letterlog
-    from adapters.eventstore import open_log, sqlite_env
-    from adapters.memory_payloads import InMemoryPayloadStore
+    from adapters.eventlog.store import open_log, sqlite_env
+    from adapters.payloads.memory import InMemoryPayloadStore
     from adapters.settings import load_settings
 
     settings = load_settings(data=events_path.parent, durability="normal", event_store="sqlite")
@@ -560,7 +560,7 @@ def select_unpack(events_path: Path, progress: Callable[[int], None] | None = No
     """Events read with one plain ``SELECT`` and their state unpacked by msgpack (with
     letterlog's extension types), building no event object: what any rebuild of this log
     costs at least. Returns how many were read."""
-    from adapters.transcoder import unpackb
+    from adapters.eventlog.transcoder import unpackb
 
     con = sqlite3.connect(f"file:{events_path}?mode=ro", uri=True)
     try:
@@ -577,7 +577,7 @@ def select_unpack(events_path: Path, progress: Callable[[int], None] | None = No
 
 def mapper_events(reader: Any, batch: int = 1000) -> Iterator[tuple[int, Any]]:
     """The log read the eventsourcing library's way, as ``Letterlog.events`` did before
-    ``adapters.log_reader``: ``select_notifications`` pages, ``Mapper.to_domain_event`` per
+    ``adapters.eventlog.reader``: ``select_notifications`` pages, ``Mapper.to_domain_event`` per
     event. The reference the fast reader is measured against."""
     recorder, mapper = reader.log.recorder, reader.log.mapper
     pos = 1
@@ -717,7 +717,7 @@ def raw_cell_writes(batches: list[list[Any]], path: Path, *,
 def bench_project(events: int = 200_000, plot: Path | None = None) -> dict[str, Any]:
     """Live-mode projection of a realistic log into a fresh SqliteTableStore vs raw SQLite
     writes of the same cells in equal-sized transactions."""
-    from adapters.sqlite_tables import SqliteTableStore
+    from adapters.tables.sqlite import SqliteTableStore
     from projections.registry import ALL
     from projections.runner import ProjectionRunner
 
@@ -806,7 +806,7 @@ def _max_rss_mb() -> float:
 def _rebuild_host(store: Any, reader: Any) -> Any:
     """A ``ProjectionHost`` on ``store`` reading the log of ``reader``: what ``letterlog
     rebuild --all`` runs (fold into fresh tables, catch up, switch the catalog)."""
-    from adapters.projection_host import ProjectionHost
+    from adapters.readside.host import ProjectionHost
 
     return ProjectionHost(store, reader.events, None, reader.max_position)
 
@@ -815,7 +815,7 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
     """``ProjectionHost.rebuild`` of every projection from the log into a fresh
     SqliteTableStore vs reading and decoding the same log with no projection, through the
     same reader (``Letterlog.events``), in the same run."""
-    from adapters.sqlite_tables import SqliteTableStore
+    from adapters.tables.sqlite import SqliteTableStore
     from projections.registry import ALL
 
     log_path, meta = bench_log(events)
@@ -913,7 +913,7 @@ def profile_rebuild(events: int = 1_000_000, limit: int | None = 200_000,
                     top: int = 40) -> str:
     """cProfile of a fold rebuild (``ProjectionHost.rebuild``) of the first ``limit`` events
     of the ``events`` log."""
-    from adapters.sqlite_tables import SqliteTableStore
+    from adapters.tables.sqlite import SqliteTableStore
 
     log_path, _ = bench_log(events)
     reader = open_reader(log_path)
@@ -1016,7 +1016,7 @@ def _query_history(messages: int, seed: int) -> tuple[Iterator[tuple[int, Any]],
 
 def query_store(path: Path, messages: int, progress: Any = None) -> tuple[Any, _QueryFixture]:
     """A SqliteTableStore at ``path`` holding every read model of ``_query_history``."""
-    from adapters.sqlite_tables import SqliteTableStore
+    from adapters.tables.sqlite import SqliteTableStore
     from projections.registry import ALL
     from projections.runner import ProjectionRunner
 

@@ -65,7 +65,7 @@ THRIFT2_MODULE = "letterlog_hbase2_thrift"  # thriftpy2 wants the suffix _thrift
 MASTER_READY = "Master has completed initialization"
 
 LOG4J2_PROPERTIES = """\
-# written by adapters/services/hbase.py
+# written by adapters/devservers/hbase.py
 status = warn
 name = letterlog-hbase
 appender.file.type = File
@@ -161,7 +161,7 @@ def _site_xml(props: dict[str, str]) -> str:
         for k, v in props.items()
     )
     return (
-        '<?xml version="1.0"?>\n<!-- written by adapters/services/hbase.py -->\n'
+        '<?xml version="1.0"?>\n<!-- written by adapters/devservers/hbase.py -->\n'
         f"<configuration>\n{body}\n</configuration>\n"
     )
 

@@ -1,0 +1,1 @@
+"""The event log: event store wiring, msgpack transcoder, log reader, event records."""

@@ -1,0 +1,1 @@
+"""Payload stores: content-addressed files on disk and an in-memory fake."""

@@ -1,0 +1,1 @@
+"""The read side: projection host, catalog, rebuild and verify."""

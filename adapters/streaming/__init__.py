@@ -1,0 +1,1 @@
+"""The scale-out path: outbox relay to Kafka, stream projector, faust worker."""

@@ -1,0 +1,1 @@
+"""Table stores: in-memory, embedded SQLite and HBase (happybase)."""
