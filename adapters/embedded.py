@@ -13,6 +13,7 @@ before a command returns, the read models are caught up, so a reader sees its ow
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ from projections import queries as q
 from projections.tablestore import TableNotFound
 
 T = TypeVar("T")
+log = logging.getLogger("letterlog")
 
 
 def postgres_env_from_dsn(dsn: str) -> dict[str, str]:
@@ -130,9 +132,23 @@ class Letterlog:
 
     def _project_saved(self, saved: Sequence[tuple[int, Any]]) -> None:
         """After a command: the read models catch up, starting with the events just saved
-        (already in memory, so not read back and decoded from the log)."""
-        if self.projections is not None:
+        (already in memory, so not read back and decoded from the log).
+
+        The command has committed, so it must not be reported as failed (a caller would
+        retry and duplicate it): if projecting fails, one more catch-up reads the log; if
+        that fails too, the error is logged and the next command or ``catch_up`` tries
+        again (tracking only moves with what was written).
+        """
+        if self.projections is None:
+            return
+        try:
             self.projections.catch_up(saved)
+        except Exception:
+            try:
+                self.projections.catch_up()
+            except Exception:
+                log.exception("read models behind the log after position %d; the next "
+                              "catch-up retries", saved[-1][0] if saved else 0)
 
     # -- commands (see domain.service.Mailstore) ----------------------------------------------
     def deliver(self, **fields: Any) -> Delivery:

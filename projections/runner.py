@@ -363,6 +363,11 @@ class ProjectionRunner:
             self._positions = found
         return dict(self._positions)
 
+    def reload_positions(self) -> None:
+        """Read the tracked positions from the store again on next use (another process
+        moved them on, or a batch failed and what it wrote is unknown)."""
+        self._positions = None
+
     def position(self) -> int:
         """The position every projection of this runner has reached."""
         return min(self.positions().values(), default=0)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import fcntl
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -120,6 +122,10 @@ class ProjectionHost:
         self.catalog.refresh()
         self._data_version: Any = None
         self._lock_file = open(lock_path, "a+") if lock_path else None  # noqa: SIM115
+        # flock excludes other processes only (one open file, shared by this process's
+        # threads); the thread lock excludes this process's threads. Taken in that order.
+        self._thread_lock = threading.RLock()
+        self._depth = 0  # how deep this process is inside _locked (re-entrant)
         self.runner = self._live_runner()
 
     @classmethod
@@ -138,19 +144,19 @@ class ProjectionHost:
         self.tables.close()
 
     # -- catch-up ----------------------------------------------------------------------------
-    def _locked(self) -> Any:
-        host = self
-
-        class _Lock:
-            def __enter__(self) -> None:
-                if host._lock_file is not None:
-                    fcntl.flock(host._lock_file, fcntl.LOCK_EX)
-
-            def __exit__(self, *exc: object) -> None:
-                if host._lock_file is not None:
-                    fcntl.flock(host._lock_file, fcntl.LOCK_UN)
-
-        return _Lock()
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Excludes every other thread of this process and every other process."""
+        with self._thread_lock:
+            if self._depth == 0 and self._lock_file is not None:
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._lock_file is not None:
+                    fcntl.flock(self._lock_file, fcntl.LOCK_UN)
 
     def catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
         """Applies every event past the tracked position; returns how many were new.
@@ -162,14 +168,19 @@ class ProjectionHost:
         if not self.live:
             return 0
         with self._locked():
-            return self._catch_up(saved)
+            try:
+                return self._catch_up(saved)
+            except BaseException:
+                # What the failed batch wrote is not known here: read tracking again next time.
+                self.runner.reload_positions()
+                raise
 
     def _catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
         if not self._untouched_elsewhere():
             if self.catalog.refresh():
                 self.runner = self._live_runner()
             elif self._lock_file is not None and self._moved_elsewhere():
-                self.runner._positions = None  # another process moved tracking on: reload it
+                self.runner.reload_positions()  # another process moved tracking on
         start = self.runner.position() + 1
         if saved and _contiguous_from(saved, start):
             # Whatever others append after these, they project themselves; if one of them
