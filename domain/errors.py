@@ -53,3 +53,8 @@ class CorruptEvent(LetterlogError):
 
 class SettingsError(LetterlogError):
     """Invalid configuration."""
+
+
+class StoreBusy(LetterlogError):
+    """The event store's write lock is held by another writer; nothing was written. The
+    event store adapter raises it in place of its driver's error ("database is locked")."""

@@ -191,7 +191,7 @@ def _wrap(words: list[str]) -> str:
 
 @dataclass
 class Mail:
-    """What ``Mailstore._delivery_fields`` would record for one message (minus placement)."""
+    """What ``domain.delivery.delivery_fields`` would record for one message (minus placement)."""
 
     size: int
     sha256: str

@@ -12,11 +12,12 @@ import contextlib
 import sqlite3
 import threading
 import zlib
+from collections.abc import Iterator
 from typing import Any, ClassVar
 from uuid import UUID
 
-from eventsourcing.application import Application, ProcessingEvent
-from eventsourcing.persistence import Recording, Transcoder
+from eventsourcing.application import Application, ProcessingEvent, Repository
+from eventsourcing.persistence import OperationalError, Recording, Transcoder
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -26,6 +27,7 @@ from eventsourcing.sqlite import (
 
 from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.account import Account
+from domain.errors import StoreBusy
 from domain.mailbox import Mailbox
 from domain.message import Message
 
@@ -116,6 +118,24 @@ def __getattr__(name: str) -> Any:
 _OWN_AGGREGATES = frozenset({Account, Mailbox, Message})
 
 
+@contextlib.contextmanager
+def busy_as_store_busy() -> Iterator[None]:
+    """The driver's "database is locked" (SQLite) or "busy" as the domain's ``StoreBusy``:
+    another writer holds the lock and nothing was written, so the command may try again."""
+    try:
+        yield
+    except OperationalError as e:
+        if "locked" in str(e) or "busy" in str(e):
+            raise StoreBusy(f"event store busy: {e}") from e
+        raise
+
+
+class _MailRepository(Repository[UUID]):
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        with busy_as_store_busy():
+            return super().get(*args, **kwargs)
+
+
 class MailLog(Application[UUID]):
     """The event-sourced application every letterlog process opens."""
 
@@ -124,6 +144,15 @@ class MailLog(Application[UUID]):
 
     def construct_transcoder(self) -> Transcoder:
         return MsgpackTranscoder()
+
+    def construct_repository(self) -> Repository[UUID]:
+        repository = super().construct_repository()
+        repository.__class__ = _MailRepository  # the library's, with busy errors translated
+        return repository
+
+    def _record(self, processing_event: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
+        with busy_as_store_busy():
+            return super()._record(processing_event)
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
         """``Application.save`` without its runtime ``Protocol`` checks for letterlog's own

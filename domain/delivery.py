@@ -1,0 +1,294 @@
+"""Delivery commands: a message (or a batch) into a mailbox, and large messages by upload.
+
+A delivery checks the message against the limits (``inspect_message``: what the event records
+about it), writes a large payload to the payload store before any event exists, allocates the
+UIDs in the mailbox and appends every event of the batch at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import uuid_utils
+
+from domain.account import Account
+from domain.commands import BeginUpload, Deliver, build
+from domain.errors import InvalidCommand, InvalidState, MailboxNotFound
+from domain.mailbox import Mailbox
+from domain.message import Message
+from domain.results import Change, Delivery
+from domain.rfc5322 import MessageFacts, inspect_message
+from domain.unit_of_work import Commands
+from domain.values import NAMESPACE, ExtractionPolicy, MessageState
+
+
+def new_message_id() -> UUID:
+    """Time-ordered (UUIDv7): label indexes and threads sort by it."""
+    return UUID(bytes=uuid_utils.uuid7().bytes)
+
+
+def thread_id_for(account_id: UUID, facts: MessageFacts, message_id: UUID) -> UUID:
+    """The root of the References chain names the conversation (no read-back needed)."""
+    env = facts.envelope
+    root = (env.references[0] if env.references else None) or env.in_reply_to or env.message_id
+    key = root if root else f"message:{message_id}"
+    return uuid.uuid5(NAMESPACE, f"thread:{account_id}:{key}")
+
+
+def facts_for_event(facts: MessageFacts) -> dict[str, Any]:
+    """What a delivery records about the message's structure (no personal data)."""
+    return {
+        "content_type": facts.content_type,
+        "part_count": facts.part_count,
+        "depth": facts.depth,
+        "has_attachments": facts.has_attachments,
+        "defects": list(facts.defects),
+        "line_ending": facts.line_ending,
+        "header_bytes": facts.header_bytes,
+    }
+
+
+def envelope_for_event(facts: MessageFacts) -> dict[str, Any]:
+    """The personal part of the envelope: sealed with the message's key (crypto-shredding)."""
+    env = facts.envelope
+    return {
+        "subject": env.subject,
+        "from": env.from_,
+        "to": list(env.to),
+        "cc": list(env.cc),
+        "date": env.date,
+        "sent_at": env.sent_at,
+        "message_id": env.message_id,
+        "in_reply_to": env.in_reply_to,
+        "references": list(env.references),
+    }
+
+
+def delivery_fields(
+    account: Account,
+    mailbox: Mailbox,
+    uid: int,
+    message_id: UUID,
+    raw: bytes | None,
+    facts: MessageFacts,
+    inline: bool,
+    *,
+    labels: Sequence[str],
+    flags: Sequence[str],
+    policy: ExtractionPolicy,
+    internal_date: datetime,
+) -> dict[str, Any]:
+    """What a ``Delivered`` (or ``UploadCompleted``) event records about one message."""
+    return {
+        "account_id": account.id,
+        "mailbox_id": mailbox.id,
+        "uid": uid,
+        "uidvalidity": mailbox.uidvalidity,
+        "size": facts.size,
+        "sha256": facts.sha256,
+        "inline": inline,
+        "internal_date": internal_date,
+        "flags": sorted(flags),
+        "labels": sorted(labels),
+        "policy": policy.as_dict(),
+        "thread_id": thread_id_for(account.id, facts, message_id),
+        "facts": facts_for_event(facts),
+        "personal": {
+            "envelope": envelope_for_event(facts),
+            "attachment_names": list(facts.attachment_names),
+            "body": raw if inline else None,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class CheckedDelivery:
+    """A delivery command whose message passed the limits, with what was found in it."""
+
+    command: Deliver
+    facts: MessageFacts
+
+    def matches(self) -> bool:
+        raw = self.command.raw
+        return self.facts.size == len(raw) and self.facts.sha256 == hashlib.sha256(raw).hexdigest()
+
+
+class DeliveryCommands(Commands):
+    """deliver, deliver_many, check, deliver_checked; begin_upload, append_chunk,
+    complete_upload."""
+
+    def check(self, cmd: Deliver) -> CheckedDelivery:
+        """The message of ``cmd`` against the limits, described; MessageRejected if unfit.
+        Nothing is written. Importers check each message on its own (one bad message is
+        reported, not the batch), in worker processes if they like, then deliver the
+        checked ones together (``deliver_checked``)."""
+        return CheckedDelivery(cmd, inspect_message(cmd.raw, self.limits))
+
+    def _store_payloads(self, items: Sequence[CheckedDelivery]) -> list[bool]:
+        """Which messages stay inline; the others' payloads are written now, before any
+        event exists (if the append never commits they are orphans, which the
+        unreferenced-payload purge collects). A batch's payloads are written together."""
+        inline = [c.facts.size <= self.inline_limit for c in items]
+        large = [c.command.raw for c, small in zip(items, inline, strict=True) if not small]
+        if large:
+            self.payloads.put_many(large)
+        return inline
+
+    def deliver(self, **fields: Any) -> Delivery:
+        return self.deliver_many([build(Deliver, **fields)])[0]
+
+    def deliver_many(self, commands: Sequence[Deliver]) -> list[Delivery]:
+        """Delivers a batch in one atomic append: one UID allocation per mailbox."""
+        return self._deliver([self.check(c) for c in commands])  # facts just made: no re-check
+
+    def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+        """``deliver_many`` of messages ``check`` has described (here or in another
+        process): one atomic append. The facts must be those of the raw bytes (size and
+        SHA-256 are compared; a mismatch is an InvalidCommand and nothing is written)."""
+        for c in items:
+            if not isinstance(c, CheckedDelivery) or not c.matches():
+                raise InvalidCommand(f"{c!r:.80}: not a checked delivery of its raw bytes")
+        return self._deliver(items)
+
+    def _deliver(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+        if not items:
+            return []
+        uow = self.uow
+        commands = [c.command for c in items]
+        inline = self._store_payloads(items)
+        prepared = [(c.command.raw, c.facts, small)
+                    for c, small in zip(items, inline, strict=True)]
+        now = self.clock()
+        ids = [new_message_id() for _ in commands]
+
+        def attempt() -> list[Delivery]:
+            accounts: dict[str, tuple[Account, list[Any]]] = {}
+            mailboxes: dict[tuple[str, str], Mailbox] = {}
+            groups: dict[tuple[str, str], list[int]] = {}
+            for i, c in enumerate(commands):
+                if c.account not in accounts:
+                    accounts[c.account] = uow.account_or_open(c.account)
+                account, fresh = accounts[c.account]
+                key = (c.account, c.mailbox)
+                if key not in mailboxes:
+                    mailboxes[key] = uow.mailbox_named(account, c.mailbox, fresh)
+                account.define_labels(frozenset(c.labels))
+                groups.setdefault(key, []).append(i)
+            messages: list[Message] = []
+            placed: list[tuple[int, Mailbox, int]] = []
+            for key, idx in groups.items():
+                mailbox = mailboxes[key]
+                first = mailbox.allocate_uids([ids[i] for i in idx])
+                for n, i in enumerate(idx):
+                    placed.append((i, mailbox, first + n))
+            placed.sort()
+            for i, mailbox, uid in placed:
+                c = commands[i]
+                raw, facts, small = prepared[i]
+                account = accounts[c.account][0]
+                fields = delivery_fields(
+                    account, mailbox, uid, ids[i], raw, facts, small,
+                    labels=c.labels, flags=c.flags, policy=c.policy(),
+                    internal_date=c.internal_date or now,
+                )
+                messages.append(Message.deliver(ids[i], **fields))
+            aggregates: list[Any] = []
+            for account, fresh in accounts.values():
+                aggregates.append(account)
+                aggregates.extend(a for a in fresh if a not in mailboxes.values())
+            aggregates.extend(mailboxes.values())
+            aggregates.extend(messages)
+            positions = uow.save(*aggregates)
+            mine = positions[-len(messages):]
+            return [
+                Delivery(
+                    message_id=m.id,
+                    mailbox_id=m.mailbox_id or mb.id,
+                    uid=m.uid,
+                    uidvalidity=m.uidvalidity,
+                    size=m.size,
+                    sha256=m.sha256,
+                    modseq=mine[n],
+                )
+                for n, (m, (_, mb, _)) in enumerate(zip(messages, placed, strict=True))
+            ]
+
+        return uow.run(attempt)
+
+    # -- uploads (large messages) -----------------------------------------------------------
+    def begin_upload(self, **fields: Any) -> UUID:
+        cmd = build(BeginUpload, **fields)
+        message_id = new_message_id()
+        uow = self.uow
+
+        def attempt() -> UUID:
+            account, fresh = uow.account_or_open(cmd.account)
+            mailbox = uow.mailbox_named(account, cmd.mailbox, fresh)
+            if mailbox.deleted:
+                raise MailboxNotFound(f"mailbox: {cmd.mailbox!r} was deleted")
+            account.define_labels(frozenset(cmd.labels))
+            msg = Message.begin_upload(
+                message_id,
+                account_id=account.id,
+                mailbox_id=mailbox.id,
+                internal_date=self.clock(),
+                flags=cmd.flags,
+                labels=cmd.labels,
+                policy=cmd.policy().as_dict(),
+            )
+            uow.save(account, *fresh, msg)
+            return message_id
+
+        return uow.run(attempt)
+
+    def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:
+        if not data:
+            raise InvalidCommand("data: an upload chunk must not be empty")
+        msg = self.uow.message(message_id)
+        if msg.size + len(data) > self.limits.max_size:
+            raise InvalidCommand(
+                f"data: upload would exceed the size limit of {self.limits.max_size} bytes"
+            )
+        ref = self.payloads.put(data)
+        msg.append_chunk(index, len(data), ref.sha256)
+        return Change(self.uow.save(msg))
+
+    def _upload_bytes(self, msg: Message) -> Iterator[bytes]:
+        for sha in msg.upload_chunks:
+            yield from self.payloads.open(sha)
+
+    def complete_upload(self, message_id: UUID) -> Delivery:
+        uow = self.uow
+        msg = uow.message(message_id)
+        if msg.state != MessageState.INCOMPLETE.value:
+            raise InvalidState(f"message {message_id} is {msg.state}; needs incomplete")
+        raw = b"".join(self._upload_bytes(msg))
+        facts = inspect_message(raw, self.limits)
+        inline = facts.size <= self.inline_limit
+        if not inline:
+            self.payloads.put_stream(self._upload_bytes(msg))
+
+        def attempt() -> Delivery:
+            m = uow.message(message_id)
+            mailbox = uow.mailbox(m.mailbox_id) if m.mailbox_id else None
+            if mailbox is None:
+                raise MailboxNotFound(f"message {message_id} has no mailbox")
+            account = uow.account_by_id(m.account_id)
+            uid = mailbox.allocate_uids([m.id])
+            fields = delivery_fields(
+                account, mailbox, uid, m.id, raw if inline else None, facts, inline,
+                labels=sorted(m.labels), flags=sorted(m.flags), policy=m.policy,
+                internal_date=m.internal_date,
+            )
+            m.complete_upload(**fields)
+            positions = uow.save(mailbox, m)
+            return Delivery(m.id, mailbox.id, uid, mailbox.uidvalidity, facts.size,
+                            facts.sha256, positions[-1])
+
+        return uow.run(attempt)

@@ -1,0 +1,187 @@
+"""Message commands: flags, labels, move, copy, delete, restore, expunge, extraction policy.
+
+Each loads the message (and the aggregates the rule needs), lets it decide, and saves its
+events through the unit of work; a command that changes nothing returns an empty ``Change``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from uuid import UUID
+
+from domain.commands import ChangeFlags, ChangeLabels, CopyMessage, MoveMessage, SetPolicy, build
+from domain.delivery import new_message_id
+from domain.errors import InvalidState, MailboxNotFound
+from domain.mailbox import Mailbox
+from domain.message import Message
+from domain.results import Change, Delivery
+from domain.unit_of_work import Commands
+from domain.values import FlagMode, MessageState, apply_flag_mode
+
+
+class MessageCommands(Commands):
+    """flag, label, move, copy, delete, restore, expunge, extract, set_policy."""
+
+    # -- flags, labels ------------------------------------------------------------------------
+    def flag(self, message_id: UUID, flags: Iterable[str], mode: str = "add") -> Change:
+        cmd = build(ChangeFlags, message_id=message_id, flags=list(flags), mode=FlagMode(mode))
+        uow = self.uow
+
+        def attempt() -> Change:
+            msg = uow.message(cmd.message_id)
+            new = apply_flag_mode(msg.flags, frozenset(cmd.flags), cmd.mode)
+            if not msg.change_flags(new):
+                return Change()
+            return Change(uow.save(msg), {"flags": sorted(new)})
+
+        return uow.run(attempt)
+
+    def label(
+        self, message_id: UUID, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> Change:
+        cmd = build(ChangeLabels, message_id=message_id, add=list(add), remove=list(remove))
+        uow = self.uow
+
+        def attempt() -> Change:
+            msg = uow.message(cmd.message_id)
+            new = (msg.labels | frozenset(cmd.add)) - frozenset(cmd.remove)
+            if new == msg.labels:
+                return Change()
+            account = uow.account_by_id(msg.account_id)
+            account.define_labels(new)
+            msg.change_labels(new)
+            return Change(uow.save(account, msg), {"labels": sorted(new)})
+
+        return uow.run(attempt)
+
+    # -- move, copy ---------------------------------------------------------------------------
+    def _target(self, msg: Message, name: str) -> Mailbox:
+        account = self.uow.account_by_id(msg.account_id)
+        mailbox = self.uow.mailbox_named(account, name, [])
+        if mailbox.deleted:
+            raise MailboxNotFound(f"mailbox: {name!r} was deleted")
+        return mailbox
+
+    def move(self, message_id: UUID, mailbox: str) -> Change:
+        cmd = build(MoveMessage, message_id=message_id, mailbox=mailbox)
+        uow = self.uow
+
+        def attempt() -> Change:
+            msg = uow.message(cmd.message_id)
+            target = self._target(msg, cmd.mailbox)
+            if target.id == msg.mailbox_id:
+                return Change()
+            uid = target.allocate_uids([msg.id])
+            msg.move(target.id, uid, target.uidvalidity)
+            return Change(uow.save(target, msg), {"uid": uid, "mailbox_id": str(target.id)})
+
+        return uow.run(attempt)
+
+    def copy(self, message_id: UUID, mailbox: str) -> Delivery:
+        cmd = build(CopyMessage, message_id=message_id, mailbox=mailbox)
+        copy_id = new_message_id()
+        uow = self.uow
+
+        def attempt() -> Delivery:
+            src = uow.message(cmd.message_id)
+            if src.state not in (MessageState.ACTIVE.value, MessageState.EXPIRED.value):
+                raise InvalidState(f"message {src.id} is {src.state}; cannot copy")
+            target = self._target(src, cmd.mailbox)
+            uid = target.allocate_uids([copy_id])
+            fields = {
+                "account_id": src.account_id,
+                "mailbox_id": target.id,
+                "uid": uid,
+                "uidvalidity": target.uidvalidity,
+                "size": src.size,
+                "sha256": src.sha256,
+                "inline": src.inline,
+                "internal_date": src.internal_date,
+                "flags": sorted(src.flags),
+                "labels": sorted(src.labels),
+                "policy": src.policy.as_dict(),
+                "thread_id": src.thread_id,
+                "facts": dict(src.facts),
+                "personal": dict(src.personal),
+                "copied_from": src.id,
+            }
+            new = Message.deliver(copy_id, **fields)
+            positions = uow.save(target, new)
+            return Delivery(copy_id, target.id, uid, target.uidvalidity, src.size,
+                            src.sha256, positions[-1])
+
+        return uow.run(attempt)
+
+    # -- delete, restore, expunge -------------------------------------------------------------
+    def delete(self, message_id: UUID) -> Change:
+        uow = self.uow
+
+        def attempt() -> Change:
+            msg = uow.message(message_id)
+            if not msg.soft_delete(self.clock() + self.deleted_retention):
+                return Change()
+            return Change(uow.save(msg))
+
+        return uow.run(attempt)
+
+    def restore(self, message_id: UUID) -> Change:
+        uow = self.uow
+
+        def attempt() -> Change:
+            msg = uow.message(message_id)
+            if not msg.restore(self.clock()):
+                return Change()
+            return Change(uow.save(msg))
+
+        return uow.run(attempt)
+
+    def expunge(self, message_ids: Iterable[UUID]) -> Change:
+        ids = list(message_ids)
+        uow = self.uow
+
+        def attempt() -> Change:
+            now = self.clock()
+            msgs = [uow.message(i) for i in ids]
+            changed = [m for m in msgs if m.expunge(now)]
+            return Change(uow.save(*changed)) if changed else Change()
+
+        return uow.run(attempt)
+
+    # -- extraction ---------------------------------------------------------------------------
+    def extract(self, message_id: UUID) -> Iterator[bytes]:
+        """Counts the extraction (appended before any byte is served), then streams the bytes."""
+        uow = self.uow
+
+        def attempt() -> Message:
+            msg = uow.message(message_id)
+            msg.extract(self.clock())
+            uow.save(msg)
+            return msg
+
+        msg = uow.run(attempt)
+        return self._content(msg)
+
+    def _content(self, msg: Message) -> Iterator[bytes]:
+        if msg.inline:
+            body = msg.personal.get("body")
+            if not isinstance(body, bytes):
+                raise InvalidState(f"message {msg.id}: its content is no longer available")
+            return iter((body,))
+        return self.payloads.open(msg.sha256)
+
+    def set_policy(
+        self, message_id: UUID, extract_limit: int | None = None,
+        extract_until: datetime | None = None,
+    ) -> Change:
+        cmd = build(SetPolicy, message_id=message_id, extract_limit=extract_limit,
+                    extract_until=extract_until)
+        uow = self.uow
+
+        def attempt() -> Change:
+            msg = uow.message(cmd.message_id)
+            if not msg.set_policy(cmd.policy(), self.clock()):
+                return Change()
+            return Change(uow.save(msg))
+
+        return uow.run(attempt)

@@ -1,0 +1,167 @@
+"""One command's unit of work: load the aggregates, decide, save every new event in one append.
+
+``UnitOfWork.run`` runs a command's attempt; a concurrency conflict (another writer saved one
+of its aggregates first) or a busy event store (another process holds the write lock) means
+nothing was written, so the attempt is run again on fresh aggregates. Aggregates come from the
+current-aggregate cache when the log has not moved (``domain.current``), else from the log.
+
+``Commands`` is what every group of command handlers shares (``domain.delivery``,
+``domain.messages``, ``domain.mailboxes``): the unit of work, the payload store, the clock and
+the limits.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError
+
+from domain.account import Account
+from domain.current import CurrentAggregates
+from domain.errors import (
+    AccountNotFound,
+    InvalidState,
+    MailboxNotFound,
+    MessageNotFound,
+    StoreBusy,
+)
+from domain.mailbox import Mailbox
+from domain.message import Message
+from domain.payloads import INLINE_LIMIT
+from domain.ports import PayloadStore
+from domain.rfc5322 import MessageLimits
+from domain.values import Role, account_id_for
+
+T = TypeVar("T")
+
+Saved = Sequence[tuple[int, Any]]  # events just appended, with their log positions
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UnitOfWork:
+    """Loads aggregates and saves a command's events atomically, retrying on conflicts."""
+
+    def __init__(
+        self,
+        app: Application[UUID],
+        *,
+        max_retries: int = 50,
+        log_head: Callable[[], int | None] | None = None,
+        on_saved: Callable[[Saved], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.max_retries = max_retries
+        self.on_saved = on_saved
+        self.current = CurrentAggregates(log_head or app.recorder.max_notification_id)
+
+    def run(self, attempt: Callable[[], T]) -> T:
+        for n in range(self.max_retries):
+            self.current.begin()
+            try:
+                return attempt()
+            except IntegrityError:
+                # Someone else appended to one of our aggregates first: reload and decide again.
+                self.current.drop()
+                time.sleep(random.uniform(0, 0.002 * (n + 1)))
+            except StoreBusy:
+                # Another process holds the write lock: nothing was written; wait, decide again.
+                time.sleep(random.uniform(0, 0.01 * (n + 1)))
+            finally:
+                self.current.end()
+        raise InvalidState(f"gave up after {self.max_retries} concurrency conflicts")
+
+    def save(self, *aggregates: Any) -> tuple[int, ...]:
+        try:
+            recordings = self.app.save(*aggregates)
+        except BaseException:
+            self.current.drop()
+            raise
+        saved = [(r.notification.id, r.domain_event) for r in recordings]
+        self.current.saved(aggregates, [position for position, _ in saved])
+        if saved and self.on_saved is not None:
+            self.on_saved(saved)
+        return tuple(position for position, _ in saved)
+
+    def get(self, cls: type[T], aggregate_id: UUID, error: type[Exception], what: str) -> T:
+        agg: Any = self.current.get(aggregate_id)
+        if agg is not None:
+            if not isinstance(agg, cls):
+                raise error(f"{what} does not exist")
+            return agg
+        try:
+            agg = self.app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            raise error(f"{what} does not exist") from None
+        if not isinstance(agg, cls):
+            raise error(f"{what} does not exist")
+        return agg
+
+    def message(self, message_id: UUID) -> Message:
+        return self.get(Message, message_id, MessageNotFound, f"message {message_id}")
+
+    def account(self, address: str) -> Account:
+        acc_id = account_id_for(address)
+        return self.get(Account, acc_id, AccountNotFound, f"account {address!r}")
+
+    def account_by_id(self, account_id: UUID) -> Account:
+        return self.get(Account, account_id, AccountNotFound, "account")
+
+    def mailbox(self, mailbox_id: UUID) -> Mailbox:
+        return self.get(Mailbox, mailbox_id, MailboxNotFound, f"mailbox {mailbox_id}")
+
+    def account_or_open(self, address: str) -> tuple[Account, list[Any]]:
+        """The account, opened with its INBOX on first use; and any new aggregates to save."""
+        try:
+            return self.account(address), []
+        except AccountNotFound:
+            account = Account.open(address)
+            mailbox_id, uidvalidity = account.register_mailbox("INBOX", Role.INBOX)
+            inbox = Mailbox.create(mailbox_id, account.id, "INBOX", Role.INBOX.value, uidvalidity)
+            return account, [inbox]
+
+    def mailbox_named(self, account: Account, name: str, fresh: list[Any]) -> Mailbox:
+        mailbox_id, _, _ = account.mailbox(name)
+        for agg in fresh:
+            if isinstance(agg, Mailbox) and agg.id == mailbox_id:
+                return agg
+        return self.mailbox(mailbox_id)
+
+
+class Commands:
+    """What the command handlers share: the unit of work, payloads, limits and the clock."""
+
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        payloads: PayloadStore,
+        *,
+        limits: MessageLimits | None = None,
+        inline_limit: int = INLINE_LIMIT,
+        deleted_retention: timedelta = timedelta(days=30),
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.uow = uow
+        self.payloads = payloads
+        self.limits = limits or MessageLimits()
+        self.inline_limit = inline_limit
+        self.deleted_retention = deleted_retention
+        self.clock = clock
+
+    # the aggregates a caller may look at (the command side's own views)
+    def message(self, message_id: UUID) -> Message:
+        return self.uow.message(message_id)
+
+    def account(self, address: str) -> Account:
+        return self.uow.account(address)
+
+    def mailbox(self, mailbox_id: UUID) -> Mailbox:
+        return self.uow.mailbox(mailbox_id)
