@@ -70,8 +70,17 @@ def _parse_rate(blobs: Sequence[bytes]) -> float:
     return _rate(len(blobs), time.perf_counter() - t0)
 
 
+def _compare(peer: str, blobs: Sequence[bytes], recipients: Sequence[str], root: Path,
+             single: float) -> dict[str, Any]:
+    if peer != "dovecot":
+        raise ValueError(f"--peer: unknown peer {peer!r} (choose dovecot)")
+    from adapters.bench.peer import compare_with_dovecot
+
+    return compare_with_dovecot(blobs, recipients, root, single)
+
+
 def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int = 100,
-                 plot: Path | None = None,
+                 plot: Path | None = None, peer: str | None = None,
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     blobs = bench_messages(messages)
     recipients = [f"{p}@example.org" for p in PEOPLE]
@@ -113,6 +122,7 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         single = single_run(_open(root / "single", durability))
         single_log_only = single_run(_open_log_only(root / "single-log-only", durability))
         raw_single_runs.append(raw(1, "b"))
+        compared = {} if peer is None else _compare(peer, blobs, recipients, root, single)
         raw_batched_runs = [raw(batch, "a")]
         batched = batched_run(_open(root / "batched", durability))
         batched_log_only = batched_run(_open_log_only(root / "batched-log-only", durability))
@@ -150,6 +160,15 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         "cpu_count": os.cpu_count(),
     }
     result["meets_targets"] = (result["ratio_single"] >= 0.15 and result["ratio_batched"] >= 0.30)
+    if compared:
+        from adapters.bench.peer import peer_plot, peer_targets_met
+
+        result.update(compared)
+        result["meets_peer_targets"] = peer_targets_met(result)
+        if plot is not None:
+            peer_file = plot.with_name(f"{plot.stem}-{peer}{plot.suffix or '.png'}")
+            peer_plot(peer_file, result)
+            result["peer_plot"] = str(peer_file)
     if plot is not None:
         bar_plot(plot, "letterlog ingest vs raw SQLite (same durability)", {
             "letterlog single": single, "letterlog single, log only": single_log_only,

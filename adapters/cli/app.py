@@ -477,11 +477,16 @@ def demo(messages: Annotated[int, typer.Option(help="messages to generate")] = 4
 @bench_app.command("ingest")
 def bench_ingest(messages: Annotated[int, typer.Option(help="messages")] = 5000,
                  plot: PlotOption = None,
-                 as_json: BenchJson = False) -> None:
-    """Deliveries/s (single command and batched import) vs raw SQLite, same durability."""
+                 as_json: BenchJson = False,
+                 peer: Annotated[str | None, typer.Option(
+                     help="also measure a peer on the same messages: dovecot")] = None) -> None:
+    """Deliveries/s (single command and batched import) vs raw SQLite, same durability;
+    with --peer dovecot also import, LMTP deliveries and bytes on disk against Dovecot."""
     from adapters.bench.ingest import bench_ingest as run
 
-    _bench(run(messages=messages, plot=plot), as_json)
+    if peer not in (None, "dovecot"):
+        fail(f"--peer: unknown peer {peer!r} (choose dovecot)")
+    _bench(run(messages=messages, plot=plot, peer=peer), as_json)
 
 
 # -- scale-out processes ---------------------------------------------------------------------

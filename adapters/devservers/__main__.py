@@ -1,8 +1,9 @@
 """Install or run the real servers from the command line (no third-party CLI library).
 
-python -m adapters.devservers install [--only pg,hbase,kafka]
-    apt (PostgreSQL, a JDK 17 if missing, Maven if missing) + Maven jars; starts nothing.
-python -m adapters.devservers up [--only pg,hbase,kafka] [--env-file PATH]
+python -m adapters.devservers install [--only pg,hbase,kafka,dovecot]
+    apt (PostgreSQL, Dovecot, a JDK 17 if missing, Maven if missing) + Maven jars; starts
+    nothing.
+python -m adapters.devservers up [--only pg,hbase,kafka,dovecot] [--env-file PATH]
     start them, write <cache>/services.env (LETTERLOG_... lines), stay in the foreground
     until Ctrl-C / SIGTERM, then tear everything down (and remove the env file).
 """
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._common import Service, ServiceFailed, cache_dir
+from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
 from .postgres import PostgresServer
@@ -29,8 +31,9 @@ ALIASES = {
     "postgresql": "pg",
     "hbase": "hbase",
     "kafka": "kafka",
+    "dovecot": "dovecot",
 }
-ORDER = ("pg", "hbase", "kafka")
+ORDER = ("pg", "hbase", "kafka", "dovecot")
 
 
 def parse_only(raw: str | None) -> list[str]:
@@ -42,7 +45,8 @@ def parse_only(raw: str | None) -> list[str]:
         if not part:
             continue
         if part not in ALIASES:
-            raise SystemExit(f"--only: unknown service {part!r} (choose from pg, hbase, kafka)")
+            raise SystemExit(
+                f"--only: unknown service {part!r} (choose from pg, hbase, kafka, dovecot)")
         chosen.append(ALIASES[part])
     return [name for name in ORDER if name in chosen]
 
@@ -52,6 +56,8 @@ def make(name: str) -> Service:
         return PostgresServer()
     if name == "hbase":
         return HBaseServer()
+    if name == "dovecot":
+        return DovecotServer()
     return KafkaServer()
 
 
@@ -163,9 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="install packages and jars; start nothing")
-    p_install.add_argument("--only", help="comma list of pg,hbase,kafka (default: all)")
+    p_install.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot (default: all)")
     p_up = sub.add_parser("up", help="start servers and stay in the foreground until Ctrl-C")
-    p_up.add_argument("--only", help="comma list of pg,hbase,kafka (default: all)")
+    p_up.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot (default: all)")
     p_up.add_argument(
         "--env-file",
         type=Path,

@@ -50,3 +50,9 @@ def test_log_only_store_appends_without_read_models(tmp_path: Path) -> None:
     finally:
         store.close()
     assert not (tmp_path / "log-only" / "tables.sqlite").exists()
+
+
+def test_bench_ingest_names_an_unknown_peer_without_a_traceback() -> None:
+    out = CliRunner().invoke(app, ["bench", "ingest", "--messages", "5", "--peer", "exim"])
+    assert out.exit_code == 2
+    assert "--peer: unknown peer 'exim'" in out.output and "Traceback" not in out.output

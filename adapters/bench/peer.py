@@ -1,0 +1,140 @@
+"""``bench ingest --peer dovecot``: letterlog against Dovecot on the same messages, same run.
+
+* import: ``letterlog import mbox`` against ``doveadm import`` of the same mbox, each a whole
+  process (start-up included); Dovecot runs right before and right after letterlog and the
+  mean is its rate (the machine's speed drifts within a minute);
+* one durable delivery at a time: letterlog's single-command rate (measured by the caller)
+  against LMTP deliveries over one connection (``mail_fsync = always``);
+* bytes on disk (allocated blocks) per byte of mail delivered, after the import, for both.
+"""
+
+from __future__ import annotations
+
+import mailbox
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from adapters.devservers.dovecot import DovecotServer, disk_bytes
+
+IMPORT_ACCOUNT = "importer@example.org"
+
+
+def write_mbox(blobs: Sequence[bytes], path: Path) -> int:
+    """Write the messages as one mbox file; the bytes of mail it holds (as read back)."""
+    box = mailbox.mbox(str(path))
+    box.lock()
+    try:
+        for blob in blobs:
+            box.add(blob)
+        box.flush()
+    finally:
+        box.unlock()
+        box.close()
+    box = mailbox.mbox(str(path), create=False)
+    try:
+        return sum(len(box.get_bytes(k)) for k in box)
+    finally:
+        box.close()
+
+
+def letterlog_import(mbox: Path, data: Path) -> float:
+    """Seconds of one ``letterlog import mbox`` process (start-up included)."""
+    cmd = [sys.executable, "-m", "adapters.cli", "--data", str(data), "--json",
+           "import", "mbox", str(mbox), "--account", IMPORT_ACCOUNT]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"letterlog import mbox failed ({done.returncode}): {done.stderr}")
+    return seconds
+
+
+def _rate(n: int, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else float("inf")
+
+
+def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root: Path,
+                         single_msgs_per_s: float) -> dict[str, Any]:
+    """Run Dovecot beside letterlog on ``blobs``; the keys ``bench ingest`` adds."""
+    mbox = root / "bench.mbox"
+    mail_bytes = write_mbox(blobs, mbox)
+    n = len(blobs)
+    with DovecotServer() as dovecot:
+        dovecot_import_s = [dovecot.import_mbox(mbox, "before")]
+        letterlog_s = letterlog_import(mbox, root / "import")
+        dovecot_import_s.append(dovecot.import_mbox(mbox, "after"))
+        imported = dovecot.message_count("before")
+        if imported != n:
+            raise RuntimeError(f"doveadm import stored {imported} of {n} messages")
+        dovecot_bytes = dovecot.user_bytes_on_disk("before")
+        t0 = time.perf_counter()
+        dovecot.deliver_lmtp(zip((recipients[i % len(recipients)] for i in range(n)), blobs,
+                                 strict=True))
+        lmtp = _rate(n, time.perf_counter() - t0)
+    letterlog_bytes = disk_bytes(root / "import")
+    letterlog_rate = _rate(n, letterlog_s)
+    dovecot_rate = _rate(n, statistics.fmean(dovecot_import_s))
+    return {
+        "peer": "dovecot",
+        "mail_bytes": mail_bytes,
+        "import_msgs_per_s": letterlog_rate,
+        "import_seconds": round(letterlog_s, 3),
+        "dovecot_import_msgs_per_s": dovecot_rate,
+        "dovecot_import_seconds_before_and_after": [round(s, 3) for s in dovecot_import_s],
+        "ratio_import_vs_dovecot": round(letterlog_rate / dovecot_rate, 3),
+        "dovecot_lmtp_msgs_per_s": lmtp,
+        "ratio_single_vs_dovecot_lmtp": round(single_msgs_per_s / lmtp, 3),
+        "bytes_on_disk": letterlog_bytes,
+        "dovecot_bytes_on_disk": dovecot_bytes,
+        "storage_amplification": round(letterlog_bytes / mail_bytes, 3),
+        "dovecot_storage_amplification": round(dovecot_bytes / mail_bytes, 3),
+        "target_ratio_import_vs_dovecot": 0.30,
+        "target_ratio_single_vs_dovecot_lmtp": 2.0,
+        "target_storage_amplification": 1.2,
+    }
+
+
+def peer_targets_met(result: dict[str, Any]) -> bool:
+    return (result["ratio_import_vs_dovecot"] >= result["target_ratio_import_vs_dovecot"]
+            and result["ratio_single_vs_dovecot_lmtp"]
+            >= result["target_ratio_single_vs_dovecot_lmtp"]
+            and result["storage_amplification"] <= result["target_storage_amplification"])
+
+
+def peer_plot(path: Path, result: dict[str, Any]) -> None:
+    """Two panels: messages/s of both systems (import, single deliveries) and bytes on disk
+    per byte of mail."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = {
+        "letterlog import mbox": result["import_msgs_per_s"],
+        "dovecot doveadm import": result["dovecot_import_msgs_per_s"],
+        "letterlog single command": result["single_command_msgs_per_s"],
+        "dovecot LMTP, one connection": result["dovecot_lmtp_msgs_per_s"],
+    }
+    storage = {"letterlog": result["storage_amplification"],
+               "dovecot": result["dovecot_storage_amplification"]}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5),
+                                      gridspec_kw={"width_ratios": [3, 1.4]})
+    for ax, values, unit in ((left, rates, "messages/s"),
+                             (right, storage, "bytes on disk per byte of mail")):
+        names = list(values)
+        colours = ["#3465a4" if n.startswith("letterlog") else "#888a85" for n in names]
+        ax.barh(names, [values[n] for n in names], color=colours)
+        for i, name in enumerate(names):
+            ax.text(values[name], i, f" {values[name]:,.2f}" if values[name] < 10
+                    else f" {values[name]:,.0f}", va="center", fontsize=8)
+        ax.set_xlabel(unit)
+    left.set_title(f"letterlog vs Dovecot (mdbox, mail_fsync=always), {result['messages']} msgs")
+    right.axvline(result["target_storage_amplification"], color="#cc0000", linestyle="--")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
