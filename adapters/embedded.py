@@ -22,12 +22,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-from adapters.eventlog.store import MailLog, open_log, postgres_env, sqlite_env
-from adapters.payloads.files import FilePayloadStore
 from adapters.eventlog.reader import read_events
+from adapters.eventlog.store import MailLog, open_log, postgres_env, sqlite_env
+from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
+from adapters.payloads.files import FilePayloadStore
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
-from domain.errors import MailboxNotFound, MessageNotFound, SettingsError
+from domain.errors import InvalidCommand, MailboxNotFound, MessageNotFound, SettingsError
+from domain.lifecycle import ALL_QUEUES, Retention
+from domain.message import Message
+from domain.purging import Outcome, Purging
 from domain.rfc5322 import MessageLimits
 from domain.service import Change, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
@@ -223,6 +227,67 @@ class Letterlog:
             return []
         return list(self.projections.message_ids_in(mailbox_id))
 
+    # -- lifecycle: purge and erasure (see adapters/lifecycle) --------------------------------
+    def retention(self) -> Retention:
+        s = self.settings
+        return Retention(expired=timedelta(days=s.expired_ttl_days),
+                         deleted=timedelta(days=s.deleted_retention_days),
+                         incomplete=timedelta(days=s.incomplete_ttl_days),
+                         payloads=timedelta(hours=s.payload_grace_hours),
+                         peek_back=timedelta(minutes=s.purge_peek_back_minutes))
+
+    def purging(self) -> Purging:
+        return Purging(self.mail, self.retention(), self._purged)
+
+    def purge_jobs(self) -> PurgeJobs:
+        host = self._read()
+        return PurgeJobs(self.purging(), host.tables, host.physical, self.payloads,
+                         retention=self.retention(), threads=self.settings.purge_threads,
+                         catch_up=self.catch_up, after_run=self._after_purge)
+
+    def purge(self, now: datetime | None = None, queues: Sequence[str] | None = None, *,
+              dry_run: bool = False, progress: Any = None) -> PurgeReport:
+        """Runs every due purge job once (or those of ``queues``); see docs/lifecycle.md."""
+        jobs = self.purge_jobs()
+        chosen = tuple(queues) if queues else ALL_QUEUES
+        unknown = [q for q in chosen if q not in ALL_QUEUES]
+        if unknown:
+            raise InvalidCommand(f"queue: {unknown[0]!r} is not one of {', '.join(ALL_QUEUES)}")
+        return jobs.run(now or datetime.now(UTC), chosen, dry_run=dry_run, progress=progress)
+
+    def erase_message(self, message_id: UUID) -> dict[str, Any]:
+        """Purges one message now, whatever the TTLs (right to erasure)."""
+        return self._erased(self.purging().erase([message_id]))
+
+    def erase_account(self, address: str) -> dict[str, Any]:
+        """Purges every message of an account now, whatever the TTLs (right to erasure)."""
+        account = self.mail.account(address).id
+        ids = [e.originator_id for _, e in self.events()
+               if type(e) in (Message.Delivered, Message.UploadBegun)
+               and e.account_id == account]
+        return self._erased(self.purging().erase(ids))
+
+    def _erased(self, outcome: Outcome) -> dict[str, Any]:
+        self.catch_up()
+        self._after_purge()
+        return {"purged": [str(m.id) for m in outcome.purged],
+                "already_purged": [str(i) for i in outcome.kept],
+                "bytes": outcome.purged_bytes}
+
+    def _purged(self, messages: Sequence[Message]) -> None:
+        """After a purge's append: its payloads' grace period starts now."""
+        for m in messages:
+            for sha in m.payloads_referred():
+                self.payloads.touch(sha)
+
+    def _after_purge(self) -> None:
+        """No plaintext lingers in SQLite's -wal files (deleted pages are zeroed already:
+        secure_delete)."""
+        tables = self.projections.tables if self.projections is not None else None
+        checkpoint = getattr(tables, "checkpoint", None)
+        if checkpoint is not None:
+            checkpoint("TRUNCATE")
+
     # -- command-side views ---------------------------------------------------------------------
     def show(self, message_id: UUID) -> dict[str, Any]:
         m = self.mail.message(message_id)
@@ -329,8 +394,11 @@ class Letterlog:
 
     def purge_due(self, now: datetime | None = None, *, limit: int = 1000) -> list[q.PurgeEntry]:
         host = self._read()
+        retention = self.retention()
+        ttls = {queue: retention.ttl(queue) for queue in q.QUEUES}
         return self._query(lambda: q.due_purge_entries(
-            host.tables, now or datetime.now(UTC), limit=limit, physical=host.physical))
+            host.tables, now or datetime.now(UTC), ttls=ttls, limit=limit,
+            physical=host.physical))
 
     def body(self, account: str, mailbox: str, uid: int) -> Iterator[bytes]:
         """A message's bytes from the read model, chunk by chunk (not an extraction)."""

@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     inline_limit: int = Field(10 * 1024, ge=0, le=1024 * 1024)
     max_message_size: int = Field(50 * 1024 * 1024, ge=1024)
     deleted_retention_days: float = Field(30.0, ge=0)
+    expired_ttl_days: float = Field(30.0, ge=0, description="expired messages purged after")
+    incomplete_ttl_days: float = Field(2.0, ge=0, description="unfinished uploads purged after")
+    payload_grace_hours: float = Field(12.0, ge=0,
+                                       description="an unreferenced payload is kept this long")
+    purge_peek_back_minutes: int = Field(60, ge=0, description="buckets re-read before a pointer")
+    purge_interval_seconds: float = Field(600.0, gt=0, description="letterlog purger's period")
+    purge_threads: int = Field(4, ge=1, le=16, description="shards purged at once per queue")
 
     @model_validator(mode="after")
     def _coherent(self) -> Settings:

@@ -41,6 +41,7 @@ def _delivery_state(aggregate: Any, e: Any) -> None:
     aggregate.thread_id = e.thread_id
     aggregate.extract_count = 0
     aggregate.state = MessageState.ACTIVE.value
+    aggregate.state_since = e.timestamp
     aggregate.personal = e.personal
     aggregate.facts = e.facts
 
@@ -60,6 +61,7 @@ class Message(MailAggregate):
     thread_id: UUID
     extract_count: int
     state: str
+    state_since: datetime  # when the message entered its state (a purge TTL counts from it)
     personal: dict[str, Any]
     facts: dict[str, Any]
     upload_chunks: list[str]
@@ -117,6 +119,7 @@ class Message(MailAggregate):
             aggregate.thread_id = self.originator_id
             aggregate.extract_count = 0
             aggregate.state = MessageState.INCOMPLETE.value
+            aggregate.state_since = self.timestamp
             aggregate.personal = {}
             aggregate.facts = {}
             aggregate.upload_chunks = []
@@ -168,6 +171,8 @@ class Message(MailAggregate):
         def apply(self, aggregate: Any) -> None:
             aggregate.flags = frozenset(self.flags)
             aggregate.labels = frozenset(self.labels)
+            if aggregate.state != self.state:
+                aggregate.state_since = self.timestamp
             aggregate.state = self.state
 
     class FlagsChanged(Changed):
@@ -230,6 +235,33 @@ class Message(MailAggregate):
             aggregate.policy = ExtractionPolicy.from_dict(self.policy)
             aggregate.extract_count = 0
             super().apply(aggregate)
+            aggregate.state_since = self.timestamp  # a new policy restarts any countdown
+
+    class Expired(Changed):
+        """Its extract-until date passed (found by the expiring purge job): no longer
+        extractable from ``since`` (the date), when the expired countdown starts."""
+
+        since: datetime
+        old_state: str
+
+        def apply(self, aggregate: Any) -> None:
+            super().apply(aggregate)
+            aggregate.state_since = self.since
+
+    class Purged(Changed):
+        """Gone for good: rows dropped, payload references released, its data key destroyed.
+
+        No personal data. ``queue``/``since`` name the purge-queue entry that led here (empty
+        for an erasure); ``old_state`` is the state it left; ``payloads`` every payload it
+        referred to (its content unless inline, and upload chunks).
+        """
+
+        queue: str
+        since: datetime | None
+        reason: str
+        old_state: str
+        inline: bool
+        payloads: list[str]
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -339,6 +371,35 @@ class Message(MailAggregate):
             purge_after=purge_after,
             old_state=self.state,
             **self._where(state=MessageState.EXPUNGED.value),
+        )
+        return True
+
+    def expire(self, now: datetime) -> bool:
+        """The extract-until date has passed: state expired from that date on."""
+        p = self.policy
+        if self.state != MessageState.ACTIVE.value or p.kind != "until" or p.until is None \
+                or p.until > now:
+            return False
+        self.trigger_event(self.Expired, since=p.until, old_state=self.state,
+                           **self._where(state=MessageState.EXPIRED.value))
+        return True
+
+    def payloads_referred(self) -> list[str]:
+        """Every payload this message refers to: its content unless inline, upload chunks."""
+        payloads = list(dict.fromkeys(self.upload_chunks))
+        if self.sha256 and not self.inline and self.sha256 not in payloads:
+            payloads.insert(0, self.sha256)
+        return payloads
+
+    def purge(self, reason: str, queue: str = "", since: datetime | None = None) -> bool:
+        """Purged now (the caller decided it is due); False if it was purged already."""
+        if self.state == MessageState.PURGED.value:
+            return False
+        payloads = self.payloads_referred()
+        self.trigger_event(
+            self.Purged, queue=queue, since=since, reason=reason, old_state=self.state,
+            inline=self.inline, payloads=payloads,
+            **self._where(state=MessageState.PURGED.value),
         )
         return True
 

@@ -135,8 +135,10 @@ _DELTAS: dict[type, Callable[[Any, Deltas], None]] = {
     Message.Restored: _restored,
     Message.PolicyChanged: _policy,
     Message.Expunged: _expunged,
+    Message.Purged: _expunged,
 }
-_MARKS = frozenset({Message.Deleted, Message.Restored, Message.Expunged})
+_MARKS = frozenset({Message.Deleted, Message.Restored, Message.Expunged, Message.Purged})
+_LEAVES = frozenset({Message.Expunged, Message.Purged})
 HANDLED = frozenset(_DELTAS)
 
 
@@ -172,7 +174,7 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
         marked = marker in row
         if marked:
             out.append(DeleteColumn(T, row_key, marker, position))
-        if kind is Message.Expunged and _was_listed(e, marked):
+        if kind in _LEAVES and _was_listed(e, marked):
             _count(deltas, -1, e.mailbox_id, e.labels, e.flags, e.size)
     for column, (dn, du, db) in deltas.items():
         if dn or du or db:

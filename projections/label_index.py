@@ -56,6 +56,7 @@ _HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
     Message.LabelsChanged: _changed,
     Message.Deleted: _gone,
     Message.Expunged: _gone,
+    Message.Purged: _gone,
 }
 HANDLED = frozenset(_HANDLERS)
 

@@ -84,6 +84,8 @@ _HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
     Message.Expunged: _message_changed,
     Message.Extracted: _message_changed,
     Message.PolicyChanged: _message_changed,
+    Message.Expired: _message_changed,
+    Message.Purged: _message_changed,
 }
 HANDLED = frozenset(_HANDLERS)
 

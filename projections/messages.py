@@ -14,7 +14,8 @@ mailbox's prefix lists it newest (highest UID) first. Two families:
 Written whole on ``Delivered`` / ``UploadCompleted`` and at the new key on ``Moved`` (the old
 key's row is deleted at the same position); ``meta`` cells are updated by the other changes;
 a soft-deleted message keeps its row with ``state = deleted``; ``Expunged`` deletes the row.
-``UploadBegun`` writes nothing (no UID yet).
+``UploadBegun`` writes nothing (no UID yet). ``Expired`` updates the state; ``Purged`` deletes
+the row (if it still has one).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ T = n.MESSAGES
 TABLES = (TableSpec(T, (n.F_META, n.F_DATA)),)
 _ACTIVE = MessageState.ACTIVE.value.encode()
 _ZERO = b"0"
+_WITHOUT_ROW = frozenset({MessageState.EXPUNGED.value, MessageState.INCOMPLETE.value})
 
 
 def _row(e: Any) -> bytes:
@@ -139,6 +141,13 @@ def _expunged(e: Any, p: int) -> list[Mutation]:
     return [DeleteRow(T, _row(e), p)]
 
 
+def _purged(e: Any, p: int) -> list[Mutation]:
+    """The row goes (an expunged message's went already; an incomplete one never had one)."""
+    if e.old_state in _WITHOUT_ROW:
+        return []
+    return [DeleteRow(T, _row(e), p)]
+
+
 def _extracted(e: Any, p: int) -> list[Mutation]:
     row = _row(e)
     return [
@@ -169,6 +178,8 @@ _HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
     Message.Expunged: _expunged,
     Message.Extracted: _extracted,
     Message.PolicyChanged: _policy,
+    Message.Expired: _state,
+    Message.Purged: _purged,
 }
 HANDLED = frozenset(_HANDLERS)
 

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from domain.lifecycle import QUEUE_DELETED as QUEUE_DELETED  # defined with their rules
+from domain.lifecycle import QUEUE_EXPIRED as QUEUE_EXPIRED
+from domain.lifecycle import QUEUE_EXPIRING as QUEUE_EXPIRING
+from domain.lifecycle import QUEUE_INCOMPLETE as QUEUE_INCOMPLETE
+
 # -- tables ----------------------------------------------------------------------------------
 
 MAILBOXES: Final = "mailboxes"
@@ -93,15 +98,11 @@ REF_PREFIX: Final = b"r:"  # + message id (16 bytes)
 # -- purge_queue, purge_pointer ----------------------------------------------------------------
 
 PQ_REASON: Final = b"q:reason"
-PQ_DUE: Final = b"q:due"
+PQ_SINCE: Final = b"q:since"  # when the queue's TTL starts counting (ISO 8601)
 PQ_MESSAGE: Final = b"q:message"
 PQ_ACCOUNT: Final = b"q:account"
 PP_BUCKET: Final = b"p:bucket"
 
-QUEUE_DELETED: Final = "deleted"
-QUEUE_EXPIRED: Final = "expired"
-QUEUE_EXPIRING: Final = "expiring"
-QUEUE_INCOMPLETE: Final = "incomplete"
 QUEUES: Final = (QUEUE_DELETED, QUEUE_EXPIRED, QUEUE_EXPIRING, QUEUE_INCOMPLETE)
 
 # -- tracking ----------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ Row key: the payload's SHA-256 as 64 hex ASCII bytes. Family ``r``: one column
 payloads that are not inline (those live in the payload store) are referenced. Written on
 ``Delivered`` (also a copy: a new message referring to the same payload) and
 ``UploadCompleted``; one cell per message, so re-applying is idempotent. The columns are
-removed by the purge (not by a projector), which checks the row before deleting a payload.
+removed by ``Purged`` (every payload the message referred to); an upload's chunks are referred
+to from ``UploadChunkAppended`` (value empty) until then. The payload job deletes a payload
+only when its row is empty (and its grace period is over).
 """
 
 from __future__ import annotations
@@ -17,10 +19,20 @@ from domain.message import Message
 from projections import names as n
 from projections.codec import put
 from projections.keys import RowReader, payload_ref_column, payload_row
-from projections.tablestore import Mutation, TableSpec
+from projections.tablestore import DeleteColumn, Mutation, TableSpec
 
 T = n.PAYLOAD_REFS
 TABLES = (TableSpec(T, (n.F_REF,), split_by_salt=False),)
+
+
+def _chunk(e: Any, p: int) -> list[Mutation]:
+    """An upload's chunk is referred to by its message until the message is purged."""
+    return [put(T, payload_row(e.sha256), payload_ref_column(e.originator_id), b"", p)]
+
+
+def _released(e: Any, p: int) -> list[Mutation]:
+    column = payload_ref_column(e.originator_id)
+    return [DeleteColumn(T, payload_row(sha), column, p) for sha in e.payloads]
 
 
 def _referenced(e: Any, p: int) -> list[Mutation]:
@@ -33,6 +45,8 @@ def _referenced(e: Any, p: int) -> list[Mutation]:
 _HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
     Message.Delivered: _referenced,
     Message.UploadCompleted: _referenced,
+    Message.UploadChunkAppended: _chunk,
+    Message.Purged: _released,
 }
 HANDLED = frozenset(_HANDLERS)
 

@@ -7,16 +7,16 @@ reads an aggregate or the log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
 from projections import counters as counters_projection
 from projections import names as n
-from projections.codec import decode_json, decode_names, decode_ref
+from projections.codec import decode_datetime, decode_json, decode_names, decode_ref
 from projections.keys import (
     PURGE_SHARDS,
     account_row,
@@ -282,18 +282,22 @@ QUEUES = ("deleted", "expired", "expiring", "incomplete")
 
 
 def due_purge_entries(store: TableStore, now: datetime, *, queues: tuple[str, ...] = QUEUES,
-                      limit: int = 1000, physical: Physical = _same) -> list[PurgeEntry]:
-    """Entries due at ``now`` or earlier, per queue and shard in due order."""
-    bucket_now = minute_bucket(now)
+                      ttls: Mapping[str, timedelta] | None = None, limit: int = 1000,
+                      physical: Physical = _same) -> list[PurgeEntry]:
+    """Entries due at ``now`` or earlier (``since`` + the queue's TTL), per queue and shard
+    in ``since`` order."""
     out: list[PurgeEntry] = []
     for queue in queues:
+        ttl = (ttls or {}).get(queue, timedelta(0))
+        horizon = minute_bucket(now - ttl)
         for shard in range(PURGE_SHARDS):
             prefix = purge_shard_prefix(queue, shard)
-            stop = prefix + (bucket_now + 1).to_bytes(8, "big")
+            stop = prefix + (horizon + 1).to_bytes(8, "big")
             for row, cells in store.scan(physical(n.PURGE_QUEUE), start=prefix, stop=stop):
                 q, s, b, mid = purge_row_parts(row)
+                due = decode_datetime(cells[n.PQ_SINCE]) + ttl
                 out.append(PurgeEntry(q, s, b, mid, cells.get(n.PQ_REASON, b"").decode(),
-                                      cells.get(n.PQ_DUE, b"").decode()))
+                                      due.isoformat()))
                 if len(out) >= limit:
                     return out
     return out

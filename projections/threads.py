@@ -37,6 +37,7 @@ _HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {
     Message.Restored: _listed,
     Message.Deleted: _gone,
     Message.Expunged: _gone,
+    Message.Purged: _gone,
 }
 HANDLED = frozenset(_HANDLERS)
 

@@ -85,6 +85,35 @@ class FilePayloadStore:
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 
+    def touch(self, sha256: str) -> bool:
+        """Sets written_at to now (a release starts the grace period); False if absent."""
+        return self._refresh(sha256) is not None
+
+    def delete_unless_touched(self, sha256: str, horizon: float) -> int | None:
+        """Deletes the payload if its written_at is still at or before ``horizon`` (epoch
+        seconds); the bytes freed, or None if it is absent or was touched. It is moved aside
+        first (atomic), then its time is checked where nobody can touch it any more: a put
+        that touched it before the move keeps it (it is moved back), one after the move
+        writes a fresh copy."""
+        doomed = self._tmp / f"delete-{uuid.uuid4().hex}"
+        try:
+            os.rename(self._dir(sha256), doomed)
+        except FileNotFoundError:
+            return None
+        try:
+            manifest = json.loads((doomed / MANIFEST).read_bytes())
+            touched = (doomed / MANIFEST).stat().st_mtime > horizon
+        except FileNotFoundError:
+            manifest, touched = {"size": 0}, False
+        if touched:
+            try:
+                os.rename(doomed, self._dir(sha256))
+                return None
+            except OSError:  # a fresh copy is there already
+                pass
+        shutil.rmtree(doomed, ignore_errors=True)
+        return None if touched else int(manifest["size"])
+
     def discard_stale_writes(self, older_than: float) -> int:
         """Remove temporary directories of writes that crashed over ``older_than`` s ago."""
         removed = 0

@@ -374,6 +374,7 @@ class SqliteTableStore:
                 timeout=self._busy_timeout,
             )
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA secure_delete=ON")  # a purged row's bytes are zeroed
             conn.execute("PRAGMA cache_size=-32768")  # 32 MiB per connection
             conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
             conn.execute("PRAGMA journal_size_limit=67108864")

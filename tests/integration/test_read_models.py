@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -87,7 +88,8 @@ def test_subscriptions_and_purge_queue(store):
     assert store.subscriptions(ADA) == ["Lists"]
     [d] = deliver(store, 1)
     store.expunge([d.message_id])
-    entries = store.purge_due()
+    assert store.purge_due() == []  # due after the deleted-retention period
+    entries = store.purge_due(datetime.now(UTC) + timedelta(days=31))
     assert [(e.queue, e.message_id) for e in entries] == [("deleted", d.message_id)]
 
 

@@ -311,13 +311,13 @@ def queue(store: InMemoryTableStore, name: str) -> list[tuple[UUID, str, Any]]:
         for row, cells in store.scan(n.PURGE_QUEUE, prefix=keys.purge_shard_prefix(name, shard)):
             q, s, bucket, message = keys.purge_row_parts(row)
             assert (q, s) == (name, shard) and cells[n.PQ_MESSAGE] == message.bytes
-            due = decode_datetime(cells[n.PQ_DUE])
-            assert bucket == keys.minute_bucket(due)
-            out.append((message, cells[n.PQ_REASON].decode(), due))
+            since = decode_datetime(cells[n.PQ_SINCE])
+            assert bucket == keys.minute_bucket(since)
+            out.append((message, cells[n.PQ_REASON].decode(), since))
     return sorted(out)
 
 
-def test_purge_queue_entries_for_deletes_expiry_policies_and_uploads() -> None:
+def test_purge_queue_entries_count_from_when_each_message_became_purgeable() -> None:
     h = History()
     t0 = h.now
     deleted, expunged, counted, until = (h.deliver(ADA) for _ in range(4))
@@ -330,10 +330,10 @@ def test_purge_queue_entries_for_deletes_expiry_policies_and_uploads() -> None:
     upload = h.begin_upload(ADA)
     store = project(h)
     assert queue(store, n.QUEUE_DELETED) == sorted([
-        (deleted, "deleted", t0 + timedelta(days=30)), (expunged, "expunged", t0)])
-    assert queue(store, n.QUEUE_EXPIRED) == [(counted, "limit", h.now + timedelta(days=30))]
+        (deleted, "deleted", t0), (expunged, "expunged", t0)])
+    assert queue(store, n.QUEUE_EXPIRED) == [(counted, "limit", h.now)]
     assert queue(store, n.QUEUE_EXPIRING) == [(until, "until", t0 + timedelta(days=3))]
-    assert queue(store, n.QUEUE_INCOMPLETE) == [(upload, "incomplete", h.now + timedelta(days=2))]
+    assert queue(store, n.QUEUE_INCOMPLETE) == [(upload, "incomplete", h.now)]
 
 
 def test_a_policy_that_has_already_passed_queues_the_message_as_expired() -> None:
@@ -341,7 +341,7 @@ def test_a_policy_that_has_already_passed_queues_the_message_as_expired() -> Non
     m = h.deliver(ADA)
     h.tick(days=1)
     h.set_policy(m, until=h.now - timedelta(hours=1))
-    assert queue(project(h), n.QUEUE_EXPIRED) == [(m, "policy", h.now + timedelta(days=30))]
+    assert queue(project(h), n.QUEUE_EXPIRED) == [(m, "policy", h.now)]
 
 
 # -- the runner --------------------------------------------------------------------------------
