@@ -237,7 +237,7 @@ class Letterlog:
                          peek_back=timedelta(minutes=s.purge_peek_back_minutes))
 
     def purging(self) -> Purging:
-        return Purging(self.mail, self.retention(), self._purged)
+        return Purging(self.mail.uow, self.retention(), self._purged)
 
     def purge_jobs(self) -> PurgeJobs:
         host = self._read()

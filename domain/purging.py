@@ -20,7 +20,7 @@ from uuid import UUID
 from domain.errors import MessageNotFound
 from domain.lifecycle import Retention, verdict
 from domain.message import Message
-from domain.service import Mailstore
+from domain.unit_of_work import UnitOfWork
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,9 @@ class Outcome:
 
 
 class Purging:
-    def __init__(self, mail: Mailstore, retention: Retention,
+    def __init__(self, uow: UnitOfWork, retention: Retention,
                  on_purged: Callable[[Sequence[Message]], None] | None = None) -> None:
-        self.mail = mail
+        self.uow = uow
         self.retention = retention
         self.on_purged = on_purged
 
@@ -68,10 +68,10 @@ class Purging:
                     changed.append(msg)
                     out.purged.append(msg)
             if changed and not dry_run:
-                self.mail._save(*changed)
+                self.uow.save(*changed)
             return out
 
-        outcome = self.mail._retry(attempt)
+        outcome = self.uow.run(attempt)
         if outcome.purged and not dry_run and self.on_purged is not None:
             self.on_purged(outcome.purged)
         return outcome
@@ -84,23 +84,23 @@ class Purging:
         def attempt() -> Outcome:
             out = Outcome()
             already.clear()
-            for msg in [self.mail.message(i) for i in message_ids]:
+            for msg in [self.uow.message(i) for i in message_ids]:
                 if msg.purge(reason):
                     out.purged.append(msg)
                 else:
                     already.append(msg)
                     out.kept.append(msg.id)
             if out.purged:
-                self.mail._save(*out.purged)
+                self.uow.save(*out.purged)
             return out
 
-        outcome = self.mail._retry(attempt)
+        outcome = self.uow.run(attempt)
         if self.on_purged is not None:  # keys of the already purged too: idempotent
             self.on_purged([*outcome.purged, *already])
         return outcome
 
     def _message(self, message_id: UUID) -> Message | None:
         try:
-            return self.mail.message(message_id)
+            return self.uow.message(message_id)
         except MessageNotFound:
             return None
