@@ -32,7 +32,6 @@ from domain.errors import InvalidCommand, MailboxNotFound, MessageNotFound, Sett
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
 from domain.purging import Outcome, Purging
-from domain.rfc5322 import MessageLimits
 from domain.service import Change, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
 from projections import names as pn
@@ -71,7 +70,7 @@ class Letterlog:
         self.mail = Mailstore(
             log,
             payloads,
-            limits=MessageLimits(max_size=settings.max_message_size),
+            limits=settings.message_limits(),
             inline_limit=settings.inline_limit,
             deleted_retention=timedelta(days=settings.deleted_retention_days),
             on_saved=self._project_saved,

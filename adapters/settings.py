@@ -6,12 +6,15 @@ Invalid settings fail at start-up with a ``SettingsError`` that names the settin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from domain.errors import SettingsError
+
+if TYPE_CHECKING:
+    from domain.rfc5322 import MessageLimits
 
 
 class Settings(BaseSettings):
@@ -32,7 +35,16 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
     inline_limit: int = Field(10 * 1024, ge=0, le=1024 * 1024)
-    max_message_size: int = Field(50 * 1024 * 1024, ge=1024)
+    max_message_size: int = Field(50 * 1024 * 1024, ge=1024,
+                                  description="bytes; a larger message is rejected")
+    # The parse limits: a message beyond one is still stored and extracted byte-exact, only
+    # its parse stops there (its facts name the limit: facts.truncated).
+    max_header_bytes: int = Field(256 * 1024, ge=1, description="header block bytes parsed")
+    max_parts: int = Field(1000, ge=1, description="MIME parts parsed")
+    max_depth: int = Field(32, ge=1, le=10_000, description="MIME nesting parsed")
+    max_line_length: int = Field(1024 * 1024, ge=1,
+                                 description="bytes; the parse stops before a longer line")
+    parse_seconds: float = Field(10.0, gt=0, description="time budget of one message's parse")
     deleted_retention_days: float = Field(30.0, ge=0)
     expired_ttl_days: float = Field(30.0, ge=0, description="expired messages purged after")
     incomplete_ttl_days: float = Field(2.0, ge=0, description="unfinished uploads purged after")
@@ -41,6 +53,14 @@ class Settings(BaseSettings):
     purge_peek_back_minutes: int = Field(60, ge=0, description="buckets re-read before a pointer")
     purge_interval_seconds: float = Field(600.0, gt=0, description="letterlog purger's period")
     purge_threads: int = Field(4, ge=1, le=16, description="shards purged at once per queue")
+
+    def message_limits(self) -> MessageLimits:
+        from domain.rfc5322 import MessageLimits
+
+        return MessageLimits(max_size=self.max_message_size,
+                             max_header_bytes=self.max_header_bytes, max_parts=self.max_parts,
+                             max_depth=self.max_depth, max_line_length=self.max_line_length,
+                             parse_seconds=self.parse_seconds)
 
     @model_validator(mode="after")
     def _coherent(self) -> Settings:

@@ -51,6 +51,8 @@ def facts_for_event(facts: MessageFacts) -> dict[str, Any]:
         "defects": list(facts.defects),
         "line_ending": facts.line_ending,
         "header_bytes": facts.header_bytes,
+        # only when a limit stopped the parse: the limits hit (their settings' names)
+        **({"truncated": list(facts.truncated)} if facts.truncated else {}),
     }
 
 
@@ -253,7 +255,7 @@ class DeliveryCommands(Commands):
         msg = self.uow.message(message_id)
         if msg.size + len(data) > self.limits.max_size:
             raise InvalidCommand(
-                f"data: upload would exceed the size limit of {self.limits.max_size} bytes"
+                f"data: upload would exceed max_message_size={self.limits.max_size} bytes"
             )
         ref = self.payloads.put(data)
         msg.append_chunk(index, len(data), ref.sha256)

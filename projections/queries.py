@@ -8,7 +8,7 @@ reads an aggregate or the log.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -64,6 +64,7 @@ class MessageSummary:
     thread_id: UUID | None
     subject: str | None
     sender: str | None
+    truncated: list[str] = field(default_factory=list)  # limits that stopped the parse
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -99,7 +100,13 @@ def _summary(mailbox_id: UUID, row: bytes, cells: dict[bytes, bytes]) -> Message
         thread_id=UUID(bytes=thread) if thread else None,
         subject=envelope.get("subject"),
         sender=envelope.get("from"),
+        truncated=_truncated(fields.get("facts")),
     )
+
+
+def _truncated(facts: object) -> list[str]:
+    found = facts.get("truncated") if isinstance(facts, dict) else None
+    return [str(limit) for limit in found] if isinstance(found, list) else []
 
 
 def mailbox_messages(
