@@ -21,7 +21,9 @@ happybase batch writes of the same cells, in the same run.
     letterlog's versioned cells costs through happybase, whoever does it.
 
 Servers are started here through ``adapters.devservers`` unless ``bootstrap`` / ``hbase``
-(``host:port`` of a Thrift1 server) are given. Results are a JSON-able dict.
+(``host:port`` of a Thrift1 server) are given; ``running_servers(settings)`` gives them from
+the ``LETTERLOG_*`` settings (``letterlog bench stream --use-running``). Results are a
+JSON-able dict.
 """
 
 from __future__ import annotations
@@ -123,6 +125,24 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(30)
+
+
+def running_servers(settings: Any) -> dict[str, Any]:
+    """``bench_stream``'s server arguments from settings (``LETTERLOG_KAFKA_BOOTSTRAP``,
+    ``LETTERLOG_HBASE_HOST``/``_PORT``/``_THRIFT2_PORT``): the servers already running, as
+    ``python -m adapters.devservers up`` writes them into ``services.env``. A missing one is
+    a ``SettingsError`` naming the variable."""
+    from domain.errors import SettingsError
+
+    if not settings.kafka_bootstrap:
+        raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: --use-running needs the running Kafka "
+                            "(host:port; `set -a; . services.env; set +a`)")
+    if settings.table_store != "hbase":
+        raise SettingsError("LETTERLOG_TABLE_STORE: --use-running needs hbase (and "
+                            "LETTERLOG_HBASE_HOST/LETTERLOG_HBASE_PORT of the running gateway)")
+    return {"bootstrap": settings.kafka_bootstrap,
+            "hbase": f"{settings.hbase_host}:{settings.hbase_port}",
+            "thrift2_port": settings.hbase_thrift2_port}
 
 
 def _baselines(puts: list[Any], specs: list[Any], host: str, port: int, prefix: str,
@@ -267,6 +287,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
             "events": head, "partitions": partitions, "workers": workers, "batch": batch,
             "write_path": used,
             "servers_started_s": started,
+            "servers": "started by the benchmark" if started else "already running",
             "end_to_end": {"seconds": round(seconds, 2), "events_per_s": _rate(head, seconds),
                            "relay_seconds": round(relay_seconds[0], 2),
                            "relay_events_per_s": _rate(head, relay_seconds[0]),

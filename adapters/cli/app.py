@@ -536,20 +536,60 @@ def _stream_store() -> Any:
     return open_table_store(load_settings(data=state.data))
 
 
-@dead_app.command("list")
-def dead_letters_list(limit: Annotated[int, typer.Option(min=1)] = 100) -> None:
-    """List dead letters with their errors."""
-    from adapters.streaming.projector import list_dead_letters
+def _letter_line(d: dict[str, Any]) -> str:
+    closed = f"  [{d['outcome']} {d['closed_at']} by {d['closed_by']}]" if "outcome" in d else ""
+    return f"{d['id']}  times={d['times']}  {d['error']}{closed}"
 
-    for letter in list_dead_letters(_stream_store(), limit=limit):
-        d = letter.as_dict()
-        out(d, f"{d.get('topic')}/{d.get('partition')}@{d.get('offset')}: {d.get('error')}")
+
+@dead_app.command("list")
+def dead_letters_list(limit: Annotated[int, typer.Option(min=1)] = 100,
+                      closed: Annotated[bool, typer.Option(
+                          "--closed", help="the discarded and redriven ones instead")] = False,
+                      ) -> None:
+    """List dead letters (ID, how often, the last error)."""
+    from adapters.streaming.deadletters import list_closed, list_dead_letters
+
+    listing = list_closed if closed else list_dead_letters
+    for letter in listing(_stream_store(), limit=limit):
+        out(letter.as_dict(), _letter_line(letter.as_dict()))
+
+
+@dead_app.command("show")
+def dead_letters_show(letter_id: Annotated[str, typer.Argument(
+        metavar="ID", help="topic/partition@offset, as `list` prints it")]) -> None:
+    """One dead letter: the record, its error and every attempt (open or closed)."""
+    from adapters.streaming.deadletters import get_dead_letter
+
+    d = get_dead_letter(_stream_store(), letter_id).details()
+    if state.json:
+        out(d)
+        return
+    attempts = d.pop("attempts")
+    for k, v in d.items():
+        typer.echo(f"{k:12} {v}")
+    for a in attempts:
+        typer.echo(f"attempt      {a['at']}  {a['by']}  tries={a['tries']}  {a['error']}")
+
+
+@dead_app.command("discard")
+def dead_letters_discard(
+    letter_ids: Annotated[list[str] | None, typer.Argument(metavar="[ID]...")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="every open dead letter")] = False,
+    reason: Annotated[str, typer.Option(help="why (kept in the record)")] = "",
+) -> None:
+    """Close dead letters without applying them; each is recorded (who, when, why)."""
+    from adapters.streaming.deadletters import discard
+
+    if all_ == bool(letter_ids):
+        fail("give dead letter IDs or --all (not both)")
+    for letter in discard(_stream_store(), None if all_ else letter_ids, reason=reason):
+        out({**letter.as_dict(), "discarded": True}, f"discarded {letter.id}")
 
 
 @dead_app.command("redrive")
 def dead_letters_redrive() -> None:
-    """Apply every dead letter again (after a fix); the ones that succeed are removed."""
-    from adapters.streaming.projector import redrive
+    """Apply every dead letter again (after a fix); the ones that succeed are closed."""
+    from adapters.streaming.deadletters import redrive
 
     report = redrive(_stream_store())
     out({k: v for k, v in report.items() if k != "details"},
@@ -594,11 +634,17 @@ def bench_query(messages: Annotated[int, typer.Option(help="messages in the mail
 @bench_app.command("stream")
 def bench_stream(events: Annotated[int, typer.Option(help="events end to end")] = 100_000,
                  plot: PlotOption = None,
+                 use_running: Annotated[bool, typer.Option(
+                     "--use-running", help="Kafka and HBase from LETTERLOG_* settings "
+                     "(services.env) instead of starting them")] = False,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
     from adapters.bench.stream import bench_stream as run
+    from adapters.bench.stream import running_servers
+    from adapters.settings import load_settings
 
-    _bench(run(events=events, plot=plot), as_json)
+    servers = running_servers(load_settings(data=state.data)) if use_running else {}
+    _bench(run(events=events, plot=plot, **servers), as_json)
 
 
 def main() -> None:

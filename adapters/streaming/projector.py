@@ -48,9 +48,9 @@ Poison records
     record (``CorruptEvent`` from ``decode_record``) or an event a projector fails on
     (``CorruptEvent`` from the runner) is retried ``attempts`` times and then written to the
     ``dead_letters`` table (row ``topic/partition/offset``; cells: error, raw key and value,
-    first and last seen, how often); the batch goes on without it. Errors of the table store
-    itself are *not* poison: they propagate, nothing is acknowledged, and the caller retries.
-    ``redrive`` applies dead letters again (after a fix) and removes those that succeed.
+    first and last seen, how often, every attempt); the batch goes on without it. Errors of
+    the table store itself are *not* poison: they propagate, nothing is acknowledged, and the
+    caller retries. ``adapters.streaming.deadletters`` shows, discards and redrives them.
 """
 
 from __future__ import annotations
@@ -68,7 +68,15 @@ from typing import Any
 import msgpack
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from adapters.eventlog.records import decode_record, decode_value
+from adapters.eventlog.records import decode_record
+from adapters.streaming.deadletters import (
+    DEAD_LETTERS,
+    DeadLetter,
+    discard_dead_letter,
+    list_dead_letters,
+    record_failures,
+    redrive,
+)
 from domain.errors import CorruptEvent
 from projections import names as n
 from projections.registry import ALL, Projection
@@ -102,17 +110,8 @@ __all__ = [
 TP = tuple[str, int]
 Physical = Callable[[str], str]
 
-DEAD_LETTERS = TableSpec("dead_letters", ("d",), split_by_salt=False)
 REDO = TableSpec("stream_redo", ("r",), split_by_salt=False)
 REDO_MUTATIONS = b"r:m"
-DL_ERROR = b"d:error"
-DL_VALUE = b"d:value"
-DL_KEY = b"d:key"
-DL_FIRST_SEEN = b"d:first_seen"
-DL_LAST_SEEN = b"d:last_seen"
-DL_TIMES = b"d:times"
-DL_POSITION = b"d:position"
-DL_KAFKA_TIME = b"d:kafka_time"
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -128,26 +127,6 @@ class Record:
     value: bytes | None
     key: bytes | None = None
     timestamp: float | None = None
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    topic: str
-    partition: int
-    offset: int
-    error: str
-    value: bytes
-    key: bytes | None
-    first_seen: str
-    last_seen: str
-    times: int
-    position: int | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset,
-                "error": self.error, "bytes": len(self.value),
-                "key": self.key.hex() if self.key else None, "first_seen": self.first_seen,
-                "last_seen": self.last_seen, "times": self.times, "position": self.position}
 
 
 @dataclass
@@ -168,19 +147,6 @@ def partition_projections(projections: Iterable[Projection], topic: str,
                           partition: int) -> tuple[Projection, ...]:
     """The projections renamed for one partition: their own tracking rows."""
     return tuple(replace(p, name=f"{p.name}@{topic}/{partition}") for p in projections)
-
-
-def dead_letter_row(topic: str, partition: int, offset: int) -> bytes:
-    return f"{topic}/{partition:06d}/{offset:020d}".encode()
-
-
-def _parse_dead_letter_row(row: bytes) -> TP | tuple[str, int, int]:
-    topic, partition, offset = row.decode().rsplit("/", 2)
-    return topic, int(partition), int(offset)
-
-
-def _now_iso(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds")
 
 
 def _event_time(event: Any) -> float | None:
@@ -642,26 +608,8 @@ class StreamProjector:
         return poison
 
     def _write_dead_letters(self, poison: list[tuple[Record, str, int | None]]) -> None:
-        now = self.clock()
-        version = int(now * 1000)
-        batch: list[Mutation] = []
-        for record, error, position in poison:
-            row = dead_letter_row(record.topic, record.partition, record.offset)
-            known = self.store.get(self.dead_letters_table, row, [DL_FIRST_SEEN, DL_TIMES])
-            first = known.get(DL_FIRST_SEEN, _now_iso(now).encode())
-            times = int(known.get(DL_TIMES, b"0")) + 1
-            cells = {DL_ERROR: error.encode(), DL_VALUE: record.value or b"",
-                     DL_FIRST_SEEN: first, DL_LAST_SEEN: _now_iso(now).encode(),
-                     DL_TIMES: b"%d" % times}
-            if record.key is not None:
-                cells[DL_KEY] = record.key
-            if position is not None:
-                cells[DL_POSITION] = b"%d" % position
-            if record.timestamp is not None:
-                cells[DL_KAFKA_TIME] = _now_iso(record.timestamp).encode()
-            batch.extend(Put(self.dead_letters_table, row, c, v, version)
-                         for c, v in cells.items())
-        self.store.apply(batch)
+        record_failures(self.store, self.dead_letters_table, poison, now=self.clock(),
+                        tries=self.attempts)
 
     # -- lag ----------------------------------------------------------------------------------
 
@@ -694,89 +642,3 @@ class StreamProjector:
             parts[f"{tp[0]}/{tp[1]}"] = {"highwater": highwater, "next_offset": next_offset,
                                          "events": events, "seconds": round(seconds, 3)}
         return {"events": total_events, "seconds": round(worst, 3), "partitions": parts}
-
-
-# -- dead letters -----------------------------------------------------------------------------
-
-
-def _dead_letter(row: bytes, cells: Row) -> DeadLetter:
-    topic, partition, offset = _parse_dead_letter_row(row)  # type: ignore[misc]
-    position = cells.get(DL_POSITION)
-    return DeadLetter(
-        topic=topic, partition=partition, offset=offset,
-        error=cells.get(DL_ERROR, b"").decode("utf-8", "replace"),
-        value=cells.get(DL_VALUE, b""), key=cells.get(DL_KEY),
-        first_seen=cells.get(DL_FIRST_SEEN, b"").decode(),
-        last_seen=cells.get(DL_LAST_SEEN, b"").decode(),
-        times=int(cells.get(DL_TIMES, b"1")),
-        position=int(position) if position is not None else None,
-    )
-
-
-def list_dead_letters(store: TableStore, *, physical: Physical = identity,
-                      topic: str | None = None, limit: int | None = None) -> list[DeadLetter]:
-    """The dead letters in (topic, partition, offset) order ([] if there is no table)."""
-    table = physical(DEAD_LETTERS.name)
-    if not store.table_exists(table):
-        return []
-    prefix = f"{topic}/".encode() if topic else None
-    return [_dead_letter(row, cells) for row, cells in store.scan(table, prefix=prefix,
-                                                                   limit=limit)]
-
-
-def discard_dead_letter(store: TableStore, topic: str, partition: int, offset: int, *,
-                        physical: Physical = identity,
-                        clock: Callable[[], float] = time.time) -> None:
-    """Removes one dead letter without applying it."""
-    store.apply([DeleteRow(physical(DEAD_LETTERS.name), dead_letter_row(topic, partition, offset),
-                           int(clock() * 1000))])
-
-
-def redrive(store: TableStore, *, projections: Sequence[Projection] = ALL,
-            physical: Physical = identity, topics: Collection[str] | None = None,
-            topic: str | None = None, limit: int | None = None,
-            clock: Callable[[], float] = time.time) -> dict[str, Any]:
-    """Applies every dead letter again (after a fix) through the partition's own projections;
-    removes the ones that now succeed and records the new error of the others.
-
-    ``topics``: the Kafka topics whose records may be applied (None: any); ``topic`` limits
-    the dead letters taken. Re-applying is idempotent; ``counters`` skips an event older than
-    what its account's row holds already (rebuild ``counters`` if such an event mattered).
-    Returns ``{"redriven": n, "failed": n, "details": [...]}``."""
-    table = physical(DEAD_LETTERS.name)
-    report: dict[str, Any] = {"redriven": 0, "failed": 0, "details": []}
-    # through the same door as the workers: a row a crash left half-written is completed
-    # before it is read, tracking is written after the data
-    reads = frozenset(physical(t) for p in projections for t in p.reads)
-    batch = _BatchStore(store, physical(n.TRACKING), reads, physical(REDO.name))
-    if reads:
-        store.create_table(replace(REDO, name=physical(REDO.name)))
-    for letter in list_dead_letters(store, physical=physical, topic=topic, limit=limit):
-        row = dead_letter_row(letter.topic, letter.partition, letter.offset)
-        version = int(clock() * 1000)
-        try:
-            if topics is not None and letter.topic not in topics:
-                raise CorruptEvent(f"record from topic {letter.topic!r}, not one of "
-                                   f"{sorted(topics)}")
-            record = decode_value(letter.value)
-            position, event = decode_record(letter.value)
-            renamed = partition_projections(projections, letter.topic, letter.partition)
-            batch.begin()
-            runner = ProjectionRunner(batch, renamed, physical)
-            runner.rewind(position - 1)
-            runner.apply_events([(position, event)])
-            batch.flush()
-        except CorruptEvent as error:
-            report["failed"] += 1
-            report["details"].append({**letter.as_dict(), "redriven": False,
-                                      "error": str(error)})
-            store.apply([
-                Put(table, row, DL_ERROR, str(error).encode(), version),
-                Put(table, row, DL_LAST_SEEN, _now_iso(clock()).encode(), version),
-            ])
-            continue
-        store.apply([DeleteRow(table, row, version)])
-        report["redriven"] += 1
-        report["details"].append({**letter.as_dict(), "redriven": True,
-                                  "position": record.position})
-    return report
