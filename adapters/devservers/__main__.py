@@ -3,27 +3,35 @@
 python -m adapters.devservers install [--only pg,hbase,kafka,dovecot]
     apt (PostgreSQL, Dovecot, a JDK 17 if missing, Maven if missing) + Maven jars; starts
     nothing.
-python -m adapters.devservers up [--only pg,hbase,kafka,dovecot] [--env-file PATH]
-    start them, write <cache>/services.env (LETTERLOG_... lines), stay in the foreground
-    until Ctrl-C / SIGTERM, then tear everything down (and remove the env file).
+python -m adapters.devservers up [--only pg,hbase,kafka,dovecot] [--env-file PATH] [--detach]
+    start them under supervisord (a crashed server is restarted, the others keep running),
+    write <cache>/services.env (LETTERLOG_... lines), stay in the foreground reporting
+    restarts until Ctrl-C / SIGTERM, then stop them all (logs and data stay in
+    <tmp>/letterlog-services-<uid> until the next `up`). --detach: return once they are up.
+python -m adapters.devservers status [--json]     each server's state, pid, port, uptime
+python -m adapters.devservers restart NAME        one of them (postgres, hbase-thrift, ...)
+python -m adapters.devservers down                stop what `up --detach` started
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import json
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from adapters.supervision import Supervisor, SupervisorError
+
 from ._common import Service, ServiceFailed, cache_dir
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
 from .postgres import PostgresServer
+from .supervised import SupervisedServices, default_root, restart, status
 
 ALIASES = {
     "pg": "pg",
@@ -102,45 +110,62 @@ def _raise_stop(signum: int, frame: object) -> None:
     raise _Stop(signal.Signals(signum).name)
 
 
-def cmd_up(names: Sequence[str], env_file: Path) -> int:
-    servers: dict[str, Service] = {}
+def _write_env(services: SupervisedServices, env_file: Path) -> None:
+    lines = env_lines(services.servers)
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    env_file.write_text(
+        f"# written by `python -m adapters.devservers up` (supervisord in {services.root});"
+        " removed when they stop\n" + "\n".join(lines) + "\n"
+    )
+    print()
+    print("\n".join(lines))
+    pg = services.servers.get("pg")
+    if isinstance(pg, PostgresServer):
+        print(
+            "# eventsourcing library:",
+            " ".join(f"{k}={v}" for k, v in pg.eventsourcing_env().items()),
+        )
+    print()
+    print(f"wrote {env_file}; point letterlog at these servers with:")
+    print(f"    set -a; . {env_file}; set +a")
+
+
+def _watch(services: SupervisedServices) -> None:
+    """Reports every change of a program's state or pid (a crash, a restart) until stopped."""
+    seen = {row["name"]: (row["state"], row["pid"]) for row in services.supervisor.status()}
+    while True:
+        time.sleep(1.0)
+        for row in services.supervisor.status():
+            now = (row["state"], row["pid"])
+            if seen.get(row["name"]) != now:
+                print(f"{time.strftime('%H:%M:%S')} {row['name']}: {row['state']}"
+                      f" (pid {row['pid'] or '-'}); log: {row['log']}", flush=True)
+                seen[row["name"]] = now
+
+
+def cmd_up(names: Sequence[str], env_file: Path, *, detach: bool = False,
+           root: Path | None = None) -> int:
+    services = SupervisedServices(names, root)
     old_term = signal.signal(signal.SIGTERM, _raise_stop)
     # explicit, so Ctrl-C/SIGINT stops us even when started in the background (SIGINT ignored)
     old_int = signal.signal(signal.SIGINT, _raise_stop)
     written = False
     try:
-        for name in names:
-            svc = make(name)
-            print(f"starting {name} ...", flush=True)
-            svc.start()
-            servers[name] = svc
-            print(f"  {name} up in {svc.startup_seconds:.1f} s; logs: {svc.workdir}", flush=True)
-        lines = env_lines(servers)
-        env_file.parent.mkdir(parents=True, exist_ok=True)
-        env_file.write_text(
-            f"# written by `python -m adapters.devservers up` (pid {os.getpid()});"
-            " removed when it stops\n" + "\n".join(lines) + "\n"
-        )
+        print(f"starting {', '.join(names)} under supervisord in {services.root} ...",
+              flush=True)
+        services.start()
+        for name, seconds in services.startup_seconds.items():
+            print(f"  {name} up in {seconds:.1f} s", flush=True)
+        _write_env(services, env_file)
         written = True
-        print()
-        print("\n".join(lines))
-        pg = servers.get("pg")
-        if isinstance(pg, PostgresServer):
-            print(
-                "# eventsourcing library:",
-                " ".join(f"{k}={v}" for k, v in pg.eventsourcing_env().items()),
-            )
-        print()
-        print(f"wrote {env_file}; point letterlog at these servers with:")
-        print(f"    set -a; . {env_file}; set +a")
+        if detach:
+            print("running in the background: `python -m adapters.devservers status`, "
+                  "`... restart NAME`, `... down`.", flush=True)
+            return 0
         print("Ctrl-C stops them all.", flush=True)
-        while True:
-            for name, svc in servers.items():
-                if not getattr(svc, "running", True):
-                    print(f"\n{name} stopped unexpectedly:\n{svc.tail_logs(40)}", file=sys.stderr)
-                    return 1
-            time.sleep(1.0)
-    except ServiceFailed as exc:
+        _watch(services)
+        return 0
+    except (ServiceFailed, SupervisorError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, _Stop):
@@ -150,15 +175,60 @@ def cmd_up(names: Sequence[str], env_file: Path) -> int:
         # finish tearing down undisturbed
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if written:
-            with contextlib.suppress(OSError):
-                env_file.unlink()
-        for name in reversed(list(servers)):
-            with contextlib.suppress(Exception):
-                servers[name].stop()
-                print(f"  {name} stopped", flush=True)
+        if not detach or not written:
+            if written:
+                with contextlib.suppress(OSError):
+                    env_file.unlink()
+            services.stop()
+            print(f"stopped; logs kept in {services.root}", flush=True)
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGINT, old_int)
+
+
+def _uptime(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def cmd_status(root: Path, as_json: bool) -> int:
+    try:
+        rows = status(root)
+    except SupervisorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for row in rows:
+        if as_json:
+            print(json.dumps(row, sort_keys=True))
+        else:
+            print(f"{row['name']:14} {row['state']:9} pid {row['pid'] or '-':<8} "
+                  f"port {row['port'] or '-':<6} up {_uptime(row['uptime']):>9}  {row['log']}")
+    return 0 if all(row["state"] == "RUNNING" for row in rows) else 3
+
+
+def cmd_restart(root: Path, name: str) -> int:
+    try:
+        done = restart(root, name)
+    except SupervisorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{name} restarted in {done['seconds']} s (pid {done['pid']}"
+          + (f", port {done['port']})" if done["port"] else ")"))
+    return 0
+
+
+def cmd_down(root: Path, env_file: Path) -> int:
+    supervisor = Supervisor(root)
+    if not supervisor.alive():
+        print(f"nothing runs under {root}")
+        return 0
+    supervisor.shutdown()
+    with contextlib.suppress(OSError):
+        env_file.unlink()
+    print(f"stopped; logs kept in {root}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,11 +248,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="where to write the LETTERLOG_... lines (default: <cache>/services.env)",
     )
+    p_up.add_argument("--detach", action="store_true", help="return once the servers are up")
+    p_status = sub.add_parser("status", help="state, pid, port and uptime of each server")
+    p_status.add_argument("--json", action="store_true", help="one JSON object per line")
+    p_restart = sub.add_parser("restart", help="restart one server (a name `status` shows)")
+    p_restart.add_argument("name")
+    p_down = sub.add_parser("down", help="stop the servers `up --detach` started")
+    p_down.add_argument("--env-file", type=Path, default=None, help="the file `up` wrote")
+    for p in (p_up, p_status, p_restart, p_down):
+        p.add_argument("--root", type=Path, default=None,
+                       help="supervisord's directory (default: <tmp>/letterlog-services-<uid>)")
     args = parser.parse_args(argv)
-    names = parse_only(args.only)
+    root = getattr(args, "root", None) or default_root()
+    env_file = getattr(args, "env_file", None) or cache_dir() / "services.env"
     if args.command == "install":
-        return cmd_install(names)
-    return cmd_up(names, args.env_file or cache_dir() / "services.env")
+        return cmd_install(parse_only(args.only))
+    if args.command == "status":
+        return cmd_status(root, args.json)
+    if args.command == "restart":
+        return cmd_restart(root, args.name)
+    if args.command == "down":
+        return cmd_down(root, env_file)
+    return cmd_up(parse_only(args.only), env_file, detach=args.detach, root=root)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import hashlib
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -23,7 +24,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from adapters.supervision import Handle, Launch, Program
+
 __all__ = [
+    "Handle",
+    "Launch",
+    "Program",
     "ServiceFailed",
     "Service",
     "cache_dir",
@@ -163,7 +169,7 @@ def wait_for(
     what: str,
     timeout: float,
     log_paths: Sequence[Path] = (),
-    procs: Sequence[subprocess.Popen[bytes]] = (),
+    procs: Sequence[Handle] = (),
     interval: float = 0.5,
     tail_lines: int = 60,
 ) -> Any:
@@ -179,7 +185,8 @@ def wait_for(
         for proc in procs:
             code = proc.poll()
             if code is not None:
-                program = proc.args[0] if isinstance(proc.args, list | tuple) else proc.args
+                args = getattr(proc, "args", None) or [repr(proc)]
+                program = args[0] if isinstance(args, list | tuple) else args
                 label = program.decode() if isinstance(program, bytes) else str(program)
                 raise ServiceFailed(
                     f"{what}: process {label}"
@@ -307,6 +314,19 @@ def run_checked(
             log_paths=[log],
             tail=format_tails([log]),
         )
+
+
+def popen_launch(program: Program) -> subprocess.Popen[bytes]:
+    """Starts ``program`` as a child process in its own session (``spawn``)."""
+    account = pwd.getpwnam(program.user) if program.user else None
+    return spawn(
+        program.command,
+        log=program.log,
+        cwd=program.cwd,
+        env=program.env or None,
+        user=account.pw_uid if account else None,
+        group=account.pw_gid if account else None,
+    )
 
 
 # --------------------------------------------------------------------------- installing
@@ -557,10 +577,13 @@ def _stop_all_at_exit() -> None:
 class Service:
     """Start/stop/context-manager skeleton shared by the three servers.
 
-    Subclasses implement `install()`, `_start()` (raise ServiceFailed on failure),
-    `_stop()` and `log_paths`. Runtime state lives in `workdir` (a fresh temp dir unless given);
-    it is removed by `stop()` unless `keep_workdir` is set or starting failed (so the logs
-    named in the error stay readable).
+    Subclasses implement `install()`, `prepare()` (ports, config files, one-shot set-up such
+    as initdb: everything before the long-running processes), `bring_up(launch)` (starts its
+    `Program`s through `launch`, in order, and waits on real probes; ServiceFailed on
+    failure), `_stop()` and `log_paths`. `start()` launches with `popen_launch`; supervisord
+    launches the same programs in `adapters.devservers.supervised`. Runtime state lives in
+    `workdir` (a fresh temp dir unless given); it is removed by `stop()` unless
+    `keep_workdir` is set or starting failed (so the logs named in the error stay readable).
     """
 
     name = "service"
@@ -586,8 +609,15 @@ class Service:
     def install(self) -> None:
         raise NotImplementedError
 
-    def _start(self) -> None:
+    def prepare(self) -> None:
         raise NotImplementedError
+
+    def bring_up(self, launch: Launch) -> None:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        self.prepare()
+        self.bring_up(popen_launch)
 
     def _stop(self) -> None:
         raise NotImplementedError

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ._common import Service, apt_install, run_checked, spawn, terminate, wait_for
+from ._common import Handle, Launch, Program, Service, apt_install, run_checked, terminate, wait_for
 
 PACKAGES = ("dovecot-core", "dovecot-lmtpd")
 SYSTEM_USER = "letterlog-mail"
@@ -97,7 +97,7 @@ class DovecotServer(Service):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Handle | None = None
 
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
@@ -128,7 +128,7 @@ class DovecotServer(Service):
             return []
         return [self.workdir / "dovecot.log", self.workdir / "master.out"]
 
-    def _start(self) -> None:
+    def prepare(self) -> None:
         assert self.workdir is not None
         user = ensure_system_user()
         group = grp.getgrgid(user.pw_gid).gr_name
@@ -142,8 +142,15 @@ class DovecotServer(Service):
             run=w / "run", state=w / "state", log=w / "dovecot.log", user=user.pw_name,
             group=group, uid=user.pw_uid, gid=user.pw_gid, mail=w / "mail", home=w / "home",
             lmtp="lmtp"))
-        self.proc = spawn([str(_dovecot()), "-F", "-c", str(self.config)],
-                          log=w / "master.out", cwd=w)
+
+    def programs(self) -> list[Program]:
+        assert self.workdir is not None
+        return [Program("dovecot", (str(_dovecot()), "-F", "-c", str(self.config)),
+                        cwd=self.workdir, log=self.workdir / "master.out", priority=50)]
+
+    def bring_up(self, launch: Launch) -> None:
+        [program] = self.programs()
+        self.proc = launch(program)
         wait_for(self._probe, what="dovecot", timeout=self.startup_timeout,
                  log_paths=self.log_paths, procs=[self.proc], interval=0.1)
 
@@ -160,7 +167,7 @@ class DovecotServer(Service):
         return result.returncode == 0
 
     def _stop(self) -> None:
-        terminate(self.proc)
+        terminate(self.proc)  # type: ignore[arg-type]
         self.proc = None
 
     @property

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 import threading
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,6 +30,9 @@ from xml.sax.saxutils import escape
 
 from ._common import (
     LOCALHOST,
+    Handle,
+    Launch,
+    Program,
     Service,
     ServiceFailed,
     find_java,
@@ -41,7 +44,6 @@ from ._common import (
     pom_property,
     port_open,
     run_in_thread,
-    spawn,
     terminate,
     wait_for,
 )
@@ -207,9 +209,10 @@ class HBaseServer(Service):
         self.stop_timeout = stop_timeout
         self.lib: Path | None = None
         self.java: Path | None = None
-        self._master: subprocess.Popen[bytes] | None = None
-        self._thrift: subprocess.Popen[bytes] | None = None
-        self._thrift2: subprocess.Popen[bytes] | None = None
+        self._master: Handle | None = None
+        self._thrift: Handle | None = None
+        self._thrift2: Handle | None = None
+        self._env: dict[str, str] = {}
 
     # ------------------------------------------------------------------ info
     @property
@@ -306,16 +309,15 @@ class HBaseServer(Service):
         (wd / "conf" / "hbase-site.xml").write_text(_site_xml(site))
         (wd / "conf" / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
 
-    def _start(self) -> None:
+    def prepare(self) -> None:
+        """Ports and the generated configuration."""
         try:
             import happybase  # noqa: F401
         except ImportError as exc:
             raise ServiceFailed(
                 "hbase: the readiness probe needs happybase (pip install happybase thriftpy2)"
             ) from exc
-        assert self.workdir is not None
-        logs = self.workdir / "logs"
-        assert self.lib is not None
+        assert self.workdir is not None and self.lib is not None and self.java is not None
         # fail early (before any JVM starts) if the jar has no Thrift2 IDL
         thrift2_idl(self.lib)
         fixed = (self._fixed_thrift_port, self._fixed_thrift2_port)
@@ -324,17 +326,38 @@ class HBaseServer(Service):
         self.thrift_port = self._fixed_thrift_port or next(free)
         self.thrift2_port = self._fixed_thrift2_port or next(free)
         self._write_conf()
-        assert self.java is not None
-        env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
-        env.pop("CLASSPATH", None)
-        env.pop("JAVA_TOOL_OPTIONS", None)
+        self._env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
+        self._env.pop("CLASSPATH", None)
+        self._env.pop("JAVA_TOOL_OPTIONS", None)
 
-        self._master = spawn(
-            self._java_cmd(self.master_heap, logs / "master.log", MASTER_CLASS, "start"),
-            log=logs / "master.out",
-            cwd=self.workdir,
-            env=env,
-        )
+    def programs(self) -> list[Program]:
+        """The master (with region server and ZooKeeper), then the Thrift1 and Thrift2
+        gateways (`thrift`, `thrift2`)."""
+        assert self.workdir is not None
+        logs = self.workdir / "logs"
+
+        def program(name: str, heap: str, main: str, *args: str) -> Program:
+            command = self._java_cmd(heap, logs / f"{name}.log", main, *args)
+            return Program(name, tuple(command), cwd=self.workdir, log=logs / f"{name}.out",
+                           env=self._env, stop_wait=15, start_seconds=5, priority=30)
+
+        def gateway(name: str, heap: str, main: str, port: int) -> Program:
+            return program(name, heap, main, "-threadpool", "-b", self.thrift_host, "-p",
+                           str(port), "--infoport", "-1", "start")
+
+        keep = self.keep_workdir or self._given_workdir is not None
+        return [
+            replace(program("master", self.master_heap, MASTER_CLASS, "start"),
+                    stop_wait=90 if keep else self.stop_timeout, priority=20),
+            gateway("thrift", self.thrift_heap, THRIFT_CLASS, self.thrift_port),
+            gateway("thrift2", self.thrift2_heap, THRIFT2_CLASS, self.thrift2_port),
+        ]
+
+    def bring_up(self, launch: Launch) -> None:
+        assert self.workdir is not None
+        logs = self.workdir / "logs"
+        master, thrift, thrift2 = self.programs()
+        self._master = launch(master)
         wait_for(
             lambda: log_contains(logs / "master.log", MASTER_READY),
             what="hbase master initialization",
@@ -342,35 +365,15 @@ class HBaseServer(Service):
             log_paths=self.log_paths,
             procs=[self._master],
         )
-
-        workdir = self.workdir
-
-        def gateway(main: str, heap: str, port: int, name: str) -> subprocess.Popen[bytes]:
-            return spawn(
-                self._java_cmd(
-                    heap,
-                    logs / f"{name}.log",
-                    main,
-                    "-threadpool",
-                    "-b",
-                    self.thrift_host,
-                    "-p",
-                    str(port),
-                    "--infoport",
-                    "-1",
-                    "start",
-                ),
-                log=logs / f"{name}.out",
-                cwd=workdir,
-                env=env,
-            )
-
         # both gateways start at once (each is a ~4 s JVM start)
-        self._thrift = gateway(THRIFT_CLASS, self.thrift_heap, self.thrift_port, "thrift")
-        self._thrift2 = gateway(THRIFT2_CLASS, self.thrift2_heap, self.thrift2_port, "thrift2")
-        procs = [self._master, self._thrift, self._thrift2]
-        # first the ports, then the real round trips through Thrift1 and Thrift2
-        remaining = max(30.0, self.startup_timeout)
+        self._thrift = launch(thrift)
+        self._thrift2 = launch(thrift2)
+        self.await_gateways()
+
+    def await_gateways(self, timeout: float | None = None) -> None:
+        """Waits for both Thrift ports, then for a real round trip through each."""
+        procs = [p for p in (self._master, self._thrift, self._thrift2) if p is not None]
+        remaining = timeout or max(30.0, self.startup_timeout)
         ports = (self.thrift_port, self.thrift2_port)
         wait_for(
             lambda: all(port_open(self.thrift_host, port) for port in ports),
@@ -436,13 +439,13 @@ class HBaseServer(Service):
             client.close()
 
     def _stop(self) -> None:
-        terminate(self._thrift2, timeout=15)
+        terminate(self._thrift2, timeout=15)  # type: ignore[arg-type]
         self._thrift2 = None
-        terminate(self._thrift, timeout=15)
+        terminate(self._thrift, timeout=15)  # type: ignore[arg-type]
         self._thrift = None
         # An orderly HBase shutdown takes ~20-25 s here (region server waits on ZooKeeper).
         # Throw-away data needs none of it: SIGTERM, a short grace, then SIGKILL. Kept data
         # (keep_workdir / a given workdir) gets the full orderly shutdown.
         keep = self.keep_workdir or self._given_workdir is not None
-        terminate(self._master, timeout=90 if keep else self.stop_timeout)
+        terminate(self._master, timeout=90 if keep else self.stop_timeout)  # type: ignore[arg-type]
         self._master = None

@@ -13,12 +13,14 @@ import base64
 import logging
 import os
 import secrets
-import subprocess
 import uuid
 from pathlib import Path
 
 from ._common import (
     LOCALHOST,
+    Handle,
+    Launch,
+    Program,
     Service,
     ServiceFailed,
     find_java,
@@ -28,7 +30,6 @@ from ._common import (
     port_open,
     run_checked,
     run_in_thread,
-    spawn,
     terminate,
     wait_for,
 )
@@ -94,7 +95,8 @@ class KafkaServer(Service):
         self.broker_config = dict(broker_config or {})
         self.lib: Path | None = None
         self.java: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Handle | None = None
+        self._env: dict[str, str] = {}
 
     # ------------------------------------------------------------------ info
     @property
@@ -152,7 +154,8 @@ class KafkaServer(Service):
         props.update(self.broker_config)
         return props
 
-    def _start(self) -> None:
+    def prepare(self) -> None:
+        """Ports, `server.properties`, and the KRaft storage format."""
         try:
             import aiokafka  # noqa: F401
         except ImportError as exc:
@@ -174,44 +177,50 @@ class KafkaServer(Service):
             + "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
         )
         (wd / "conf" / "log4j.properties").write_text(LOG4J_PROPERTIES)
-        env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
-        env.pop("CLASSPATH", None)
-        env.pop("JAVA_TOOL_OPTIONS", None)
-
-        def java(heap: str, main: str, *args: str) -> list[str]:
-            return [
-                str(self.java),
-                f"-Xmx{heap}",
-                "-XX:+UseG1GC",
-                "-Djava.awt.headless=true",
-                "-Djava.net.preferIPv4Stack=true",
-                f"-Djava.io.tmpdir={wd / 'data'}",
-                f"-Dlog4j.configuration={(wd / 'conf' / 'log4j.properties').as_uri()}",
-                f"-Dkafka.logs.dir={wd / 'logs'}",
-                "-cp",
-                f"{self.lib}/*",
-                main,
-                *args,
-            ]
-
+        self._env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
+        self._env.pop("CLASSPATH", None)
+        self._env.pop("JAVA_TOOL_OPTIONS", None)
         # Kafka 3.9: a static `controller.quorum.voters` quorum is formatted without
         # --standalone (that flag is for the dynamic `controller.quorum.bootstrap.servers`)
         run_checked(
-            java(
+            self._java(
                 "256m", "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(conf)
             ),
             what="kafka: storage format",
             log=wd / "logs" / "format.log",
             cwd=wd,
-            env=env,
+            env=self._env,
             timeout=180,
         )
-        self._proc = spawn(
-            java(self.heap, "kafka.Kafka", str(conf)),
-            log=wd / "logs" / "kafka.out",
-            cwd=wd,
-            env=env,
-        )
+
+    def _java(self, heap: str, main: str, *args: str) -> list[str]:
+        assert self.workdir is not None
+        wd = self.workdir
+        return [
+            str(self.java),
+            f"-Xmx{heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            "-Djava.net.preferIPv4Stack=true",
+            f"-Djava.io.tmpdir={wd / 'data'}",
+            f"-Dlog4j.configuration={(wd / 'conf' / 'log4j.properties').as_uri()}",
+            f"-Dkafka.logs.dir={wd / 'logs'}",
+            "-cp",
+            f"{self.lib}/*",
+            main,
+            *args,
+        ]
+
+    def programs(self) -> list[Program]:
+        assert self.workdir is not None
+        wd = self.workdir
+        command = self._java(self.heap, "kafka.Kafka", str(wd / "conf" / "server.properties"))
+        return [Program("kafka", tuple(command), cwd=wd, log=wd / "logs" / "kafka.out",
+                        env=self._env, stop_wait=60, start_seconds=5, priority=40)]
+
+    def bring_up(self, launch: Launch) -> None:
+        [program] = self.programs()
+        self._proc = launch(program)
         wait_for(
             lambda: port_open(self.host, self.port),
             what=f"kafka broker port {self.bootstrap}",
@@ -278,5 +287,5 @@ class KafkaServer(Service):
 
     def _stop(self) -> None:
         keep = self.keep_workdir or self._given_workdir is not None
-        terminate(self._proc, timeout=60 if keep else 20)
+        terminate(self._proc, timeout=60 if keep else 20)  # type: ignore[arg-type]
         self._proc = None

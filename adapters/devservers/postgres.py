@@ -19,12 +19,14 @@ from typing import Any
 
 from ._common import (
     LOCALHOST,
+    Handle,
+    Launch,
+    Program,
     Service,
     ServiceFailed,
     apt_install,
     free_port,
     run_checked,
-    spawn,
     terminate,
     wait_for,
 )
@@ -111,7 +113,9 @@ class PostgresServer(Service):
         self.admin_password = secrets.token_urlsafe(18)
         self.settings = dict(settings or {})
         self.bindir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Handle | None = None
+        self._account: str | None = None
+        self._env: dict[str, str] = {}
 
     # ------------------------------------------------------------------ info
     @property
@@ -160,7 +164,9 @@ class PostgresServer(Service):
         if self.bindir is None:
             raise ServiceFailed("postgres: initdb not found under /usr/lib/postgresql/*/bin")
 
-    def _start(self) -> None:
+    def prepare(self) -> None:
+        """initdb into `workdir/data` (as the `postgres` account when we are root) and pick
+        the port."""
         try:
             import psycopg  # noqa: F401
         except ImportError as exc:
@@ -170,6 +176,7 @@ class PostgresServer(Service):
         assert self.workdir is not None and self.bindir is not None
         wd = self.workdir
         account = _os_user()
+        self._account = account.pw_name if account else None
         uid = account.pw_uid if account else None
         gid = account.pw_gid if account else None
         (wd / "sock").mkdir(mode=0o700, exist_ok=True)
@@ -180,7 +187,7 @@ class PostgresServer(Service):
             os.chmod(wd, 0o700)
             for p in (wd, wd / "sock", pwfile):
                 os.chown(p, account.pw_uid, account.pw_gid)
-        env = {
+        self._env = {
             "PATH": f"{self.bindir}:/usr/bin:/bin",
             "LC_ALL": "C",
             "LANG": "C",
@@ -204,7 +211,7 @@ class PostgresServer(Service):
             what="postgres: initdb",
             log=wd / "initdb.log",
             cwd=wd,
-            env=env,
+            env=self._env,
             user=uid,
             group=gid,
             timeout=300,
@@ -212,8 +219,14 @@ class PostgresServer(Service):
         pwfile.unlink()
         if account is not None:
             os.chown(wd / "initdb.log", account.pw_uid, account.pw_gid)
-
+            # the server's log file is created by whoever launches it; let the account write it
+            (wd / "postgres.log").touch()
+            os.chown(wd / "postgres.log", account.pw_uid, account.pw_gid)
         self.port = self._fixed_port or free_port()
+
+    def programs(self) -> list[Program]:
+        assert self.workdir is not None and self.bindir is not None
+        wd = self.workdir
         cmd = [
             str(self.bindir / "postgres"),
             "-D",
@@ -231,7 +244,15 @@ class PostgresServer(Service):
         ]
         for key, value in self.settings.items():
             cmd += ["-c", f"{key}={value}"]
-        self._proc = spawn(cmd, log=wd / "postgres.log", cwd=wd, env=env, user=uid, group=gid)
+        # SIGINT = PostgreSQL's "fast shutdown" (roll back clients, checkpoint, exit)
+        return [
+            Program("postgres", tuple(cmd), cwd=wd, log=wd / "postgres.log", env=self._env,
+                    user=self._account, stop_signal="INT", start_seconds=2, priority=10)
+        ]
+
+    def bring_up(self, launch: Launch) -> None:
+        [program] = self.programs()
+        self._proc = launch(program)
 
         def probe_admin() -> bool:
             import psycopg
@@ -281,7 +302,7 @@ class PostgresServer(Service):
 
     def _stop(self) -> None:
         # SIGINT = PostgreSQL's "fast shutdown" (roll back clients, checkpoint, exit)
-        terminate(self._proc, sig=signal.SIGINT, timeout=30)
+        terminate(self._proc, sig=signal.SIGINT, timeout=30)  # type: ignore[arg-type]
         self._proc = None
 
     @property

@@ -1,0 +1,293 @@
+"""Long-running processes under supervisord (the `supervisor` package): the dev servers
+(`python -m adapters.devservers up`) and letterlog's own relay, workers and purger
+(`letterlog processes start`). See docs/adr/0012-supervisord-for-long-running-processes.md.
+
+``Program`` says what to run; ``write_config`` renders a supervisord configuration for a list
+of them (one ``[program:x]`` each, restarted when they crash: ``startretries`` tries with
+supervisord's growing back-off, then ``FATAL``; output appended to the program's log file,
+never rotated away); ``Supervisor`` starts supervisord on that file and talks to it over its
+unix socket (supervisord's XML-RPC interface, the one ``supervisorctl`` uses).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+import time
+import xmlrpc.client
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = [
+    "Handle",
+    "Launch",
+    "Program",
+    "Supervised",
+    "Supervisor",
+    "SupervisorError",
+    "write_config",
+]
+
+#: how often a program that dies while starting is tried again before it is FATAL
+START_RETRIES = 5
+
+
+class SupervisorError(RuntimeError):
+    """supervisord is not running, not reachable, or refused a request."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """One long-running process, as any launcher runs it: a child of this process
+    (``adapters.devservers._common.popen_launch``, the test fixtures) or supervisord
+    (restarted when it crashes). Output (stdout + stderr) is appended to ``log``."""
+
+    name: str
+    command: tuple[str, ...]
+    cwd: Path
+    log: Path
+    env: Mapping[str, str] = field(default_factory=dict)  # on top of supervisord's own
+    user: str | None = None  # an OS account to run as (PostgreSQL refuses root)
+    stop_signal: str = "TERM"
+    stop_wait: float = 30.0
+    start_seconds: float = 3.0  # alive this long = started (dying sooner = a failed start)
+    priority: int = 100  # started in ascending, stopped in descending order
+
+
+class Handle(Protocol):
+    """A launched program: ``poll()`` is None while it runs (or is being restarted), else
+    its exit code."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+
+class Launch(Protocol):
+    def __call__(self, program: Program) -> Handle: ...
+
+
+def _quote(text: str) -> str:
+    return text.replace("%", "%%")  # supervisord expands %(name)s in values
+
+
+def _environment(env: Mapping[str, str]) -> str:
+    return ",".join(f'{k}="{_quote(v)}"' for k, v in sorted(env.items()))
+
+
+def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) -> Path:
+    """``<root>/supervisord.conf`` for ``programs``; its socket, pid file and own log in
+    ``root``. ``autostart=False``: supervisord starts nothing until asked (``start``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "; written by adapters/supervision.py",
+        "[unix_http_server]",
+        f"file={_quote(str(root / 'supervisor.sock'))}",
+        "chmod=0700",
+        "[supervisord]",
+        f"logfile={_quote(str(root / 'supervisord.log'))}",
+        "logfile_maxbytes=0",
+        f"pidfile={_quote(str(root / 'supervisord.pid'))}",
+        f"childlogdir={_quote(str(root))}",
+        "nodaemon=true",
+        "[rpcinterface:supervisor]",
+        "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
+        "[supervisorctl]",
+        f"serverurl=unix://{_quote(str(root / 'supervisor.sock'))}",
+    ]
+    for p in programs:
+        lines += [
+            f"[program:{p.name}]",
+            f"command={_quote(shlex.join(p.command))}",
+            f"directory={_quote(str(p.cwd))}",
+            f"stdout_logfile={_quote(str(p.log))}",
+            "stdout_logfile_maxbytes=0",  # appended to, never rotated away
+            "redirect_stderr=true",
+            f"autostart={'true' if autostart else 'false'}",
+            "autorestart=true",
+            f"startsecs={int(p.start_seconds)}",
+            f"startretries={START_RETRIES}",
+            f"stopsignal={p.stop_signal}",
+            f"stopwaitsecs={int(p.stop_wait)}",
+            "stopasgroup=true",
+            "killasgroup=true",
+            f"priority={p.priority}",
+        ]
+        if p.env:
+            lines.append(f"environment={_environment(p.env)}")
+        if p.user:
+            lines.append(f"user={p.user}")
+    conf = root / "supervisord.conf"
+    conf.write_text("\n".join(lines) + "\n")
+    return conf
+
+
+class _UnixTransport(xmlrpc.client.Transport):
+    """XML-RPC over supervisord's unix socket (what ``supervisor.xmlrpc`` does, without its
+    deprecated http client)."""
+
+    def __init__(self, socket_path: Path) -> None:
+        super().__init__()
+        self.socket_path = str(socket_path)
+
+    def make_connection(self, host: Any) -> Any:
+        import http.client
+        import socket
+
+        path = self.socket_path
+
+        class Connection(http.client.HTTPConnection):
+            def connect(self) -> None:
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.sock.settimeout(30)
+                self.sock.connect(path)
+
+        return Connection("localhost")
+
+
+class Supervisor:
+    """supervisord on ``<root>/supervisord.conf``: start it, ask it, stop it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.conf = self.root / "supervisord.conf"
+        self.socket = self.root / "supervisor.sock"
+        self.log = self.root / "supervisord.log"
+
+    # -- the daemon -----------------------------------------------------------------------
+    def rpc(self) -> Any:
+        proxy = xmlrpc.client.ServerProxy("http://localhost",
+                                          transport=_UnixTransport(self.socket))
+        return proxy.supervisor
+
+    def alive(self) -> bool:
+        if not self.socket.exists():
+            return False
+        try:
+            return bool(self.rpc().getState()["statename"] == "RUNNING")
+        except (OSError, xmlrpc.client.Error):
+            return False
+
+    def launch(self, env: Mapping[str, str] | None = None,
+               timeout: float = 30.0) -> subprocess.Popen[bytes]:
+        """Starts supervisord (its own session: it outlives this process) and waits until it
+        answers."""
+        if self.alive():
+            raise SupervisorError(f"a supervisord already runs on {self.socket}")
+        self.socket.unlink(missing_ok=True)
+        out = open(self.root / "supervisord.out", "ab")  # noqa: SIM115 - the child's
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "supervisor.supervisord", "-n", "-c", str(self.conf)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.root, env=dict(env) if env is not None else None,
+                start_new_session=True)
+        finally:
+            out.close()
+        deadline = time.monotonic() + timeout
+        while not self.alive():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SupervisorError(f"supervisord did not start (see {self.log} and "
+                                      f"{self.root / 'supervisord.out'})")
+            time.sleep(0.1)
+        return proc
+
+    def shutdown(self, timeout: float = 180.0) -> None:
+        """Stops every program (descending priority), then supervisord itself."""
+        pid = self.pid()
+        with contextlib.suppress(OSError, xmlrpc.client.Error):
+            self.rpc().shutdown()
+        deadline = time.monotonic() + timeout
+        while pid and _exists(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def pid(self) -> int | None:
+        try:
+            return int((self.root / "supervisord.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    # -- programs -------------------------------------------------------------------------
+    def start(self, name: str, *, wait: bool = False) -> Supervised:
+        try:
+            self.rpc().startProcess(name, wait)
+        except xmlrpc.client.Fault as fault:
+            if "ALREADY_STARTED" not in fault.faultString:
+                raise SupervisorError(f"{name}: {fault.faultString}") from None
+        return Supervised(self, name)
+
+    def stop(self, name: str) -> None:
+        try:
+            self.rpc().stopProcess(name, True)
+        except xmlrpc.client.Fault as fault:
+            if "NOT_RUNNING" not in fault.faultString:
+                raise SupervisorError(f"{name}: {fault.faultString}") from None
+
+    def restart(self, name: str) -> Supervised:
+        """Stops (if running) and starts one program; returns once it counts as started."""
+        self.info(name)  # an unknown name fails here, clearly
+        self.stop(name)
+        return self.start(name, wait=True)
+
+    def info(self, name: str) -> dict[str, Any]:
+        try:
+            return dict(self.rpc().getProcessInfo(name))
+        except xmlrpc.client.Fault as fault:
+            names = ", ".join(p["name"] for p in self.status())
+            raise SupervisorError(f"{name}: {fault.faultString} (programs: {names})") from None
+        except OSError as error:
+            raise SupervisorError(f"supervisord on {self.socket} does not answer: "
+                                  f"{error}") from None
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each program: ``name``, ``state``, ``pid``, ``uptime`` (seconds, while running),
+        ``log``, ``description`` (supervisord's own line)."""
+        try:
+            infos = self.rpc().getAllProcessInfo()
+        except (OSError, xmlrpc.client.Error) as error:
+            raise SupervisorError(f"supervisord on {self.socket} does not answer: "
+                                  f"{error}") from None
+        return [{"name": i["name"], "state": i["statename"], "pid": i["pid"] or None,
+                 "uptime": (i["now"] - i["start"]) if i["statename"] == "RUNNING" else None,
+                 "log": i["stdout_logfile"], "description": i["description"]}
+                for i in infos]
+
+
+class Supervised:
+    """A ``Handle`` on a program supervisord runs: ``poll()`` answers an exit code only once
+    supervisord gave up on it (``FATAL``) or it was stopped; a crash it is restarting from is
+    still "running"."""
+
+    def __init__(self, supervisor: Supervisor, name: str) -> None:
+        self.supervisor = supervisor
+        self.name = name
+        self.args = [f"supervisord program {name}"]
+
+    @property
+    def pid(self) -> int:
+        return int(self.supervisor.info(self.name)["pid"])
+
+    def poll(self) -> int | None:
+        info = self.supervisor.info(self.name)
+        if info["statename"] in ("FATAL", "STOPPED"):
+            return int(info["exitstatus"] or 1)
+        return None
+
+    def __repr__(self) -> str:
+        return f"<Supervised {self.name}>"
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
