@@ -3,11 +3,12 @@
 
 Each server is prepared as for the test fixtures (ports, configuration, initdb / storage
 format), then its long-running programs (``postgres``, ``hbase-master``, ``hbase-thrift``,
-``hbase-thrift2``, ``kafka``) go into one supervisord configuration in ``<root>`` (default
-``<tmp>/letterlog-services-<uid>``) and are started through supervisord in the servers' own order, each
-waited on by the same real probes. From then on supervisord restarts a program that crashes
-(``adapters.supervision.START_RETRIES`` tries with growing back-off if it keeps dying while
-starting, then ``FATAL``), leaves the others alone, and appends to the same log files.
+``hbase-thrift2``, ``kafka``, ``dovecot``) go into one supervisord configuration in
+``<root>`` (default ``<tmp>/letterlog-services-<uid>``) and are started through supervisord
+in the servers' own order, each waited on by the same real probes. From then on supervisord
+restarts a program that crashes (``adapters.supervision.START_RETRIES`` tries with growing
+back-off if it keeps dying while starting, then ``FATAL``), leaves the others alone, and
+appends to the same log files.
 Nothing is deleted when a server crashes or when the servers stop: the next ``up`` clears
 ``<root>``. ``<root>/services.json`` holds what ``status`` shows (ports, logs).
 """
