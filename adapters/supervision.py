@@ -1,6 +1,6 @@
 """Long-running processes under supervisord (the `supervisor` package): the dev servers
 (`python -m adapters.devservers up`) and letterlog's own relay, workers and purger
-(`letterlog processes start`). See docs/adr/0012-supervisord-for-long-running-processes.md.
+(`letterlog processes start`). See docs/adr/0013-supervisord-for-long-running-processes.md.
 
 ``Program`` says what to run; ``write_config`` renders a supervisord configuration for a list
 of them (one ``[program:x]`` each, restarted when they crash: ``startretries`` tries with
