@@ -411,9 +411,19 @@ class Letterlog:
         if not cells:
             raise MessageNotFound(f"no message with UID {uid} in {mailbox!r}")
         fields = data_fields(cells.get(pn.DATA_FIELDS))
-        if fields.get("inline"):
-            return iter((cells.get(pn.DATA_BODY, b""),))
-        return self.payloads.open(str(fields["sha256"]))
+        if not fields.get("inline"):
+            return self.payloads.open(str(fields["sha256"]))
+        if pn.DATA_BODY in cells:  # a row written before ADR 0014 holds its own copy
+            return iter((cells[pn.DATA_BODY],))
+        return iter((self._inline_body(int(fields["body_event"]), uid),))
+
+    def _inline_body(self, position: int, uid: int) -> bytes:
+        """An inline body from the event at ``position`` of the log (stored there only)."""
+        for _, event in self.events(position, position, batch=1):
+            body = getattr(event, "personal", {}).get("body")
+            if type(body) is bytes:
+                return body
+        raise MessageNotFound(f"the body of UID {uid} is no longer in the log")
 
     def rebuild(self, names: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
         return dict(self._read().rebuild(names, progress))

@@ -6,10 +6,12 @@ mailbox's prefix lists it newest (highest UID) first. Two families:
 * ``meta`` -- what changes: flags, labels, modseq, state, thread, policy, extracts;
 * ``data`` -- what never changes for one row key, in three cells: ``data:message`` (the
   message id, 16 bytes), ``data:fields`` (one JSON object: account, size, internal date,
-  sha256, inline, copied_from, facts, and the personal envelope and attachment names) and
-  ``data:body`` (the inline body, raw bytes). Packed because nothing ever updates them one
-  by one: a delivery writes 10 cells instead of 19 (rebuilds and catch-up write and fold
-  per cell), and a listing reads 7 cells a row instead of 11.
+  sha256, inline, copied_from, facts, and the personal envelope and attachment names; for an
+  inline message ``body_event``, the log position of the event that holds its body: the body
+  is stored once, in the log, ADR 0014). Packed because nothing ever updates them one by one:
+  a delivery writes 9 cells instead of 19 (rebuilds and catch-up write and fold per cell),
+  and a listing reads 7 cells a row instead of 11. Tables written before ADR 0014 also hold
+  ``data:body`` (the inline body); readers take it where it is there.
 
 Written whole on ``Delivered`` / ``UploadCompleted`` and at the new key on ``Moved`` (the old
 key's row is deleted at the same position); ``meta`` cells are updated by the other changes;
@@ -57,26 +59,27 @@ def _full_row(e: Any, p: int, state: bytes, row: bytes) -> list[Mutation]:
         put(T, row, n.META_STATE, state, p),
         put(T, row, n.META_THREAD, e.thread_id.bytes, p),
         put(T, row, n.DATA_MESSAGE, e.originator_id.bytes, p),
-        put(T, row, n.DATA_FIELDS, encode_json(_fields(e)), p),
+        put(T, row, n.DATA_FIELDS, encode_json(_fields(e, p)), p),
     ]
     policy = getattr(e, "policy", None)  # Moved does not carry it (yet)
     if policy is not None:
         cells.append(put(T, row, n.META_POLICY, encode_policy(policy), p))
-    body = e.personal.get("body")
-    if body is not None:
-        if type(body) is not bytes:
-            raise TypeError(f"personal.body: expected bytes, got {type(body).__name__}")
-        cells.append(put(T, row, n.DATA_BODY, body, p))
     return cells
 
 
-def _fields(e: Any) -> dict[str, Any]:
-    """What ``data:fields`` holds (JSON: UUIDs as strings, the date in ISO 8601)."""
+def _fields(e: Any, p: int) -> dict[str, Any]:
+    """What ``data:fields`` holds (JSON: UUIDs as strings, the date in ISO 8601). An inline
+    body is not copied: ``body_event`` is the log position of the event that holds it."""
     size = e.size
     if type(size) is not int:
         raise TypeError(f"size: expected an int, got {type(size).__name__}")
     fields = {"account": str(e.account_id), "size": size, "internal_date": iso(e.internal_date),
               "sha256": e.sha256, "inline": bool(e.inline), "facts": e.facts}
+    if e.inline:
+        body = e.personal.get("body")
+        if type(body) is not bytes:
+            raise TypeError(f"personal.body: expected bytes, got {type(body).__name__}")
+        fields["body_event"] = p
     copied_from = getattr(e, "copied_from", None)
     if copied_from is not None:
         fields["copied_from"] = str(copied_from)

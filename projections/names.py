@@ -73,8 +73,8 @@ META_EXTRACTS: Final = b"meta:extracts"
 
 DATA_MESSAGE: Final = b"data:message"
 DATA_FIELDS: Final = b"data:fields"  # JSON: account, size, internal_date, sha256, inline,
-#                                       copied_from, facts, envelope, attachments
-DATA_BODY: Final = b"data:body"
+#                                       copied_from, facts, envelope, attachments, body_event
+DATA_BODY: Final = b"data:body"  # written before ADR 0014 only (the inline body)
 
 # -- label_index, threads ----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ def write_mbox(blobs: Sequence[bytes], path: Path) -> int:
         box.close()
     box = mailbox.mbox(str(path), create=False)
     try:
-        return sum(len(box.get_bytes(k)) for k in box)
+        return sum(len(box.get_bytes(k)) for k in box.iterkeys())
     finally:
         box.close()
 

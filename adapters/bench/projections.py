@@ -80,7 +80,7 @@ from domain.message import Message
 from domain.service import new_message_id, thread_id_for
 from domain.values import Role
 
-LOG_SCHEMA = "bench-log-v1"
+LOG_SCHEMA = "bench-log-v2"  # v2: personal parts compressed (ADR 0014)
 """Bump when the generator changes what it writes (old cached logs are then ignored)."""
 
 SAVE_BATCH = 1000

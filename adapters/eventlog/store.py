@@ -9,6 +9,7 @@ delivery then survives a process crash but may be lost with the last commits on 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import zlib
@@ -44,10 +45,35 @@ class _DurableSQLitePool(SQLiteConnectionPool):
         return conn
 
 
+EVENTS_PAGE_SIZE = 16384
+"""Page size of a new events file. An event with its compressed personal part is ~2 KB, so on
+4 KiB pages a quarter of the file was the unused tails of pages and overflow pages; on
+16 KiB pages the 5,000-message import's log takes 10.9 MB instead of 13.6 MB (ADR 0014). An
+existing file keeps the page size it was made with."""
+
+
+def _new_file_page_size(path: str, page_size: int) -> None:
+    """Give a new (absent or empty) SQLite file ``page_size``: only possible before its first
+    table, and before WAL mode is on."""
+    if not path or path.startswith(":memory:") or "mode=memory" in path:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.getsize(path) > 0:
+            return
+    con = sqlite3.connect(path)
+    try:
+        con.execute(f"PRAGMA page_size={page_size}")
+        con.execute("PRAGMA journal_mode=WAL")  # writes the header with that page size
+    finally:
+        con.close()
+
+
 class DurableSQLiteFactory(SQLiteFactory):
-    """SQLiteFactory with an explicit ``synchronous`` pragma (env ``SQLITE_SYNCHRONOUS``)."""
+    """SQLiteFactory with an explicit ``synchronous`` pragma (env ``SQLITE_SYNCHRONOUS``);
+    a new events file gets ``EVENTS_PAGE_SIZE`` pages."""
 
     def __init__(self, env: Any) -> None:
+        _new_file_page_size(env.get("SQLITE_DBNAME") or "", EVENTS_PAGE_SIZE)
         super().__init__(env)
         mode = SYNCHRONOUS.get((self.env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
         old = self.datastore.pool
