@@ -27,12 +27,22 @@ from adapters.eventlog.store import MailLog, open_log, postgres_env, sqlite_env
 from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
 from adapters.payloads.files import FilePayloadStore
 from adapters.settings import Settings, load_settings
+from domain.account import Account
 from domain.commands import Deliver, build
-from domain.errors import InvalidCommand, MailboxNotFound, MessageNotFound, SettingsError
+from domain.errors import (
+    AccountNotFound,
+    InvalidCommand,
+    MailboxExists,
+    MailboxNotFound,
+    MessageNotFound,
+    SettingsError,
+    StoreUnavailable,
+)
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
 from domain.purging import Outcome, Purging
-from domain.service import Change, Delivery, Mailstore
+from domain.rfc5322 import MessageLimits
+from domain.service import Change, CheckedDelivery, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
 from projections import names as pn
 from projections import queries as q
@@ -79,12 +89,15 @@ class Letterlog:
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, data: str | os.PathLike[str] | None = None, **overrides: Any) -> Letterlog:
+    def open(cls, data: str | os.PathLike[str] | None = None, *, create: bool = True,
+             **overrides: Any) -> Letterlog:
+        """Opens the store in ``data``. With ``create=False`` (a reader) a directory holding
+        no store is a ``StoreUnavailable`` error naming it, and nothing is created."""
         if data is not None:
             overrides["data"] = Path(data)
         settings = load_settings(**overrides)
         root = Path(settings.data)
-        root.mkdir(parents=True, exist_ok=True)
+        _check_data_dir(root, settings.event_store == "sqlite", create)
         if settings.event_store == "sqlite":
             env = sqlite_env(str(root / "events.sqlite"), settings.durability)
         else:
@@ -213,6 +226,8 @@ class Letterlog:
         return self.mail.rename_mailbox(account, mailbox, new_name)
 
     def subscribe(self, account: str, mailbox: str) -> Change:
+        """Subscribes an existing account (AccountNotFound otherwise: nothing is created)."""
+        self.mail.account(normalise_address(account))
         return self.mail.subscribe(account, mailbox)
 
     def unsubscribe(self, account: str, mailbox: str) -> Change:
@@ -287,11 +302,46 @@ class Letterlog:
         if checkpoint is not None:
             checkpoint("TRUNCATE")
 
+    def check(self, **fields: Any) -> CheckedDelivery:
+        """``deliver``'s fields checked and the message parsed (once), nothing written:
+        ``deliver_checked`` delivers a batch of these in one append. MessageRejected or
+        InvalidCommand if unfit."""
+        return self.mail.check(build(Deliver, **fields))
+
+    def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+        return self.mail.deliver_checked(items)
+
+    def ensure_mailbox(self, account: str, mailbox: str) -> bool:
+        """Creates ``mailbox`` unless the account has it already; True if it was created."""
+        try:
+            self.create_mailbox(account, mailbox)
+        except MailboxExists:
+            return False
+        return True
+
+    def check_delivery(self, **fields: Any) -> None:
+        """Raises what delivering any message with these fields would raise (a bad address,
+        mailbox name, flag, label or policy; a mailbox the account does not have); writes
+        nothing. ``fields`` are ``deliver``'s, without ``raw``."""
+        cmd = build(Deliver, raw=b"", **fields)
+        try:
+            account = self.mail.account(cmd.account)
+        except AccountNotFound:
+            if cmd.mailbox != "INBOX":
+                raise MailboxNotFound(
+                    f"mailbox: {cmd.mailbox!r} does not exist for {cmd.account}") from None
+            return
+        account.mailbox(cmd.mailbox)
+
     # -- command-side views ---------------------------------------------------------------------
     def show(self, message_id: UUID) -> dict[str, Any]:
         m = self.mail.message(message_id)
+        account = self.mail._get(Account, m.account_id, AccountNotFound, "account")
+        mailbox = self.mail.mailbox(m.mailbox_id) if m.mailbox_id else None
         return {
             "message_id": str(m.id),
+            "account": account.address,
+            "mailbox": mailbox.name if mailbox is not None else None,
             "account_id": str(m.account_id),
             "mailbox_id": str(m.mailbox_id),
             "uid": m.uid,
@@ -337,9 +387,17 @@ class Letterlog:
             self._read().catalog.refresh()
             return fn()
 
-    def _mailbox_id(self, account: str, mailbox: str) -> UUID:
+    def _account_id(self, account: str) -> UUID:
+        """The id of an account the log has opened; AccountNotFound for any other."""
         host = self._read()
         acc = account_id_for(normalise_address(account))
+        if self._query(lambda: q.account_address(host.tables, acc, host.physical)) is None:
+            raise AccountNotFound(f"account: {account!r} does not exist")
+        return acc
+
+    def _mailbox_id(self, account: str, mailbox: str) -> UUID:
+        host = self._read()
+        acc = self._account_id(account)
         name = validate_mailbox_name(mailbox)
         mailbox_id = self._query(lambda: q.mailbox_id_named(host.tables, acc, name,
                                                             host.physical))
@@ -358,7 +416,7 @@ class Letterlog:
     def label_messages(self, account: str, label: str, *,
                        limit: int = 50) -> list[q.MessageSummary]:
         host = self._read()
-        acc = account_id_for(normalise_address(account))
+        acc = self._account_id(account)
         return self._query(lambda: q.label_messages(
             host.tables, acc, validate_label(label), limit=limit, physical=host.physical))
 
@@ -369,7 +427,7 @@ class Letterlog:
 
     def counters(self, account: str) -> dict[str, Any]:
         host = self._read()
-        acc = account_id_for(normalise_address(account))
+        acc = self._account_id(account)
         boxes, labels = self._query(lambda: q.counters(host.tables, acc, host.physical))
         names = {v: k for k, v in self._query(
             lambda: q.mailbox_names(host.tables, acc, host.physical)).items()}
@@ -388,8 +446,42 @@ class Letterlog:
 
     def subscriptions(self, account: str) -> list[str]:
         host = self._read()
-        acc = account_id_for(normalise_address(account))
+        acc = self._account_id(account)
         return self._query(lambda: q.subscriptions(host.tables, acc, host.physical))
+
+    def search(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
+               before_uid: int | None = None, **criteria: Any) -> list[q.MessageSummary]:
+        """IMAP SEARCH over a mailbox's read model, newest first, paged like ``messages``.
+        ``criteria``: sender, subject, flags, unflags, labels, since, before, larger,
+        smaller (see ``projections.search.SearchCriteria``)."""
+        from projections.search import SearchCriteria, search_mailbox
+
+        keys = SearchCriteria(**{k: frozenset(v) if k in ("flags", "unflags", "labels") else v
+                                 for k, v in criteria.items()})
+        host = self._read()
+        return self._query(lambda: search_mailbox(
+            host.tables, self._mailbox_id(account, mailbox), keys, limit=limit,
+            before_uid=before_uid, physical=host.physical))
+
+    def usage(self, account: str) -> dict[str, Any]:
+        """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
+        distinct payload once); and the account's total (each payload once overall)."""
+        from projections.search import mailbox_usage
+
+        host = self._read()
+        acc = self._account_id(account)
+        names = self._query(lambda: q.mailbox_names(host.tables, acc, host.physical))
+        boxes = {name: self._query(lambda i=mailbox_id: mailbox_usage(  # type: ignore[misc]
+            host.tables, i, host.physical)) for name, mailbox_id in sorted(names.items())}
+        payloads: dict[str, int] = {}
+        for u in boxes.values():
+            payloads.update(u.payloads)
+        row = {name: {"messages": u.messages, "deleted": u.deleted, "delivered": u.delivered,
+                      "stored": u.stored} for name, u in boxes.items()}
+        total = {k: sum(r[k] for r in row.values()) for k in ("messages", "deleted",
+                                                              "delivered")}
+        total["stored"] = sum(u.inline for u in boxes.values()) + sum(payloads.values())
+        return {"account": normalise_address(account), "mailboxes": row, "total": total}
 
     def purge_due(self, now: datetime | None = None, *, limit: int = 1000) -> list[q.PurgeEntry]:
         host = self._read()
@@ -443,6 +535,53 @@ class Letterlog:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_data_dir(root: Path, sqlite_log: bool, create: bool) -> None:
+    """A data directory a store can use, or a ``StoreUnavailable`` naming what is wrong."""
+    try:
+        if root.exists() and not root.is_dir():
+            raise StoreUnavailable(f"{root}: is not a directory (give --data a directory)")
+        if not create:
+            if not root.is_dir():
+                raise StoreUnavailable(f"{root}: no letterlog store here (no such directory)")
+            if sqlite_log and not (root / "events.sqlite").is_file():
+                raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite)")
+        root.mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
+            raise StoreUnavailable(f"{root}: not readable and writable by this user")
+        if sqlite_log:
+            _check_event_store(root / "events.sqlite")
+    except OSError as e:
+        raise StoreUnavailable(f"{root}: cannot use as a data directory: "
+                               f"{e.strerror or e}") from None
+
+
+def _check_event_store(path: Path) -> None:
+    """An existing ``events.sqlite`` must be an SQLite file holding letterlog's tables (or
+    none yet): anything else is refused before the library writes its tables into it."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as fh:
+        if fh.read(16) != SQLITE_MAGIC:
+            raise StoreUnavailable(f"{path}: is not a letterlog event store "
+                                   "(not an SQLite database)")
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master "
+                                                "WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreUnavailable(f"{path}: is not a letterlog event store ({e})") from None
+    if tables and "stored_events" not in tables:
+        raise StoreUnavailable(f"{path}: is not a letterlog event store "
+                               "(an SQLite database without letterlog's tables)")
 
 
 def _jsonable(v: Any) -> Any:

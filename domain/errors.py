@@ -58,3 +58,7 @@ class SettingsError(LetterlogError):
 class StoreBusy(LetterlogError):
     """The event store's write lock is held by another writer; nothing was written. The
     event store adapter raises it in place of its driver's error ("database is locked")."""
+
+
+class StoreUnavailable(LetterlogError):
+    """The data directory or event store cannot be used (missing, not a store, unreadable)."""

@@ -308,3 +308,11 @@ def due_purge_entries(store: TableStore, now: datetime, *, queues: tuple[str, ..
                 if len(out) >= limit:
                     return out
     return out
+
+
+def account_address(store: TableStore, account_id: UUID,
+                    physical: Physical = _same) -> str | None:
+    """The address of an account the log has opened; None for one it never has."""
+    row = store.get(physical(n.ACCOUNTS), account_row(account_id), [n.ACC_ADDRESS])
+    value = row.get(n.ACC_ADDRESS)
+    return value.decode() if value else None

@@ -15,10 +15,12 @@ from domain.errors import ExtractionRefused
 
 def run_demo(store: Any, *, messages: int = 400, as_json: bool = False) -> dict[str, Any]:
     console = Console(stderr=as_json)
+    progress = Console(stderr=True)  # a bar on a terminal only, never in the output
     deliveries = []
     delivered_bytes = 0
     mails = list(generate(messages))
-    for g in track(mails, description="delivering", console=console, disable=as_json):
+    for g in track(mails, description="delivering", console=progress,
+                   disable=as_json or not progress.is_terminal):
         for rcpt in g.recipients:
             d = store.deliver(account=rcpt, raw=g.raw, labels=list(g.labels))
             deliveries.append((rcpt, g, d))

@@ -1,19 +1,50 @@
-"""Import mbox files and Maildir folders through the batched delivery path, with progress."""
+"""Read mbox files and Maildir folders into deliveries, keeping what the source knows.
+
+* **Internal date**: the mbox ``From `` line's date (read as UTC, the line has no zone) or
+  the Maildir file's modification time (when it was delivered there); failing that the
+  ``Date:`` header; failing that, now.
+* **Flags**: mbox ``Status:`` / ``X-Status:`` (``R`` seen, ``A`` answered, ``F`` flagged,
+  ``D`` deleted, ``T`` draft); Maildir info ``:2,`` letters (``S R F T D``, ``P`` is
+  ``$Forwarded``).
+* **Folders**: Maildir++ sub-folders (``.Sent``, ``.Archive.2024``) become mailboxes
+  (``Sent``, ``Archive/2024``), created when missing.
+
+Every source message is named by its real file (``box.mbox#12``: the 12th message;
+``Maildir/cur/1700000000.x:2,S``), so a rejection says where to look. A batch of checked
+messages is delivered in one append; a message that fails the checks is reported alone.
+"""
 
 from __future__ import annotations
 
 import mailbox as stdlib_mailbox
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.parser import BytesHeaderParser
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-from domain.commands import Deliver, build
 from domain.errors import InvalidCommand, LetterlogError
 
 MAILDIR_FLAGS = {"S": "\\Seen", "R": "\\Answered", "F": "\\Flagged", "T": "\\Deleted",
                  "D": "\\Draft", "P": "$Forwarded"}
+MBOX_FLAGS = {"R": "\\Seen", "A": "\\Answered", "F": "\\Flagged", "D": "\\Deleted",
+              "T": "\\Draft"}
+_HEADERS = BytesHeaderParser()
+
+
+@dataclass(frozen=True)
+class SourceMessage:
+    """One message of an mbox or Maildir with what its source says about it."""
+
+    name: str  # the real file (and the message's number in an mbox)
+    raw: bytes = field(repr=False)
+    flags: tuple[str, ...] = ()
+    internal_date: datetime | None = None
+    folder: str = ""  # a Maildir++ sub-folder's mailbox name ("" = the target mailbox)
+    error: str | None = None  # why it could not be read
 
 
 def maildir_flags(info_flags: str) -> list[str]:
@@ -21,31 +52,120 @@ def maildir_flags(info_flags: str) -> list[str]:
     return sorted({MAILDIR_FLAGS[c] for c in info_flags if c in MAILDIR_FLAGS})
 
 
-def mbox_messages(path: Path) -> tuple[int, Iterator[tuple[str, bytes, list[str]]]]:
+def _header_date(raw: bytes) -> datetime | None:
+    head = raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
+    value = _HEADERS.parsebytes(head).get("Date")
+    try:
+        when = parsedate_to_datetime(str(value)) if value else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when
+
+
+def _from_line_date(from_line: str) -> datetime | None:
+    """``From sender Sun Mar  1 12:00:00 2026`` → that time, as UTC."""
+    parts = from_line.split()
+    for n in (5, 6):  # asctime, or asctime with a zone / year after it
+        if len(parts) < n + 1:
+            continue
+        text = " ".join(parts[1:6] if n == 5 else [*parts[1:5], parts[-1]])
+        try:
+            return datetime.strptime(text, "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+# -- mbox ---------------------------------------------------------------------------------------
+def check_mbox(path: Path) -> None:
+    """A readable, non-empty file starting with ``From ``; an InvalidCommand otherwise."""
+    if not path.exists():
+        raise InvalidCommand(f"{path}: no such file")
+    if path.is_dir():
+        raise InvalidCommand(f"{path}: is a directory, not an mbox file (import maildir?)")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(5)
+    except OSError as e:
+        raise InvalidCommand(f"{path}: cannot read: {e.strerror or e}") from None
+    if not head:
+        raise InvalidCommand(f"{path}: is empty (no messages to import)")
+    if head != b"From ":
+        raise InvalidCommand(f"{path}: is not an mbox file (it does not start with 'From ')")
+
+
+def mbox_messages(path: Path) -> tuple[int, Iterator[SourceMessage]]:
+    check_mbox(path)
     box = stdlib_mailbox.mbox(str(path), create=False)
     keys = list(box.keys())
 
-    def gen() -> Iterator[tuple[str, bytes, list[str]]]:
-        for k in keys:
-            yield f"{path}#{k}", box.get_bytes(k), []
+    def gen() -> Iterator[SourceMessage]:
+        for n, k in enumerate(keys, start=1):
+            raw = box.get_bytes(k, from_=True)
+            from_line, _, raw = raw.partition(b"\n")
+            head = _HEADERS.parsebytes(raw.split(b"\n\n", 1)[0])
+            letters = f"{head.get('Status', '')}{head.get('X-Status', '')}"
+            flags = tuple(sorted({MBOX_FLAGS[c] for c in letters if c in MBOX_FLAGS}))
+            date = _from_line_date(from_line.decode("latin-1")) or _header_date(raw)
+            yield SourceMessage(f"{path}#{n}", raw, flags, date)
 
     return len(keys), gen()
 
 
-def maildir_messages(path: Path) -> tuple[int, Iterator[tuple[str, bytes, list[str]]]]:
-    if not (path / "cur").is_dir() and not (path / "new").is_dir():
-        raise InvalidCommand(f"{path}: not a Maildir (no cur/ or new/)")
-    box = stdlib_mailbox.Maildir(str(path), factory=None, create=False)
-    keys = sorted(box.keys())
-
-    def gen() -> Iterator[tuple[str, bytes, list[str]]]:
-        for k in keys:
-            msg = box.get_message(k)
-            yield f"{path}/{k}", box.get_bytes(k), maildir_flags(msg.get_flags())
-
-    return len(keys), gen()
+# -- Maildir ------------------------------------------------------------------------------------
+def _is_maildir(path: Path) -> bool:
+    return (path / "cur").is_dir() or (path / "new").is_dir()
 
 
+def maildir_folders(path: Path) -> list[tuple[str, Path]]:
+    """The Maildir itself (``""``) and its Maildir++ sub-folders as mailbox names
+    (``.Archive.2024`` → ``Archive/2024``)."""
+    if not path.exists():
+        raise InvalidCommand(f"{path}: no such directory")
+    if not path.is_dir():
+        raise InvalidCommand(f"{path}: is not a directory (import mbox?)")
+    if not _is_maildir(path):
+        raise InvalidCommand(f"{path}: is not a Maildir (no cur/ or new/)")
+    subs = sorted(p for p in path.iterdir()
+                  if p.name.startswith(".") and p.name not in (".", "..") and p.is_dir()
+                  and _is_maildir(p))
+    return [("", path), *[(p.name[1:].replace(".", "/"), p) for p in subs]]
+
+
+def _maildir_files(folder: Path) -> Iterator[tuple[Path, str]]:
+    for sub in ("new", "cur"):
+        d = folder / sub
+        if not d.is_dir():
+            continue
+        for entry in sorted(os.scandir(d), key=lambda e: e.name):
+            if entry.name.startswith(".") or not entry.is_file():
+                continue
+            info = entry.name.rpartition(":2,")[2] if ":2," in entry.name else ""
+            yield Path(entry.path), info
+
+
+def maildir_messages(path: Path) -> tuple[int, Iterator[SourceMessage]]:
+    folders = maildir_folders(path)
+    files = [(name, f, info) for name, folder in folders for f, info in _maildir_files(folder)]
+    if not files:
+        raise InvalidCommand(f"{path}: is an empty Maildir (no messages to import)")
+
+    def gen() -> Iterator[SourceMessage]:
+        for name, f, info in files:
+            try:
+                raw = f.read_bytes()
+                date = datetime.fromtimestamp(f.stat().st_mtime, UTC)
+            except OSError as e:
+                yield SourceMessage(str(f), b"", error=f"cannot read: {e.strerror or e}")
+                continue
+            yield SourceMessage(str(f), raw, tuple(maildir_flags(info)), date, name)
+
+    return len(files), gen()
+
+
+# -- delivery -----------------------------------------------------------------------------------
 def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
     batch: list[Any] = []
     for it in items:
@@ -57,36 +177,38 @@ def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def run_import(store: Any, total: int, items: Iterable[tuple[str, bytes, list[str]]],
-               account: str, mailbox: str, *, batch: int = 100,
-               progress: bool = True) -> dict[str, Any]:
+def _mailbox_for(target: str, folder: str) -> str:
+    if not folder:
+        return target
+    return folder if target == "INBOX" else f"{target}/{folder}"
+
+
+def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: str,
+               mailbox: str, *, batch: int = 100, progress: Callable[[int], None] | None = None,
+               on_reject: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+    """Delivers ``items`` through ``store`` (the ``Letterlog`` facade), ``batch`` at a time.
+    Each message is checked alone: a bad one is reported (``on_reject(name, problem)`` and
+    in the report's ``rejections``), the rest of its batch is delivered."""
     imported = 0
     rejected: list[dict[str, str]] = []
-    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, disable=not progress, transient=False) as bar:
-        task = bar.add_task("import", total=total)
-        for chunk in _batches(items, max(1, batch)):
-            checked = []
-            for name, raw, flags in chunk:
-                try:
-                    cmd = build(Deliver, account=account, mailbox=mailbox, raw=raw, flags=flags)
-                    checked.append(store.mail.check(cmd))  # a bad message alone is rejected
-                except LetterlogError as e:
-                    rejected.append({"message": name, "error": str(e)})
-            imported += len(store.mail.deliver_checked(checked))
-            bar.advance(task, len(chunk))
+    created: set[str] = set()
+    for chunk in _batches(items, max(1, batch)):
+        checked = []
+        for m in chunk:
+            try:
+                if m.error is not None:
+                    raise InvalidCommand(m.error)
+                target = _mailbox_for(mailbox, m.folder)
+                if m.folder and target not in created:
+                    store.ensure_mailbox(account, target)
+                    created.add(target)
+                checked.append(store.check(account=account, mailbox=target, raw=m.raw,
+                                           flags=list(m.flags), internal_date=m.internal_date))
+            except LetterlogError as e:
+                rejected.append({"message": m.name, "error": str(e)})
+                if on_reject is not None:
+                    on_reject(m.name, str(e))
+        imported += len(store.deliver_checked(checked))
+        if progress is not None:
+            progress(len(chunk))
     return {"imported": imported, "rejected": len(rejected), "rejections": rejected}
-
-
-def import_mbox(store: Any, path: Path, account: str, mailbox: str = "INBOX", *,
-                batch: int = 100, progress: bool = True) -> dict[str, Any]:
-    if not path.is_file():
-        raise InvalidCommand(f"{path}: not an mbox file")
-    total, items = mbox_messages(path)
-    return run_import(store, total, items, account, mailbox, batch=batch, progress=progress)
-
-
-def import_maildir(store: Any, path: Path, account: str, mailbox: str = "INBOX", *,
-                   batch: int = 100, progress: bool = True) -> dict[str, Any]:
-    total, items = maildir_messages(path)
-    return run_import(store, total, items, account, mailbox, batch=batch, progress=progress)

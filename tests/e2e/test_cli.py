@@ -78,31 +78,31 @@ def test_count_limited_extract_is_refused_with_exit_code(tmp_path, mail_file):
     assert not (tmp_path / "b").exists()
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["extract", "not-a-uuid"], b"not a message id"),
-    (["extract", "01a20208-0b11-75ed-839a-fbb4ab1f7b5a"], b"does not exist"),
-    (["deliver", "--account", "ada@example.org", "/nonexistent.eml"], b"cannot read"),
-    (["deliver", "--account", "not an address", "MAIL"], b"account"),
+@pytest.mark.parametrize(("args", "needle", "code"), [
+    (["extract", "not-a-uuid"], b"not a message id", 2),
+    (["extract", "01a20208-0b11-75ed-839a-fbb4ab1f7b5a"], b"does not exist", 2),
+    (["deliver", "--account", "ada@example.org", "/nonexistent.eml"], b"cannot read", 1),
+    (["deliver", "--account", "not an address", "MAIL"], b"account", 2),
     (["deliver", "--account", "ada@example.org", "--extract-until", "tomorrow", "MAIL"],
-     b"--extract-until"),
-    (["deliver", "--account", "ada@example.org", "BINARY"], b"not a message"),
-    (["flag", "MID", "\\Bogus"], b"not a system flag"),
-    (["mailbox", "create", "ada@example.org", "INBOX"], b"already exists"),
-    (["move", "MID", "Nowhere"], b"does not exist"),
+     b"--extract-until", 2),
+    (["deliver", "--account", "ada@example.org", "BINARY"], b"not a message", 1),
+    (["flag", "MID", "\\Bogus"], b"not a system flag", 2),
+    (["mailbox", "create", "ada@example.org", "INBOX"], b"already exists", 2),
+    (["move", "MID", "Nowhere"], b"does not exist", 2),
 ])
 def test_bad_input_exits_non_zero_with_one_line_and_writes_nothing(tmp_path, mail_file, args,
-                                                                  needle):
+                                                                  needle, code):
     data = tmp_path / "d"
     [d] = jrun(data, "deliver", "--account", "ada@example.org", str(mail_file))
     binary = tmp_path / "junk.bin"
     binary.write_bytes(bytes(range(256)) * 4)
     subst = {"MAIL": str(mail_file), "BINARY": str(binary), "MID": d["message_id"]}
-    before = (data / "events.sqlite").stat().st_size, _count_events(data)
+    before = _count_events(data)
     p = run(data, *[subst.get(a, a) for a in args], ok=False)
-    assert p.returncode == 2
+    assert p.returncode == code
     lines = p.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and needle in p.stderr, p.stderr
-    assert _count_events(data) == before[1]
+    assert _count_events(data) == before
 
 
 def _count_events(data: Path) -> int:
@@ -161,15 +161,18 @@ def test_listing_keeps_columns_and_shows_no_terminal_escapes(tmp_path):
         f = tmp_path / "m.eml"
         f.write_bytes(make_mail(subject))
         run(data, "deliver", "--account", "ada@example.org", str(f))
-    lines = run(data, "list", "ada@example.org").stdout.decode().splitlines()
+    header, *lines = run(data, "list", "ada@example.org").stdout.decode().splitlines()
+    assert header.split()[:2] == ["UID", "DATE"] and "SUBJECT" in header
     assert len(lines) == 3 and "\x1b" not in "".join(lines)
     assert "[31mred" in lines[1]
-    # no flags: every line ends where the flags column starts, at the same display column
-    assert {cell_len(line) for line in lines} == {6 + 2 + 16 + 2 + 26 + 2 + 44 + 2}
+    # the wide subject is cut, marked with an ellipsis, at the subject column's right edge
+    assert lines[2].endswith("…") and cell_len(lines[2]) == 6 + 2 + 16 + 2 + 26 + 2 + 44
 
 
 def test_a_listing_cell_replaces_control_characters_and_fits_its_width():
-    from adapters.cli.app import _cell
+    from adapters.cli.common import cell as _cell
 
-    assert _cell("\x1b[31mred\x9b", 8) == "\ufffd[31mred\ufffd"[:8]
-    assert _cell("代开", 3) == "代 " and _cell(None, 2) == "  "
+    assert _cell("\x1b[31mred\x9b", 9) == "\ufffd[31mred\ufffd"
+    assert _cell("\x1b[31mred\x9b", 8) == "\ufffd[31mre…"
+    assert _cell("代开", 3) == "代…" and _cell("代开", 2) == " …"
+    assert _cell("代开", 4) == "代开" and _cell(None, 2) == "  "

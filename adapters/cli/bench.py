@@ -1,0 +1,90 @@
+"""``letterlog bench ...``: benchmarks that print one JSON object (baselines in the same run)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from adapters.cli.common import fail, group, state
+
+app = group("Benchmarks.")
+bench_app = group("Benchmarks (JSON, baseline in the same run).")
+app.add_typer(bench_app, name="bench")
+
+BenchJson = Annotated[bool, typer.Option("--json", help="one JSON line (always JSON)")]
+PlotOption = Annotated[Path | None, typer.Option(metavar="FILE", help="write a PNG plot")]
+
+
+def _bench(result: dict[str, Any], as_json: bool = False) -> None:
+    compact = as_json or state.json
+    sys.stdout.write(json.dumps(result, indent=None if compact else 2) + "\n")
+
+
+@bench_app.command("ingest")
+def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messages")] = 5000,
+                 plot: PlotOption = None,
+                 as_json: BenchJson = False,
+                 peer: Annotated[str | None, typer.Option(
+                     metavar="PEER", help="also measure a peer on the same messages: dovecot")
+                 ] = None) -> None:
+    """Deliveries/s (single command and batched import) vs raw SQLite, same durability;
+    with --peer dovecot also import, LMTP deliveries and bytes on disk against Dovecot."""
+    from adapters.bench.ingest import bench_ingest as run
+
+    if peer not in (None, "dovecot"):
+        fail(f"--peer: unknown peer {peer!r} (choose dovecot)")
+    _bench(run(messages=messages, plot=plot, peer=peer), as_json)
+
+
+@bench_app.command("project")
+def bench_project(events: Annotated[int, typer.Option(metavar="N",
+                                                      help="events in the log")] = 200_000,
+                  plot: PlotOption = None,
+                  as_json: BenchJson = False) -> None:
+    """Catch-up projection throughput vs raw SQLite writes of the same cells."""
+    from adapters.bench.projections import bench_project as run
+
+    _bench(run(events=events, plot=plot), as_json)
+
+
+@bench_app.command("rebuild")
+def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
+                                                      help="events in the log")] = 1_000_000,
+                  plot: PlotOption = None,
+                  as_json: BenchJson = False) -> None:
+    """Single-process rebuild of all projections vs reading and decoding the log."""
+    from adapters.bench.projections import bench_rebuild as run
+
+    _bench(run(events=events, plot=plot), as_json)
+
+
+@bench_app.command("query")
+def bench_query(messages: Annotated[int, typer.Option(
+                    metavar="N", help="messages in the mailbox")] = 100_000,
+                samples: Annotated[int, typer.Option(metavar="N", help="queries timed")] = 2000,
+                plot: PlotOption = None, as_json: BenchJson = False) -> None:
+    """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT."""
+    from adapters.bench.projections import bench_query as run
+
+    _bench(run(messages=messages, samples=samples, plot=plot), as_json)
+
+
+@bench_app.command("stream")
+def bench_stream(events: Annotated[int, typer.Option(metavar="N",
+                                                     help="events end to end")] = 100_000,
+                 plot: PlotOption = None,
+                 use_running: Annotated[bool, typer.Option(
+                     "--use-running", help="Kafka and HBase from LETTERLOG_* settings "
+                     "(services.env) instead of starting them")] = False,
+                 as_json: BenchJson = False) -> None:
+    """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
+    from adapters.bench.stream import bench_stream as run
+    from adapters.bench.stream import running_servers
+    from adapters.settings import load_settings
+
+    servers = running_servers(load_settings(data=state.data)) if use_running else {}
+    _bench(run(events=events, plot=plot, **servers), as_json)

@@ -1,0 +1,167 @@
+"""What every command module shares: the global options, output, argument parsing and the
+way a value is shown to a person (names, flags, sizes, cells of a listing).
+
+Nothing here imports the store: a command opens it (``state.store()`` or
+``state.reader()``) only when it runs, so that ``--help`` and a mistyped argument cost no
+more than typer itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+from uuid import UUID
+
+import typer
+
+DEFAULT_DATA = Path("letterlog-data")
+
+
+def group(help_text: str, **options: Any) -> typer.Typer:
+    """A typer app for one group of commands: plain help (no rich boxes), ``-h``."""
+    return typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                       pretty_exceptions_enable=False, help=help_text,
+                       context_settings={"help_option_names": ["-h", "--help"]}, **options)
+
+
+class State:
+    """The global options of one invocation and the store it opened (at most once)."""
+
+    def __init__(self) -> None:
+        self.data: Path = DEFAULT_DATA
+        self.json = False
+        self.exact_bytes = False
+        self._store: Any = None
+
+    def store(self) -> Any:
+        """The store for a command that writes: the data directory is created if missing."""
+        if self._store is None:
+            from adapters.embedded import Letterlog
+
+            self._store = Letterlog.open(self.data)
+        return self._store
+
+    def reader(self) -> Any:
+        """The store for a command that only reads: a directory holding no store is an
+        error naming it (nothing is created)."""
+        if self._store is None:
+            from adapters.embedded import Letterlog
+
+            self._store = Letterlog.open(self.data, create=False)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+state = State()
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"letterlog: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def out(obj: dict[str, Any], text: str | None = None) -> None:
+    if state.json:
+        sys.stdout.write(json.dumps(obj, default=str, sort_keys=True) + "\n")
+    else:
+        typer.echo(text if text is not None else "  ".join(f"{k}={v}" for k, v in obj.items()))
+
+
+def parse_uuid(value: str, what: str = "MESSAGE_ID") -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        fail(f"{what}: {value!r} is not a message id (a UUID)")
+
+
+def parse_time(value: str | None, what: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"{what}: {value!r} is not an ISO 8601 date-time")
+    if t.tzinfo is None:
+        fail(f"{what}: {value!r} needs a timezone (e.g. +00:00)")
+    return t
+
+
+def parse_future(value: str | None, what: str) -> datetime | None:
+    """An ISO 8601 date-time that has not passed yet (an extraction deadline)."""
+    t = parse_time(value, what)
+    if t is not None and t <= datetime.now(UTC):
+        fail(f"{what}: {value!r} is in the past (a message would be expired at once)")
+    return t
+
+
+def parse_day(value: str | None, what: str) -> datetime | None:
+    """A date (``2026-03-01``, midnight UTC) or a date-time with a timezone."""
+    if value is None:
+        return None
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        try:
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        except ValueError:
+            fail(f"{what}: {value!r} is not a date")
+    return parse_time(value, what)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(value: str | None, what: str) -> int | None:
+    """``1500``, ``10k``, ``2.5M``, ``1GiB`` (powers of 1024) as bytes."""
+    if value is None:
+        return None
+    m = _SIZE.match(value)
+    if not m:
+        fail(f"{what}: {value!r} is not a size (e.g. 1500, 10k, 2.5M)")
+    power = " KMGT".index((m.group(2) or " ").upper())
+    return int(float(m.group(1)) * 1024**power)
+
+
+def human_size(n: int) -> str:
+    """Bytes for a person (``1.5 MiB``), or exact with ``--bytes``."""
+    if state.exact_bytes:
+        return str(n)
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def flags_text(flags: list[str] | tuple[str, ...] | frozenset[str]) -> str:
+    """Flags as IMAP shows them: ``\\Seen \\Flagged $Forwarded`` (or ``-`` for none)."""
+    return " ".join(sorted(flags)) or "-"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def cell(text: str | None, width: int) -> str:
+    """``text`` in exactly ``width`` terminal columns (wide characters count twice), cut
+    with ``…`` when longer, its control characters shown as U+FFFD: a sender or subject is
+    whatever the message's author wrote, terminal escape sequences included."""
+    from rich.cells import cell_len, set_cell_size
+
+    clean = _CONTROL.sub("\ufffd", text or "")
+    if cell_len(clean) > width:
+        return set_cell_size(clean, width - 1) + "…"
+    return set_cell_size(clean, width)
+
+
+def progress_enabled() -> bool:
+    """Progress bars are for a person watching: stderr must be a terminal, and not --json."""
+    return not state.json and sys.stderr.isatty()

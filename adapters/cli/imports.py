@@ -1,0 +1,70 @@
+"""``letterlog import mbox|maildir``: bulk import, batched, with progress on a terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from adapters.cli.common import group, out, progress_enabled, state
+
+app = group("Import mail.")
+import_app = group("Import mbox files or Maildir folders (exit 1 if any message was "
+                   "rejected).")
+app.add_typer(import_app, name="import")
+
+PathArg = Annotated[Path, typer.Argument(metavar="PATH", help="the mbox file or Maildir")]
+AccountOption = Annotated[str, typer.Option(metavar="ADDR", help="the account to import into")]
+MailboxOption = Annotated[str, typer.Option(metavar="NAME", help="target mailbox")]
+BatchOption = Annotated[int, typer.Option(metavar="N", min=1, help="messages per append")]
+
+
+def _reject(name: str, problem: str) -> None:
+    typer.echo(f"letterlog: error: {name}: {problem}", err=True)
+
+
+def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, account: str,
+         mailbox: str, batch: int) -> None:
+    from adapters.cli.importer import run_import
+
+    total, items = source(path)  # the path is checked here, before any progress shows
+    store = state.store()
+    store.check_delivery(account=account, mailbox=mailbox)
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), disable=not progress_enabled()) as bar:
+        task = bar.add_task("import", total=total)
+        report = run_import(store, total, items, account, mailbox, batch=batch,
+                            progress=lambda n: bar.advance(task, n), on_reject=_reject)
+    out(report, f"imported {report['imported']} messages, rejected {report['rejected']}")
+    if report["rejected"]:
+        raise typer.Exit(1)
+
+
+@import_app.command("mbox")
+def import_mbox(path: PathArg, account: AccountOption, mailbox: MailboxOption = "INBOX",
+                batch: BatchOption = 100) -> None:
+    """Import every message of an mbox file, with its From-line date and Status flags."""
+    from adapters.cli.importer import mbox_messages
+
+    _run(mbox_messages, path, account, mailbox, batch)
+
+
+@import_app.command("maildir")
+def import_maildir(path: PathArg, account: AccountOption, mailbox: MailboxOption = "INBOX",
+                   batch: BatchOption = 100) -> None:
+    """Import a Maildir (cur/ and new/, and Maildir++ sub-folders as mailboxes), keeping its
+    flags (:2,SRFTD) and file times."""
+    from adapters.cli.importer import maildir_messages
+
+    _run(maildir_messages, path, account, mailbox, batch)

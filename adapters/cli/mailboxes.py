@@ -1,0 +1,68 @@
+"""Commands on mailboxes and subscriptions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from adapters.cli.common import fail, group, out, state
+
+app = group("Mailboxes and subscriptions.")
+mailbox_app = group("Create, rename, delete and list mailboxes.")
+app.add_typer(mailbox_app, name="mailbox")
+
+ROLES = ("inbox", "sent", "drafts", "trash", "junk", "archive")
+Account = Annotated[str, typer.Argument(metavar="ACCOUNT", help="the account's address")]
+Name = Annotated[str, typer.Argument(metavar="NAME", help="mailbox name")]
+
+
+@mailbox_app.command("create")
+def mailbox_create(account: Account, name: Name,
+                   role: Annotated[str, typer.Option(metavar="ROLE", help="special use: "
+                                                     + ", ".join(ROLES))] = "") -> None:
+    """Create mailbox NAME for ACCOUNT."""
+    if role and role not in ROLES:
+        fail(f"--role: {role!r} is not one of {', '.join(ROLES)}")
+    c = state.store().create_mailbox(account, name, role)
+    out({"account": account, "mailbox": name, **c.extra}, f"created {name}")
+
+
+@mailbox_app.command("rename")
+def mailbox_rename(account: Account, name: Name,
+                   new_name: Annotated[str, typer.Argument(metavar="NEW_NAME",
+                                                           help="its new name")]) -> None:
+    """Rename a mailbox."""
+    c = state.store().rename_mailbox(account, name, new_name)
+    out({"account": account, "mailbox": new_name, **c.extra}, f"renamed {name} to {new_name}")
+
+
+@mailbox_app.command("delete")
+def mailbox_delete(account: Account, name: Name) -> None:
+    """Delete a mailbox and expunge its messages."""
+    c = state.store().delete_mailbox(account, name)
+    out({"account": account, "mailbox": name, **c.extra}, f"deleted {name}")
+
+
+@mailbox_app.command("list")
+def mailbox_list(account: Account) -> None:
+    """List an account's mailboxes."""
+    for mb in state.reader().mailbox_list(account):
+        out(mb, f"{mb['name']:20} role={mb['role'] or '-':8} uidvalidity={mb['uidvalidity']} "
+                f"uidnext={mb['uidnext']}{'  (subscribed)' if mb['subscribed'] else ''}")
+
+
+@app.command()
+def subscribe(account: Account, mailbox: Name) -> None:
+    """Subscribe ACCOUNT to MAILBOX (by name); the account must exist."""
+    c = state.store().subscribe(account, mailbox)
+    out({"account": account, "mailbox": mailbox, "changed": c.changed},
+        f"subscribed {mailbox}" + ("" if c.changed else " (already)"))
+
+
+@app.command()
+def unsubscribe(account: Account, mailbox: Name) -> None:
+    """Unsubscribe ACCOUNT from MAILBOX."""
+    c = state.store().unsubscribe(account, mailbox)
+    out({"account": account, "mailbox": mailbox, "changed": c.changed},
+        f"unsubscribed {mailbox}" + ("" if c.changed else " (was not subscribed)"))

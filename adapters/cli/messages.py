@@ -1,0 +1,264 @@
+"""Commands on messages: deliver, extract, show, flag, label, move, copy, delete, restore,
+expunge, policy."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from adapters.cli.common import (
+    fail,
+    flags_text,
+    group,
+    human_size,
+    out,
+    parse_future,
+    parse_uuid,
+    state,
+)
+from domain.errors import MessageRejected
+
+app = group("Messages.")
+
+SYSTEM_FLAG_NAMES = {"seen", "answered", "flagged", "deleted", "draft"}
+FLAGS_HELP = ("a system flag (\\Seen \\Answered \\Flagged \\Deleted \\Draft: quote it, the shell "
+              "drops an unquoted backslash) or a keyword ($Forwarded, work). A bare 'Seen' is "
+              "refused: it is almost always \\Seen with its backslash lost")
+MessageId = Annotated[str, typer.Argument(metavar="MESSAGE_ID", help="the message's id (a UUID)")]
+UntilOption = Annotated[str | None, typer.Option(
+    "--extract-until", metavar="ISO8601",
+    help="extractable until this date-time (with a timezone, in the future)")]
+LimitOption = Annotated[int | None, typer.Option(
+    "--extract-limit", metavar="N", min=1, help="how many times it may be extracted")]
+
+
+def checked_flags(flags: list[str]) -> list[str]:
+    """Flags as typed, but a system flag's name without its backslash is refused with a hint
+    (the shell turns an unquoted ``\\Seen`` into ``Seen``)."""
+    for f in flags:
+        if f.lower() in SYSTEM_FLAG_NAMES:
+            fail(f"flag: {f!r} has no backslash: write '\\{f.capitalize()}' in quotes for the "
+                 f"system flag (a keyword may not be named like one here)")
+    return flags
+
+
+@app.command()
+def deliver(
+    files: Annotated[list[Path], typer.Argument(metavar="FILE...",
+                                                help="RFC 5322 message files")],
+    account: Annotated[str, typer.Option(metavar="ADDR", help="recipient address")],
+    mailbox: Annotated[str, typer.Option(metavar="NAME", help="target mailbox")] = "INBOX",
+    label: Annotated[list[str] | None, typer.Option(metavar="LABEL",
+                                                    help="label (repeatable)")] = None,
+    flag: Annotated[list[str] | None, typer.Option(metavar="FLAG",
+                                                   help=FLAGS_HELP + " (repeatable)")] = None,
+    extract_limit: LimitOption = None,
+    extract_until: UntilOption = None,
+) -> None:
+    """Deliver each FILE to ACCOUNT's MAILBOX (the account and INBOX appear on first use).
+
+    Each good file is delivered; each bad one is reported on stderr (one line naming the
+    file) and the exit status is 1. Files are read one at a time."""
+    fields: dict[str, Any] = {
+        "account": account, "mailbox": mailbox, "labels": label or [],
+        "flags": checked_flags(flag or []), "extract_limit": extract_limit,
+        "extract_until": parse_future(extract_until, "--extract-until"),
+    }
+    store = state.store()
+    store.check_delivery(**fields)  # what would fail for every file fails once, before any
+    failed = 0
+    for f in files:
+        try:
+            raw = f.read_bytes()
+        except OSError as e:
+            failed += 1
+            typer.echo(f"letterlog: error: {f}: cannot read: {e.strerror or e}", err=True)
+            continue
+        try:
+            d = store.deliver(raw=raw, **fields)
+        except MessageRejected as e:
+            failed += 1
+            typer.echo(f"letterlog: error: {f}: {e}", err=True)
+            continue
+        finally:
+            del raw
+        out({"file": str(f), "message_id": str(d.message_id), "mailbox_id": str(d.mailbox_id),
+             "uid": d.uid, "uidvalidity": d.uidvalidity, "size": d.size, "sha256": d.sha256},
+            f"{f}: delivered as {d.message_id} (uid {d.uid}, {human_size(d.size)})")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def extract(
+    message_id: MessageId,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE",
+                                                help="write to FILE instead of stdout")] = None,
+) -> None:
+    """Write the exact delivered bytes (counts against the extraction policy)."""
+    mid = parse_uuid(message_id)
+    chunks = state.store().extract_stream(mid)
+    if output is None:
+        for c in chunks:
+            sys.stdout.buffer.write(c)
+        sys.stdout.buffer.flush()
+        return
+    tmp = output.with_name(output.name + ".part")
+    size = 0
+    with open(tmp, "wb") as fh:
+        for c in chunks:
+            fh.write(c)
+            size += len(c)
+    tmp.replace(output)
+    if state.json:
+        out({"message_id": message_id, "file": str(output), "size": size})
+
+
+SHOWN = ("message_id", "account", "mailbox", "uid", "uidvalidity", "state", "flags", "labels",
+         "size", "internal_date", "policy", "extract_count", "thread_id", "sha256", "inline")
+
+
+def _shown(key: str, value: Any) -> str:
+    if key == "flags":
+        return flags_text(value)
+    if key == "labels":
+        return ", ".join(value) or "-"
+    if key == "size":
+        return human_size(value)
+    if key == "policy":
+        return {"indefinite": "indefinite", "count": f"at most {value.get('limit')} extractions",
+                "until": f"until {value.get('until')}"}.get(value.get("kind"), str(value))
+    return str(value)
+
+
+@app.command()
+def show(message_id: MessageId) -> None:
+    """Show a message's state, envelope and structure."""
+    info = state.reader().show(parse_uuid(message_id))
+    if state.json:
+        out(info)
+        return
+    for k in SHOWN:
+        typer.echo(f"{k:14} {_shown(k, info[k])}")
+    envelope = info.get("envelope") or {}
+    for k in ("from", "to", "cc", "subject", "date", "message_id"):
+        v = envelope.get(k)
+        if v:
+            typer.echo(f"{k if k != 'message_id' else 'message-id':14} "
+                       f"{', '.join(v) if isinstance(v, list) else v}")
+    if info.get("attachments"):
+        typer.echo(f"{'attachments':14} {', '.join(info['attachments'])}")
+    facts = info.get("facts") or {}
+    typer.echo(f"{'structure':14} {facts.get('content_type')}, {facts.get('part_count')} parts, "
+               f"depth {facts.get('depth')}, {facts.get('line_ending')} line endings"
+               + (f", defects: {', '.join(facts['defects'])}" if facts.get("defects") else ""))
+
+
+def _result(store: Any, change: Any, message_id: str, key: str) -> None:
+    """A flag/label/policy command's result: the resulting state, changed or not."""
+    info = store.show(parse_uuid(message_id))
+    value = info[key]
+    shown = {"flags": flags_text, "labels": lambda v: ", ".join(v) or "-"}.get(
+        key, lambda v: _shown(key, v))(value)
+    out({"message_id": message_id, "changed": change.changed, "modseq": change.modseq,
+         key: value},
+        f"{message_id}: {key} {shown}{'' if change.changed else ' (unchanged)'}")
+
+
+def _change(change: Any, message_id: str, what: str) -> None:
+    out({"message_id": message_id, "changed": change.changed, "modseq": change.modseq,
+         **change.extra},
+        f"{message_id}: {what}" if change.changed else f"{message_id}: unchanged")
+
+
+@app.command()
+def flag(
+    message_id: MessageId,
+    flags: Annotated[list[str], typer.Argument(metavar="FLAG...", help=FLAGS_HELP)],
+    remove: Annotated[bool, typer.Option("--remove", help="remove the flags")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="replace all flags")] = False,
+) -> None:
+    """Add (default), remove or replace flags and keywords; prints the resulting flags."""
+    if remove and replace:
+        fail("--remove and --replace exclude each other")
+    mode = "remove" if remove else "replace" if replace else "add"
+    store = state.store()
+    change = store.flag(parse_uuid(message_id), checked_flags(flags), mode)
+    _result(store, change, message_id, "flags")
+
+
+@app.command()
+def label(
+    message_id: MessageId,
+    add: Annotated[list[str] | None, typer.Option("--add", metavar="LABEL",
+                                                  help="label to add (repeatable)")] = None,
+    remove: Annotated[list[str] | None, typer.Option("--remove", metavar="LABEL",
+                                                     help="label to remove (repeatable)")] = None,
+) -> None:
+    """Add or remove labels; prints the resulting labels."""
+    if not add and not remove:
+        fail("give --add LABEL or --remove LABEL")
+    store = state.store()
+    _result(store, store.label(parse_uuid(message_id), add or [], remove or []), message_id,
+            "labels")
+
+
+MailboxArg = Annotated[str, typer.Argument(metavar="MAILBOX", help="target mailbox name")]
+
+
+@app.command()
+def move(message_id: MessageId, mailbox: MailboxArg) -> None:
+    """Move a message to MAILBOX (it gets a new UID there)."""
+    _change(state.store().move(parse_uuid(message_id), mailbox), message_id, f"moved to {mailbox}")
+
+
+@app.command()
+def copy(message_id: MessageId, mailbox: MailboxArg) -> None:
+    """Copy a message to MAILBOX (a new message sharing the stored payload)."""
+    d = state.store().copy(parse_uuid(message_id), mailbox)
+    out({"message_id": str(d.message_id), "copied_from": message_id, "uid": d.uid,
+         "mailbox_id": str(d.mailbox_id)}, f"copied as {d.message_id} (uid {d.uid})")
+
+
+@app.command()
+def delete(message_id: MessageId) -> None:
+    """Soft-delete a message (restorable until purged)."""
+    _change(state.store().delete(parse_uuid(message_id)), message_id, "deleted")
+
+
+@app.command()
+def restore(message_id: MessageId) -> None:
+    """Restore a soft-deleted message."""
+    _change(state.store().restore(parse_uuid(message_id)), message_id, "restored")
+
+
+@app.command()
+def expunge(message_ids: Annotated[list[str], typer.Argument(
+        metavar="MESSAGE_ID...", help="ids of the messages to expunge")]) -> None:
+    """Expunge messages from their mailbox for good."""
+    ids = [parse_uuid(m) for m in message_ids]
+    c = state.store().expunge(ids)
+    out({"expunged": len(c.positions), "modseq": c.modseq}, f"expunged {len(c.positions)}")
+
+
+@app.command()
+def policy(
+    message_id: MessageId,
+    extract_limit: LimitOption = None,
+    extract_until: UntilOption = None,
+    indefinite: Annotated[bool, typer.Option("--indefinite",
+                                             help="no limit on extractions")] = False,
+) -> None:
+    """Set a message's extraction policy (an expired message becomes extractable again);
+    prints the resulting policy."""
+    until = parse_future(extract_until, "--extract-until")
+    if indefinite and (extract_limit or until):
+        fail("--indefinite excludes --extract-limit and --extract-until")
+    if not indefinite and extract_limit is None and until is None:
+        fail("give --extract-limit N, --extract-until DATE or --indefinite")
+    store = state.store()
+    _result(store, store.set_policy(parse_uuid(message_id), extract_limit, until), message_id,
+            "policy")

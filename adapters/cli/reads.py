@@ -1,0 +1,202 @@
+"""Commands that read the read models: list, search, labelled, thread, counters, du,
+status, subscriptions, purge-queue, body. None of them creates a data directory or an
+account: a directory holding no store and an unknown account are errors."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+
+from adapters.cli.common import (
+    cell,
+    flags_text,
+    group,
+    human_size,
+    out,
+    parse_day,
+    parse_size,
+    parse_time,
+    parse_uuid,
+    state,
+)
+from adapters.cli.messages import FLAGS_HELP, MessageId, checked_flags
+
+app = group("Reading the read models.")
+
+Account = Annotated[str, typer.Argument(metavar="ACCOUNT", help="the account's address")]
+MailboxOption = Annotated[str, typer.Option(metavar="NAME", help="mailbox name")]
+Limit = Annotated[int, typer.Option(metavar="N", min=1, max=10_000,
+                                    help="at most N messages (a page)")]
+BeforeUid = Annotated[int | None, typer.Option(
+    metavar="UID", help="next page: messages with a UID below this (the last one shown)")]
+COLUMNS = ((">", 6, "UID"), ("<", 16, "DATE"), ("<", 26, "FROM"), ("<", 44, "SUBJECT"),
+           ("<", 24, "FLAGS"))
+
+
+def _local(iso: str) -> str:
+    try:
+        return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return iso[:16]
+
+
+def _zone() -> str:
+    return datetime.now().astimezone().strftime("%Z") or "local"
+
+
+def _line(values: list[str]) -> str:
+    parts = [cell(v, w).rstrip().rjust(w) if align == ">" else cell(v, w)
+             for (align, w, _), v in zip(COLUMNS, values, strict=False)]
+    return "  ".join([*parts, *values[len(COLUMNS):]]).rstrip()
+
+
+def _rows(rows: list[Any], page: int | None = None) -> None:
+    """A listing: a header row (dates in the local time zone), one line per message, long
+    senders and subjects cut with ``…``; ``--json``: one object per message."""
+    if state.json:
+        for m in rows:
+            out(m.as_dict())
+        return
+    header = [c[2] for c in COLUMNS] + ["LABELS"]
+    header[1] = f"DATE ({_zone()})"
+    typer.echo(_line(header))
+    for m in rows:
+        typer.echo(_line([str(m.uid), _local(m.internal_date), m.sender or "", m.subject or "",
+                          flags_text(m.flags) if m.flags else "", ", ".join(m.labels)]))
+    if page is not None and len(rows) == page and rows:
+        typer.echo(f"(more: --before-uid {rows[-1].uid})", err=True)
+
+
+@app.command("list")
+def list_messages(account: Account, mailbox: MailboxOption = "INBOX", limit: Limit = 50,
+                  before_uid: BeforeUid = None) -> None:
+    """A mailbox's messages, newest first."""
+    _rows(state.reader().messages(account, mailbox, limit=limit, before_uid=before_uid), limit)
+
+
+@app.command()
+def search(
+    account: Account,
+    mailbox: MailboxOption = "INBOX",
+    sender: Annotated[str | None, typer.Option(
+        "--from", metavar="TEXT", help="the From header contains TEXT (any case)")] = None,
+    subject: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="the subject contains TEXT (any case)")] = None,
+    flag: Annotated[list[str] | None, typer.Option(
+        metavar="FLAG", help="has FLAG (repeatable): " + FLAGS_HELP)] = None,
+    unflag: Annotated[list[str] | None, typer.Option(
+        metavar="FLAG", help="does not have FLAG (repeatable)")] = None,
+    label: Annotated[list[str] | None, typer.Option(
+        metavar="LABEL", help="has LABEL (repeatable)")] = None,
+    since: Annotated[str | None, typer.Option(
+        metavar="DATE", help="internal date on or after DATE (2026-03-01: midnight UTC, or "
+                             "an ISO 8601 date-time with a timezone)")] = None,
+    before: Annotated[str | None, typer.Option(
+        metavar="DATE", help="internal date before DATE")] = None,
+    larger: Annotated[str | None, typer.Option(
+        metavar="SIZE", help="more than SIZE bytes (1500, 10k, 2M)")] = None,
+    smaller: Annotated[str | None, typer.Option(
+        metavar="SIZE", help="fewer than SIZE bytes")] = None,
+    limit: Limit = 50,
+    before_uid: BeforeUid = None,
+) -> None:
+    """Messages of a mailbox matching every key given (IMAP SEARCH), newest first."""
+    found = state.reader().search(
+        account, mailbox, limit=limit, before_uid=before_uid, sender=sender, subject=subject,
+        flags=checked_flags(flag or []), unflags=checked_flags(unflag or []),
+        labels=label or [], since=parse_day(since, "--since"),
+        before=parse_day(before, "--before"), larger=parse_size(larger, "--larger"),
+        smaller=parse_size(smaller, "--smaller"))
+    _rows(found, limit)
+
+
+@app.command()
+def labelled(account: Account,
+             label: Annotated[str, typer.Argument(metavar="LABEL", help="the label")],
+             limit: Limit = 50) -> None:
+    """A label's messages across the account's mailboxes, newest first."""
+    _rows(state.reader().label_messages(account, label, limit=limit))
+
+
+@app.command()
+def thread(message_id: MessageId) -> None:
+    """The conversation a message belongs to (newest first)."""
+    store = state.reader()
+    info = store.show(parse_uuid(message_id))
+    _rows(store.thread(parse_uuid(info["thread_id"], "thread id")))
+
+
+@app.command()
+def counters(account: Account) -> None:
+    """Messages, unread and bytes per mailbox and per label."""
+    c = state.reader().counters(account)
+    if state.json:
+        out(c)
+        return
+    for kind, singular in (("mailboxes", "mailbox"), ("labels", "label")):
+        for name, v in sorted(c[kind].items()):
+            typer.echo(f"{singular:8} {cell(name, 24)} messages={v['messages']} "
+                       f"unread={v['unread']} size={human_size(v['bytes'])}")
+
+
+@app.command()
+def du(account: Account) -> None:
+    """Disk usage per mailbox: messages, bytes delivered, bytes stored (a payload shared by
+    copies and duplicates is stored once; soft-deleted messages count until purged)."""
+    u = state.reader().usage(account)
+    if state.json:
+        out(u)
+        return
+    typer.echo(f"{'MAILBOX':24}  {'MESSAGES':>8}  {'DELETED':>7}  {'DELIVERED':>10}  "
+               f"{'STORED':>10}")
+    for name, r in [*u["mailboxes"].items(), ("(total)", u["total"])]:
+        typer.echo(f"{cell(name, 24)}  {r['messages']:>8}  {r['deleted']:>7}  "
+                   f"{human_size(r['delivered']):>10}  {human_size(r['stored']):>10}")
+
+
+@app.command()
+def status(account: Account,
+           mailbox: Annotated[str, typer.Argument(metavar="MAILBOX",
+                                                  help="mailbox name")] = "INBOX") -> None:
+    """IMAP STATUS of a mailbox: uidvalidity, uidnext, highest modseq, counts."""
+    st = state.reader().mailbox_status(account, mailbox)
+    if state.json:
+        out(st)
+        return
+    for k, v in st.items():
+        typer.echo(f"{k:14} {human_size(v) if k == 'bytes' else v}")
+
+
+@app.command()
+def subscriptions(account: Account) -> None:
+    """The mailbox names ACCOUNT is subscribed to."""
+    names = state.reader().subscriptions(account)
+    if state.json:
+        out({"account": account, "subscriptions": names})
+    else:
+        for name in names:
+            typer.echo(name)
+
+
+@app.command("purge-queue")
+def purge_queue(due: Annotated[str | None, typer.Option(
+                    metavar="ISO8601", help="entries due by this date-time (default now)")
+                ] = None,
+                limit: Annotated[int, typer.Option(metavar="N", min=1,
+                                                   help="at most N entries")] = 1000) -> None:
+    """Purge queue entries due by DUE (deleted, expired, expiring, incomplete)."""
+    for e in state.reader().purge_due(parse_time(due, "--due"), limit=limit):
+        out(e.as_dict(), f"{e.queue:10} shard={e.shard:<2} due={e.due}  {e.message_id}  {e.reason}")
+
+
+@app.command()
+def body(account: Account,
+         mailbox: Annotated[str, typer.Argument(metavar="MAILBOX", help="mailbox name")],
+         uid: Annotated[int, typer.Argument(metavar="UID", help="the message's UID")]) -> None:
+    """Stream a message's bytes from the read model (not counted as an extraction)."""
+    for chunk in state.reader().body(account, mailbox, uid):
+        sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
