@@ -27,7 +27,6 @@ from adapters.eventlog.store import MailLog, open_log, postgres_env, sqlite_env
 from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
 from adapters.payloads.files import FilePayloadStore
 from adapters.settings import Settings, load_settings
-from domain.account import Account
 from domain.commands import Deliver, build
 from domain.errors import (
     AccountNotFound,
@@ -336,7 +335,7 @@ class Letterlog:
     # -- command-side views ---------------------------------------------------------------------
     def show(self, message_id: UUID) -> dict[str, Any]:
         m = self.mail.message(message_id)
-        account = self.mail._get(Account, m.account_id, AccountNotFound, "account")
+        account = self.mail.uow.account_by_id(m.account_id)
         mailbox = self.mail.mailbox(m.mailbox_id) if m.mailbox_id else None
         return {
             "message_id": str(m.id),

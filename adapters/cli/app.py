@@ -133,8 +133,6 @@ def _machine_error(e: BaseException) -> int | None:
         return _error(f"{where}{e.strerror or e}", 1)
     if "disk is full" in text or "disk I/O error" in text:
         return _error(f"{state.data}: {text} (the command was not recorded)", 1)
-    if "database is locked" in text:
-        return _error(f"{state.data}: the store stayed locked by another process ({text})", 1)
     return None
 
 
@@ -143,7 +141,7 @@ def run(args: list[str]) -> int:
     from typer import Abort
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
-    from domain.errors import LetterlogError
+    from domain.errors import LetterlogError, StoreBusy
 
     state.json = False
     try:
@@ -157,7 +155,7 @@ def run(args: list[str]) -> int:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         return _error(" ".join(e.format_message().split()) + hint, e.exit_code)
     except LetterlogError as e:
-        return _error(str(e), 2)
+        return _error(str(e), 1 if isinstance(e, StoreBusy) else 2)
     except (KeyboardInterrupt, Abort):
         return _error("interrupted", 130)
     except Exception as e:

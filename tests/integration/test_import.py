@@ -6,17 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapters.embedded import Letterlog
-from adapters.cli.importer import run_import
+from adapters.cli.importer import SourceMessage, run_import
 from tests.conftest import make_mail
 
 ADA = "ada@example.org"
 
 
-def _items(n: int) -> list[tuple[str, bytes, list[str]]]:
-    items = [(f"m{i}", make_mail(f"subject {i}", message_id=f"<{i}@x>"), ["\\Seen"] * (i % 2))
-             for i in range(n)]
-    items[4] = ("bad", b"\x00\x01\x02 not a message", [])
-    items[7] = ("bad flag", items[7][1], ["no spaces allowed"])
+def _items(n: int) -> list[SourceMessage]:
+    items = [SourceMessage(f"m{i}", make_mail(f"subject {i}", message_id=f"<{i}@x>"),
+                           ("\\Seen",) * (i % 2)) for i in range(n)]
+    items[4] = SourceMessage("bad", b"\x00\x01\x02 not a message")
+    items[7] = SourceMessage("bad flag", items[7].raw, ("no spaces allowed",))
     return items
 
 
@@ -24,7 +24,7 @@ def test_import_delivers_in_order_and_reports_bad_messages_alone(tmp_path: Path)
     store = Letterlog.open(tmp_path / "d", durability="normal")
     try:
         items = _items(11)
-        report = run_import(store, len(items), items, ADA, "INBOX", batch=3, progress=False)
+        report = run_import(store, len(items), items, ADA, "INBOX", batch=3)
         assert (report["imported"], report["rejected"]) == (9, 2)
         assert [r["message"] for r in report["rejections"]] == ["bad", "bad flag"]
         listed = store.messages(ADA, limit=20)
