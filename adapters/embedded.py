@@ -40,7 +40,6 @@ from domain.errors import (
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
 from domain.purging import Outcome, Purging
-from domain.rfc5322 import MessageLimits
 from domain.service import Change, CheckedDelivery, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
 from projections import names as pn

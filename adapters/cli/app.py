@@ -1,8 +1,8 @@
 """The ``letterlog`` command line: the root command, its global options and error handling.
 
 Commands live in one module per group (``messages``, ``mailboxes``, ``reads``, ``imports``,
-``admin``, ``stream``, ``bench``); a module is imported only when one of its commands runs
-(or for ``--help``), so a simple command pays for typer and what it uses, nothing else.
+``admin``, ``lifecycle``, ``stream``, ``bench``); a module is imported only when one of its
+commands runs (or for ``--help``), so a simple command pays for typer and what it uses, nothing else.
 
 Exit status: 0 done; 1 done in part (a file or message was rejected, ``verify`` found a
 difference) or the machine failed (disk full, I/O error); 2 bad input (a usage error, an
@@ -32,6 +32,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                           "subscriptions", "purge-queue", "body")),
     ("Import", "imports", ("import",)),
     ("Projections", "admin", ("rebuild", "verify", "demo")),
+    ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account")),
     ("Scale-out", "stream", ("relay", "worker", "dead-letters")),
     ("Benchmarks", "bench", ("bench",)),
 )

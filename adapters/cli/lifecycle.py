@@ -9,10 +9,19 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.cli.app import app, fail, out, parse_time, parse_uuid, state
+from adapters.cli.common import (
+    fail,
+    group,
+    out,
+    parse_time,
+    parse_uuid,
+    progress_enabled,
+    state,
+)
 from domain.lifecycle import ALL_QUEUES
 
-purge_app = typer.Typer(no_args_is_help=True, help="Run the purge jobs (see docs/lifecycle.md).")
+app = group("Purge and erasure.")
+purge_app = group("Run the purge jobs (see docs/lifecycle.md).")
 app.add_typer(purge_app, name="purge")
 
 QueueOption = Annotated[list[str] | None, typer.Option(
@@ -46,12 +55,14 @@ def purge_run(queue: QueueOption = None,
               as_json: Annotated[bool, typer.Option("--json", help="JSON summary")] = False,
               ) -> None:
     """Run every due purge job once (or those of --queue), with a summary."""
+    from rich.console import Console
     from rich.progress import Progress
 
     queues = _check_queues(queue)
     when = parse_time(now, "--now") or datetime.now(UTC)
     state.json = state.json or as_json
-    with Progress(disable=state.json, transient=True) as bar:
+    with Progress(console=Console(stderr=True), disable=not progress_enabled(),
+                  transient=True) as bar:
         task = bar.add_task("purging", total=None)
         done = [0]
 
@@ -70,7 +81,7 @@ def purger(queue: QueueOption = None,
                help="seconds between runs (default LETTERLOG_PURGE_INTERVAL_SECONDS)")] = None,
            ) -> None:
     """Run the purge jobs on a schedule until SIGTERM/SIGINT; one log line per run."""
-    from adapters.cli.app import _stop_on_signals
+    from adapters.cli.stream import _stop_on_signals
 
     queues = _check_queues(queue)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
