@@ -2,7 +2,7 @@
 
 Commands live in one module per group (``messages``, ``mailboxes``, ``reads``, ``imports``,
 ``admin``, ``lifecycle``, ``stream``, ``bench``); a module is imported only when one of its
-commands runs (or for ``--help``), so a simple command pays for typer and what it uses, nothing else.
+commands runs (or for ``--help``): a simple command pays for typer and what it uses.
 
 Exit status: 0 done; 1 done in part (a file or message was rejected, ``verify`` found a
 difference) or the machine failed (disk full, I/O error); 2 bad input (a usage error, an
