@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -74,7 +75,9 @@ class Letterlog:
         self.log = log
         self.payloads = payloads
         self.tables = tables
-        self.projections: Any | None = None
+        self._projections: Any | None = None
+        self._read_side: Callable[[], Any] | None = None  # opens the read side on first use
+        self._read_side_lock = threading.Lock()
         self.mail = Mailstore(
             log,
             payloads,
@@ -110,18 +113,36 @@ class Letterlog:
         from adapters.readside.host import ProjectionHost
 
         if self.settings.table_store == "hbase":
-            # Scale-out: stream workers project into HBase; this process only reads it.
+            # Scale-out: stream workers project into HBase; this process only reads it, and
+            # connects on its first read: commands need only the log and the payload store,
+            # so deliveries go on while HBase (or Kafka, or the workers) are down.
             from adapters.streaming.worker import open_table_store
 
-            self.projections = ProjectionHost(open_table_store(self.settings), self.events,
-                                              None, self.max_position, live=False)
+            def read_side() -> Any:
+                return ProjectionHost(open_table_store(self.settings), self.events, None,
+                                      self.max_position, live=False)
+
+            self._read_side = read_side
             return
         self.projections = ProjectionHost.open(self, root)
         self.catch_up()
 
+    @property
+    def projections(self) -> Any | None:
+        """The read side; for ``table_store=hbase`` opened (connected) on first use."""
+        if self._projections is None and self._read_side is not None:
+            with self._read_side_lock:
+                if self._read_side is not None:
+                    self._projections, self._read_side = self._read_side(), None
+        return self._projections
+
+    @projections.setter
+    def projections(self, host: Any | None) -> None:
+        self._projections = host
+
     def close(self) -> None:
-        if self.projections is not None:
-            self.projections.close()
+        if self._projections is not None:
+            self._projections.close()
         self.log.close()
 
     def __enter__(self) -> Letterlog:
@@ -140,9 +161,9 @@ class Letterlog:
         return read_events(self.log, start, stop, batch)
 
     def catch_up(self) -> int:
-        if self.projections is None:
+        if self._projections is None:  # none, or one others keep current (not opened yet)
             return 0
-        return int(self.projections.catch_up())
+        return int(self._projections.catch_up())
 
     def _project_saved(self, saved: Sequence[tuple[int, Any]]) -> None:
         """After a command: the read models catch up, starting with the events just saved
@@ -153,13 +174,13 @@ class Letterlog:
         that fails too, the error is logged and the next command or ``catch_up`` tries
         again (tracking only moves with what was written).
         """
-        if self.projections is None:
+        if self._projections is None:
             return
         try:
-            self.projections.catch_up(saved)
+            self._projections.catch_up(saved)
         except Exception:
             try:
-                self.projections.catch_up()
+                self._projections.catch_up()
             except Exception:
                 log.exception("read models behind the log after position %d; the next "
                               "catch-up retries", saved[-1][0] if saved else 0)
@@ -295,7 +316,7 @@ class Letterlog:
     def _after_purge(self) -> None:
         """No plaintext lingers in SQLite's -wal files (deleted pages are zeroed already:
         secure_delete)."""
-        tables = self.projections.tables if self.projections is not None else None
+        tables = self._projections.tables if self._projections is not None else None
         checkpoint = getattr(tables, "checkpoint", None)
         if checkpoint is not None:
             checkpoint("TRUNCATE")
