@@ -54,7 +54,8 @@ class WorkerOptions:
     batch: int = 2000  # records per batch at most
     within: float = 0.5  # seconds to wait for a batch to fill
     commit_interval: float = 1.0  # seconds between offset commits (of acknowledged records)
-    session_timeout: float = 30.0  # a dead worker's partitions move after this long
+    session_timeout: float = 10.0  # a dead worker's partitions move after this long
+    instance: str = ""  # static group membership: a restart under this id resumes at once
     web_port: int = 0  # faust's web server (/metrics/, /lag/) on 127.0.0.1; 0: none
     threads: int = 4  # partitions of one batch applied concurrently
     attempts: int = 3  # tries before a poison record becomes a dead letter
@@ -353,6 +354,9 @@ def create_app(settings: Settings, options: WorkerOptions | None = None, *,
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=options.commit_interval,
         broker_session_timeout=options.session_timeout,
+        # static membership (KIP-345): a worker restarted under the same instance id gets its
+        # partitions back without waiting out the session of the one that died
+        consumer_group_instance_id=options.instance or None,
         broker_heartbeat_interval=max(1.0, options.session_timeout / 10),
         broker_rebalance_timeout=max(options.session_timeout, 10.0),
         topic_disable_leader=True,
