@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 from uuid import UUID
 
 from adapters.eventlog.reader import read_events
@@ -193,10 +193,26 @@ class Letterlog:
         return self.mail.deliver_many([build(Deliver, **f) for f in items])
 
     def extract(self, message_id: UUID) -> bytes:
-        return b"".join(self.mail.extract(message_id))
+        """The exact delivered bytes; counted against the policy once they are read (an
+        extraction that fails does not count)."""
+        from adapters.extraction import Extractor
 
-    def extract_stream(self, message_id: UUID) -> Iterator[bytes]:
-        return self.mail.extract(message_id)
+        return Extractor(self.mail).to_bytes(message_id)
+
+    def extract_to(self, message_id: UUID, path: str | os.PathLike[str], *,
+                   force: bool = False) -> dict[str, Any]:
+        """Writes the bytes to ``path`` (through a temporary file in its directory; an
+        existing file only with ``force``); counted once they are written. Returns size,
+        ``position``, the policy's count and the extractions to date."""
+        from adapters.extraction import Extractor
+
+        return Extractor(self.mail).to_file(message_id, Path(path), force=force)
+
+    def extract_to_stream(self, message_id: UUID, out: BinaryIO) -> dict[str, Any]:
+        """Writes the bytes to ``out``; counted once they are written and flushed."""
+        from adapters.extraction import Extractor
+
+        return Extractor(self.mail).to_stream(message_id, out)
 
     def flag(self, message_id: UUID, flags: Iterable[str], mode: str = "add") -> Change:
         """Adds (default), removes or replaces flags and keywords."""
@@ -241,7 +257,7 @@ class Letterlog:
         return self.mail.create_mailbox(account, mailbox, role)
 
     def rename_mailbox(self, account: str, mailbox: str, new_name: str) -> Change:
-        """Same mailbox (its messages stay), new name, new UIDVALIDITY."""
+        """Same mailbox, new name: its messages, UIDs and UIDVALIDITY stay."""
         return self.mail.rename_mailbox(account, mailbox, new_name)
 
     def subscribe(self, account: str, mailbox: str) -> Change:
@@ -376,6 +392,9 @@ class Letterlog:
             "policy": {k: (v.isoformat() if hasattr(v, "isoformat") else v)
                        for k, v in m.policy.as_dict().items()},
             "extract_count": m.extract_count,
+            "extractions_to_date": getattr(m, "extractions_total", m.extract_count),
+            "last_extracted_at": (m.last_extracted_at.isoformat()
+                                  if getattr(m, "last_extracted_at", None) else None),
             "envelope": _jsonable(m.personal.get("envelope", {})),
             "attachments": list(m.personal.get("attachment_names", [])),
             "facts": _jsonable(m.facts),

@@ -139,7 +139,10 @@ class Account(MailAggregate):
         return mailbox_id, uidvalidity
 
     def rename_mailbox(self, old: str, new: str) -> tuple[UUID, int]:
-        """The mailbox keeps its id (its messages stay put) but gets a new UIDVALIDITY."""
+        """The mailbox keeps its id, its messages, its UIDs and its UIDVALIDITY (IMAP
+        clients need not re-download it; Dovecot, imaptest ``uidvalidity-rename``). The
+        event still carries old and new UIDVALIDITY (equal since this rule; older events in
+        the log may differ)."""
         mailbox_id, role, old_uidvalidity = self.mailbox(old)
         if old == new:
             raise InvalidCommand(f"mailbox: rename of {old!r} to itself")
@@ -147,7 +150,7 @@ class Account(MailAggregate):
             raise InvalidCommand("mailbox: INBOX cannot be renamed")
         if new in self.mailboxes:
             raise MailboxExists(f"mailbox: {new!r} already exists for {self.address}")
-        uidvalidity = self.uidvalidity_next
+        uidvalidity = old_uidvalidity
         self.trigger_event(
             self.MailboxRenamed,
             mailbox_id=mailbox_id,

@@ -93,6 +93,10 @@ class Deliver(_AccountCommand, _MailboxField):
     extract_limit: int | None = Field(default=None, ge=1)
     extract_until: datetime | None = None
     internal_date: datetime | None = None
+    # A retried delivery with the same key (per account) stores nothing and answers with the
+    # first delivery's result: e.g. the MTA's queue id, or a source file and offset.
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=512,
+                                        pattern=r"^[^\x00-\x1f\x7f]+$")
 
     _v_labels = field_validator("labels")(classmethod(lambda cls, v: _labels(v)))
     _v_flags = field_validator("flags")(classmethod(lambda cls, v: _flags(v)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -19,13 +19,14 @@ import uuid_utils
 
 from domain.account import Account
 from domain.commands import BeginUpload, Deliver, build
+from domain.delivery_key import DeliveryKey, delivery_key_id
 from domain.errors import InvalidCommand, InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
 from domain.message import Message
 from domain.results import Change, Delivery
 from domain.rfc5322 import MessageFacts, inspect_message
 from domain.unit_of_work import Commands
-from domain.values import NAMESPACE, ExtractionPolicy, MessageState
+from domain.values import NAMESPACE, ExtractionPolicy, MessageState, account_id_for
 
 
 def new_message_id() -> UUID:
@@ -159,6 +160,9 @@ class DeliveryCommands(Commands):
         return self._deliver(items)
 
     def _deliver(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+        """One atomic append for the batch. A command with an idempotency key that an earlier
+        delivery claimed (or an earlier command of this batch) stores nothing and is answered
+        with that delivery's result."""
         if not items:
             return []
         uow = self.uow
@@ -168,60 +172,98 @@ class DeliveryCommands(Commands):
                     for c, small in zip(items, inline, strict=True)]
         now = self.clock()
         ids = [new_message_id() for _ in commands]
+        keys = [delivery_key_id(account_id_for(c.account), c.idempotency_key)
+                if c.idempotency_key else None for c in commands]
 
         def attempt() -> list[Delivery]:
-            accounts: dict[str, tuple[Account, list[Any]]] = {}
-            mailboxes: dict[tuple[str, str], Mailbox] = {}
-            groups: dict[tuple[str, str], list[int]] = {}
-            for i, c in enumerate(commands):
-                if c.account not in accounts:
-                    accounts[c.account] = uow.account_or_open(c.account)
-                account, fresh = accounts[c.account]
-                key = (c.account, c.mailbox)
-                if key not in mailboxes:
-                    mailboxes[key] = uow.mailbox_named(account, c.mailbox, fresh)
-                account.define_labels(frozenset(c.labels))
-                groups.setdefault(key, []).append(i)
-            messages: list[Message] = []
-            placed: list[tuple[int, Mailbox, int]] = []
-            for key, idx in groups.items():
-                mailbox = mailboxes[key]
-                first = mailbox.allocate_uids([ids[i] for i in idx])
-                for n, i in enumerate(idx):
-                    placed.append((i, mailbox, first + n))
-            placed.sort()
-            for i, mailbox, uid in placed:
-                c = commands[i]
-                raw, facts, small = prepared[i]
-                account = accounts[c.account][0]
-                fields = delivery_fields(
-                    account, mailbox, uid, ids[i], raw, facts, small,
-                    labels=c.labels, flags=c.flags, policy=c.policy(),
-                    internal_date=c.internal_date or now,
-                )
-                messages.append(Message.deliver(ids[i], **fields))
-            aggregates: list[Any] = []
-            for account, fresh in accounts.values():
-                aggregates.append(account)
-                aggregates.extend(a for a in fresh if a not in mailboxes.values())
-            aggregates.extend(mailboxes.values())
-            aggregates.extend(messages)
-            positions = uow.save(*aggregates)
-            mine = positions[-len(messages):]
-            return [
-                Delivery(
-                    message_id=m.id,
-                    mailbox_id=m.mailbox_id or mb.id,
-                    uid=m.uid,
-                    uidvalidity=m.uidvalidity,
-                    size=m.size,
-                    sha256=m.sha256,
-                    modseq=mine[n],
-                )
-                for n, (m, (_, mb, _)) in enumerate(zip(messages, placed, strict=True))
-            ]
+            answered: dict[int, Delivery] = {}
+            same_as: dict[int, int] = {}  # a repeated key in this batch -> its first command
+            first_with: dict[UUID, int] = {}
+            for i, key in enumerate(keys):
+                if key is None:
+                    continue
+                if key in first_with:
+                    same_as[i] = first_with[key]
+                    continue
+                claim = uow.claim_of(key)
+                if claim is not None:
+                    answered[i] = self._first_result(claim.message_id)
+                else:
+                    first_with[key] = i
+            todo = [i for i in range(len(commands)) if i not in answered and i not in same_as]
+            delivered = self._append(todo, commands, prepared, ids, keys, now) if todo else {}
+            results = {**answered, **delivered}
+            for i, first in same_as.items():
+                results[i] = replace(results[first], duplicate=True)
+            return [results[i] for i in range(len(commands))]
 
         return uow.run(attempt)
+
+    def _first_result(self, message_id: UUID) -> Delivery:
+        """What the delivery that claimed a key reported (the message as delivered)."""
+        m = self.uow.first_version(message_id)
+        if m.mailbox_id is None:
+            raise InvalidState(f"message {message_id}: its delivery has no mailbox")
+        head = self.uow.head()
+        modseq = self.uow.position_of(message_id, 1) or head
+        return Delivery(message_id=m.id, mailbox_id=m.mailbox_id, uid=m.uid,
+                        uidvalidity=m.uidvalidity, size=m.size, sha256=m.sha256,
+                        modseq=modseq, position=head, duplicate=True)
+
+    def _append(self, todo: list[int], commands: list[Deliver],
+                prepared: list[tuple[bytes, MessageFacts, bool]], ids: list[UUID],
+                keys: list[UUID | None], now: datetime) -> dict[int, Delivery]:
+        """Delivers the commands at ``todo`` (and claims their keys) in one append."""
+        uow = self.uow
+        accounts: dict[str, tuple[Account, list[Any]]] = {}
+        mailboxes: dict[tuple[str, str], Mailbox] = {}
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i in todo:
+            c = commands[i]
+            if c.account not in accounts:
+                accounts[c.account] = uow.account_or_open(c.account)
+            account, fresh = accounts[c.account]
+            key = (c.account, c.mailbox)
+            if key not in mailboxes:
+                mailboxes[key] = uow.mailbox_named(account, c.mailbox, fresh)
+            account.define_labels(frozenset(c.labels))
+            groups.setdefault(key, []).append(i)
+        placed: list[tuple[int, Mailbox, int]] = []
+        for key, idx in groups.items():
+            mailbox = mailboxes[key]
+            first = mailbox.allocate_uids([ids[i] for i in idx])
+            for n, i in enumerate(idx):
+                placed.append((i, mailbox, first + n))
+        placed.sort()
+        messages: list[Message] = []
+        claims: list[DeliveryKey] = []
+        for i, mailbox, uid in placed:
+            c = commands[i]
+            raw, facts, small = prepared[i]
+            account = accounts[c.account][0]
+            fields = delivery_fields(
+                account, mailbox, uid, ids[i], raw, facts, small,
+                labels=c.labels, flags=c.flags, policy=c.policy(),
+                internal_date=c.internal_date or now,
+            )
+            messages.append(Message.deliver(ids[i], **fields))
+            if c.idempotency_key:
+                claims.append(DeliveryKey.claim(account.id, c.idempotency_key, ids[i]))
+        aggregates: list[Any] = []
+        for account, fresh in accounts.values():
+            aggregates.append(account)
+            aggregates.extend(a for a in fresh if a not in mailboxes.values())
+        aggregates.extend(mailboxes.values())
+        aggregates.extend(claims)
+        aggregates.extend(messages)
+        positions = uow.save(*aggregates)
+        mine = positions[-len(messages):]
+        return {
+            i: Delivery(message_id=m.id, mailbox_id=m.mailbox_id or mb.id, uid=m.uid,
+                        uidvalidity=m.uidvalidity, size=m.size, sha256=m.sha256,
+                        modseq=mine[n], position=positions[-1])
+            for n, (m, (i, mb, _)) in enumerate(zip(messages, placed, strict=True))
+        }
 
     # -- uploads (large messages) -----------------------------------------------------------
     def begin_upload(self, **fields: Any) -> UUID:
@@ -291,6 +333,6 @@ class DeliveryCommands(Commands):
             m.complete_upload(**fields)
             positions = uow.save(mailbox, m)
             return Delivery(m.id, mailbox.id, uid, mailbox.uidvalidity, facts.size,
-                            facts.sha256, positions[-1])
+                            facts.sha256, positions[-1], positions[-1])
 
         return uow.run(attempt)

@@ -40,6 +40,9 @@ def _delivery_state(aggregate: Any, e: Any) -> None:
     aggregate.policy = ExtractionPolicy.from_dict(e.policy)
     aggregate.thread_id = e.thread_id
     aggregate.extract_count = 0
+    aggregate.extractions_total = 0
+    aggregate.last_extracted_at = None
+    aggregate.reservations = {}
     aggregate.state = MessageState.ACTIVE.value
     aggregate.state_since = e.timestamp
     aggregate.personal = e.personal
@@ -59,7 +62,10 @@ class Message(MailAggregate):
     labels: frozenset[str]
     policy: ExtractionPolicy
     thread_id: UUID
-    extract_count: int
+    extract_count: int  # extractions counted against the current policy
+    extractions_total: int  # extractions to date (a new policy does not reset it)
+    last_extracted_at: datetime | None
+    reservations: dict[UUID, datetime]  # extractions under way -> when each lapses
     state: str
     state_since: datetime  # when the message entered its state (a purge TTL counts from it)
     personal: dict[str, Any]
@@ -72,6 +78,8 @@ class Message(MailAggregate):
     def _copy_containers(self, state: dict[str, Any]) -> None:
         if "upload_chunks" in state:
             state["upload_chunks"] = list(self.upload_chunks)
+        if "reservations" in state:
+            state["reservations"] = dict(self.reservations)
 
     class Delivered(Aggregate.Created):
         """A complete message arrived (also a copy of another message: ``copied_from``)."""
@@ -118,6 +126,9 @@ class Message(MailAggregate):
             aggregate.policy = ExtractionPolicy.from_dict(self.policy)
             aggregate.thread_id = self.originator_id
             aggregate.extract_count = 0
+            aggregate.extractions_total = 0
+            aggregate.last_extracted_at = None
+            aggregate.reservations = {}
             aggregate.state = MessageState.INCOMPLETE.value
             aggregate.state_since = self.timestamp
             aggregate.personal = {}
@@ -219,12 +230,42 @@ class Message(MailAggregate):
         old_state: str
 
     class Extracted(Changed):
+        """One extraction counted: its bytes were written (confirming ``reservation_id``;
+        None for extractions counted before reservations existed)."""
+
         count: int
         remaining: int | None
+        reservation_id: UUID | None = None
+        at: datetime | None = None  # when (None in events from before it was recorded)
 
         def apply(self, aggregate: Any) -> None:
             aggregate.extract_count = self.count
+            aggregate.extractions_total = getattr(aggregate, "extractions_total", 0) + 1
+            aggregate.last_extracted_at = self.at or self.timestamp
+            if self.reservation_id is not None:
+                _reservations(aggregate).pop(self.reservation_id, None)
             super().apply(aggregate)
+
+    class ExtractionReserved(Aggregate.Event):
+        """An extraction is under way: it holds one of the policy's extractions until it is
+        confirmed (``Extracted``), released, or lapses at ``until``."""
+
+        account_id: UUID
+        reservation_id: UUID
+        until: datetime
+
+        def apply(self, aggregate: Any) -> None:
+            _reservations(aggregate)[self.reservation_id] = self.until
+
+    class ExtractionReleased(Aggregate.Event):
+        """An extraction failed before its bytes were written: it does not count."""
+
+        account_id: UUID
+        reservation_id: UUID
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            _reservations(aggregate).pop(self.reservation_id, None)
 
     class PolicyChanged(Changed):
         old_policy: dict[str, Any]
@@ -412,20 +453,53 @@ class Message(MailAggregate):
             return p.until is not None and now > p.until
         return False
 
-    def extract(self, now: datetime) -> None:
-        """Counts one extraction against the policy, or refuses with the reason."""
+    def _held(self, now: datetime, but: UUID | None = None) -> int:
+        """Reservations that have not lapsed (other than ``but``)."""
+        return sum(1 for r, until in _reservations(self).items() if until > now and r != but)
+
+    def _refuse_unless_extractable(self, now: datetime, held: int) -> None:
         if self.state == MessageState.EXPIRED.value or (
-            self.state == MessageState.ACTIVE.value and self._policy_exhausted(now)
+            self.state == MessageState.ACTIVE.value
+            and self._policy_exhausted(now, self.extract_count + held)
         ):
             raise ExtractionRefused(f"message {self.id}: extraction refused: {self._refusal(now)}")
         self._require(MessageState.ACTIVE)
+
+    def extract(self, now: datetime, reservation_id: UUID | None = None) -> None:
+        """Counts one extraction against the policy, or refuses with the reason. With
+        ``reservation_id`` it confirms that reservation (the bytes were written): a
+        reservation that has not lapsed always fits, one that lapsed only if the policy
+        still allows one more beside the others under way."""
+        if reservation_id is not None and reservation_id not in _reservations(self):
+            raise InvalidState(f"message {self.id}: no extraction reservation "
+                               f"{reservation_id} (released or confirmed already)")
+        held = self._held(now, but=reservation_id)
+        lapsed = reservation_id is not None and _reservations(self)[reservation_id] <= now
+        if reservation_id is None or lapsed:
+            self._refuse_unless_extractable(now, held)
         count = self.extract_count + 1
         p = self.policy
         remaining = None if p.kind != "count" or p.limit is None else p.limit - count
         state = MessageState.EXPIRED if remaining == 0 else MessageState.ACTIVE
         self.trigger_event(
-            self.Extracted, count=count, remaining=remaining, **self._where(state=state.value)
+            self.Extracted, count=count, remaining=remaining, reservation_id=reservation_id,
+            at=now, **self._where(state=state.value)
         )
+
+    def reserve_extraction(self, reservation_id: UUID, now: datetime, until: datetime) -> None:
+        """Holds one extraction for ``reservation_id`` until ``until``, or refuses: never
+        more reservations and counted extractions together than the policy allows."""
+        self._refuse_unless_extractable(now, self._held(now))
+        self.trigger_event(self.ExtractionReserved, account_id=self.account_id,
+                           reservation_id=reservation_id, until=until)
+
+    def release_extraction(self, reservation_id: UUID, reason: str) -> bool:
+        """Gives a reservation back (nothing was extracted); False if it is not held."""
+        if reservation_id not in _reservations(self):
+            return False
+        self.trigger_event(self.ExtractionReleased, account_id=self.account_id,
+                           reservation_id=reservation_id, reason=reason[:500])
+        return True
 
     def _refusal(self, now: datetime) -> str:
         p = self.policy
@@ -449,3 +523,11 @@ class Message(MailAggregate):
             **self._where(state=state.value),
         )
         return True
+
+
+def _reservations(aggregate: Any) -> dict[UUID, datetime]:
+    """The reservations of a message (an aggregate rebuilt before they existed has none)."""
+    found: dict[UUID, datetime] | None = getattr(aggregate, "reservations", None)
+    if found is None:
+        found = aggregate.reservations = {}
+    return found

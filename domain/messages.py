@@ -6,6 +6,7 @@ events through the unit of work; a command that changes nothing returns an empty
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from uuid import UUID
@@ -15,7 +16,7 @@ from domain.delivery import new_message_id
 from domain.errors import InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
 from domain.message import Message
-from domain.results import Change, Delivery
+from domain.results import Change, Delivery, Reservation
 from domain.unit_of_work import Commands
 from domain.values import FlagMode, MessageState, apply_flag_mode
 
@@ -64,17 +65,20 @@ class MessageCommands(Commands):
         return mailbox
 
     def move(self, message_id: UUID, mailbox: str) -> Change:
+        """Moves to ``mailbox`` (the same one too: a move is a copy and an expunge, so the
+        message always gets a new UID); ``extra`` reports the source and new UID."""
         cmd = build(MoveMessage, message_id=message_id, mailbox=mailbox)
         uow = self.uow
 
         def attempt() -> Change:
             msg = uow.message(cmd.message_id)
             target = self._target(msg, cmd.mailbox)
-            if target.id == msg.mailbox_id:
-                return Change()
-            uid = target.allocate_uids([msg.id])
+            source_uid = msg.uid
+            uid = target.allocate_uids([msg.id])  # also within one mailbox (RFC 6851)
             msg.move(target.id, uid, target.uidvalidity)
-            return Change(uow.save(target, msg), {"uid": uid, "mailbox_id": str(target.id)})
+            return Change(uow.save(target, msg), {  # COPYUID: uidvalidity, source and new UID
+                "mailbox_id": str(target.id), "uidvalidity": target.uidvalidity,
+                "source_uid": source_uid, "uid": uid})
 
         return uow.run(attempt)
 
@@ -109,7 +113,7 @@ class MessageCommands(Commands):
             new = Message.deliver(copy_id, **fields)
             positions = uow.save(target, new)
             return Delivery(copy_id, target.id, uid, target.uidvalidity, src.size,
-                            src.sha256, positions[-1])
+                            src.sha256, positions[-1], positions[-1], source_uid=src.uid)
 
         return uow.run(attempt)
 
@@ -149,18 +153,65 @@ class MessageCommands(Commands):
         return uow.run(attempt)
 
     # -- extraction ---------------------------------------------------------------------------
-    def extract(self, message_id: UUID) -> Iterator[bytes]:
-        """Counts the extraction (appended before any byte is served), then streams the bytes."""
+    # An extraction that fails must not count, and no more than the policy's N may succeed,
+    # also concurrently: reserve (refused when the counted and reserved extractions reach N),
+    # write the bytes, then confirm (counted) or release (not counted). A reservation that is
+    # neither confirmed nor released (a crashed extractor) lapses after `reservation_ttl`.
+    def reserve_extraction(self, message_id: UUID) -> Reservation:
+        """Holds one extraction of the message; ExtractionRefused if none is left."""
+        uow = self.uow
+        reservation_id = uuid.uuid4()
+
+        def attempt() -> Reservation:
+            msg = uow.message(message_id)
+            now = self.clock()
+            msg.reserve_extraction(reservation_id, now, now + self.reservation_ttl)
+            positions = uow.save(msg)
+            return Reservation(message_id, reservation_id, positions[-1])
+
+        return uow.run(attempt)
+
+    def confirm_extraction(self, reservation: Reservation) -> Change:
+        """The bytes were written: the extraction counts (``Extracted``)."""
         uow = self.uow
 
-        def attempt() -> Message:
-            msg = uow.message(message_id)
-            msg.extract(self.clock())
-            uow.save(msg)
-            return msg
+        def attempt() -> Change:
+            msg = uow.message(reservation.message_id)
+            msg.extract(self.clock(), reservation.reservation_id)
+            return Change(uow.save(msg), {"count": msg.extract_count,
+                                          "extractions_to_date": msg.extractions_total})
 
-        msg = uow.run(attempt)
-        return self._content(msg)
+        return uow.run(attempt)
+
+    def release_extraction(self, reservation: Reservation, reason: str) -> Change:
+        """The extraction failed before its bytes were written: it does not count."""
+        uow = self.uow
+
+        def attempt() -> Change:
+            msg = uow.message(reservation.message_id)
+            if not msg.release_extraction(reservation.reservation_id, reason):
+                return Change()
+            return Change(uow.save(msg))
+
+        return uow.run(attempt)
+
+    def content(self, message_id: UUID) -> Iterator[bytes]:
+        """The message's exact bytes, chunk by chunk (not counted: reserve first)."""
+        return self._content(self.uow.message(message_id))
+
+    def extract(self, message_id: UUID) -> Iterator[bytes]:
+        """Counts an extraction once the message's content is open, then streams it; if the
+        content cannot be opened it does not count. To count only once the bytes are
+        written somewhere, reserve, write, then confirm or release (``Letterlog.extract_to``
+        does)."""
+        reservation = self.reserve_extraction(message_id)
+        try:
+            chunks = self.content(message_id)
+        except BaseException as e:
+            self.release_extraction(reservation, f"{type(e).__name__}: {e}")
+            raise
+        self.confirm_extraction(reservation)
+        return chunks
 
     def _content(self, msg: Message) -> Iterator[bytes]:
         if msg.inline:

@@ -1,4 +1,7 @@
-"""What a command returns: a ``Delivery`` (a message placed in a mailbox) or a ``Change``."""
+"""What a command returns: a ``Delivery`` (a message placed in a mailbox) or a ``Change``.
+
+Both carry ``position``: wait until a read model (or a stream worker) has applied the log up
+to it, and it shows the command's outcome."""
 
 from __future__ import annotations
 
@@ -16,6 +19,9 @@ class Delivery:
     size: int
     sha256: str
     modseq: int  # the log position of the event: strictly increasing per mailbox
+    position: int = 0  # the log position of the command's last event (read-your-writes)
+    duplicate: bool = False  # an earlier delivery with the same idempotency key answered
+    source_uid: int | None = None  # a copy: the UID of the message copied (COPYUID)
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,7 @@ class Change:
 
     positions: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    head: int = 0  # the log position the command decided on (set when nothing changed)
 
     @property
     def changed(self) -> bool:
@@ -32,3 +39,19 @@ class Change:
     @property
     def modseq(self) -> int | None:
         return self.positions[-1] if self.positions else None
+
+    @property
+    def position(self) -> int:
+        """The log position of the command's last event, or, when it appended nothing, the
+        position its decision was based on: a reader that has caught up to it sees the
+        command's outcome."""
+        return self.positions[-1] if self.positions else self.head
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """One extraction held for ``reservation_id`` until it is confirmed or released."""
+
+    message_id: UUID
+    reservation_id: UUID
+    position: int  # the log position of the reservation

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
@@ -24,6 +25,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.account import Account
 from domain.current import CurrentAggregates
+from domain.delivery_key import DeliveryKey
 from domain.errors import (
     AccountNotFound,
     InvalidState,
@@ -35,6 +37,7 @@ from domain.mailbox import Mailbox
 from domain.message import Message
 from domain.payloads import INLINE_LIMIT
 from domain.ports import PayloadStore
+from domain.results import Change
 from domain.rfc5322 import MessageLimits
 from domain.values import Role, account_id_for
 
@@ -61,13 +64,26 @@ class UnitOfWork:
         self.app = app
         self.max_retries = max_retries
         self.on_saved = on_saved
-        self.current = CurrentAggregates(log_head or app.recorder.max_notification_id)
+        self._head = log_head or app.recorder.max_notification_id
+        self.current = CurrentAggregates(self._head)
+
+    def head(self) -> int:
+        """The log's last position."""
+        return int(self._head() or 0)
+
+    def position_of(self, aggregate_id: UUID, version: int) -> int | None:
+        """The log position of one event of an aggregate (None if the store cannot say)."""
+        find = getattr(self.app, "position_of", None)
+        return None if find is None else find(aggregate_id, version)
 
     def run(self, attempt: Callable[[], T]) -> T:
         for n in range(self.max_retries):
             self.current.begin()
             try:
-                return attempt()
+                result = attempt()
+                if isinstance(result, Change) and not result.positions:
+                    result = replace(result, head=self.head())
+                return result
             except IntegrityError:
                 # Someone else appended to one of our aggregates first: reload and decide again.
                 self.current.drop()
@@ -118,6 +134,20 @@ class UnitOfWork:
     def mailbox(self, mailbox_id: UUID) -> Mailbox:
         return self.get(Mailbox, mailbox_id, MailboxNotFound, f"mailbox {mailbox_id}")
 
+    def claim_of(self, key_id: UUID) -> DeliveryKey | None:
+        """The claim of an idempotency key, if a delivery has made it."""
+        try:
+            return self.get(DeliveryKey, key_id, KeyError, "delivery key")
+        except KeyError:
+            return None
+
+    def first_version(self, message_id: UUID) -> Message:
+        """A message as its first event left it (what its delivery reported)."""
+        agg: Any = self.app.repository.get(message_id, version=1)
+        if not isinstance(agg, Message):
+            raise MessageNotFound(f"message {message_id} does not exist")
+        return agg
+
     def account_or_open(self, address: str) -> tuple[Account, list[Any]]:
         """The account, opened with its INBOX on first use; and any new aggregates to save."""
         try:
@@ -148,8 +178,10 @@ class Commands:
         inline_limit: int = INLINE_LIMIT,
         deleted_retention: timedelta = timedelta(days=30),
         clock: Callable[[], datetime] = utcnow,
+        reservation_ttl: timedelta = timedelta(minutes=10),
     ) -> None:
         self.uow = uow
+        self.reservation_ttl = reservation_ttl  # an extraction reservation lapses after it
         self.payloads = payloads
         self.limits = limits or MessageLimits()
         self.inline_limit = inline_limit

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.account import Account
+from domain.delivery_key import DeliveryKey
 from domain.mailbox import Mailbox
 from domain.message import Message
 from projections import (
@@ -83,7 +84,7 @@ def _event_classes(*aggregates: type) -> frozenset[type]:
     return frozenset(found)
 
 
-DOMAIN_EVENTS: frozenset[type] = _event_classes(Account, Mailbox, Message)
+DOMAIN_EVENTS: frozenset[type] = _event_classes(Account, Mailbox, Message, DeliveryKey)
 """Every event class of letterlog's aggregates; anything else in the log is corrupt."""
 
 

@@ -16,6 +16,7 @@ messages is delivered in one append; a message that fails the checks is reported
 
 from __future__ import annotations
 
+import hashlib
 import mailbox as stdlib_mailbox
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -45,6 +46,20 @@ class SourceMessage:
     internal_date: datetime | None = None
     folder: str = ""  # a Maildir++ sub-folder's mailbox name ("" = the target mailbox)
     error: str | None = None  # why it could not be read
+    key: str | None = None  # the idempotency key: importing it again delivers nothing
+
+
+def mbox_key(first: bytes, index: int, raw: bytes) -> str:
+    """The idempotency key of an mbox's ``index``-th message: the file is identified by its
+    first message (appending mail to an mbox keeps it), the message by its position and
+    content. Importing the file again, or a copy of it, finds every key already claimed."""
+    digest = hashlib.sha256
+    return f"mbox:{digest(first).hexdigest()[:32]}:{index}:{digest(raw).hexdigest()[:32]}"
+
+
+def maildir_key(file_name: str) -> str:
+    """A Maildir message's unique name (its file name without the ``:2,`` info)."""
+    return "maildir:" + file_name.partition(":2,")[0]
 
 
 def maildir_flags(info_flags: str) -> list[str]:
@@ -102,14 +117,17 @@ def mbox_messages(path: Path) -> tuple[int, Iterator[SourceMessage]]:
     keys = list(box.keys())
 
     def gen() -> Iterator[SourceMessage]:
+        first = b""
         for n, k in enumerate(keys, start=1):
             raw = box.get_bytes(k, from_=True)
             from_line, _, raw = raw.partition(b"\n")
+            first = first or raw
             head = _HEADERS.parsebytes(raw.split(b"\n\n", 1)[0])
             letters = f"{head.get('Status', '')}{head.get('X-Status', '')}"
             flags = tuple(sorted({MBOX_FLAGS[c] for c in letters if c in MBOX_FLAGS}))
             date = _from_line_date(from_line.decode("latin-1")) or _header_date(raw)
-            yield SourceMessage(f"{path}#{n}", raw, flags, date)
+            yield SourceMessage(f"{path}#{n}", raw, flags, date,
+                                key=mbox_key(first, n - 1, raw))
 
     return len(keys), gen()
 
@@ -160,7 +178,8 @@ def maildir_messages(path: Path) -> tuple[int, Iterator[SourceMessage]]:
             except OSError as e:
                 yield SourceMessage(str(f), b"", error=f"cannot read: {e.strerror or e}")
                 continue
-            yield SourceMessage(str(f), raw, tuple(maildir_flags(info)), date, name)
+            yield SourceMessage(str(f), raw, tuple(maildir_flags(info)), date, name,
+                                key=maildir_key(f.name))
 
     return len(files), gen()
 
@@ -188,8 +207,10 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
                on_reject: Callable[[str, str], None] | None = None) -> dict[str, Any]:
     """Delivers ``items`` through ``store`` (the ``Letterlog`` facade), ``batch`` at a time.
     Each message is checked alone: a bad one is reported (``on_reject(name, problem)`` and
-    in the report's ``rejections``), the rest of its batch is delivered."""
-    imported = 0
+    in the report's ``rejections``), the rest of its batch is delivered. Each message
+    carries its source's idempotency key, so running the import again (or resuming one
+    that was interrupted) skips what already landed (``already_imported``)."""
+    imported = already = 0
     rejected: list[dict[str, str]] = []
     created: set[str] = set()
     for chunk in _batches(items, max(1, batch)):
@@ -203,12 +224,17 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
                     store.ensure_mailbox(account, target)
                     created.add(target)
                 checked.append(store.check(account=account, mailbox=target, raw=m.raw,
-                                           flags=list(m.flags), internal_date=m.internal_date))
+                                           flags=list(m.flags), internal_date=m.internal_date,
+                                           idempotency_key=m.key))
             except LetterlogError as e:
                 rejected.append({"message": m.name, "error": str(e)})
                 if on_reject is not None:
                     on_reject(m.name, str(e))
-        imported += len(store.deliver_checked(checked))
+        delivered = store.deliver_checked(checked)
+        duplicates = sum(d.duplicate for d in delivered)
+        imported += len(delivered) - duplicates
+        already += duplicates
         if progress is not None:
             progress(len(chunk))
-    return {"imported": imported, "rejected": len(rejected), "rejections": rejected}
+    return {"imported": imported, "already_imported": already, "rejected": len(rejected),
+            "rejections": rejected}

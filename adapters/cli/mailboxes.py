@@ -25,23 +25,26 @@ def mailbox_create(account: Account, name: Name,
     if role and role not in ROLES:
         fail(f"--role: {role!r} is not one of {', '.join(ROLES)}")
     c = state.store().create_mailbox(account, name, role)
-    out({"account": account, "mailbox": name, **c.extra}, f"created {name}")
+    out({"account": account, "mailbox": name, "position": c.position, **c.extra},
+        f"created {name}")
 
 
 @mailbox_app.command("rename")
 def mailbox_rename(account: Account, name: Name,
                    new_name: Annotated[str, typer.Argument(metavar="NEW_NAME",
                                                            help="its new name")]) -> None:
-    """Rename a mailbox."""
+    """Rename a mailbox (its messages, UIDs and UIDVALIDITY stay)."""
     c = state.store().rename_mailbox(account, name, new_name)
-    out({"account": account, "mailbox": new_name, **c.extra}, f"renamed {name} to {new_name}")
+    out({"account": account, "mailbox": new_name, "position": c.position, **c.extra},
+        f"renamed {name} to {new_name}")
 
 
 @mailbox_app.command("delete")
 def mailbox_delete(account: Account, name: Name) -> None:
     """Delete a mailbox and expunge its messages."""
     c = state.store().delete_mailbox(account, name)
-    out({"account": account, "mailbox": name, **c.extra}, f"deleted {name}")
+    out({"account": account, "mailbox": name, "position": c.position, **c.extra},
+        f"deleted {name}")
 
 
 @mailbox_app.command("list")
@@ -56,7 +59,7 @@ def mailbox_list(account: Account) -> None:
 def subscribe(account: Account, mailbox: Name) -> None:
     """Subscribe ACCOUNT to MAILBOX (by name); the account must exist."""
     c = state.store().subscribe(account, mailbox)
-    out({"account": account, "mailbox": mailbox, "changed": c.changed},
+    out({"account": account, "mailbox": mailbox, "changed": c.changed, "position": c.position},
         f"subscribed {mailbox}" + ("" if c.changed else " (already)"))
 
 
@@ -64,5 +67,5 @@ def subscribe(account: Account, mailbox: Name) -> None:
 def unsubscribe(account: Account, mailbox: Name) -> None:
     """Unsubscribe ACCOUNT from MAILBOX."""
     c = state.store().unsubscribe(account, mailbox)
-    out({"account": account, "mailbox": mailbox, "changed": c.changed},
+    out({"account": account, "mailbox": mailbox, "changed": c.changed, "position": c.position},
         f"unsubscribed {mailbox}" + ("" if c.changed else " (was not subscribed)"))

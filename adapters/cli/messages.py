@@ -57,6 +57,9 @@ def deliver(
                                                    help=FLAGS_HELP + " (repeatable)")] = None,
     extract_limit: LimitOption = None,
     extract_until: UntilOption = None,
+    idempotency_key: Annotated[str | None, typer.Option(
+        metavar="KEY", help="a retry with the same KEY stores nothing and prints the first "
+                            "delivery (with several FILEs, the Nth file uses KEY#N)")] = None,
 ) -> None:
     """Deliver each FILE to ACCOUNT's MAILBOX (the account and INBOX appear on first use).
 
@@ -70,7 +73,9 @@ def deliver(
     store = state.store()
     store.check_delivery(**fields)  # what would fail for every file fails once, before any
     failed = 0
-    for f in files:
+    for n, f in enumerate(files, start=1):
+        key = idempotency_key if idempotency_key is None or len(files) == 1 else (
+            f"{idempotency_key}#{n}")
         try:
             raw = f.read_bytes()
         except OSError as e:
@@ -78,7 +83,7 @@ def deliver(
             typer.echo(f"letterlog: error: {f}: cannot read: {e.strerror or e}", err=True)
             continue
         try:
-            d = store.deliver(raw=raw, **fields)
+            d = store.deliver(raw=raw, idempotency_key=key, **fields)
         except MessageRejected as e:
             failed += 1
             typer.echo(f"letterlog: error: {f}: {e}", err=True)
@@ -86,8 +91,10 @@ def deliver(
         finally:
             del raw
         out({"file": str(f), "message_id": str(d.message_id), "mailbox_id": str(d.mailbox_id),
-             "uid": d.uid, "uidvalidity": d.uidvalidity, "size": d.size, "sha256": d.sha256},
-            f"{f}: delivered as {d.message_id} (uid {d.uid}, {human_size(d.size)})")
+             "uid": d.uid, "uidvalidity": d.uidvalidity, "size": d.size, "sha256": d.sha256,
+             "duplicate": d.duplicate, "position": d.position},
+            f"{f}: {'already delivered' if d.duplicate else 'delivered'} as {d.message_id} "
+            f"(uid {d.uid}, {human_size(d.size)})")
     if failed:
         raise typer.Exit(1)
 
@@ -97,31 +104,28 @@ def extract(
     message_id: MessageId,
     output: Annotated[Path | None, typer.Option("-o", "--output", metavar="FILE",
                                                 help="write to FILE instead of stdout")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace an existing FILE")] = False,
 ) -> None:
-    """Write the exact delivered bytes (counts against the extraction policy)."""
+    """Write the exact delivered bytes. The extraction counts against the policy only once
+    they are written; a failed one does not count."""
     mid = parse_uuid(message_id)
-    chunks = state.store().extract_stream(mid)
+    store = state.store()
     if output is None:
-        for c in chunks:
-            sys.stdout.buffer.write(c)
-        sys.stdout.buffer.flush()
+        store.extract_to_stream(mid, sys.stdout.buffer)
         return
-    tmp = output.with_name(output.name + ".part")
-    size = 0
-    with open(tmp, "wb") as fh:
-        for c in chunks:
-            fh.write(c)
-            size += len(c)
-    tmp.replace(output)
-    if state.json:
-        out({"message_id": message_id, "file": str(output), "size": size})
+    report = store.extract_to(mid, output, force=force)
+    out(report, f"{output}: {human_size(report['size'])} written "
+                f"(extractions to date: {report['extractions_to_date']})")
 
 
 SHOWN = ("message_id", "account", "mailbox", "uid", "uidvalidity", "state", "flags", "labels",
-         "size", "internal_date", "policy", "extract_count", "thread_id", "sha256", "inline")
+         "size", "internal_date", "policy", "extract_count", "extractions_to_date",
+         "last_extracted_at", "thread_id", "sha256", "inline")
 
 
 def _shown(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
     if key == "flags":
         return flags_text(value)
     if key == "labels":
@@ -164,13 +168,13 @@ def _result(store: Any, change: Any, message_id: str, key: str) -> None:
     shown = {"flags": flags_text, "labels": lambda v: ", ".join(v) or "-"}.get(
         key, lambda v: _shown(key, v))(value)
     out({"message_id": message_id, "changed": change.changed, "modseq": change.modseq,
-         key: value},
+         "position": change.position, key: value},
         f"{message_id}: {key} {shown}{'' if change.changed else ' (unchanged)'}")
 
 
 def _change(change: Any, message_id: str, what: str) -> None:
     out({"message_id": message_id, "changed": change.changed, "modseq": change.modseq,
-         **change.extra},
+         "position": change.position, **change.extra},
         f"{message_id}: {what}" if change.changed else f"{message_id}: unchanged")
 
 
@@ -211,7 +215,7 @@ MailboxArg = Annotated[str, typer.Argument(metavar="MAILBOX", help="target mailb
 
 @app.command()
 def move(message_id: MessageId, mailbox: MailboxArg) -> None:
-    """Move a message to MAILBOX (it gets a new UID there)."""
+    """Move a message to MAILBOX (it gets a new UID there, also within one mailbox)."""
     _change(state.store().move(parse_uuid(message_id), mailbox), message_id, f"moved to {mailbox}")
 
 
@@ -220,7 +224,9 @@ def copy(message_id: MessageId, mailbox: MailboxArg) -> None:
     """Copy a message to MAILBOX (a new message sharing the stored payload)."""
     d = state.store().copy(parse_uuid(message_id), mailbox)
     out({"message_id": str(d.message_id), "copied_from": message_id, "uid": d.uid,
-         "mailbox_id": str(d.mailbox_id)}, f"copied as {d.message_id} (uid {d.uid})")
+         "source_uid": d.source_uid, "uidvalidity": d.uidvalidity,
+         "mailbox_id": str(d.mailbox_id), "position": d.position},
+        f"copied as {d.message_id} (uid {d.source_uid} -> {d.uid})")
 
 
 @app.command()
@@ -241,7 +247,8 @@ def expunge(message_ids: Annotated[list[str], typer.Argument(
     """Expunge messages from their mailbox for good."""
     ids = [parse_uuid(m) for m in message_ids]
     c = state.store().expunge(ids)
-    out({"expunged": len(c.positions), "modseq": c.modseq}, f"expunged {len(c.positions)}")
+    out({"expunged": len(c.positions), "modseq": c.modseq, "position": c.position},
+        f"expunged {len(c.positions)}")
 
 
 @app.command()

@@ -28,6 +28,7 @@ from eventsourcing.sqlite import (
 
 from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.account import Account
+from domain.delivery_key import DeliveryKey
 from domain.errors import StoreBusy
 from domain.mailbox import Mailbox
 from domain.message import Message
@@ -141,7 +142,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-_OWN_AGGREGATES = frozenset({Account, Mailbox, Message})
+_OWN_AGGREGATES = frozenset({Account, Mailbox, Message, DeliveryKey})
 
 
 @contextlib.contextmanager
@@ -227,6 +228,29 @@ class MailLog(Application[UUID]):
         if query is None:
             query = self._head_query = _head_query(self)
         return int(query())
+
+    def position_of(self, originator_id: UUID, version: int) -> int | None:
+        """The log position (notification id) of one stored event; None if not found or
+        the store keeps no positions (the in-memory one)."""
+        recorder = self.recorder
+        table = getattr(recorder, "events_table_name", None)
+        datastore = getattr(recorder, "datastore", None)
+        if table is None or datastore is None:
+            return None
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            sql = (f"SELECT rowid FROM {table} "  # noqa: S608 - the library's table name
+                   "WHERE originator_id = ? AND originator_version = ?")
+            args: tuple[Any, ...] = (str(originator_id), version)
+        else:
+            sql = (f"SELECT notification_id FROM {table} "  # noqa: S608
+                   "WHERE originator_id = %s AND originator_version = %s")
+            args = (originator_id, version)
+        with busy_as_store_busy(), datastore.transaction(commit=False) as cursor:
+            cursor.execute(sql, args)
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return int(row[0] if not isinstance(row, dict) else next(iter(row.values())))
 
     def close(self) -> None:
         query = getattr(self, "_head_query", None)

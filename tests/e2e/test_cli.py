@@ -140,7 +140,8 @@ def test_import_mbox_and_maildir_keeps_flags(tmp_path):
 
 def test_readme_example_runs(tmp_path):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:3]]
+    code = "\n".join(blocks)  # the API example, then the idempotent delivery
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr.decode()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.embedded import Letterlog
 from adapters.cli.importer import SourceMessage, run_import
+from adapters.embedded import Letterlog
 from tests.conftest import make_mail
 
 ADA = "ada@example.org"
@@ -37,3 +37,64 @@ def test_import_delivers_in_order_and_reports_bad_messages_alone(tmp_path: Path)
         assert all(r.identical for r in store.verify())
     finally:
         store.close()
+
+
+def _mbox(path: Path, count: int) -> Path:
+    with path.open("wb") as f:
+        for i in range(count):
+            f.write(b"From ada@example.org Sun Mar  1 12:00:00 2026\n")
+            f.write(make_mail(f"mbox {i}", message_id=f"<{i}@mbox>").replace(b"\r\n", b"\n"))
+            f.write(b"\n")
+    return path
+
+
+def _import(store: Letterlog, messages) -> dict:
+    total, items = messages
+    return run_import(store, total, items, ADA, "INBOX", batch=3)
+
+
+def test_importing_an_mbox_again_imports_nothing_new(tmp_path: Path) -> None:
+    from adapters.cli.importer import mbox_messages
+
+    source = _mbox(tmp_path / "in.mbox", 7)
+    store = Letterlog.open(tmp_path / "d", durability="normal")
+    first = _import(store, mbox_messages(source))
+    head = store.max_position()
+    again = _import(store, mbox_messages(source))
+    assert (first["imported"], again["imported"], again["already_imported"]) == (7, 0, 7)
+    assert store.max_position() == head
+    assert len(store.messages(ADA, limit=20)) == 7
+    store.close()
+
+
+def test_an_interrupted_import_resumes_where_it_stopped(tmp_path: Path) -> None:
+    from adapters.cli.importer import mbox_messages
+
+    source = _mbox(tmp_path / "in.mbox", 10)
+    store = Letterlog.open(tmp_path / "d", durability="normal")
+    _, items = mbox_messages(source)
+    partial = [next(items) for _ in range(4)]  # the import stopped after four messages
+    run_import(store, 4, partial, ADA, "INBOX", batch=3)
+    store.close()
+    store = Letterlog.open(tmp_path / "d", durability="normal")  # a new process, later
+    report = _import(store, mbox_messages(source))
+    assert (report["imported"], report["already_imported"]) == (6, 4)
+    subjects = [m.subject for m in reversed(store.messages(ADA, limit=20))]
+    assert subjects == [f"mbox {i}" for i in range(10)]
+    store.close()
+
+
+def test_importing_a_maildir_again_imports_nothing_new(tmp_path: Path) -> None:
+    import mailbox
+
+    from adapters.cli.importer import maildir_messages
+
+    box = mailbox.Maildir(str(tmp_path / "md"), create=True)
+    for i in range(5):
+        box.add(make_mail(f"md {i}", message_id=f"<{i}@md>"))
+    store = Letterlog.open(tmp_path / "d", durability="normal")
+    first = _import(store, maildir_messages(tmp_path / "md"))
+    again = _import(store, maildir_messages(tmp_path / "md"))
+    assert (first["imported"], again["imported"], again["already_imported"]) == (5, 0, 5)
+    assert len(store.messages(ADA, limit=20)) == 5
+    store.close()

@@ -54,7 +54,7 @@ def test_move_allocates_a_new_uid_in_the_target(mail):
     assert change.extra["uid"] == 2 and m.uid == 2 and m.mailbox_id != d.mailbox_id
 
 
-def test_rename_and_recreate_give_new_uidvalidity(mail):
+def test_rename_keeps_uidvalidity_and_recreate_gives_a_greater_one(mail):
     mail.create_mailbox(ADA, "Work")
     first = mail.account(ADA).mailbox("Work")
     mail.rename_mailbox(ADA, "Work", "Jobs")
@@ -62,8 +62,37 @@ def test_rename_and_recreate_give_new_uidvalidity(mail):
     mail.delete_mailbox(ADA, "Jobs", lambda _mb: [])
     mail.create_mailbox(ADA, "Jobs")
     recreated = mail.account(ADA).mailbox("Jobs")
-    assert renamed[0] == first[0] and renamed[2] > first[2]
+    assert renamed == first
     assert recreated[0] != renamed[0] and recreated[2] > renamed[2]
+
+
+def test_imaptest_uidvalidity_rename(mail):
+    """imaptest uidvalidity-rename: after A -> C and B -> A, A reports B's UIDVALIDITY."""
+    mail.create_mailbox(ADA, "A")
+    mail.create_mailbox(ADA, "B")
+    a, b = mail.account(ADA).mailbox("A")[2], mail.account(ADA).mailbox("B")[2]
+    mail.rename_mailbox(ADA, "A", "C")
+    mail.rename_mailbox(ADA, "B", "A")
+    assert mail.account(ADA).mailbox("A")[2] == b
+    assert mail.account(ADA).mailbox("C")[2] == a
+    mail.create_mailbox(ADA, "B")
+    assert mail.account(ADA).mailbox("B")[2] > max(a, b)
+
+
+def test_a_move_within_one_mailbox_assigns_a_new_uid_and_reports_both(mail):
+    d = mail.deliver(account=ADA, raw=make_mail())
+    change = mail.move(d.message_id, "INBOX")
+    assert change.changed
+    assert (change.extra["source_uid"], change.extra["uid"]) == (1, 2)
+    assert change.extra["uidvalidity"] == d.uidvalidity
+    assert mail.message(d.message_id).uid == 2
+
+
+def test_a_copy_reports_the_source_and_the_new_uid(mail):
+    mail.create_mailbox(ADA, "Archive")
+    d = mail.deliver(account=ADA, raw=make_mail())
+    c = mail.copy(d.message_id, "Archive")
+    assert (c.source_uid, c.uid) == (1, 1) and c.message_id != d.message_id
 
 
 def test_modseq_strictly_increases_per_mailbox(mail):
@@ -79,7 +108,6 @@ def test_a_command_that_changes_nothing_emits_nothing(mail):
     before = positions(mail)
     assert not mail.flag(d.message_id, ["\\Seen"]).changed
     assert not mail.label(d.message_id, add=["x"]).changed
-    assert not mail.move(d.message_id, "INBOX").changed
     mail.subscribe(ADA, "INBOX")
     after_sub = positions(mail)
     assert not mail.subscribe(ADA, "INBOX").changed

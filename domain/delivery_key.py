@@ -1,0 +1,46 @@
+"""The DeliveryKey aggregate: an idempotency key, claimed by the delivery that used it first.
+
+Its id is derived from the account and the key (`delivery_key_id`), so every delivery with
+the same key for the same account tries to create the same aggregate, in the same atomic
+append as the message. The log accepts one version 1 per aggregate id, so only the first
+commits, whichever process or thread sends it, now or after a restart; a later one finds the
+claim and answers with the first delivery's result (ADR 0015). The message keeps its own
+time-ordered id (label indexes and threads sort by it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain.aggregate import MailAggregate
+from domain.values import NAMESPACE
+
+
+def delivery_key_id(account_id: UUID, key: str) -> UUID:
+    return uuid.uuid5(NAMESPACE, f"delivery-key:{account_id}:{key}")
+
+
+class DeliveryKey(MailAggregate):
+    account_id: UUID
+    message_id: UUID
+
+    def __init__(self) -> None:
+        """State is set by the creation event's ``apply``."""
+
+    class Claimed(Aggregate.Created):
+        account_id: UUID
+        key: str
+        message_id: UUID
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.account_id = self.account_id
+            aggregate.message_id = self.message_id
+
+    @classmethod
+    def claim(cls, account_id: UUID, key: str, message_id: UUID) -> DeliveryKey:
+        return cls._create(cls.Claimed, id=delivery_key_id(account_id, key),
+                           account_id=account_id, key=key, message_id=message_id)

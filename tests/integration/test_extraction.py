@@ -1,0 +1,109 @@
+"""An extraction counts only once its bytes are written; no more than the policy's N ever
+succeed, also concurrently; a failed one leaves no file and uses nothing up."""
+
+from __future__ import annotations
+
+import io
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from adapters.embedded import Letterlog
+from domain.errors import ExtractionRefused, InvalidCommand
+from domain.service import Mailstore
+from tests.conftest import make_mail
+
+ADA = "ada@example.org"
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = Letterlog.open(tmp_path / "data")
+    yield s
+    s.close()
+
+
+def test_a_missing_output_directory_is_refused_before_anything_counts(store, tmp_path):
+    d = store.deliver(account=ADA, raw=make_mail(), extract_limit=1)
+    with pytest.raises(InvalidCommand, match="directory .*nowhere does not exist"):
+        store.extract_to(d.message_id, tmp_path / "nowhere" / "x.eml")
+    assert store.show(d.message_id)["extract_count"] == 0
+    report = store.extract_to(d.message_id, tmp_path / "x.eml")
+    assert (tmp_path / "x.eml").read_bytes() == make_mail() and report["count"] == 1
+    assert store.show(d.message_id)["state"] == "expired"
+
+
+def test_an_existing_file_is_replaced_only_with_force(store, tmp_path):
+    d = store.deliver(account=ADA, raw=make_mail())
+    target = tmp_path / "x.eml"
+    target.write_bytes(b"keep me")
+    with pytest.raises(InvalidCommand, match="exists"):
+        store.extract_to(d.message_id, target)
+    assert target.read_bytes() == b"keep me"
+    store.extract_to(d.message_id, target, force=True)
+    assert target.read_bytes() == make_mail()
+    assert store.show(d.message_id)["extractions_to_date"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "x.eml"]  # no .part
+
+
+class _BrokenPipe(io.RawIOBase):
+    def write(self, data):  # noqa: ANN001, ARG002
+        raise BrokenPipeError("reader went away")
+
+
+def test_a_write_that_fails_releases_the_extraction(store):
+    d = store.deliver(account=ADA, raw=make_mail(), extract_limit=1)
+    with pytest.raises(BrokenPipeError):
+        store.extract_to_stream(d.message_id, _BrokenPipe())
+    shown = store.show(d.message_id)
+    assert (shown["extract_count"], shown["state"]) == (0, "active")
+    assert store.extract(d.message_id) == make_mail()
+
+
+def test_concurrent_extractions_never_exceed_the_limit(store, tmp_path):
+    d = store.deliver(account=ADA, raw=make_mail(), extract_limit=3)
+    ok, refused = [], []
+    start = threading.Barrier(8)
+
+    def extract(n: int) -> None:
+        start.wait()
+        try:
+            ok.append(store.extract_to(d.message_id, tmp_path / f"{n}.eml"))
+        except ExtractionRefused:
+            refused.append(n)
+
+    threads = [threading.Thread(target=extract, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(ok), len(refused)) == (3, 5)
+    assert len(list(tmp_path.glob("*.eml"))) == 3 and not list(tmp_path.glob(".*"))
+    assert store.show(d.message_id)["extractions_to_date"] == 3
+
+
+def test_a_lapsed_reservation_frees_its_extraction(mail: Mailstore, clock) -> None:
+    d = mail.deliver(account=ADA, raw=make_mail(), extract_limit=1)
+    stuck = mail.reserve_extraction(d.message_id)  # an extractor that crashed
+    with pytest.raises(ExtractionRefused):
+        mail.reserve_extraction(d.message_id)
+    clock.advance(minutes=11)
+    fresh = mail.reserve_extraction(d.message_id)
+    mail.confirm_extraction(fresh)
+    with pytest.raises(ExtractionRefused):
+        mail.confirm_extraction(stuck)  # too late: the one extraction was taken
+    assert mail.message(d.message_id).extract_count == 1
+
+
+def test_extractions_to_date_and_the_last_date_survive_a_new_policy(mail: Mailstore,
+                                                                     clock) -> None:
+    d = mail.deliver(account=ADA, raw=make_mail(), extract_limit=2)
+    b"".join(mail.extract(d.message_id))
+    clock.advance(hours=1)
+    b"".join(mail.extract(d.message_id))
+    mail.set_policy(d.message_id, extract_limit=5)
+    m = mail.message(d.message_id)
+    assert (m.extract_count, m.extractions_total) == (0, 2)
+    assert m.last_extracted_at == clock.now == m.internal_date + timedelta(hours=1)
