@@ -20,13 +20,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from uuid import UUID
 
 from adapters.eventlog.reader import read_events
-from adapters.eventlog.store import MailLog, open_log, postgres_env, sqlite_env
 from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
-from adapters.payloads.files import FilePayloadStore
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
 from domain.errors import (
@@ -40,6 +38,7 @@ from domain.errors import (
 )
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
+from domain.ports import PayloadStore
 from domain.purging import Outcome, Purging
 from domain.service import Change, CheckedDelivery, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
@@ -47,85 +46,47 @@ from projections import names as pn
 from projections import queries as q
 from projections.tablestore import TableNotFound
 
+if TYPE_CHECKING:
+    from adapters.eventlog.store import MailLog
+    from adapters.readside.host import ProjectionHost
+
 T = TypeVar("T")
 log = logging.getLogger("letterlog")
 
 
-def postgres_env_from_dsn(dsn: str) -> dict[str, str]:
-    from urllib.parse import unquote, urlparse
-
-    u = urlparse(dsn)
-    if u.scheme not in ("postgres", "postgresql") or not u.hostname or not u.path.strip("/"):
-        raise SettingsError(f"LETTERLOG_POSTGRES_DSN: {dsn!r} is not postgresql://user:pw@host:port/db")
-    return {
-        "POSTGRES_DBNAME": u.path.strip("/"),
-        "POSTGRES_HOST": u.hostname,
-        "POSTGRES_PORT": str(u.port or 5432),
-        "POSTGRES_USER": unquote(u.username or ""),
-        "POSTGRES_PASSWORD": unquote(u.password or ""),
-    }
-
-
 class Letterlog:
-    """Commands and queries of one letterlog store."""
+    """Commands and queries of one letterlog store.
 
-    def __init__(self, settings: Settings, log: MailLog, payloads: FilePayloadStore,
-                 tables: Any | None = None) -> None:
+    Built by ``adapters.bootstrap.letterlog`` (``Letterlog.open``): the event log, the payload
+    store, the command side (``mail``) and the read models (``projections``, None when this
+    process keeps none). Every command ends with an explicit step: the read models catch up
+    with the events it has just saved (``_project``)."""
+
+    def __init__(self, settings: Settings, log: MailLog, payloads: PayloadStore,
+                 mail: Mailstore, projections: ProjectionHost | None = None,
+                 read_side: Callable[[], ProjectionHost] | None = None) -> None:
         self.settings = settings
         self.log = log
         self.payloads = payloads
-        self.tables = tables
-        self._projections: Any | None = None
-        self._read_side: Callable[[], Any] | None = None  # opens the read side on first use
+        self.mail = mail
+        self._projections = projections
+        self._read_side = read_side  # opens the read side on first use (table_store=hbase)
         self._read_side_lock = threading.Lock()
-        self.mail = Mailstore(
-            log,
-            payloads,
-            limits=settings.message_limits(),
-            inline_limit=settings.inline_limit,
-            deleted_retention=timedelta(days=settings.deleted_retention_days),
-            on_saved=self._project_saved,
-            log_head=getattr(log, "head", None),
-        )
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, data: str | os.PathLike[str] | None = None, *, create: bool = True,
              **overrides: Any) -> Letterlog:
-        """Opens the store in ``data``. With ``create=False`` (a reader) a directory holding
-        no store is a ``StoreUnavailable`` error naming it, and nothing is created."""
+        """Opens the store in ``data`` (default ``LETTERLOG_DATA``; ``overrides`` are settings).
+        With ``create=False`` (a reader) a directory holding no store is a ``StoreUnavailable``
+        error naming it, and nothing is created."""
+        from adapters.bootstrap import letterlog
+
         if data is not None:
             overrides["data"] = Path(data)
         settings = load_settings(**overrides)
-        root = Path(settings.data)
-        _check_data_dir(root, settings.event_store == "sqlite", create)
-        if settings.event_store == "sqlite":
-            env = sqlite_env(str(root / "events.sqlite"), settings.durability)
-        else:
-            env = postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
-        log = open_log(env)
-        payloads = FilePayloadStore(root / "payloads")
-        store = cls(settings, log, payloads)
-        store._open_projections(root)
-        return store
-
-    def _open_projections(self, root: Path) -> None:
-        from adapters.readside.host import ProjectionHost
-
-        if self.settings.table_store == "hbase":
-            # Scale-out: stream workers project into HBase; this process only reads it, and
-            # connects on its first read: commands need only the log and the payload store,
-            # so deliveries go on while HBase (or Kafka, or the workers) are down.
-            from adapters.streaming.worker import open_table_store
-
-            def read_side() -> Any:
-                return ProjectionHost(open_table_store(self.settings), self.events, None,
-                                      self.max_position, live=False)
-
-            self._read_side = read_side
-            return
-        self.projections = ProjectionHost.open(self, root)
-        self.catch_up()
+        _check_data_dir(Path(settings.data), settings.event_store == "sqlite", create)
+        return letterlog(settings)
 
     @property
     def projections(self) -> Any | None:
@@ -165,7 +126,15 @@ class Letterlog:
             return 0
         return int(self._projections.catch_up())
 
-    def _project_saved(self, saved: Sequence[tuple[int, Any]]) -> None:
+    def _command(self, command: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Runs a command of ``mail``, then (explicitly, even if it failed after saving) lets
+        the read models catch up with what it saved."""
+        try:
+            return command(*args, **kwargs)
+        finally:
+            self._project(self.mail.uow.take_saved())
+
+    def _project(self, saved: Sequence[tuple[int, Any]]) -> None:
         """After a command: the read models catch up, starting with the events just saved
         (already in memory, so not read back and decoded from the log).
 
@@ -174,7 +143,7 @@ class Letterlog:
         that fails too, the error is logged and the next command or ``catch_up`` tries
         again (tracking only moves with what was written).
         """
-        if self._projections is None:
+        if self._projections is None or not saved:
             return
         try:
             self._projections.catch_up(saved)
@@ -187,17 +156,21 @@ class Letterlog:
 
     # -- commands (see domain.service.Mailstore) ----------------------------------------------
     def deliver(self, **fields: Any) -> Delivery:
-        return self.mail.deliver(**fields)
+        return self._command(self.mail.deliver, **fields)
 
     def deliver_many(self, items: Iterable[dict[str, Any]]) -> list[Delivery]:
-        return self.mail.deliver_many([build(Deliver, **f) for f in items])
+        return self._command(self.mail.deliver_many, [build(Deliver, **f) for f in items])
+
+    def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+        """Checked deliveries in one atomic append (each message parsed once, by ``check``)."""
+        return self._command(self.mail.deliver_checked, items)
 
     def extract(self, message_id: UUID) -> bytes:
         """The exact delivered bytes; counted against the policy once they are read (an
         extraction that fails does not count)."""
         from adapters.extraction import Extractor
 
-        return Extractor(self.mail).to_bytes(message_id)
+        return self._command(Extractor(self.mail).to_bytes, message_id)
 
     def extract_to(self, message_id: UUID, path: str | os.PathLike[str], *,
                    force: bool = False) -> dict[str, Any]:
@@ -206,70 +179,70 @@ class Letterlog:
         ``position``, the policy's count and the extractions to date."""
         from adapters.extraction import Extractor
 
-        return Extractor(self.mail).to_file(message_id, Path(path), force=force)
+        return self._command(Extractor(self.mail).to_file, message_id, Path(path), force=force)
 
     def extract_to_stream(self, message_id: UUID, out: BinaryIO) -> dict[str, Any]:
         """Writes the bytes to ``out``; counted once they are written and flushed."""
         from adapters.extraction import Extractor
 
-        return Extractor(self.mail).to_stream(message_id, out)
+        return self._command(Extractor(self.mail).to_stream, message_id, out)
 
     def flag(self, message_id: UUID, flags: Iterable[str], mode: str = "add") -> Change:
         """Adds (default), removes or replaces flags and keywords."""
-        return self.mail.flag(message_id, flags, mode)
+        return self._command(self.mail.flag, message_id, flags, mode)
 
     def label(self, message_id: UUID, add: Iterable[str] = (),
               remove: Iterable[str] = ()) -> Change:
-        return self.mail.label(message_id, add, remove)
+        return self._command(self.mail.label, message_id, add, remove)
 
     def move(self, message_id: UUID, mailbox: str) -> Change:
         """Moves to ``mailbox`` of the same account; the message gets a new UID there."""
-        return self.mail.move(message_id, mailbox)
+        return self._command(self.mail.move, message_id, mailbox)
 
     def copy(self, message_id: UUID, mailbox: str) -> Delivery:
-        return self.mail.copy(message_id, mailbox)
+        return self._command(self.mail.copy, message_id, mailbox)
 
     def delete(self, message_id: UUID) -> Change:
         """Soft delete: hidden, restorable until purged."""
-        return self.mail.delete(message_id)
+        return self._command(self.mail.delete, message_id)
 
     def restore(self, message_id: UUID) -> Change:
-        return self.mail.restore(message_id)
+        return self._command(self.mail.restore, message_id)
 
     def expunge(self, message_ids: Iterable[UUID]) -> Change:
-        return self.mail.expunge(message_ids)
+        return self._command(self.mail.expunge, message_ids)
 
     def set_policy(self, message_id: UUID, extract_limit: int | None = None,
                    extract_until: datetime | None = None) -> Change:
         """Count-limited, until a date, or (neither) indefinite."""
-        return self.mail.set_policy(message_id, extract_limit, extract_until)
+        return self._command(self.mail.set_policy, message_id, extract_limit, extract_until)
 
     def begin_upload(self, **fields: Any) -> UUID:
-        return self.mail.begin_upload(**fields)
+        return self._command(self.mail.begin_upload, **fields)
 
     def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:
-        return self.mail.append_chunk(message_id, index, data)
+        return self._command(self.mail.append_chunk, message_id, index, data)
 
     def complete_upload(self, message_id: UUID) -> Delivery:
-        return self.mail.complete_upload(message_id)
+        return self._command(self.mail.complete_upload, message_id)
 
     def create_mailbox(self, account: str, mailbox: str, role: str = "") -> Change:
-        return self.mail.create_mailbox(account, mailbox, role)
+        return self._command(self.mail.create_mailbox, account, mailbox, role)
 
     def rename_mailbox(self, account: str, mailbox: str, new_name: str) -> Change:
         """Same mailbox, new name: its messages, UIDs and UIDVALIDITY stay."""
-        return self.mail.rename_mailbox(account, mailbox, new_name)
+        return self._command(self.mail.rename_mailbox, account, mailbox, new_name)
 
     def subscribe(self, account: str, mailbox: str) -> Change:
         """Subscribes an existing account (AccountNotFound otherwise: nothing is created)."""
         self.mail.account(normalise_address(account))
-        return self.mail.subscribe(account, mailbox)
+        return self._command(self.mail.subscribe, account, mailbox)
 
     def unsubscribe(self, account: str, mailbox: str) -> Change:
-        return self.mail.unsubscribe(account, mailbox)
+        return self._command(self.mail.unsubscribe, account, mailbox)
 
     def delete_mailbox(self, account: str, mailbox: str) -> Change:
-        return self.mail.delete_mailbox(account, mailbox, self._message_ids_in)
+        return self._command(self.mail.delete_mailbox, account, mailbox, self._message_ids_in)
 
     def _message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
         if self.projections is None:
@@ -342,9 +315,6 @@ class Letterlog:
         ``deliver_checked`` delivers a batch of these in one append. MessageRejected or
         InvalidCommand if unfit."""
         return self.mail.check(build(Deliver, **fields))
-
-    def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
-        return self.mail.deliver_checked(items)
 
     def ensure_mailbox(self, account: str, mailbox: str) -> bool:
         """Creates ``mailbox`` unless the account has it already; True if it was created."""

@@ -1,14 +1,17 @@
 """One settings object for every letterlog process (env prefix ``LETTERLOG_``).
 
-Invalid settings fail at start-up with a ``SettingsError`` that names the setting.
+``Settings`` holds the store's settings (``LETTERLOG_DATA``, ``LETTERLOG_EVENT_STORE``, ...)
+and, under ``stream``, how a stream worker consumes (``LETTERLOG_STREAM_<NAME>``, e.g.
+``LETTERLOG_STREAM_BATCH``). ``adapters.bootstrap`` builds every process's parts from it.
+Invalid settings fail at start-up with a ``SettingsError`` that names the variable.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from domain.errors import SettingsError
@@ -17,8 +20,36 @@ if TYPE_CHECKING:
     from domain.rfc5322 import MessageLimits
 
 
+class StreamOptions(BaseModel):
+    """How a stream worker consumes (``LETTERLOG_STREAM_<FIELD>``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    group: str = "letterlog-projector"  # the Kafka consumer group (faust app id)
+    batch: int = 2000  # records per batch at most
+    within: float = 0.5  # seconds to wait for a batch to fill
+    commit_interval: float = 1.0  # seconds between offset commits (of acknowledged records)
+    session_timeout: float = 10.0  # a dead worker's partitions move after this long
+    instance: str = ""  # static group membership: a restart under this id resumes at once
+    web_port: int = 0  # faust's web server (/metrics/, /lag/) on 127.0.0.1; 0: none
+    threads: int = 4  # partitions of one batch applied concurrently
+    attempts: int = 3  # tries before a poison record becomes a dead letter
+    hbase_pool: int = 8  # Thrift connections
+    hbase_thrift2_port: int = 0  # a Thrift2 gateway for writes (one call per batch); 0: none
+    retry_delay: float = 0.2  # first backoff after a failed table store write (doubles, <= 30 s)
+    test_hold: str = ""  # "<file>:<n>": after the n-th batch's writes, create file and hang
+
+    @field_validator("batch", "threads", "attempts", "hbase_pool")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be at least 1")
+        return value
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LETTERLOG_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="LETTERLOG_", extra="ignore",
+                                      env_nested_delimiter="_", env_nested_max_split=1)
 
     data: Path = Field(Path("letterlog-data"), description="data directory (embedded stores)")
     event_store: Literal["sqlite", "postgres"] = "sqlite"
@@ -31,6 +62,8 @@ class Settings(BaseSettings):
     hbase_port: int = Field(9090, ge=1, le=65535)
     hbase_thrift2_port: int | None = Field(None, ge=1, le=65535,
                                            description="Thrift2 port: per-cell timestamps")
+    hbase_thrift2_idl: Path | None = Field(
+        None, description="HBase's thrift2/hbase.thrift (default: the dev-server jar cache's)")
     hbase_table_prefix: str = Field("letterlog", pattern=r"^[A-Za-z0-9]{1,40}$")
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
@@ -53,6 +86,7 @@ class Settings(BaseSettings):
     purge_peek_back_minutes: int = Field(60, ge=0, description="buckets re-read before a pointer")
     purge_interval_seconds: float = Field(600.0, gt=0, description="letterlog purger's period")
     purge_threads: int = Field(4, ge=1, le=16, description="shards purged at once per queue")
+    stream: StreamOptions = StreamOptions()
 
     def message_limits(self) -> MessageLimits:
         from domain.rfc5322 import MessageLimits
@@ -69,13 +103,19 @@ class Settings(BaseSettings):
         return self
 
 
+def _message(err: Any) -> str:
+    if str(err["type"]).endswith("_parsing"):  # "many" for a number: name the value
+        return f"{err['input']!r} is not valid ({err['msg']})"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
 def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as e:
         parts = []
         for err in e.errors():
-            loc = ".".join(str(x) for x in err["loc"])
+            loc = "_".join(str(x) for x in err["loc"])
             name = f"LETTERLOG_{loc.upper()}" if loc else "settings"
-            parts.append(f"{name}: {str(err['msg']).removeprefix('Value error, ')}")
+            parts.append(f"{name}: {_message(err)}")
         raise SettingsError("invalid settings: " + "; ".join(parts)) from None

@@ -38,7 +38,7 @@ from domain.payloads import INLINE_LIMIT
 from domain.ports import PayloadStore
 from domain.results import Change, Delivery
 from domain.rfc5322 import MessageLimits
-from domain.unit_of_work import Saved, UnitOfWork, utcnow
+from domain.unit_of_work import UnitOfWork, utcnow
 
 __all__ = [
     "Change",
@@ -65,11 +65,10 @@ class Mailstore(DeliveryCommands, MessageCommands, MailboxCommands):
         inline_limit: int = INLINE_LIMIT,
         deleted_retention: timedelta = timedelta(days=30),
         clock: Callable[[], datetime] = utcnow,
-        on_saved: Callable[[Saved], None] | None = None,
         max_retries: int = 50,
         log_head: Callable[[], int | None] | None = None,
     ) -> None:
-        uow = UnitOfWork(app, max_retries=max_retries, log_head=log_head, on_saved=on_saved)
+        uow = UnitOfWork(app, max_retries=max_retries, log_head=log_head)
         super().__init__(uow, payloads, limits=limits, inline_limit=inline_limit,
                          deleted_retention=deleted_retention, clock=clock)
 

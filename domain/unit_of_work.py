@@ -1,5 +1,9 @@
 """One command's unit of work: load the aggregates, decide, save every new event in one append.
 
+What a command saved (events with their log positions) stays with the unit of work until the
+caller takes it (``take_saved``): the embedded facade hands it to the read models as an
+explicit step after each command; the domain never calls back up.
+
 ``UnitOfWork.run`` runs a command's attempt; a concurrency conflict (another writer saved one
 of its aggregates first) or a busy event store (another process holds the write lock) means
 nothing was written, so the attempt is run again on fresh aggregates. Aggregates come from the
@@ -13,6 +17,7 @@ the limits.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -59,11 +64,10 @@ class UnitOfWork:
         *,
         max_retries: int = 50,
         log_head: Callable[[], int | None] | None = None,
-        on_saved: Callable[[Saved], None] | None = None,
     ) -> None:
         self.app = app
         self.max_retries = max_retries
-        self.on_saved = on_saved
+        self._last = threading.local()  # per thread: what its last command saved
         self._head = log_head or app.recorder.max_notification_id
         self.current = CurrentAggregates(self._head)
 
@@ -103,9 +107,15 @@ class UnitOfWork:
             raise
         saved = [(r.notification.id, r.domain_event) for r in recordings]
         self.current.saved(aggregates, [position for position, _ in saved])
-        if saved and self.on_saved is not None:
-            self.on_saved(saved)
+        self._last.saved = saved
         return tuple(position for position, _ in saved)
+
+    def take_saved(self) -> Saved:
+        """The events this thread's last command saved, with their log positions (once:
+        a second call returns nothing). The facade projects them after the command."""
+        saved: Saved = getattr(self._last, "saved", ())
+        self._last.saved = ()
+        return saved
 
     def get(self, cls: type[T], aggregate_id: UUID, error: type[Exception], what: str) -> T:
         agg: Any = self.current.get(aggregate_id)

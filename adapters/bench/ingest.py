@@ -48,15 +48,12 @@ def _open(directory: Path, durability: str) -> Any:
 def _open_log_only(directory: Path, durability: str) -> Any:
     """A store that appends to the log and keeps no read models in this process: the command
     side of a deployment whose stream workers project (``table_store=hbase``)."""
-    from adapters.embedded import Letterlog
-    from adapters.eventlog.store import open_log, sqlite_env
-    from adapters.payloads.files import FilePayloadStore
+    from adapters.bootstrap import letterlog
     from adapters.settings import load_settings
 
     directory.mkdir(parents=True)
     settings = load_settings(data=directory, durability=durability, event_store="sqlite")
-    log = open_log(sqlite_env(str(directory / "events.sqlite"), durability))
-    return Letterlog(settings, log, FilePayloadStore(directory / "payloads"))
+    return letterlog(settings, read_models=False)
 
 
 def _parse_rate(blobs: Sequence[bytes]) -> float:

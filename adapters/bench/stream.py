@@ -197,10 +197,10 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
     ``thrift2_port``) or ``"thrift1"`` (one call per version). ``logs``: a directory to keep
     the workers' logs in."""
     from adapters.bench.projections import bench_log, open_reader
-    from adapters.tables.hbase import HBaseTableStore
     from adapters.readside.host import verify_tables
     from adapters.streaming.relay import FilePosition, OutboxRelay
     from adapters.streaming.worker import kafka_lag
+    from adapters.tables.hbase import HBaseTableStore
     from projections.registry import ALL
     from projections.runner import ProjectionRunner, identity
 

@@ -50,10 +50,10 @@ def worker(loglevel: Annotated[str, typer.Option(metavar="LEVEL",
 
 
 def _stream_store() -> Any:
+    from adapters.bootstrap import stream_tables
     from adapters.settings import load_settings
-    from adapters.streaming.worker import open_table_store
 
-    return open_table_store(load_settings(data=state.data))
+    return stream_tables(load_settings(data=state.data))
 
 
 def _letter_line(d: dict[str, Any]) -> str:

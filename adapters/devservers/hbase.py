@@ -13,20 +13,25 @@ port answers a Thrift2 call with "Invalid method name"), hence two processes.
 
 Thrift2's IDL is not on PyPI: `thrift2_idl()` extracts HBase's own
 `org/apache/hadoop/hbase/thrift2/hbase.thrift` from the cached hbase-thrift jar into the cache
-dir, and `load_thrift2()` loads it with thriftpy2 (nothing of HBase is kept in this repo).
+dir (`adapters.tables.hbase_thrift2`, where the table store loads it with thriftpy2; nothing of
+HBase is kept in this repo).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import threading
-import zipfile
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from xml.sax.saxutils import escape
+
+from adapters.tables.hbase_thrift2 import (
+    Thrift2IdlMissing,
+    extract_idl,
+    load_thrift2,
+    thrift2_client,
+)
 
 from ._common import (
     LOCALHOST,
@@ -62,8 +67,6 @@ HBASE_POM = Path(__file__).parent / "maven" / "hbase" / "pom.xml"
 MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
 THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
-THRIFT2_IDL_ENTRY = "org/apache/hadoop/hbase/thrift2/hbase.thrift"
-THRIFT2_MODULE = "letterlog_hbase2_thrift"  # thriftpy2 wants the suffix _thrift
 MASTER_READY = "Master has completed initialization"
 
 LOG4J2_PROPERTIES = """\
@@ -88,9 +91,11 @@ logger.hbasezk.level = WARN
 
 
 def install_hbase() -> Path:
-    """Resolve the HBase jars (once) and return the lib dir."""
+    """Resolve the HBase jars (once), extract the Thrift2 IDL, and return the lib dir."""
     version = pom_property(HBASE_POM, "hbase.version")
-    return maven_lib(HBASE_POM, prefix=f"hbase-{version}")
+    lib = maven_lib(HBASE_POM, prefix=f"hbase-{version}")
+    thrift2_idl(lib)
+    return lib
 
 
 def thrift2_idl(lib: Path | None = None, *, install: bool = False) -> Path:
@@ -103,58 +108,10 @@ def thrift2_idl(lib: Path | None = None, *, install: bool = False) -> Path:
         lib = maven_lib(
             HBASE_POM, prefix=f"hbase-{pom_property(HBASE_POM, 'hbase.version')}", install=install
         )
-    target = lib.parent / "thrift2" / "hbase.thrift"
-    if target.is_file():
-        return target
-    jars = sorted(lib.glob("hbase-thrift-*.jar"))
-    if not jars:
-        raise ServiceFailed(f"hbase: no hbase-thrift jar in {lib}, so no Thrift2 IDL")
     try:
-        with zipfile.ZipFile(jars[-1]) as jar:
-            data = jar.read(THRIFT2_IDL_ENTRY)
-    except (KeyError, OSError, zipfile.BadZipFile) as exc:
-        raise ServiceFailed(
-            f"hbase: {THRIFT2_IDL_ENTRY} not readable in {jars[-1]}: {exc}"
-        ) from exc
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
-    return target
-
-
-_thrift2_lock = threading.Lock()
-_thrift2_module: ModuleType | None = None
-
-
-def load_thrift2(idl: str | os.PathLike[str] | None = None) -> ModuleType:
-    """The Thrift2 IDL as a thriftpy2 module (`THBaseService`, `TPut`, `TColumnValue`, ...),
-    loaded once per process (a later call's `idl` is ignored)."""
-    global _thrift2_module
-    with _thrift2_lock:
-        if _thrift2_module is None:
-            import thriftpy2
-
-            path = Path(idl) if idl is not None else thrift2_idl()
-            _thrift2_module = thriftpy2.load(str(path), module_name=THRIFT2_MODULE)
-        return _thrift2_module
-
-
-def thrift2_client(host: str, port: int, *, timeout_ms: int = 60_000) -> Any:
-    """A thriftpy2 client of the Thrift2 `THBaseService` (buffered transport, binary protocol,
-    as the gateway started here serves it). Close it with `client.close()`."""
-    from thriftpy2.protocol import TCyBinaryProtocolFactory
-    from thriftpy2.rpc import make_client
-    from thriftpy2.transport import TCyBufferedTransportFactory
-
-    return make_client(
-        load_thrift2().THBaseService,
-        host,
-        port,
-        timeout=timeout_ms,
-        proto_factory=TCyBinaryProtocolFactory(decode_response=True),
-        trans_factory=TCyBufferedTransportFactory(),
-    )
+        return extract_idl(lib)
+    except Thrift2IdlMissing as exc:
+        raise ServiceFailed(str(exc)) from exc
 
 
 def _site_xml(props: dict[str, str]) -> str:

@@ -128,11 +128,6 @@ class ProjectionHost:
         self._depth = 0  # how deep this process is inside _locked (re-entrant)
         self.runner = self._live_runner()
 
-    @classmethod
-    def open(cls, owner: Any, root: Path) -> ProjectionHost:
-        tables = SqliteTableStore(root / "tables.sqlite")
-        return cls(tables, owner.events, root / ".projections.lock", owner.max_position)
-
     def _live_runner(self) -> ProjectionRunner:
         runner = ProjectionRunner(self.tables, ALL, physical=self.catalog.physical)
         runner.create_tables()

@@ -283,31 +283,10 @@ class OutboxRelay:
     # -- building ---------------------------------------------------------------------------
     @classmethod
     def from_settings(cls, settings: Any, log: Any = None, **options: Any) -> OutboxRelay:
-        """A relay for ``settings`` (``LETTERLOG_*``): Kafka bootstrap and topic, and the event
-        store's log (``log``: an opened ``MailLog`` or ``Letterlog``; opened here when None,
-        and closed with the relay). The position lives in the event store's database for
-        PostgreSQL and in ``<data>/relay-<topic>.position`` for SQLite."""
-        if not settings.kafka_bootstrap:
-            raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the relay needs the Kafka "
-                                "bootstrap address (host:port)")
-        on_close = None
-        if log is None:
-            log = _open_log(settings)
-            on_close = log.close
-        recorder = log.recorder if hasattr(log, "recorder") else log.log.recorder
+        """``adapters.bootstrap.relay``: a relay for ``settings`` (``LETTERLOG_*``)."""
+        from adapters.bootstrap import relay
 
-        def read(start: int, limit: int) -> Sequence[Any]:
-            return list(recorder.select_notifications(start=start, limit=limit))
-
-        position: RelayPosition
-        if settings.event_store == "postgres":
-            position = PostgresPosition(settings.postgres_dsn, f"kafka:{settings.kafka_topic}")
-        else:
-            position = FilePosition(Path(settings.data) / f"relay-{settings.kafka_topic}.position")
-        options.setdefault("partitions", getattr(settings, "kafka_partitions", None)
-                           or DEFAULT_PARTITIONS)
-        return cls(read, settings.kafka_bootstrap, settings.kafka_topic, position,
-                   head=recorder.max_notification_id, on_close=on_close, **options)
+        return relay(settings, log, **options)
 
     # -- life cycle -------------------------------------------------------------------------
     def __enter__(self) -> OutboxRelay:
@@ -566,16 +545,3 @@ class OutboxRelay:
                 stamp = stamp.replace(tzinfo=UTC)
             seconds = max(0.0, (datetime.now(UTC) - stamp).total_seconds())
         return head - position, seconds
-
-
-def _open_log(settings: Any) -> Any:
-    from adapters.embedded import postgres_env_from_dsn
-    from adapters.eventlog.store import open_log, postgres_env, sqlite_env
-
-    if settings.event_store == "postgres":
-        env = postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
-    else:
-        root = Path(settings.data)
-        root.mkdir(parents=True, exist_ok=True)
-        env = sqlite_env(str(root / "events.sqlite"), settings.durability)
-    return open_log(env)

@@ -28,81 +28,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import faust
 
-from adapters.settings import Settings, load_settings
+from adapters.settings import Settings, StreamOptions, load_settings
 from adapters.streaming.projector import BatchResult, Record, StreamProjector
 from domain.errors import SettingsError
 from projections.tablestore import TableStore
 
 log = logging.getLogger("letterlog.stream")
 
-__all__ = ["WorkerOptions", "create_app", "kafka_lag", "main", "open_table_store", "publish_lag"]
+__all__ = ["create_app", "kafka_lag", "main", "publish_lag"]
 
 AGENT_NAME = "letterlog-projector"
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    """How a worker consumes. From ``LETTERLOG_STREAM_<FIELD>`` variables (``from_env``)."""
-
-    group: str = "letterlog-projector"  # the Kafka consumer group (faust app id)
-    batch: int = 2000  # records per batch at most
-    within: float = 0.5  # seconds to wait for a batch to fill
-    commit_interval: float = 1.0  # seconds between offset commits (of acknowledged records)
-    session_timeout: float = 10.0  # a dead worker's partitions move after this long
-    instance: str = ""  # static group membership: a restart under this id resumes at once
-    web_port: int = 0  # faust's web server (/metrics/, /lag/) on 127.0.0.1; 0: none
-    threads: int = 4  # partitions of one batch applied concurrently
-    attempts: int = 3  # tries before a poison record becomes a dead letter
-    hbase_pool: int = 8  # Thrift connections
-    hbase_thrift2_port: int = 0  # a Thrift2 gateway for writes (one call per batch); 0: none
-    retry_delay: float = 0.2  # first backoff after a failed table store write (doubles, <= 30 s)
-    test_hold: str = ""  # "<file>:<n>": after the n-th batch's writes, create file and hang
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> WorkerOptions:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = env.get(f"LETTERLOG_STREAM_{f.name.upper()}")
-            if raw is not None and raw != "":
-                kind = type(getattr(cls, f.name))
-                try:
-                    values[f.name] = kind(raw)
-                except ValueError:
-                    raise SettingsError(f"LETTERLOG_STREAM_{f.name.upper()}: {raw!r} is not "
-                                        f"a valid {kind.__name__}") from None
-        values.update(overrides)
-        options = cls(**values)
-        for name in ("batch", "threads", "attempts", "hbase_pool"):
-            if getattr(options, name) < 1:
-                raise SettingsError(f"LETTERLOG_STREAM_{name.upper()}: must be at least 1")
-        return options
-
-
-def open_table_store(settings: Settings, options: WorkerOptions | None = None) -> TableStore:
-    """HBase for ``table_store=hbase``; else ``<data>/stream-tables.sqlite`` (never the file
-    the embedded projector writes)."""
-    options = options or WorkerOptions()
-    if settings.table_store == "hbase":
-        from adapters.tables.hbase import HBaseTableStore
-
-        extra: dict[str, Any] = {}
-        thrift2 = getattr(settings, "hbase_thrift2_port", None) or options.hbase_thrift2_port
-        if thrift2:
-            extra["thrift2_port"] = int(thrift2)
-        return HBaseTableStore(settings.hbase_host, settings.hbase_port,
-                               table_prefix=settings.hbase_table_prefix,
-                               pool_size=options.hbase_pool, **extra)
-    from adapters.tables.sqlite import SqliteTableStore
-
-    Path(settings.data).mkdir(parents=True, exist_ok=True)
-    return SqliteTableStore(Path(settings.data) / "stream-tables.sqlite")
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -212,12 +152,12 @@ def _hold(spec: str) -> Callable[[BatchResult], None] | None:
 class WorkerState:
     """The projector and its thread, built on first use (in the thread: it connects)."""
 
-    def __init__(self, settings: Settings, options: WorkerOptions,
+    def __init__(self, settings: Settings, options: StreamOptions,
                  store_factory: Callable[[], TableStore] | None = None,
                  after_write: Callable[[BatchResult], None] | None = None) -> None:
         self.settings = settings
         self.options = options
-        self.store_factory = store_factory or (lambda: open_table_store(settings, options))
+        self.store_factory = store_factory or (lambda: _stream_tables(settings))
         self.after_write = after_write or _hold(options.test_hold)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="stream-apply")
         self.projector: StreamProjector | None = None
@@ -334,14 +274,21 @@ def _record(message: Any) -> Record:
                   value=message.value, key=message.key, timestamp=message.timestamp)
 
 
-def create_app(settings: Settings, options: WorkerOptions | None = None, *,
+def _stream_tables(settings: Settings) -> TableStore:
+    from adapters.bootstrap import stream_tables
+
+    return stream_tables(settings)
+
+
+def create_app(settings: Settings, options: StreamOptions | None = None, *,
                store_factory: Callable[[], TableStore] | None = None,
                after_write: Callable[[BatchResult], None] | None = None) -> faust.App:
     """The faust app for ``settings``. ``store_factory`` replaces the table store from
-    settings; ``after_write`` is ``StreamProjector``'s hook. Without ``kafka_bootstrap``
-    the app can only be driven through ``agent.test_context()`` (faust's default broker
-    address, never contacted)."""
-    options = options or WorkerOptions()
+    settings (``adapters.bootstrap.stream_tables``); ``options`` replace ``settings.stream``;
+    ``after_write`` is ``StreamProjector``'s hook. Without ``kafka_bootstrap`` the app can
+    only be driven through ``agent.test_context()`` (faust's default broker address, never
+    contacted)."""
+    options = options or settings.stream
     broker = f"kafka://{settings.kafka_bootstrap or 'localhost:9092'}"
     faust_dir = Path(settings.data) / "faust"  # faust's own files, not the working directory
     faust_dir.mkdir(parents=True, exist_ok=True)
@@ -412,13 +359,12 @@ def create_app(settings: Settings, options: WorkerOptions | None = None, *,
     return app
 
 
-def main(settings: Settings | None = None, options: WorkerOptions | None = None,
+def main(settings: Settings | None = None, options: StreamOptions | None = None,
          loglevel: str = "info") -> int:
     """Runs one worker until SIGINT/SIGTERM (the ``letterlog worker`` entry point)."""
     settings = settings or load_settings()
     if not settings.kafka_bootstrap:
         raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the stream worker needs Kafka (host:port)")
-    options = options or WorkerOptions.from_env()
     app = create_app(settings, options)
     worker = faust.Worker(app, loglevel=loglevel)
     try:
@@ -431,7 +377,7 @@ def main(settings: Settings | None = None, options: WorkerOptions | None = None,
 def __getattr__(name: str) -> Any:
     """``faust -A adapters.streaming.worker``: the app, built on first access."""
     if name == "app":
-        app = create_app(load_settings(), WorkerOptions.from_env())
+        app = create_app(load_settings())
         globals()["app"] = app
         return app
     raise AttributeError(name)

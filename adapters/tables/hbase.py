@@ -51,7 +51,7 @@ Writes through Thrift2 (``thrift2_port=``)
     no longer depends on the number of versions. A row's puts of one ``apply`` are one HBase
     ``Put`` (atomic, all versions), its deletes one or two ``Delete``s. Thrift2's IDL is
     HBase's own ``hbase.thrift``, read from the hbase-thrift jar at run time
-    (``adapters.devservers.hbase.load_thrift2``). Reads and table DDL stay on Thrift1.
+    (``adapters.tables.hbase_thrift2.load_thrift2``). Reads and table DDL stay on Thrift1.
 
 Reads
     ``getRowWithColumns`` and ``scannerOpenWithScan`` + ``scannerGetList``; HBase itself
@@ -202,7 +202,7 @@ class _Thrift2Clients:
         try:
             return self._idle.get_nowait()
         except Empty:
-            from adapters.devservers.hbase import thrift2_client
+            from adapters.tables.hbase_thrift2 import thrift2_client
 
             host, port, timeout_ms = self._address
             return thrift2_client(host, port, timeout_ms=timeout_ms)
@@ -253,7 +253,7 @@ class HBaseTableStore(ValuesFromCells):
     timestamp per cell, in calls of up to ``thrift2_batch_cells`` cells, up to
     ``write_concurrency`` calls at once; reads and table DDL stay on Thrift1. Thrift2's IDL
     is HBase's own, taken from the hbase-thrift jar (``thrift2_idl``: the ``hbase.thrift``
-    file; default: extracted from the jar cache of ``adapters.devservers``).
+    file; default: ``hbase_thrift2.default_idl``, from the HBase jar cache).
     """
 
     def __init__(
@@ -311,13 +311,12 @@ class HBaseTableStore(ValuesFromCells):
                 raise
 
     def _open_thrift2(self, idl: str | os.PathLike[str] | None, timeout_ms: int) -> None:
-        from adapters.devservers._common import ServiceFailed
-        from adapters.devservers.hbase import load_thrift2
+        from adapters.tables.hbase_thrift2 import load_thrift2
 
         assert self.thrift2_port is not None
         try:
             self._t2 = load_thrift2(idl)
-        except (ServiceFailed, OSError) as error:
+        except OSError as error:
             raise TableStoreError(
                 f"Thrift2 IDL unavailable ({error}); run `python -m adapters.devservers install` "
                 "or pass thrift2_idl= (HBase's thrift2/hbase.thrift)"

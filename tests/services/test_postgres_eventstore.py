@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from adapters.embedded import Letterlog, postgres_env_from_dsn
+from adapters.bootstrap import postgres_env_from_dsn
+from adapters.embedded import Letterlog
 from adapters.eventlog.store import MailLog, postgres_env, sqlite_env
 from adapters.payloads.files import FilePayloadStore
 from domain.errors import ExtractionRefused

@@ -18,7 +18,13 @@ from uuid import UUID
 import pytest
 
 from adapters.embedded import Letterlog
-from adapters.eventlog.records import account_of, decode_record, decode_value, record_from_notification
+from adapters.eventlog.records import (
+    account_of,
+    decode_record,
+    decode_value,
+    record_from_notification,
+)
+from adapters.settings import load_settings
 from adapters.streaming.relay import (
     CorruptEvent,
     FilePosition,
@@ -28,7 +34,6 @@ from adapters.streaming.relay import (
     RelayBusy,
     RelayError,
 )
-from adapters.settings import load_settings
 from tests.conftest import make_mail
 
 services = pytest.mark.services

@@ -26,8 +26,8 @@ import pytest
 
 from adapters.embedded import Letterlog
 from adapters.readside.host import verify_tables
-from adapters.streaming.relay import InjectedCrash, OutboxRelay
 from adapters.streaming.projector import list_dead_letters
+from adapters.streaming.relay import InjectedCrash, OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from projections.registry import ALL
 from projections.runner import identity

@@ -17,10 +17,10 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import get_topic
 
 from adapters.embedded import Letterlog
-from adapters.eventlog.store import MailLog
 from adapters.eventlog.reader import EventDecoder, plain_decoder, read_events
-from adapters.payloads.memory import InMemoryPayloadStore
+from adapters.eventlog.store import MailLog
 from adapters.eventlog.transcoder import MsgpackTranscoder, packb
+from adapters.payloads.memory import InMemoryPayloadStore
 from domain.errors import CorruptEvent
 from domain.service import Mailstore
 from tests.conftest import make_mail

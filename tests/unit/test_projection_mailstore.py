@@ -5,7 +5,6 @@ runner into the in-memory and the SQLite table stores."""
 from __future__ import annotations
 
 import json
-
 from typing import Any
 from uuid import UUID
 

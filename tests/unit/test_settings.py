@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.embedded import postgres_env_from_dsn
+from adapters.bootstrap import postgres_env_from_dsn
 from adapters.settings import load_settings
 from domain.errors import SettingsError
 

@@ -17,7 +17,6 @@ import pytest
 from adapters.eventlog.records import account_of, record_from_notification
 from adapters.eventlog.store import MailLog
 from adapters.payloads.memory import InMemoryPayloadStore
-from adapters.tables.memory import InMemoryTableStore
 from adapters.readside.host import verify_tables
 from adapters.streaming.projector import (
     Record,
@@ -27,6 +26,7 @@ from adapters.streaming.projector import (
     list_dead_letters,
     redrive,
 )
+from adapters.tables.memory import InMemoryTableStore
 from domain.service import Mailstore
 from projections import names as n
 from projections.registry import ALL

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from adapters.tables.memory import InMemoryTableStore
-from adapters.settings import load_settings
+from adapters.settings import StreamOptions, load_settings
 from adapters.streaming.projector import list_dead_letters
-from adapters.streaming.worker import WorkerOptions, create_app, publish_lag
+from adapters.streaming.worker import create_app, publish_lag
+from adapters.tables.memory import InMemoryTableStore
 from tests.unit.test_stream_projector import TOPIC, Log, assert_equal_to_fold, story
 
-OPTIONS = WorkerOptions(batch=10, within=0.02, retry_delay=0.01)
+OPTIONS = StreamOptions(batch=10, within=0.02, retry_delay=0.01)
 
 
 @pytest.fixture(scope="module")
@@ -159,17 +159,21 @@ def test_lag_is_published_as_prometheus_gauges():
     assert REGISTRY.get_sample_value("letterlog_stream_lag_seconds", labels) == 2.5
 
 
-def test_options_come_from_letterlog_stream_variables():
-    options = WorkerOptions.from_env({"LETTERLOG_STREAM_BATCH": "500",
-                                      "LETTERLOG_STREAM_GROUP": "g1",
-                                      "LETTERLOG_STREAM_WITHIN": "0.25"}, threads=2)
+def test_options_come_from_letterlog_stream_variables(monkeypatch):
+    for name, value in {"LETTERLOG_STREAM_BATCH": "500", "LETTERLOG_STREAM_GROUP": "g1",
+                        "LETTERLOG_STREAM_WITHIN": "0.25"}.items():
+        monkeypatch.setenv(name, value)
+    options = load_settings(stream={"threads": 2}).stream
     assert (options.batch, options.group, options.within, options.threads) == (500, "g1", 0.25, 2)
 
 
-def test_bad_stream_variables_name_the_variable():
+def test_bad_stream_variables_name_the_variable(monkeypatch):
     from domain.errors import SettingsError
 
+    monkeypatch.setenv("LETTERLOG_STREAM_BATCH", "many")
     with pytest.raises(SettingsError, match="LETTERLOG_STREAM_BATCH: 'many'"):
-        WorkerOptions.from_env({"LETTERLOG_STREAM_BATCH": "many"})
+        load_settings()
+    monkeypatch.delenv("LETTERLOG_STREAM_BATCH")
+    monkeypatch.setenv("LETTERLOG_STREAM_THREADS", "0")
     with pytest.raises(SettingsError, match="LETTERLOG_STREAM_THREADS: must be at least 1"):
-        WorkerOptions.from_env({"LETTERLOG_STREAM_THREADS": "0"})
+        load_settings()

@@ -1,0 +1,183 @@
+"""The composition root: the one place that builds letterlog's parts from ``Settings``.
+
+Every runtime starts here:
+
+- embedded (``Letterlog.open``, the CLI): ``letterlog(settings)``: the event log, the payload
+  store, the command side (``Mailstore``) and the read models (``ProjectionHost``);
+- the outbox relay (``letterlog relay``): ``relay(settings)``;
+- a stream worker (``letterlog worker``, ``faust -A adapters.streaming.worker``):
+  ``stream_tables(settings)`` is the table store it writes (HBase, or
+  ``<data>/stream-tables.sqlite``), ``worker_app(settings)`` the faust app;
+- a replay job: ``event_log(settings)`` to read, ``stream_tables(settings)`` to write.
+
+Nothing here runs at import time; each function connects when called.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from adapters.settings import Settings
+from domain.errors import SettingsError
+
+if TYPE_CHECKING:
+    from adapters.embedded import Letterlog
+    from adapters.eventlog.store import MailLog
+    from adapters.readside.host import ProjectionHost
+    from adapters.streaming.relay import OutboxRelay
+    from domain.ports import PayloadStore
+    from domain.service import Mailstore
+    from projections.tablestore import TableStore
+
+
+def postgres_env_from_dsn(dsn: str) -> dict[str, str]:
+    """``LETTERLOG_POSTGRES_DSN`` as the eventsourcing library's ``POSTGRES_*`` settings."""
+    u = urlparse(dsn)
+    if u.scheme not in ("postgres", "postgresql") or not u.hostname or not u.path.strip("/"):
+        raise SettingsError(f"LETTERLOG_POSTGRES_DSN: {dsn!r} is not postgresql://user:pw@host:port/db")
+    return {
+        "POSTGRES_DBNAME": u.path.strip("/"),
+        "POSTGRES_HOST": u.hostname,
+        "POSTGRES_PORT": str(u.port or 5432),
+        "POSTGRES_USER": unquote(u.username or ""),
+        "POSTGRES_PASSWORD": unquote(u.password or ""),
+    }
+
+
+def event_log(settings: Settings) -> MailLog:
+    """The event store: ``<data>/events.sqlite`` or PostgreSQL."""
+    from adapters.eventlog.store import open_log, postgres_env, sqlite_env
+
+    if settings.event_store == "postgres":
+        return open_log(postgres_env(postgres_env_from_dsn(settings.postgres_dsn or "")))
+    root = Path(settings.data)
+    root.mkdir(parents=True, exist_ok=True)
+    return open_log(sqlite_env(str(root / "events.sqlite"), settings.durability))
+
+
+def payload_store(settings: Settings) -> PayloadStore:
+    from adapters.payloads.files import FilePayloadStore
+
+    return FilePayloadStore(Path(settings.data) / "payloads")
+
+
+def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mailstore:
+    """The command side on ``log`` and ``payloads``, with the settings' limits."""
+    from domain.service import Mailstore
+
+    return Mailstore(
+        log,
+        payloads,
+        limits=settings.message_limits(),
+        inline_limit=settings.inline_limit,
+        deleted_retention=timedelta(days=settings.deleted_retention_days),
+        log_head=getattr(log, "head", None),
+    )
+
+
+def stream_tables(settings: Settings) -> TableStore:
+    """The tables the stream workers write: HBase for ``table_store=hbase``; else
+    ``<data>/stream-tables.sqlite`` (never the file the embedded projector writes)."""
+    if settings.table_store == "hbase":
+        from adapters.tables.hbase import HBaseTableStore
+
+        extra: dict[str, Any] = {}
+        thrift2 = settings.hbase_thrift2_port or settings.stream.hbase_thrift2_port
+        if thrift2:
+            extra["thrift2_port"] = int(thrift2)
+            extra["thrift2_idl"] = settings.hbase_thrift2_idl
+        return HBaseTableStore(settings.hbase_host, settings.hbase_port,
+                               table_prefix=settings.hbase_table_prefix,
+                               pool_size=settings.stream.hbase_pool, **extra)
+    from adapters.tables.sqlite import SqliteTableStore
+
+    Path(settings.data).mkdir(parents=True, exist_ok=True)
+    return SqliteTableStore(Path(settings.data) / "stream-tables.sqlite")
+
+
+def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
+    """The read models of an embedded store: ``<data>/tables.sqlite``, kept current by this
+    process; or, with ``table_store=hbase``, HBase, read only (stream workers project)."""
+    from adapters.eventlog.reader import read_events
+    from adapters.readside.host import ProjectionHost
+    from adapters.tables.sqlite import SqliteTableStore
+
+    events = partial(read_events, log)
+
+    def max_position() -> int:
+        return int(log.recorder.max_notification_id() or 0)
+
+    if settings.table_store == "hbase":
+        return ProjectionHost(stream_tables(settings), events, None, max_position, live=False)
+    root = Path(settings.data)
+    return ProjectionHost(SqliteTableStore(root / "tables.sqlite"), events,
+                          root / ".projections.lock", max_position)
+
+
+def letterlog(settings: Settings, *, log: MailLog | None = None,
+              payloads: PayloadStore | None = None, read_models: bool = True) -> Letterlog:
+    """An embedded store; caught up before it is returned. ``read_models=False``: the log
+    and the command side only (a writer whose read models others keep). With
+    ``table_store=hbase`` the read models are HBase's, connected on first read."""
+    from adapters.embedded import Letterlog
+
+    log = log if log is not None else event_log(settings)
+    payloads = payloads if payloads is not None else payload_store(settings)
+    mail = mailstore(settings, log, payloads)
+    if read_models and settings.table_store == "hbase":
+        # Scale-out: stream workers project into HBase; this process only reads it, and
+        # connects on its first read: commands need only the log and the payload store, so
+        # deliveries go on while HBase (or Kafka, or the workers) are down.
+        return Letterlog(settings, log, payloads, mail,
+                         read_side=partial(projection_host, settings, log))
+    host = projection_host(settings, log) if read_models else None
+    store = Letterlog(settings, log, payloads, mail, host)
+    store.catch_up()
+    return store
+
+
+def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
+    """The outbox relay for ``settings``: Kafka bootstrap and topic, and the event store's
+    log (``log``: an opened ``MailLog`` or ``Letterlog``; opened here when None, and closed
+    with the relay). The position lives in the event store's database for PostgreSQL and in
+    ``<data>/relay-<topic>.position`` for SQLite."""
+    from adapters.streaming.relay import (
+        DEFAULT_PARTITIONS,
+        FilePosition,
+        OutboxRelay,
+        PostgresPosition,
+        RelayPosition,
+    )
+
+    if not settings.kafka_bootstrap:
+        raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the relay needs the Kafka "
+                            "bootstrap address (host:port)")
+    on_close = None
+    if log is None:
+        log = event_log(settings)
+        on_close = log.close
+    recorder = log.recorder if hasattr(log, "recorder") else log.log.recorder
+
+    def read(start: int, limit: int) -> list[Any]:
+        return list(recorder.select_notifications(start=start, limit=limit))
+
+    position: RelayPosition
+    if settings.event_store == "postgres":
+        position = PostgresPosition(settings.postgres_dsn, f"kafka:{settings.kafka_topic}")
+    else:
+        position = FilePosition(Path(settings.data) / f"relay-{settings.kafka_topic}.position")
+    options.setdefault("partitions", getattr(settings, "kafka_partitions", None)
+                       or DEFAULT_PARTITIONS)
+    return OutboxRelay(read, settings.kafka_bootstrap, settings.kafka_topic, position,
+                       head=recorder.max_notification_id, on_close=on_close, **options)
+
+
+def worker_app(settings: Settings, **kwargs: Any) -> Any:
+    """The faust app of a stream worker (``adapters.streaming.worker.create_app``)."""
+    from adapters.streaming.worker import create_app
+
+    return create_app(settings, **kwargs)
