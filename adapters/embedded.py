@@ -275,7 +275,9 @@ class Letterlog:
         unknown = [q for q in chosen if q not in ALL_QUEUES]
         if unknown:
             raise InvalidCommand(f"queue: {unknown[0]!r} is not one of {', '.join(ALL_QUEUES)}")
-        return jobs.run(now or datetime.now(UTC), chosen, dry_run=dry_run, progress=progress)
+        report = jobs.run(now or datetime.now(UTC), chosen, dry_run=dry_run, progress=progress)
+        report.position = self.max_position()  # the read models show the purge from here on
+        return report
 
     def erase_message(self, message_id: UUID) -> dict[str, Any]:
         """Purges one message now, whatever the TTLs (right to erasure)."""
@@ -294,7 +296,7 @@ class Letterlog:
         self._after_purge()
         return {"purged": [str(m.id) for m in outcome.purged],
                 "already_purged": [str(i) for i in outcome.kept],
-                "bytes": outcome.purged_bytes}
+                "bytes": outcome.purged_bytes, "position": self.max_position()}
 
     def _purged(self, messages: Sequence[Message]) -> None:
         """After a purge's append: its payloads' grace period starts now."""

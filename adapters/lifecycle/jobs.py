@@ -67,6 +67,7 @@ class PurgeReport:
     now: str
     dry_run: bool
     queues: list[QueueReport] = field(default_factory=list)
+    position: int = 0  # the log's head after the run: read models that reached it show it
 
     def total(self, name: str) -> int:
         return sum(int(getattr(q, name)) for q in self.queues)
@@ -78,7 +79,7 @@ class PurgeReport:
             "kept": self.total("kept"), "payloads_freed": self.total("payloads_freed"),
             "message_bytes": self.total("message_bytes"),
             "payload_bytes_freed": self.total("payload_bytes_freed"),
-            "queues": [asdict(q) for q in self.queues],
+            "queues": [asdict(q) for q in self.queues], "position": self.position,
         }
 
 

@@ -161,3 +161,14 @@ def test_concurrent_extractions_on_postgres_never_exceed_the_limit(
     with _pool(4) as pool:
         successes = pool.map(_extract, [(data, pg_dsn, d.message_id, 4)] * 4)
     assert sum(successes) == 5
+
+
+def test_a_retried_keyed_delivery_reports_the_first_modseq(mail: Any) -> None:
+    """The duplicate's MODSEQ is the log position of the first delivery's event, looked up
+    in the event store (SQLite rowid, PostgreSQL notification_id)."""
+    first = mail.deliver(account=ADA, raw=make_mail(), idempotency_key="k1")
+    mail.flag(first.message_id, ["\\Seen"])
+    again = mail.deliver(account=ADA, raw=make_mail(), idempotency_key="k1")
+    assert (again.message_id, again.uid, again.modseq) == (first.message_id, first.uid,
+                                                          first.modseq)
+    assert again.duplicate and again.position > first.position
