@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +44,34 @@ def make_mail(subject: str = "Hello", *, message_id: str | None = "<m1@example.o
     if references:
         lines.append(f"References: {references}")
     return ("\r\n".join(lines) + "\r\n\r\n" + body).encode()
+
+
+def run_threads(work: Callable[[int], None], n: int = 8) -> list[BaseException]:
+    """Runs ``work(i)`` in ``n`` threads started together; the errors they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        try:
+            start.wait()
+            work(i)
+        except BaseException as e:  # noqa: BLE001 - the caller asserts there are none
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def in_processes(work: Callable[[Any], Any], args: list[Any]) -> list[Any]:
+    """``work`` applied to each of ``args`` in its own spawned OS process."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(len(args)) as pool:
+        return pool.map(work, args)
 
 
 @pytest.fixture

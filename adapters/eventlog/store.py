@@ -240,7 +240,7 @@ class MailLog(Application[UUID]):
         if isinstance(recorder, SQLiteApplicationRecorder):
             sql = (f"SELECT rowid FROM {table} "  # noqa: S608 - the library's table name
                    "WHERE originator_id = ? AND originator_version = ?")
-            args: tuple[Any, ...] = (str(originator_id), version)
+            args: tuple[Any, ...] = (originator_id.hex, version)  # as the library stores it
         else:
             sql = (f"SELECT notification_id FROM {table} "  # noqa: S608
                    "WHERE originator_id = %s AND originator_version = %s")

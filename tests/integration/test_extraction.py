@@ -4,7 +4,6 @@ succeed, also concurrently; a failed one leaves no file and uses nothing up."""
 from __future__ import annotations
 
 import io
-import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from adapters.embedded import Letterlog
 from domain.errors import ExtractionRefused, InvalidCommand
 from domain.service import Mailstore
-from tests.conftest import make_mail
+from tests.conftest import make_mail, run_threads
 
 ADA = "ada@example.org"
 
@@ -65,20 +64,14 @@ def test_a_write_that_fails_releases_the_extraction(store):
 def test_concurrent_extractions_never_exceed_the_limit(store, tmp_path):
     d = store.deliver(account=ADA, raw=make_mail(), extract_limit=3)
     ok, refused = [], []
-    start = threading.Barrier(8)
 
     def extract(n: int) -> None:
-        start.wait()
         try:
             ok.append(store.extract_to(d.message_id, tmp_path / f"{n}.eml"))
         except ExtractionRefused:
             refused.append(n)
 
-    threads = [threading.Thread(target=extract, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert run_threads(extract) == []
     assert (len(ok), len(refused)) == (3, 5)
     assert len(list(tmp_path.glob("*.eml"))) == 3 and not list(tmp_path.glob(".*"))
     assert store.show(d.message_id)["extractions_to_date"] == 3

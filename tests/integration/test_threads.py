@@ -3,37 +3,15 @@ nothing is lost or duplicated, and the read models equal a rebuild from the log.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from adapters.embedded import Letterlog
-from tests.conftest import make_mail
+from tests.conftest import in_processes, make_mail, run_threads
 
 ADA = "ada@example.org"
 THREADS = 8
-
-
-def _run_threads(work: Callable[[int], None], n: int = THREADS) -> list[BaseException]:
-    """Runs ``work(i)`` in ``n`` threads started together; the errors they raised."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        try:
-            start.wait()
-            work(i)
-        except BaseException as e:  # noqa: BLE001 - the test asserts there are none
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
 
 
 # A race that shows in one run out of five needs ~14 runs to be caught with 95% certainty
@@ -51,7 +29,7 @@ def test_eight_threads_delivering_25_each_all_succeed_and_are_listed(tmp_path: P
                                                          message_id=f"<{worker}.{i}@x>"))
             uids.append(d.uid)
 
-    assert _run_threads(deliver) == []
+    assert run_threads(deliver) == []
     assert sorted(uids) == list(range(1, THREADS * 25 + 1))
     listed = store.messages(ADA, limit=500)
     assert [m.uid for m in listed] == list(range(THREADS * 25, 0, -1))
@@ -67,7 +45,7 @@ def test_eight_threads_adding_40_keywords_to_one_message_keep_all_320(tmp_path: 
         for i in range(40):
             assert store.flag(d.message_id, [f"k{worker}x{i}"]).changed
 
-    assert _run_threads(add) == []
+    assert run_threads(add) == []
     assert len(store.mail.message(d.message_id).flags) == THREADS * 40
     listed = store.messages(ADA)[0]
     assert len(listed.flags) == THREADS * 40
@@ -87,7 +65,7 @@ def test_threads_adding_and_removing_keywords_converge(tmp_path: Path) -> None:
             if i % 2:
                 store.flag(d.message_id, [f"w{worker}k{i}"], mode="remove")
 
-    assert _run_threads(churn) == []
+    assert run_threads(churn) == []
     kept = {f"w{w}k{i}" for w in range(THREADS) for i in range(0, 20, 2)}
     assert store.mail.message(d.message_id).flags == kept
     assert set(store.messages(ADA)[0].flags) == kept
@@ -104,7 +82,7 @@ def _deliver_in_threads(args: tuple[Path, int]) -> list[int]:
         for i in range(10):
             uids.append(store.deliver(account=ADA, raw=make_mail(f"p{process}t{worker}-{i}")).uid)
 
-    errors = _run_threads(deliver, 4)
+    errors = run_threads(deliver, 4)
     store.close()
     assert errors == []
     return uids
@@ -112,12 +90,9 @@ def _deliver_in_threads(args: tuple[Path, int]) -> list[int]:
 
 @pytest.mark.slow
 def test_processes_with_threads_each_deliver_everything_once(tmp_path: Path) -> None:
-    import multiprocessing as mp
-
     data = tmp_path / "data"
     Letterlog.open(data).close()
-    with mp.get_context("spawn").Pool(2) as pool:
-        results = pool.map(_deliver_in_threads, [(data, p) for p in range(2)])
+    results = in_processes(_deliver_in_threads, [(data, p) for p in range(2)])
     assert sorted(u for r in results for u in r) == list(range(1, 81))
     store = Letterlog.open(data)
     assert [m.uid for m in store.messages(ADA, limit=100)] == list(range(80, 0, -1))
