@@ -18,14 +18,14 @@ from adapters.cli.common import (
     progress_enabled,
     state,
 )
-from domain.lifecycle import ALL_QUEUES
 
 app = group("Purge and erasure.")
 purge_app = group("Run the purge jobs (see docs/lifecycle.md).")
 app.add_typer(purge_app, name="purge")
 
 QueueOption = Annotated[list[str] | None, typer.Option(
-    "--queue", help=f"a queue ({', '.join(ALL_QUEUES)}); repeatable; default every one")]
+    "--queue", metavar="QUEUE",
+    help="a queue: expiring, expired, deleted, incomplete, payloads (repeatable; default all)")]
 
 log = logging.getLogger("letterlog.purger")
 
@@ -42,6 +42,8 @@ def _summary(report: dict[str, Any]) -> str:
 
 
 def _check_queues(queues: list[str] | None) -> list[str] | None:
+    from domain.lifecycle import ALL_QUEUES
+
     for q in queues or []:
         if q not in ALL_QUEUES:
             fail(f"--queue: {q!r} is not one of {', '.join(ALL_QUEUES)}")
