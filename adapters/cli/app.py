@@ -47,7 +47,7 @@ class LazyGroup(TyperGroup):
     def _module_group(self, module: str) -> Any:
         if module not in self._loaded:
             mod = importlib.import_module(f"adapters.cli.{module}")
-            self._loaded[module] = typer.main.get_group(mod.app)
+            self._loaded[module] = _without_type_names(typer.main.get_group(mod.app))
         return self._loaded[module]
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -71,6 +71,17 @@ class LazyGroup(TyperGroup):
                     for n in names if (cmd := self.get_command(ctx, n)) is not None]
             with formatter.section(title):
                 formatter.write_dl(rows)
+
+
+def _without_type_names(command: Any) -> Any:
+    """Help shows an argument by its metavar and help text, not by a Python type name
+    (typer prints ``ACCOUNT <str>``)."""
+    for sub in getattr(command, "commands", {}).values():
+        _without_type_names(sub)
+    for param in command.params:
+        if param.param_type_name == "argument":
+            param.display_type_rich = lambda ctx: ""
+    return command
 
 
 app = group("letterlog: an event-sourced mailbox store.", cls=LazyGroup)

@@ -80,17 +80,16 @@ def _header_date(raw: bytes) -> datetime | None:
 
 
 def _from_line_date(from_line: str) -> datetime | None:
-    """``From sender Sun Mar  1 12:00:00 2026`` → that time, as UTC."""
-    parts = from_line.split()
-    for n in (5, 6):  # asctime, or asctime with a zone / year after it
-        if len(parts) < n + 1:
-            continue
-        text = " ".join(parts[1:6] if n == 5 else [*parts[1:5], parts[-1]])
-        try:
-            return datetime.strptime(text, "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
+    """``From sender Sun Mar  1 12:34:56 2020`` (a zone may stand before the year) → that
+    time, as UTC."""
+    parts = from_line.split()[1:] if from_line.startswith("From ") else from_line.split()
+    if len(parts) < 6:
+        return None
+    try:
+        return datetime.strptime(" ".join([*parts[1:5], parts[-1]]),
+                                 "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 # -- mbox ---------------------------------------------------------------------------------------

@@ -52,7 +52,8 @@ def _check_queues(queues: list[str] | None) -> list[str] | None:
 
 @purge_app.command("run")
 def purge_run(queue: QueueOption = None,
-              now: Annotated[str | None, typer.Option(help="ISO 8601; default now")] = None,
+              now: Annotated[str | None, typer.Option(
+                  metavar="ISO8601", help="purge as of this date-time (default now)")] = None,
               dry_run: Annotated[bool, typer.Option(help="decide, change nothing")] = False,
               as_json: Annotated[bool, typer.Option("--json", help="JSON summary")] = False,
               ) -> None:
@@ -80,6 +81,7 @@ def purge_run(queue: QueueOption = None,
 @app.command()
 def purger(queue: QueueOption = None,
            interval: Annotated[float | None, typer.Option(
+               metavar="SECONDS",
                help="seconds between runs (default LETTERLOG_PURGE_INTERVAL_SECONDS)")] = None,
            ) -> None:
     """Run the purge jobs on a schedule until SIGTERM/SIGINT; one log line per run."""
@@ -107,12 +109,14 @@ def _erased(result: dict[str, Any], what: str) -> None:
 
 
 @app.command("erase-message")
-def erase_message(message_id: str) -> None:
+def erase_message(message_id: Annotated[str, typer.Argument(
+        metavar="MESSAGE_ID", help="the message's id")]) -> None:
     """Purge one message now, whatever the TTLs (right to erasure)."""
     _erased(state.store().erase_message(parse_uuid(message_id)), message_id)
 
 
 @app.command("erase-account")
-def erase_account(address: str) -> None:
+def erase_account(address: Annotated[str, typer.Argument(
+        metavar="ACCOUNT", help="the account's address")]) -> None:
     """Purge every message of an account now, whatever the TTLs (right to erasure)."""
     _erased(state.store().erase_account(address), address)
