@@ -65,7 +65,8 @@ def test_an_inline_body_is_stored_once_and_read_from_its_event(tmp_path: Path) -
         assert b"".join(store.body(ADA, "INBOX", 1)) == _body(5)
     for name in ("events.sqlite", "tables.sqlite"):
         with sqlite3.connect(data / name) as con:
-            tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            tables = [t for (t,) in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")]
             for table in tables:
                 for row in con.execute(f'SELECT * FROM "{table}"'):
                     assert not any(type(v) is bytes and b"the same words again" in v for v in row)
