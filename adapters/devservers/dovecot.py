@@ -215,10 +215,11 @@ class DovecotServer(Service):
 
 
 def disk_bytes(root: Path) -> int:
-    """Bytes allocated on disk to every file under ``root`` (st_blocks, as ``du`` counts)."""
+    """Bytes allocated on disk to every file and directory under ``root`` (st_blocks, as
+    ``du`` counts them)."""
     total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
+    for dirpath, dirs, files in os.walk(root):
+        for f in (*files, *dirs):
             with contextlib.suppress(FileNotFoundError):
                 total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
     return total

@@ -130,6 +130,9 @@ def test_bench_query(tmp_path: Path) -> None:
         _positive(r["embedded_api"][name]["p50_ms"], r["embedded_api"][name]["p99_ms"])
     assert r["counters_row_cells"]["soft_delete_markers"] > 0  # in the row, not in the read
     assert isinstance(r["meets_targets"], bool) and plot.stat().st_size > 0
+    assert r["listing_p99_vs_raw"] == round(
+        r["letterlog"]["newest_50"]["p99_ms"] / r["raw_sqlite"]["newest_50"]["p99_ms"], 3)
+    assert r["target_listing_p99_ms"] == 2.0 and r["target_listing_p99_vs_raw"] == 2.0
 
 
 def test_query_store_lists_newest_first(tmp_path: Path) -> None:
