@@ -29,6 +29,11 @@ PAYLOAD_REFS: Final = "payload_refs"
 PURGE_QUEUE: Final = "purge_queue"
 PURGE_POINTER: Final = "purge_pointer"
 TRACKING: Final = "tracking"
+# not read models: the table store's own bookkeeping
+CATALOG: Final = "catalog"  # logical table -> physical table (blue/green rebuilds)
+DEAD_LETTERS: Final = "dead_letters"  # poison stream records set aside
+DEAD_LETTERS_CLOSED: Final = "dead_letters_closed"  # discarded or redriven ones, kept
+STREAM_REDO: Final = "stream_redo"  # a stream batch's mutations until they are all written
 
 # -- families ----------------------------------------------------------------------------------
 
@@ -46,6 +51,9 @@ F_REF: Final = "r"  # payload_refs
 F_QUEUE: Final = "q"  # purge_queue
 F_POINTER: Final = "p"  # purge_pointer
 F_TRACK: Final = "t"  # tracking
+F_CATALOG: Final = "c"  # catalog
+F_DEAD: Final = "d"  # dead_letters, dead_letters_closed
+F_REDO: Final = "r"  # stream_redo
 
 # -- mailboxes ---------------------------------------------------------------------------------
 
@@ -108,3 +116,29 @@ QUEUES: Final = (QUEUE_DELETED, QUEUE_EXPIRED, QUEUE_EXPIRING, QUEUE_INCOMPLETE)
 # -- tracking ----------------------------------------------------------------------------------
 
 TR_POSITION: Final = b"t:position"
+
+# -- catalog -----------------------------------------------------------------------------------
+
+CAT_PHYSICAL: Final = b"c:physical"  # row: the logical table name
+CAT_GENERATION_ROW: Final = b"~generation"
+CAT_GENERATION: Final = b"c:generation"
+
+# -- dead_letters, dead_letters_closed ---------------------------------------------------------
+
+DL_ERROR: Final = b"d:error"
+DL_VALUE: Final = b"d:value"
+DL_KEY: Final = b"d:key"
+DL_FIRST_SEEN: Final = b"d:first_seen"
+DL_LAST_SEEN: Final = b"d:last_seen"
+DL_TIMES: Final = b"d:times"
+DL_POSITION: Final = b"d:position"
+DL_KAFKA_TIME: Final = b"d:kafka_time"
+DL_ATTEMPT: Final = b"d:attempt-"  # + attempt number
+DL_OUTCOME: Final = b"d:outcome"
+DL_CLOSED_AT: Final = b"d:closed_at"
+DL_CLOSED_BY: Final = b"d:closed_by"
+DL_REASON: Final = b"d:reason"
+
+# -- stream_redo -------------------------------------------------------------------------------
+
+REDO_MUTATIONS: Final = b"r:m"

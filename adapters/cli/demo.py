@@ -86,7 +86,9 @@ def run_demo(store: Any, *, messages: int = 400, as_json: bool = False) -> dict[
         "extractable_after_policy_change": again,
     }
     if store.projections is not None:
-        summary.update(store.projections.demo_report(console, accounts, as_json=as_json))
+        from adapters.cli.demo_report import report
+
+        summary.update(report(store.projections, console, accounts, as_json=as_json))
     if as_json:
         print(json.dumps(summary, sort_keys=True))
         return summary

@@ -4,6 +4,9 @@ and Dovecot (the peer ``bench ingest --peer dovecot`` compares with).
 Installed from Debian packages (PostgreSQL, Dovecot, a JDK) and Maven Central (HBase and Kafka
 jars), started on 127.0.0.1 with free ports, and probed for real before `start()` returns.
 See docs/services.md. Client libraries are imported lazily, only by the probes.
+
+May import: anything of letterlog (``adapters.tables`` for the HBase Thrift2 IDL); imported
+only by the tests, ``bench`` and its own command, ``python -m adapters.devservers``.
 """
 
 from ._common import ServiceFailed, cache_dir

@@ -38,10 +38,10 @@ from projections.tablestore import (
     table_digest,
 )
 
-CATALOG = TableSpec("catalog", ("c",), split_by_salt=False)
-CAT_PHYSICAL = b"c:physical"
-CAT_GENERATION_ROW = b"~generation"
-CAT_GENERATION = b"c:generation"
+CATALOG = TableSpec(n.CATALOG, (n.F_CATALOG,), split_by_salt=False)
+CAT_PHYSICAL = n.CAT_PHYSICAL
+CAT_GENERATION_ROW = n.CAT_GENERATION_ROW
+CAT_GENERATION = n.CAT_GENERATION
 
 Events = Callable[..., Iterator[tuple[int, Any]]]
 Progress = Callable[[int, int], None]
@@ -261,11 +261,6 @@ class ProjectionHost:
     # -- queries ---------------------------------------------------------------------------------
     def message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
         return list(q.message_ids_in(self.tables, mailbox_id, self.physical))
-
-    def demo_report(self, console: Any, accounts: list[str], *, as_json: bool) -> dict[str, Any]:
-        from adapters.cli.demo_report import report
-
-        return report(self, console, accounts, as_json=as_json)
 
 
 def _counting(items: Iterator[tuple[int, Any]], total: int,

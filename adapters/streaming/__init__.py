@@ -1,1 +1,5 @@
-"""The scale-out path: outbox relay to Kafka, stream projector, faust worker."""
+"""The scale-out path: outbox relay to Kafka, stream projector, faust worker.
+
+May import: ``domain``, ``projections``, ``eventlog``, ``tables``, ``settings`` (and
+``bootstrap`` in entry points); never ``cli``, ``bench`` or ``devservers``.
+"""

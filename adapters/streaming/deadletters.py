@@ -30,6 +30,21 @@ from typing import Any
 from adapters.eventlog.records import decode_record
 from domain.errors import CorruptEvent, InvalidCommand, NotFound
 from projections import names as n
+from projections.names import (
+    DL_ATTEMPT,
+    DL_CLOSED_AT,
+    DL_CLOSED_BY,
+    DL_ERROR,
+    DL_FIRST_SEEN,
+    DL_KAFKA_TIME,
+    DL_KEY,
+    DL_LAST_SEEN,
+    DL_OUTCOME,
+    DL_POSITION,
+    DL_REASON,
+    DL_TIMES,
+    DL_VALUE,
+)
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner, identity
 from projections.tablestore import DeleteRow, Mutation, Put, Row, TableSpec, TableStore
@@ -52,21 +67,8 @@ __all__ = [
 
 Physical = Callable[[str], str]
 
-DEAD_LETTERS = TableSpec("dead_letters", ("d",), split_by_salt=False)
-CLOSED = TableSpec("dead_letters_closed", ("d",), split_by_salt=False)
-DL_ERROR = b"d:error"
-DL_VALUE = b"d:value"
-DL_KEY = b"d:key"
-DL_FIRST_SEEN = b"d:first_seen"
-DL_LAST_SEEN = b"d:last_seen"
-DL_TIMES = b"d:times"
-DL_POSITION = b"d:position"
-DL_KAFKA_TIME = b"d:kafka_time"
-DL_ATTEMPT = b"d:attempt-"
-DL_OUTCOME = b"d:outcome"
-DL_CLOSED_AT = b"d:closed_at"
-DL_CLOSED_BY = b"d:closed_by"
-DL_REASON = b"d:reason"
+DEAD_LETTERS = TableSpec(n.DEAD_LETTERS, (n.F_DEAD,), split_by_salt=False)
+CLOSED = TableSpec(n.DEAD_LETTERS_CLOSED, (n.F_DEAD,), split_by_salt=False)
 
 _ID = re.compile(r"^(?P<topic>[A-Za-z0-9._-]{1,249})/(?P<partition>\d{1,9})@(?P<offset>\d{1,19})$")
 

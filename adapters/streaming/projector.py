@@ -110,8 +110,8 @@ __all__ = [
 TP = tuple[str, int]
 Physical = Callable[[str], str]
 
-REDO = TableSpec("stream_redo", ("r",), split_by_salt=False)
-REDO_MUTATIONS = b"r:m"
+REDO = TableSpec(n.STREAM_REDO, (n.F_REDO,), split_by_salt=False)
+REDO_MUTATIONS = n.REDO_MUTATIONS
 
 
 # -- values -----------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ Modules: `limits` (what rejects, how far the parse goes), `scan` (byte scans wit
 parser: header block, long lines, MIME structure), `reader` (the fast reader), `headers`
 (header objects), `envelope`, `attachments`, `text`, `defects`, and `facts`
 (`inspect_message`, which puts them together).
+
+May import: the standard library (``email``) only.
 """
 
 from domain.rfc5322.attachments import sanitise_filename
