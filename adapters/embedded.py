@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from uuid import UUID
 
 from adapters.eventlog.reader import read_events
-from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
 from domain.errors import (
@@ -39,7 +38,6 @@ from domain.errors import (
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
 from domain.ports import PayloadStore
-from domain.purging import Outcome, Purging
 from domain.service import Change, CheckedDelivery, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
 from projections import names as pn
@@ -48,7 +46,9 @@ from projections.tablestore import TableNotFound
 
 if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
+    from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
     from adapters.readside.host import ProjectionHost
+    from domain.purging import Outcome, Purging
 
 T = TypeVar("T")
 log = logging.getLogger("letterlog")
@@ -259,9 +259,13 @@ class Letterlog:
                          peek_back=timedelta(minutes=s.purge_peek_back_minutes))
 
     def purging(self) -> Purging:
+        from domain.purging import Purging
+
         return Purging(self.mail.uow, self.retention(), self._purged)
 
     def purge_jobs(self) -> PurgeJobs:
+        from adapters.lifecycle.jobs import PurgeJobs
+
         host = self._read()
         return PurgeJobs(self.purging(), host.tables, host.physical, self.payloads,
                          retention=self.retention(), threads=self.settings.purge_threads,

@@ -88,3 +88,14 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
 
     servers = running_servers(load_settings(data=state.data)) if use_running else {}
     _bench(run(events=events, plot=plot, **servers), as_json)
+
+
+@bench_app.command("startup")
+def bench_startup(runs: Annotated[int, typer.Option(metavar="N", min=3,
+                                                    help="runs per command")] = 11,
+                  plot: PlotOption = None, as_json: BenchJson = False) -> None:
+    """Start-up of simple commands (help, list, show, flag), whole process, median wall and
+    CPU time, beside the interpreter alone and the interpreter importing typer."""
+    from adapters.bench.startup import bench_startup as run
+
+    _bench(run(runs=runs, plot=plot), as_json)

@@ -1,9 +1,9 @@
 """What every command module shares: the global options, output, argument parsing and the
 way a value is shown to a person (names, flags, sizes, cells of a listing).
 
-Nothing here imports the store: a command opens it (``state.store()`` or
-``state.reader()``) only when it runs, so that ``--help`` and a mistyped argument cost no
-more than typer itself.
+Nothing here imports the store: a command opens it (``state.store()``, or ``state.reader()``
+when it needs an existing store) only when it runs, so that ``--help`` and a mistyped
+argument cost no more than typer itself.
 """
 
 from __future__ import annotations
@@ -37,22 +37,20 @@ class State:
         self.exact_bytes = False
         self._store: Any = None
 
-    def store(self) -> Any:
-        """The store for a command that writes: the data directory is created if missing."""
+    def store(self, *, create: bool = True) -> Any:
+        """The store, opened once. ``create``: a command that can start a store (deliver,
+        import, mailbox create, demo) creates the data directory if missing; any other
+        command finds a directory holding no store an error naming it, and creates nothing."""
         if self._store is None:
             from adapters.embedded import Letterlog
 
-            self._store = Letterlog.open(self.data)
+            self._store = Letterlog.open(self.data, create=create)
         return self._store
 
     def reader(self) -> Any:
-        """The store for a command that only reads: a directory holding no store is an
-        error naming it (nothing is created)."""
-        if self._store is None:
-            from adapters.embedded import Letterlog
-
-            self._store = Letterlog.open(self.data, create=False)
-        return self._store
+        """The store for a command that needs one to exist already (reads, and commands on
+        an existing message or account): nothing is created."""
+        return self.store(create=False)
 
     def close(self) -> None:
         if self._store is not None:

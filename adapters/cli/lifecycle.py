@@ -73,7 +73,7 @@ def purge_run(queue: QueueOption = None,
             done[0] += n
             bar.update(task, completed=done[0], description=f"purging {q}")
 
-        report = state.store().purge(when, queues, dry_run=dry_run, progress=progress)
+        report = state.reader().purge(when, queues, dry_run=dry_run, progress=progress)
     result = report.as_dict()
     out(result, _summary(result))
 
@@ -90,7 +90,7 @@ def purger(queue: QueueOption = None,
     queues = _check_queues(queue)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     stop: threading.Event = _stop_on_signals()
-    store = state.store()
+    store = state.reader()
     period = interval if interval is not None else store.settings.purge_interval_seconds
     while not stop.is_set():
         report = store.purge(datetime.now(UTC), queues).as_dict()
@@ -112,11 +112,11 @@ def _erased(result: dict[str, Any], what: str) -> None:
 def erase_message(message_id: Annotated[str, typer.Argument(
         metavar="MESSAGE_ID", help="the message's id")]) -> None:
     """Purge one message now, whatever the TTLs (right to erasure)."""
-    _erased(state.store().erase_message(parse_uuid(message_id)), message_id)
+    _erased(state.reader().erase_message(parse_uuid(message_id)), message_id)
 
 
 @app.command("erase-account")
 def erase_account(address: Annotated[str, typer.Argument(
         metavar="ACCOUNT", help="the account's address")]) -> None:
     """Purge every message of an account now, whatever the TTLs (right to erasure)."""
-    _erased(state.store().erase_account(address), address)
+    _erased(state.reader().erase_account(address), address)

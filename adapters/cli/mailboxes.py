@@ -34,7 +34,7 @@ def mailbox_rename(account: Account, name: Name,
                    new_name: Annotated[str, typer.Argument(metavar="NEW_NAME",
                                                            help="its new name")]) -> None:
     """Rename a mailbox (its messages, UIDs and UIDVALIDITY stay)."""
-    c = state.store().rename_mailbox(account, name, new_name)
+    c = state.reader().rename_mailbox(account, name, new_name)
     out({"account": account, "mailbox": new_name, "position": c.position, **c.extra},
         f"renamed {name} to {new_name}")
 
@@ -42,7 +42,7 @@ def mailbox_rename(account: Account, name: Name,
 @mailbox_app.command("delete")
 def mailbox_delete(account: Account, name: Name) -> None:
     """Delete a mailbox and expunge its messages."""
-    c = state.store().delete_mailbox(account, name)
+    c = state.reader().delete_mailbox(account, name)
     out({"account": account, "mailbox": name, "position": c.position, **c.extra},
         f"deleted {name}")
 
@@ -58,7 +58,7 @@ def mailbox_list(account: Account) -> None:
 @app.command()
 def subscribe(account: Account, mailbox: Name) -> None:
     """Subscribe ACCOUNT to MAILBOX (by name); the account must exist."""
-    c = state.store().subscribe(account, mailbox)
+    c = state.reader().subscribe(account, mailbox)
     out({"account": account, "mailbox": mailbox, "changed": c.changed, "position": c.position},
         f"subscribed {mailbox}" + ("" if c.changed else " (already)"))
 
@@ -66,6 +66,6 @@ def subscribe(account: Account, mailbox: Name) -> None:
 @app.command()
 def unsubscribe(account: Account, mailbox: Name) -> None:
     """Unsubscribe ACCOUNT from MAILBOX."""
-    c = state.store().unsubscribe(account, mailbox)
+    c = state.reader().unsubscribe(account, mailbox)
     out({"account": account, "mailbox": mailbox, "changed": c.changed, "position": c.position},
         f"unsubscribed {mailbox}" + ("" if c.changed else " (was not subscribed)"))

@@ -109,7 +109,7 @@ def extract(
     """Write the exact delivered bytes. The extraction counts against the policy only once
     they are written; a failed one does not count."""
     mid = parse_uuid(message_id)
-    store = state.store()
+    store = state.reader()
     if output is None:
         store.extract_to_stream(mid, sys.stdout.buffer)
         return
@@ -189,7 +189,7 @@ def flag(
     if remove and replace:
         fail("--remove and --replace exclude each other")
     mode = "remove" if remove else "replace" if replace else "add"
-    store = state.store()
+    store = state.reader()
     change = store.flag(parse_uuid(message_id), checked_flags(flags), mode)
     _result(store, change, message_id, "flags")
 
@@ -205,7 +205,7 @@ def label(
     """Add or remove labels; prints the resulting labels."""
     if not add and not remove:
         fail("give --add LABEL or --remove LABEL")
-    store = state.store()
+    store = state.reader()
     _result(store, store.label(parse_uuid(message_id), add or [], remove or []), message_id,
             "labels")
 
@@ -216,13 +216,13 @@ MailboxArg = Annotated[str, typer.Argument(metavar="MAILBOX", help="target mailb
 @app.command()
 def move(message_id: MessageId, mailbox: MailboxArg) -> None:
     """Move a message to MAILBOX (it gets a new UID there, also within one mailbox)."""
-    _change(state.store().move(parse_uuid(message_id), mailbox), message_id, f"moved to {mailbox}")
+    _change(state.reader().move(parse_uuid(message_id), mailbox), message_id, f"moved to {mailbox}")
 
 
 @app.command()
 def copy(message_id: MessageId, mailbox: MailboxArg) -> None:
     """Copy a message to MAILBOX (a new message sharing the stored payload)."""
-    d = state.store().copy(parse_uuid(message_id), mailbox)
+    d = state.reader().copy(parse_uuid(message_id), mailbox)
     out({"message_id": str(d.message_id), "copied_from": message_id, "uid": d.uid,
          "source_uid": d.source_uid, "uidvalidity": d.uidvalidity,
          "mailbox_id": str(d.mailbox_id), "position": d.position},
@@ -232,13 +232,13 @@ def copy(message_id: MessageId, mailbox: MailboxArg) -> None:
 @app.command()
 def delete(message_id: MessageId) -> None:
     """Soft-delete a message (restorable until purged)."""
-    _change(state.store().delete(parse_uuid(message_id)), message_id, "deleted")
+    _change(state.reader().delete(parse_uuid(message_id)), message_id, "deleted")
 
 
 @app.command()
 def restore(message_id: MessageId) -> None:
     """Restore a soft-deleted message."""
-    _change(state.store().restore(parse_uuid(message_id)), message_id, "restored")
+    _change(state.reader().restore(parse_uuid(message_id)), message_id, "restored")
 
 
 @app.command()
@@ -246,7 +246,7 @@ def expunge(message_ids: Annotated[list[str], typer.Argument(
         metavar="MESSAGE_ID...", help="ids of the messages to expunge")]) -> None:
     """Expunge messages from their mailbox for good."""
     ids = [parse_uuid(m) for m in message_ids]
-    c = state.store().expunge(ids)
+    c = state.reader().expunge(ids)
     out({"expunged": len(c.positions), "modseq": c.modseq, "position": c.position},
         f"expunged {len(c.positions)}")
 
@@ -266,6 +266,6 @@ def policy(
         fail("--indefinite excludes --extract-limit and --extract-until")
     if not indefinite and extract_limit is None and until is None:
         fail("give --extract-limit N, --extract-until DATE or --indefinite")
-    store = state.store()
+    store = state.reader()
     _result(store, store.set_policy(parse_uuid(message_id), extract_limit, until), message_id,
             "policy")

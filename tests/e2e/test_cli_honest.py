@@ -427,9 +427,12 @@ def test_du_counts_messages_and_bytes_delivered_and_stored_per_mailbox(tmp_path)
     assert text[-1].split()[:2] == ["(total)", "3"] and "KiB" in text[-1]
 
 
-def test_reads_leave_a_missing_data_directory_missing(tmp_path):
-    for args in (["list", ADA], ["show", "01a20208-0b11-75ed-839a-fbb4ab1f7b5a"],
-                 ["du", ADA], ["verify", "--all"]):
+def test_reads_and_commands_on_existing_things_leave_a_missing_data_directory_missing(
+        tmp_path):
+    mid = "01a20208-0b11-75ed-839a-fbb4ab1f7b5a"
+    for args in (["list", ADA], ["show", mid], ["du", ADA], ["verify", "--all"],
+                 ["flag", mid, "\\Seen"], ["subscribe", ADA, "INBOX"],
+                 ["mailbox", "rename", ADA, "A", "B"]):
         p = run(tmp_path / "none", *args, ok=False)
         assert p.returncode == 2 and b"no such directory" in p.stderr
     assert not (tmp_path / "none").exists()

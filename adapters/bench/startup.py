@@ -1,0 +1,71 @@
+"""``letterlog bench startup``: how long a simple command takes, whole process, against the
+floors measured in the same run (the interpreter alone; the interpreter importing typer).
+
+Each command runs ``runs`` times as a fresh process on a small store made for the run; the
+result is the median wall time and the median CPU time (user + system, from ``wait4``: less
+sensitive than wall time to other processes on a busy machine).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TARGET_MS = 150.0
+MAIL = (b"From: ada@example.org\r\nTo: grace@example.org\r\nSubject: startup\r\n"
+        b"Date: Sun, 01 Mar 2026 12:00:00 +0000\r\nMessage-ID: <s@x>\r\n\r\nHello.\r\n")
+
+
+def _time(argv: list[str], runs: int, env: dict[str, str]) -> dict[str, float]:
+    walls, cpus = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        walls.append(time.perf_counter() - start)
+        cpus.append(usage.ru_utime + usage.ru_stime)
+        if status != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited with status {status >> 8}")
+    return {"wall_ms": round(statistics.median(walls) * 1000, 1),
+            "cpu_ms": round(statistics.median(cpus) * 1000, 1)}
+
+
+def bench_startup(runs: int = 11, plot: Path | None = None) -> dict[str, Any]:
+    py = sys.executable
+    cli = [py, "-m", "adapters.cli"]
+    with tempfile.TemporaryDirectory(prefix="letterlog-startup-") as tmp:
+        data, mail = Path(tmp) / "d", Path(tmp) / "m.eml"
+        mail.write_bytes(MAIL)
+        env = {**os.environ, "LETTERLOG_DATA": str(data), "LETTERLOG_DURABILITY": "normal"}
+        out = subprocess.run([*cli, "--json", "deliver", "--account", "ada@example.org",
+                              str(mail)], capture_output=True, env=env, check=True).stdout
+        mid = out.decode().split('"message_id": "', 1)[1].split('"', 1)[0]
+        commands = {
+            "help": [*cli, "--help"],
+            "list": [*cli, "list", "ada@example.org"],
+            "show": [*cli, "show", mid],
+            "flag": [*cli, "flag", mid, "\\Seen"],
+        }
+        floors = {"python": [py, "-c", "pass"], "python + import typer": [py, "-c", "import typer"]}
+        result: dict[str, Any] = {
+            "benchmark": "startup", "runs": runs, "target_ms": TARGET_MS,
+            "load_average_before": round(os.getloadavg()[0], 2),
+            "floors": {k: _time(v, runs, env) for k, v in floors.items()},
+            "commands": {k: _time(v, runs, env) for k, v in commands.items()},
+            "load_average_after": round(os.getloadavg()[0], 2),
+        }
+    result["meets_target"] = all(c["wall_ms"] <= TARGET_MS for c in result["commands"].values())
+    if plot is not None:
+        from adapters.bench.ingest import bar_plot
+
+        values = {f"letterlog {k}": v["wall_ms"] for k, v in result["commands"].items()}
+        values.update({k: v["wall_ms"] for k, v in result["floors"].items()})
+        bar_plot(plot, "start-up, median wall time per process", values, "ms")
+        result["plot"] = str(plot)
+    return result

@@ -1,0 +1,22 @@
+"""``letterlog bench startup``: its JSON and plot (not its speed: benchmarks are not tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adapters.bench.startup import TARGET_MS, bench_startup
+
+
+def test_bench_startup_times_each_command_beside_its_floors(tmp_path: Path) -> None:
+    result = bench_startup(runs=3, plot=tmp_path / "startup.png")
+    assert result["benchmark"] == "startup" and result["target_ms"] == TARGET_MS
+    assert set(result["commands"]) == {"help", "list", "show", "flag"}
+    assert set(result["floors"]) == {"python", "python + import typer"}
+    for timing in [*result["commands"].values(), *result["floors"].values()]:
+        assert timing["wall_ms"] > 0 and timing["cpu_ms"] > 0
+    assert result["meets_target"] == all(
+        c["wall_ms"] <= TARGET_MS for c in result["commands"].values())
+    # a command cannot start faster than the interpreter importing typer, which it runs
+    floor = result["floors"]["python + import typer"]["cpu_ms"]
+    assert all(c["cpu_ms"] >= floor * 0.5 for c in result["commands"].values())
+    assert (tmp_path / "startup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
