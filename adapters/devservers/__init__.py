@@ -1,5 +1,6 @@
 """Real servers for tests and local runs: PostgreSQL, HBase (standalone + Thrift1), Kafka (KRaft),
-and Dovecot (the peer ``bench ingest --peer dovecot`` compares with).
+Dovecot (the peer ``bench ingest --peer dovecot`` compares with) and a Spark standalone
+cluster (master + worker from the pyspark package).
 
 Installed from Debian packages (PostgreSQL, Dovecot, a JDK) and Maven Central (HBase and Kafka
 jars), started on 127.0.0.1 with free ports, and probed for real before `start()` returns.
@@ -14,7 +15,9 @@ from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
 from .postgres import PostgresServer
+from .spark import SparkCluster
 
 __all__ = [
-    "DovecotServer", "HBaseServer", "KafkaServer", "PostgresServer", "ServiceFailed", "cache_dir",
+    "DovecotServer", "HBaseServer", "KafkaServer", "PostgresServer", "ServiceFailed",
+    "SparkCluster", "cache_dir",
 ]

@@ -1,9 +1,10 @@
 """Install or run the real servers from the command line (no third-party CLI library).
 
-python -m adapters.devservers install [--only pg,hbase,kafka,dovecot]
+python -m adapters.devservers install [--only pg,hbase,kafka,dovecot,spark]
     apt (PostgreSQL, Dovecot, a JDK 17 if missing, Maven if missing) + Maven jars; starts
     nothing.
-python -m adapters.devservers up [--only pg,hbase,kafka,dovecot] [--env-file PATH] [--detach]
+python -m adapters.devservers up [--only pg,hbase,kafka,dovecot,spark] [--env-file PATH]
+    [--detach]
     start them under supervisord (a crashed server is restarted, the others keep running),
     write <cache>/services.env (LETTERLOG_... lines), stay in the foreground reporting
     restarts until Ctrl-C / SIGTERM, then stop them all (logs and data stay in
@@ -31,6 +32,7 @@ from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
 from .postgres import PostgresServer
+from .spark import SparkCluster
 from .supervised import SupervisedServices, default_root, restart, status
 
 ALIASES = {
@@ -40,8 +42,9 @@ ALIASES = {
     "hbase": "hbase",
     "kafka": "kafka",
     "dovecot": "dovecot",
+    "spark": "spark",
 }
-ORDER = ("pg", "hbase", "kafka", "dovecot")
+ORDER = ("pg", "hbase", "kafka", "dovecot", "spark")
 
 
 def parse_only(raw: str | None) -> list[str]:
@@ -54,7 +57,7 @@ def parse_only(raw: str | None) -> list[str]:
             continue
         if part not in ALIASES:
             raise SystemExit(
-                f"--only: unknown service {part!r} (choose from pg, hbase, kafka, dovecot)")
+                f"--only: unknown service {part!r} (choose from pg, hbase, kafka, dovecot, spark)")
         chosen.append(ALIASES[part])
     return [name for name in ORDER if name in chosen]
 
@@ -66,6 +69,8 @@ def make(name: str) -> Service:
         return HBaseServer()
     if name == "dovecot":
         return DovecotServer()
+    if name == "spark":
+        return SparkCluster()
     return KafkaServer()
 
 
@@ -85,6 +90,9 @@ def env_lines(servers: dict[str, Service]) -> list[str]:
     kf = servers.get("kafka")
     if isinstance(kf, KafkaServer):
         lines += [f"LETTERLOG_KAFKA_BOOTSTRAP={kf.bootstrap}"]
+    sp = servers.get("spark")
+    if isinstance(sp, SparkCluster):
+        lines += [f"LETTERLOG_SPARK_MASTER={sp.master_url}"]
     return lines
 
 
@@ -239,9 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="install packages and jars; start nothing")
-    p_install.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot (default: all)")
+    p_install.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
     p_up = sub.add_parser("up", help="start servers and stay in the foreground until Ctrl-C")
-    p_up.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot (default: all)")
+    p_up.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
     p_up.add_argument(
         "--env-file",
         type=Path,

@@ -133,6 +133,38 @@ def _is_sqlite(recorder: Any) -> bool:
             and getattr(recorder.datastore, "originator_id_type", "uuid") == "uuid")
 
 
+def row_pages(log: Any, start: int = 1, stop: int | None = None,
+              batch: int = 1000) -> Iterator[list[Row]]:
+    """Pages of stored rows ``(position, originator id, version, topic, state)`` from
+    ``start`` to ``stop`` (inclusive), undecoded (the Spark job decodes them elsewhere)."""
+    recorder = log.recorder
+    pages = _sqlite_pages if _is_sqlite(recorder) else _notification_pages
+    return pages(recorder, start, stop, batch)
+
+
+def row_decoder(log: Any) -> Callable[[Row], tuple[int, Any]]:
+    """A function from a stored row to ``(position, domain event)`` as ``read_events``
+    decodes it (``CorruptEvent`` naming position, aggregate, version and topic)."""
+    mapper = log.mapper
+    decode = plain_decoder(mapper)
+    if decode is None:
+        from eventsourcing.persistence import StoredEvent
+
+        def decode(originator_id: Any, version: int, topic: str, state: bytes) -> Any:
+            return mapper.to_domain_event(StoredEvent(
+                originator_id=_uuid_of(originator_id), originator_version=version,
+                topic=topic, state=state))
+
+    def decoded(row: Row) -> tuple[int, Any]:
+        position, originator_id, version, topic, state = row
+        try:
+            return position, decode(originator_id, version, topic, state)
+        except Exception as e:
+            raise _corrupt(position, originator_id, version, topic, e) from e
+
+    return decoded
+
+
 def read_events(log: Any, start: int = 1, stop: int | None = None,
                 batch: int = 1000) -> Iterator[tuple[int, Any]]:
     """The events of ``log`` (an eventsourcing application) from ``start`` to ``stop``

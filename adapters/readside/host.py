@@ -45,6 +45,8 @@ CAT_GENERATION = n.CAT_GENERATION
 
 Events = Callable[..., Iterator[tuple[int, Any]]]
 Progress = Callable[[int, int], None]
+Fold = Callable[[TableStore, tuple[Projection, ...], Callable[[str], str], int,
+                 "Progress | None"], ProjectionRunner]
 
 
 class Catalog:
@@ -215,12 +217,17 @@ class ProjectionHost:
         runner.apply_events(_counting(self.events(start=1, stop=stop), total, progress), fold=True)
         return runner
 
-    def rebuild(self, names: list[str] | None = None,
-                progress: Progress | None = None) -> dict[str, Any]:
-        """Blue/green: build fresh physical tables, catch up, switch readers atomically."""
-        if not self.live:
+    def rebuild(self, names: list[str] | None = None, progress: Progress | None = None,
+                fold: Fold | None = None) -> dict[str, Any]:
+        """Blue/green: build fresh physical tables, catch up, switch readers atomically.
+
+        ``fold(store, projections, physical, stop, progress)`` builds the fresh tables up to
+        ``stop`` and returns a runner over them (default: in this process; the Spark job
+        passes its own). Where others keep the tables current (stream workers on HBase),
+        only a given ``fold`` may rebuild, and the old tables are left for the operator."""
+        if not self.live and fold is None:
             raise SettingsError("rebuild runs on the embedded tables; for HBase, rebuild "
-                                "with the workers stopped (see docs/streaming.md)")
+                                "with --engine spark, the workers stopped (see docs/spark.md)")
         projections = select(names) if names else ALL
         generation = self.catalog.generation + 1
         suffix = f"__g{generation}_{int(time.time())}"
@@ -228,7 +235,8 @@ class ProjectionHost:
         rebuilt[n.TRACKING] = n.TRACKING + suffix
         t0 = time.perf_counter()
         head = self.max_position()
-        runner = self._fold(self.tables, projections, lambda t: rebuilt.get(t, t), head, progress)
+        runner = (fold or self._fold)(self.tables, projections, lambda t: rebuilt.get(t, t),
+                                      head, progress)
         with self._locked():
             runner.apply_events(self.events(start=head + 1))  # catch up what arrived meanwhile
             position = runner.position()
@@ -236,10 +244,12 @@ class ProjectionHost:
                             b"%d" % position, max(position, 1)) for p in projections]
             old = {t: self.physical(t) for t in rebuilt if t != n.TRACKING}
             self.catalog.switch({t: rebuilt[t] for t in old}, tracking)
-            self.runner = self._live_runner()
-            self._catch_up()
-        for table in old.values():
-            self.tables.drop_table(table)
+            if self.live:
+                self.runner = self._live_runner()
+                self._catch_up()
+        if self.live:
+            for table in old.values():
+                self.tables.drop_table(table)
         self.tables.drop_table(rebuilt[n.TRACKING])
         seconds = time.perf_counter() - t0
         return {"projections": [p.name for p in projections], "position": position,

@@ -290,6 +290,17 @@ def _insert_fresh(conn: sqlite3.Connection, schema: _Schema, load: TableLoad) ->
     _insert_rows(conn, schema.insert, "", load.cells, row_tombs, column_tombs)
 
 
+def _merge_table(conn: sqlite3.Connection, source: _Schema, target: _Schema) -> None:
+    """The attached run's ``source`` table into ``target``, as ``apply`` would write it."""
+    conn.execute(
+        f"INSERT INTO {target.tombs}(row, col, version) SELECT row, col, version "
+        f"FROM run.{source.tombs} WHERE true ORDER BY row, col "
+        "ON CONFLICT(row, col) DO UPDATE SET version = excluded.version "
+        "WHERE excluded.version > version")
+    conn.execute(f"{target.insert} SELECT row, col, value, version FROM run.{source.cells} "
+                 f"WHERE true ORDER BY row, col" + _Schema._on_conflict)
+
+
 def _column_clause(schema: _Schema, columns: Sequence[bytes] | None) -> tuple[str, list[bytes]]:
     """SQL restricting ``col`` to ``columns`` (families as ``b"fam:"``), with its params."""
     if columns is None:
@@ -518,6 +529,33 @@ class SqliteTableStore:
                 except sqlite3.OperationalError as error:
                     raise self._missing(schema.name, error) from error
             self._write(conn, batches)
+
+    def merge_runs(self, runs: Sequence[str | Path], tables: dict[str, str]) -> None:
+        """Merges *runs* (other tables files, each holding logical tables already folded, as
+        a Spark rebuild's tasks write them) into this store's tables ``tables[logical]``,
+        inside SQLite (``ATTACH`` + ``INSERT ... SELECT`` in key order), one transaction per
+        run (the target tables are a rebuild's fresh ones, read by no one before a switch).
+        The outcome is ``apply`` of every run's puts and deletes: the higher tombstone and
+        the higher version win, and a put that another run's tombstone covers is removed."""
+        conn = self._conn()
+        schemas = {logical: self._schema(physical) for logical, physical in tables.items()}
+        for run in runs:  # one transaction per run: the tables are not live before a switch
+            conn.execute("ATTACH DATABASE ? AS run", (str(run),))
+            try:
+                with self._transaction(conn):
+                    present = {name for (name,) in conn.execute(
+                        f"SELECT name FROM run.{_CATALOG}")}
+                    for logical, schema in schemas.items():
+                        if logical in present:
+                            _merge_table(conn, _Schema.of(logical, ()), schema)
+            finally:
+                conn.execute("DETACH DATABASE run")
+        with self._transaction(conn):
+            for schema in schemas.values():
+                conn.execute(
+                    f"DELETE FROM {schema.cells} AS c WHERE EXISTS (SELECT 1 FROM "
+                    f"{schema.tombs} AS t WHERE t.row = c.row AND t.col IN (c.col, x'') "
+                    "AND t.version >= c.version)")
 
     def _batches(self, mutations: Iterable[Mutation]) -> dict[str, _Batch]:
         batches: dict[str, _Batch] = {}

@@ -1,0 +1,123 @@
+"""The Spark rebuild: extract (read the log) -> transform (the projectors) -> load.
+
+``rebuild(settings, names, master=...)`` is what ``letterlog rebuild --engine spark`` and
+``spark-submit spark_replay/submit.py`` run. The read side's blue/green rebuild
+(``ProjectionHost.rebuild``) does what it always does -- fresh physical tables, catch up
+from the rebuild's position, switch the catalog atomically -- and the fold up to the log's
+head at the start is this job:
+
+1. *extract*: ``source.raw_events`` reads positions ``1..head`` in parallel ranges;
+2. *transform*: ``repartition(n, account)`` + ``sortWithinPartitions(position)`` puts every
+   event of an account in one partition, in log order (the counters projection reads its
+   own row and needs that order; the other projections fold in any order by cell version);
+   ``mapInArrow`` runs ``fold.fold_partitions`` on each partition;
+3. *load*: each task loads its folded tables (a run file for SQLite, merged by the driver
+   inside SQLite afterwards; HBase directly, idempotent). Only one summary row per task
+   comes back to the driver.
+
+An event that cannot be decoded fails the job with ``CorruptEvent`` naming its position,
+aggregate and version; the catalog is untouched and the old tables stay live.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.settings import Settings
+from domain.errors import CorruptEvent
+from projections import names as n
+from projections.keys import tracking_row
+from projections.registry import Projection
+from projections.runner import ProjectionRunner
+from projections.tablestore import Put, TableStore
+from spark_replay.fold import SUMMARY, fold_partitions
+from spark_replay.settings import to_wire
+from spark_replay.source import raw_events
+
+_CORRUPT = re.compile(r"CorruptEvent: (.*)")
+
+
+@dataclass
+class SparkFold:
+    """A ``Fold`` for ``ProjectionHost.rebuild`` that runs the Spark job; keeps its figures."""
+
+    spark: Any
+    settings: Settings
+    partitions: int | None = None
+    fail_partition: int | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, store: TableStore, projections: tuple[Projection, ...],
+                 physical: Any, stop: int, progress: Any = None) -> ProjectionRunner:
+        ProjectionRunner(store, projections, physical=physical).create_tables()
+        tables = {t.name: physical(t.name) for p in projections for t in p.tables}
+        target = "hbase" if self.settings.table_store == "hbase" else "sqlite"
+        spool = (tempfile.mkdtemp(prefix=".spark-runs-", dir=Path(self.settings.data))
+                 if target == "sqlite" else None)
+        try:
+            t0 = time.perf_counter()
+            tasks = self.run(projections, {**tables, n.TRACKING: physical(n.TRACKING)},
+                             target, spool, stop) if stop > 0 else []
+            t1 = time.perf_counter()
+            if target == "sqlite" and tasks:
+                store.merge_runs([t["run"] for t in tasks], tables)  # type: ignore[attr-defined]
+            self.stats.update(_figures(tasks, t1 - t0, time.perf_counter() - t1))
+            store.apply([Put(physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
+                             b"%d" % stop, max(stop, 1)) for p in projections])
+        finally:
+            if spool is not None:
+                shutil.rmtree(spool, ignore_errors=True)
+        return ProjectionRunner(store, projections, physical=physical)
+
+    def run(self, projections: tuple[Projection, ...], physical: dict[str, str], target: str,
+            spool: str | None, stop: int) -> list[dict[str, Any]]:
+        """The Spark job proper; one summary per partition (successful attempts only)."""
+        parts = self.partitions or self.spark.sparkContext.defaultParallelism
+        wire = to_wire(self.settings)
+        events = raw_events(self.spark, wire, stop, partitions=parts)
+        folded = (events.repartition(parts, "account").sortWithinPartitions("position")
+                  .mapInArrow(fold_partitions(wire, [p.name for p in projections], physical,
+                                              target, spool, self.fail_partition), SUMMARY))
+        try:
+            rows = folded.collect()
+        except Exception as error:
+            raise _translated(error) from None
+        return sorted((r.asDict() for r in rows), key=lambda r: r["partition"])
+
+
+def _translated(error: Exception) -> Exception:
+    """A task's ``CorruptEvent`` as the same error on the driver (Spark wraps it in text)."""
+    found = _CORRUPT.search(str(error))
+    if found is not None:
+        return CorruptEvent(found.group(1).strip())
+    return error
+
+
+def _figures(tasks: list[dict[str, Any]], job_s: float, merge_s: float) -> dict[str, Any]:
+    counts = [t["events"] for t in tasks if t["events"]]
+    mean = sum(counts) / len(counts) if counts else 0
+    return {"spark_partitions": len(tasks), "spark_job_s": round(job_s, 3),
+            "merge_s": round(merge_s, 3), "partition_events": [t["events"] for t in tasks],
+            "skew_max_over_mean": round(max(counts) / mean, 3) if counts else None,
+            "task_attempts": {t["partition"]: t["attempt"] for t in tasks}}
+
+
+def rebuild(settings: Settings, names: list[str] | None = None, *, master: str | None = None,
+            spark: Any = None, partitions: int | None = None,
+            fail_partition: int | None = None, progress: Any = None) -> dict[str, Any]:
+    """Rebuilds ``names`` (default all) on Spark, blue/green through the catalog."""
+    from adapters.embedded import Letterlog
+    from spark_replay.session import spark_session
+
+    session = spark or spark_session(master)
+    fold = SparkFold(session, settings, partitions, fail_partition)
+    with Letterlog.open(**settings.model_dump()) as store:
+        result = dict(store.projections.rebuild(names, progress, fold=fold))
+    result.update(fold.stats, engine="spark", master=session.sparkContext.master)
+    return result
