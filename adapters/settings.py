@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     hbase_table_prefix: str = Field("letterlog", pattern=r"^[A-Za-z0-9]{1,40}$")
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    spark_master: str = Field("local[2]", description="Spark master URL for --engine spark")
     inline_limit: int = Field(10 * 1024, ge=0, le=1024 * 1024)
     max_message_size: int = Field(50 * 1024 * 1024, ge=1024,
                                   description="bytes; a larger message is rejected")

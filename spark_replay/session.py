@@ -39,10 +39,13 @@ def spark_session(master: str | None = None, app_name: str = "letterlog-replay",
     prepare_environment()
     builder = (SparkSession.builder.master(master or DEFAULT_MASTER).appName(app_name)
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
                .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"]))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

@@ -11,6 +11,7 @@ half-built table.
 from __future__ import annotations
 
 import fcntl
+import re
 import tempfile
 import threading
 import time
@@ -38,6 +39,7 @@ from projections.tablestore import (
     table_digest,
 )
 
+_REBUILT = re.compile(r"__g\d+_\d+$")
 CATALOG = TableSpec(n.CATALOG, (n.F_CATALOG,), split_by_salt=False)
 CAT_PHYSICAL = n.CAT_PHYSICAL
 CAT_GENERATION_ROW = n.CAT_GENERATION_ROW
@@ -229,6 +231,7 @@ class ProjectionHost:
             raise SettingsError("rebuild runs on the embedded tables; for HBase, rebuild "
                                 "with --engine spark, the workers stopped (see docs/spark.md)")
         projections = select(names) if names else ALL
+        self.drop_leftovers()
         generation = self.catalog.generation + 1
         suffix = f"__g{generation}_{int(time.time())}"
         rebuilt = {t.name: t.name + suffix for p in projections for t in p.tables}
@@ -256,6 +259,17 @@ class ProjectionHost:
                 "generation": self.catalog.generation, "seconds": round(seconds, 3),
                 "events_per_s": round(position / seconds, 1) if seconds else None,
                 "tables": {t: rebuilt[t] for t in old}}
+
+    def drop_leftovers(self) -> list[str]:
+        """Drops the fresh tables of a rebuild that died before its switch (the catalog does
+        not name them); returns their names. One rebuild at a time per store."""
+        self.catalog.refresh()
+        live = set(self.catalog._map.values())
+        gone = [t for t in self.tables.list_tables()
+                if _REBUILT.search(t) and t not in live]
+        for table in gone:
+            self.tables.drop_table(table)
+        return gone
 
     def verify(self, names: list[str] | None = None,
                progress: Progress | None = None, max_diffs: int = 10) -> list[TableReport]:
