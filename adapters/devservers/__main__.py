@@ -247,9 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="install packages and jars; start nothing")
-    p_install.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
+    p_install.add_argument("--only",
+                           help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
     p_up = sub.add_parser("up", help="start servers and stay in the foreground until Ctrl-C")
-    p_up.add_argument("--only", help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
+    p_up.add_argument("--only",
+                      help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
     p_up.add_argument(
         "--env-file",
         type=Path,
