@@ -58,8 +58,11 @@ class SparkFold:
         ProjectionRunner(store, projections, physical=physical).create_tables()
         tables = {t.name: physical(t.name) for p in projections for t in p.tables}
         target = "hbase" if self.settings.table_store == "hbase" else "sqlite"
-        spool = (tempfile.mkdtemp(prefix=".spark-runs-", dir=Path(self.settings.data))
-                 if target == "sqlite" else None)
+        spool = None
+        if target == "sqlite":
+            for stale in Path(self.settings.data).glob(".spark-runs-*"):  # a killed driver's
+                shutil.rmtree(stale, ignore_errors=True)
+            spool = tempfile.mkdtemp(prefix=".spark-runs-", dir=Path(self.settings.data))
         try:
             t0 = time.perf_counter()
             tasks = self.run(projections, {**tables, n.TRACKING: physical(n.TRACKING)},

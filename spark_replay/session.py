@@ -3,7 +3,7 @@
 ``spark_session(master)`` points Spark at a JDK 17 (``JAVA_HOME``), sets ``PYSPARK_PYTHON``
 to this interpreter (executors import letterlog from the same environment), binds the
 driver to 127.0.0.1 unless ``SPARK_LOCAL_IP`` says otherwise, and turns the web UI off.
-Under ``spark-submit`` the session already exists and is reused as it was configured.
+Under ``spark-submit`` its ``--master`` (and other options) apply unless a master is given.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ def spark_session(master: str | None = None, app_name: str = "letterlog-replay",
     if active is not None:
         active.stop()
     prepare_environment()
-    builder = (SparkSession.builder.master(master or DEFAULT_MASTER).appName(app_name)
+    builder = SparkSession.builder
+    if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or DEFAULT_MASTER)  # else spark-submit's --master
+    builder = (builder.appName(app_name)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])

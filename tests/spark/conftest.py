@@ -43,10 +43,41 @@ def spark_cluster() -> Iterator[SparkCluster]:
     yield from _fixture("spark", SparkCluster)  # type: ignore[misc]
 
 
-def make_store(data: Path, messages: int = 40, **settings: Any) -> None:
-    """A data directory whose log holds every kind of command (the demo's script)."""
-    from adapters.cli.demo import run_demo
+def make_store(data: Path, messages: int = 30, **settings: Any) -> None:
+    """A data directory whose log holds every kind of command (``fill``)."""
     from adapters.embedded import Letterlog
 
     with Letterlog.open(data, **settings) as store:
-        run_demo(store, messages=messages, as_json=True)
+        fill(store, messages)
+
+
+def fill(store: Any, messages: int = 30) -> None:
+    """Every kind of command on a few accounts (delivered, flagged, labelled, moved,
+    copied, deleted, restored, expunged), through the embedded API."""
+    from tests.conftest import make_mail
+
+    accounts = ["ada@example.org", "grace@example.org", "linus@example.org"]
+    for account in accounts:
+        store.create_mailbox(account, "Archive", "archive")
+        store.subscribe(account, "Archive")
+    done = []
+    for i in range(messages):
+        account = accounts[i % len(accounts)]
+        raw = make_mail(f"Subject {i}", message_id=f"<m{i}@example.org>",
+                        body=("x" * (i * 997 % 30000)) + "\r\n")
+        done.append(store.deliver(account=account, raw=raw, labels=["work"] if i % 4 else []))
+    for i, d in enumerate(done):
+        if i % 3 == 0:
+            store.flag(d.message_id, ["\\Seen"])
+        if i % 5 == 0:
+            store.label(d.message_id, add=["later"], remove=["work"])
+        if i % 7 == 0:
+            store.move(d.message_id, "Archive")
+        elif i % 11 == 0:
+            store.delete(d.message_id)
+        elif i % 13 == 0:
+            store.copy(d.message_id, "Archive")
+    store.delete(done[1].message_id)
+    store.restore(done[1].message_id)
+    store.delete(done[2].message_id)
+    store.expunge([done[2].message_id])

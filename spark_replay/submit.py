@@ -1,0 +1,68 @@
+"""The Spark driver program: ``spark-submit [options] spark_replay/submit.py COMMAND ...``.
+
+Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
+
+    rebuild (PROJECTION... | --all) [--until-position P | --as-of ISO8601] [--view NAME]
+    export (PROJECTION | events) DIR
+
+Each prints one JSON object on stdout. ``letterlog rebuild --engine spark`` and ``letterlog
+export`` run this file through the pyspark package's ``spark-submit``; it runs as well with
+``python -m spark_replay``. A letterlog error (a corrupt event, a bad argument) is one line
+``letterlog: error: ...`` on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spark_replay", description=__doc__.split("\n")[0])
+    parser.add_argument("--master", help="Spark master URL (spark-submit's --master wins)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rebuild = sub.add_parser("rebuild", help="rebuild projections, blue/green")
+    rebuild.add_argument("projections", nargs="*")
+    rebuild.add_argument("--all", action="store_true")
+    rebuild.add_argument("--until-position", type=int, default=None)
+    rebuild.add_argument("--as-of", default=None)
+    rebuild.add_argument("--view", default=None)
+    export = sub.add_parser("export", help="write a projection or the events as Parquet")
+    export.add_argument("what")
+    export.add_argument("directory")
+    return parser
+
+
+def run(argv: Sequence[str]) -> dict[str, Any]:
+    from adapters.settings import load_settings
+
+    args = _parser().parse_args(argv)
+    settings = load_settings()
+    if args.command == "rebuild":
+        from spark_replay.job import rebuild
+
+        names = None if args.all or not args.projections else list(args.projections)
+        return rebuild(settings, names, master=args.master)
+    from spark_replay.frames import export
+
+    return export(settings, args.what, args.directory, master=args.master)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from domain.errors import LetterlogError
+
+    try:
+        result = run(sys.argv[1:] if argv is None else argv)
+    except (LetterlogError, KeyError) as e:
+        sys.stderr.write(f"letterlog: error: {str(e).strip(chr(34) + chr(39))}\n")
+        return 2
+    sys.stdout.write(json.dumps(result, default=str, sort_keys=True) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
