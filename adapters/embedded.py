@@ -12,6 +12,7 @@ before a command returns, the read models are caught up, so a reader sees its ow
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import logging
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from uuid import UUID
 
-from adapters.eventlog.reader import read_events
+from adapters.eventlog.reader import account_events, read_events
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
 from domain.errors import (
@@ -120,6 +121,40 @@ class Letterlog:
                batch: int = 1000) -> Iterator[tuple[int, Any]]:
         """Decoded domain events from the log with their positions; a corrupt one raises."""
         return read_events(self.log, start, stop, batch)
+
+    def position_at(self, when: datetime) -> int:
+        """The position of the last event recorded at or before ``when`` (0: none); a
+        binary search over the events' timestamps (the log appends in time order)."""
+        low, high = 0, self.max_position()
+        while low < high:
+            middle = (low + high + 1) // 2
+            found = next(self.events(start=middle, stop=middle), None)
+            if found is not None and found[1].timestamp <= when:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def reading(self, *, view: str | None = None, as_of: int | None = None,
+                account: str | None = None) -> Letterlog:
+        """This store's queries as they were: in the Spark-built view ``view``, or at
+        position ``as_of`` for ``account`` (its events folded in this process). Read only."""
+        if view is None and as_of is None:
+            return self
+        if view is not None and as_of is not None:
+            raise InvalidCommand("--view and --as-of: give one of them")
+        host = self._read()
+        if view is not None:
+            found = host.view(view)
+        else:
+            head = self.max_position()
+            if as_of is None or not 0 <= as_of <= head:
+                raise InvalidCommand(f"--as-of: {as_of} is not in 0..{head} (the log)")
+            key = account_id_for(normalise_address(account or "")).bytes
+            found = host.as_of(as_of, account_events(self.log, key, as_of))
+        past = copy.copy(self)
+        past.projections = found
+        return past
 
     def catch_up(self) -> int:
         if self._projections is None:  # none, or one others keep current (not opened yet)
@@ -456,7 +491,7 @@ class Letterlog:
             host.tables, self._mailbox_id(account, mailbox), host.physical))
         if status is None:
             raise MailboxNotFound(f"mailbox: {mailbox!r} has no status yet")
-        return status
+        return {**status, "position": host.position()}
 
     def subscriptions(self, account: str) -> list[str]:
         host = self._read()
@@ -533,6 +568,11 @@ class Letterlog:
 
     def rebuild(self, names: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
         return dict(self._read().rebuild(names, progress))
+
+    def build_view(self, view: str, names: list[str] | None, stop: int) -> dict[str, Any]:
+        """The read-only view ``view`` as at position ``stop``, folded in this process."""
+        host = self._read()
+        return dict(host.build_view(view, names, stop, host._fold))
 
     def verify(self, names: list[str] | None = None, progress: Any = None) -> list[Any]:
         return list(self._read().verify(names, progress))

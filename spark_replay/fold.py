@@ -26,6 +26,7 @@ from typing import Any
 
 SUMMARY = ("partition int, attempt int, events long, first long, last long, run string, "
            "seconds double")
+CELLS = "table string, row binary, column string, value binary, version long"
 
 
 class InjectedFault(RuntimeError):
@@ -73,7 +74,12 @@ def fold_partitions(wire: dict[str, Any], names: list[str], physical: dict[str, 
         log = open_event_log(wire)
         run_path = ""
         try:
-            if target == "sqlite":
+            if target == "cells":
+                from adapters.tables.memory import InMemoryTableStore
+
+                store = InMemoryTableStore()
+                mapping = _identity
+            elif target == "sqlite":
                 from adapters.tables.sqlite import SqliteTableStore
 
                 assert spool is not None
@@ -88,6 +94,9 @@ def fold_partitions(wire: dict[str, Any], names: list[str], physical: dict[str, 
                 runner = ProjectionRunner(store, select(names), physical=_named(mapping))
                 runner.create_tables()
                 runner.apply_events(_events(batches, row_decoder(log), seen), fold=True)
+                if target == "cells":
+                    yield from _cells(store, runner)
+                    return
             finally:
                 store.close()
         finally:
@@ -100,6 +109,24 @@ def fold_partitions(wire: dict[str, Any], names: list[str], physical: dict[str, 
             names=["partition", "attempt", "events", "first", "last", "run", "seconds"])
 
     return run
+
+
+def _cells(store: Any, runner: Any) -> Iterator[Any]:
+    """The visible cells of a fold, as Arrow batches of ``CELLS``."""
+    import pyarrow as pa
+
+    for spec in runner.table_specs[:-1]:  # not the tracking table
+        rows: list[list[Any]] = [[], [], [], [], []]
+        for row, cells in store.scan_cells(spec.name):
+            for column, (value, version) in cells.items():
+                for i, item in enumerate((spec.name, row, column.decode(), value, version)):
+                    rows[i].append(item)
+        if rows[0]:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(rows[0], pa.string()), pa.array(rows[1], pa.binary()),
+                 pa.array(rows[2], pa.string()), pa.array(rows[3], pa.binary()),
+                 pa.array(rows[4], pa.int64())],
+                names=["table", "row", "column", "value", "version"])
 
 
 def _identity(name: str) -> str:

@@ -26,11 +26,12 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from adapters.settings import Settings
-from domain.errors import CorruptEvent
+from domain.errors import CorruptEvent, InvalidCommand
 from projections import names as n
 from projections.keys import tracking_row
 from projections.registry import Projection
@@ -111,16 +112,34 @@ def _figures(tasks: list[dict[str, Any]], job_s: float, merge_s: float) -> dict[
             "task_attempts": {t["partition"]: t["attempt"] for t in tasks}}
 
 
+def _instant(text: str | None) -> datetime:
+    try:
+        when = datetime.fromisoformat(text or "")
+    except ValueError:
+        raise InvalidCommand(f"--as-of: {text!r} is not an ISO 8601 date-time") from None
+    if when.tzinfo is None:
+        raise InvalidCommand(f"--as-of: {text!r} needs a timezone (e.g. +00:00)")
+    return when
+
+
 def rebuild(settings: Settings, names: list[str] | None = None, *, master: str | None = None,
             spark: Any = None, partitions: int | None = None,
-            fail_partition: int | None = None, progress: Any = None) -> dict[str, Any]:
-    """Rebuilds ``names`` (default all) on Spark, blue/green through the catalog."""
+            fail_partition: int | None = None, progress: Any = None,
+            until: int | None = None, as_of: str | None = None,
+            view: str | None = None) -> dict[str, Any]:
+    """Rebuilds ``names`` (default all) on Spark, blue/green through the catalog; with
+    ``until`` (a position) or ``as_of`` (ISO 8601), builds the read-only view ``view``
+    (default ``p<position>``) as the projections were then, and switches nothing."""
     from adapters.embedded import Letterlog
     from spark_replay.session import spark_session
 
     session = spark or spark_session(master)
     fold = SparkFold(session, settings, partitions, fail_partition)
     with Letterlog.open(**settings.model_dump()) as store:
-        result = dict(store.projections.rebuild(names, progress, fold=fold))
+        if until is None and as_of is None:
+            result = dict(store.projections.rebuild(names, progress, fold=fold))
+        else:
+            stop = until if until is not None else store.position_at(_instant(as_of))
+            result = dict(store.projections.build_view(view or f"p{stop}", names, stop, fold))
     result.update(fold.stats, engine="spark", master=session.sparkContext.master)
     return result

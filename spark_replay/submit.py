@@ -45,7 +45,8 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
         from spark_replay.job import rebuild
 
         names = None if args.all or not args.projections else list(args.projections)
-        return rebuild(settings, names, master=args.master)
+        return rebuild(settings, names, master=args.master, until=args.until_position,
+                       as_of=args.as_of, view=args.view)
     from spark_replay.frames import export
 
     return export(settings, args.what, args.directory, master=args.master)

@@ -24,7 +24,7 @@ from uuid import UUID
 
 from adapters.tables.memory import InMemoryTableStore
 from adapters.tables.sqlite import SqliteTableStore
-from domain.errors import SettingsError
+from domain.errors import InvalidCommand, NotFound, SettingsError
 from domain.values import account_id_for
 from projections import names as n
 from projections import queries as q
@@ -33,6 +33,7 @@ from projections.registry import ALL, TRACKING_SPEC, Projection, select
 from projections.runner import ProjectionRunner
 from projections.tablestore import (
     Put,
+    TableNotFound,
     TableSpec,
     TableStore,
     diff_tables,
@@ -44,6 +45,32 @@ CATALOG = TableSpec(n.CATALOG, (n.F_CATALOG,), split_by_salt=False)
 CAT_PHYSICAL = n.CAT_PHYSICAL
 CAT_GENERATION_ROW = n.CAT_GENERATION_ROW
 CAT_GENERATION = n.CAT_GENERATION
+VIEWS = TableSpec("views", ("v",), split_by_salt=False)
+V_POSITION = b"v:position"
+V_PROJECTIONS = b"v:projections"
+_VIEW_NAME = re.compile(r"^[A-Za-z0-9]{1,40}$")
+
+
+def view_physical(view: str) -> Callable[[str], str]:
+    """The physical table of ``logical`` in the read-only view ``view``."""
+    return lambda logical: f"{logical}__v_{view}"
+
+
+class ReadView:
+    """Tables to read as they were at ``position``: a named view, or an in-memory fold."""
+
+    def __init__(self, tables: TableStore, physical: Callable[[str], str], position: int,
+                 catalog: Any) -> None:
+        self.tables = tables
+        self.physical = physical
+        self.catalog = catalog
+        self._position = position
+
+    def position(self) -> int:
+        return self._position
+
+    def message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
+        return list(q.message_ids_in(self.tables, mailbox_id, self.physical))
 
 Events = Callable[..., Iterator[tuple[int, Any]]]
 Progress = Callable[[int, int], None]
@@ -260,6 +287,54 @@ class ProjectionHost:
                 "events_per_s": round(position / seconds, 1) if seconds else None,
                 "tables": {t: rebuilt[t] for t in old}}
 
+    def position(self) -> int:
+        """The log position the tables reflect (stream workers: the log's head once their
+        lag is 0)."""
+        return self.runner.position() if self.live else self.max_position()
+
+    # -- time travel -----------------------------------------------------------------------
+    def build_view(self, view: str, names: list[str] | None, stop: int,
+                   fold: Fold) -> dict[str, Any]:
+        """Folds the log up to ``stop`` into the read-only view ``view`` (its own physical
+        tables, never switched in, never caught up); a view of that name is replaced."""
+        if not _VIEW_NAME.match(view):
+            raise InvalidCommand(f"--view: {view!r} is not 1-40 ASCII letters and digits")
+        head = self.max_position()
+        if not 0 <= stop <= head:
+            raise InvalidCommand(f"--until-position: {stop} is not in 0..{head} (the log)")
+        projections = select(names) if names else ALL
+        physical = view_physical(view)
+        for spec in (*(t for p in projections for t in p.tables), TRACKING_SPEC):
+            self.tables.drop_table(physical(spec.name))
+        t0 = time.perf_counter()
+        fold(self.tables, projections, physical, stop, None)
+        self.tables.create_table(VIEWS)
+        stamp = time.time_ns() // 1000
+        self.tables.apply([
+            Put(VIEWS.name, view.encode(), V_POSITION, b"%d" % stop, stamp),
+            Put(VIEWS.name, view.encode(), V_PROJECTIONS,
+                ",".join(p.name for p in projections).encode(), stamp)])
+        return {"view": view, "position": stop, "projections": [p.name for p in projections],
+                "seconds": round(time.perf_counter() - t0, 3)}
+
+    def view(self, name: str) -> ReadView:
+        """The named view, to read (``NotFound`` if there is none)."""
+        try:
+            row = self.tables.get(VIEWS.name, name.encode(), [V_POSITION])
+        except TableNotFound:
+            row = {}
+        if not row:
+            raise NotFound(f"--view: there is no view named {name!r}")
+        return ReadView(self.tables, view_physical(name), int(row[V_POSITION]), self.catalog)
+
+    def as_of(self, position: int, events: Iterable[tuple[int, Any]]) -> ReadView:
+        """``events`` (one account's, up to ``position``) folded in memory, to read."""
+        tables = InMemoryTableStore()
+        runner = ProjectionRunner(tables, ALL)
+        runner.create_tables()
+        runner.apply_events(events, fold=True)
+        return ReadView(tables, lambda t: t, position, _NoCatalog())
+
     def drop_leftovers(self) -> list[str]:
         """Drops the fresh tables of a rebuild that died before its switch (the catalog does
         not name them); returns their names. One rebuild at a time per store."""
@@ -285,6 +360,11 @@ class ProjectionHost:
     # -- queries ---------------------------------------------------------------------------------
     def message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
         return list(q.message_ids_in(self.tables, mailbox_id, self.physical))
+
+
+class _NoCatalog:
+    def refresh(self) -> bool:
+        return False
 
 
 def _counting(items: Iterator[tuple[int, Any]], total: int,
