@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from adapters.cli.common import fail, group, out, progress_enabled, state
+from adapters.cli.common import fail, group, out, parse_time, progress_enabled, state
 
 app = group("Projections and the demo.")
 
@@ -28,21 +29,90 @@ def _progress(label: str) -> Any:
     return bar, update
 
 
+MasterOption = Annotated[str | None, typer.Option(
+    metavar="URL", help="Spark master URL (default $LETTERLOG_SPARK_MASTER, else local[2])")]
+
+
 @app.command()
-def rebuild(projection: Projection = None, all_: AllOption = False) -> None:
-    """Rebuild projections from the log into fresh tables; switch readers atomically."""
+def rebuild(projection: Projection = None, all_: AllOption = False,
+            engine: Annotated[str, typer.Option(
+                metavar="ENGINE", help="embedded (this process) or spark")] = "embedded",
+            master: MasterOption = None,
+            until_position: Annotated[int | None, typer.Option(
+                metavar="P", help="time travel: a read-only view as at log position P")] = None,
+            as_of: Annotated[str | None, typer.Option(
+                "--as-of", metavar="TIME", help="time travel: as at this ISO 8601 time")] = None,
+            view: Annotated[str | None, typer.Option(
+                metavar="NAME", help="the view's name (default p<position>)")] = None) -> None:
+    """Rebuild projections from the log into fresh tables; switch readers atomically.
+    With --until-position or --as-of: build a read-only view as it was then instead."""
     if not all_ and not projection:
         fail("give a PROJECTION or --all")
+    if engine not in ("embedded", "spark"):
+        fail(f"--engine: {engine!r} is not embedded or spark")
+    if master is not None and engine != "spark":
+        fail("--master: only with --engine spark")
+    if until_position is not None and as_of is not None:
+        fail("--until-position and --as-of: give one of them")
+    if view is not None and until_position is None and as_of is None:
+        fail("--view: only with --until-position or --as-of")
+    when = parse_time(as_of, "--as-of")
     names = None if all_ else [projection or ""]
-    store = state.reader()
-    bar, update = _progress("rebuilding")
-    try:
+    if names:
+        known_projections(names)
+    if engine == "spark":
+        extra = [*(["--until-position", str(until_position)] if until_position is not None
+                   else []), *(["--as-of", as_of] if as_of else []),
+                 *(["--view", view] if view else [])]
+        result = spark_job(["rebuild", *(names or ["--all"]), *extra], master)
+    elif until_position is not None or when is not None:
+        store = state.reader()
+        stop = until_position if until_position is not None else store.position_at(when)
+        result = store.build_view(view or f"p{stop}", names, stop)
+    else:
+        store = state.reader()
+        bar, update = _progress("rebuilding")
         with bar:
             result = store.rebuild(names, update)
-    except KeyError as e:
-        fail(str(e).strip("\"'"))
+    if "view" in result:
+        out(result, f"view {result['view']}: {', '.join(result['projections'])} as at "
+                    f"position {result['position']} (read with --view {result['view']})")
+        return
     out(result, f"rebuilt {', '.join(result['projections'])} up to position {result['position']} "
                 f"in {result['seconds']} s")
+
+
+def known_projections(names: list[str]) -> None:
+    from projections.registry import select
+
+    try:
+        select(names)
+    except KeyError as e:
+        fail(str(e).strip("\"'"))
+
+
+def spark_job(args: list[str], master: str | None) -> dict[str, Any]:
+    """The Spark job (``spark_replay/submit.py``) in a driver process of its own."""
+    from adapters.spark import submit
+
+    return submit(args, master, data=state.data, fail=fail)
+
+
+@app.command()
+def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
+                                               help="a projection's name, or events")],
+           directory: Annotated[Path, typer.Argument(metavar="DIR",
+                                                     help="output directory (replaced)")],
+           format_: Annotated[str, typer.Option("--format", metavar="FORMAT",
+                                                help="parquet")] = "parquet",
+           master: MasterOption = None) -> None:
+    """Write the events or a projection's cells as Parquet (on Spark), for Spark SQL."""
+    if format_ != "parquet":
+        fail(f"--format: {format_!r} is not parquet")
+    if what != "events":
+        known_projections([what])
+    result = spark_job(["export", what, str(directory.resolve())], master)
+    out(result, f"exported {result['rows']} rows of {what} to {result['directory']}")
 
 
 @app.command()

@@ -32,6 +32,11 @@ Limit = Annotated[int, typer.Option(metavar="N", min=1, max=10_000,
                                     help="at most N messages (a page)")]
 BeforeUid = Annotated[int | None, typer.Option(
     metavar="UID", help="next page: messages with a UID below this (the last one shown)")]
+AsOf = Annotated[int | None, typer.Option(
+    "--as-of", metavar="P", help="as at log position P (this account's events folded "
+                                  "in-process)")]
+ViewOption = Annotated[str | None, typer.Option(
+    "--view", metavar="NAME", help="read a view built by rebuild --until-position/--as-of")]
 COLUMNS = ((">", 6, "UID"), ("<", 16, "DATE"), ("<", 26, "FROM"), ("<", 44, "SUBJECT"),
            ("<", 24, "FLAGS"))
 
@@ -72,9 +77,15 @@ def _rows(rows: list[Any], page: int | None = None) -> None:
 
 @app.command("list")
 def list_messages(account: Account, mailbox: MailboxOption = "INBOX", limit: Limit = 50,
-                  before_uid: BeforeUid = None) -> None:
+                  before_uid: BeforeUid = None, as_of: AsOf = None,
+                  view: ViewOption = None) -> None:
     """A mailbox's messages, newest first."""
-    _rows(state.reader().messages(account, mailbox, limit=limit, before_uid=before_uid), limit)
+    _rows(_past(account, as_of, view).messages(account, mailbox, limit=limit,
+                                                before_uid=before_uid), limit)
+
+
+def _past(account: str, as_of: int | None, view: str | None) -> Any:
+    return state.reader().reading(view=view, as_of=as_of, account=account)
 
 
 @app.command()
@@ -130,9 +141,9 @@ def thread(message_id: MessageId) -> None:
 
 
 @app.command()
-def counters(account: Account) -> None:
+def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> None:
     """Messages, unread and bytes per mailbox and per label."""
-    c = state.reader().counters(account)
+    c = _past(account, as_of, view).counters(account)
     if state.json:
         out(c)
         return
@@ -160,9 +171,11 @@ def du(account: Account) -> None:
 @app.command()
 def status(account: Account,
            mailbox: Annotated[str, typer.Argument(metavar="MAILBOX",
-                                                  help="mailbox name")] = "INBOX") -> None:
-    """IMAP STATUS of a mailbox: uidvalidity, uidnext, highest modseq, counts."""
-    st = state.reader().mailbox_status(account, mailbox)
+                                                  help="mailbox name")] = "INBOX",
+           as_of: AsOf = None, view: ViewOption = None) -> None:
+    """IMAP STATUS of a mailbox: uidvalidity, uidnext, highest modseq, counts, and the log
+    position the read model reflects."""
+    st = _past(account, as_of, view).mailbox_status(account, mailbox)
     if state.json:
         out(st)
         return

@@ -17,12 +17,14 @@ from pathlib import Path
 
 from ._common import (
     LOCALHOST,
+    Handle,
+    Launch,
+    Program,
     Service,
     ServiceFailed,
     find_java,
     free_ports,
     log_contains,
-    spawn,
     terminate,
     wait_for,
 )
@@ -75,8 +77,10 @@ class SparkCluster(Service):
         self.memory = memory
         self.host = LOCALHOST
         self.port = 0
-        self._master: subprocess.Popen[bytes] | None = None
-        self._worker: subprocess.Popen[bytes] | None = None
+        self._master: Handle | None = None
+        self._worker: Handle | None = None
+        self._master_ui = self._worker_ui = self._worker_port = 0
+        self._env: dict[str, str] = {}
 
     @property
     def master_url(self) -> str:
@@ -96,24 +100,34 @@ class SparkCluster(Service):
         find_java()
         spark_home()
 
-    def _start(self) -> None:
+    def prepare(self) -> None:
+        """Free ports, the work and log directories, the launcher's environment."""
+        assert self.workdir is not None
+        for sub in ("logs", "work"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        self.port, self._master_ui, self._worker_ui, self._worker_port = free_ports(4)
+        self._env = dict(os.environ, **spark_env(self.workdir))
+        self._env.pop("PYSPARK_SUBMIT_ARGS", None)
+
+    def programs(self) -> list[Program]:
+        """The master, then the worker (both through ``bin/spark-class``)."""
         assert self.workdir is not None
         wd = self.workdir
-        for sub in ("logs", "work"):
-            (wd / sub).mkdir(parents=True, exist_ok=True)
-        self.port, master_ui, worker_ui, worker_port = free_ports(4)
-        env = dict(os.environ, **spark_env(wd))
-        env.pop("PYSPARK_SUBMIT_ARGS", None)
         launcher = str(spark_home() / "bin" / "spark-class")
-        self._master = spawn(
-            [launcher, MASTER_CLASS, "--host", self.host, "--port", str(self.port),
-             "--webui-port", str(master_ui)],
-            log=self.log_paths[0], cwd=wd, env=env)
-        self._worker = spawn(
-            [launcher, WORKER_CLASS, "--host", self.host, "--port", str(worker_port),
-             "--webui-port", str(worker_ui), "--cores", str(self.cores),
-             "--memory", self.memory, "--work-dir", str(wd / "work"), self.master_url],
-            log=self.log_paths[1], cwd=wd, env=env)
+        master = (launcher, MASTER_CLASS, "--host", self.host, "--port", str(self.port),
+                  "--webui-port", str(self._master_ui))
+        worker = (launcher, WORKER_CLASS, "--host", self.host, "--port", str(self._worker_port),
+                  "--webui-port", str(self._worker_ui), "--cores", str(self.cores),
+                  "--memory", self.memory, "--work-dir", str(wd / "work"), self.master_url)
+        return [Program("master", master, cwd=wd, log=self.log_paths[0], env=self._env,
+                        stop_wait=20, start_seconds=3, priority=50),
+                Program("worker", worker, cwd=wd, log=self.log_paths[1], env=self._env,
+                        stop_wait=20, start_seconds=3, priority=51)]
+
+    def bring_up(self, launch: Launch) -> None:
+        master, worker = self.programs()
+        self._master = launch(master)
+        self._worker = launch(worker)
         procs = [self._master, self._worker]
         wait_for(lambda: log_contains(self.log_paths[0], WORKER_REGISTERED),
                  what=f"spark master {self.master_url}: a worker registered",
@@ -145,5 +159,5 @@ class SparkCluster(Service):
 
     def _stop(self) -> None:
         for proc in (self._worker, self._master):
-            terminate(proc, timeout=20)
+            terminate(proc, timeout=20)  # type: ignore[arg-type]
         self._worker = self._master = None

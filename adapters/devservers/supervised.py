@@ -32,6 +32,7 @@ from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
 from .postgres import PostgresServer
+from .spark import SparkCluster
 
 __all__ = ["SupervisedServices", "default_root"]
 
@@ -51,7 +52,8 @@ def default_root() -> Path:
 
 def make(name: str, root: Path) -> Service:
     kinds: dict[str, type[Service]] = {"pg": PostgresServer, "hbase": HBaseServer,
-                                       "kafka": KafkaServer, "dovecot": DovecotServer}
+                                       "kafka": KafkaServer, "dovecot": DovecotServer,
+                                       "spark": SparkCluster}
     return kinds[name](workdir=root / name, keep_workdir=True)
 
 
@@ -68,6 +70,8 @@ def ports(service: Service) -> dict[str, int]:
                 "hbase-thrift2": service.thrift2_port}
     if isinstance(service, KafkaServer):
         return {"kafka": service.port}
+    if isinstance(service, SparkCluster):
+        return {"spark-master": service.port}
     return {}
 
 
