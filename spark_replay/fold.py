@@ -26,7 +26,7 @@ from typing import Any
 
 SUMMARY = ("partition int, attempt int, events long, first long, last long, run string, "
            "seconds double")
-CELLS = "table string, row binary, column string, value binary, version long"
+CELLS = "table string, row binary, column binary, value binary, version long"
 
 
 class InjectedFault(RuntimeError):
@@ -119,12 +119,12 @@ def _cells(store: Any, runner: Any) -> Iterator[Any]:
         rows: list[list[Any]] = [[], [], [], [], []]
         for row, cells in store.scan_cells(spec.name):
             for column, (value, version) in cells.items():
-                for i, item in enumerate((spec.name, row, column.decode(), value, version)):
+                for i, item in enumerate((spec.name, row, column, value, version)):
                     rows[i].append(item)
         if rows[0]:
             yield pa.RecordBatch.from_arrays(
                 [pa.array(rows[0], pa.string()), pa.array(rows[1], pa.binary()),
-                 pa.array(rows[2], pa.string()), pa.array(rows[3], pa.binary()),
+                 pa.array(rows[2], pa.binary()), pa.array(rows[3], pa.binary()),
                  pa.array(rows[4], pa.int64())],
                 names=["table", "row", "column", "value", "version"])
 

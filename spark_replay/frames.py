@@ -7,7 +7,7 @@ strings, dates ISO 8601, bytes as ``"<N bytes>"``). Decoded in the executors.
 
 ``projection_dataframe(spark, settings, name)``: the cells of projection ``name`` rebuilt
 from the log by the job's own fold (the same runner and projectors as every rebuild) --
-``table string, row binary, column string, value binary, version long``, the visible cells
+``table string, row binary, column binary, value binary, version long``, the visible cells
 only. Nothing is written to the table stores.
 
 ``export(settings, what, directory)``: either of them as Parquet, the events partitioned

@@ -36,10 +36,10 @@ def test_events_dataframe_has_one_decoded_row_per_event(spark, data):
 
 def test_projection_dataframe_holds_the_live_projections_cells(spark, data):
     frame = projection_dataframe(spark, load_settings(data=data), "counters")
-    got = {(r.row, r.column, r.value, r.version) for r in frame.collect()}
+    got = {(bytes(r.row), bytes(r.column), bytes(r.value), r.version) for r in frame.collect()}
     with Letterlog.open(data) as store:
         host = store.projections
-        live = {(row, column.decode(), value, version)
+        live = {(row, column, value, version)
                 for row, cells in host.tables.scan_cells(host.physical("counters"))
                 for column, (value, version) in cells.items()}
     assert got == live and len(live) > 10
