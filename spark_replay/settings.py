@@ -24,29 +24,19 @@ def from_wire(wire: dict[str, Any]) -> Settings:
 
 
 def open_event_log(wire: dict[str, Any]) -> Any:
-    """The event log (an eventsourcing application) the settings name, opened to read."""
-    from adapters.embedded import postgres_env_from_dsn
-    from adapters.eventlog.store import open_log, postgres_env, sqlite_env
+    """The event log (an eventsourcing application) the settings name."""
+    from adapters.bootstrap import event_log
 
-    settings = from_wire(wire)
-    if settings.event_store == "sqlite":
-        env = sqlite_env(str(Path(settings.data) / "events.sqlite"), settings.durability)
-    else:
-        env = postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
-    return open_log(env)
+    return event_log(from_wire(wire))
 
 
 def open_tables(wire: dict[str, Any]) -> Any:
     """The table store the settings name: HBase, or the embedded ``tables.sqlite``."""
     settings = from_wire(wire)
     if settings.table_store == "hbase":
-        from adapters.tables.hbase import HBaseTableStore
+        from adapters.bootstrap import stream_tables
 
-        extra: dict[str, Any] = {}
-        if settings.hbase_thrift2_port:
-            extra["thrift2_port"] = settings.hbase_thrift2_port
-        return HBaseTableStore(settings.hbase_host, settings.hbase_port,
-                               table_prefix=settings.hbase_table_prefix, **extra)
+        return stream_tables(settings)
     from adapters.tables.sqlite import SqliteTableStore
 
     return SqliteTableStore(Path(settings.data) / "tables.sqlite")
