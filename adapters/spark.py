@@ -46,14 +46,28 @@ def submit(args: Sequence[str], master: str | None, *, data: Path | None,
     from adapters.settings import load_settings
 
     master = master or load_settings(data=data).spark_master
-    done = subprocess.run(submit_command(args, master), env=submit_env(data),
-                          stdin=subprocess.DEVNULL, capture_output=True, check=False)
-    errors = [line for line in done.stderr.decode(errors="replace").splitlines()
+    return _result(subprocess.run(submit_command(args, master), env=submit_env(data),
+                                  stdin=subprocess.DEVNULL, capture_output=True, check=False),
+                   fail)
+
+
+def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:
+    """``python -m spark_replay ARGS`` (a driver that starts its own sessions: the bench);
+    its progress goes to this process's stderr."""
+    done = subprocess.run([sys.executable, "-m", "spark_replay", *args], env=submit_env(),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, check=False)
+    return _result(done, fail)
+
+
+def _result(done: subprocess.CompletedProcess[bytes],
+            fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:
+    stderr = (done.stderr or b"").decode(errors="replace")
+    errors = [line for line in stderr.splitlines()
               if line.startswith("letterlog: error: ")]
     if done.returncode != 0:
         if errors:
             fail(errors[-1].removeprefix("letterlog: error: "), done.returncode)
-        tail = "\n".join(done.stderr.decode(errors="replace").splitlines()[-15:])
+        tail = "\n".join(stderr.splitlines()[-15:])
         fail(f"the Spark job failed (exit {done.returncode}):\n{tail}", 1)
     for line in reversed(done.stdout.decode(errors="replace").splitlines()):
         if line.startswith("{"):

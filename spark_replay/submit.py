@@ -4,6 +4,7 @@ Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
 
     rebuild (PROJECTION... | --all) [--until-position P | --as-of ISO8601] [--view NAME]
     export (PROJECTION | events) DIR
+    bench [--events N] [--plot PNG] [--no-hbase]   (python -m spark_replay only)
 
 Each prints one JSON object on stdout. ``letterlog rebuild --engine spark`` and ``letterlog
 export`` run this file through the pyspark package's ``spark-submit``; it runs as well with
@@ -30,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     rebuild.add_argument("--until-position", type=int, default=None)
     rebuild.add_argument("--as-of", default=None)
     rebuild.add_argument("--view", default=None)
+    bench = sub.add_parser("bench", help="single process vs Spark local[1] / local[2]")
+    bench.add_argument("--events", type=int, default=1_000_000)
+    bench.add_argument("--plot", default=None)
+    bench.add_argument("--no-hbase", action="store_true")
     export = sub.add_parser("export", help="write a projection or the events as Parquet")
     export.add_argument("what")
     export.add_argument("directory")
@@ -47,6 +52,13 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
         names = None if args.all or not args.projections else list(args.projections)
         return rebuild(settings, names, master=args.master, until=args.until_position,
                        as_of=args.as_of, view=args.view)
+    if args.command == "bench":
+        from pathlib import Path
+
+        from spark_replay.bench import bench_spark_rebuild
+
+        return bench_spark_rebuild(args.events, Path(args.plot) if args.plot else None,
+                                   hbase=not args.no_hbase)
     from spark_replay.frames import export
 
     return export(settings, args.what, args.directory, master=args.master)

@@ -55,8 +55,25 @@ def bench_project(events: Annotated[int, typer.Option(metavar="N",
 def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
                                                       help="events in the log")] = 1_000_000,
                   plot: PlotOption = None,
-                  as_json: BenchJson = False) -> None:
-    """Single-process rebuild of all projections vs reading and decoding the log."""
+                  as_json: BenchJson = False,
+                  engine: Annotated[str, typer.Option(
+                      metavar="ENGINE", help="embedded, or spark: single process vs Spark "
+                                             "local[1] and local[2] (and the HBase load)")]
+                  = "embedded",
+                  hbase: Annotated[bool, typer.Option(
+                      help="with --engine spark: also the HBase load vs raw happybase")]
+                  = True) -> None:
+    """Single-process rebuild of all projections vs reading and decoding the log; with
+    --engine spark, against the Spark job on local[1] and local[2]."""
+    if engine == "spark":
+        from adapters.spark import run_module
+
+        args = ["bench", "--events", str(events), *(["--plot", str(plot)] if plot else []),
+                *([] if hbase else ["--no-hbase"])]
+        _bench(run_module(args, fail=fail), as_json)
+        return
+    if engine != "embedded":
+        fail(f"--engine: {engine!r} is not embedded or spark")
     from adapters.bench.projections import bench_rebuild as run
 
     _bench(run(events=events, plot=plot), as_json)

@@ -1,0 +1,219 @@
+"""``letterlog bench rebuild --engine spark``: the Spark rebuild against the single process.
+
+In one run, on the same cached benchmark log (``adapters.bench.projections.bench_log``):
+
+* **single process**: ``ProjectionHost.rebuild`` of every projection into a fresh SQLite
+  tables file (what ``letterlog rebuild --all`` runs);
+* **Spark local[1] and local[2]**: a session started (``session_start_s``, reported apart),
+  a warm-up job (the first events folded, so Python workers are up and imports done), then
+  the same ``ProjectionHost.rebuild`` with the Spark job as its fold, into a fresh tables file
+  of its own. Every rebuilt file is compared with the single process's (table digests,
+  cell versions included): ``identical`` says they matched;
+* **HBase load** (``hbase=True``): the cells the fold of the first ``hbase_events`` events
+  leaves, written through the project's HBase table store (what each Spark task does)
+  against plain happybase batch puts of the same cells (``adapters.bench.stream``), on an
+  HBase started here.
+
+Results: events/s each, ``speedup_local2_over_local1``,
+``ratio_spark_local1_over_single_process``, ``ratio_spark_local2_over_single_process``,
+``hbase_load_ratio``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from adapters.settings import load_settings
+
+
+def _rate(n: float, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else 0.0
+
+
+def _rebuild(reader: Any, path: Path, fold: Any) -> tuple[float, dict[str, str]]:
+    from adapters.bench.projections import SYNCHRONOUS
+    from adapters.readside.host import ProjectionHost
+    from adapters.tables.sqlite import SqliteTableStore
+
+    store = SqliteTableStore(path, synchronous=SYNCHRONOUS)
+    host = ProjectionHost(store, reader.events, None, reader.max_position)
+    t0 = time.perf_counter()
+    host.rebuild(fold=fold)
+    seconds = time.perf_counter() - t0
+    logical = {t: host.physical(t) for t in _digests_names()}
+    digests = {t: _digest(store, physical) for t, physical in logical.items()}
+    host.close()
+    return seconds, digests
+
+
+def _digests_names() -> list[str]:
+    from projections.registry import ALL
+
+    return [spec.name for p in ALL for spec in p.tables]
+
+
+def _digest(store: Any, table: str) -> str:
+    from projections.tablestore import table_digest
+
+    return str(table_digest(store, table).sha256)
+
+
+def _spark_leg(master: str, settings: Any, reader: Any, tmp: Path,
+               warm_events: int) -> dict[str, Any]:
+    from spark_replay.job import SparkFold, warm_up
+    from spark_replay.session import spark_session
+
+    t0 = time.perf_counter()
+    spark = spark_session(master, f"letterlog-bench-{master}")
+    started = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    warm_up(spark, settings, warm_events)
+    warmed = time.perf_counter() - t1
+    fold = SparkFold(spark, settings)
+    seconds, digests = _rebuild(reader, tmp / f"tables-{master}.sqlite", fold)
+    spark.stop()
+    return {"master": master, "session_start_s": round(started, 2),
+            "warm_up_s": round(warmed, 2), "seconds": round(seconds, 2),
+            "digests": digests, **{k: v for k, v in fold.stats.items()
+                                   if k != "task_attempts"}}
+
+
+def _hbase_leg(reader: Any, events: int) -> dict[str, Any]:
+    """The fold's cells through HBaseTableStore.apply vs plain happybase batch puts."""
+    import secrets
+
+    from adapters.bench.stream import _baselines
+    from adapters.devservers import HBaseServer
+    from adapters.tables.hbase import HBaseTableStore
+    from projections.registry import ALL, TRACKING_SPEC
+    from projections.runner import ProjectionRunner
+    from projections.tablestore import Put
+
+    captured: list[Any] = []
+
+    class _Capture:
+        def get_cells(self, table: str, row: bytes, columns: Any = None) -> dict[Any, Any]:
+            return {}
+
+        def create_table(self, spec: Any) -> None:
+            pass
+
+        def get(self, table: str, row: bytes, columns: Any = None) -> dict[Any, Any]:
+            return {}
+
+        def apply(self, mutations: Any) -> None:
+            captured.extend(m for m in mutations if type(m) is Put)
+
+    runner = ProjectionRunner(_Capture(), ALL, fold_max_cells=10**9)  # type: ignore[arg-type]
+    runner.apply_events(reader.events(start=1, stop=events), fold=True)
+    puts = [m for m in captured if m.table != TRACKING_SPEC.name]
+    specs = [spec for p in ALL for spec in p.tables]
+    with HBaseServer() as hbase:
+        prefix = "sb" + secrets.token_hex(3)
+        store = HBaseTableStore(hbase.thrift_host, hbase.thrift_port, table_prefix=prefix)
+        try:
+            for spec in specs:
+                store.create_table(spec)
+            t0 = time.perf_counter()
+            for i in range(0, len(puts), 20_000):
+                store.apply(puts[i:i + 20_000])
+            seconds = time.perf_counter() - t0
+        finally:
+            for table in store.list_tables():
+                store.drop_table(table)
+            store.close()
+        raw = _baselines(puts, specs, hbase.thrift_host, hbase.thrift_port, prefix + "r",
+                         5000, events)
+    rate = _rate(len(puts), seconds)
+    return {"events": events, "cells": len(puts), "letterlog_store_cells_per_s": rate,
+            "letterlog_store_seconds": round(seconds, 2), "raw": raw,
+            "hbase_load_ratio": round(rate / raw["raw_batch"]["cells_per_s"], 3)
+            if raw["raw_batch"]["cells_per_s"] else None,
+            "hbase_load_ratio_versioned": round(
+                rate / raw["raw_batch_versioned"]["cells_per_s"], 3)
+            if raw["raw_batch_versioned"]["cells_per_s"] else None}
+
+
+def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
+                        hbase: bool = True, hbase_events: int = 50_000) -> dict[str, Any]:
+    from adapters.bench.projections import bench_log, open_reader
+
+    log_path, meta = bench_log(events)
+    reader = open_reader(log_path)
+    total = reader.max_position()
+    settings = load_settings(data=log_path.parent, durability="normal", event_store="sqlite",
+                             table_store="embedded")
+    with tempfile.TemporaryDirectory(prefix="letterlog-bench-spark-") as tmp:
+        single_s, single = _rebuild(reader, Path(tmp) / "tables-single.sqlite", None)
+        legs = [_spark_leg(m, settings, reader, Path(tmp), min(total, 20_000))
+                for m in ("local[1]", "local[2]")]
+    one, two = legs
+    result: dict[str, Any] = {
+        "benchmark": "rebuild", "engine": "spark", "events": total,
+        "log": {k: meta.get(k) for k in ("key", "accounts", "messages_delivered", "cached")},
+        "single_process": {"seconds": round(single_s, 2),
+                           "events_per_s": _rate(total, single_s)},
+        "spark": {}, "machine_cores": _cores()}
+    for leg in legs:
+        digests = leg.pop("digests")
+        leg["identical_to_single_process"] = digests == single
+        leg["events_per_s"] = _rate(total, leg["seconds"])
+        result["spark"][leg["master"]] = leg
+    result["speedup_local2_over_local1"] = round(one["seconds"] / two["seconds"], 3)
+    result["ratio_spark_local1_over_single_process"] = round(single_s / one["seconds"], 3)
+    result["ratio_spark_local2_over_single_process"] = round(single_s / two["seconds"], 3)
+    result["targets"] = {"speedup_local2_over_local1": 1.7,
+                         "ratio_spark_local1_over_single_process": 0.75,
+                         "hbase_load_ratio": 0.5}
+    if hbase:
+        result["hbase"] = _hbase_leg(reader, min(total, hbase_events))
+    reader.close()
+    if plot is not None:
+        _plot(plot, result)
+    return result
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+def _plot(path: Path, result: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spark = result["spark"]
+    labels = ["single process", "Spark local[1]", "Spark local[2]"]
+    rates = [result["single_process"]["events_per_s"], spark["local[1]"]["events_per_s"],
+             spark["local[2]"]["events_per_s"]]
+    panels = 2 if "hbase" in result else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.2), squeeze=False)
+    ax = axes[0][0]
+    bars = ax.bar(labels, rates, color=["#888888", "#4c72b0", "#1f4e99"])
+    ax.bar_label(bars, labels=[f"{r:,.0f}" for r in rates])
+    ax.set_ylabel("events/s (rebuild of every projection)")
+    ax.set_title(f"Rebuild, {result['events']:,} events, {result['machine_cores']} cores\n"
+                 f"local[2]/local[1] = {result['speedup_local2_over_local1']}, "
+                 f"local[1]/single = {result['ratio_spark_local1_over_single_process']}",
+                 fontsize=9)
+    if "hbase" in result:
+        h = result["hbase"]
+        ax = axes[0][1]
+        values = [h["letterlog_store_cells_per_s"], h["raw"]["raw_batch"]["cells_per_s"],
+                  h["raw"]["raw_batch_versioned"]["cells_per_s"]]
+        bars = ax.bar(["HBase table store\n(Spark task's load)", "happybase batch",
+                       "happybase batch\nper version"], values,
+                      color=["#1f4e99", "#888888", "#bbbbbb"])
+        ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values])
+        ax.set_ylabel("cells/s into HBase")
+        ax.set_title(f"HBase load, {h['cells']:,} cells: ratio {h['hbase_load_ratio']}",
+                     fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
