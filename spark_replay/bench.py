@@ -113,7 +113,8 @@ def _hbase_leg(reader: Any, events: int) -> dict[str, Any]:
     specs = [spec for p in ALL for spec in p.tables]
     with HBaseServer() as hbase:
         prefix = "sb" + secrets.token_hex(3)
-        store = HBaseTableStore(hbase.thrift_host, hbase.thrift_port, table_prefix=prefix)
+        store = HBaseTableStore(hbase.thrift_host, hbase.thrift_port, table_prefix=prefix,
+                                thrift2_port=hbase.thrift2_port)
         try:
             for spec in specs:
                 store.create_table(spec)
@@ -128,7 +129,8 @@ def _hbase_leg(reader: Any, events: int) -> dict[str, Any]:
         raw = _baselines(puts, specs, hbase.thrift_host, hbase.thrift_port, prefix + "r",
                          5000, events)
     rate = _rate(len(puts), seconds)
-    return {"events": events, "cells": len(puts), "letterlog_store_cells_per_s": rate,
+    return {"events": events, "cells": len(puts), "write_path": "thrift2",
+            "letterlog_store_cells_per_s": rate,
             "letterlog_store_seconds": round(seconds, 2), "raw": raw,
             "hbase_load_ratio": round(rate / raw["raw_batch"]["cells_per_s"], 3)
             if raw["raw_batch"]["cells_per_s"] else None,
