@@ -18,20 +18,51 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from domain.errors import SettingsError
+
 SUBMIT = Path(__file__).resolve().parent.parent / "spark_replay" / "submit.py"
+LOCALHOST = "127.0.0.1"
+
+
+def spark_home() -> Path:
+    """The installed ``pyspark`` package directory (it ships ``bin/spark-class``, jars)."""
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise SettingsError("Spark: pyspark is not installed (pip install '.[spark]')") from exc
+    return Path(pyspark.__file__).resolve().parent
+
+
+def java_home() -> Path:
+    """A JDK for Spark: ``$LETTERLOG_JAVA_HOME``, ``$JAVA_HOME``, else a JDK 17 in
+    ``/usr/lib/jvm`` (Spark 4.0 runs on 17 and 21)."""
+    for var in ("LETTERLOG_JAVA_HOME", "JAVA_HOME"):
+        home = os.environ.get(var)
+        if home and (Path(home) / "bin" / "java").exists():
+            return Path(home)
+    for found in sorted(Path("/usr/lib/jvm").glob("*17*/bin/java")):
+        return found.parent.parent
+    raise SettingsError("Spark: no JDK 17 found; set LETTERLOG_JAVA_HOME")
+
+
+def spark_env(workdir: Path | None = None) -> dict[str, str]:
+    """What a Spark JVM or driver needs here: JAVA_HOME, SPARK_HOME, SPARK_LOCAL_IP (and with
+    ``workdir`` worker and log directories in it)."""
+    env = {"JAVA_HOME": str(java_home()), "SPARK_HOME": str(spark_home()),
+           "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", LOCALHOST)}
+    if workdir is not None:
+        env.update(SPARK_WORKER_DIR=str(workdir / "work"), SPARK_LOG_DIR=str(workdir / "logs"),
+                   SPARK_PID_DIR=str(workdir))
+    return env
 
 
 def submit_command(args: Sequence[str], master: str) -> list[str]:
-    from adapters.devservers.spark import spark_home
-
     return [str(spark_home() / "bin" / "spark-submit"), "--master", master,
             "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
             "--conf", "spark.ui.showConsoleProgress=false", str(SUBMIT), *args]
 
 
 def submit_env(data: Path | None = None) -> dict[str, str]:
-    from adapters.devservers.spark import spark_env
-
     env = dict(os.environ, **spark_env())
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

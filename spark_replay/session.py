@@ -18,9 +18,9 @@ DEFAULT_MASTER = "local[2]"
 def prepare_environment() -> None:
     """JAVA_HOME, SPARK_LOCAL_IP and PYSPARK_PYTHON for a driver started from Python."""
     if not os.environ.get("JAVA_HOME"):
-        from adapters.devservers._common import find_java
+        from adapters.spark import java_home
 
-        os.environ["JAVA_HOME"] = str(find_java(install=False).parent.parent)
+        os.environ["JAVA_HOME"] = str(java_home())
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

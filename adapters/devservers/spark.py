@@ -15,13 +15,14 @@ import os
 import subprocess
 from pathlib import Path
 
+from adapters.spark import spark_env, spark_home
+
 from ._common import (
     LOCALHOST,
     Handle,
     Launch,
     Program,
     Service,
-    ServiceFailed,
     find_java,
     free_ports,
     log_contains,
@@ -29,35 +30,11 @@ from ._common import (
     wait_for,
 )
 
-__all__ = ["SparkCluster", "spark_home", "spark_env"]
+__all__ = ["SparkCluster"]
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 WORKER_REGISTERED = "Registering worker"
-
-
-def spark_home() -> Path:
-    """The installed ``pyspark`` package directory (it ships ``bin/spark-class`` and jars)."""
-    try:
-        import pyspark
-    except ImportError as exc:
-        raise ServiceFailed("spark: pyspark is not installed (pip install '.[spark]')") from exc
-    return Path(pyspark.__file__).resolve().parent
-
-
-def spark_env(workdir: Path | None = None) -> dict[str, str]:
-    """The environment a Spark JVM or driver needs here: JAVA_HOME (a JDK 17), SPARK_HOME,
-    SPARK_LOCAL_IP=127.0.0.1, and (with ``workdir``) worker and log directories in it."""
-    java = find_java()
-    env = {
-        "JAVA_HOME": str(java.parent.parent),
-        "SPARK_HOME": str(spark_home()),
-        "SPARK_LOCAL_IP": LOCALHOST,
-    }
-    if workdir is not None:
-        env.update(SPARK_WORKER_DIR=str(workdir / "work"), SPARK_LOG_DIR=str(workdir / "logs"),
-                   SPARK_PID_DIR=str(workdir))
-    return env
 
 
 class SparkCluster(Service):
@@ -97,7 +74,7 @@ class SparkCluster(Service):
         return all(p is not None and p.poll() is None for p in (self._master, self._worker))
 
     def install(self) -> None:
-        find_java()
+        os.environ.setdefault("LETTERLOG_JAVA_HOME", str(find_java().parent.parent))
         spark_home()
 
     def prepare(self) -> None:
