@@ -26,6 +26,7 @@ from domain.errors import SettingsError
 
 if TYPE_CHECKING:
     from adapters.embedded import Letterlog
+    from adapters.eventlog.sealing import KeyStore
     from adapters.eventlog.store import MailLog
     from adapters.readside.host import ProjectionHost
     from adapters.streaming.relay import OutboxRelay
@@ -48,15 +49,31 @@ def postgres_env_from_dsn(dsn: str) -> dict[str, str]:
     }
 
 
-def event_log(settings: Settings) -> MailLog:
-    """The event store: ``<data>/events.sqlite`` or PostgreSQL."""
-    from adapters.eventlog.store import open_log, postgres_env, sqlite_env
+def event_log_env(settings: Settings) -> dict[str, str]:
+    """The eventsourcing environment of the event store: ``<data>/events.sqlite`` or
+    PostgreSQL."""
+    from adapters.eventlog.store import postgres_env, sqlite_env
 
     if settings.event_store == "postgres":
-        return open_log(postgres_env(postgres_env_from_dsn(settings.postgres_dsn or "")))
+        return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
     root = Path(settings.data)
     root.mkdir(parents=True, exist_ok=True)
-    return open_log(sqlite_env(str(root / "events.sqlite"), settings.durability))
+    return sqlite_env(str(root / "events.sqlite"), settings.durability)
+
+
+def event_log(settings: Settings) -> MailLog:
+    """The event store (its data keys beside it: ``MailLog.keys``)."""
+    from adapters.eventlog.store import open_log
+
+    return open_log(event_log_env(settings))
+
+
+def key_store(settings: Settings) -> KeyStore:
+    """The data keys beside the event store, for a process that reads sealed events without
+    opening the log (a stream worker)."""
+    from adapters.eventlog.store import open_key_store
+
+    return open_key_store(event_log_env(settings))
 
 
 def payload_store(settings: Settings) -> PayloadStore:

@@ -17,6 +17,7 @@ import fcntl
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -38,11 +39,13 @@ from domain.errors import (
 )
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
+from domain.personal import Personal
 from domain.ports import PayloadStore
 from domain.service import Change, CheckedDelivery, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
 from projections import names as pn
 from projections import queries as q
+from projections.keys import payload_row
 from projections.tablestore import TableNotFound
 
 if TYPE_CHECKING:
@@ -320,25 +323,49 @@ class Letterlog:
 
     def erase_message(self, message_id: UUID) -> dict[str, Any]:
         """Purges one message now, whatever the TTLs (right to erasure)."""
-        return self._erased(self.purging().erase([message_id]))
+        return self._erase([message_id])
 
     def erase_account(self, address: str) -> dict[str, Any]:
         """Purges every message of an account now, whatever the TTLs (right to erasure)."""
         account = self.mail.account(address).id
-        ids = [e.originator_id for _, e in self.events()
-               if type(e) in (Message.Delivered, Message.UploadBegun)
-               and e.account_id == account]
-        return self._erased(self.purging().erase(ids))
+        return self._erase([e.originator_id for _, e in self.events()
+                            if type(e) in (Message.Delivered, Message.UploadBegun)
+                            and e.account_id == account])
 
-    def _erased(self, outcome: Outcome) -> dict[str, Any]:
+    def _erase(self, message_ids: list[UUID]) -> dict[str, Any]:
+        """Purged, keys destroyed, and their payloads deleted at once unless something refers
+        to them or a delivery re-used them since the erasure began (no grace period)."""
+        began = time.time()
+        released: list[Message] = []
+
+        def erased(messages: Sequence[Message]) -> None:
+            self._destroy_keys(messages)
+            released.extend(messages)
+
+        from domain.purging import Purging
+
+        outcome = Purging(self.mail.uow, self.retention(), erased).erase(message_ids)
         self.catch_up()
+        host = self._read()
+        refs = host.physical(pn.PAYLOAD_REFS)
+        freed = 0
+        for sha in {sha for m in released for sha in m.payloads_referred()}:
+            if not host.tables.get(refs, payload_row(sha)):
+                freed += self.payloads.delete_unless_touched(sha, began) or 0
         self._after_purge()
         return {"purged": [str(m.id) for m in outcome.purged],
                 "already_purged": [str(i) for i in outcome.kept],
-                "bytes": outcome.purged_bytes, "position": self.max_position()}
+                "bytes": outcome.purged_bytes, "payload_bytes_freed": freed,
+                "position": self.max_position()}
+
+    def _destroy_keys(self, messages: Sequence[Message]) -> None:
+        """Their personal data in the log can no longer be read (crypto-shredding)."""
+        self.log.keys.destroy(p.key_id for m in messages
+                              if isinstance(p := m.personal, Personal) and p.key_id is not None)
 
     def _purged(self, messages: Sequence[Message]) -> None:
-        """After a purge's append: its payloads' grace period starts now."""
+        """After a purge job's append: keys destroyed; the payloads' grace period starts."""
+        self._destroy_keys(messages)
         for m in messages:
             for sha in m.payloads_referred():
                 self.payloads.touch(sha)

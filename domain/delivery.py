@@ -23,6 +23,7 @@ from domain.delivery_key import DeliveryKey, delivery_key_id
 from domain.errors import InvalidCommand, InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
 from domain.message import Message
+from domain.personal import Personal
 from domain.results import Change, Delivery
 from domain.rfc5322 import MessageFacts, inspect_message
 from domain.unit_of_work import Commands
@@ -102,11 +103,11 @@ def delivery_fields(
         "policy": policy.as_dict(),
         "thread_id": thread_id_for(account.id, facts, message_id),
         "facts": facts_for_event(facts),
-        "personal": {
+        "personal": Personal({
             "envelope": envelope_for_event(facts),
             "attachment_names": list(facts.attachment_names),
             "body": raw if inline else None,
-        },
+        }),
     }
 
 

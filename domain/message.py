@@ -13,6 +13,7 @@ with a per-message key (crypto-shredding).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -68,7 +69,7 @@ class Message(MailAggregate):
     reservations: dict[UUID, datetime]  # extractions under way -> when each lapses
     state: str
     state_since: datetime  # when the message entered its state (a purge TTL counts from it)
-    personal: dict[str, Any]
+    personal: Mapping[str, Any]
     facts: dict[str, Any]
     upload_chunks: list[str]
 
@@ -97,7 +98,7 @@ class Message(MailAggregate):
         policy: dict[str, Any]
         thread_id: UUID
         facts: dict[str, Any]
-        personal: dict[str, Any]
+        personal: Mapping[str, Any]
         copied_from: UUID | None
 
         def apply(self, aggregate: Any) -> None:
@@ -160,7 +161,7 @@ class Message(MailAggregate):
         policy: dict[str, Any]
         thread_id: UUID
         facts: dict[str, Any]
-        personal: dict[str, Any]
+        personal: Mapping[str, Any]
         copied_from: UUID | None
 
         def apply(self, aggregate: Any) -> None:
@@ -205,7 +206,7 @@ class Message(MailAggregate):
         sha256: str
         inline: bool
         facts: dict[str, Any]
-        personal: dict[str, Any]
+        personal: Mapping[str, Any]
         policy: dict[str, Any]
         extract_count: int
 

@@ -16,9 +16,15 @@ from domain.delivery import new_message_id
 from domain.errors import InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
 from domain.message import Message
+from domain.personal import Personal
 from domain.results import Change, Delivery, Reservation
 from domain.unit_of_work import Commands
 from domain.values import FlagMode, MessageState, apply_flag_mode
+
+
+def _personal_of(msg: Message) -> Personal:
+    p = msg.personal
+    return p if isinstance(p, Personal) else Personal(p)
 
 
 class MessageCommands(Commands):
@@ -107,7 +113,7 @@ class MessageCommands(Commands):
                 "policy": src.policy.as_dict(),
                 "thread_id": src.thread_id,
                 "facts": dict(src.facts),
-                "personal": dict(src.personal),
+                "personal": _personal_of(src).copy_for_another_message(),
                 "copied_from": src.id,
             }
             new = Message.deliver(copy_id, **fields)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.bench.mailgen import PEOPLE, bench_messages
+from adapters.bench.sealing import seal_cost, with_share
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -127,6 +128,7 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         raw_single = round(statistics.fmean(raw_single_runs), 1)
         raw_batched = round(statistics.fmean(raw_batched_runs), 1)
         parse_only = _parse_rate(blobs)
+        sealing = seal_cost(blobs, root, durability=durability)
     result: dict[str, Any] = {
         "benchmark": "ingest",
         "messages": len(blobs),
@@ -151,6 +153,8 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
             "ratio_batched": round(batched_log_only / raw_batched, 3),
         },
         "parse_only_msgs_per_s": parse_only,
+        # Sealing the personal data (included in the deliveries above), measured alone.
+        "sealing": with_share(sealing, single),
         "ratio_parse_only_batched": round(parse_only / raw_batched, 3),
         "target_ratio_single": 0.15,
         "target_ratio_batched": 0.30,

@@ -116,3 +116,16 @@ def bench_startup(runs: Annotated[int, typer.Option(metavar="N", min=3,
     from adapters.bench.startup import bench_startup as run
 
     _bench(run(runs=runs, plot=plot), as_json)
+
+
+@bench_app.command("purge")
+def bench_purge(messages: Annotated[int, typer.Option(
+                    metavar="N", help="due messages to purge")] = 50_000,
+                single: Annotated[int, typer.Option(
+                    metavar="N", help="single-command deliveries timed for the intake rate")
+                ] = 2000,
+                plot: PlotOption = None, as_json: BenchJson = False) -> None:
+    """Due messages purged/s vs single-command deliveries/s and raw SQLite deletes."""
+    from adapters.bench.purge import bench_purge as run
+
+    _bench(run(messages=messages, single=single, plot=plot), as_json)

@@ -26,6 +26,7 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
+from adapters.eventlog import sealing
 from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.account import Account
 from domain.delivery_key import DeliveryKey
@@ -170,7 +171,8 @@ class MailLog(Application[UUID]):
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Mailbox: 200, Account: 100}
 
     def construct_transcoder(self) -> Transcoder:
-        return MsgpackTranscoder()
+        self.keys = open_key_store(self.env)
+        return MsgpackTranscoder(self.keys)
 
     def construct_repository(self) -> Repository[UUID]:
         repository = super().construct_repository()
@@ -257,6 +259,27 @@ class MailLog(Application[UUID]):
         if query is not None and hasattr(query, "close"):
             query.close()
         super().close()
+        self.keys.close()
+
+
+def open_key_store(env: Any) -> sealing.KeyStore:
+    """The data keys beside the log: ``keys.sqlite`` next to an SQLite log (its durability),
+    a table in a PostgreSQL log's database, in memory for an in-memory log."""
+    module = env.get("PERSISTENCE_MODULE") or ""
+    if "SQLite" in module or env.get("SQLITE_DBNAME"):
+        db = env.get("SQLITE_DBNAME") or ""
+        if db and db != ":memory:" and "mode=memory" not in db:
+            path = os.path.join(os.path.dirname(os.path.abspath(db)), "keys.sqlite")
+            mode = SYNCHRONOUS.get((env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
+            return sealing.SqliteKeyStore(path, synchronous=mode)
+    if "Postgres" in module or "postgres" in module:
+        from psycopg.conninfo import make_conninfo
+
+        return sealing.PostgresKeyStore(make_conninfo(
+            dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
+            port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
+            password=env.get("POSTGRES_PASSWORD")))
+    return sealing.MemoryKeyStore()
 
 
 class _SQLiteHead:

@@ -9,6 +9,11 @@ Extension types (stable forever; the log outlives the code):
     ``personal`` part (envelope, attachment names, inline body) is stored so: mail is written
     to the log once, at about a third of its size. Events written before ADR 0014 hold it as
     a plain map; both forms decode to the same dict.
+  7 a message's personal data (``domain.personal.Personal``) sealed with its data key:
+    ``key id (16) + nonce (12) + AES-256-GCM ciphertext`` of the zstd frame of the msgpack of
+    its dict (compressed first: ciphertext does not compress); ``adapters.eventlog.sealing``.
+    It opens as ``Personal``, shredded (empty) if the key was destroyed. With a key store
+    (every letterlog log has one) ``personal`` is always written so.
 Tuples become lists. A naive datetime is refused: every time in letterlog is UTC-aware.
 """
 
@@ -25,9 +30,12 @@ import msgpack
 import zstandard
 from eventsourcing.persistence import Transcoder
 
+from adapters.eventlog import sealing
+from domain.personal import Personal
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _Q = struct.Struct(">q")
-_UUID, _DATETIME, _SET, _FROZENSET, _DECIMAL, _COMPRESSED = 1, 2, 3, 4, 5, 6
+_UUID, _DATETIME, _SET, _FROZENSET, _DECIMAL, _COMPRESSED, _SEALED = 1, 2, 3, 4, 5, 6, 7
 COMPRESSED_FIELD = "personal"  # the field of an event (or snapshot) stored compressed
 _COMPRESS_LEVEL = 1  # zstd level 1: ~3x on mail, the cheapest of the levels to write
 _codecs = threading.local()  # a zstd (de)compressor serves one thread at a time
@@ -112,6 +120,8 @@ def ext_hook(code: int, data: bytes) -> Any:
         return Decimal(data.decode())
     if code == _COMPRESSED:
         return unpackb(_decompress(data))
+    if code == _SEALED:
+        return open_personal(data)
     return msgpack.ExtType(code, data)
 
 
@@ -128,21 +138,49 @@ def compressed(value: Any) -> msgpack.ExtType:
     return msgpack.ExtType(_COMPRESSED, _compress(packb(value)))
 
 
-def pack_state(state: Any) -> bytes:
-    """An event's (or snapshot's) state as stored: its ``personal`` map compressed."""
+def seal_personal(personal: Personal, keys: sealing.KeyStore) -> msgpack.ExtType:
+    """The seal step: the message's key (taken from ``keys`` the first time its personal data
+    is written, then kept on the object) over the compressed msgpack of its dict."""
+    if personal.shredded:
+        raise TypeError(f"{personal!r}: its key was destroyed; it cannot be written again")
+    if personal.key_id is None or personal.key is None:
+        personal.key_id, personal.key = keys.new_key()
+    return msgpack.ExtType(_SEALED, sealing.seal(personal.key, personal.key_id,
+                                                 _compress(packb(personal.data))))
+
+
+def open_personal(data: bytes) -> Personal:
+    key_id, key, plaintext = sealing.open_sealed(data)
+    if plaintext is None:
+        return Personal(key_id=key_id, shredded=True)
+    return Personal(unpackb(_decompress(plaintext)), key_id=key_id, key=key)
+
+
+def pack_state(state: Any, keys: sealing.KeyStore | None = None) -> bytes:
+    """An event's (or snapshot's) state as stored: its ``personal`` part sealed (a
+    ``Personal``, with a key store) or compressed (a plain map)."""
     if type(state) is dict:
         personal = state.get(COMPRESSED_FIELD)
-        if type(personal) is dict and personal:
+        if isinstance(personal, Personal):
+            if keys is None:
+                raise TypeError("personal data is only written sealed: the log has no key store")
+            state = dict(state)
+            state[COMPRESSED_FIELD] = seal_personal(personal, keys)
+        elif type(personal) is dict and personal:
             state = dict(state)
             state[COMPRESSED_FIELD] = compressed(personal)
     return packb(state)
 
 
 class MsgpackTranscoder(Transcoder):
-    """The eventsourcing Transcoder that every letterlog event store uses."""
+    """The eventsourcing Transcoder that every letterlog event store uses; with a key store,
+    personal data is sealed (without one, an event carrying personal data cannot be written)."""
+
+    def __init__(self, keys: sealing.KeyStore | None = None) -> None:
+        self.keys = keys
 
     def encode(self, obj: Any) -> bytes:
-        return pack_state(obj)
+        return pack_state(obj, self.keys)
 
     def decode(self, data: bytes) -> Any:
         return unpackb(data)

@@ -165,6 +165,10 @@ class WorkerState:
 
     def _open(self) -> StreamProjector:
         if self.projector is None:
+            from adapters.bootstrap import key_store
+
+            # Records carry personal data sealed: their keys are in the key store beside the log.
+            self.keys = key_store(self.settings)
             store = self.store_factory()
             projector = StreamProjector(store, [self.settings.kafka_topic],
                                         attempts=self.options.attempts,

@@ -1,0 +1,94 @@
+"""The erasure test: after a purge (or an erasure), nothing of a message can be recovered from
+any file under the data directory: events, WAL files, tables, payloads, keys."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from adapters.embedded import Letterlog
+
+ACCOUNT = "erasure@example.org"
+
+
+def marked_mail(tag: str, *, attachment: bool) -> tuple[bytes, list[bytes]]:
+    """A message whose subject, From address, body, attachment name and attachment (over
+    10 KiB) each carry a unique marker; and the markers."""
+    m = {k: f"{k}{tag}{uuid.uuid4().hex[:12]}" for k in ("subj", "from", "body", "name", "blob")}
+    msg = EmailMessage()
+    msg["From"] = f"{m['from']}@example.org"
+    msg["To"] = ACCOUNT
+    msg["Subject"] = m["subj"]
+    msg.set_content(f"Hello, {m['body']}.\n")
+    markers = [m["subj"], m["from"], m["body"]]
+    if attachment:
+        msg.add_attachment((m["blob"] + " ") * 1200, filename=f"{m['name']}.txt")
+        markers += [m["name"], m["blob"]]
+    return msg.as_bytes(), [x.encode() for x in markers]
+
+
+def files_holding(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
+    """Every file under ``root`` with the markers found in it."""
+    found: dict[str, list[bytes]] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            hits = [m for m in markers if m in data]
+            if hits:
+                found[str(path.relative_to(root))] = hits
+    return found
+
+
+def deliver_marked(store: Letterlog) -> tuple[list[uuid.UUID], list[bytes]]:
+    small, small_markers = marked_mail("s", attachment=False)  # inline: body in the event
+    large, large_markers = marked_mail("l", attachment=True)  # in the payload store
+    assert len(small) < 10 * 1024 < len(large)
+    ids = [store.deliver(account=ACCOUNT, raw=raw).message_id for raw in (small, large)]
+    store.create_mailbox(ACCOUNT, "Archive")
+    store.move(ids[0], "Archive")  # the personal data is in a second event too
+    return ids, small_markers + large_markers
+
+
+@pytest.fixture
+def data(tmp_path):
+    return tmp_path / "data"
+
+
+def test_the_log_never_holds_personal_data_in_plain_text(data):
+    with Letterlog.open(data) as store:
+        _, markers = deliver_marked(store)
+        holding = files_holding(data, markers)
+    assert not any(name.startswith(("events.sqlite", "keys.sqlite")) for name in holding)
+    assert any(name.startswith("tables.sqlite") for name in holding)  # the read model has it
+
+
+def test_a_purged_message_leaves_no_byte_of_its_markers_in_any_file(data):
+    with Letterlog.open(data) as store:
+        ids, markers = deliver_marked(store)
+        assert files_holding(data, markers)  # the check can fail
+        for message_id in ids:
+            store.delete(message_id)
+        report = store.purge(datetime.now(UTC) + timedelta(days=31)).as_dict()
+        assert report["purged"] == 2 and report["payloads_freed"] == 1
+        assert files_holding(data, markers) == {}
+        store.rebuild()
+        assert all(r.identical for r in store.verify())
+    assert files_holding(data, markers) == {}
+
+
+def test_erasing_an_account_leaves_no_byte_of_its_markers_in_any_file(data):
+    with Letterlog.open(data) as store:
+        _, markers = deliver_marked(store)
+        other = store.deliver(account="keep@example.org", raw=marked_mail("k", attachment=True)[0])
+        result = store.erase_account(ACCOUNT)
+        assert len(result["purged"]) == 2 and result["payload_bytes_freed"] > 10 * 1024
+        assert files_holding(data, markers) == {}
+        assert store.extract(other.message_id)  # someone else's mail is untouched
+        store.rebuild()
+        assert all(r.identical for r in store.verify())
+        assert store.show(uuid.UUID(result["purged"][0]))["envelope"] == {}
+    assert files_holding(data, markers) == {}
