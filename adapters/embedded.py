@@ -58,6 +58,11 @@ T = TypeVar("T")
 log = logging.getLogger("letterlog")
 
 
+PURGED_FROM = (pn.MESSAGES, pn.LABEL_INDEX, pn.THREADS, pn.PAYLOAD_REFS, pn.PURGE_QUEUE,
+               pn.COUNTERS)
+"""The tables a purge deletes cells from (compacted after a purge run on HBase)."""
+
+
 class Letterlog:
     """Commands and queries of one letterlog store.
 
@@ -371,12 +376,17 @@ class Letterlog:
                 self.payloads.touch(sha)
 
     def _after_purge(self) -> None:
-        """No plaintext lingers in SQLite's -wal files (deleted pages are zeroed already:
-        secure_delete)."""
-        tables = self._projections.tables if self._projections is not None else None
+        """No plain text lingers: SQLite's -wal files are truncated (deleted pages are zeroed
+        already: secure_delete); HBase major-compacts the tables a purge deletes from."""
+        if self._projections is None:
+            return
+        tables, physical = self._projections.tables, self._projections.physical
         checkpoint = getattr(tables, "checkpoint", None)
         if checkpoint is not None:
             checkpoint("TRUNCATE")
+        compact = getattr(tables, "major_compact", None)
+        if compact is not None:
+            compact([physical(t) for t in PURGED_FROM])
 
     def check(self, **fields: Any) -> CheckedDelivery:
         """``deliver``'s fields checked and the message parsed (once), nothing written:

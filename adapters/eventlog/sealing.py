@@ -11,9 +11,9 @@ is durable before any event that uses it can commit, at one key-store commit per
 messages rather than one per delivery. Unused pool keys are never referenced (no data).
 
 Every key store opened in a process registers itself: decoding (the log reader, the stream
-workers, rebuilds) finds a sealed value's key in whichever store has it. A key that no open
-store has was destroyed: the value opens as shredded. A sealed value read in a process with
-no key store open at all is an error (it would otherwise project as if purged).
+workers, rebuilds) finds a sealed value's key in whichever store has it. A destroyed key's
+id stays in its store: the value opens as shredded. A key that no open store ever held is an
+error (the wrong key store, or none, is open: the event must not read as purged).
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ NONCE = 12
 
 
 class KeyStoreMissing(LookupError):
-    """A sealed event was read in a process that opened no key store."""
+    """A sealed event was read in a process that opened no key store, or none that ever held
+    its key (the wrong key store: the event would otherwise read as purged)."""
+
+
+DESTROYED = b""  # what a key store answers for a key it held and destroyed
 
 
 def seal(key: bytes, key_id: UUID, plaintext: bytes) -> bytes:
@@ -55,7 +59,9 @@ def open_sealed(blob: bytes) -> tuple[UUID, bytes | None, bytes | None]:
 class KeyStore(Protocol):
     def new_key(self) -> tuple[UUID, bytes]: ...
 
-    def get(self, key_id: UUID) -> bytes | None: ...
+    def get(self, key_id: UUID) -> bytes | None:
+        """The key; ``DESTROYED`` if it was destroyed here; None if this store never had it."""
+        ...
 
     def destroy(self, key_ids: Iterable[UUID]) -> int: ...
 
@@ -70,14 +76,16 @@ def register(store: KeyStore) -> None:
 
 
 def key_for(key_id: UUID) -> bytes | None:
+    """The key, or None if it was destroyed; KeyStoreMissing if no open store knows it."""
     stores = list(_OPEN)
     if not stores:
         raise KeyStoreMissing("a sealed event needs its key store: open the store with one")
     for store in stores:
         key = store.get(key_id)
         if key is not None:
-            return key
-    return None
+            return key or None
+    raise KeyStoreMissing(f"data key {key_id} is in no open key store: open the key store "
+                          "beside the log this event came from")
 
 
 def new_keys(n: int) -> list[tuple[UUID, bytes]]:
@@ -117,7 +125,7 @@ class SqliteKeyStore:
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute("CREATE TABLE IF NOT EXISTS data_keys "
-                               "(key_id BLOB PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID")
+                               "(key_id BLOB PRIMARY KEY, key BLOB) WITHOUT ROWID")
         self._pool = _Pool()
         register(self)
 
@@ -135,16 +143,19 @@ class SqliteKeyStore:
         with self._lock:
             row = self._conn.execute("SELECT key FROM data_keys WHERE key_id = ?",
                                      (key_id.bytes,)).fetchone()
-        return None if row is None else bytes(row[0])
+        return None if row is None else bytes(row[0] or DESTROYED)
 
     def destroy(self, key_ids: Iterable[UUID]) -> int:
+        """The keys are overwritten (their ids stay, so an event under a destroyed key reads
+        as purged while one under an unknown key is an error)."""
         ids = [(k.bytes,) for k in key_ids]
         if not ids:
             return 0
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             before = self._conn.total_changes
-            self._conn.executemany("DELETE FROM data_keys WHERE key_id = ?", ids)
+            self._conn.executemany(
+                "UPDATE data_keys SET key = NULL WHERE key_id = ? AND key IS NOT NULL", ids)
             destroyed = self._conn.total_changes - before
             self._conn.execute("COMMIT")
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -166,7 +177,7 @@ class PostgresKeyStore:
         self._lock = threading.Lock()
         with self._lock:
             self._conn.execute("CREATE TABLE IF NOT EXISTS letterlog_data_keys "
-                               "(key_id uuid PRIMARY KEY, key bytea NOT NULL)")
+                               "(key_id uuid PRIMARY KEY, key bytea)")
         self._pool = _Pool()
         register(self)
 
@@ -181,15 +192,17 @@ class PostgresKeyStore:
         with self._lock:
             row = self._conn.execute("SELECT key FROM letterlog_data_keys WHERE key_id = %s",
                                      (key_id,)).fetchone()
-        return None if row is None else bytes(row[0])
+        return None if row is None else bytes(row[0] or DESTROYED)
 
     def destroy(self, key_ids: Iterable[UUID]) -> int:
         ids = list(key_ids)
         if not ids:
             return 0
         with self._lock:
-            cur = self._conn.execute("DELETE FROM letterlog_data_keys WHERE key_id = ANY(%s)",
-                                     (ids,))
+            cur = self._conn.execute("UPDATE letterlog_data_keys SET key = NULL "
+                                     "WHERE key_id = ANY(%s) AND key IS NOT NULL", (ids,))
+            # Old row versions keep the key until vacuumed; VACUUM FULL rewrites the table.
+            self._conn.execute("VACUUM FULL letterlog_data_keys")
             return cur.rowcount
 
     def close(self) -> None:
@@ -214,7 +227,12 @@ class MemoryKeyStore:
         return self._keys.get(key_id)
 
     def destroy(self, key_ids: Iterable[UUID]) -> int:
-        return sum(self._keys.pop(k, None) is not None for k in key_ids)
+        destroyed = 0
+        for k in key_ids:
+            if self._keys.get(k):
+                self._keys[k] = DESTROYED
+                destroyed += 1
+        return destroyed
 
     def close(self) -> None:
         _OPEN.discard(self)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import groupby
 from typing import Any
 
@@ -90,7 +90,8 @@ class PurgeJobs:
     def __init__(self, purging: Purging, tables: TableStore, physical: Callable[[str], str],
                  payloads: Any, *, retention: Retention, threads: int = 4,
                  catch_up: Callable[[], Any] = lambda: None,
-                 after_run: Callable[[], Any] = lambda: None, batch: int = BATCH) -> None:
+                 after_run: Callable[[], Any] = lambda: None, batch: int = BATCH,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.purging = purging
         self.tables = tables
         self.physical = physical
@@ -100,6 +101,7 @@ class PurgeJobs:
         self.catch_up = catch_up
         self.after_run = after_run
         self.batch = batch
+        self.clock = clock
         tables.create_table(POINTER_SPEC)
 
     # -- running -----------------------------------------------------------------------------
@@ -175,7 +177,10 @@ class PurgeJobs:
         return None if value is None else int(value)
 
     def _advance(self, queue: str, shard: int, bucket: int) -> None:
-        """The pointer cell's version is the bucket: the highest one written wins."""
+        """The pointer cell's version is the bucket: the highest one written wins. Never
+        past the present minute: entries still to come count from now or later, and a run
+        ``--now`` in the future must not make the jobs skip them."""
+        bucket = min(bucket, minute_bucket(self.clock()))
         self.tables.apply([Put(n.PURGE_POINTER, purge_pointer_row(queue, shard),
                                n.PP_BUCKET, b"%d" % bucket, bucket)])
 

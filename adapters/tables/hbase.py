@@ -493,6 +493,14 @@ class HBaseTableStore(ValuesFromCells):
                 f"{tuple(sorted(f.decode() for f in existing))!r}, not {spec.families!r}"
             )
 
+    def major_compact(self, names: Iterable[str]) -> None:
+        """Asks HBase to major-compact these tables (Thrift1 ``majorCompact``; the region
+        servers do it in the background): cells hidden by deletes, and the delete markers,
+        leave the store files. Cells still in a memstore are not in any store file yet."""
+        for name in names:
+            physical = self._physical(name)
+            self._call("majorCompact", lambda c, p=physical: c.majorCompact(p), name)
+
     def drop_table(self, name: str) -> None:
         physical = self._physical(name)
         self._forget(name)

@@ -106,23 +106,35 @@ def test_an_unfinished_upload_is_purged_after_its_ttl_with_its_chunks(store):
     assert list(store.payloads.list()) == []
 
 
+def purge_message(store, message_id):
+    store.delete(message_id)
+    return store.purge(later(days=31), ["deleted"]).as_dict()["purged"]
+
+
 def test_a_shared_payload_stays_while_any_message_refers_to_it(store):
     a, b = deliver_big(store, 2)
     assert len(list(store.payloads.list())) == 1
-    store.erase_message(a.message_id)
-    assert store.purge(later(days=1)).as_dict()["payloads_freed"] == 0
-    store.erase_message(b.message_id)
-    assert store.purge(later(hours=1)).as_dict()["payloads_freed"] == 0  # grace period
-    assert store.purge(later(hours=13)).as_dict()["payloads_freed"] == 1
+    assert purge_message(store, a.message_id) == 1
+    assert store.purge(later(days=1), ["payloads"]).as_dict()["payloads_freed"] == 0
+    assert purge_message(store, b.message_id) == 1
+    assert store.purge(later(hours=1), ["payloads"]).as_dict()["payloads_freed"] == 0  # grace
+    assert store.purge(later(hours=13), ["payloads"]).as_dict()["payloads_freed"] == 1
     assert list(store.payloads.list()) == []
 
 
 def test_a_payload_referred_to_again_during_its_grace_period_is_kept(store):
     [a] = deliver_big(store)
-    store.erase_message(a.message_id)
+    assert purge_message(store, a.message_id) == 1
     [c] = deliver_big(store)
-    assert store.purge(later(hours=13)).as_dict()["payloads_freed"] == 0
+    assert store.purge(later(hours=13), ["payloads"]).as_dict()["payloads_freed"] == 0
     assert store.extract(c.message_id) == RAW_BIG
+
+
+def test_an_erased_message_s_payload_goes_at_once_unless_another_refers_to_it(store):
+    a, b = deliver_big(store, 2)
+    assert store.erase_message(a.message_id)["payload_bytes_freed"] == 0
+    assert store.erase_message(b.message_id)["payload_bytes_freed"] > 10 * 1024
+    assert list(store.payloads.list()) == []
 
 
 def test_an_orphan_payload_is_collected_after_the_grace_period(store):
@@ -143,15 +155,23 @@ def test_the_pointer_moves_to_the_horizon_and_peek_back_finds_late_entries(tmp_p
     for peek, found in ((60, 1), (0, 0)):
         store = Letterlog.open(tmp_path / f"d{peek}", durability="normal",
                                purge_peek_back_minutes=peek)
-        first = later(days=30, minutes=30)  # horizon: 30 minutes from now
-        store.purge(first, ["deleted"])
         jobs = store.purge_jobs()
+        jobs.clock = lambda: later(minutes=30)  # as if projection lagged 30 minutes behind
+        first = later(days=30, minutes=30)
+        jobs.run(first, ("deleted",))
         horizon = minute_bucket(first - timedelta(days=30))
         assert {jobs.pointer("deleted", s) for s in range(PURGE_SHARDS)} == {horizon}
         [a] = deliver(store)
         store.delete(a.message_id)  # queued 30 minutes behind the pointers
         assert store.purge(later(days=31), ["deleted"]).as_dict()["purged"] == found
         store.close()
+
+
+def test_a_run_as_if_in_the_future_does_not_make_later_entries_skipped(store):
+    store.purge(later(days=400))
+    [a] = deliver(store)
+    store.delete(a.message_id)
+    assert store.purge(later(days=31)).as_dict()["purged"] == 1
 
 
 def test_a_purger_stopped_mid_bucket_resumes_without_skipping_or_purging_early(store):

@@ -138,6 +138,8 @@ class Pipeline:
                                       table_prefix=self.prefix)
         self.worker = Worker({
             "LETTERLOG_DATA": str(root / "worker"),
+            "LETTERLOG_EVENT_STORE": "postgres",  # the data keys are beside the log
+            "LETTERLOG_POSTGRES_DSN": dsn,
             "LETTERLOG_KAFKA_BOOTSTRAP": bootstrap,
             "LETTERLOG_KAFKA_TOPIC": self.topic,
             "LETTERLOG_TABLE_STORE": "hbase",

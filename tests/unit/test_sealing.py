@@ -57,9 +57,19 @@ def test_sqlite_keys_survive_a_reopen_and_a_destroyed_one_is_gone(tmp_path) -> N
     keys.close()
     again = SqliteKeyStore(tmp_path / "keys.sqlite")
     assert again.get(key_id) == key
-    assert again.destroy([key_id]) == 1 and again.get(key_id) is None
+    assert again.destroy([key_id]) == 1 and again.get(key_id) == sealing.DESTROYED
     assert key not in (tmp_path / "keys.sqlite").read_bytes()
     again.close()
+
+
+def test_a_key_no_open_store_ever_held_is_an_error_not_a_purge() -> None:
+    elsewhere = MemoryKeyStore()
+    stored = MsgpackTranscoder(elsewhere).encode({"p": personal()})
+    elsewhere.close()
+    keep_one_open = MemoryKeyStore()
+    with pytest.raises(sealing.KeyStoreMissing, match="no open key store"):
+        MsgpackTranscoder().decode(stored)
+    keep_one_open.close()
 
 
 def test_reading_a_sealed_value_with_no_key_store_open_is_an_error() -> None:
