@@ -75,7 +75,7 @@ def _fields(e: Any, p: int) -> dict[str, Any]:
         raise TypeError(f"size: expected an int, got {type(size).__name__}")
     fields = {"account": str(e.account_id), "size": size, "internal_date": iso(e.internal_date),
               "sha256": e.sha256, "inline": bool(e.inline), "facts": e.facts}
-    if e.inline:
+    if e.inline and not getattr(e.personal, "shredded", False):  # shredded: key destroyed
         body = e.personal.get("body")
         if type(body) is not bytes:
             raise TypeError(f"personal.body: expected bytes, got {type(body).__name__}")

@@ -10,7 +10,9 @@ from pathlib import Path
 import msgpack
 
 from adapters.embedded import Letterlog
+from adapters.eventlog.sealing import SqliteKeyStore
 from adapters.eventlog.transcoder import pack_state, packb, unpackb
+from domain.personal import Personal
 from tests.conftest import make_mail
 
 ADA = "ada@example.org"
@@ -33,12 +35,16 @@ def test_the_personal_part_is_stored_compressed_and_decodes_to_the_same_map() ->
 def _rewrite_log_in_the_old_form(events_db: Path) -> int:
     """Every stored event's state as letterlog wrote it before ADR 0014: plain maps."""
     con = sqlite3.connect(events_db)
+    keys = SqliteKeyStore(events_db.parent / "keys.sqlite")  # personal parts are sealed
     with con:
         rows = con.execute("SELECT rowid, state FROM stored_events").fetchall()
         for rowid, state in rows:
-            con.execute("UPDATE stored_events SET state = ? WHERE rowid = ?",
-                        (packb(unpackb(state)), rowid))
+            d = unpackb(state)
+            if isinstance(d.get("personal"), Personal):  # sealed today: the old form is plain
+                d["personal"] = dict(d["personal"])
+            con.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (packb(d), rowid))
     con.close()
+    keys.close()
     return len(rows)
 
 

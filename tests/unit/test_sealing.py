@@ -32,22 +32,22 @@ def test_personal_data_is_stored_sealed_and_opens_with_its_key() -> None:
 
 def test_one_message_keeps_one_key_for_all_its_events() -> None:
     keys, p = MemoryKeyStore(), personal()
-    first = MsgpackTranscoder(keys).decode(MsgpackTranscoder(keys).encode({"p": p}))["p"]
-    MsgpackTranscoder(keys).encode({"p": first})
+    first = MsgpackTranscoder(keys).decode(MsgpackTranscoder(keys).encode({"personal": p}))["personal"]
+    MsgpackTranscoder(keys).encode({"personal": first})
     assert first.key_id == p.key_id and p.copy_for_another_message().key_id is None
 
 
 def test_a_destroyed_key_opens_as_shredded() -> None:
     keys, p = MemoryKeyStore(), personal()
-    stored = MsgpackTranscoder(keys).encode({"p": p})
+    stored = MsgpackTranscoder(keys).encode({"personal": p})
     assert keys.destroy([p.key_id]) == 1
-    opened = MsgpackTranscoder().decode(stored)["p"]
+    opened = MsgpackTranscoder().decode(stored)["personal"]
     assert opened.shredded and dict(opened) == {} and opened.get("body") is None
 
 
 def test_personal_data_is_never_written_without_a_key_store_nor_shown_in_a_repr() -> None:
     with pytest.raises(TypeError, match="sealed"):
-        MsgpackTranscoder().encode({"p": personal()})
+        MsgpackTranscoder().encode({"personal": personal()})
     assert SECRET.decode() not in repr(personal())
 
 
@@ -64,7 +64,7 @@ def test_sqlite_keys_survive_a_reopen_and_a_destroyed_one_is_gone(tmp_path) -> N
 
 def test_a_key_no_open_store_ever_held_is_an_error_not_a_purge() -> None:
     elsewhere = MemoryKeyStore()
-    stored = MsgpackTranscoder(elsewhere).encode({"p": personal()})
+    stored = MsgpackTranscoder(elsewhere).encode({"personal": personal()})
     elsewhere.close()
     keep_one_open = MemoryKeyStore()
     with pytest.raises(sealing.KeyStoreMissing, match="no open key store"):
@@ -74,7 +74,7 @@ def test_a_key_no_open_store_ever_held_is_an_error_not_a_purge() -> None:
 
 def test_reading_a_sealed_value_with_no_key_store_open_is_an_error() -> None:
     keys = MemoryKeyStore()
-    stored = MsgpackTranscoder(keys).encode({"p": personal()})
+    stored = MsgpackTranscoder(keys).encode({"personal": personal()})
     open_stores = list(sealing._OPEN)
     for store in open_stores:
         sealing._OPEN.discard(store)
