@@ -32,7 +32,8 @@ def test_personal_data_is_stored_sealed_and_opens_with_its_key() -> None:
 
 def test_one_message_keeps_one_key_for_all_its_events() -> None:
     keys, p = MemoryKeyStore(), personal()
-    first = MsgpackTranscoder(keys).decode(MsgpackTranscoder(keys).encode({"personal": p}))["personal"]
+    stored = MsgpackTranscoder(keys).encode({"personal": p})
+    first = MsgpackTranscoder(keys).decode(stored)["personal"]
     MsgpackTranscoder(keys).encode({"personal": first})
     assert first.key_id == p.key_id and p.copy_for_another_message().key_id is None
 
