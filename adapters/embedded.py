@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
     from adapters.readside.host import ProjectionHost
-    from domain.purging import Outcome, Purging
+    from domain.purging import Purging
 
 T = TypeVar("T")
 log = logging.getLogger("letterlog")
