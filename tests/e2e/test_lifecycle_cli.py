@@ -44,7 +44,8 @@ def test_purge_run_names_a_bad_queue_or_date_without_a_traceback(tmp_path):
         assert b"Traceback" not in p.stderr
 
 
-def test_the_purger_logs_one_line_per_run_and_stops_on_sigterm(tmp_path):
+def test_the_purger_logs_one_line_per_run_and_stops_on_sigterm(tmp_path, mail_file):
+    jrun(tmp_path / "d", "deliver", str(mail_file), "--account", "ada@example.org")
     env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
     proc = subprocess.Popen([*BIN, "--data", str(tmp_path / "d"), "purger", "--interval", "3600"],
                             stderr=subprocess.PIPE, env=env)
