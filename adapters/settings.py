@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
     spark_master: str = Field("local[2]", description="Spark master URL for --engine spark")
+    metrics_port: int = Field(0, ge=-1, le=65535,
+                              description="relay/worker Prometheus port on 127.0.0.1; "
+                                          "0: a free one, -1: none")
     inline_limit: int = Field(10 * 1024, ge=0, le=1024 * 1024)
     max_message_size: int = Field(50 * 1024 * 1024, ge=1024,
                                   description="bytes; a larger message is rejected")

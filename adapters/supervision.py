@@ -12,10 +12,12 @@ unix socket (supervisord's XML-RPC interface, the one ``supervisorctl`` uses).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import xmlrpc.client
 from collections.abc import Mapping, Sequence
@@ -81,6 +83,16 @@ def _environment(env: Mapping[str, str]) -> str:
     return ",".join(f'{k}="{_quote(v)}"' for k, v in sorted(env.items()))
 
 
+def socket_path(root: Path) -> Path:
+    """``<root>/supervisor.sock``, or a short path in the temp directory when that one is too
+    long for a unix socket (about 100 bytes)."""
+    path = Path(root) / "supervisor.sock"
+    if len(str(path).encode()) < 100:
+        return path
+    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"letterlog-supervisor-{digest}.sock"
+
+
 def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) -> Path:
     """``<root>/supervisord.conf`` for ``programs``; its socket, pid file and own log in
     ``root``. ``autostart=False``: supervisord starts nothing until asked (``start``)."""
@@ -88,7 +100,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
     lines = [
         "; written by adapters/supervision.py",
         "[unix_http_server]",
-        f"file={_quote(str(root / 'supervisor.sock'))}",
+        f"file={_quote(str(socket_path(root)))}",
         "chmod=0700",
         "[supervisord]",
         f"logfile={_quote(str(root / 'supervisord.log'))}",
@@ -99,7 +111,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
         "[rpcinterface:supervisor]",
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
         "[supervisorctl]",
-        f"serverurl=unix://{_quote(str(root / 'supervisor.sock'))}",
+        f"serverurl=unix://{_quote(str(socket_path(root)))}",
     ]
     for p in programs:
         lines += [
@@ -157,7 +169,7 @@ class Supervisor:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.conf = self.root / "supervisord.conf"
-        self.socket = self.root / "supervisor.sock"
+        self.socket = socket_path(self.root)
         self.log = self.root / "supervisord.log"
 
     # -- the daemon -----------------------------------------------------------------------

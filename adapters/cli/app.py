@@ -33,7 +33,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Import", "imports", ("import",)),
     ("Projections", "admin", ("rebuild", "verify", "demo")),
     ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account")),
-    ("Scale-out", "stream", ("relay", "worker", "dead-letters")),
+    ("Scale-out", "stream", ("relay", "worker", "lag", "processes", "dead-letters")),
     ("Benchmarks", "bench", ("bench",)),
 )
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}

@@ -36,6 +36,11 @@ def relay(once: Annotated[bool, typer.Option(help="publish what is there, then e
             n = r.run_once()
             out({"published": n}, f"published {n} events")
         else:
+            from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
+
+            configure_logging()
+            port = serve_metrics("relay", settings.data, settings.metrics_port)
+            logger("letterlog.relay").info("relay starting", metrics_port=port)
             r.run(_stop_on_signals())
 
 
@@ -116,3 +121,99 @@ def dead_letters_redrive() -> None:
     report = redrive(_stream_store())
     out({k: v for k, v in report.items() if k != "details"},
         f"redriven {report['redriven']}, still failing {report['failed']}")
+
+
+# -- lag --------------------------------------------------------------------------------------
+@app.command()
+def lag(watch: Annotated[bool, typer.Option("--watch", help="again every INTERVAL s, until "
+                                                             "Ctrl-C")] = False,
+        interval: Annotated[float, typer.Option(metavar="SECONDS", min=0.5,
+                                                help="--watch's pause")] = 2.0,
+        timeout: Annotated[float, typer.Option(metavar="SECONDS", min=0.5,
+                                               help="how long each part may take")] = 5.0,
+        ) -> None:
+    """How far the read side is behind: log head, relay, consumer lag, projections."""
+    import time
+
+    from adapters.settings import load_settings
+    from adapters.streaming.lag import render, snapshot
+    settings = load_settings(data=state.data)
+    group = settings.stream.group
+    try:
+        while True:
+            report = snapshot(settings, group, timeout=timeout)
+            if state.json:
+                out(report)
+            else:
+                typer.echo(f"-- {report['at']}" if watch else "", nl=watch)
+                for line in render(report):
+                    typer.echo(line)
+            if not watch:
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+
+
+# -- processes under supervisord ----------------------------------------------------------------
+proc_app = group("The relay, the workers and the purger under supervisord.")
+app.add_typer(proc_app, name="processes")
+
+
+def _proc_line(r: dict[str, Any]) -> str:
+    up = "-" if r["uptime"] is None else f"{int(r['uptime'])}s"
+    return (f"{r['name']:10} {r['state']:9} pid {r['pid'] or '-':<8} up {up:>7}  "
+            f"metrics {r['metrics_port'] or '-':<6} {r['log']}")
+
+
+def _supervised(fn: Any) -> Any:
+    from adapters.supervision import SupervisorError
+
+    try:
+        return fn()
+    except SupervisorError as error:
+        fail(str(error), 1)
+
+
+@proc_app.command("start")
+def processes_start(
+    workers: Annotated[int, typer.Option(metavar="N", min=0, help="stream workers")] = 1,
+    purger: Annotated[bool, typer.Option("--purger/--no-purger",
+                                         help="run `letterlog purger` too")] = True,
+) -> None:
+    """Start the relay, N workers and the purger under supervisord (restarted on a crash)."""
+    from adapters.streaming.processes import start
+
+    for row in _supervised(lambda: start(state.data, workers, purger)):
+        out(row, _proc_line(row))
+
+
+@proc_app.command("status")
+def processes_status() -> None:
+    """Each process: state, pid, uptime, metrics port, log file (exit 3 if one is down)."""
+    from adapters.streaming.processes import status
+
+    rows = _supervised(lambda: status(state.data))
+    for row in rows:
+        out(row, _proc_line(row))
+    if not all(r["state"] == "RUNNING" for r in rows):
+        raise typer.Exit(3)
+
+
+@proc_app.command("restart")
+def processes_restart(name: Annotated[str, typer.Argument(
+        metavar="NAME", help="relay, worker-N or purger")]) -> None:
+    """Restart one process (SIGTERM, then start it again)."""
+    from adapters.streaming.processes import restart
+
+    done = _supervised(lambda: restart(state.data, name))
+    out(done, f"{name} restarted in {done['seconds']} s (pid {done['pid']})")
+
+
+@proc_app.command("stop")
+def processes_stop() -> None:
+    """Stop every process and supervisord (logs stay in DATA/supervisor)."""
+    from adapters.streaming.processes import stop
+
+    stopped = stop(state.data)
+    out({"stopped": stopped}, "stopped" if stopped else "nothing was running")

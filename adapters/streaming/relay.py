@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -383,10 +384,11 @@ class OutboxRelay:
         return self._pump(max_events, None)
 
     def run(self, stop: threading.Event, poll_interval: float = 0.2,
-            max_backoff: float = 30.0) -> None:
+            max_backoff: float = 30.0, report_every: float = 10.0) -> None:
         """Polls the log until ``stop`` is set. Broker or database outages are retried with
         backoff (resuming from the recorded position); ``CorruptEvent`` and ``RelayError``
-        end the loop by raising."""
+        end the loop by raising. Every ``report_every`` seconds: a ``progress`` log line
+        and the gauges; a warning when Kafka has not answered for 5 s, and when it does again."""
         from aiokafka.errors import KafkaError
         from eventsourcing.persistence import InterfaceError, OperationalError
 
@@ -398,20 +400,45 @@ class OutboxRelay:
             transient += (psycopg.OperationalError, psycopg.InterfaceError)
         except ImportError:
             pass
+        from adapters.streaming.telemetry import Stall, logger
+
         backoff = poll_interval
-        log.info("relaying to %s on %s", self.topic, self.bootstrap)
+        slog = logger("letterlog.relay")
+        kafka = Stall("kafka", slog)
+        slog.info("relaying", topic=self.topic, bootstrap=self.bootstrap)
+        next_report = 0.0
         while not stop.is_set():
+            if time.monotonic() >= next_report:
+                next_report = time.monotonic() + report_every
+                self._report(slog)
             try:
                 count = self._pump(None, stop)
             except transient as e:
+                kafka.failed(e)
                 log.warning("relay: %s: %s; retrying in %.1fs", type(e).__name__, e, backoff)
                 self._stop_producer()
                 stop.wait(backoff)
                 backoff = min(max_backoff, backoff * 2)
                 continue
+            kafka.ok()
             backoff = poll_interval
             if count == 0:
                 stop.wait(poll_interval)
+
+    def _report(self, slog: Any) -> None:
+        """One progress line and the relay's gauges (position, head, lag)."""
+        metrics = _relay_metrics()
+        try:
+            events, seconds = self.lag() if self.head is not None else (0, 0.0)
+            position = self._position if self._position is not None else self.position.load()
+        except Exception as error:  # noqa: BLE001 - the log may be down: say so, go on
+            slog.warning("progress unknown", error=f"{type(error).__name__}: {error}")
+            return
+        metrics["position"].set(position)
+        metrics["lag_events"].set(events)
+        metrics["lag_seconds"].set(seconds)
+        slog.info("progress", position=position, published=self.published,
+                  behind_events=events, behind_seconds=round(seconds, 1))
 
     def _pump(self, max_events: int | None, stop: threading.Event | None) -> int:
         self._open()
@@ -485,6 +512,7 @@ class OutboxRelay:
             self._stop_producer()
             raise
         self.published += len(records)
+        _relay_metrics()["published"].inc(len(records))
 
     async def _send(self, records: list[tuple[int, bytes, bytes]]) -> None:
         from aiokafka.errors import MessageSizeTooLargeError
@@ -545,3 +573,24 @@ class OutboxRelay:
                 stamp = stamp.replace(tzinfo=UTC)
             seconds = max(0.0, (datetime.now(UTC) - stamp).total_seconds())
         return head - position, seconds
+
+
+_gauges: dict[str, Any] = {}
+_gauges_lock = threading.Lock()
+
+
+def _relay_metrics() -> dict[str, Any]:
+    with _gauges_lock:
+        if not _gauges:
+            from prometheus_client import Counter, Gauge
+
+            _gauges["position"] = Gauge("letterlog_relay_position",
+                                        "Last log position the broker acknowledged")
+            _gauges["lag_events"] = Gauge("letterlog_relay_lag_events",
+                                          "Log positions not yet published")
+            _gauges["lag_seconds"] = Gauge("letterlog_relay_lag_seconds",
+                                           "Age of the oldest event not yet published")
+            _gauges["published"] = Counter("letterlog_relay_published",
+                                           "Records the broker acknowledged")
+        return _gauges
+

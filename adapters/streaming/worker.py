@@ -162,6 +162,25 @@ class WorkerState:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="stream-apply")
         self.projector: StreamProjector | None = None
         self.batches = 0
+        self.records = 0
+        from adapters.streaming.telemetry import Stall, logger
+
+        self.slog = logger("letterlog.stream")
+        what = "hbase" if settings.table_store == "hbase" else "the table store"
+        self.store_stall = Stall(what, self.slog)
+        self._reported = (time.monotonic(), 0)
+
+    def report(self, app: faust.App) -> None:
+        """One ``progress`` line: batches and records so far, the rate since the last line,
+        the lag of the partitions this worker holds."""
+        now, records = time.monotonic(), self.records
+        then, before = self._reported
+        self._reported = (now, records)
+        lag = self.lag(app)
+        self.slog.info("progress", batches=self.batches, records=records,
+                       per_s=round((records - before) / (now - then), 1) if now > then else 0.0,
+                       behind_events=lag["events"], behind_seconds=lag["seconds"],
+                       partitions=len(lag["partitions"]))
 
     def _open(self) -> StreamProjector:
         if self.projector is None:
@@ -190,12 +209,15 @@ class WorkerState:
             try:
                 result = await loop.run_in_executor(self.executor, self._apply, records)
             except Exception as error:  # noqa: BLE001 - the store; poison never gets here
+                self.store_stall.failed(error)
                 log.error("applying %d records failed (%s: %s); retrying in %.1fs",
                           len(records), type(error).__name__, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(30.0, delay * 2)
                 continue
+            self.store_stall.ok()
             self.batches += 1
+            self.records += result.records
             seconds = time.perf_counter() - started
             log.info("batch %d: %d records (%d new, %d duplicates, %d dead letters) in %.2fs, "
                      "%.0f records/s", self.batches, result.records, result.applied,
@@ -342,6 +364,14 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
 
     app.timer(5.0)(report_lag)
 
+    async def report_progress() -> None:
+        try:
+            state.report(app)
+        except Exception as error:  # noqa: BLE001 - reporting never stops the projection
+            log.warning("progress: %s", error)
+
+    app.timer(10.0)(report_progress)
+
     async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
         state.forget(revoked)
 
@@ -369,8 +399,15 @@ def main(settings: Settings | None = None, options: StreamOptions | None = None,
     settings = settings or load_settings()
     if not settings.kafka_bootstrap:
         raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the stream worker needs Kafka (host:port)")
+    options = options or settings.stream
+    from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
+
     app = create_app(settings, options)
     worker = faust.Worker(app, loglevel=loglevel)
+    configure_logging()
+    port = serve_metrics("worker", Path(settings.data), settings.metrics_port, options.instance)
+    logger("letterlog.stream").info("worker starting", group=options.group,
+                                    instance=options.instance or None, metrics_port=port)
     try:
         worker.execute_from_commandline()
     except SystemExit as done:

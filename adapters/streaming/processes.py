@@ -1,0 +1,99 @@
+"""letterlog's own long-running processes under supervisord: the outbox relay, N stream
+workers and the purger, as ``letterlog processes start`` runs them.
+
+Each is the ``letterlog`` command a user would type (``relay``, ``worker``, ``purger``) on
+the same data directory, with the caller's environment (the ``LETTERLOG_*`` settings);
+worker ``i`` gets ``LETTERLOG_STREAM_INSTANCE=<host>-worker-<i>`` (static group membership:
+restarted, it resumes its partitions at once). supervisord restarts a process that crashes
+(bounded retries while starting, see ``adapters.supervision``) and appends its output to
+``<data>/supervisor/<name>.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from adapters.supervision import Program, Supervisor, SupervisorError, write_config
+
+__all__ = ["programs", "restart", "start", "status", "stop", "supervisor_for"]
+
+
+def supervisor_for(data: Path) -> Supervisor:
+    return Supervisor(Path(data).resolve() / "supervisor")
+
+
+def programs(data: Path, workers: int = 1, purger: bool = True) -> list[Program]:
+    data = Path(data).resolve()
+    logs = data / "supervisor"
+
+    def letterlog(name: str, *args: str, env: dict[str, str] | None = None,
+                  priority: int = 100) -> Program:
+        return Program(name, (sys.executable, "-m", "adapters.cli", "--data", str(data), *args),
+                       cwd=data, log=logs / f"{name}.log",
+                       env={"PYTHONUNBUFFERED": "1", **(env or {})}, stop_wait=30,
+                       start_seconds=3, priority=priority)
+
+    found = [letterlog("relay", "relay", priority=10)]
+    host = socket.gethostname()
+    found += [letterlog(f"worker-{i}", "worker",
+                        env={"LETTERLOG_STREAM_INSTANCE": f"{host}-worker-{i}"}, priority=20)
+              for i in range(workers)]
+    if purger:
+        found.append(letterlog("purger", "purger", priority=30))
+    return found
+
+
+def start(data: Path, workers: int = 1, purger: bool = True,
+          timeout: float = 120.0) -> list[dict[str, Any]]:
+    """Writes the configuration, starts supervisord (it starts every program) and waits
+    until each counts as started (alive ``start_seconds``) or has failed for good."""
+    supervisor = supervisor_for(data)
+    if supervisor.alive():
+        raise SupervisorError(f"already running under {supervisor.root} (`letterlog "
+                              "processes status`; `letterlog processes stop` first)")
+    Path(data).mkdir(parents=True, exist_ok=True)
+    write_config(supervisor.root, programs(data, workers, purger), autostart=True)
+    supervisor.launch(dict(os.environ))
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = supervisor.status()
+        if all(r["state"] in ("RUNNING", "FATAL") for r in rows):
+            return status(data)
+        if time.monotonic() > deadline:
+            return status(data)
+        time.sleep(0.5)
+
+
+def status(data: Path) -> list[dict[str, Any]]:
+    """Each process: state, pid, uptime, log, and the metrics port it serves."""
+    from adapters.streaming.telemetry import read_endpoints
+
+    supervisor = supervisor_for(data)
+    if not supervisor.alive():
+        raise SupervisorError(f"no letterlog processes run for {data} (`letterlog processes "
+                              "start`)")
+    ports = {e["pid"]: e["metrics_port"] for e in read_endpoints(data)}
+    return [{**row, "metrics_port": ports.get(row["pid"])} for row in supervisor.status()]
+
+
+def restart(data: Path, name: str) -> dict[str, Any]:
+    supervisor = supervisor_for(data)
+    if not supervisor.alive():
+        raise SupervisorError(f"no letterlog processes run for {data}")
+    t0 = time.monotonic()
+    supervisor.restart(name)
+    return {"name": name, "pid": supervisor.info(name)["pid"],
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
+def stop(data: Path) -> bool:
+    supervisor = supervisor_for(data)
+    if not supervisor.alive():
+        return False
+    supervisor.shutdown()
+    return True

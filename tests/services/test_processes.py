@@ -1,0 +1,161 @@
+"""The relay and a worker as a user runs them (``letterlog processes start``, supervisord) on
+real PostgreSQL, Kafka and HBase: they project what is delivered; ``letterlog lag`` says so;
+each serves Prometheus metrics on the port ``processes status`` names and logs progress
+lines; a worker killed with SIGKILL is restarted by supervisord and, with static group
+membership, consumes again well before the session timeout; ``processes restart`` (SIGTERM)
+likewise. Times are printed (``-s``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.embedded import Letterlog
+from adapters.streaming.worker import kafka_lag
+from tests.services.test_stream_e2e import drop_database, new_database, until
+from tests.unit.test_stream_projector import story
+
+pytestmark = pytest.mark.services
+
+ROOT = Path(__file__).resolve().parents[2]
+SESSION_TIMEOUT = 45  # long on purpose: a restart that waited it out would show
+
+
+def letterlog(env: dict[str, str], *args: str) -> list[Any]:
+    p = subprocess.run([sys.executable, "-m", "adapters.cli", *args, "--json"], cwd=ROOT,
+                       env={**os.environ, **env}, capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    return [json.loads(line) for line in p.stdout.decode().splitlines() if line.strip()]
+
+
+class Stack:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        settings = {k.removeprefix("LETTERLOG_").lower(): v for k, v in env.items()
+                    if k.startswith("LETTERLOG_") and not k.startswith("LETTERLOG_STREAM_")
+                    and k != "LETTERLOG_METRICS_PORT"}
+        self.store = Letterlog.open(**{**settings, "table_store": "embedded"})
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        return {r["name"]: r for r in letterlog(self.env, "processes", "status")}
+
+    def lag(self) -> dict[str, Any]:
+        return kafka_lag(self.env["LETTERLOG_KAFKA_BOOTSTRAP"], self.env["LETTERLOG_KAFKA_TOPIC"],
+                         self.env["LETTERLOG_STREAM_GROUP"])
+
+    def caught_up(self) -> bool:
+        head = self.store.max_position()
+        lag = self.lag()
+        ends = sum(p["end"] for p in lag["partitions"].values())
+        return bool(lag["partitions"]) and ends >= head and lag["events"] == 0
+
+    def log(self, name: str) -> str:
+        path = Path(self.env["LETTERLOG_DATA"]) / "supervisor" / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def wait_caught_up(self, what: str) -> float:
+        t0 = time.monotonic()
+        until(self.caught_up, timeout=240, what=what,
+              explain=lambda: f"lag {self.lag()}\n{self.log('worker-0')[-3000:]}")
+        return time.monotonic() - t0
+
+
+@pytest.fixture
+def stack(tmp_path: Path, postgres_server: Any, hbase_server: Any,
+          kafka_server: Any) -> Iterator[Stack]:
+    dsn = new_database(postgres_server)
+    tag = secrets.token_hex(4)
+    data = Path(f"/tmp/ll-proc-{tag}")  # short: supervisord's unix socket lives in it
+    env = {"LETTERLOG_DATA": str(data), "LETTERLOG_EVENT_STORE": "postgres",
+           "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_DURABILITY": "normal",
+           "LETTERLOG_TABLE_STORE": "hbase", "LETTERLOG_HBASE_HOST": hbase_server.thrift_host,
+           "LETTERLOG_HBASE_PORT": str(hbase_server.thrift_port),
+           "LETTERLOG_HBASE_TABLE_PREFIX": f"pr{tag}",
+           "LETTERLOG_KAFKA_BOOTSTRAP": kafka_server.bootstrap,
+           "LETTERLOG_KAFKA_TOPIC": f"proc-{tag}", "LETTERLOG_STREAM_GROUP": f"proc-{tag}",
+           "LETTERLOG_STREAM_BATCH": "40", "LETTERLOG_STREAM_WITHIN": "0.2",
+           "LETTERLOG_STREAM_COMMIT_INTERVAL": "0.5",
+           "LETTERLOG_STREAM_SESSION_TIMEOUT": str(SESSION_TIMEOUT)}
+    s = Stack(env)
+    try:
+        yield s
+    finally:
+        subprocess.run([sys.executable, "-m", "adapters.cli", "processes", "stop"], cwd=ROOT,
+                       env={**os.environ, **env}, capture_output=True, timeout=300)
+        s.store.close()
+        from adapters.tables.hbase import HBaseTableStore
+
+        tables = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
+                                 table_prefix=f"pr{tag}")
+        try:
+            for table in tables.list_tables():
+                tables.drop_table(table)
+        finally:
+            tables.close()
+            drop_database(postgres_server, dsn)
+            import shutil
+
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def test_relay_and_worker_under_supervision_restart_fast_and_report_lag(stack):
+    times: dict[str, float] = {}
+    story(stack.store, rounds=1)
+    t0 = time.monotonic()
+    started = {r["name"]: r for r in letterlog(stack.env, "processes", "start", "--workers", "1",
+                                               "--no-purger")}
+    times["start_to_running_s"] = time.monotonic() - t0
+    assert {n: r["state"] for n, r in started.items()} == {"relay": "RUNNING",
+                                                            "worker-0": "RUNNING"}
+    times["start_to_caught_up_s"] = stack.wait_caught_up("the first catch-up") + times[
+        "start_to_running_s"]
+
+    [report] = letterlog(stack.env, "lag")
+    assert report["verdict"].startswith("caught up"), report
+    assert report["relay"]["position"] == report["log_head"] == stack.store.max_position()
+    assert set(report["projections"]) >= {"messages", "counters"}
+
+    # metrics from both, on the ports `status` names; progress lines in the logs
+    until(lambda: all(r["metrics_port"] for r in stack.status().values()), timeout=60,
+          what="both metrics ports")
+    status = stack.status()
+    assert "letterlog_relay_position" in metrics(status["relay"]["metrics_port"])
+    assert "letterlog_stream_events_applied_total" in metrics(
+        status["worker-0"]["metrics_port"])
+    until(lambda: "progress" in stack.log("relay") and "progress" in stack.log("worker-0"),
+          timeout=60, what="progress lines")
+
+    # SIGKILL: supervisord restarts the worker, which resumes its partitions at once
+    killed = status["worker-0"]["pid"]
+    os.kill(killed, signal.SIGKILL)
+    t0 = time.monotonic()
+    story(stack.store, rounds=1, first=1)
+    stack.wait_caught_up("the restarted worker to consume")
+    times["sigkill_to_consuming_s"] = time.monotonic() - t0
+    assert stack.status()["worker-0"]["pid"] != killed
+    assert times["sigkill_to_consuming_s"] < SESSION_TIMEOUT
+
+    # SIGTERM through `processes restart`: the same
+    t0 = time.monotonic()
+    [done] = letterlog(stack.env, "processes", "restart", "worker-0")
+    story(stack.store, rounds=1, first=2)
+    stack.wait_caught_up("the worker restarted by SIGTERM to consume")
+    times["restart_to_consuming_s"] = time.monotonic() - t0
+    assert times["restart_to_consuming_s"] < SESSION_TIMEOUT
+    print(f"\nprocesses: { {k: round(v, 1) for k, v in times.items()} }")
