@@ -404,23 +404,25 @@ class OutboxRelay:
 
         backoff = poll_interval
         slog = logger("letterlog.relay")
-        kafka = Stall("kafka", slog)
+        kafka, database = Stall("kafka", slog), Stall("the event store", slog)
         slog.info("relaying", topic=self.topic, bootstrap=self.bootstrap)
         next_report = 0.0
         while not stop.is_set():
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + report_every
                 self._report(slog)
+            started = time.monotonic()
             try:
                 count = self._pump(None, stop)
             except transient as e:
-                kafka.failed(e)
+                (kafka if isinstance(e, KafkaError) else database).failed(e, started)
                 log.warning("relay: %s: %s; retrying in %.1fs", type(e).__name__, e, backoff)
                 self._stop_producer()
                 stop.wait(backoff)
                 backoff = min(max_backoff, backoff * 2)
                 continue
             kafka.ok()
+            database.ok()
             backoff = poll_interval
             if count == 0:
                 stop.wait(poll_interval)

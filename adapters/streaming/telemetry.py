@@ -103,15 +103,24 @@ class Stall:
         self.warned = False
         self._lock = threading.Lock()
 
-    def failed(self, error: BaseException) -> None:
+    def failed(self, error: BaseException, started: float | None = None) -> None:
+        """A call failed; ``started``: when it was made (``time.monotonic()``), so a call that
+        hung for a while before failing counts from its start."""
         with self._lock:
             now = time.monotonic()
-            if self.since is None:
-                self.since = now
+            first = started if started is not None else now
+            if self.since is None or first < self.since:
+                self.since = first
             if not self.warned and now - self.since >= self.after:
                 self.warned = True
                 self.log.warning(f"{self.what} not answering", seconds=round(now - self.since, 1),
                                  error=f"{type(error).__name__}: {error}")
+
+    def waiting(self, started: float) -> None:
+        """A call made at ``started`` has not returned yet: warn if that is ``after`` ago."""
+        if time.monotonic() - started >= self.after:
+            self.failed(TimeoutError(f"a call has waited {time.monotonic() - started:.0f} s"),
+                        started)
 
     def ok(self) -> None:
         with self._lock:

@@ -169,6 +169,14 @@ class WorkerState:
         what = "hbase" if settings.table_store == "hbase" else "the table store"
         self.store_stall = Stall(what, self.slog)
         self._reported = (time.monotonic(), 0)
+        self.inflight: float | None = None  # when the write now in progress started
+
+    def watch(self) -> None:
+        """Warns when a write to the table store has hung for a while (a frozen HBase does not
+        fail a call: it never answers)."""
+        started = self.inflight
+        if started is not None:
+            self.store_stall.waiting(started)
 
     def report(self, app: faust.App) -> None:
         """One ``progress`` line: batches and records so far, the rate since the last line,
@@ -206,15 +214,18 @@ class WorkerState:
         delay = self.options.retry_delay
         while True:
             started = time.perf_counter()
+            self.inflight = time.monotonic()
             try:
                 result = await loop.run_in_executor(self.executor, self._apply, records)
             except Exception as error:  # noqa: BLE001 - the store; poison never gets here
-                self.store_stall.failed(error)
+                self.store_stall.failed(error, self.inflight)
+                self.inflight = None
                 log.error("applying %d records failed (%s: %s); retrying in %.1fs",
                           len(records), type(error).__name__, error, delay)
                 await asyncio.sleep(delay)
                 delay = min(30.0, delay * 2)
                 continue
+            self.inflight = None
             self.store_stall.ok()
             self.batches += 1
             self.records += result.records
@@ -357,6 +368,7 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     app.task(state.warm_up)
 
     async def report_lag() -> None:
+        state.watch()
         try:
             publish_lag(state.lag(app))
         except Exception as error:  # noqa: BLE001 - metrics never stop the projection
