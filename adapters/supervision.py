@@ -114,6 +114,9 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
         f"serverurl=unix://{_quote(str(socket_path(root)))}",
     ]
     for p in programs:
+        if any("\n" in part for part in (*p.command, *p.env.values())):
+            raise ValueError(f"program {p.name}: a line break in its command or environment "
+                             "cannot be written into supervisord's configuration")
         lines += [
             f"[program:{p.name}]",
             f"command={_quote(shlex.join(p.command))}",
