@@ -28,6 +28,7 @@ from adapters.streaming.projector import (
 )
 from adapters.tables.memory import InMemoryTableStore
 from domain.service import Mailstore
+from projections import messages
 from projections import names as n
 from projections.registry import ALL
 from projections.runner import identity
@@ -87,7 +88,15 @@ def story(mail: Any, rounds: int = 2, first: int = 0) -> None:
                                                            body="x" * 20_000)).message_id
             mail.flag(a, ["\\Seen"])
             mail.label(b, add=["urgent"])
+            mail.move(a, "INBOX")  # within one mailbox: a new UID
             mail.move(b, "Archive")
+            commands = getattr(mail, "mail", mail)  # the Letterlog's Mailstore, or it
+            commands.deliver(account=person, raw=make_mail(f"Once {r}"),
+                             idempotency_key=f"once-{r}-{i}")  # a key claimed, and a retry
+            commands.deliver(account=person, raw=make_mail(f"Once {r}"),
+                             idempotency_key=f"once-{r}-{i}")
+            commands.release_extraction(commands.reserve_extraction(b), "failed")
+            b"".join(commands.extract(b))
             mail.delete(a)
             if r:
                 mail.restore(a)
@@ -297,7 +306,6 @@ def test_poison_records_become_dead_letters_and_the_rest_goes_on(history):
 
 def failing_at(position: int) -> tuple[Any, ...]:
     """ALL, with the messages projector failing on the event at ``position``."""
-    from projections import messages
 
     def project(event, at, read):
         if at == position:
@@ -307,14 +315,20 @@ def failing_at(position: int) -> tuple[Any, ...]:
     return tuple(replace(p, project=project) if p.name == "messages" else p for p in ALL)
 
 
+def messages_event(history: Log, after: int = 40) -> int:
+    """The position of the first event after ``after`` that the messages table projects."""
+    return next(p for p, e in history.events(start=after) if type(e) in messages.HANDLED)
+
+
 def test_a_projector_failing_on_an_event_is_retried_then_dead_lettered(history):
     records = history.records()
     attempts = []
-    projections = failing_at(40)
+    target = messages_event(history)
+    projections = failing_at(target)
     failing = next(p for p in projections if p.name == "messages").project
 
     def counting(event, at, read):
-        if at == 40:
+        if at == target:
             attempts.append(at)
         return failing(event, at, read)
 
@@ -326,7 +340,7 @@ def test_a_projector_failing_on_an_event_is_retried_then_dead_lettered(history):
     result = projector.apply(records)
     assert result.dead_letters == 1 and len(attempts) == 1 + 4  # the batch, then 4 tries
     [letter] = list_dead_letters(store)
-    assert letter.position == 40 and "malformed event" in letter.error
+    assert letter.position == target and "malformed event" in letter.error
     # the other projections applied it (counters too): at most the messages table lacks it
     reports = verify_tables(store, identity, history.events, ALL, history.head)
     assert {r.table for r in reports if not r.identical} <= {"messages"}
@@ -335,11 +349,12 @@ def test_a_projector_failing_on_an_event_is_retried_then_dead_lettered(history):
 def test_redrive_applies_dead_letters_again_and_removes_those_that_succeed(history):
     records = history.records()
     store = InMemoryTableStore()
-    projector = StreamProjector(store, [TOPIC], failing_at(40), sleep=lambda s: None)
+    target = messages_event(history)
+    projector = StreamProjector(store, [TOPIC], failing_at(target), sleep=lambda s: None)
     projector.create_tables()
     projector.apply(records + [poison(10**6)])
     assert len(list_dead_letters(store)) == 2
-    assert redrive(store, projections=failing_at(40)) == {
+    assert redrive(store, projections=failing_at(target)) == {
         "redriven": 0, "failed": 2, "details": ANY}
     report = redrive(store)  # the projector is fixed
     assert (report["redriven"], report["failed"]) == (1, 1)
