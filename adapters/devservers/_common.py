@@ -542,26 +542,6 @@ def jdk_module_flags(java_major_version: int) -> list[str]:
     return flags
 
 
-def run_in_thread(fn: Callable[[], Any], timeout: float) -> Any:
-    """Run `fn` in a fresh thread (so `asyncio.run` works even under a running event loop)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name="letterlog-probe", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise TimeoutError(f"probe did not finish in {timeout:.0f} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
 # --------------------------------------------------------------------------- base class
 
 _live: weakref.WeakSet[Service] = weakref.WeakSet()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from adapters.probing import run_in_thread
 from adapters.tables.hbase_thrift2 import (
     Thrift2IdlMissing,
     extract_idl,
@@ -48,7 +49,6 @@ from ._common import (
     maven_lib,
     pom_property,
     port_open,
-    run_in_thread,
     terminate,
     wait_for,
 )

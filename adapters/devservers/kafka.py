@@ -16,6 +16,8 @@ import secrets
 import uuid
 from pathlib import Path
 
+from adapters.probing import run_in_thread
+
 from ._common import (
     LOCALHOST,
     Handle,
@@ -29,7 +31,6 @@ from ._common import (
     pom_property,
     port_open,
     run_checked,
-    run_in_thread,
     terminate,
     wait_for,
 )

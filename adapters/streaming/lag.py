@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.devservers._common import run_in_thread
+from adapters.probing import run_in_thread
 from projections import names as n
 
 __all__ = ["render", "snapshot"]
