@@ -39,7 +39,10 @@ def test_redrive_after_a_fix_applies_once_and_a_discard_is_recorded(hbase_server
 
     history = Log()
     story(history.mail)
-    first = next(p for p, e in history.events() if type(e).__qualname__ == "Message.Delivered")
+    # an event with no sealed part: the CLI's process redrives it without this in-memory
+    # log's key store (a sealed delivery needs the log's keys: docs/streaming.md)
+    first = [p for p, e in history.events()
+             if type(e).__qualname__ == "Message.FlagsChanged"][-1]
     prefix = f"dl{secrets.token_hex(4)}"
     store = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
                             table_prefix=prefix)
