@@ -321,6 +321,7 @@ class ProjectionRunner:
         *,
         batch_size: int = 2000,
         fold_max_cells: int = 4_000_000,
+        track: bool = True,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size: must be at least 1")
@@ -329,6 +330,7 @@ class ProjectionRunner:
         self.physical = physical
         self.batch_size = batch_size
         self.fold_max_cells = fold_max_cells
+        self.track = track
         self._reads = frozenset(t for p in self.projections for t in p.reads)
         self._physical_names: dict[str, str] = {}
         self._positions: dict[str, int] | None = None
@@ -353,7 +355,12 @@ class ProjectionRunner:
         return physical
 
     def positions(self) -> dict[str, int]:
-        """The last position applied, per projection (0: none), as tracked in the store."""
+        """The last position applied, per projection (0: none), as tracked in the store.
+        An untracked runner (``track=False``: one of several folding disjoint parts of the
+        log into the same tables, whose positions say nothing about each other's) starts
+        from 0 and writes no position; whoever runs them records the position at the end."""
+        if self._positions is None and not self.track:
+            self._positions = {p.name: 0 for p in self.projections}
         if self._positions is None:
             table = self._name(n.TRACKING)
             found: dict[str, int] = {}
@@ -487,7 +494,7 @@ class ProjectionRunner:
         batch = pending if overlay.empty or loads else pending + overlay.mutations(self._name)
         tracking = self._name(n.TRACKING)
         advanced = [p.name for p in self.projections if top > self._positions[p.name]]
-        for name in advanced:
+        for name in advanced if self.track else ():
             batch.append(Put(tracking, tracking_row(name), n.TR_POSITION, b"%d" % top, top))
         if loads:
             assert load is not None

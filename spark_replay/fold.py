@@ -14,6 +14,10 @@ projectors as the embedded rebuild and the stream workers. Its folded tables go:
   again, which changes nothing (the counters projection reads its row back and skips what
   it applied already, as under at-least-once delivery).
 
+No task reads or writes the tracking table: a task's position says nothing about another
+task's accounts (a task that read a finished task's position would skip its own events up
+to there). The driver records the rebuild's position after the last task.
+
 A task yields one summary row; nothing else comes back to the driver.
 """
 
@@ -91,7 +95,11 @@ def fold_partitions(wire: dict[str, Any], names: list[str], physical: dict[str, 
                 mapping = physical.get  # type: ignore[assignment]
             try:
                 seen = [0, 0, 0]
-                runner = ProjectionRunner(store, select(names), physical=_named(mapping))
+                # untracked: the tasks share the fresh tables (HBase), and one task's
+                # position must not make another skip its accounts' events; the driver
+                # records the rebuild's position once every task is done
+                runner = ProjectionRunner(store, select(names), physical=_named(mapping),
+                                          track=False)
                 runner.create_tables()
                 runner.apply_events(_events(batches, row_decoder(log), seen), fold=True)
                 if target == "cells":

@@ -5,6 +5,12 @@
 account string, time timestamp, fields string`` (the decoded event's fields as JSON: ids as
 strings, dates ISO 8601, bytes as ``"<N bytes>"``). Decoded in the executors.
 
+A message's personal part (envelope, attachment names, inline body) stays sealed unless
+``personal=True``: it appears as ``{"sealed": KEY_ID}``. A frame or a Parquet file with
+personal data opened is a copy that erasing the message's key cannot reach, so opening it is
+the caller's explicit choice; a part whose key was destroyed appears as ``{"shredded": true}``
+either way.
+
 ``projection_dataframe(spark, settings, name)``: the cells of projection ``name`` rebuilt
 from the log by the job's own fold (the same runner and projectors as every rebuild) --
 ``table string, row binary, column binary, value binary, version long``, the visible cells
@@ -23,6 +29,7 @@ from typing import Any
 from uuid import UUID
 
 from adapters.settings import Settings
+from domain.personal import Personal
 from projections.registry import select
 from spark_replay.fold import CELLS, fold_partitions
 from spark_replay.settings import open_event_log, to_wire
@@ -40,11 +47,17 @@ def _head(settings: Settings) -> int:
         log.close()
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any, personal: bool = False) -> Any:
+    if isinstance(value, Personal):
+        if value.shredded:
+            return {"shredded": True}
+        if not personal:
+            return {"sealed": str(value.key_id) if value.key_id else None}
+        return _jsonable(value.data)
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v, personal) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, personal) for v in value]
     if isinstance(value, UUID):
         return str(value)
     if isinstance(value, datetime):
@@ -54,7 +67,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _decode_events(wire: dict[str, Any]) -> Any:
+def _decode_events(wire: dict[str, Any], personal: bool) -> Any:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
@@ -71,12 +84,14 @@ def _decode_events(wire: dict[str, Any]) -> Any:
                                                                                  strict=True):
                     _, event = decode((position, uuid_from_int(int.from_bytes(aggregate, "big")),
                                        version, topic, state))
-                    fields = {k: v for k, v in vars(event).items()
-                              if k not in ("originator_id", "originator_version", "timestamp")}
+                    fields = json.dumps(_jsonable(
+                        {k: v for k, v in vars(event).items()
+                         if k not in ("originator_id", "originator_version", "timestamp")},
+                        personal), sort_keys=True)
                     for i, item in enumerate((
                             position, str(event.originator_id), version, topic,
                             type(event).__qualname__, str(UUID(bytes=account)),
-                            event.timestamp, json.dumps(_jsonable(fields), sort_keys=True))):
+                            event.timestamp, fields)):
                         out[i].append(item)
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(out[0], pa.int64()), pa.array(out[1], pa.string()),
@@ -92,10 +107,11 @@ def _decode_events(wire: dict[str, Any]) -> Any:
     return run
 
 
-def events_dataframe(spark: Any, settings: Settings) -> Any:
+def events_dataframe(spark: Any, settings: Settings, *, personal: bool = False) -> Any:
     """One row per event of the log (see the module docstring)."""
     wire = to_wire(settings)
-    return raw_events(spark, wire, _head(settings)).mapInArrow(_decode_events(wire), EVENTS)
+    return (raw_events(spark, wire, _head(settings))
+            .mapInArrow(_decode_events(wire, personal), EVENTS))
 
 
 def projection_dataframe(spark: Any, settings: Settings, name: str) -> Any:
@@ -108,16 +124,17 @@ def projection_dataframe(spark: Any, settings: Settings, name: str) -> Any:
             .mapInArrow(fold_partitions(wire, [name], {}, "cells", None), CELLS))
 
 
-def export(settings: Settings, what: str, directory: str, *,
+def export(settings: Settings, what: str, directory: str, *, personal: bool = False,
            master: str | None = None, spark: Any = None) -> dict[str, Any]:
     """``what`` (``events`` or a projection's name) as Parquet files under ``directory``."""
     from spark_replay.session import spark_session
 
     session = spark or spark_session(master)
     if what == "events":
-        frame, by = events_dataframe(session, settings), "type"
+        frame, by = events_dataframe(session, settings, personal=personal), "type"
     else:
         frame, by = projection_dataframe(session, settings, what), "table"
     frame.write.mode("overwrite").partitionBy(by).parquet(directory)
     rows = session.read.parquet(directory).count()
-    return {"exported": what, "directory": directory, "rows": rows, "partitioned_by": by}
+    return {"exported": what, "directory": directory, "rows": rows, "partitioned_by": by,
+            "personal": personal and what == "events"}

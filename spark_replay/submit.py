@@ -3,7 +3,7 @@
 Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
 
     rebuild (PROJECTION... | --all) [--until-position P | --as-of ISO8601] [--view NAME]
-    export (PROJECTION | events) DIR
+    export (PROJECTION | events) DIR [--personal]
     bench [--events N] [--plot PNG] [--no-hbase]   (python -m spark_replay only)
 
 Each prints one JSON object on stdout. ``letterlog rebuild --engine spark`` and ``letterlog
@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="write a projection or the events as Parquet")
     export.add_argument("what")
     export.add_argument("directory")
+    export.add_argument("--personal", action="store_true",
+                        help="open the sealed personal parts of the events (a copy erasure "
+                             "cannot reach)")
     return parser
 
 
@@ -61,7 +64,8 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
                                    hbase=not args.no_hbase)
     from spark_replay.frames import export
 
-    return export(settings, args.what, args.directory, master=args.master)
+    return export(settings, args.what, args.directory, personal=args.personal,
+                  master=args.master)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -105,13 +105,20 @@ def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
                                                      help="output directory (replaced)")],
            format_: Annotated[str, typer.Option("--format", metavar="FORMAT",
                                                 help="parquet")] = "parquet",
+           personal: Annotated[bool, typer.Option(
+               "--personal", help="open the events' sealed personal parts (the export is a "
+                                  "copy that erasing a message cannot reach)")] = False,
            master: MasterOption = None) -> None:
     """Write the events or a projection's cells as Parquet (on Spark), for Spark SQL."""
     if format_ != "parquet":
         fail(f"--format: {format_!r} is not parquet")
     if what != "events":
         known_projections([what])
-    result = spark_job(["export", what, str(directory.resolve())], master)
+        if personal:
+            fail("--personal: only the events have personal parts (a projection's cells "
+                 "are exported as the tables hold them)")
+    result = spark_job(["export", what, str(directory.resolve()),
+                        *(["--personal"] if personal else [])], master)
     out(result, f"exported {result['rows']} rows of {what} to {result['directory']}")
 
 
