@@ -394,6 +394,11 @@ class Letterlog:
         InvalidCommand if unfit."""
         return self.mail.check(build(Deliver, **fields))
 
+    def already_delivered(self, account: str, idempotency_key: str) -> bool:
+        """Whether a delivery to ``account`` with ``idempotency_key`` has landed (a read;
+        delivering it again would store nothing either way)."""
+        return self.mail.claimed(account, idempotency_key)
+
     def ensure_mailbox(self, account: str, mailbox: str) -> bool:
         """Creates ``mailbox`` unless the account has it already; True if it was created."""
         try:

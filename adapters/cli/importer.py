@@ -17,8 +17,9 @@ messages is delivered in one append; a message that fails the checks is reported
 from __future__ import annotations
 
 import hashlib
-import mailbox as stdlib_mailbox
+import mmap
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +35,8 @@ MAILDIR_FLAGS = {"S": "\\Seen", "R": "\\Answered", "F": "\\Flagged", "T": "\\Del
 MBOX_FLAGS = {"R": "\\Seen", "A": "\\Answered", "F": "\\Flagged", "D": "\\Deleted",
               "T": "\\Draft"}
 _HEADERS = BytesHeaderParser()
+_FROM_LINE = re.compile(rb"^From ", re.MULTILINE)
+_STATUS = re.compile(rb"^(?:X-)?Status:[ \t]*([^\r\n]*)", re.MULTILINE | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,12 @@ class SourceMessage:
     key: str | None = None  # the idempotency key: importing it again delivers nothing
 
 
-def mbox_key(first: bytes, index: int, raw: bytes) -> str:
+def mbox_key(first: str, index: int, raw: bytes) -> str:
     """The idempotency key of an mbox's ``index``-th message: the file is identified by its
-    first message (appending mail to an mbox keeps it), the message by its position and
-    content. Importing the file again, or a copy of it, finds every key already claimed."""
-    digest = hashlib.sha256
-    return f"mbox:{digest(first).hexdigest()[:32]}:{index}:{digest(raw).hexdigest()[:32]}"
+    first message (``first``: the first 32 hex digits of its SHA-256; appending mail to an
+    mbox keeps it), the message by its position and content. Importing the file again, or a
+    copy of it, finds every key already claimed."""
+    return f"mbox:{first}:{index}:{hashlib.sha256(raw).hexdigest()[:32]}"
 
 
 def maildir_key(file_name: str) -> str:
@@ -110,25 +113,48 @@ def check_mbox(path: Path) -> None:
         raise InvalidCommand(f"{path}: is not an mbox file (it does not start with 'From ')")
 
 
+def mbox_spans(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
+    """Where each message of an mbox starts (at its ``From `` line) and stops: every line
+    starting with ``From `` starts one; a message stops before the blank line that precedes
+    the next ``From `` line (or the end), as Python's ``mailbox.mbox`` reads it, so the
+    bytes, and the idempotency keys made from them, are the same. One regular-expression
+    pass over the file instead of a ``readline``/``tell`` per line."""
+    starts = [m.start() for m in _FROM_LINE.finditer(data)]
+    spans = []
+    for i, start in enumerate(starts):
+        stop = starts[i + 1] if i + 1 < len(starts) else len(data)
+        if stop - start >= 2 and data[stop - 2:stop] == b"\n\n":
+            stop -= 1  # the last line is exactly "\n": it separates, it is not mail
+        spans.append((start, stop))
+    return spans
+
+
+def mbox_flags(raw: bytes) -> tuple[str, ...]:
+    """The flags an mbox's ``Status:`` / ``X-Status:`` headers give (see ``MBOX_FLAGS``)."""
+    end = raw.find(b"\n\n")
+    letters = b"".join(_STATUS.findall(raw if end < 0 else raw[:end])).decode("latin-1")
+    return tuple(sorted({MBOX_FLAGS[c] for c in letters if c in MBOX_FLAGS}))
+
+
 def mbox_messages(path: Path) -> tuple[int, Iterator[SourceMessage]]:
     check_mbox(path)
-    box = stdlib_mailbox.mbox(str(path), create=False)
-    keys = list(box.keys())
+    with open(path, "rb") as fh:
+        data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    spans = mbox_spans(data)
 
     def gen() -> Iterator[SourceMessage]:
-        first = b""
-        for n, k in enumerate(keys, start=1):
-            raw = box.get_bytes(k, from_=True)
-            from_line, _, raw = raw.partition(b"\n")
-            first = first or raw
-            head = _HEADERS.parsebytes(raw.split(b"\n\n", 1)[0])
-            letters = f"{head.get('Status', '')}{head.get('X-Status', '')}"
-            flags = tuple(sorted({MBOX_FLAGS[c] for c in letters if c in MBOX_FLAGS}))
-            date = _from_line_date(from_line.decode("latin-1")) or _header_date(raw)
-            yield SourceMessage(f"{path}#{n}", raw, flags, date,
-                                key=mbox_key(first, n - 1, raw))
+        first = ""
+        try:
+            for n, (start, stop) in enumerate(spans, start=1):
+                from_line, _, raw = data[start:stop].partition(b"\n")
+                first = first or hashlib.sha256(raw).hexdigest()[:32]
+                date = _from_line_date(from_line.decode("latin-1")) or _header_date(raw)
+                yield SourceMessage(f"{path}#{n}", raw, mbox_flags(raw), date,
+                                    key=mbox_key(first, n - 1, raw))
+        finally:
+            data.close()
 
-    return len(keys), gen()
+    return len(spans), gen()
 
 
 # -- Maildir ------------------------------------------------------------------------------------
@@ -208,13 +234,22 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
     Each message is checked alone: a bad one is reported (``on_reject(name, problem)`` and
     in the report's ``rejections``), the rest of its batch is delivered. Each message
     carries its source's idempotency key, so running the import again (or resuming one
-    that was interrupted) skips what already landed (``already_imported``)."""
+    that was interrupted) skips what already landed (``already_imported``). Batches land
+    in source order, so what landed is a prefix: messages are looked up (and not parsed)
+    while they are found delivered, up to the first that is not; from there on the
+    deliveries themselves find any key claimed."""
     imported = already = 0
     rejected: list[dict[str, str]] = []
     created: set[str] = set()
+    resuming = True
     for chunk in _batches(items, max(1, batch)):
         checked = []
         for m in chunk:
+            if resuming and m.key is not None and m.error is None:
+                if store.already_delivered(account, m.key):
+                    already += 1
+                    continue
+                resuming = False
             try:
                 if m.error is not None:
                     raise InvalidCommand(m.error)
