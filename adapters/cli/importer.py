@@ -70,9 +70,14 @@ def maildir_flags(info_flags: str) -> list[str]:
     return sorted({MAILDIR_FLAGS[c] for c in info_flags if c in MAILDIR_FLAGS})
 
 
+def _header_block(raw: bytes) -> bytes:
+    """A message's header lines: up to the first empty line (LF or CRLF), all of it if none."""
+    ends = [i for i in (raw.find(b"\n\n"), raw.find(b"\r\n\r\n")) if i >= 0]
+    return raw[:min(ends)] if ends else raw
+
+
 def _header_date(raw: bytes) -> datetime | None:
-    head = raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
-    value = _HEADERS.parsebytes(head).get("Date")
+    value = _HEADERS.parsebytes(_header_block(raw)).get("Date")
     try:
         when = parsedate_to_datetime(str(value)) if value else None
     except (TypeError, ValueError, IndexError):
@@ -131,8 +136,7 @@ def mbox_spans(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
 
 def mbox_flags(raw: bytes) -> tuple[str, ...]:
     """The flags an mbox's ``Status:`` / ``X-Status:`` headers give (see ``MBOX_FLAGS``)."""
-    end = raw.find(b"\n\n")
-    letters = b"".join(_STATUS.findall(raw if end < 0 else raw[:end])).decode("latin-1")
+    letters = b"".join(_STATUS.findall(_header_block(raw))).decode("latin-1")
     return tuple(sorted({MBOX_FLAGS[c] for c in letters if c in MBOX_FLAGS}))
 
 
