@@ -377,7 +377,8 @@ class Letterlog:
 
     def _after_purge(self) -> None:
         """No plain text lingers: SQLite's -wal files are truncated (deleted pages are zeroed
-        already: secure_delete); HBase major-compacts the tables a purge deletes from."""
+        already: secure_delete); HBase flushes the tables a purge deletes from, then
+        major-compacts them (in the background)."""
         if self._projections is None:
             return
         tables, physical = self._projections.tables, self._projections.physical
@@ -386,7 +387,9 @@ class Letterlog:
             checkpoint("TRUNCATE")
         compact = getattr(tables, "major_compact", None)
         if compact is not None:
-            compact([physical(t) for t in PURGED_FROM])
+            purged = [physical(t) for t in PURGED_FROM]
+            tables.flush(purged)
+            compact(purged)
 
     def check(self, **fields: Any) -> CheckedDelivery:
         """``deliver``'s fields checked and the message parsed (once), nothing written:

@@ -79,6 +79,7 @@ import importlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -493,10 +494,37 @@ class HBaseTableStore(ValuesFromCells):
                 f"{tuple(sorted(f.decode() for f in existing))!r}, not {spec.families!r}"
             )
 
+    def flush(self, names: Iterable[str]) -> bool:
+        """Writes these tables' memstores out to store files, so that a major compaction
+        after it sees every cell (after a purge: the deleted cells and their delete markers
+        leave the files) and the write-ahead log that held them can be archived. HBase's
+        Thrift gateways have no flush call, but closing a region flushes it: through the
+        Thrift2 gateway a table attribute (``letterlog.flushed_at``) is changed and HBase
+        reopens the table's regions online, one at a time (``modifyTable`` returns when
+        they are back). Without a Thrift2 gateway nothing is done (disabling the tables
+        through Thrift1 would fail the stream workers' writes meanwhile) and False is
+        returned: the region servers flush on their own schedule
+        (``hbase.regionserver.optionalcacheflushinterval``)."""
+        if self._clients2 is None:
+            return False
+        t2 = self._t2
+
+        def reopen(client: Any, physical: bytes) -> None:
+            descriptor = client.getTableDescriptor(t2.TTableName(qualifier=physical))
+            descriptor.attributes = dict(descriptor.attributes or {})
+            descriptor.attributes[b"letterlog.flushed_at"] = b"%d" % time.time_ns()
+            client.modifyTable(descriptor)
+
+        for name in names:
+            physical = self._physical(name)
+            self._call2("modifyTable", lambda c, p=physical: reopen(c, p), name)
+        return True
+
     def major_compact(self, names: Iterable[str]) -> None:
         """Asks HBase to major-compact these tables (Thrift1 ``majorCompact``; the region
         servers do it in the background): cells hidden by deletes, and the delete markers,
-        leave the store files. Cells still in a memstore are not in any store file yet."""
+        leave the store files. Cells still in a memstore are not in any store file yet
+        (``flush`` first)."""
         for name in names:
             physical = self._physical(name)
             self._call("majorCompact", lambda c, p=physical: c.majorCompact(p), name)

@@ -32,11 +32,15 @@ def marked_mail(tag: str, *, attachment: bool) -> tuple[bytes, list[bytes]]:
 
 
 def files_holding(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
-    """Every file under ``root`` with the markers found in it."""
+    """Every file under ``root`` with the markers found in it (a file that vanishes while
+    this reads, as a server's cleaner deletes it, holds nothing any more)."""
     found: dict[str, list[bytes]] = {}
     for path in sorted(root.rglob("*")):
         if path.is_file():
-            data = path.read_bytes()
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
             hits = [m for m in markers if m in data]
             if hits:
                 found[str(path.relative_to(root))] = hits

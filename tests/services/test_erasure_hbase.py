@@ -1,0 +1,86 @@
+"""The erasure test on HBase: after a purge, no byte of a purged message is left anywhere
+under HBase's root directory (store files, their archive, write-ahead logs), once the purge
+has flushed and major-compacted the tables it deleted from and the region server has rolled
+and cleaned its write-ahead logs on the schedule ``ERASURE_SITE`` sets (the settings
+docs/lifecycle.md names; HBase's defaults stretch this to about an hour).
+
+A server of its own: the shorter schedules must not change the other tests' server."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.devservers import HBaseServer
+from adapters.embedded import Letterlog
+from adapters.readside.host import ProjectionHost
+from adapters.tables.hbase import HBaseTableStore
+from projections import names as pn
+from tests.integration.test_erasure import deliver_marked, files_holding
+from tests.services.conftest import _fixture
+
+pytestmark = pytest.mark.services
+
+ERASURE_SITE = {
+    "hbase.regionserver.logroll.period": "5000",  # a new WAL every 5 s
+    "hbase.regionserver.optionalcacheflushinterval": "5000",  # memstores flushed after 5 s
+    "hbase.regionserver.periodicmemstoreflusher.rangeofdelayseconds": "1",
+    "hbase.master.cleaner.interval": "1000",  # archived WALs and store files deleted
+    "hbase.master.logcleaner.ttl": "1",
+    "hbase.master.hfilecleaner.ttl": "1",
+}
+DEADLINE_S = 240.0
+
+
+@pytest.fixture(scope="module")
+def erasure_hbase() -> Iterator[HBaseServer]:
+    yield from _fixture("hbase-erasure", lambda: HBaseServer(extra_site=ERASURE_SITE))  # type: ignore[misc]
+
+
+@pytest.fixture
+def store(tmp_path: Path, erasure_hbase: Any) -> Iterator[Letterlog]:
+    """An embedded log whose read models are kept in the server's HBase tables (as the
+    stream workers keep them), written through the Thrift2 gateway (flush needs it)."""
+    assert erasure_hbase.thrift2_port, "the dev server starts a Thrift2 gateway"
+    tables = HBaseTableStore(erasure_hbase.thrift_host, erasure_hbase.thrift_port,
+                             thrift2_port=erasure_hbase.thrift2_port,
+                             table_prefix=f"erase{secrets.token_hex(4)}")
+    store = Letterlog.open(tmp_path / "data")
+    assert store.projections is not None
+    store.projections.close()
+    store.projections = ProjectionHost(tables, store.events, None, store.max_position)
+    store.catch_up()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def wait_until_clean(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
+    """The files under ``root`` still holding a marker, polled until none or the deadline."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        left = files_holding(root, markers)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1.0)  # polling files for a background cleaner; no event to wait on
+
+
+def test_a_purged_message_leaves_nothing_in_hbase_root_directory(store, erasure_hbase):
+    root = Path(erasure_hbase.workdir) / "data" / "hbase"
+    ids, markers = deliver_marked(store)
+    tables = store.projections.tables
+    assert tables.flush([store.projections.physical(pn.MESSAGES)])
+    held = files_holding(root, markers)
+    assert held, "the read model's rows (envelope: subject, From) are in HBase's files"
+    for message_id in ids:
+        store.erase_message(message_id)  # purge now: rows deleted, flushed, compacted
+    assert store.show(ids[0])["envelope"] == {}
+
+    left = wait_until_clean(root, markers)
+    assert left == {}, f"still holding a purged message's bytes after {DEADLINE_S} s: {left}"
