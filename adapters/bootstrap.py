@@ -93,6 +93,7 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
         inline_limit=settings.inline_limit,
         deleted_retention=timedelta(days=settings.deleted_retention_days),
         log_head=getattr(log, "head", None),
+        reservation_ttl=timedelta(seconds=settings.extraction_reservation_seconds),
     )
 
 

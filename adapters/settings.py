@@ -83,6 +83,8 @@ class Settings(BaseSettings):
                                  description="bytes; the parse stops before a longer line")
     parse_seconds: float = Field(10.0, gt=0, description="time budget of one message's parse")
     deleted_retention_days: float = Field(30.0, ge=0)
+    extraction_reservation_seconds: float = Field(
+        600.0, gt=0, description="an extraction neither confirmed nor released lapses after")
     expired_ttl_days: float = Field(30.0, ge=0, description="expired messages purged after")
     incomplete_ttl_days: float = Field(2.0, ge=0, description="unfinished uploads purged after")
     payload_grace_hours: float = Field(12.0, ge=0,

@@ -67,10 +67,12 @@ class Mailstore(DeliveryCommands, MessageCommands, MailboxCommands):
         clock: Callable[[], datetime] = utcnow,
         max_retries: int = 50,
         log_head: Callable[[], int | None] | None = None,
+        reservation_ttl: timedelta = timedelta(minutes=10),
     ) -> None:
         uow = UnitOfWork(app, max_retries=max_retries, log_head=log_head)
         super().__init__(uow, payloads, limits=limits, inline_limit=inline_limit,
-                         deleted_retention=deleted_retention, clock=clock)
+                         deleted_retention=deleted_retention, clock=clock,
+                         reservation_ttl=reservation_ttl)
 
     @property
     def app(self) -> Application[UUID]:

@@ -100,3 +100,14 @@ def test_extractions_to_date_and_the_last_date_survive_a_new_policy(mail: Mailst
     m = mail.message(d.message_id)
     assert (m.extract_count, m.extractions_total) == (0, 2)
     assert m.last_extracted_at == clock.now == m.internal_date + timedelta(hours=1)
+
+
+def test_the_reservation_lapse_is_a_setting(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LETTERLOG_EXTRACTION_RESERVATION_SECONDS", "90")
+    with Letterlog.open(tmp_path / "data") as store:
+        d = store.deliver(account=ADA, raw=make_mail(), extract_limit=1)
+        store.extract_to(d.message_id, tmp_path / "x.eml")
+        [reserved] = [e for _, e in store.events()
+                      if type(e).__qualname__ == "Message.ExtractionReserved"]
+    lapse = reserved.until - reserved.timestamp  # the event's time is taken just after "now"
+    assert timedelta(seconds=89) < lapse <= timedelta(seconds=90)
