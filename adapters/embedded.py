@@ -41,6 +41,7 @@ from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
 from domain.personal import Personal
 from domain.ports import PayloadStore
+from domain.results import Upload
 from domain.service import Change, CheckedDelivery, Delivery, Mailstore
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
 from projections import names as pn
@@ -260,7 +261,7 @@ class Letterlog:
         """Count-limited, until a date, or (neither) indefinite."""
         return self._command(self.mail.set_policy, message_id, extract_limit, extract_until)
 
-    def begin_upload(self, **fields: Any) -> UUID:
+    def begin_upload(self, **fields: Any) -> Upload:
         return self._command(self.mail.begin_upload, **fields)
 
     def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:

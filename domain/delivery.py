@@ -24,7 +24,7 @@ from domain.errors import InvalidCommand, InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
 from domain.message import Message
 from domain.personal import Personal
-from domain.results import Change, Delivery
+from domain.results import Change, Delivery, Upload
 from domain.rfc5322 import MessageFacts, inspect_message
 from domain.unit_of_work import Commands
 from domain.values import NAMESPACE, ExtractionPolicy, MessageState, account_id_for
@@ -282,12 +282,12 @@ class DeliveryCommands(Commands):
         }
 
     # -- uploads (large messages) -----------------------------------------------------------
-    def begin_upload(self, **fields: Any) -> UUID:
+    def begin_upload(self, **fields: Any) -> Upload:
         cmd = build(BeginUpload, **fields)
         message_id = new_message_id()
         uow = self.uow
 
-        def attempt() -> UUID:
+        def attempt() -> Upload:
             account, fresh = uow.account_or_open(cmd.account)
             mailbox = uow.mailbox_named(account, cmd.mailbox, fresh)
             if mailbox.deleted:
@@ -302,8 +302,8 @@ class DeliveryCommands(Commands):
                 labels=cmd.labels,
                 policy=cmd.policy().as_dict(),
             )
-            uow.save(account, *fresh, msg)
-            return message_id
+            positions = uow.save(account, *fresh, msg)
+            return Upload(message_id, mailbox.id, positions[-1])
 
         return uow.run(attempt)
 

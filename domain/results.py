@@ -1,6 +1,7 @@
-"""What a command returns: a ``Delivery`` (a message placed in a mailbox) or a ``Change``.
+"""What a command returns: a ``Delivery`` (a message placed in a mailbox), an ``Upload``
+(one begun), a ``Reservation`` (an extraction held) or a ``Change``.
 
-Both carry ``position``: wait until a read model (or a stream worker) has applied the log up
+All carry ``position``: wait until a read model (or a stream worker) has applied the log up
 to it, and it shows the command's outcome."""
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ class Change:
         position its decision was based on: a reader that has caught up to it sees the
         command's outcome."""
         return self.positions[-1] if self.positions else self.head
+
+
+@dataclass(frozen=True)
+class Upload:
+    """An upload begun: send its chunks to ``message_id`` (``append_chunk``), then
+    ``complete_upload``."""
+
+    message_id: UUID
+    mailbox_id: UUID
+    position: int  # the log position of the upload's first event
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def test_a_policy_relaxed_after_expiry_cancels_the_countdown(store):
 
 
 def test_an_unfinished_upload_is_purged_after_its_ttl_with_its_chunks(store):
-    upload = store.begin_upload(account=ADA)
+    upload = store.begin_upload(account=ADA).message_id
     store.append_chunk(upload, 0, BIG.encode())
     assert store.purge(later(days=1)).as_dict()["purged"] == 0
     report = store.purge(later(days=3)).as_dict()

@@ -227,7 +227,9 @@ def test_personal_data_is_confined_to_the_personal_part(mail):
 
 def test_upload_stays_incomplete_until_completed(mail):
     raw = make_mail(body="z" * 300_000 + "\r\n")
-    mid = mail.begin_upload(account=ADA, labels=["big"])
+    upload = mail.begin_upload(account=ADA, labels=["big"])
+    mid = upload.message_id
+    assert upload.position == mail.uow.head()  # read-your-writes, as every command
     mail.append_chunk(mid, 0, raw[:100_000])
     with pytest.raises(InvalidCommand, match="expected chunk 1"):
         mail.append_chunk(mid, 0, raw[100_000:200_000])
