@@ -18,11 +18,11 @@ import pytest
 
 from adapters.devservers import HBaseServer
 from adapters.embedded import Letterlog
-from adapters.readside.host import ProjectionHost
 from adapters.tables.hbase import HBaseTableStore
 from projections import names as pn
 from tests.integration.test_erasure import deliver_marked, files_holding
 from tests.services.conftest import _fixture
+from tests.services.test_lifecycle_servers import project_into
 
 pytestmark = pytest.mark.services
 
@@ -47,14 +47,10 @@ def store(tmp_path: Path, erasure_hbase: Any) -> Iterator[Letterlog]:
     """An embedded log whose read models are kept in the server's HBase tables (as the
     stream workers keep them), written through the Thrift2 gateway (flush needs it)."""
     assert erasure_hbase.thrift2_port, "the dev server starts a Thrift2 gateway"
-    tables = HBaseTableStore(erasure_hbase.thrift_host, erasure_hbase.thrift_port,
-                             thrift2_port=erasure_hbase.thrift2_port,
-                             table_prefix=f"erase{secrets.token_hex(4)}")
     store = Letterlog.open(tmp_path / "data")
-    assert store.projections is not None
-    store.projections.close()
-    store.projections = ProjectionHost(tables, store.events, None, store.max_position)
-    store.catch_up()
+    project_into(store, HBaseTableStore(erasure_hbase.thrift_host, erasure_hbase.thrift_port,
+                                        thrift2_port=erasure_hbase.thrift2_port,
+                                        table_prefix=f"erase{secrets.token_hex(4)}"))
     try:
         yield store
     finally:

@@ -22,6 +22,16 @@ from tests.services.test_relay import drop_database, new_database
 pytestmark = pytest.mark.services
 
 
+def project_into(store: Letterlog, tables: HBaseTableStore) -> None:
+    """The same projectors as the stream workers, run in the store's process into HBase:
+    HBase is current before each command returns, so a purge job reads what it would read
+    there."""
+    assert store.projections is not None
+    store.projections.close()
+    store.projections = ProjectionHost(tables, store.events, None, store.max_position)
+    store.catch_up()
+
+
 @pytest.fixture
 def scale_out(tmp_path: Path, postgres_server: Any, hbase_server: Any,
               kafka_server: Any) -> Iterator[Letterlog]:
@@ -29,14 +39,8 @@ def scale_out(tmp_path: Path, postgres_server: Any, hbase_server: Any,
     store = Letterlog.open(tmp_path / "data", event_store="postgres", postgres_dsn=dsn,
                            kafka_bootstrap=kafka_server.bootstrap,
                            kafka_topic=f"lifecycle-{secrets.token_hex(4)}")
-    tables = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
-                             table_prefix=f"life{secrets.token_hex(4)}")
-    # The same projectors as the stream workers, run in this process: HBase is kept current
-    # before each command returns, so the purge jobs read what they would read there.
-    assert store.projections is not None
-    store.projections.close()
-    store.projections = ProjectionHost(tables, store.events, None, store.max_position)
-    store.catch_up()
+    project_into(store, HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
+                                        table_prefix=f"life{secrets.token_hex(4)}"))
     try:
         yield store
     finally:
