@@ -403,12 +403,17 @@ class Letterlog:
         delivering it again would store nothing either way)."""
         return self.mail.claimed(account, idempotency_key)
 
-    def ensure_mailbox(self, account: str, mailbox: str) -> bool:
-        """Creates ``mailbox`` unless the account has it already; True if it was created."""
+    def ensure_mailbox(self, account: str, mailbox: str, role: str = "") -> bool:
+        """Creates ``mailbox`` unless the account has it already; True if it was created.
+        ``role``: given to it unless another of the account's mailboxes has that role."""
         try:
-            self.create_mailbox(account, mailbox)
+            self.create_mailbox(account, mailbox, role)
         except MailboxExists:
             return False
+        except InvalidCommand:
+            if not role or not self.mail.account(account).has_role(role):
+                raise
+            return self.ensure_mailbox(account, mailbox)
         return True
 
     def check_delivery(self, **fields: Any) -> None:

@@ -120,10 +120,14 @@ class Account(MailAggregate):
         return name in self.mailboxes
 
     # -- commands -----------------------------------------------------------------------
+    def has_role(self, role: str) -> bool:
+        """Whether one of the account's mailboxes has this special-use role."""
+        return bool(role) and any(r == role for _, r, _ in self.mailboxes.values())
+
     def register_mailbox(self, name: str, role: Role) -> tuple[UUID, int]:
         if name in self.mailboxes:
             raise MailboxExists(f"mailbox: {name!r} already exists for {self.address}")
-        if role is not Role.NONE and any(r == role.value for _, r, _ in self.mailboxes.values()):
+        if self.has_role(role.value):
             raise InvalidCommand(
                 f"role: {self.address} already has a mailbox with role {role.value!r}"
             )

@@ -7,7 +7,10 @@
   ``D`` deleted, ``T`` draft); Maildir info ``:2,`` letters (``S R F T D``, ``P`` is
   ``$Forwarded``).
 * **Folders**: Maildir++ sub-folders (``.Sent``, ``.Archive.2024``) become mailboxes
-  (``Sent``, ``Archive/2024``), created when missing.
+  (``Sent``, ``Archive/2024``), created when missing. A top-level folder with a usual
+  special-use name (``Sent``, ``Sent Items``, ``Drafts``, ``Trash``, ``Deleted Items``,
+  ``Junk``, ``Spam``, ``Archive``; any case) gets that role (RFC 6154), unless the account
+  has a mailbox with that role already.
 
 Every source message is named by its real file (``box.mbox#12``: the 12th message;
 ``Maildir/cur/1700000000.x:2,S``), so a rejection says where to look. A batch of checked
@@ -35,6 +38,11 @@ MAILDIR_FLAGS = {"S": "\\Seen", "R": "\\Answered", "F": "\\Flagged", "T": "\\Del
 MBOX_FLAGS = {"R": "\\Seen", "A": "\\Answered", "F": "\\Flagged", "D": "\\Deleted",
               "T": "\\Draft"}
 _HEADERS = BytesHeaderParser()
+FOLDER_ROLES = {"sent": "sent", "sent items": "sent", "sent messages": "sent",
+                "sent mail": "sent", "drafts": "drafts", "trash": "trash",
+                "deleted items": "trash", "deleted messages": "trash", "junk": "junk",
+                "junk e-mail": "junk", "spam": "junk", "archive": "archive",
+                "archives": "archive"}
 _FROM_LINE = re.compile(rb"^From ", re.MULTILINE)
 _STATUS = re.compile(rb"^(?:X-)?Status:[ \t]*([^\r\n]*)", re.MULTILINE | re.IGNORECASE)
 
@@ -231,6 +239,14 @@ def _mailbox_for(target: str, folder: str) -> str:
     return folder if target == "INBOX" else f"{target}/{folder}"
 
 
+def folder_role(target: str, folder: str) -> str:
+    """The special-use role of a Maildir++ folder imported under ``target`` ("" if none): only
+    a top-level folder of an import into INBOX takes one."""
+    if target != "INBOX" or "/" in folder:
+        return ""
+    return FOLDER_ROLES.get(folder.lower(), "")
+
+
 def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: str,
                mailbox: str, *, batch: int = 100, progress: Callable[[int], None] | None = None,
                on_reject: Callable[[str, str], None] | None = None) -> dict[str, Any]:
@@ -259,7 +275,7 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
                     raise InvalidCommand(m.error)
                 target = _mailbox_for(mailbox, m.folder)
                 if m.folder and target not in created:
-                    store.ensure_mailbox(account, target)
+                    store.ensure_mailbox(account, target, folder_role(mailbox, m.folder))
                     created.add(target)
                 checked.append(store.check(account=account, mailbox=target, raw=m.raw,
                                            flags=list(m.flags), internal_date=m.internal_date,

@@ -115,3 +115,21 @@ def test_importing_a_maildir_again_imports_nothing_new(tmp_path: Path) -> None:
     assert (first["imported"], again["imported"], again["already_imported"]) == (5, 0, 5)
     assert len(store.messages(ADA, limit=20)) == 5
     store.close()
+
+
+def test_maildir_folders_with_special_use_names_get_their_roles(tmp_path: Path) -> None:
+    import mailbox
+
+    from adapters.cli.importer import maildir_messages
+
+    box = mailbox.Maildir(str(tmp_path / "md"), create=True)
+    box.add(make_mail("inbox", message_id="<i@md>"))
+    for folder in ("Sent Items", "Trash", "Spam", "Projects", "Archive.2024"):
+        box.add_folder(folder).add(make_mail(folder, message_id=f"<{folder}@md>"))
+    store = Letterlog.open(tmp_path / "d", durability="normal")
+    store.create_mailbox(ADA, "Old trash", "trash")  # the account's trash role is taken
+    assert _import(store, maildir_messages(tmp_path / "md"))["imported"] == 6
+    roles = {m["name"]: m["role"] for m in store.mailbox_list(ADA)}
+    assert roles == {"INBOX": "inbox", "Old trash": "trash", "Sent Items": "sent",
+                     "Trash": "", "Spam": "junk", "Projects": "", "Archive/2024": ""}
+    store.close()
