@@ -20,16 +20,16 @@ Tuples become lists. A naive datetime is refused: every time in letterlog is UTC
 from __future__ import annotations
 
 import struct
-import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID, SafeUUID
 
 import msgpack
-import zstandard
 from eventsourcing.persistence import Transcoder
 
+from adapters.compression import compress as _compress
+from adapters.compression import decompress as _decompress
 from adapters.eventlog import sealing
 from domain.personal import Personal
 
@@ -37,22 +37,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _Q = struct.Struct(">q")
 _UUID, _DATETIME, _SET, _FROZENSET, _DECIMAL, _COMPRESSED, _SEALED = 1, 2, 3, 4, 5, 6, 7
 COMPRESSED_FIELD = "personal"  # the field of an event (or snapshot) stored compressed
-_COMPRESS_LEVEL = 1  # zstd level 1: ~3x on mail, the cheapest of the levels to write
-_codecs = threading.local()  # a zstd (de)compressor serves one thread at a time
-
-
-def _compress(data: bytes) -> bytes:
-    c = getattr(_codecs, "c", None)
-    if c is None:
-        c = _codecs.c = zstandard.ZstdCompressor(level=_COMPRESS_LEVEL)
-    return c.compress(data)  # type: ignore[no-any-return]
-
-
-def _decompress(data: bytes) -> bytes:
-    d = getattr(_codecs, "d", None)
-    if d is None:
-        d = _codecs.d = zstandard.ZstdDecompressor()
-    return d.decompress(data)  # type: ignore[no-any-return]
 
 
 def _default(obj: Any) -> Any:

@@ -1,6 +1,9 @@
 """The embedded payload store: one directory per payload, chunk files plus a manifest.
 
-Layout: ``root/ab/cd/<sha256>/00000000, 00000001, ..., manifest.json``. A payload is
+Layout: ``root/ab/cd/<sha256>/00000000, 00000001, ..., manifest.json``. A chunk that zstd
+shrinks by at least an eighth is stored compressed (``zstd`` in the manifest lists those
+chunks; a manifest without it has none, as payloads written before ADR 0023): mail's
+base64 attachments and text bodies shrink, images and archives are kept as they are. A payload is
 written into a private directory under ``root/.tmp`` (chunks first, the manifest last),
 checked against its SHA-256, then renamed into place in one step: a reader sees all of
 it or nothing, and a crash leaves only a temporary directory. When another writer
@@ -26,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from adapters.compression import compress, decompress
 from domain.errors import PayloadMissing
 from domain.payloads import (
     CHUNK_SIZE,
@@ -37,6 +41,7 @@ from domain.payloads import (
 )
 
 MANIFEST = "manifest.json"
+WORTH_COMPRESSING = 7 / 8  # a chunk is stored compressed if that makes it this much smaller
 PUT_THREADS = 8  # payloads of one batch written (and fsynced) at once
 
 
@@ -130,7 +135,7 @@ class FilePayloadStore:
 
     def open(self, sha256: str) -> Iterator[bytes]:
         manifest = self._manifest(sha256)
-        return self._chunks(sha256, manifest["chunk_count"])
+        return self._chunks(sha256, manifest["chunk_count"], frozenset(manifest.get("zstd", ())))
 
     def read_range(self, sha256: str, start: int, end: int) -> bytes:
         check_range(start, end)
@@ -139,12 +144,17 @@ class FilePayloadStore:
         if start >= end:
             return b""
         size = manifest["chunk_size"]
+        compressed = frozenset(manifest.get("zstd", ()))
         pieces = []
         for index in range(start // size, (end - 1) // size + 1):
             offset = max(start - index * size, 0)
+            length = min(end - index * size, size) - offset
+            if index in compressed:
+                pieces.append(self._chunk(sha256, index, True)[offset:offset + length])
+                continue
             with self._chunk_file(sha256, index) as chunk:
                 chunk.seek(offset)
-                pieces.append(chunk.read(min(end - index * size, size) - offset))
+                pieces.append(chunk.read(length))
         return b"".join(pieces)
 
     def size(self, sha256: str) -> int:
@@ -169,27 +179,33 @@ class FilePayloadStore:
     def _write(self, chunks: Iterable[bytes]) -> PayloadRef:
         tmp = Path(tempfile.mkdtemp(prefix="write-", dir=self._tmp))
         try:
-            digest, size, count = hashlib.sha256(), 0, 0
+            digest, size, count, compressed = hashlib.sha256(), 0, 0, []
             for chunk in rechunk(chunks, self.chunk_size):
                 digest.update(chunk)
                 size += len(chunk)
+                packed = compress(chunk)
+                if len(packed) <= len(chunk) * WORTH_COMPRESSING:
+                    compressed.append(count)
+                    chunk = packed
                 self._write_file(tmp / _chunk_name(count), chunk)
                 count += 1
             ref = PayloadRef(digest.hexdigest(), size, count)
-            self._verify(tmp, ref)
-            manifest = {"sha256": ref.sha256, "size": size, "chunk_size": self.chunk_size}
-            self._write_file(tmp / MANIFEST, json.dumps({**manifest, "chunk_count": count}))
+            self._verify(tmp, ref, frozenset(compressed))
+            manifest = {"sha256": ref.sha256, "size": size, "chunk_size": self.chunk_size,
+                        "chunk_count": count, "zstd": compressed}
+            self._write_file(tmp / MANIFEST, json.dumps(manifest))
             self._stamp(tmp / MANIFEST)
             self._sync_dir(tmp)
             return self._commit(tmp, ref)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # nothing left after a rename
 
-    def _verify(self, tmp: Path, ref: PayloadRef) -> None:
+    def _verify(self, tmp: Path, ref: PayloadRef, compressed: frozenset[int]) -> None:
         """Read back what was written: a short write or a bad disk must not be committed."""
         digest = hashlib.sha256()
         for index in range(ref.chunk_count):
-            digest.update((tmp / _chunk_name(index)).read_bytes())
+            data = (tmp / _chunk_name(index)).read_bytes()
+            digest.update(decompress(data) if index in compressed else data)
         if digest.hexdigest() != ref.sha256:
             raise OSError(errno.EIO, f"payload {ref.sha256} read back with another sha256")
 
@@ -230,11 +246,14 @@ class FilePayloadStore:
             raise PayloadMissing(f"payload {sha256} is not in the payload store") from None
         return manifest
 
-    def _chunks(self, sha256: str, count: int) -> Iterator[bytes]:
+    def _chunks(self, sha256: str, count: int, compressed: frozenset[int]) -> Iterator[bytes]:
         for index in range(count):
-            with self._chunk_file(sha256, index) as chunk:
-                data = chunk.read()
-            yield data
+            yield self._chunk(sha256, index, index in compressed)
+
+    def _chunk(self, sha256: str, index: int, compressed: bool) -> bytes:
+        with self._chunk_file(sha256, index) as chunk:
+            data = chunk.read()
+        return decompress(data) if compressed else data
 
     def _chunk_file(self, sha256: str, index: int) -> BinaryIO:
         try:

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from adapters.payloads.files import MANIFEST, FilePayloadStore
 from adapters.payloads.memory import InMemoryPayloadStore
@@ -49,6 +51,37 @@ def test_a_payload_is_a_directory_of_chunk_files_and_a_manifest(root: Path) -> N
     where = root / ref.sha256[:2] / ref.sha256[2:4] / ref.sha256
     assert sorted(os.listdir(where)) == ["00000000", "00000001", "00000002", MANIFEST]
     assert (where / "00000002").read_bytes() == b"z" * 8
+
+
+def test_chunks_zstd_shrinks_are_stored_compressed_and_read_back_exactly(root: Path) -> None:
+    text = b"Lorem ipsum dolor sit amet, consectetur adipiscing elit.\r\n" * 200
+    noise = os.urandom(4096)  # does not compress: stored as it is
+    data = text[:4096] + noise + text[:1000]
+    store = FilePayloadStore(root, 4096)
+    ref = store.put(data)
+    where = root / ref.sha256[:2] / ref.sha256[2:4] / ref.sha256
+    manifest = json.loads((where / MANIFEST).read_bytes())
+    assert manifest["zstd"] == [0, 2] and manifest["chunk_count"] == 3
+    assert (where / "00000001").read_bytes() == noise
+    assert (where / "00000000").stat().st_size < 4096 // 4
+    assert b"".join(store.open(ref.sha256)) == data
+    for start, end in [(0, 10), (4090, 4100), (4000, 9000), (8190, len(data)), (50, 50)]:
+        assert store.read_range(ref.sha256, start, end) == data[start:end]
+
+
+def test_a_payload_written_before_compression_still_reads(root: Path) -> None:
+    """A manifest without ``zstd`` (payloads stored before ADR 0023): every chunk raw."""
+    data = b"plain old chunk " * 600
+    ref = FilePayloadStore(root, 4096).put(data)
+    where = root / ref.sha256[:2] / ref.sha256[2:4] / ref.sha256
+    manifest = json.loads((where / MANIFEST).read_bytes())
+    for index in manifest.pop("zstd"):
+        chunk = where / f"{index:08d}"
+        chunk.write_bytes(zstandard.ZstdDecompressor().decompress(chunk.read_bytes()))
+    (where / MANIFEST).write_text(json.dumps(manifest))
+    store = FilePayloadStore(root, 4096)
+    assert b"".join(store.open(ref.sha256)) == data
+    assert store.read_range(ref.sha256, 4000, 5000) == data[4000:5000]
 
 
 def test_a_write_that_crashed_is_invisible_and_swept_later(root: Path) -> None:
