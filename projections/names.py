@@ -34,6 +34,7 @@ CATALOG: Final = "catalog"  # logical table -> physical table (blue/green rebuil
 DEAD_LETTERS: Final = "dead_letters"  # poison stream records set aside
 DEAD_LETTERS_CLOSED: Final = "dead_letters_closed"  # discarded or redriven ones, kept
 STREAM_REDO: Final = "stream_redo"  # a stream batch's mutations until they are all written
+VIEWS: Final = "views"  # read-only views (time travel): name -> position, projections
 
 # -- families ----------------------------------------------------------------------------------
 
@@ -54,6 +55,7 @@ F_TRACK: Final = "t"  # tracking
 F_CATALOG: Final = "c"  # catalog
 F_DEAD: Final = "d"  # dead_letters, dead_letters_closed
 F_REDO: Final = "r"  # stream_redo
+F_VIEW: Final = "v"  # views
 
 # -- mailboxes ---------------------------------------------------------------------------------
 
@@ -116,12 +118,18 @@ QUEUES: Final = (QUEUE_DELETED, QUEUE_EXPIRED, QUEUE_EXPIRING, QUEUE_INCOMPLETE)
 # -- tracking ----------------------------------------------------------------------------------
 
 TR_POSITION: Final = b"t:position"
+TR_GENERATION: Final = b"t:generation"  # the catalog generation the position was reached in
 
 # -- catalog -----------------------------------------------------------------------------------
 
 CAT_PHYSICAL: Final = b"c:physical"  # row: the logical table name
 CAT_GENERATION_ROW: Final = b"~generation"
 CAT_GENERATION: Final = b"c:generation"
+
+# -- views -------------------------------------------------------------------------------------
+
+V_POSITION: Final = b"v:position"  # row: the view's name; the log position it reflects
+V_PROJECTIONS: Final = b"v:projections"  # the projections it holds, comma-separated
 
 # -- dead_letters, dead_letters_closed ---------------------------------------------------------
 

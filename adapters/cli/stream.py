@@ -116,9 +116,13 @@ def dead_letters_discard(
 @dead_app.command("redrive")
 def dead_letters_redrive() -> None:
     """Apply every dead letter again (after a fix); the ones that succeed are closed."""
+    from adapters.readside.host import Catalog
     from adapters.streaming.deadletters import redrive
 
-    report = redrive(_stream_store())
+    store = _stream_store()
+    catalog = Catalog(store)  # into the tables readers and workers use (after a rebuild too)
+    catalog.refresh()
+    report = redrive(store, physical=catalog.physical)
     out({k: v for k, v in report.items() if k != "details"},
         f"redriven {report['redriven']}, still failing {report['failed']}")
 

@@ -45,9 +45,9 @@ CATALOG = TableSpec(n.CATALOG, (n.F_CATALOG,), split_by_salt=False)
 CAT_PHYSICAL = n.CAT_PHYSICAL
 CAT_GENERATION_ROW = n.CAT_GENERATION_ROW
 CAT_GENERATION = n.CAT_GENERATION
-VIEWS = TableSpec("views", ("v",), split_by_salt=False)
-V_POSITION = b"v:position"
-V_PROJECTIONS = b"v:projections"
+VIEWS = TableSpec(n.VIEWS, (n.F_VIEW,), split_by_salt=False)
+V_POSITION = n.V_POSITION
+V_PROJECTIONS = n.V_PROJECTIONS
 _VIEW_NAME = re.compile(r"^[A-Za-z0-9]{1,40}$")
 
 
@@ -270,8 +270,13 @@ class ProjectionHost:
         with self._locked():
             runner.apply_events(self.events(start=head + 1))  # catch up what arrived meanwhile
             position = runner.position()
-            tracking = [Put(self.physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
-                            b"%d" % position, max(position, 1)) for p in projections]
+            tracking = [put for p in projections for put in (
+                Put(self.physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
+                    b"%d" % position, max(position, 1)),
+                # the generation these tables start at ``position``: stream workers check
+                # their own positions against it (adapters.streaming.projector, handover)
+                Put(self.physical(n.TRACKING), tracking_row(p.name), n.TR_GENERATION,
+                    b"%d" % generation, generation + 1))]
             old = {t: self.physical(t) for t in rebuilt if t != n.TRACKING}
             self.catalog.switch({t: rebuilt[t] for t in old}, tracking)
             if self.live:

@@ -43,6 +43,24 @@ Read-modify-write projections (``counters``) with a redo record
     values and versions make completing it twice harmless. Rows of these tables are read
     once per batch and kept current in a batch-local cache.
 
+Following the catalog (``catalog=``: what the workers pass)
+    Physical table names are resolved through the catalog (``adapters.readside.host``), as
+    the read side does, and the catalog's generation is read at the start of every batch:
+    after a blue/green rebuild switched tables (``letterlog rebuild --engine spark`` on
+    HBase), the next batch writes the new ones. The rebuild caught the new tables up to the
+    log's head at its switch and recorded that position and the generation in the
+    projections' own tracking rows; every tracking row a worker writes carries the
+    generation it was written in. A partition's runners are (re)built from its tracking rows:
+    a position reached in an older generation and at or below the switch position is
+    carried over (the new tables hold those events; what follows is applied to them, the
+    overlap idempotently). A position *past* the switch position reached in an older
+    generation means this partition applied events to the old tables after the rebuild's
+    catch-up had read the log (the switch landed while a batch was in flight): those events
+    are not in the new tables, so the batch fails with ``HandoverGap`` naming the partition,
+    projection and positions, and the worker writes nothing and retries (records stay
+    unacknowledged) until a rebuild switched in later covers the positions (run the rebuild
+    again: it catches up past them).
+
 Poison records
     A record from a topic this projector does not consume, a value that is not an event
     record (``CorruptEvent`` from ``decode_record``) or an event a projector fails on
@@ -79,6 +97,7 @@ from adapters.streaming.deadletters import (
 )
 from domain.errors import CorruptEvent
 from projections import names as n
+from projections.keys import tracking_row
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner, identity
 from projections.tablestore import (
@@ -99,6 +118,7 @@ __all__ = [
     "REDO",
     "BatchResult",
     "DeadLetter",
+    "HandoverGap",
     "Record",
     "StreamProjector",
     "discard_dead_letter",
@@ -111,6 +131,11 @@ TP = tuple[str, int]
 Physical = Callable[[str], str]
 
 REDO = TableSpec(n.STREAM_REDO, (n.F_REDO,), split_by_salt=False)
+
+
+class HandoverGap(RuntimeError):
+    """Events a partition applied to tables switched out after the rebuild read the log
+    (see the module docstring): not poison, not a store failure, nothing is written."""
 REDO_MUTATIONS = n.REDO_MUTATIONS
 
 
@@ -226,11 +251,12 @@ class _BatchStore:
       unknown."""
 
     def __init__(self, store: TableStore, tracking: str, cached: frozenset[str],
-                 redo: str) -> None:
+                 redo: str, generation: int | None = None) -> None:
         self.store = store
         self.tracking = tracking
         self.cached = cached
         self.redo = redo
+        self.generation = generation  # written beside each tracked position (if known)
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, bytes], _CachedRow] = {}
         self._held: dict[tuple[bytes, bytes], Put] = {}
@@ -308,8 +334,13 @@ class _BatchStore:
         with self._lock:
             held, self._held = list(self._held.values()), {}
         if held:
+            stamps: list[Mutation] = []
+            if self.generation is not None:
+                stamp = b"%d" % self.generation
+                stamps = [Put(m.table, m.row, n.TR_GENERATION, stamp, self.generation + 1)
+                          for m in held if m.column == n.TR_POSITION]
             try:
-                self.store.apply(held)
+                self.store.apply([*held, *stamps])
             except BaseException:
                 with self._lock:
                     for m in held:
@@ -418,26 +449,38 @@ class StreamProjector:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         after_write: Callable[[BatchResult], None] | None = None,
+        catalog: Any = None,
     ) -> None:
         if attempts < 1:
             raise ValueError("attempts: must be at least 1")
         self.store = store
         self.topics = frozenset(topics)
         self.projections = tuple(projections)
-        self.physical = physical
         self.attempts = attempts
         self.backoff = backoff
         self.clock = clock
         self.sleep = sleep
         self.after_write = after_write
+        self.catalog = catalog  # a ``Catalog`` over ``store``: names follow its switches
         self._plain = tuple(p for p in self.projections if not p.reads)
         self._rmw = tuple(p for p in self.projections if p.reads)
-        cached = frozenset(physical(t) for p in self._rmw for t in p.reads)
-        self._store = _BatchStore(store, physical(n.TRACKING), cached, physical(REDO.name))
-        self._partitions: dict[TP, _Partition] = {}
         self._progress: dict[TP, _Progress] = {}
         self._threads = max(1, threads)
         self._pool: ThreadPoolExecutor | None = None
+        if catalog is not None:
+            catalog.refresh()
+            physical = catalog.physical
+        self._bind(physical)
+
+    def _bind(self, physical: Physical) -> None:
+        """Writes to ``physical``'s tables from now on (runners rebuilt on first use)."""
+        self.physical = physical
+        cached = frozenset(physical(t) for p in self._rmw for t in p.reads)
+        generation = None if self.catalog is None else self.catalog.generation
+        self._store = _BatchStore(self.store, physical(n.TRACKING), cached,
+                                  physical(REDO.name), generation)
+        self._partitions: dict[TP, _Partition] = {}
+        self._switches: dict[str, tuple[int, int]] | None = None
         self.dead_letters_table = physical(DEAD_LETTERS.name)
 
     def create_tables(self) -> None:
@@ -467,6 +510,9 @@ class StreamProjector:
         for r in records:
             by_tp.setdefault((r.topic, r.partition), []).append(r)
         result = BatchResult(records=len(records))
+        self._follow_catalog()
+        for tp in by_tp:  # every partition's handover checked before anything is written
+            self._partition(tp)
         self._store.begin()
         decoded = {tp: self._decode_all(rs) for tp, rs in by_tp.items()}
         self._prefetch([item for items, _ in decoded.values() for item in items])
@@ -496,9 +542,54 @@ class StreamProjector:
     def _partition(self, tp: TP) -> _Partition:
         part = self._partitions.get(tp)
         if part is None:
+            if self.catalog is not None:
+                self._check_handover(tp)
             part = _Partition(self._store, tp, self._plain, self._rmw, self.physical)
             self._partitions[tp] = part
         return part
+
+    # -- following the catalog (see the module docstring) ------------------------------------
+
+    def _follow_catalog(self) -> None:
+        if self.catalog is None or not self.catalog.refresh():
+            return
+        log.warning("catalog generation %d: tables switched; writing %s from now on",
+                    self.catalog.generation,
+                    ", ".join(sorted({self.physical(t.name) for p in self.projections
+                                      for t in p.tables})))
+        self._bind(self.catalog.physical)
+        self.create_tables()
+
+    def _check_handover(self, tp: TP) -> None:
+        """Raises ``HandoverGap`` if this partition applied, to tables since switched out,
+        events past the position the tables switched in start from."""
+        tracking = self.physical(n.TRACKING)
+        if self._switches is None:
+            switches = {}
+            for p in self.projections:
+                row = self.store.get(tracking, tracking_row(p.name),
+                                     [n.TR_POSITION, n.TR_GENERATION])
+                if n.TR_GENERATION in row:
+                    switches[p.name] = (int(row.get(n.TR_POSITION, b"0")),
+                                        int(row[n.TR_GENERATION]))
+            self._switches = switches
+        for p in self.projections:
+            switched = self._switches.get(p.name)
+            if switched is None:
+                continue
+            start, generation = switched
+            name = partition_projections([p], *tp)[0].name
+            row = self.store.get(tracking, tracking_row(name), [n.TR_POSITION, n.TR_GENERATION])
+            position = int(row.get(n.TR_POSITION, b"0"))
+            applied_in = int(row.get(n.TR_GENERATION, b"0"))
+            if applied_in < generation and position > start:
+                raise HandoverGap(
+                    f"{tp[0]}/{tp[1]}: projection {p.name!r} applied events up to position "
+                    f"{position} to the tables of generation {applied_in}, but the tables "
+                    f"switched in at generation {generation} start from position {start}: "
+                    f"positions {start + 1}..{position} of this partition are not in them. "
+                    "Run the rebuild again (it catches up past them); until then this "
+                    "partition writes nothing")
 
     def _decode_all(self, records: list[Record]) -> tuple[list[Item], list[Poison]]:
         items: list[Item] = []

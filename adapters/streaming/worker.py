@@ -193,14 +193,17 @@ class WorkerState:
     def _open(self) -> StreamProjector:
         if self.projector is None:
             from adapters.bootstrap import key_store
+            from adapters.readside.host import Catalog
 
             # Records carry personal data sealed: their keys are in the key store beside the log.
             self.keys = key_store(self.settings)
             store = self.store_factory()
+            # physical table names through the catalog, as the read side resolves them: a
+            # rebuild switched in (blue/green) is followed from the next batch on
             projector = StreamProjector(store, [self.settings.kafka_topic],
                                         attempts=self.options.attempts,
                                         threads=self.options.threads,
-                                        after_write=self.after_write)
+                                        after_write=self.after_write, catalog=Catalog(store))
             projector.create_tables()
             self.projector = projector
         return self.projector
