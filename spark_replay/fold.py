@@ -1,12 +1,15 @@
 """Transform + load, in the executors: one partition's events folded by the projection runner.
 
-Each task gets one partition of the log, every event of its accounts in position order
-(``job.py`` partitions by account and sorts within), decodes the stored msgpack, and runs
+Each task gets one partition of the log -- ``by_account`` (``fold_accounts``): every event
+of its accounts in position order, from the shuffle; ``by_position`` (``fold_ranges``): a
+position range, which the task reads from the log itself; (``fold_cells``, under
+``mapInArrow``, for DataFrames: ``spark_replay.frames``) -- decodes the stored msgpack, and
+runs
 ``projections.runner.ProjectionRunner`` in fold mode over it -- the same runner and pure
 projectors as the embedded rebuild and the stream workers. Its folded tables go:
 
 * ``sqlite``: into a *run*, a fresh SQLite tables file of the task's own
-  (``<spool>/run-<partition>-<attempt>.sqlite``, bulk loaded in key order by the runner's
+  (``<spool>/run-<fold>-<partition>-<attempt>.sqlite``, bulk loaded in key order by the runner's
   fold path); the driver merges the runs of the successful attempts into the fresh tables
   (``SqliteTableStore.merge_runs``). A failed attempt's run is never merged.
 * ``hbase``: straight into the fresh HBase tables through the project's HBase table store
@@ -18,7 +21,7 @@ No task reads or writes the tracking table: a task's position says nothing about
 task's accounts (a task that read a finished task's position would skip its own events up
 to there). The driver records the rebuild's position after the last task.
 
-A task yields one summary row; nothing else comes back to the driver.
+A task yields one summary (``SUMMARY_NAMES``); nothing else comes back to the driver.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-SUMMARY = ("partition int, attempt int, events long, first long, last long, run string, "
-           "seconds double")
+BY_ACCOUNT = "by_account"
+BY_POSITION = "by_position"
+PAGE = 2000
 CELLS = "table string, row binary, column binary, value binary, version long"
 
 
@@ -56,67 +60,138 @@ def _events(batches: Iterable[Any], decode: Callable[[Any], tuple[int, Any]],
             yield decode((position, aggregate, versions[i], topics[i], states[i]))
 
 
-def fold_partitions(wire: dict[str, Any], names: list[str], physical: dict[str, str],
-                    target: str, spool: str | None,
-                    fail_partition: int | None = None) -> Callable[[Iterable[Any]], Iterator[Any]]:
-    """The function ``mapInArrow`` runs on each partition (see the module docstring)."""
+def fold_cells(wire: dict[str, Any], names: list[str]) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """The function ``mapInArrow`` runs on each partition of ``source.SCHEMA`` batches (every
+    event of its accounts, in position order): the fold's visible cells as ``CELLS``
+    batches (``spark_replay.frames``; nothing written)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark import TaskContext
+        def events(log: Any, seen: list[int]) -> Iterator[tuple[int, Any]]:
+            from adapters.eventlog.reader import row_decoder
 
-        from adapters.eventlog.reader import row_decoder
-        from projections.registry import select
-        from projections.runner import ProjectionRunner
-        from spark_replay.settings import open_event_log, open_tables
+            return _events(batches, row_decoder(log), seen)
 
-        context = TaskContext.get()
-        part, attempt = context.partitionId(), context.attemptNumber()
-        if fail_partition == part and attempt == 0:
-            raise InjectedFault(f"injected failure: partition {part}, attempt {attempt}")
-        t0 = time.perf_counter()
-        log = open_event_log(wire)
-        run_path = ""
-        try:
-            if target == "cells":
-                from adapters.tables.memory import InMemoryTableStore
-
-                store = InMemoryTableStore()
-                mapping = _identity
-            elif target == "sqlite":
-                from adapters.tables.sqlite import SqliteTableStore
-
-                assert spool is not None
-                run_path = str(Path(spool) / f"run-{part}-{attempt}.sqlite")
-                store: Any = SqliteTableStore(run_path, synchronous="OFF")
-                mapping: Callable[[str], str] = _identity
-            else:
-                store = open_tables(wire)
-                mapping = physical.get  # type: ignore[assignment]
-            try:
-                seen = [0, 0, 0]
-                # untracked: the tasks share the fresh tables (HBase), and one task's
-                # position must not make another skip its accounts' events; the driver
-                # records the rebuild's position once every task is done
-                runner = ProjectionRunner(store, select(names), physical=_named(mapping),
-                                          track=False)
-                runner.create_tables()
-                runner.apply_events(_events(batches, row_decoder(log), seen), fold=True)
-                if target == "cells":
-                    yield from _cells(store, runner)
-                    return
-            finally:
-                store.close()
-        finally:
-            log.close()
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([part], pa.int32()), pa.array([attempt], pa.int32()),
-             pa.array([seen[0]], pa.int64()), pa.array([seen[1]], pa.int64()),
-             pa.array([seen[2]], pa.int64()), pa.array([run_path], pa.string()),
-             pa.array([time.perf_counter() - t0], pa.float64())],
-            names=["partition", "attempt", "events", "first", "last", "run", "seconds"])
+        yield from _fold_task(wire, names, {}, "cells", None, None, BY_ACCOUNT, events)
 
     return run
+
+
+def fold_ranges(wire: dict[str, Any], names: list[str], physical: dict[str, str],
+                target: str, spool: str | None,
+                fail_partition: int | None = None) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """The function ``RDD.mapPartitions`` runs on each ``(start, stop)`` position range:
+    the task reads its range from the log itself (``row_pages``, as the single process
+    does: no Arrow, no JVM in between), folds it (``BY_POSITION``) and yields its summary
+    as a tuple in ``SUMMARY_NAMES``' order."""
+
+    def run(ranges: Iterable[tuple[int, int]]) -> Iterator[tuple[Any, ...]]:
+        for start, stop in ranges:
+            def events(log: Any, seen: list[int], start: int = start,
+                       stop: int = stop) -> Iterator[tuple[int, Any]]:
+                return _range_events(log, start, stop, seen)
+
+            for out in _fold_task(wire, names, physical, target, spool, fail_partition,
+                                  BY_POSITION, events):
+                yield tuple(out[name] for name in SUMMARY_NAMES)
+
+    return run
+
+
+def fold_accounts(wire: dict[str, Any], names: list[str], physical: dict[str, str],
+                  target: str, spool: str | None,
+                  fail_partition: int | None = None) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """The function ``RDD.mapPartitions`` runs on a partition of ``source.keyed_ranges``'
+    pairs after the shuffle by account (sorted by account, then position): folds them
+    (``BY_ACCOUNT``) and yields the summary tuple."""
+
+    def run(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, ...]]:
+        def events(log: Any, seen: list[int]) -> Iterator[tuple[int, Any]]:
+            from adapters.eventlog.reader import row_decoder
+
+            decode = row_decoder(log)
+            for _, row in pairs:
+                seen[0] += 1
+                seen[1] = seen[1] or row[0]
+                seen[2] = max(seen[2], row[0])
+                yield decode(row)
+
+        for out in _fold_task(wire, names, physical, target, spool, fail_partition,
+                              BY_ACCOUNT, events):
+            yield tuple(out[name] for name in SUMMARY_NAMES)
+
+    return run
+
+
+def _range_events(log: Any, start: int, stop: int, seen: list[int]) -> Iterator[tuple[int, Any]]:
+    from adapters.eventlog.reader import row_decoder, row_pages
+
+    decode = row_decoder(log)
+    for rows in row_pages(log, start, stop, PAGE):
+        if seen[1] == 0:
+            seen[1] = rows[0][0]
+        seen[0] += len(rows)
+        seen[2] = rows[-1][0]
+        for row in rows:
+            yield decode(row)
+
+
+def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str], target: str,
+               spool: str | None, fail_partition: int | None, kind: str,
+               events: Callable[[Any, list[int]], Iterable[tuple[int, Any]]]) -> Iterator[Any]:
+    """One task: ``events(log, seen)`` folded by ``ProjectionRunner`` into the target;
+    yields the cells (``target="cells"``: Arrow batches), else one summary dict."""
+    from pyspark import TaskContext
+
+    from projections.registry import select
+    from projections.runner import ProjectionRunner
+    from spark_replay.settings import open_event_log, open_tables
+
+    context = TaskContext.get()
+    assert context is not None
+    part, attempt = context.partitionId(), context.attemptNumber()
+    if fail_partition == part and attempt == 0:
+        raise InjectedFault(f"injected failure: partition {part}, attempt {attempt}")
+    t0 = time.perf_counter()
+    log = open_event_log(wire)
+    run_path = ""
+    seen = [0, 0, 0]  # events, first position, last position
+    try:
+        store: Any
+        mapping: Callable[[str], str | None] = _identity
+        if target == "cells":
+            from adapters.tables.memory import InMemoryTableStore
+
+            store = InMemoryTableStore()
+        elif target == "sqlite":
+            from adapters.tables.sqlite import SqliteTableStore
+
+            assert spool is not None
+            run_path = str(Path(spool) / f"run-{kind}-{part}-{attempt}.sqlite")
+            store = SqliteTableStore(run_path, synchronous="OFF")
+        else:
+            store = open_tables(wire)
+            mapping = physical.get
+        try:
+            # untracked: the tasks share the fresh tables (HBase), and one task's
+            # position must not make another skip its accounts' events; the driver
+            # records the rebuild's position once every task is done
+            runner = ProjectionRunner(store, select(names), physical=_named(mapping),
+                                      track=False)
+            runner.create_tables()
+            runner.apply_events(events(log, seen), fold=True)
+            if target == "cells":
+                yield from _cells(store, runner)
+                return
+        finally:
+            store.close()
+    finally:
+        log.close()
+    yield {"fold": kind, "partition": part, "attempt": attempt, "events": seen[0],
+           "first": seen[1], "last": seen[2], "run": run_path,
+           "seconds": time.perf_counter() - t0}
+
+
+SUMMARY_NAMES = ("fold", "partition", "attempt", "events", "first", "last", "run", "seconds")
 
 
 def _cells(store: Any, runner: Any) -> Iterator[Any]:

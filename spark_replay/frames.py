@@ -31,7 +31,7 @@ from uuid import UUID
 from adapters.settings import Settings
 from domain.personal import Personal
 from projections.registry import select
-from spark_replay.fold import CELLS, fold_partitions
+from spark_replay.fold import CELLS, fold_cells
 from spark_replay.settings import open_event_log, to_wire
 from spark_replay.source import raw_events
 
@@ -121,7 +121,7 @@ def projection_dataframe(spark: Any, settings: Settings, name: str) -> Any:
     parts = spark.sparkContext.defaultParallelism
     return (raw_events(spark, wire, _head(settings), partitions=parts)
             .repartition(parts, "account").sortWithinPartitions("position")
-            .mapInArrow(fold_partitions(wire, [name], {}, "cells", None), CELLS))
+            .mapInArrow(fold_cells(wire, [name]), CELLS))
 
 
 def export(settings: Settings, what: str, directory: str, *, personal: bool = False,

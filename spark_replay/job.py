@@ -6,11 +6,25 @@
 from the rebuild's position, switch the catalog atomically -- and the fold up to the log's
 head at the start is this job:
 
-1. *extract*: ``source.raw_events`` reads positions ``1..head`` in parallel ranges;
-2. *transform*: ``repartition(n, account)`` + ``sortWithinPartitions(position)`` puts every
-   event of an account in one partition, in log order (the counters projection reads its
-   own row and needs that order; the other projections fold in any order by cell version);
-   ``mapInArrow`` runs ``fold.fold_partitions`` on each partition;
+1. *extract*: positions ``1..head`` cut into ranges, each read by a task from the log
+   (``source.keyed_ranges`` / ``fold.fold_ranges``, the project's page reader);
+2. *transform*: two folds in one Spark job (ADR 0019), their tasks in its last stage, each
+   running the projection runner in fold mode (``fold.py``):
+
+   * ``by_account``: the projections that read their own rows (``Projection.reads``:
+     ``counters``), over the events they handle: ``source.keyed_ranges`` reads them keyed
+     by ``(account, position)``, ``repartitionAndSortWithinPartitions`` puts every event of
+     an account in one partition, in log order, and ``fold.fold_accounts`` folds each;
+   * ``by_position``: every other projection over the log's position ranges, no shuffle
+     (``fold.fold_ranges``: each task reads its range from the log itself): they never
+     read, so each cell's highest version wins in any order, and the position ranges are
+     as even as the log (a heavy account spreads over every task).
+
+   Plain RDDs (pickled rows between Python workers): measured 2.8x faster than the
+   DataFrame route (Python data source, Arrow, DataFrame shuffle) for the shuffled part.
+   The ``by_account`` tasks come first in the job (lower partition numbers), so the one a
+   heavy account lands in starts in the first wave. ``by_account_only=True`` folds every
+   projection by account (the layout before ADR 0019's split; the benchmark's baseline);
 3. *load*: each task loads its folded tables (a run file for SQLite, merged by the driver
    inside SQLite afterwards; HBase directly, idempotent). Only one summary row per task
    comes back to the driver.
@@ -37,9 +51,16 @@ from projections.keys import tracking_row
 from projections.registry import Projection
 from projections.runner import ProjectionRunner
 from projections.tablestore import Put, TableStore
-from spark_replay.fold import SUMMARY, fold_partitions
+from spark_replay.fold import (
+    BY_ACCOUNT,
+    BY_POSITION,
+    SUMMARY_NAMES,
+    fold_accounts,
+    fold_cells,
+    fold_ranges,
+)
 from spark_replay.settings import to_wire
-from spark_replay.source import raw_events
+from spark_replay.source import account_partition, keyed_ranges, ranges, raw_events
 
 _CORRUPT = re.compile(r"CorruptEvent: (.*)")
 PARTITIONS_PER_CORE = 4
@@ -56,6 +77,7 @@ class SparkFold:
     settings: Settings
     partitions: int | None = None
     fail_partition: int | None = None
+    by_account_only: bool = False
     stats: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, store: TableStore, projections: tuple[Projection, ...],
@@ -75,7 +97,8 @@ class SparkFold:
             t1 = time.perf_counter()
             if target == "sqlite" and tasks:
                 store.merge_runs([t["run"] for t in tasks], tables)  # type: ignore[attr-defined]
-            self.stats.update(_figures(tasks, t1 - t0, time.perf_counter() - t1))
+            self.stats.update(_figures(tasks, t1 - t0, time.perf_counter() - t1,
+                                       self.spark.sparkContext.defaultParallelism))
             store.apply([Put(physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
                              b"%d" % stop, max(stop, 1)) for p in projections])
         finally:
@@ -88,15 +111,29 @@ class SparkFold:
         """The Spark job proper; one summary per partition (successful attempts only)."""
         parts = self.partitions or PARTITIONS_PER_CORE * self.spark.sparkContext.defaultParallelism
         wire = to_wire(self.settings)
-        events = raw_events(self.spark, wire, stop, partitions=parts)
-        folded = (events.repartition(parts, "account").sortWithinPartitions("position")
-                  .mapInArrow(fold_partitions(wire, [p.name for p in projections], physical,
-                                              target, spool, self.fail_partition), SUMMARY))
+        reading = [p.name for p in projections if p.reads or self.by_account_only]
+        others = [p.name for p in projections if p.name not in reading]
+
+        sc = self.spark.sparkContext
+        spans = ranges(1, stop, parts)
+        folds = []
+        if reading:  # first: the task a heavy account lands in starts in the first wave
+            handled = () if self.by_account_only else reading
+            folds.append(sc.parallelize(spans, len(spans))
+                         .mapPartitions(keyed_ranges(wire, handled))
+                         .repartitionAndSortWithinPartitions(parts, account_partition)
+                         .mapPartitions(fold_accounts(wire, reading, physical, target, spool,
+                                                      self.fail_partition)))
+        if others:
+            folds.append(sc.parallelize(spans, len(spans)).mapPartitions(
+                fold_ranges(wire, others, physical, target, spool, self.fail_partition)))
+        folded = sc.union(folds)
         try:
             rows = folded.collect()
         except Exception as error:
             raise _translated(error) from None
-        return sorted((r.asDict() for r in rows), key=lambda r: r["partition"])
+        return sorted((dict(zip(SUMMARY_NAMES, r, strict=True)) for r in rows),
+                      key=lambda r: r["partition"])
 
 
 def warm_up(spark: Any, settings: Settings, events: int) -> int:
@@ -109,8 +146,7 @@ def warm_up(spark: Any, settings: Settings, events: int) -> int:
     parts = spark.sparkContext.defaultParallelism
     return int(raw_events(spark, wire, events, partitions=parts)
                .repartition(parts, "account").sortWithinPartitions("position")
-               .mapInArrow(fold_partitions(wire, [p.name for p in ALL], {}, "cells", None),
-                           CELLS).count())
+               .mapInArrow(fold_cells(wire, [p.name for p in ALL]), CELLS).count())
 
 
 def _translated(error: Exception) -> Exception:
@@ -121,13 +157,31 @@ def _translated(error: Exception) -> Exception:
     return error
 
 
-def _figures(tasks: list[dict[str, Any]], job_s: float, merge_s: float) -> dict[str, Any]:
-    counts = [t["events"] for t in tasks if t["events"]]
-    mean = sum(counts) / len(counts) if counts else 0
+def _skew(counts: list[int]) -> float | None:
+    counts = [c for c in counts if c]
+    return round(max(counts) * len(counts) / sum(counts), 3) if counts else None
+
+
+def _figures(tasks: list[dict[str, Any]], job_s: float, merge_s: float,
+             cores: int) -> dict[str, Any]:
+    """The job's figures: per task, per fold (``partition_events``, the event skew
+    ``skew_max_over_mean``), and ``longest_task_over_fair_share``: the longest task's
+    seconds over the task seconds per core (above 1, one task bounds the job)."""
+    seconds = [t["seconds"] for t in tasks]
+    folds = {}
+    for kind in (BY_ACCOUNT, BY_POSITION):
+        mine = [t for t in tasks if t["fold"] == kind]
+        if mine:
+            folds[kind] = {"partition_events": [t["events"] for t in mine],
+                           "skew_max_over_mean": _skew([t["events"] for t in mine]),
+                           "task_seconds": [round(t["seconds"], 2) for t in mine]}
     return {"spark_partitions": len(tasks), "spark_job_s": round(job_s, 3),
-            "task_seconds": [round(t["seconds"], 2) for t in tasks],
+            "task_seconds": [round(s, 2) for s in seconds],
             "merge_s": round(merge_s, 3), "partition_events": [t["events"] for t in tasks],
-            "skew_max_over_mean": round(max(counts) / mean, 3) if counts else None,
+            "folds": folds,
+            "skew_max_over_mean": folds.get(BY_ACCOUNT, {}).get("skew_max_over_mean"),
+            "longest_task_over_fair_share":
+                round(max(seconds) * cores / sum(seconds), 3) if sum(seconds) else None,
             "task_attempts": {t["partition"]: t["attempt"] for t in tasks}}
 
 
@@ -145,15 +199,16 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
             spark: Any = None, partitions: int | None = None,
             fail_partition: int | None = None, progress: Any = None,
             until: int | None = None, as_of: str | None = None,
-            view: str | None = None) -> dict[str, Any]:
+            view: str | None = None, by_account_only: bool = False) -> dict[str, Any]:
     """Rebuilds ``names`` (default all) on Spark, blue/green through the catalog; with
     ``until`` (a position) or ``as_of`` (ISO 8601), builds the read-only view ``view``
-    (default ``p<position>``) as the projections were then, and switches nothing."""
+    (default ``p<position>``) as the projections were then, and switches nothing.
+    ``by_account_only``: every projection folded by account (ADR 0019's baseline)."""
     from adapters.embedded import Letterlog
     from spark_replay.session import spark_session
 
     session = spark or spark_session(master)
-    fold = SparkFold(session, settings, partitions, fail_partition)
+    fold = SparkFold(session, settings, partitions, fail_partition, by_account_only)
     with Letterlog.open(**settings.model_dump()) as store:
         if until is None and as_of is None:
             result = dict(store.projections.rebuild(names, progress, fold=fold))

@@ -14,12 +14,21 @@ only the msgpack it must to find each event's account (the relay's Kafka key,
 with ``state`` the stored bytes exactly as in the log (the fold decodes them in the
 executors). An event whose state is not a msgpack map or whose topic names no class fails
 the read with ``CorruptEvent`` naming position, aggregate, version and topic.
+
+The ``handled`` option (projection names) keeps only the events of a class one of them
+handles (each distinct topic is resolved once).
+
+The rebuild itself (``job.py``) does not go through the data source: ``keyed_ranges`` is
+what its ``by_account`` fold reads, one position range per RDD task, as
+``((account, position), row)`` pairs for a shuffle by account (measured on the 100k bench
+log, local[1]: read + key + shuffle + sort of counters' events 5.8 s this way, 16.2 s
+through the data source, Arrow and a DataFrame shuffle).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -51,6 +60,7 @@ class EventsReader(DataSourceReader):  # type: ignore[misc]
         self.start = int(options.get("start", "1"))
         self.stop = int(options["stop"])
         self.parts = int(options.get("partitions", "2"))
+        self.handled = [name for name in options.get("handled", "").split(",") if name]
 
     def partitions(self) -> list[InputPartition]:
         return [_Range(lo, hi) for lo, hi in ranges(self.start, self.stop, self.parts)]
@@ -62,15 +72,80 @@ class EventsReader(DataSourceReader):  # type: ignore[misc]
         from spark_replay.settings import open_event_log
 
         schema = _arrow_schema()
+        keep = _kept_topics(self.handled)
         log = open_event_log(self.settings)
         try:
             for rows in row_pages(log, partition.start, partition.stop, PAGE):
-                yield pa.RecordBatch.from_arrays(_columns(rows), schema=schema)
+                columns = _columns(rows, keep)
+                if len(columns[0]):
+                    yield pa.RecordBatch.from_arrays(columns, schema=schema)
         finally:
             log.close()
 
 
-def _columns(rows: list[tuple[int, Any, int, str, bytes]]) -> list[Any]:
+def keyed_ranges(settings: dict[str, Any], handled: Sequence[str]
+                 ) -> Callable[[Iterable[tuple[int, int]]], Iterator[tuple[Any, Any]]]:
+    """The function ``RDD.mapPartitions`` runs on position ranges: every event of a class
+    the ``handled`` projections handle, as ``((account, position), row)`` with ``row`` the
+    stored ``(position, aggregate, version, topic, state)``; ``CorruptEvent`` as above."""
+
+    def run(spans: Iterable[tuple[int, int]]) -> Iterator[tuple[Any, Any]]:
+        from adapters.eventlog.reader import _corrupt, _uuid_of, row_pages
+        from adapters.eventlog.records import account_key
+        from spark_replay.settings import open_event_log
+
+        keep = _kept_topics(list(handled))
+        log = open_event_log(settings)
+        try:
+            for start, stop in spans:
+                for rows in row_pages(log, start, stop, PAGE):
+                    for position, aggregate, version, topic, state in rows:
+                        try:
+                            if keep is not None and not keep(topic):
+                                continue
+                            state = bytes(state)
+                            account = account_key(_uuid_of(aggregate), topic, state)
+                        except Exception as e:
+                            raise _corrupt(position, aggregate, version, topic, e) from e
+                        yield (account, position), (position, aggregate, version, topic, state)
+        finally:
+            log.close()
+
+    return run
+
+
+def account_partition(key: tuple[bytes, int]) -> int:
+    """The shuffle's partition function: the account's CRC-32 (the same in every Python
+    process, unlike ``hash``); Spark takes it modulo the partitions."""
+    import zlib
+
+    return zlib.crc32(key[0])
+
+
+def _kept_topics(handled: list[str]) -> Callable[[str], bool] | None:
+    """Whether an event of a topic is kept (``None``: every event): its class is handled by
+    one of the ``handled`` projections (one handling every event keeps every event)."""
+    from eventsourcing.utils import resolve_topic
+
+    from projections.registry import select
+
+    projections = select(handled)
+    if not projections or any(not p.handles for p in projections):
+        return None
+    classes = frozenset().union(*(p.handles for p in projections))
+    known: dict[str, bool] = {}
+
+    def kept(topic: str) -> bool:
+        found = known.get(topic)
+        if found is None:
+            found = known[topic] = resolve_topic(topic) in classes
+        return found
+
+    return kept
+
+
+def _columns(rows: list[tuple[int, Any, int, str, bytes]],
+             keep: Callable[[str], bool] | None = None) -> list[Any]:
     import pyarrow as pa
 
     from adapters.eventlog.reader import _corrupt, _uuid_of
@@ -79,6 +154,8 @@ def _columns(rows: list[tuple[int, Any, int, str, bytes]]) -> list[Any]:
     positions, aggregates, versions, topics, states, accounts = [], [], [], [], [], []
     for position, originator_id, version, topic, state in rows:
         try:
+            if keep is not None and not keep(topic):
+                continue
             aggregate = _uuid_of(originator_id)
             account = account_key(aggregate, topic, state)
         except Exception as e:
@@ -117,10 +194,11 @@ class EventsSource(DataSource):  # type: ignore[misc]
 
 
 def raw_events(spark: Any, settings: dict[str, Any], stop: int, start: int = 1,
-               partitions: int | None = None) -> Any:
-    """The log's stored events ``start..stop`` as a DataFrame (``SCHEMA``)."""
+               partitions: int | None = None, *, handled: Sequence[str] = ()) -> Any:
+    """The log's stored events ``start..stop`` as a DataFrame (``SCHEMA``); ``handled``:
+    see the module docstring."""
     spark.dataSource.register(EventsSource)
     parts = partitions or max(2, spark.sparkContext.defaultParallelism)
     return (spark.read.format(NAME).option("settings", json.dumps(settings))
             .option("start", str(start)).option("stop", str(stop))
-            .option("partitions", str(parts)).load())
+            .option("partitions", str(parts)).option("handled", ",".join(handled)).load())

@@ -4,7 +4,8 @@ Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
 
     rebuild (PROJECTION... | --all) [--until-position P | --as-of ISO8601] [--view NAME]
     export (PROJECTION | events) DIR [--personal]
-    bench [--events N] [--plot PNG] [--no-hbase]   (python -m spark_replay only)
+    bench [--events N] [--plot PNG] [--no-hbase] [--no-by-account-baseline] [--repeat N]
+                                                   (python -m spark_replay only)
 
 Each prints one JSON object on stdout. ``letterlog rebuild --engine spark`` and ``letterlog
 export`` run this file through the pyspark package's ``spark-submit``; it runs as well with
@@ -35,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--events", type=int, default=1_000_000)
     bench.add_argument("--plot", default=None)
     bench.add_argument("--no-hbase", action="store_true")
+    bench.add_argument("--repeat", type=int, default=1,
+                       help="run every rebuild N times; the fastest counts")
+    bench.add_argument("--no-by-account-baseline", action="store_true",
+                       help="skip the rebuilds with every projection folded by account")
     export = sub.add_parser("export", help="write a projection or the events as Parquet")
     export.add_argument("what")
     export.add_argument("directory")
@@ -61,7 +66,9 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
         from spark_replay.bench import bench_spark_rebuild
 
         return bench_spark_rebuild(args.events, Path(args.plot) if args.plot else None,
-                                   hbase=not args.no_hbase)
+                                   hbase=not args.no_hbase,
+                                   compare_by_account=not args.no_by_account_baseline,
+                                   repeat=args.repeat)
     from spark_replay.frames import export
 
     return export(settings, args.what, args.directory, personal=args.personal,

@@ -62,14 +62,24 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
                   = "embedded",
                   hbase: Annotated[bool, typer.Option(
                       help="with --engine spark: also the HBase load vs raw happybase")]
-                  = True) -> None:
+                  = True,
+                  by_account_baseline: Annotated[bool, typer.Option(
+                      help="with --engine spark: also rebuild with every projection "
+                           "folded by account (the layout before the skew split)")]
+                  = True,
+                  repeat: Annotated[int, typer.Option(
+                      metavar="N", min=1,
+                      help="with --engine spark: every rebuild N times, the fastest counts")]
+                  = 1) -> None:
     """Single-process rebuild of all projections vs reading and decoding the log; with
     --engine spark, against the Spark job on local[1] and local[2]."""
     if engine == "spark":
         from adapters.spark import run_module
 
         args = ["bench", "--events", str(events), *(["--plot", str(plot)] if plot else []),
-                *([] if hbase else ["--no-hbase"])]
+                *([] if hbase else ["--no-hbase"]),
+                *([] if by_account_baseline else ["--no-by-account-baseline"]),
+                "--repeat", str(repeat)]
         _bench(run_module(args, fail=fail), as_json)
         return
     if engine != "embedded":

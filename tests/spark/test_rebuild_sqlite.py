@@ -11,7 +11,8 @@ from adapters.embedded import Letterlog
 from adapters.settings import load_settings
 from domain.errors import CorruptEvent
 from spark_replay.job import rebuild
-from tests.spark.conftest import make_store
+from tests.conftest import make_mail
+from tests.spark.conftest import fill, make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -40,7 +41,10 @@ def test_spark_rebuild_switches_to_tables_identical_to_the_live_ones(spark, data
     after_generation, after = _catalog(data)
     assert after_generation == generation + 1
     assert after["messages"] == result["tables"]["messages"] != before["messages"]
-    assert sum(result["partition_events"]) == result["position"]
+    by_position, by_account = result["folds"]["by_position"], result["folds"]["by_account"]
+    assert sum(by_position["partition_events"]) == result["position"]  # each event once
+    assert 0 < sum(by_account["partition_events"]) < result["position"]  # counters' events
+    assert len(result["task_attempts"]) == result["spark_partitions"]  # no task id twice
     reports = _verify(data)
     assert reports and all(r.identical for r in reports), [r.as_dict() for r in reports]
     assert any(r.live_cells for r in reports)
@@ -50,6 +54,26 @@ def test_a_task_that_fails_once_is_retried_and_the_rebuild_is_still_identical(sp
     result = rebuild(load_settings(data=data), ["counters", "messages"], spark=spark,
                      fail_partition=1)
     assert result["task_attempts"][1] == 1  # the second attempt's run was merged
+    assert all(r.identical for r in _verify(data))
+
+
+def test_a_heavy_account_spreads_over_every_position_task_and_only_counters_stay_by_account(
+        spark, tmp_path):
+    data = tmp_path / "data"
+    with Letterlog.open(data) as store:
+        fill(store, 12)
+        for i in range(60):  # one account now holds most of the log
+            store.deliver(account="heavy@example.org",
+                          raw=make_mail(f"Heavy {i}", message_id=f"<h{i}@example.org>"))
+    before = rebuild(load_settings(data=data), spark=spark, partitions=4, by_account_only=True)
+    assert before["folds"].keys() == {"by_account"}
+    heaviest = max(before["partition_events"])
+    assert heaviest > before["position"] / 2  # the heavy account's task holds most events
+    after = rebuild(load_settings(data=data), spark=spark, partitions=4)
+    position = after["position"]
+    spread = after["folds"]["by_position"]["partition_events"]
+    assert sum(spread) == position and max(spread) <= -(-position // 4)
+    assert max(after["folds"]["by_account"]["partition_events"]) < heaviest
     assert all(r.identical for r in _verify(data))
 
 
