@@ -12,9 +12,11 @@ In one run, on the same cached benchmark log (``adapters.bench.projections.bench
   each session also rebuilds with every projection folded by account (the layout before
   ADR 0019's split: ``local[1] by account only``, ``local[2] by account only``), so the
   skew handling is measured against what it replaced in the same run;
-* ``repeat`` N: every rebuild (single process and each Spark leg) runs N times, and the
-  fastest counts (``runs_s`` lists them all): on a machine others share, the fastest run is
-  the one least disturbed;
+* ``repeat`` N: N rounds, each running every leg once in turn (single process, a local[1]
+  session, a local[2] session), so that the legs share the machine's changing load; the
+  fastest run of each leg counts (``runs_s`` lists them all: on a machine others share, the
+  fastest run is the one least disturbed). Session start and warm-up are the first
+  round's (later sessions reuse the JVM);
 * **HBase load** (``hbase=True``): the cells the fold of the first ``hbase_events`` events
   leaves, written through the project's HBase table store (what each Spark task does)
   against plain happybase batch puts of the same cells (``adapters.bench.stream``), on an
@@ -73,17 +75,10 @@ def _remove(path: Path) -> None:
         found.unlink()
 
 
-def _best(runs: int, measure: Any) -> tuple[list[float], Any]:
-    """``measure()`` -> (seconds, extra) ``runs`` times: every time, and the fastest run's
-    result (on a machine others share, the fastest run is the least disturbed one)."""
-    results = [measure() for _ in range(max(1, runs))]
-    return [round(r[0], 2) for r in results], min(results, key=lambda r: r[0])
-
-
-def _spark_legs(master: str, settings: Any, reader: Any, tmp: Path, warm_events: int,
-                layouts: tuple[bool, ...], repeat: int) -> list[dict[str, Any]]:
-    """One session on ``master``, a warm-up, then ``repeat`` rebuilds per layout (``True``:
-    every projection folded by account, the layout before ADR 0019's split)."""
+def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_events: int,
+                  layouts: tuple[bool, ...]) -> list[dict[str, Any]]:
+    """One session on ``master``, a warm-up, then one rebuild per layout (``True``: every
+    projection folded by account, the layout before ADR 0019's split)."""
     from spark_replay.job import SparkFold, warm_up
     from spark_replay.session import spark_session
 
@@ -93,28 +88,23 @@ def _spark_legs(master: str, settings: Any, reader: Any, tmp: Path, warm_events:
     t1 = time.perf_counter()
     warm_up(spark, settings, warm_events)
     warmed = time.perf_counter() - t1
-    legs = []
+    runs = []
     for by_account_only in layouts:
         label = f"{master}{BY_ACCOUNT_ONLY if by_account_only else ''}"
-
-        def measure(label: str = label, by_account_only: bool = by_account_only) -> Any:
-            fold = SparkFold(spark, settings, by_account_only=by_account_only)
-            seconds, digests = _rebuild(reader, tmp / f"tables-{label}.sqlite", fold)
-            _remove(tmp / f"tables-{label}.sqlite")
-            return seconds, (digests, fold)
-
-        runs, (seconds, (digests, fold)) = _best(repeat, measure)
-        legs.append({"master": master, "label": label, "session_start_s": round(started, 2),
+        fold = SparkFold(spark, settings, by_account_only=by_account_only)
+        seconds, digests = _rebuild(reader, tmp / f"tables-{label}.sqlite", fold)
+        _remove(tmp / f"tables-{label}.sqlite")
+        runs.append({"master": master, "label": label, "session_start_s": round(started, 2),
                      "warm_up_s": round(warmed, 2), "seconds": round(seconds, 2),
-                     "runs_s": runs,
                      "layout": "by account only" if by_account_only else "split (ADR 0019)",
                      "digests": digests, **{k: v for k, v in fold.stats.items()
                                             if k != "task_attempts"}})
     spark.stop()
-    return legs
+    return runs
 
 
 BY_ACCOUNT_ONLY = " by account only"
+MASTERS = ("local[1]", "local[2]")
 
 
 def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
@@ -128,26 +118,35 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
     settings = load_settings(data=log_path.parent, durability="normal", event_store="sqlite",
                              table_store="embedded")
     layouts = (False, True) if compare_by_account else (False,)
+    singles: list[tuple[float, dict[str, str]]] = []
+    runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="letterlog-bench-spark-") as tmp:
-        def single_process() -> tuple[float, dict[str, str]]:
-            found = _rebuild(reader, Path(tmp) / "tables-single.sqlite", None)
+        for _ in range(max(1, repeat)):  # rounds: every leg once per round, interleaved
+            singles.append(_rebuild(reader, Path(tmp) / "tables-single.sqlite", None))
             _remove(Path(tmp) / "tables-single.sqlite")
-            return found
-
-        single_runs, (single_s, single) = _best(repeat, single_process)
-        legs = [leg for m in ("local[1]", "local[2]")
-                for leg in _spark_legs(m, settings, reader, Path(tmp), min(total, 20_000),
-                                       layouts, repeat)]
+            for master in MASTERS:
+                for run in _session_runs(master, settings, reader, Path(tmp),
+                                         min(total, WARM_UP_EVENTS), layouts):
+                    runs.setdefault(run["label"], []).append(run)
+    single_s, single = min(singles, key=lambda r: r[0])
+    legs = []
+    for found in runs.values():  # the fastest run of each leg; the first session's start
+        best = dict(min(found, key=lambda r: r["seconds"]))
+        best.update(runs_s=[r["seconds"] for r in found],
+                    session_start_s=found[0]["session_start_s"],
+                    warm_up_s=found[0]["warm_up_s"],
+                    identical_to_single_process=all(r["digests"] == single for r in found))
+        del best["digests"]
+        legs.append(best)
     result: dict[str, Any] = {
         "benchmark": "rebuild", "engine": "spark", "events": total,
         "log": {k: meta.get(k) for k in ("key", "accounts", "messages_delivered", "cached")},
-        "single_process": {"seconds": round(single_s, 2), "runs_s": single_runs,
+        "single_process": {"seconds": round(single_s, 2),
+                           "runs_s": [round(r[0], 2) for r in singles],
                            "events_per_s": _rate(total, single_s)},
         "repeat": repeat,
         "spark": {}, "machine_cores": _cores()}
     for leg in legs:
-        digests = leg.pop("digests")
-        leg["identical_to_single_process"] = digests == single
         leg["events_per_s"] = _rate(total, leg["seconds"])
         result["spark"][leg.pop("label")] = leg
     result.update(_ratios(result["spark"], single_s, ""))
@@ -171,6 +170,9 @@ def _ratios(spark: dict[str, Any], single_s: float, suffix: str) -> dict[str, fl
     return {"speedup_local2_over_local1": round(one / two, 3),
             "ratio_spark_local1_over_single_process": round(single_s / one, 3),
             "ratio_spark_local2_over_single_process": round(single_s / two, 3)}
+
+
+WARM_UP_EVENTS = 5_000  # enough to start the Python workers and import letterlog in them
 
 
 def _cores() -> int:
