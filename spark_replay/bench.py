@@ -5,7 +5,8 @@ In one run, on the same cached benchmark log (``adapters.bench.projections.bench
 * **single process**: ``ProjectionHost.rebuild`` of every projection into a fresh SQLite
   tables file (what ``letterlog rebuild --all`` runs);
 * **Spark local[1] and local[2]**: a session started (``session_start_s``, reported apart),
-  a warm-up job (the first events folded, so Python workers are up and imports done), then
+  a warm-up job (the rebuild's own job over the first 5k events, so its Python workers are
+  up and imports done), then
   the same ``ProjectionHost.rebuild`` with the Spark job as its fold, into a fresh tables file
   of its own. Every rebuilt file is compared with the single process's (table digests,
   cell versions included): ``identical`` says they matched. With ``compare_by_account``

@@ -56,11 +56,10 @@ from spark_replay.fold import (
     BY_POSITION,
     SUMMARY_NAMES,
     fold_accounts,
-    fold_cells,
     fold_ranges,
 )
 from spark_replay.settings import to_wire
-from spark_replay.source import account_partition, keyed_ranges, ranges, raw_events
+from spark_replay.source import account_partition, keyed_ranges, ranges
 
 _CORRUPT = re.compile(r"CorruptEvent: (.*)")
 PARTITIONS_PER_CORE = 4
@@ -137,16 +136,16 @@ class SparkFold:
 
 
 def warm_up(spark: Any, settings: Settings, events: int) -> int:
-    """A first small job (the first ``events`` events folded, nothing written): starts
-    the Python workers and loads letterlog in them. Returns the cells folded."""
+    """A first small job: the rebuild's own job (both folds, the same Python workers and
+    imports) over the first ``events`` events, into run files in a scratch directory that
+    is then removed (nothing merged, nothing switched). Returns the events folded."""
     from projections.registry import ALL
-    from spark_replay.fold import CELLS
 
-    wire = to_wire(settings)
-    parts = spark.sparkContext.defaultParallelism
-    return int(raw_events(spark, wire, events, partitions=parts)
-               .repartition(parts, "account").sortWithinPartitions("position")
-               .mapInArrow(fold_cells(wire, [p.name for p in ALL]), CELLS).count())
+    physical = {t.name: t.name for p in ALL for t in p.tables}
+    physical[n.TRACKING] = n.TRACKING
+    with tempfile.TemporaryDirectory(prefix=".spark-warm-up-", dir=settings.data) as spool:
+        tasks = SparkFold(spark, settings).run(ALL, physical, "sqlite", spool, events)
+    return sum(t["events"] for t in tasks if t["fold"] == BY_POSITION)
 
 
 def _translated(error: Exception) -> Exception:
