@@ -205,9 +205,12 @@ class Letterlog:
     def deliver_many(self, items: Iterable[dict[str, Any]]) -> list[Delivery]:
         return self._command(self.mail.deliver_many, [build(Deliver, **f) for f in items])
 
-    def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
-        """Checked deliveries in one atomic append (each message parsed once, by ``check``)."""
-        return self._command(self.mail.deliver_checked, items)
+    def deliver_checked(self, items: Sequence[CheckedDelivery], *,
+                        new_keys: bool = False) -> list[Delivery]:
+        """Checked deliveries in one atomic append (each message parsed once, by ``check``).
+        ``new_keys``: their idempotency keys are expected unclaimed, so they are not read
+        first (a claimed one is found by a refused append and a retry)."""
+        return self._command(self.mail.deliver_checked, items, new_keys=new_keys)
 
     def extract(self, message_id: UUID) -> bytes:
         """The exact delivered bytes; counted against the policy once they are read (an

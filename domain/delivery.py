@@ -157,19 +157,28 @@ class DeliveryCommands(Commands):
         """Delivers a batch in one atomic append: one UID allocation per mailbox."""
         return self._deliver([self.check(c) for c in commands])  # facts just made: no re-check
 
-    def deliver_checked(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+    def deliver_checked(self, items: Sequence[CheckedDelivery], *,
+                        new_keys: bool = False) -> list[Delivery]:
         """``deliver_many`` of messages ``check`` has described (here or in another
         process): one atomic append. The facts must be those of the raw bytes (size and
-        SHA-256 are compared; a mismatch is an InvalidCommand and nothing is written)."""
+        SHA-256 are compared; a mismatch is an InvalidCommand and nothing is written).
+        ``new_keys``: see ``_deliver``."""
         for c in items:
             if not isinstance(c, CheckedDelivery) or not c.matches():
                 raise InvalidCommand(f"{c!r:.80}: not a checked delivery of its raw bytes")
-        return self._deliver(items)
+        return self._deliver(items, new_keys)
 
-    def _deliver(self, items: Sequence[CheckedDelivery]) -> list[Delivery]:
+    def _deliver(self, items: Sequence[CheckedDelivery], new_keys: bool = False) -> list[Delivery]:
         """One atomic append for the batch. A command with an idempotency key that an earlier
         delivery claimed (or an earlier command of this batch) stores nothing and is answered
-        with that delivery's result."""
+        with that delivery's result.
+
+        Each key's claim is read before the append, unless ``new_keys`` says the caller
+        expects them unclaimed (an import past what it found landed): then the first try
+        appends without reading them, a claimed key makes the whole append fail (its
+        claim's aggregate id is the key's, at version 1, and the log refuses a second
+        version 1), nothing is written, and the retry reads every claim. On PostgreSQL such
+        a refused append leaves a gap in the log positions, as any refused append does."""
         if not items:
             return []
         uow = self.uow
@@ -185,12 +194,7 @@ class DeliveryCommands(Commands):
         tries = [0]
 
         def attempt() -> list[Delivery]:
-            # The first try claims every key without reading it: a key claimed before makes
-            # the append fail as a whole (its claim's aggregate id is the key's, at version 1:
-            # the log refuses a second version 1), nothing is written, and the retry reads
-            # each claim. A fresh import reads nothing per message; a repeated one pays one
-            # refused append per batch.
-            optimistic = tries[0] == 0
+            optimistic = new_keys and tries[0] == 0
             tries[0] += 1
             answered: dict[int, Delivery] = {}
             same_as: dict[int, int] = {}  # a repeated key in this batch -> its first command

@@ -284,7 +284,7 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
                 rejected.append({"message": m.name, "error": str(e)})
                 if on_reject is not None:
                     on_reject(m.name, str(e))
-        delivered = store.deliver_checked(checked)
+        delivered = store.deliver_checked(checked, new_keys=not resuming)
         duplicates = sum(d.duplicate for d in delivered)
         imported += len(delivered) - duplicates
         already += duplicates
