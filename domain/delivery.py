@@ -22,7 +22,7 @@ from domain.commands import BeginUpload, Deliver, build
 from domain.delivery_key import DeliveryKey, delivery_key_id
 from domain.errors import InvalidCommand, InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
-from domain.message import Message
+from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Upload
 from domain.rfc5322 import MessageFacts, inspect_message
@@ -87,28 +87,28 @@ def delivery_fields(
     flags: Sequence[str],
     policy: ExtractionPolicy,
     internal_date: datetime,
-) -> dict[str, Any]:
+) -> Arrival:
     """What a ``Delivered`` (or ``UploadCompleted``) event records about one message."""
-    return {
-        "account_id": account.id,
-        "mailbox_id": mailbox.id,
-        "uid": uid,
-        "uidvalidity": mailbox.uidvalidity,
-        "size": facts.size,
-        "sha256": facts.sha256,
-        "inline": inline,
-        "internal_date": internal_date,
-        "flags": sorted(flags),
-        "labels": sorted(labels),
-        "policy": policy.as_dict(),
-        "thread_id": thread_id_for(account.id, facts, message_id),
-        "facts": facts_for_event(facts),
-        "personal": Personal({
+    return Arrival(
+        account_id=account.id,
+        mailbox_id=mailbox.id,
+        uid=uid,
+        uidvalidity=mailbox.uidvalidity,
+        size=facts.size,
+        sha256=facts.sha256,
+        inline=inline,
+        internal_date=internal_date,
+        flags=sorted(flags),
+        labels=sorted(labels),
+        policy=policy.as_dict(),
+        thread_id=thread_id_for(account.id, facts, message_id),
+        facts=facts_for_event(facts),
+        personal=Personal({
             "envelope": envelope_for_event(facts),
             "attachment_names": list(facts.attachment_names),
             "body": raw if inline else None,
         }),
-    }
+    )
 
 
 @dataclass(frozen=True)
@@ -261,12 +261,12 @@ class DeliveryCommands(Commands):
             c = commands[i]
             raw, facts, small = prepared[i]
             account = accounts[c.account][0]
-            fields = delivery_fields(
+            arrival = delivery_fields(
                 account, mailbox, uid, ids[i], raw, facts, small,
                 labels=c.labels, flags=c.flags, policy=c.policy(),
                 internal_date=c.internal_date or now,
             )
-            messages.append(Message.deliver(ids[i], **fields))
+            messages.append(Message.deliver(ids[i], arrival))
             if c.idempotency_key:
                 claims.append(DeliveryKey.claim(account.id, c.idempotency_key, ids[i]))
         aggregates: list[Any] = []
@@ -345,12 +345,11 @@ class DeliveryCommands(Commands):
                 raise MailboxNotFound(f"message {message_id} has no mailbox")
             account = uow.account_by_id(m.account_id)
             uid = mailbox.allocate_uids([m.id])
-            fields = delivery_fields(
+            m.complete_upload(delivery_fields(
                 account, mailbox, uid, m.id, raw if inline else None, facts, inline,
                 labels=sorted(m.labels), flags=sorted(m.flags), policy=m.policy,
                 internal_date=m.internal_date,
-            )
-            m.complete_upload(**fields)
+            ))
             positions = uow.save(mailbox, m)
             return Delivery(m.id, mailbox.id, uid, mailbox.uidvalidity, facts.size,
                             facts.sha256, positions[-1], positions[-1])

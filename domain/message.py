@@ -14,8 +14,9 @@ with a per-message key (crypto-shredding).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -27,7 +28,38 @@ from domain.values import ExtractionPolicy, MessageState
 LISTED_STATES = frozenset({MessageState.ACTIVE.value, MessageState.EXPIRED.value})
 
 
-def _delivery_state(aggregate: Any, e: Any) -> None:
+@dataclass(frozen=True)
+class Arrival:
+    """What a complete message records when it arrives: the fields ``Delivered`` and
+    ``UploadCompleted`` share (both events are built from it and declare no field of their
+    own, so the two cannot drift apart). ``copied_from`` is the source of a copy."""
+
+    account_id: UUID
+    mailbox_id: UUID
+    uid: int
+    uidvalidity: int
+    size: int
+    sha256: str
+    inline: bool
+    internal_date: datetime
+    flags: list[str]
+    labels: list[str]
+    policy: dict[str, Any]
+    thread_id: UUID
+    facts: dict[str, Any]
+    personal: Mapping[str, Any]
+    copied_from: UUID | None = None
+
+    def event_fields(self) -> dict[str, Any]:
+        """The fields as keyword arguments of ``Delivered`` / ``UploadCompleted`` (shallow:
+        the values are shared, not copied)."""
+        return {name: getattr(self, name) for name in ARRIVAL_FIELDS}
+
+
+ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
+
+
+def _delivery_state(aggregate: Any, e: Arrival, timestamp: datetime) -> None:
     aggregate.account_id = e.account_id
     aggregate.mailbox_id = e.mailbox_id
     aggregate.uid = e.uid
@@ -45,7 +77,7 @@ def _delivery_state(aggregate: Any, e: Any) -> None:
     aggregate.last_extracted_at = None
     aggregate.reservations = {}
     aggregate.state = MessageState.ACTIVE.value
-    aggregate.state_since = e.timestamp
+    aggregate.state_since = timestamp
     aggregate.personal = e.personal
     aggregate.facts = e.facts
 
@@ -82,27 +114,11 @@ class Message(MailAggregate):
         if "reservations" in state:
             state["reservations"] = dict(self.reservations)
 
-    class Delivered(Aggregate.Created):
+    class Delivered(Arrival, Aggregate.Created):
         """A complete message arrived (also a copy of another message: ``copied_from``)."""
 
-        account_id: UUID
-        mailbox_id: UUID
-        uid: int
-        uidvalidity: int
-        size: int
-        sha256: str
-        inline: bool
-        internal_date: datetime
-        flags: list[str]
-        labels: list[str]
-        policy: dict[str, Any]
-        thread_id: UUID
-        facts: dict[str, Any]
-        personal: Mapping[str, Any]
-        copied_from: UUID | None
-
         def apply(self, aggregate: Any) -> None:
-            _delivery_state(aggregate, self)
+            _delivery_state(aggregate, self, self.timestamp)
             aggregate.upload_chunks = []
 
     class UploadBegun(Aggregate.Created):
@@ -145,27 +161,11 @@ class Message(MailAggregate):
             aggregate.upload_chunks.append(self.sha256)
             aggregate.size += self.size
 
-    class UploadCompleted(Aggregate.Event):
-        """The upload is whole: same fields as ``Delivered``; from now on it is a message."""
-
-        account_id: UUID
-        mailbox_id: UUID
-        uid: int
-        uidvalidity: int
-        size: int
-        sha256: str
-        inline: bool
-        internal_date: datetime
-        flags: list[str]
-        labels: list[str]
-        policy: dict[str, Any]
-        thread_id: UUID
-        facts: dict[str, Any]
-        personal: Mapping[str, Any]
-        copied_from: UUID | None
+    class UploadCompleted(Arrival, Aggregate.Event):
+        """The upload is whole: the fields of ``Delivered``; from now on it is a message."""
 
         def apply(self, aggregate: Any) -> None:
-            _delivery_state(aggregate, self)
+            _delivery_state(aggregate, self, self.timestamp)
 
     class Changed(Aggregate.Event):
         """Base of every later event: where the message is and what it is, after the change."""
@@ -232,12 +232,23 @@ class Message(MailAggregate):
 
     class Extracted(Changed):
         """One extraction counted: its bytes were written (confirming ``reservation_id``;
-        None for extractions counted before reservations existed)."""
+        None for extractions counted without a reservation). ``at``: when (None in events
+        stored before it was recorded: the event's timestamp stands for it).
+
+        Version 2 added ``reservation_id`` and ``at``; ``upcast_v1_v2`` gives a version 1
+        event (stored without them) None for both as it is read."""
 
         count: int
         remaining: int | None
-        reservation_id: UUID | None = None
-        at: datetime | None = None  # when (None in events from before it was recorded)
+        reservation_id: UUID | None
+        at: datetime | None
+
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["reservation_id"] = None
+            state["at"] = None
 
         def apply(self, aggregate: Any) -> None:
             aggregate.extract_count = self.count
@@ -307,30 +318,33 @@ class Message(MailAggregate):
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def deliver(cls, message_id: UUID, **fields: Any) -> Message:
-        fields.setdefault("copied_from", None)
-        return cls._create(cls.Delivered, id=message_id, **fields)
+    def deliver(cls, message_id: UUID, arrival: Arrival) -> Message:
+        return cls._create(cls.Delivered, id=message_id, **arrival.event_fields())
 
     @classmethod
-    def begin_upload(cls, message_id: UUID, **fields: Any) -> Message:
-        return cls._create(cls.UploadBegun, id=message_id, **fields)
+    def begin_upload(cls, message_id: UUID, *, account_id: UUID, mailbox_id: UUID,
+                     internal_date: datetime, flags: list[str], labels: list[str],
+                     policy: dict[str, Any]) -> Message:
+        return cls._create(cls.UploadBegun, id=message_id, account_id=account_id,
+                           mailbox_id=mailbox_id, internal_date=internal_date, flags=flags,
+                           labels=labels, policy=policy)
 
     # -- helpers --------------------------------------------------------------------------
-    def _where(self, **overrides: Any) -> dict[str, Any]:
-        d: dict[str, Any] = {
+    def _where(self, *, mailbox_id: UUID | None = None, uid: int | None = None,
+               flags: frozenset[str] | None = None, labels: frozenset[str] | None = None,
+               state: str | None = None) -> dict[str, Any]:
+        """The fields every ``Changed`` event carries, as they are after the change."""
+        return {
             "account_id": self.account_id,
-            "mailbox_id": self.mailbox_id,
-            "uid": self.uid,
+            "mailbox_id": self.mailbox_id if mailbox_id is None else mailbox_id,
+            "uid": self.uid if uid is None else uid,
             "size": self.size,
             "internal_date": self.internal_date,
             "thread_id": self.thread_id,
-            "flags": sorted(self.flags),
-            "labels": sorted(self.labels),
-            "state": self.state,
+            "flags": sorted(self.flags if flags is None else flags),
+            "labels": sorted(self.labels if labels is None else labels),
+            "state": self.state if state is None else state,
         }
-        for k, v in overrides.items():
-            d[k] = sorted(v) if isinstance(v, frozenset) else v
-        return d
 
     def _require(self, *states: MessageState) -> None:
         if self.state not in {s.value for s in states}:
@@ -348,10 +362,9 @@ class Message(MailAggregate):
             raise InvalidCommand(f"index: expected chunk {len(self.upload_chunks)}, got {index}")
         self.trigger_event(self.UploadChunkAppended, index=index, size=size, sha256=sha256)
 
-    def complete_upload(self, **fields: Any) -> None:
+    def complete_upload(self, arrival: Arrival) -> None:
         self._require(MessageState.INCOMPLETE)
-        fields.setdefault("copied_from", None)
-        self.trigger_event(self.UploadCompleted, **fields)
+        self.trigger_event(self.UploadCompleted, **arrival.event_fields())
 
     def change_flags(self, new: frozenset[str]) -> bool:
         self._require(MessageState.ACTIVE, MessageState.EXPIRED)
@@ -532,3 +545,11 @@ def _reservations(aggregate: Any) -> dict[UUID, datetime]:
     if found is None:
         found = aggregate.reservations = {}
     return found
+
+
+Arrived: TypeAlias = Message.Delivered | Message.UploadCompleted
+"""A complete message arrived: the two events built from one ``Arrival``."""
+Placed: TypeAlias = Arrived | Message.Changed
+"""An event that says where a message is and what it is (every event after an arrival)."""
+Written: TypeAlias = Arrived | Message.Moved
+"""An event that carries a whole message row (its data and its personal part)."""

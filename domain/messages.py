@@ -15,7 +15,7 @@ from domain.commands import ChangeFlags, ChangeLabels, CopyMessage, MoveMessage,
 from domain.delivery import new_message_id
 from domain.errors import InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
-from domain.message import Message
+from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Reservation
 from domain.unit_of_work import Commands
@@ -99,24 +99,23 @@ class MessageCommands(Commands):
                 raise InvalidState(f"message {src.id} is {src.state}; cannot copy")
             target = self._target(src, cmd.mailbox)
             uid = target.allocate_uids([copy_id])
-            fields = {
-                "account_id": src.account_id,
-                "mailbox_id": target.id,
-                "uid": uid,
-                "uidvalidity": target.uidvalidity,
-                "size": src.size,
-                "sha256": src.sha256,
-                "inline": src.inline,
-                "internal_date": src.internal_date,
-                "flags": sorted(src.flags),
-                "labels": sorted(src.labels),
-                "policy": src.policy.as_dict(),
-                "thread_id": src.thread_id,
-                "facts": dict(src.facts),
-                "personal": _personal_of(src).copy_for_another_message(),
-                "copied_from": src.id,
-            }
-            new = Message.deliver(copy_id, **fields)
+            new = Message.deliver(copy_id, Arrival(
+                account_id=src.account_id,
+                mailbox_id=target.id,
+                uid=uid,
+                uidvalidity=target.uidvalidity,
+                size=src.size,
+                sha256=src.sha256,
+                inline=src.inline,
+                internal_date=src.internal_date,
+                flags=sorted(src.flags),
+                labels=sorted(src.labels),
+                policy=src.policy.as_dict(),
+                thread_id=src.thread_id,
+                facts=dict(src.facts),
+                personal=_personal_of(src).copy_for_another_message(),
+                copied_from=src.id,
+            ))
             positions = uow.save(target, new)
             return Delivery(copy_id, target.id, uid, target.uidvalidity, src.size,
                             src.sha256, positions[-1], positions[-1], source_uid=src.uid)

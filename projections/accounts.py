@@ -20,15 +20,15 @@ T = n.ACCOUNTS
 TABLES = (TableSpec(T, (n.F_ACCOUNT, n.F_LABEL), split_by_salt=False),)
 
 
-def _opened(e: Any, p: int) -> list[Mutation]:
+def _opened(e: Account.Opened, p: int) -> list[Mutation]:
     return [put(T, e.originator_id.bytes, n.ACC_ADDRESS, e.address.encode(), p)]
 
 
-def _label_defined(e: Any, p: int) -> list[Mutation]:
+def _label_defined(e: Account.LabelDefined, p: int) -> list[Mutation]:
     return [put(T, e.originator_id.bytes, label_column(e.label), encode_json(e.attributes), p)]
 
 
-def _label_removed(e: Any, p: int) -> list[Mutation]:
+def _label_removed(e: Account.LabelRemoved, p: int) -> list[Mutation]:
     return [DeleteColumn(T, e.originator_id.bytes, label_column(e.label), p)]
 
 

@@ -9,8 +9,9 @@ Row key: the account id (16 bytes). Family ``c``, the counts:
 
 Family ``d``, one marker per soft-deleted message:
 
-* ``d:<message id, 16 bytes>`` -- ``1`` while the message is soft-deleted, so that a later
-  ``Expunged`` (which does not say which state it left) knows the message no longer counts.
+* ``d:<message id, 16 bytes>`` -- ``1`` while the message is soft-deleted (dropped when it
+  is restored, expunged or purged). Whether an expunged or purged message still counted
+  comes from the ``old_state`` those events carry.
 
 A busy account has thousands of markers and a handful of counts: readers ask for family
 ``c`` only (``names.CT_COUNTS``); the projector reads the whole row, markers included, and
@@ -33,7 +34,7 @@ from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
-from domain.message import LISTED_STATES, Message
+from domain.message import LISTED_STATES, Arrived, Message
 from projections import names as n
 from projections.codec import TRUE, decode_counts, put
 from projections.keys import (
@@ -83,45 +84,45 @@ def _count(
             acc[2] += size
 
 
-def _arrived(e: Any, d: Deltas) -> None:
+def _arrived(e: Arrived, d: Deltas) -> None:
     _count(d, 1, e.mailbox_id, e.labels, e.flags, e.size)
 
 
-def _flags(e: Any, d: Deltas) -> None:
+def _flags(e: Message.FlagsChanged, d: Deltas) -> None:
     if e.state in LISTED_STATES and (SEEN in e.flags) != (SEEN in e.old_flags):
         _count(d, -1, e.mailbox_id, e.labels, e.old_flags, e.size)
         _count(d, 1, e.mailbox_id, e.labels, e.flags, e.size)
 
 
-def _labels(e: Any, d: Deltas) -> None:
+def _labels(e: Message.LabelsChanged, d: Deltas) -> None:
     if e.state in LISTED_STATES:
         new, old = set(e.labels), set(e.old_labels)
         _count(d, -1, None, sorted(old - new), e.flags, e.size)
         _count(d, 1, None, sorted(new - old), e.flags, e.size)
 
 
-def _moved(e: Any, d: Deltas) -> None:
+def _moved(e: Message.Moved, d: Deltas) -> None:
     if e.state in LISTED_STATES:
         _count(d, -1, e.from_mailbox_id, (), e.flags, e.size)
         _count(d, 1, e.mailbox_id, (), e.flags, e.size)
 
 
-def _deleted(e: Any, d: Deltas) -> None:
+def _deleted(e: Message.Deleted, d: Deltas) -> None:
     _count(d, -1, e.mailbox_id, e.labels, e.flags, e.size)
 
 
-def _restored(e: Any, d: Deltas) -> None:
+def _restored(e: Message.Restored, d: Deltas) -> None:
     if e.state in LISTED_STATES:
         _count(d, 1, e.mailbox_id, e.labels, e.flags, e.size)
 
 
-def _policy(e: Any, d: Deltas) -> None:
+def _policy(e: Message.PolicyChanged, d: Deltas) -> None:
     before, after = e.old_state in LISTED_STATES, e.state in LISTED_STATES
     if before != after:
         _count(d, 1 if after else -1, e.mailbox_id, e.labels, e.flags, e.size)
 
 
-def _expunged(e: Any, d: Deltas) -> None:
+def _expunged(e: Message.Expunged, d: Deltas) -> None:
     """Needs the row (see ``_was_listed``): done in ``project``."""
 
 
@@ -140,15 +141,6 @@ _DELTAS: dict[type, Callable[[Any, Deltas], None]] = {
 _MARKS = frozenset({Message.Deleted, Message.Restored, Message.Expunged, Message.Purged})
 _LEAVES = frozenset({Message.Expunged, Message.Purged})
 HANDLED = frozenset(_DELTAS)
-
-
-def _was_listed(e: Any, marked_deleted: bool) -> bool:
-    """Whether an expunged message counted until now: from the event if it says, else from
-    this row's soft-delete marker (``Expunged`` does not carry the state it left, yet)."""
-    old_state = getattr(e, "old_state", None)
-    if old_state is not None:
-        return old_state in LISTED_STATES
-    return not marked_deleted
 
 
 def project(event: object, position: int, read: RowReader) -> list[Mutation]:
@@ -174,7 +166,7 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
         marked = marker in row
         if marked:
             out.append(DeleteColumn(T, row_key, marker, position))
-        if kind in _LEAVES and _was_listed(e, marked):
+        if kind in _LEAVES and e.old_state in LISTED_STATES:
             _count(deltas, -1, e.mailbox_id, e.labels, e.flags, e.size)
     for column, (dn, du, db) in deltas.items():
         if dn or du or db:

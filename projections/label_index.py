@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from domain.message import Message
+from domain.message import Message, Placed
 from projections import names as n
 from projections.codec import encode_ref, put
 from projections.keys import RowReader, label_row
@@ -24,27 +24,27 @@ T = n.LABEL_INDEX
 TABLES = (TableSpec(T, (n.F_INDEX,)),)
 
 
-def _puts(e: Any, p: int, labels: Iterable[str]) -> list[Mutation]:
+def _puts(e: Placed, p: int, labels: Iterable[str]) -> list[Mutation]:
     account, message = e.account_id, e.originator_id
     ref = encode_ref(e.mailbox_id, e.uid)
     return [put(T, label_row(account, label, message), n.IX_REF, ref, p) for label in labels]
 
 
-def _deletes(e: Any, p: int, labels: Iterable[str]) -> list[Mutation]:
+def _deletes(e: Placed, p: int, labels: Iterable[str]) -> list[Mutation]:
     account, message = e.account_id, e.originator_id
     return [DeleteRow(T, label_row(account, label, message), p) for label in labels]
 
 
-def _all(e: Any, p: int) -> list[Mutation]:
+def _all(e: Placed, p: int) -> list[Mutation]:
     return _puts(e, p, e.labels)
 
 
-def _changed(e: Any, p: int) -> list[Mutation]:
+def _changed(e: Message.LabelsChanged, p: int) -> list[Mutation]:
     new, old = set(e.labels), set(e.old_labels)
     return _deletes(e, p, sorted(old - new)) + _puts(e, p, sorted(new - old))
 
 
-def _gone(e: Any, p: int) -> list[Mutation]:
+def _gone(e: Message.Changed, p: int) -> list[Mutation]:
     return _deletes(e, p, e.labels)
 
 

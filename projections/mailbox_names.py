@@ -21,19 +21,19 @@ T = n.MAILBOX_NAMES
 TABLES = (TableSpec(T, (n.F_NAME,)),)
 
 
-def _registered(e: Any, p: int) -> list[Mutation]:
+def _registered(e: Account.MailboxRegistered, p: int) -> list[Mutation]:
     row = mailbox_name_row(e.originator_id, e.name)
     return [put(T, row, n.MN_MAILBOX, e.mailbox_id.bytes, p)]
 
 
-def _renamed(e: Any, p: int) -> list[Mutation]:
+def _renamed(e: Account.MailboxRenamed, p: int) -> list[Mutation]:
     return [
         DeleteRow(T, mailbox_name_row(e.originator_id, e.old_name), p),
         put(T, mailbox_name_row(e.originator_id, e.new_name), n.MN_MAILBOX, e.mailbox_id.bytes, p),
     ]
 
 
-def _unregistered(e: Any, p: int) -> list[Mutation]:
+def _unregistered(e: Account.MailboxUnregistered, p: int) -> list[Mutation]:
     return [DeleteRow(T, mailbox_name_row(e.originator_id, e.name), p)]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.mailbox import Mailbox
-from domain.message import Message
+from domain.message import Message, Placed
 from projections import names as n
 from projections.codec import FALSE, TRUE, encode_int, put
 from projections.keys import RowReader
@@ -28,7 +28,7 @@ def _modseq(row: bytes, p: int) -> Mutation:
     return put(T, row, n.MB_HIGHESTMODSEQ, b"%d" % p, p)
 
 
-def _created(e: Any, p: int) -> list[Mutation]:
+def _created(e: Mailbox.Created, p: int) -> list[Mutation]:
     row = e.originator_id.bytes
     return [
         put(T, row, n.MB_NAME, e.name.encode(), p),
@@ -41,13 +41,13 @@ def _created(e: Any, p: int) -> list[Mutation]:
     ]
 
 
-def _uids_allocated(e: Any, p: int) -> list[Mutation]:
+def _uids_allocated(e: Mailbox.UidsAllocated, p: int) -> list[Mutation]:
     row = e.originator_id.bytes
     uidnext = encode_int(e.first_uid + len(e.message_ids))
     return [put(T, row, n.MB_UIDNEXT, uidnext, p), _modseq(row, p)]
 
 
-def _renamed(e: Any, p: int) -> list[Mutation]:
+def _renamed(e: Mailbox.Renamed, p: int) -> list[Mutation]:
     row = e.originator_id.bytes
     return [
         put(T, row, n.MB_NAME, e.new_name.encode(), p),
@@ -56,16 +56,16 @@ def _renamed(e: Any, p: int) -> list[Mutation]:
     ]
 
 
-def _deleted(e: Any, p: int) -> list[Mutation]:
+def _deleted(e: Mailbox.Deleted, p: int) -> list[Mutation]:
     row = e.originator_id.bytes
     return [put(T, row, n.MB_DELETED, TRUE, p), _modseq(row, p)]
 
 
-def _message_changed(e: Any, p: int) -> list[Mutation]:
+def _message_changed(e: Placed, p: int) -> list[Mutation]:
     return [_modseq(e.mailbox_id.bytes, p)]
 
 
-def _message_moved(e: Any, p: int) -> list[Mutation]:
+def _message_moved(e: Message.Moved, p: int) -> list[Mutation]:
     return [_modseq(e.from_mailbox_id.bytes, p), _modseq(e.mailbox_id.bytes, p)]
 
 

@@ -22,10 +22,11 @@ the row (if it still has one).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from domain.message import Message
+from domain.message import Arrival, Arrived, Message, Placed, Written
+from domain.personal import Personal
 from domain.values import MessageState
 from projections import names as n
 from projections.codec import (
@@ -47,11 +48,11 @@ _ZERO = b"0"
 _WITHOUT_ROW = frozenset({MessageState.EXPUNGED.value, MessageState.INCOMPLETE.value})
 
 
-def _row(e: Any) -> bytes:
+def _row(e: Placed) -> bytes:
     return message_row(e.mailbox_id, e.uid)
 
 
-def _full_row(e: Any, p: int, state: bytes, row: bytes) -> list[Mutation]:
+def _full_row(e: Written, p: int, state: bytes, row: bytes) -> list[Mutation]:
     cells: list[Mutation] = [
         put(T, row, n.META_FLAGS, encode_names(e.flags), p),
         put(T, row, n.META_LABELS, encode_names(e.labels), p),
@@ -60,14 +61,12 @@ def _full_row(e: Any, p: int, state: bytes, row: bytes) -> list[Mutation]:
         put(T, row, n.META_THREAD, e.thread_id.bytes, p),
         put(T, row, n.DATA_MESSAGE, e.originator_id.bytes, p),
         put(T, row, n.DATA_FIELDS, encode_json(_fields(e, p)), p),
+        put(T, row, n.META_POLICY, encode_policy(e.policy), p),
     ]
-    policy = getattr(e, "policy", None)  # Moved does not carry it (yet)
-    if policy is not None:
-        cells.append(put(T, row, n.META_POLICY, encode_policy(policy), p))
     return cells
 
 
-def _fields(e: Any, p: int) -> dict[str, Any]:
+def _fields(e: Written, p: int) -> dict[str, Any]:
     """What ``data:fields`` holds (JSON: UUIDs as strings, the date in ISO 8601). An inline
     body is not copied: ``body_event`` is the log position of the event that holds it."""
     size = e.size
@@ -75,12 +74,12 @@ def _fields(e: Any, p: int) -> dict[str, Any]:
         raise TypeError(f"size: expected an int, got {type(size).__name__}")
     fields = {"account": str(e.account_id), "size": size, "internal_date": iso(e.internal_date),
               "sha256": e.sha256, "inline": bool(e.inline), "facts": e.facts}
-    if e.inline and not getattr(e.personal, "shredded", False):  # shredded: key destroyed
+    if e.inline and not _shredded(e.personal):
         body = e.personal.get("body")
         if type(body) is not bytes:
             raise TypeError(f"personal.body: expected bytes, got {type(body).__name__}")
         fields["body_event"] = p
-    copied_from = getattr(e, "copied_from", None)
+    copied_from = e.copied_from if isinstance(e, Arrival) else None
     if copied_from is not None:
         fields["copied_from"] = str(copied_from)
     personal = e.personal
@@ -93,30 +92,33 @@ def _fields(e: Any, p: int) -> dict[str, Any]:
     return fields
 
 
+def _shredded(personal: Mapping[str, Any]) -> bool:
+    """Whether the personal part's key was destroyed (it opened empty)."""
+    return isinstance(personal, Personal) and personal.shredded
+
+
 def data_fields(value: bytes | None) -> dict[str, Any]:
     """A ``data:fields`` cell as a dict ({} if there is none or it is not an object)."""
     found = decode_json(value) if value else {}
     return found if isinstance(found, dict) else {}
 
 
-def _delivered(e: Any, p: int) -> list[Mutation]:
+def _delivered(e: Arrived, p: int) -> list[Mutation]:
     row = _row(e)
     cells = _full_row(e, p, _ACTIVE, row)
     cells.append(put(T, row, n.META_EXTRACTS, _ZERO, p))
     return cells
 
 
-def _moved(e: Any, p: int) -> list[Mutation]:
+def _moved(e: Message.Moved, p: int) -> list[Mutation]:
     old = message_row(e.from_mailbox_id, e.from_uid)
     row = _row(e)
     cells = _full_row(e, p, e.state.encode(), row)
-    extracts = getattr(e, "extract_count", None)  # Moved does not carry it (yet)
-    if extracts is not None:
-        cells.append(put(T, row, n.META_EXTRACTS, encode_int(extracts), p))
+    cells.append(put(T, row, n.META_EXTRACTS, encode_int(e.extract_count), p))
     return [DeleteRow(T, old, p), *cells]
 
 
-def _flags(e: Any, p: int) -> list[Mutation]:
+def _flags(e: Message.FlagsChanged, p: int) -> list[Mutation]:
     row = _row(e)
     return [
         put(T, row, n.META_FLAGS, encode_names(e.flags), p),
@@ -124,7 +126,7 @@ def _flags(e: Any, p: int) -> list[Mutation]:
     ]
 
 
-def _labels(e: Any, p: int) -> list[Mutation]:
+def _labels(e: Message.LabelsChanged, p: int) -> list[Mutation]:
     row = _row(e)
     return [
         put(T, row, n.META_LABELS, encode_names(e.labels), p),
@@ -132,7 +134,7 @@ def _labels(e: Any, p: int) -> list[Mutation]:
     ]
 
 
-def _state(e: Any, p: int) -> list[Mutation]:
+def _state(e: Message.Changed, p: int) -> list[Mutation]:
     row = _row(e)
     return [
         put(T, row, n.META_STATE, e.state.encode(), p),
@@ -140,18 +142,18 @@ def _state(e: Any, p: int) -> list[Mutation]:
     ]
 
 
-def _expunged(e: Any, p: int) -> list[Mutation]:
+def _expunged(e: Message.Expunged, p: int) -> list[Mutation]:
     return [DeleteRow(T, _row(e), p)]
 
 
-def _purged(e: Any, p: int) -> list[Mutation]:
+def _purged(e: Message.Purged, p: int) -> list[Mutation]:
     """The row goes (an expunged message's went already; an incomplete one never had one)."""
     if e.old_state in _WITHOUT_ROW:
         return []
     return [DeleteRow(T, _row(e), p)]
 
 
-def _extracted(e: Any, p: int) -> list[Mutation]:
+def _extracted(e: Message.Extracted, p: int) -> list[Mutation]:
     row = _row(e)
     return [
         put(T, row, n.META_EXTRACTS, encode_int(e.count), p),
@@ -160,7 +162,7 @@ def _extracted(e: Any, p: int) -> list[Mutation]:
     ]
 
 
-def _policy(e: Any, p: int) -> list[Mutation]:
+def _policy(e: Message.PolicyChanged, p: int) -> list[Mutation]:
     row = _row(e)
     return [
         put(T, row, n.META_POLICY, encode_policy(e.policy), p),

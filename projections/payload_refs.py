@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from domain.message import Message
+from domain.message import Arrived, Message
 from projections import names as n
 from projections.codec import put
 from projections.keys import RowReader, payload_ref_column, payload_row
@@ -25,17 +25,17 @@ T = n.PAYLOAD_REFS
 TABLES = (TableSpec(T, (n.F_REF,), split_by_salt=False),)
 
 
-def _chunk(e: Any, p: int) -> list[Mutation]:
+def _chunk(e: Message.UploadChunkAppended, p: int) -> list[Mutation]:
     """An upload's chunk is referred to by its message until the message is purged."""
     return [put(T, payload_row(e.sha256), payload_ref_column(e.originator_id), b"", p)]
 
 
-def _released(e: Any, p: int) -> list[Mutation]:
+def _released(e: Message.Purged, p: int) -> list[Mutation]:
     column = payload_ref_column(e.originator_id)
     return [DeleteColumn(T, payload_row(sha), column, p) for sha in e.payloads]
 
 
-def _referenced(e: Any, p: int) -> list[Mutation]:
+def _referenced(e: Arrived, p: int) -> list[Mutation]:
     if e.inline:
         return []
     column = payload_ref_column(e.originator_id)

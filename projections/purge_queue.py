@@ -37,7 +37,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from domain.message import Message
+from domain.message import Arrived, Message, Placed
 from domain.values import MessageState
 from projections import names as n
 from projections.codec import encode_datetime, put
@@ -51,7 +51,8 @@ POINTER_SPEC = TableSpec(n.PURGE_POINTER, (n.F_POINTER,), split_by_salt=False)
 _EXPIRED = MessageState.EXPIRED.value
 
 
-def _entry(e: Any, p: int, queue: str, reason: str, since: datetime) -> list[Mutation]:
+def _entry(e: Placed | Message.UploadBegun, p: int, queue: str, reason: str,
+           since: datetime) -> list[Mutation]:
     row = purge_row(queue, e.originator_id, since)
     return [
         put(T, row, n.PQ_REASON, reason.encode(), p),
@@ -70,42 +71,42 @@ def _until(policy: Any) -> datetime | None:
     return until
 
 
-def _expiring(e: Any, p: int) -> list[Mutation]:
+def _expiring(e: Arrived | Message.PolicyChanged, p: int) -> list[Mutation]:
     until = _until(e.policy)
     if until is None:
         return []
     return _entry(e, p, n.QUEUE_EXPIRING, "until", max(until, e.timestamp))
 
 
-def _deleted(e: Any, p: int) -> list[Mutation]:
+def _deleted(e: Message.Deleted, p: int) -> list[Mutation]:
     return _entry(e, p, n.QUEUE_DELETED, "deleted", e.timestamp)
 
 
-def _expunged(e: Any, p: int) -> list[Mutation]:
+def _expunged(e: Message.Expunged, p: int) -> list[Mutation]:
     return _entry(e, p, n.QUEUE_DELETED, "expunged", e.timestamp)
 
 
-def _extracted(e: Any, p: int) -> list[Mutation]:
+def _extracted(e: Message.Extracted, p: int) -> list[Mutation]:
     if e.state != _EXPIRED:
         return []
     return _entry(e, p, n.QUEUE_EXPIRED, "limit", e.timestamp)
 
 
-def _policy_changed(e: Any, p: int) -> list[Mutation]:
+def _policy_changed(e: Message.PolicyChanged, p: int) -> list[Mutation]:
     if e.state == _EXPIRED:
         return _entry(e, p, n.QUEUE_EXPIRED, "policy", e.timestamp)
     return _expiring(e, p)
 
 
-def _expired(e: Any, p: int) -> list[Mutation]:
+def _expired(e: Message.Expired, p: int) -> list[Mutation]:
     return _entry(e, p, n.QUEUE_EXPIRED, "until", e.since)
 
 
-def _upload_begun(e: Any, p: int) -> list[Mutation]:
+def _upload_begun(e: Message.UploadBegun, p: int) -> list[Mutation]:
     return _entry(e, p, n.QUEUE_INCOMPLETE, "incomplete", e.timestamp)
 
 
-def _purged(e: Any, p: int) -> list[Mutation]:
+def _purged(e: Message.Purged, p: int) -> list[Mutation]:
     if not e.queue or e.since is None:
         return []
     return [DeleteRow(T, purge_row(e.queue, e.originator_id, e.since), p)]

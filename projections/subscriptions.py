@@ -19,11 +19,11 @@ T = n.SUBSCRIPTIONS
 TABLES = (TableSpec(T, (n.F_SUB,), split_by_salt=False),)
 
 
-def _subscribed(e: Any, p: int) -> list[Mutation]:
+def _subscribed(e: Account.Subscribed, p: int) -> list[Mutation]:
     return [put(T, e.originator_id.bytes, subscription_column(e.name), TRUE, p)]
 
 
-def _unsubscribed(e: Any, p: int) -> list[Mutation]:
+def _unsubscribed(e: Account.Unsubscribed, p: int) -> list[Mutation]:
     return [DeleteColumn(T, e.originator_id.bytes, subscription_column(e.name), p)]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from domain.message import Message
+from domain.message import Message, Placed
 from projections import names as n
 from projections.codec import encode_ref, put
 from projections.keys import RowReader, thread_row
@@ -21,12 +21,12 @@ T = n.THREADS
 TABLES = (TableSpec(T, (n.F_INDEX,)),)
 
 
-def _listed(e: Any, p: int) -> list[Mutation]:
+def _listed(e: Placed, p: int) -> list[Mutation]:
     row = thread_row(e.thread_id, e.originator_id)
     return [put(T, row, n.IX_REF, encode_ref(e.mailbox_id, e.uid), p)]
 
 
-def _gone(e: Any, p: int) -> list[Mutation]:
+def _gone(e: Message.Changed, p: int) -> list[Mutation]:
     return [DeleteRow(T, thread_row(e.thread_id, e.originator_id), p)]
 
 

@@ -76,7 +76,7 @@ from uuid import UUID
 
 from domain.account import Account
 from domain.mailbox import Mailbox
-from domain.message import Message
+from domain.message import Arrival, Message
 from domain.service import new_message_id, thread_id_for
 from domain.values import Role
 
@@ -284,13 +284,13 @@ def deliver(mailbox: Any, mails: list[tuple[Mail, UUID, list[str], list[str]]],
     first = mailbox.allocate_uids([mid for _, mid, _, _ in mails])
     out = []
     for n, (mail, message_id, flags, labels) in enumerate(mails):
-        out.append(Message.deliver(
-            message_id, account_id=mailbox.account_id, mailbox_id=mailbox.id, uid=first + n,
+        out.append(Message.deliver(message_id, Arrival(
+            account_id=mailbox.account_id, mailbox_id=mailbox.id, uid=first + n,
             uidvalidity=mailbox.uidvalidity, size=mail.size, sha256=mail.sha256,
             inline=mail.inline, internal_date=when, flags=sorted(flags), labels=sorted(labels),
             policy=dict(_POLICY), thread_id=mail.thread_id, facts=mail.facts,
             personal=mail.personal,
-        ))
+        )))
     return out
 
 

@@ -353,7 +353,8 @@ class History:
         p = m.policy
         remaining = p["limit"] - m.extracts if p["kind"] == "count" else None
         m.state = "expired" if remaining == 0 else "active"
-        self._emit(Message.Extracted, m, count=m.extracts, remaining=remaining, **self._where(m))
+        self._emit(Message.Extracted, m, count=m.extracts, remaining=remaining,
+                   reservation_id=None, at=self.now, **self._where(m))
         return True
 
     def set_policy(self, message_id: UUID, limit: int | None = None,
