@@ -1,6 +1,6 @@
 """``letterlog bench rebuild --engine spark``: the Spark rebuild against the single process.
 
-In one run, on the same cached benchmark log (``adapters.bench.projections.bench_log``):
+In one run, on the same cached benchmark log (``adapters.bench.benchlog.bench_log``):
 
 * **single process**: ``ProjectionHost.rebuild`` of every projection into a fresh SQLite
   tables file (what ``letterlog rebuild --all`` runs);
@@ -43,7 +43,7 @@ def _rate(n: float, seconds: float) -> float:
 
 
 def _rebuild(reader: Any, path: Path, fold: Any) -> tuple[float, dict[str, str]]:
-    from adapters.bench.projections import SYNCHRONOUS
+    from adapters.bench.common import SYNCHRONOUS
     from adapters.readside.host import ProjectionHost
     from adapters.tables.sqlite import SqliteTableStore
 
@@ -111,7 +111,7 @@ MASTERS = ("local[1]", "local[2]")
 def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                         hbase: bool = True, hbase_events: int = 50_000,
                         compare_by_account: bool = True, repeat: int = 1) -> dict[str, Any]:
-    from adapters.bench.projections import bench_log, open_reader
+    from adapters.bench.benchlog import bench_log, open_reader
 
     log_path, meta = bench_log(events)
     reader = open_reader(log_path)

@@ -1,7 +1,7 @@
 """``bench_stream``: events/s end to end (relay -> Kafka -> faust worker -> HBase) against raw
 happybase batch writes of the same cells, in the same run.
 
-* **End to end**: the cached benchmark log (``bench_projections.bench_log``: at least
+* **End to end**: the cached benchmark log (``adapters.bench.benchlog.bench_log``: at least
   ``events`` events through the real aggregates) is published by an ``OutboxRelay`` to a
   fresh topic while ``workers`` stream workers (``python -m adapters.streaming.worker``
   subprocesses, one consumer group) project it into fresh HBase tables. The clock runs from
@@ -196,7 +196,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
     the server has a Thrift2 gateway: the one started here does; for a given ``hbase`` pass
     ``thrift2_port``) or ``"thrift1"`` (one call per version). ``logs``: a directory to keep
     the workers' logs in."""
-    from adapters.bench.projections import bench_log, open_reader
+    from adapters.bench.benchlog import bench_log, open_reader
     from adapters.readside.host import verify_tables
     from adapters.streaming.relay import FilePosition, OutboxRelay
     from adapters.streaming.worker import kafka_lag

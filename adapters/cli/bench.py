@@ -46,7 +46,7 @@ def bench_project(events: Annotated[int, typer.Option(metavar="N",
                   plot: PlotOption = None,
                   as_json: BenchJson = False) -> None:
     """Catch-up projection throughput vs raw SQLite writes of the same cells."""
-    from adapters.bench.projections import bench_project as run
+    from adapters.bench.project import bench_project as run
 
     _bench(run(events=events, plot=plot), as_json)
 
@@ -84,7 +84,7 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
         return
     if engine != "embedded":
         fail(f"--engine: {engine!r} is not embedded or spark")
-    from adapters.bench.projections import bench_rebuild as run
+    from adapters.bench.rebuild import bench_rebuild as run
 
     _bench(run(events=events, plot=plot), as_json)
 
@@ -95,7 +95,7 @@ def bench_query(messages: Annotated[int, typer.Option(
                 samples: Annotated[int, typer.Option(metavar="N", help="queries timed")] = 2000,
                 plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT."""
-    from adapters.bench.projections import bench_query as run
+    from adapters.bench.query import bench_query as run
 
     _bench(run(messages=messages, samples=samples, plot=plot), as_json)
 

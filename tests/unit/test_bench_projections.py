@@ -13,7 +13,11 @@ from uuid import uuid4
 
 import pytest
 
-from adapters.bench import projections as bp
+from adapters.bench.benchlog import bench_log, mapper_events, open_reader, select_unpack
+from adapters.bench.project import bench_project
+from adapters.bench.query import bench_query, query_store
+from adapters.bench.rebuild import bench_rebuild
+from adapters.bench.synthetic import MailFactory
 from domain.rfc5322 import inspect_message
 from domain.service import envelope_for_event, facts_for_event
 from projections import queries as q
@@ -33,7 +37,7 @@ def _positive(*values: float) -> None:
 
 
 def test_synthesised_mail_is_what_inspect_message_says() -> None:
-    factory = bp.MailFactory(random.Random(5))
+    factory = MailFactory(random.Random(5))
     account = uuid4()
     when = datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
     for i in range(60):
@@ -49,16 +53,16 @@ def test_synthesised_mail_is_what_inspect_message_says() -> None:
 
 
 def test_log_is_generated_once_then_reused(_cache: Path) -> None:
-    path, meta = bp.bench_log(2000)
+    path, meta = bench_log(2000)
     assert path.exists() and meta["cached"] is False and meta["events"] >= 2000
     kinds = meta["event_kinds"]
     for kind in ("Message.Delivered", "Message.FlagsChanged", "Message.LabelsChanged",
                  "Message.Moved", "Message.Deleted", "Mailbox.UidsAllocated"):
         assert kinds.get(kind, 0) > 0, kind
     assert kinds["Message.Delivered"] > kinds["Message.Moved"]
-    again, meta2 = bp.bench_log(2000)
+    again, meta2 = bench_log(2000)
     assert again == path and meta2["cached"] is True
-    reader = bp.open_reader(path)
+    reader = open_reader(path)
     try:
         positions = [p for p, _ in reader.events()]
     finally:
@@ -67,10 +71,10 @@ def test_log_is_generated_once_then_reused(_cache: Path) -> None:
 
 
 def test_letterlog_reads_the_events_the_eventsourcing_mapper_reads() -> None:
-    path, _ = bp.bench_log(2000)
-    reader = bp.open_reader(path)
+    path, _ = bench_log(2000)
+    reader = open_reader(path)
     try:
-        expected = list(bp.mapper_events(reader, batch=97))
+        expected = list(mapper_events(reader, batch=97))
         got = list(reader.events(batch=250))
     finally:
         reader.close()
@@ -81,7 +85,7 @@ def test_letterlog_reads_the_events_the_eventsourcing_mapper_reads() -> None:
 
 def test_bench_project(tmp_path: Path) -> None:
     plot = tmp_path / "project.png"
-    r = bp.bench_project(events=2000, plot=plot)
+    r = bench_project(events=2000, plot=plot)
     json.dumps(r)
     assert r["benchmark"] == "project" and r["mode"] == "live" and r["events"] >= 2000
     _positive(r["decode_events_per_s"], r["project_events_per_s"], r["project_cells_per_s"],
@@ -95,7 +99,7 @@ def test_bench_project(tmp_path: Path) -> None:
 
 def test_bench_rebuild(tmp_path: Path) -> None:
     plot = tmp_path / "rebuild.png"
-    r = bp.bench_rebuild(events=2000, plot=plot)
+    r = bench_rebuild(events=2000, plot=plot)
     json.dumps(r)
     assert r["benchmark"] == "rebuild" and r["mode"] == "fold"
     assert r["position"] == r["events"] >= 2000
@@ -111,13 +115,13 @@ def test_bench_rebuild(tmp_path: Path) -> None:
 
 
 def test_select_unpack_reads_every_event_of_the_log() -> None:
-    log_path, meta = bp.bench_log(2000)
-    assert bp.select_unpack(log_path) == meta["events"]
+    log_path, meta = bench_log(2000)
+    assert select_unpack(log_path) == meta["events"]
 
 
 def test_bench_query(tmp_path: Path) -> None:
     plot = tmp_path / "query.png"
-    r = bp.bench_query(messages=2000, samples=50, plot=plot)
+    r = bench_query(messages=2000, samples=50, plot=plot)
     json.dumps(r)
     assert r["benchmark"] == "query" and r["samples"] == 50
     assert 0 < r["listed_messages"] <= 2000
@@ -136,7 +140,7 @@ def test_bench_query(tmp_path: Path) -> None:
 
 
 def test_query_store_lists_newest_first(tmp_path: Path) -> None:
-    store, fx = bp.query_store(tmp_path / "tables.sqlite", 2000)
+    store, fx = query_store(tmp_path / "tables.sqlite", 2000)
     try:
         rows = q.mailbox_messages(store, fx.mailbox_id, limit=50)
         uids = [m.uid for m in rows]

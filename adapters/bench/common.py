@@ -1,0 +1,108 @@
+"""What the benchmarks share: progress bars (rich, on stderr, only on a terminal), rates, phase
+clocks (wall and CPU time), the machine's load, peak memory, and bar plots (letterlog's bars
+blue, baselines grey, targets red).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SYNCHRONOUS = "NORMAL"  # the embedded default for tables (and durability=normal for the log)
+
+
+@contextmanager
+def progress_bars() -> Iterator[Any]:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed or 0:>9,.0f}/s", style="progress.data.speed")
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(),
+                  TimeElapsedColumn(), console=console, transient=True,
+                  disable=not console.is_terminal) as progress:
+        yield progress
+
+
+def counted(items: Iterable[Any], progress: Any, task: Any, every: int = 5000) -> Iterator[Any]:
+    done = 0
+    for item in items:
+        yield item
+        done += 1
+        if done % every == 0:
+            progress.update(task, completed=done)
+    progress.update(task, completed=done)
+
+
+def rate(n: int | float, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else float("inf")
+
+
+class PhaseClock:
+    """Wall and process CPU time of a phase: a CPU share well below 1 means the machine was
+    busy with other work while we measured (compare ratios, not absolutes, then)."""
+
+    def __init__(self) -> None:
+        self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+        self.wall = self.cpu = 0.0
+
+    def stop(self) -> float:
+        self.wall = time.perf_counter() - self.wall0
+        self.cpu = time.process_time() - self.cpu0
+        return self.wall
+
+    @property
+    def share(self) -> float:
+        return round(self.cpu / self.wall, 2) if self.wall > 0 else 0.0
+
+
+def load_avg() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def max_rss_mb() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def bar_panels(path: Path, title: str, panels: list[tuple[str, dict[str, float]]],
+                fmt: str = "{:,.0f}") -> None:
+    """Horizontal bars, one panel per unit; letterlog's bars blue, baselines grey."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sum(len(values) for _, values in panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 1.1 + 0.42 * rows + 0.5 * len(panels)),
+                             squeeze=False)
+    for ax, (unit, values) in zip(axes[:, 0], panels, strict=True):
+        names = list(values)
+        colours = ["#3465a4" if n.startswith("letterlog") else
+                   "#cc0000" if n == "target" else "#888a85" for n in names]
+        ax.barh(names, [values[n] for n in names], color=colours)
+        for i, n in enumerate(names):
+            ax.text(values[n], i, " " + fmt.format(values[n]), va="center", fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(unit)
+        ax.margins(x=0.18)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
