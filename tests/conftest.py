@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from adapters.eventlog.store import MailLog
+from adapters.payloads.files import FilePayloadStore
 from adapters.payloads.memory import InMemoryPayloadStore
 from domain.service import Mailstore
+from tests.factories import BACKENDS, backend_params, event_log, payload_store
+from tests.services.conftest import postgres_server  # noqa: F401 - for every_backend tests
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "mail"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -79,18 +82,35 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture
-def log() -> MailLog:
-    return MailLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``every_backend`` run once per event store of ``factories.BACKENDS``
+    (PostgreSQL's run is marked ``services``)."""
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+            "every_backend"):
+        metafunc.parametrize("backend", backend_params(*BACKENDS), indirect=True)
 
 
 @pytest.fixture
-def payloads() -> InMemoryPayloadStore:
-    return InMemoryPayloadStore()
+def backend(request: pytest.FixtureRequest) -> str:
+    """The event store a test runs on: ``memory`` unless it is marked ``every_backend``."""
+    return str(getattr(request, "param", "memory"))
 
 
 @pytest.fixture
-def mail(log: MailLog, payloads: InMemoryPayloadStore, clock: Clock) -> Mailstore:
+def log(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[MailLog]:
+    with event_log(backend, tmp_path,
+                   lambda: request.getfixturevalue("postgres_server")) as found:
+        yield found
+
+
+@pytest.fixture
+def payloads(backend: str, tmp_path: Path) -> InMemoryPayloadStore | FilePayloadStore:
+    return payload_store(backend, tmp_path)
+
+
+@pytest.fixture
+def mail(log: MailLog, payloads: InMemoryPayloadStore | FilePayloadStore,
+         clock: Clock) -> Mailstore:
     return Mailstore(log, payloads, clock=clock)
 
 

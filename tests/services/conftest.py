@@ -25,6 +25,7 @@ import pytest
 
 from adapters.devservers import HBaseServer, KafkaServer, PostgresServer, ServiceFailed
 from adapters.devservers._common import Service
+from tests.factories import database
 
 _lock = threading.Lock()
 _servers: dict[str, Service] = {}
@@ -93,3 +94,10 @@ def hbase_server() -> Iterator[HBaseServer]:
 def kafka_server() -> Iterator[KafkaServer]:
     """A started KafkaServer (bootstrap)."""
     yield from _fixture("kafka", KafkaServer)  # type: ignore[misc]
+
+
+@pytest.fixture
+def pg_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh database on the PostgreSQL server (its DSN), dropped after the test."""
+    with database(postgres_server) as dsn:
+        yield dsn

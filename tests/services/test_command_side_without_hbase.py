@@ -26,7 +26,8 @@ from adapters.embedded import Letterlog
 from adapters.streaming.relay import OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from tests.conftest import make_mail
-from tests.services.test_stream_e2e import Worker, drop_database, new_database, until
+from tests.factories import until
+from tests.services.test_stream_e2e import Worker
 
 pytestmark = pytest.mark.services
 
@@ -44,9 +45,9 @@ def cli(env: dict[str, str], *args: str, timeout: float = 120) -> tuple[list[Any
 
 
 @pytest.fixture
-def world(tmp_path: Path, postgres_server: Any, hbase_server: Any,
+def world(tmp_path: Path, pg_dsn: str, hbase_server: Any,
           kafka_server: Any) -> Iterator[dict[str, str]]:
-    dsn = new_database(postgres_server)
+    dsn = pg_dsn
     tag = secrets.token_hex(4)
     env = {"LETTERLOG_DATA": str(tmp_path / "data"), "LETTERLOG_EVENT_STORE": "postgres",
            "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_DURABILITY": "normal",
@@ -68,7 +69,6 @@ def world(tmp_path: Path, postgres_server: Any, hbase_server: Any,
                 tables.drop_table(table)
         finally:
             tables.close()
-            drop_database(postgres_server, dsn)
 
 
 def deliver_while_down(env: dict[str, str], tmp_path: Path) -> dict[str, float]:

@@ -17,7 +17,6 @@ from adapters.streaming.relay import OutboxRelay
 from adapters.tables.hbase import HBaseTableStore
 from projections.keys import PURGE_SHARDS
 from tests.integration.test_erasure import deliver_marked, files_holding
-from tests.services.test_relay import drop_database, new_database
 
 pytestmark = pytest.mark.services
 
@@ -33,10 +32,9 @@ def project_into(store: Letterlog, tables: HBaseTableStore) -> None:
 
 
 @pytest.fixture
-def scale_out(tmp_path: Path, postgres_server: Any, hbase_server: Any,
+def scale_out(tmp_path: Path, pg_dsn: str, hbase_server: Any,
               kafka_server: Any) -> Iterator[Letterlog]:
-    dsn = new_database(postgres_server)
-    store = Letterlog.open(tmp_path / "data", event_store="postgres", postgres_dsn=dsn,
+    store = Letterlog.open(tmp_path / "data", event_store="postgres", postgres_dsn=pg_dsn,
                            kafka_bootstrap=kafka_server.bootstrap,
                            kafka_topic=f"lifecycle-{secrets.token_hex(4)}")
     project_into(store, HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
@@ -45,7 +43,6 @@ def scale_out(tmp_path: Path, postgres_server: Any, hbase_server: Any,
         yield store
     finally:
         store.close()
-        drop_database(postgres_server, dsn)
 
 
 def test_purge_reads_queues_and_keeps_pointers_in_hbase_over_a_postgres_log(scale_out):

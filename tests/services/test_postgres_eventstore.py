@@ -1,16 +1,12 @@
-"""The domain suite on both durable event stores, SQLite and PostgreSQL, and several OS
-processes writing one mailbox through PostgreSQL.
+"""Several OS processes writing one mailbox through PostgreSQL.
 
-Every test of ``tests/unit/test_domain.py`` runs here again, parametrised over the backend:
-this module overrides the ``log`` fixture (a fresh SQLite file, or a fresh PostgreSQL
-database) and ``payloads`` (a real ``FilePayloadStore``); ``mail`` and ``clock`` come from
-tests/conftest.py and are built on these.
+(The domain suite itself runs on PostgreSQL from ``tests/unit/test_domain.py``: it is marked
+``every_backend``.)
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,58 +14,12 @@ import pytest
 
 from adapters.bootstrap import postgres_env_from_dsn
 from adapters.embedded import Letterlog
-from adapters.eventlog.store import MailLog, postgres_env, sqlite_env
-from adapters.payloads.files import FilePayloadStore
+from adapters.eventlog.store import MailLog, postgres_env
 from domain.errors import ExtractionRefused
 from tests.conftest import make_mail
-from tests.services.test_relay import drop_database, new_database
-from tests.unit import test_domain as _domain
+from tests.factories import on_backends
 
-# the domain tests, collected here too (with their own parametrisations and marks)
-for _name in dir(_domain):
-    if _name.startswith("test_"):
-        globals()[_name] = getattr(_domain, _name)
-
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.services)]
 ADA = "ada@example.org"
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def log(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[MailLog]:
-    if backend == "sqlite":
-        app = MailLog(env=sqlite_env(str(tmp_path / "events.sqlite")))
-        yield app
-        app.close()
-        return
-    server = request.getfixturevalue("postgres_server")
-    dsn = new_database(server)
-    app = MailLog(env=postgres_env(postgres_env_from_dsn(dsn)))
-    try:
-        yield app
-    finally:
-        app.close()
-        drop_database(server, dsn)
-
-
-@pytest.fixture
-def payloads(tmp_path: Path) -> FilePayloadStore:
-    return FilePayloadStore(tmp_path / "payloads")
-
-
-def test_the_backend_is_the_one_asked_for(log: MailLog, backend: str) -> None:
-    from eventsourcing.sqlite import SQLiteApplicationRecorder
-
-    if backend == "postgres":
-        from eventsourcing.postgres import PostgresApplicationRecorder
-
-        assert isinstance(log.recorder, PostgresApplicationRecorder)
-    else:
-        assert isinstance(log.recorder, SQLiteApplicationRecorder)
 
 
 @pytest.mark.services
@@ -90,13 +40,6 @@ def _open_and_count(dsn: str) -> int:
 
 
 # --------------------------------------------------------------------------- processes
-
-
-@pytest.fixture
-def pg_dsn(postgres_server: Any) -> Iterator[str]:
-    dsn = new_database(postgres_server)
-    yield dsn
-    drop_database(postgres_server, dsn)
 
 
 def _deliver(args: tuple[Path, str, int, int]) -> list[tuple[str, int]]:
@@ -163,6 +106,7 @@ def test_concurrent_extractions_on_postgres_never_exceed_the_limit(
     assert sum(successes) == 5
 
 
+@on_backends("sqlite", "postgres")  # positions are looked up in a durable store
 def test_a_retried_keyed_delivery_reports_the_first_modseq(mail: Any) -> None:
     """The duplicate's MODSEQ is the log position of the first delivery's event, looked up
     in the event store (SQLite rowid, PostgreSQL notification_id)."""

@@ -23,7 +23,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
-from tests.services.test_stream_e2e import drop_database, new_database, until
+from tests.factories import until
 from tests.unit.test_stream_projector import story
 
 pytestmark = pytest.mark.services
@@ -72,9 +72,9 @@ class Stack:
 
 
 @pytest.fixture
-def stack(tmp_path: Path, postgres_server: Any, hbase_server: Any,
+def stack(tmp_path: Path, pg_dsn: str, hbase_server: Any,
           kafka_server: Any) -> Iterator[Stack]:
-    dsn = new_database(postgres_server)
+    dsn = pg_dsn
     tag = secrets.token_hex(4)
     data = Path(f"/tmp/ll-proc-{tag}")  # short: supervisord's unix socket lives in it
     env = {"LETTERLOG_DATA": str(data), "LETTERLOG_EVENT_STORE": "postgres",
@@ -103,7 +103,6 @@ def stack(tmp_path: Path, postgres_server: Any, hbase_server: Any,
                 tables.drop_table(table)
         finally:
             tables.close()
-            drop_database(postgres_server, dsn)
             import shutil
 
             shutil.rmtree(data, ignore_errors=True)

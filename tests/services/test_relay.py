@@ -43,35 +43,6 @@ ACCOUNTS = ["ada@example.org", "grace@example.org", "alan@example.org", "edsger@
 # --------------------------------------------------------------------------- helpers
 
 
-def new_database(server: Any) -> str:
-    """A fresh, empty database owned by the server's role; returns its DSN."""
-    import psycopg
-    from psycopg import sql
-
-    name = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
-            sql.Identifier(name), sql.Identifier(server.user)))
-    return str(server.dsn).rsplit("/", 1)[0] + "/" + name
-
-
-def drop_database(server: Any, dsn: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    name = dsn.rsplit("/", 1)[1]
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
-
-
-@pytest.fixture
-def pg_dsn(postgres_server: Any) -> Iterator[str]:
-    dsn = new_database(postgres_server)
-    yield dsn
-    drop_database(postgres_server, dsn)
-
-
 @pytest.fixture
 def bootstrap(kafka_server: Any) -> str:
     return str(kafka_server.bootstrap)

@@ -16,8 +16,7 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from adapters.streaming.relay import InjectedCrash, OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from projections.registry import ALL
 from projections.runner import identity
+from tests.factories import database, until
 from tests.unit.test_stream_projector import story
 
 pytestmark = pytest.mark.services
@@ -40,40 +40,6 @@ PARTITIONS = 4
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def until(condition: Callable[[], Any], *, timeout: float, what: str,
-          explain: Callable[[], str] = lambda: "") -> Any:
-    """Polls ``condition`` until it is truthy (a readiness probe, not a sleep)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}. "
-                                 f"{explain()}")
-        time.sleep(0.2)
-
-
-def new_database(server: Any) -> str:
-    import psycopg
-    from psycopg import sql
-
-    name = f"stream_{secrets.token_hex(6)}"
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
-            sql.Identifier(name), sql.Identifier(server.user)))
-    return str(server.dsn).rsplit("/", 1)[0] + "/" + name
-
-
-def drop_database(server: Any, dsn: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(dsn.rsplit("/", 1)[1])))
 
 
 class Worker:
@@ -199,16 +165,13 @@ class Pipeline:
 def pipeline(request: Any, tmp_path: Path, postgres_server: Any, hbase_server: Any,
              kafka_server: Any) -> Iterator[Pipeline]:
     """Workers write through Thrift1 unless the test asks for ``"thrift2"`` (indirect)."""
-    dsn = new_database(postgres_server)
-    p = Pipeline(tmp_path, dsn, kafka_server.bootstrap, hbase_server,
-                 getattr(request, "param", "thrift1"))
-    try:
-        yield p
-    finally:
+    with database(postgres_server) as dsn:
+        p = Pipeline(tmp_path, dsn, kafka_server.bootstrap, hbase_server,
+                     getattr(request, "param", "thrift1"))
         try:
-            p.close()
+            yield p
         finally:
-            drop_database(postgres_server, dsn)
+            p.close()
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes, bytes]]) -> None:

@@ -1,4 +1,5 @@
-"""Rules and events of every command (domain.service.Mailstore on the in-memory store)."""
+"""Rules and events of every command (domain.service.Mailstore), on every event store: in
+memory, a SQLite file and PostgreSQL (``every_backend``; PostgreSQL's run is ``services``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ from domain.message import Message
 from tests.conftest import make_mail
 
 ADA = "ada@example.org"
+
+pytestmark = pytest.mark.every_backend
+
+
+def test_the_backend_is_the_one_asked_for(log, backend):
+    from eventsourcing.popo import POPOApplicationRecorder
+    from eventsourcing.sqlite import SQLiteApplicationRecorder
+
+    if backend == "postgres":
+        from eventsourcing.postgres import PostgresApplicationRecorder
+
+        assert isinstance(log.recorder, PostgresApplicationRecorder)
+    else:
+        expected = SQLiteApplicationRecorder if backend == "sqlite" else POPOApplicationRecorder
+        assert isinstance(log.recorder, expected)
 
 
 def positions(mail):

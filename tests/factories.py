@@ -1,0 +1,116 @@
+"""Builders the tests share: a fresh PostgreSQL database per test, a readiness poll, and the
+event store / payload store for each backend the domain suite runs on.
+
+Test modules import these from here, never from one another.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.eventlog.store import MailLog, postgres_env, sqlite_env
+from adapters.payloads.files import FilePayloadStore
+from adapters.payloads.memory import InMemoryPayloadStore
+
+BACKENDS = ("memory", "sqlite", "postgres")
+"""The event stores the domain suite runs on: eventsourcing's in-memory store, a SQLite file,
+a PostgreSQL database."""
+
+
+def backend_params(*names: str) -> list[Any]:
+    """The named backends as parameters of the ``backend`` fixture (PostgreSQL's run is
+    marked ``services``)."""
+    return [pytest.param(name, marks=pytest.mark.services) if name == "postgres" else name
+            for name in names]
+
+
+def on_backends(*names: str) -> pytest.MarkDecorator:
+    """Runs a test once per named backend (the ``backend`` fixture; ``log``, ``payloads`` and
+    ``mail`` are built on it)."""
+    return pytest.mark.parametrize("backend", backend_params(*names), indirect=True)
+
+
+def new_database(server: Any) -> str:
+    """A fresh, empty database owned by the server's role; returns its DSN."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
+            sql.Identifier(name), sql.Identifier(server.user)))
+    return str(server.dsn).rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(server: Any, dsn: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(dsn.rsplit("/", 1)[1])))
+
+
+@contextmanager
+def database(server: Any) -> Iterator[str]:
+    """A fresh database for the block (its DSN), dropped afterwards."""
+    dsn = new_database(server)
+    try:
+        yield dsn
+    finally:
+        drop_database(server, dsn)
+
+
+def until(condition: Callable[[], Any], *, timeout: float, what: str,
+          explain: Callable[[], str] = lambda: "") -> Any:
+    """Polls ``condition`` until it is truthy (a readiness probe, not a sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}. "
+                                 f"{explain()}")
+        time.sleep(0.2)
+
+
+@contextmanager
+def event_log(backend: str, directory: Path, postgres: Callable[[], Any]) -> Iterator[MailLog]:
+    """The event store of ``backend`` (one of ``BACKENDS``): in memory, a SQLite file in
+    ``directory``, or a fresh database on the server ``postgres()`` returns."""
+    from adapters.bootstrap import postgres_env_from_dsn
+
+    if backend == "memory":
+        yield MailLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+        return
+    if backend == "sqlite":
+        log = MailLog(env=sqlite_env(str(directory / "events.sqlite")))
+        try:
+            yield log
+        finally:
+            log.close()
+        return
+    if backend != "postgres":
+        raise ValueError(f"backend: {backend!r} is not one of {BACKENDS}")
+    server = postgres()
+    with database(server) as dsn:
+        log = MailLog(env=postgres_env(postgres_env_from_dsn(dsn)))
+        try:
+            yield log
+        finally:
+            log.close()
+
+
+def payload_store(backend: str, directory: Path) -> InMemoryPayloadStore | FilePayloadStore:
+    """In memory beside the in-memory log; files beside a durable one."""
+    if backend == "memory":
+        return InMemoryPayloadStore()
+    return FilePayloadStore(directory / "payloads")
