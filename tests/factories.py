@@ -1,12 +1,18 @@
-"""Builders the tests share: a fresh PostgreSQL database per test, a readiness poll, and the
-event store / payload store for each backend the domain suite runs on.
+"""Builders the tests share: a fresh PostgreSQL database per test, a readiness poll, the
+event store / payload store for each backend the domain suite runs on, and the ``letterlog``
+command run as a user runs it.
 
 Test modules import these from here, never from one another.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -114,3 +120,33 @@ def payload_store(backend: str, directory: Path) -> InMemoryPayloadStore | FileP
     if backend == "memory":
         return InMemoryPayloadStore()
     return FilePayloadStore(directory / "payloads")
+
+
+BIN = [sys.executable, "-m", "adapters.cli"]
+"""The ``letterlog`` command, as the installed script runs it."""
+
+
+def run(data: Path, *args: str, ok: bool = True,
+        stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``letterlog --data DATA ARGS`` in a subprocess; with ``ok`` it must exit 0."""
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
+    p = subprocess.run([*BIN, "--data", str(data), *args], capture_output=True, env=env,
+                       input=stdin, timeout=120)
+    if ok:
+        assert p.returncode == 0, p.stderr.decode()
+    return p
+
+
+def jrun(data: Path, *args: str) -> list[Any]:
+    """``run`` with ``--json``: one decoded object per output line."""
+    p = run(data, "--json", *args)
+    return [json.loads(line) for line in p.stdout.decode().splitlines() if line.strip()]
+
+
+def stored_event_count(data: Path) -> int:
+    """How many events the SQLite log in the data directory ``data`` holds."""
+    con = sqlite3.connect(data / "events.sqlite")
+    try:
+        return int(con.execute("SELECT count(*) FROM stored_events").fetchone()[0])
+    finally:
+        con.close()

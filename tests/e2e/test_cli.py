@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import mailbox
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,22 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_mail
-
-BIN = [sys.executable, "-m", "adapters.cli"]
-
-
-def run(data: Path, *args: str, ok: bool = True, stdin: bytes | None = None):
-    env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
-    p = subprocess.run([*BIN, "--data", str(data), *args], capture_output=True, env=env,
-                       input=stdin, timeout=120)
-    if ok:
-        assert p.returncode == 0, p.stderr.decode()
-    return p
-
-
-def jrun(data: Path, *args: str):
-    p = run(data, "--json", *args)
-    return [json.loads(line) for line in p.stdout.decode().splitlines() if line.strip()]
+from tests.factories import jrun, run, stored_event_count
 
 
 @pytest.fixture
@@ -97,22 +80,12 @@ def test_bad_input_exits_non_zero_with_one_line_and_writes_nothing(tmp_path, mai
     binary = tmp_path / "junk.bin"
     binary.write_bytes(bytes(range(256)) * 4)
     subst = {"MAIL": str(mail_file), "BINARY": str(binary), "MID": d["message_id"]}
-    before = _count_events(data)
+    before = stored_event_count(data)
     p = run(data, *[subst.get(a, a) for a in args], ok=False)
     assert p.returncode == code
     lines = p.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and needle in p.stderr, p.stderr
-    assert _count_events(data) == before
-
-
-def _count_events(data: Path) -> int:
-    import sqlite3
-
-    con = sqlite3.connect(data / "events.sqlite")
-    try:
-        return con.execute("SELECT count(*) FROM stored_events").fetchone()[0]
-    finally:
-        con.close()
+    assert stored_event_count(data) == before
 
 
 def test_import_mbox_and_maildir_keeps_flags(tmp_path):

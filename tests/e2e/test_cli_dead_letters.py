@@ -9,7 +9,7 @@ import pytest
 
 from adapters.streaming.projector import StreamProjector
 from adapters.tables.sqlite import SqliteTableStore
-from tests.e2e.test_cli import jrun, run
+from tests.factories import jrun, run
 from tests.unit.test_stream_projector import TOPIC, poison
 
 

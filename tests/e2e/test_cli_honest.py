@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_mail
-from tests.e2e.test_cli import BIN, jrun, run
+from tests.factories import BIN, jrun, run, stored_event_count
 
 ADA = "ada@example.org"
 
@@ -26,14 +26,6 @@ def store(tmp_path):
     mail.write_bytes(make_mail("Quarterly report"))
     [d] = jrun(data, "deliver", "--account", ADA, str(mail))
     return data, d["message_id"], mail
-
-
-def _events(data: Path) -> int:
-    con = sqlite3.connect(data / "events.sqlite")
-    try:
-        return con.execute("SELECT count(*) FROM stored_events").fetchone()[0]
-    finally:
-        con.close()
 
 
 # -- every bad input: one line, the right status, no traceback, nothing written -------------
@@ -111,7 +103,7 @@ def test_every_bad_input_is_one_line_with_its_status_and_no_traceback(
         tmp_path, store, name, args, status, needle):
     data, mid, mail = store
     _bad_input_world(tmp_path)
-    before = _events(data)
+    before = stored_event_count(data)
     subst = {"{tmp}": str(tmp_path), "{mail}": str(mail), "{mid}": mid}
     argv = []
     for a in args:
@@ -126,7 +118,7 @@ def test_every_bad_input_is_one_line_with_its_status_and_no_traceback(
     assert p.returncode == status, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert err.startswith("letterlog: error: ") and needle in err, err
-    assert _events(data) == before
+    assert stored_event_count(data) == before
     assert not (tmp_path / "nowhere").exists()
     assert not (tmp_path / "empty" / "events.sqlite").exists()
     assert (tmp_path / "corrupt" / "events.sqlite").read_bytes().startswith(b"this is no")

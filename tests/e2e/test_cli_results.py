@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import make_mail
-from tests.e2e.test_cli import jrun, run
+from tests.factories import jrun, run
 
 ADA = "ada@example.org"
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.conftest import make_mail
-from tests.e2e.test_cli import BIN, jrun, run
+from tests.factories import BIN, jrun, run
 
 
 @pytest.fixture
