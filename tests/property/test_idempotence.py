@@ -17,7 +17,7 @@ from adapters.tables.sqlite import SqliteTableStore
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import TableDigest, table_digest
-from tests.unit.test_projection_history import History
+from tests.history import History
 
 ACCOUNTS = ("ada@example.org", "bob@example.org", "cy@example.org")
 NAMES = ("INBOX", "Archive", "Lists", "Lists/old")

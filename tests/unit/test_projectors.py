@@ -20,18 +20,10 @@ from projections.codec import decode_datetime, decode_names, decode_ref
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import table_digest
-from tests.unit.test_projection_history import History
+from tests.history import History, project
 
 ADA = "ada@example.org"
 BOB = "bob@example.org"
-
-
-def project(h: History, store: InMemoryTableStore | None = None, **kw: Any) -> InMemoryTableStore:
-    store = store or InMemoryTableStore()
-    runner = ProjectionRunner(store, **kw)
-    runner.create_tables()
-    runner.apply_events(h.events)
-    return store
 
 
 def body_at(h: History, fields: dict[str, Any]) -> bytes:

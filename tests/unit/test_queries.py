@@ -9,8 +9,9 @@ from adapters.tables.memory import InMemoryTableStore
 from projections import keys
 from projections import names as n
 from projections import queries as q
-from tests.unit.test_projection_history import History
-from tests.unit.test_projectors import ADA, project
+from tests.history import History, project
+
+ADA = "ada@example.org"
 
 
 class RowCountingStore(InMemoryTableStore):
