@@ -57,7 +57,7 @@ def test_cli_rebuild_on_a_standalone_cluster_matches_the_live_tables(spark_clust
                      "--master", spark_cluster.master_url)
     result = json.loads(done.stdout)
     assert result["master"] == spark_cluster.master_url
-    assert result["position"] == sum(result["partition_events"])
+    assert result["position"] == sum(result["folds"]["by_position"]["partition_events"])
     assert generation(tmp_path / "data") == before + 1
     assert any(r["cells"] for r in verified(tmp_path / "data"))
 
