@@ -24,7 +24,9 @@ head at the start is this job:
    DataFrame route (Python data source, Arrow, DataFrame shuffle) for the shuffled part.
    The ``by_account`` tasks come first in the job (lower partition numbers), so the one a
    heavy account lands in starts in the first wave. ``by_account_only=True`` folds every
-   projection by account (the layout before ADR 0019's split; the benchmark's baseline);
+   projection by account (the layout before ADR 0019's split), and is what runs by
+   default on fewer than ``SPLIT_FROM_CORES`` cores: there the split's second decode of
+   counters' events costs more than its balance gains (measured, ADR 0019);
 3. *load*: each task loads its folded tables (a run file for SQLite, merged by the driver
    inside SQLite afterwards; HBase directly, idempotent). Only one summary row per task
    comes back to the driver.
@@ -62,6 +64,11 @@ from spark_replay.settings import to_wire
 from spark_replay.source import account_partition, keyed_ranges, ranges
 
 _CORRUPT = re.compile(r"CorruptEvent: (.*)")
+SPLIT_FROM_CORES = 4
+"""The split layout (ADR 0019) from this many cores (the session's default parallelism) up.
+Measured on 2 cores (100k bench log, quiet machine): by account only 9.8 s, split 17.6 s
+(its second decode of counters' events); modelled from the same run's task seconds, the
+split's balance pays for that from about 3-4 cores."""
 PARTITIONS_PER_CORE = 4
 """Fold partitions per core: tasks of unequal size (accounts of unequal size, hashed) even
 out when each core takes the next task as it finishes (measured: 2 hashed partitions on
@@ -76,7 +83,7 @@ class SparkFold:
     settings: Settings
     partitions: int | None = None
     fail_partition: int | None = None
-    by_account_only: bool = False
+    by_account_only: bool | None = None  # None: by account below SPLIT_FROM_CORES cores
     stats: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, store: TableStore, projections: tuple[Projection, ...],
@@ -110,14 +117,18 @@ class SparkFold:
         """The Spark job proper; one summary per partition (successful attempts only)."""
         parts = self.partitions or PARTITIONS_PER_CORE * self.spark.sparkContext.defaultParallelism
         wire = to_wire(self.settings)
-        reading = [p.name for p in projections if p.reads or self.by_account_only]
+        by_account_only = self.by_account_only
+        if by_account_only is None:
+            by_account_only = self.spark.sparkContext.defaultParallelism < SPLIT_FROM_CORES
+        self.stats["layout"] = "by_account_only" if by_account_only else "split"
+        reading = [p.name for p in projections if p.reads or by_account_only]
         others = [p.name for p in projections if p.name not in reading]
 
         sc = self.spark.sparkContext
         spans = ranges(1, stop, parts)
         folds = []
         if reading:  # first: the task a heavy account lands in starts in the first wave
-            handled = () if self.by_account_only else reading
+            handled = () if by_account_only else reading
             folds.append(sc.parallelize(spans, len(spans))
                          .mapPartitions(keyed_ranges(wire, handled))
                          .repartitionAndSortWithinPartitions(parts, account_partition)
@@ -198,11 +209,12 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
             spark: Any = None, partitions: int | None = None,
             fail_partition: int | None = None, progress: Any = None,
             until: int | None = None, as_of: str | None = None,
-            view: str | None = None, by_account_only: bool = False) -> dict[str, Any]:
+            view: str | None = None, by_account_only: bool | None = None) -> dict[str, Any]:
     """Rebuilds ``names`` (default all) on Spark, blue/green through the catalog; with
     ``until`` (a position) or ``as_of`` (ISO 8601), builds the read-only view ``view``
     (default ``p<position>``) as the projections were then, and switches nothing.
-    ``by_account_only``: every projection folded by account (ADR 0019's baseline)."""
+    ``by_account_only``: every projection folded by account, or not (``None``: by the
+    session's cores, ``SPLIT_FROM_CORES``; ADR 0019)."""
     from adapters.embedded import Letterlog
     from spark_replay.session import spark_session
 

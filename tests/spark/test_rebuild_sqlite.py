@@ -41,9 +41,8 @@ def test_spark_rebuild_switches_to_tables_identical_to_the_live_ones(spark, data
     after_generation, after = _catalog(data)
     assert after_generation == generation + 1
     assert after["messages"] == result["tables"]["messages"] != before["messages"]
-    by_position, by_account = result["folds"]["by_position"], result["folds"]["by_account"]
-    assert sum(by_position["partition_events"]) == result["position"]  # each event once
-    assert 0 < sum(by_account["partition_events"]) < result["position"]  # counters' events
+    assert result["layout"] == "by_account_only"  # 2 cores: below SPLIT_FROM_CORES
+    assert sum(result["folds"]["by_account"]["partition_events"]) == result["position"]
     assert len(result["task_attempts"]) == result["spark_partitions"]  # no task id twice
     reports = _verify(data)
     assert reports and all(r.identical for r in reports), [r.as_dict() for r in reports]
@@ -52,7 +51,8 @@ def test_spark_rebuild_switches_to_tables_identical_to_the_live_ones(spark, data
 
 def test_a_task_that_fails_once_is_retried_and_the_rebuild_is_still_identical(spark, data):
     result = rebuild(load_settings(data=data), ["counters", "messages"], spark=spark,
-                     fail_partition=1)
+                     fail_partition=1, by_account_only=False)  # the split: both folds
+    assert set(result["folds"]) == {"by_account", "by_position"}
     assert result["task_attempts"][1] == 1  # the second attempt's run was merged
     assert all(r.identical for r in _verify(data))
 
@@ -69,11 +69,14 @@ def test_a_heavy_account_spreads_over_every_position_task_and_only_counters_stay
     assert before["folds"].keys() == {"by_account"}
     heaviest = max(before["partition_events"])
     assert heaviest > before["position"] / 2  # the heavy account's task holds most events
-    after = rebuild(load_settings(data=data), spark=spark, partitions=4)
+    after = rebuild(load_settings(data=data), spark=spark, partitions=4, by_account_only=False)
     position = after["position"]
     spread = after["folds"]["by_position"]["partition_events"]
-    assert sum(spread) == position and max(spread) <= -(-position // 4)
-    assert max(after["folds"]["by_account"]["partition_events"]) < heaviest
+    assert sum(spread) == position and max(spread) <= -(-position // 4)  # each event once
+    counted = after["folds"]["by_account"]["partition_events"]
+    assert 0 < sum(counted) < position  # only the events counters handles
+    assert max(counted) < heaviest
+    assert len(after["task_attempts"]) == after["spark_partitions"]  # no task id twice
     assert all(r.identical for r in _verify(data))
 
 
