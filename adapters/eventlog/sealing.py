@@ -22,6 +22,7 @@ import os
 import sqlite3
 import threading
 import weakref
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -167,6 +168,11 @@ class SqliteKeyStore:
             self._conn.close()
 
 
+# One advisory-lock key for letterlog's schema creation on PostgreSQL (the log's tables and
+# the key table; any stable 64-bit number works).
+SCHEMA_LOCK_KEY = zlib.crc32(b"letterlog schema")
+
+
 class PostgresKeyStore:
     """The table ``letterlog_data_keys`` in the log's PostgreSQL database."""
 
@@ -175,7 +181,10 @@ class PostgresKeyStore:
 
         self._conn = psycopg.connect(conninfo, autocommit=True)
         self._lock = threading.Lock()
-        with self._lock:
+        # CREATE TABLE IF NOT EXISTS is not safe against itself: two processes creating the
+        # table at once fail on pg_type's unique index. Serialised with the log's schema.
+        with self._lock, self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
             self._conn.execute("CREATE TABLE IF NOT EXISTS letterlog_data_keys "
                                "(key_id uuid PRIMARY KEY, key bytea)")
         self._pool = _Pool()

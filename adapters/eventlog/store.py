@@ -12,7 +12,6 @@ import contextlib
 import os
 import sqlite3
 import threading
-import zlib
 from collections.abc import Iterator
 from typing import Any, ClassVar
 from uuid import UUID
@@ -85,8 +84,7 @@ class DurableSQLiteFactory(SQLiteFactory):
         self.datastore.pool = pool
 
 
-# One advisory-lock key for letterlog's schema creation (any stable 64-bit number works).
-SCHEMA_LOCK_KEY = zlib.crc32(b"letterlog schema")
+SCHEMA_LOCK_KEY = sealing.SCHEMA_LOCK_KEY
 
 
 def _serialised_create_table(self: Any) -> None:
