@@ -88,6 +88,21 @@ def until(condition: Callable[[], Any], *, timeout: float, what: str,
         time.sleep(0.2)
 
 
+def scale_out_env(data: Path, *, dsn: str, hbase: Any, kafka_bootstrap: str, prefix: str,
+                  topic: str, **settings: str) -> dict[str, str]:
+    """The ``LETTERLOG_`` variables of a process on the scale-out path: the log (and its data
+    keys) in PostgreSQL, the tables in HBase under ``prefix``, the events in Kafka ``topic``;
+    ``settings`` adds more (``stream_group="g"`` is ``LETTERLOG_STREAM_GROUP=g``)."""
+    env = {"LETTERLOG_DATA": str(data), "LETTERLOG_EVENT_STORE": "postgres",
+           "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_TABLE_STORE": "hbase",
+           "LETTERLOG_HBASE_HOST": hbase.thrift_host,
+           "LETTERLOG_HBASE_PORT": str(hbase.thrift_port),
+           "LETTERLOG_HBASE_TABLE_PREFIX": prefix, "LETTERLOG_KAFKA_BOOTSTRAP": kafka_bootstrap,
+           "LETTERLOG_KAFKA_TOPIC": topic}
+    env.update({f"LETTERLOG_{name.upper()}": value for name, value in settings.items()})
+    return env
+
+
 @contextmanager
 def event_log(backend: str, directory: Path, postgres: Callable[[], Any]) -> Iterator[MailLog]:
     """The event store of ``backend`` (one of ``BACKENDS``): in memory, a SQLite file in

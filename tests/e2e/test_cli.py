@@ -13,13 +13,6 @@ from tests.conftest import make_mail
 from tests.factories import jrun, run, stored_event_count
 
 
-@pytest.fixture
-def mail_file(tmp_path):
-    f = tmp_path / "m.eml"
-    f.write_bytes(make_mail("CLI test"))
-    return f
-
-
 def test_deliver_extract_round_trip_and_json_fields(tmp_path, mail_file):
     data = tmp_path / "d"
     [d] = jrun(data, "deliver", "--account", "ada@example.org", "--label", "x", str(mail_file))

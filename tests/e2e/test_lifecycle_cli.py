@@ -8,17 +8,7 @@ import signal
 import subprocess
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
-from tests.conftest import make_mail
 from tests.factories import BIN, jrun, run
-
-
-@pytest.fixture
-def mail_file(tmp_path):
-    path = tmp_path / "erase-me.eml"
-    path.write_bytes(make_mail("Lifecycle"))
-    return path
 
 
 def test_purge_run_purges_only_what_is_due_and_summarises(tmp_path, mail_file):

@@ -26,7 +26,7 @@ from adapters.embedded import Letterlog
 from adapters.streaming.relay import OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from tests.conftest import make_mail
-from tests.factories import until
+from tests.factories import scale_out_env, until
 from tests.services.test_stream_e2e import Worker
 
 pytestmark = pytest.mark.services
@@ -49,14 +49,10 @@ def world(tmp_path: Path, pg_dsn: str, hbase_server: Any,
           kafka_server: Any) -> Iterator[dict[str, str]]:
     dsn = pg_dsn
     tag = secrets.token_hex(4)
-    env = {"LETTERLOG_DATA": str(tmp_path / "data"), "LETTERLOG_EVENT_STORE": "postgres",
-           "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_DURABILITY": "normal",
-           "LETTERLOG_TABLE_STORE": "hbase", "LETTERLOG_HBASE_HOST": hbase_server.thrift_host,
-           "LETTERLOG_HBASE_PORT": str(hbase_server.thrift_port),
-           "LETTERLOG_HBASE_TABLE_PREFIX": f"cmd{tag}",
-           "LETTERLOG_KAFKA_BOOTSTRAP": kafka_server.bootstrap,
-           "LETTERLOG_KAFKA_TOPIC": f"cmd-{tag}", "LETTERLOG_STREAM_GROUP": f"cmd-{tag}",
-           "LETTERLOG_STREAM_SESSION_TIMEOUT": "6"}
+    env = scale_out_env(tmp_path / "data", dsn=dsn, hbase=hbase_server,
+                        kafka_bootstrap=kafka_server.bootstrap, prefix=f"cmd{tag}",
+                        topic=f"cmd-{tag}", durability="normal", stream_group=f"cmd-{tag}",
+                        stream_session_timeout="6")
     try:
         yield env
     finally:

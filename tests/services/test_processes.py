@@ -23,7 +23,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
-from tests.factories import until
+from tests.factories import scale_out_env, until
 from tests.unit.test_stream_projector import story
 
 pytestmark = pytest.mark.services
@@ -77,16 +77,11 @@ def stack(tmp_path: Path, pg_dsn: str, hbase_server: Any,
     dsn = pg_dsn
     tag = secrets.token_hex(4)
     data = Path(f"/tmp/ll-proc-{tag}")  # short: supervisord's unix socket lives in it
-    env = {"LETTERLOG_DATA": str(data), "LETTERLOG_EVENT_STORE": "postgres",
-           "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_DURABILITY": "normal",
-           "LETTERLOG_TABLE_STORE": "hbase", "LETTERLOG_HBASE_HOST": hbase_server.thrift_host,
-           "LETTERLOG_HBASE_PORT": str(hbase_server.thrift_port),
-           "LETTERLOG_HBASE_TABLE_PREFIX": f"pr{tag}",
-           "LETTERLOG_KAFKA_BOOTSTRAP": kafka_server.bootstrap,
-           "LETTERLOG_KAFKA_TOPIC": f"proc-{tag}", "LETTERLOG_STREAM_GROUP": f"proc-{tag}",
-           "LETTERLOG_STREAM_BATCH": "40", "LETTERLOG_STREAM_WITHIN": "0.2",
-           "LETTERLOG_STREAM_COMMIT_INTERVAL": "0.5",
-           "LETTERLOG_STREAM_SESSION_TIMEOUT": str(SESSION_TIMEOUT)}
+    env = scale_out_env(data, dsn=dsn, hbase=hbase_server, kafka_bootstrap=kafka_server.bootstrap,
+                        prefix=f"pr{tag}", topic=f"proc-{tag}", durability="normal",
+                        stream_group=f"proc-{tag}", stream_batch="40", stream_within="0.2",
+                        stream_commit_interval="0.5",
+                        stream_session_timeout=str(SESSION_TIMEOUT))
     s = Stack(env)
     try:
         yield s

@@ -30,7 +30,7 @@ from adapters.streaming.relay import InjectedCrash, OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from projections.registry import ALL
 from projections.runner import identity
-from tests.factories import database, until
+from tests.factories import database, scale_out_env, until
 from tests.unit.test_stream_projector import story
 
 pytestmark = pytest.mark.services
@@ -102,22 +102,12 @@ class Pipeline:
 
         self.tables = HBaseTableStore(hbase.thrift_host, hbase.thrift_port,
                                       table_prefix=self.prefix)
-        self.worker = Worker({
-            "LETTERLOG_DATA": str(root / "worker"),
-            "LETTERLOG_EVENT_STORE": "postgres",  # the data keys are beside the log
-            "LETTERLOG_POSTGRES_DSN": dsn,
-            "LETTERLOG_KAFKA_BOOTSTRAP": bootstrap,
-            "LETTERLOG_KAFKA_TOPIC": self.topic,
-            "LETTERLOG_TABLE_STORE": "hbase",
-            "LETTERLOG_HBASE_HOST": hbase.thrift_host,
-            "LETTERLOG_HBASE_PORT": str(hbase.thrift_port),
-            "LETTERLOG_HBASE_TABLE_PREFIX": self.prefix,
-            "LETTERLOG_STREAM_GROUP": self.group,
-            "LETTERLOG_STREAM_BATCH": "40",
-            "LETTERLOG_STREAM_WITHIN": "0.2",
-            "LETTERLOG_STREAM_COMMIT_INTERVAL": "0.5",
-            "LETTERLOG_STREAM_SESSION_TIMEOUT": "6",
-        }, root / "worker.log")
+        # the worker reads the log's settings too: the data keys are beside the log
+        self.worker = Worker(scale_out_env(
+            root / "worker", dsn=dsn, hbase=hbase, kafka_bootstrap=bootstrap,
+            prefix=self.prefix, topic=self.topic, stream_group=self.group, stream_batch="40",
+            stream_within="0.2", stream_commit_interval="0.5", stream_session_timeout="6",
+        ), root / "worker.log")
         if write_path == "thrift2":  # the worker writes a timestamp per cell (putMultiple)
             assert getattr(hbase, "thrift2_port", None), "the HBase server has no Thrift2"
             self.worker.env["LETTERLOG_HBASE_THRIFT2_PORT"] = str(hbase.thrift2_port)
