@@ -274,6 +274,23 @@ class Supervisor:
                 for i in infos]
 
 
+    def await_running(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Waits until every program counts as started (``RUNNING``: alive ``startsecs``);
+        a restarted program answers its port before supervisord says so. ``SupervisorError``
+        names the programs still not running at the deadline, or one it gave up on."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self.status()
+            waiting = [r for r in rows if r["state"] != "RUNNING"]
+            failed = [r["name"] for r in waiting if r["state"] in ("FATAL", "EXITED")]
+            if not waiting:
+                return rows
+            if failed or time.monotonic() > deadline:
+                states = ", ".join(f"{r['name']} {r['state']}" for r in waiting)
+                raise SupervisorError(f"not running after {timeout:.0f} s: {states}")
+            time.sleep(0.25)
+
+
 class Supervised:
     """A ``Handle`` on a program supervisord runs: ``poll()`` answers an exit code only once
     supervisord gave up on it (``FATAL``) or it was stopped; a crash it is restarting from is

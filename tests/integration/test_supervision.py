@@ -21,6 +21,7 @@ from adapters.supervision import (
     Program,
     Supervised,
     Supervisor,
+    SupervisorError,
     socket_path,
     write_config,
 )
@@ -51,8 +52,7 @@ def test_a_killed_program_is_restarted_and_the_others_keep_running(root):
     write_config(root, [program(root, "a", beat), program(root, "b", beat)], autostart=True)
     supervisor = Supervisor(root)
     supervisor.launch()
-    wait(lambda: all(r["state"] == "RUNNING" for r in supervisor.status()))
-    before = {r["name"]: r["pid"] for r in supervisor.status()}
+    before = {r["name"]: r["pid"] for r in supervisor.await_running(60)}
     os.kill(before["a"], signal.SIGKILL)
     wait(lambda: supervisor.info("a")["statename"] == "RUNNING"
          and supervisor.info("a")["pid"] != before["a"])
@@ -71,6 +71,24 @@ def test_a_program_that_keeps_dying_while_starting_ends_fatal(root):
     wait(lambda: supervisor.info("broken")["statename"] == "FATAL", timeout=90)
     assert Supervised(supervisor, "broken").poll() is not None  # a launcher sees it has failed
     assert supervisor.log.read_text().count("spawned: 'broken'") == 1 + START_RETRIES
+    with pytest.raises(SupervisorError, match="broken FATAL"):
+        supervisor.await_running(60)
+
+
+def test_a_restarted_program_counts_as_running_only_after_its_start_seconds(root):
+    beat = "import time; print('started', flush=True); time.sleep(3600)"
+    write_config(root, [Program("slow", (sys.executable, "-c", beat), cwd=root,
+                                log=root / "slow.log", start_seconds=3, stop_wait=5)],
+                 autostart=True)
+    supervisor = Supervisor(root)
+    supervisor.launch()
+    first = supervisor.await_running(60)[0]
+    os.kill(first["pid"], signal.SIGKILL)
+    # the new process prints at once but is STARTING for 3 s; await_running waits that out
+    wait(lambda: (root / "slow.log").read_text().count("started") == 2)
+    assert supervisor.info("slow")["statename"] == "STARTING"
+    row = supervisor.await_running(60)[0]
+    assert row["state"] == "RUNNING" and row["pid"] != first["pid"] and row["uptime"] >= 3
 
 
 def test_percent_signs_and_the_environment_reach_the_program_as_written(root):
