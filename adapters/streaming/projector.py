@@ -56,10 +56,16 @@ Following the catalog (``catalog=``: what the workers pass)
     overlap idempotently). A position *past* the switch position reached in an older
     generation means this partition applied events to the old tables after the rebuild's
     catch-up had read the log (the switch landed while a batch was in flight): those events
-    are not in the new tables, so the batch fails with ``HandoverGap`` naming the partition,
-    projection and positions, and the worker writes nothing and retries (records stay
-    unacknowledged) until a rebuild switched in later covers the positions (run the rebuild
-    again: it catches up past them).
+    are not in the new tables. Given ``replay`` (the workers pass the event log's reader),
+    the projector repairs that before the batch: it reads positions ``switch+1..reached``
+    from the log and applies them to the new tables (untracked: every event of the range,
+    of every account; cells keep the highest version and ``counters`` skips an event at or
+    below its row's ``c:pos``, so an event another partition applies too, before or after,
+    counts once), then stamps the partition's tracking rows with the new generation. A crash
+    in between repeats the repair, with the same result. Without ``replay`` the batch fails
+    with ``HandoverGap`` naming the partition, projection and positions, and the worker
+    writes nothing and retries (records stay unacknowledged) until a rebuild switched in
+    later covers the positions.
 
 Poison records
     A record from a topic this projector does not consume, a value that is not an event
@@ -418,6 +424,38 @@ class _Partition:
 # -- the projector ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Gap:
+    """One projection of one partition applied ``start+1..reached`` to switched-out tables."""
+
+    projection: Projection
+    name: str  # its tracking row's name (the partition's)
+    start: int  # the position the switched-in tables start from
+    reached: int
+    applied_in: int  # the generation it applied them in
+    generation: int  # the generation switched in
+
+    def describe(self, tp: TP) -> str:
+        return (f"{tp[0]}/{tp[1]}: projection {self.projection.name!r} applied events up to "
+                f"position {self.reached} to the tables of generation {self.applied_in}, but "
+                f"the tables switched in at generation {self.generation} start from position "
+                f"{self.start}: positions {self.start + 1}..{self.reached} of this partition "
+                "are not in them. Run the rebuild again (it catches up past them), or run "
+                "the worker with the event log's settings (it replays them); until then "
+                "this partition writes nothing")
+
+
+def _chunks(items: Iterable[tuple[int, Any]], size: int) -> Iterable[list[tuple[int, Any]]]:
+    chunk: list[tuple[int, Any]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 @dataclass
 class _Progress:
     offset: int = -1  # last offset handled (applied or dead-lettered)
@@ -450,6 +488,7 @@ class StreamProjector:
         sleep: Callable[[float], None] = time.sleep,
         after_write: Callable[[BatchResult], None] | None = None,
         catalog: Any = None,
+        replay: Callable[[int, int], Iterable[tuple[int, Any]]] | None = None,
     ) -> None:
         if attempts < 1:
             raise ValueError("attempts: must be at least 1")
@@ -462,6 +501,7 @@ class StreamProjector:
         self.sleep = sleep
         self.after_write = after_write
         self.catalog = catalog  # a ``Catalog`` over ``store``: names follow its switches
+        self.replay = replay  # (first, last) -> the log's (position, event)s: repairs a gap
         self._plain = tuple(p for p in self.projections if not p.reads)
         self._rmw = tuple(p for p in self.projections if p.reads)
         self._progress: dict[TP, _Progress] = {}
@@ -543,7 +583,11 @@ class StreamProjector:
         part = self._partitions.get(tp)
         if part is None:
             if self.catalog is not None:
-                self._check_handover(tp)
+                gaps = self._handover_gaps(tp)
+                if gaps and self.replay is None:
+                    raise HandoverGap(gaps[0].describe(tp))
+                if gaps:
+                    self._repair(tp, gaps)
             part = _Partition(self._store, tp, self._plain, self._rmw, self.physical)
             self._partitions[tp] = part
         return part
@@ -560,9 +604,9 @@ class StreamProjector:
         self._bind(self.catalog.physical)
         self.create_tables()
 
-    def _check_handover(self, tp: TP) -> None:
-        """Raises ``HandoverGap`` if this partition applied, to tables since switched out,
-        events past the position the tables switched in start from."""
+    def _handover_gaps(self, tp: TP) -> list[_Gap]:
+        """What this partition applied, to tables since switched out, past the position the
+        tables switched in start from (see the module docstring)."""
         tracking = self.physical(n.TRACKING)
         if self._switches is None:
             switches = {}
@@ -573,6 +617,7 @@ class StreamProjector:
                     switches[p.name] = (int(row.get(n.TR_POSITION, b"0")),
                                         int(row[n.TR_GENERATION]))
             self._switches = switches
+        gaps = []
         for p in self.projections:
             switched = self._switches.get(p.name)
             if switched is None:
@@ -583,13 +628,40 @@ class StreamProjector:
             position = int(row.get(n.TR_POSITION, b"0"))
             applied_in = int(row.get(n.TR_GENERATION, b"0"))
             if applied_in < generation and position > start:
-                raise HandoverGap(
-                    f"{tp[0]}/{tp[1]}: projection {p.name!r} applied events up to position "
-                    f"{position} to the tables of generation {applied_in}, but the tables "
-                    f"switched in at generation {generation} start from position {start}: "
-                    f"positions {start + 1}..{position} of this partition are not in them. "
-                    "Run the rebuild again (it catches up past them); until then this "
-                    "partition writes nothing")
+                gaps.append(_Gap(p, name, start, position, applied_in, generation))
+        return gaps
+
+    def _repair(self, tp: TP, gaps: list[_Gap]) -> None:
+        """Applies the gaps' positions from the log to the switched-in tables, then stamps
+        the partition's tracking rows with their generation (see the module docstring)."""
+        assert self.replay is not None
+        first = min(g.start for g in gaps) + 1
+        last = max(g.reached for g in gaps)
+        projections = tuple(g.projection for g in gaps)
+        log.warning("%s/%d: events %d..%d were applied to tables switched out (generation "
+                    "%d); replaying them from the log into generation %d (%s)", tp[0], tp[1],
+                    first, last, min(g.applied_in for g in gaps), gaps[0].generation,
+                    ", ".join(p.name for p in projections))
+        self._store.begin()
+        runner = ProjectionRunner(self._store, projections, self.physical, track=False)
+        replayed = skipped = 0
+        for chunk in _chunks(self.replay(first, last), 1000):
+            try:
+                runner.apply_events(chunk)
+            except CorruptEvent:  # its partition dead-lettered it: apply the others one by one
+                for item in chunk:
+                    try:
+                        runner.apply_events([item])
+                    except CorruptEvent as error:
+                        skipped += 1
+                        log.warning("replay skips position %d: %s", item[0], error)
+            replayed += len(chunk)
+        self._store.begin()
+        stamp = [Put(self.physical(n.TRACKING), tracking_row(g.name), n.TR_GENERATION,
+                     b"%d" % g.generation, g.generation + 1) for g in gaps]
+        self.store.apply(stamp)
+        log.warning("%s/%d: handover gap repaired: %d events replayed (%d skipped as corrupt)",
+                    tp[0], tp[1], replayed, skipped)
 
     def _decode_all(self, records: list[Record]) -> tuple[list[Item], list[Poison]]:
         items: list[Item] = []

@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,7 @@ class WorkerState:
         self.after_write = after_write or _hold(options.test_hold)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="stream-apply")
         self.projector: StreamProjector | None = None
+        self.log: Any = None  # the event log, opened for a handover's replay only
         self.batches = 0
         self.records = 0
         from adapters.streaming.telemetry import Stall, logger
@@ -203,10 +204,22 @@ class WorkerState:
             projector = StreamProjector(store, [self.settings.kafka_topic],
                                         attempts=self.options.attempts,
                                         threads=self.options.threads,
-                                        after_write=self.after_write, catalog=Catalog(store))
+                                        after_write=self.after_write, catalog=Catalog(store),
+                                        replay=self._replay)
             projector.create_tables()
             self.projector = projector
         return self.projector
+
+    def _replay(self, first: int, last: int) -> Iterator[tuple[int, Any]]:
+        """Events ``first..last`` from the log itself: what a partition that applied them to
+        tables a rebuild switched out replays into the new ones (the projector's handover).
+        The log is opened on first use (a worker that never meets a gap never opens it)."""
+        from adapters.bootstrap import event_log
+        from adapters.eventlog.reader import read_events
+
+        if self.log is None:
+            self.log = event_log(self.settings)
+        return read_events(self.log, first, last)
 
     def _apply(self, records: list[Record]) -> BatchResult:
         return self._open().apply(records)

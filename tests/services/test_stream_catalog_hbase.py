@@ -9,7 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_stream_catalog import follows_a_switch, stops_at_a_handover_gap
+from tests.unit.test_stream_catalog import (
+    follows_a_switch,
+    repairs_a_handover_gap,
+    stops_at_a_handover_gap,
+)
 
 pytestmark = pytest.mark.services
 
@@ -35,3 +39,7 @@ def test_a_running_worker_writes_the_tables_a_rebuild_switched_in_on_hbase(hbase
 def test_a_partition_past_the_switch_position_stops_until_a_rebuild_covers_it_on_hbase(
         hbase_tables):
     stops_at_a_handover_gap(hbase_tables)
+
+
+def test_a_worker_given_the_log_replays_a_handover_gap_once_on_hbase(hbase_tables):
+    repairs_a_handover_gap(hbase_tables)
