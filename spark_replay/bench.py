@@ -9,10 +9,11 @@ In one run, on the same cached benchmark log (``adapters.bench.benchlog.bench_lo
   up and imports done), then
   the same ``ProjectionHost.rebuild`` with the Spark job as its fold, into a fresh tables file
   of its own. Every rebuilt file is compared with the single process's (table digests,
-  cell versions included): ``identical`` says they matched. With ``compare_by_account``
-  each session also rebuilds with every projection folded by account (the layout before
-  ADR 0019's split: ``local[1] by account only``, ``local[2] by account only``), so the
-  skew handling is measured against what it replaced in the same run;
+  cell versions included): ``identical`` says they matched. The headline legs run the
+  layout the job picks for the session's cores (``SparkFold`` default: every projection
+  folded by account below ``SPLIT_FROM_CORES`` cores, so on local[1] and local[2]); with
+  ``compare_layouts`` each session also rebuilds with the other layout (``local[1] split``,
+  ``local[2] split``), so the choice is measured in the same run;
 * ``repeat`` N: N rounds, each running every leg once in turn (single process, a local[1]
   session, a local[2] session), so that the legs share the machine's changing load; the
   fastest run of each leg counts (``runs_s`` lists them all: on a machine others share, the
@@ -25,7 +26,8 @@ In one run, on the same cached benchmark log (``adapters.bench.benchlog.bench_lo
 
 Results: events/s each, ``speedup_local2_over_local1``,
 ``ratio_spark_local1_over_single_process``, ``ratio_spark_local2_over_single_process``,
-``hbase_load_ratio`` (and the same three ratios under ``by_account_only``).
+``hbase_load_ratio`` (and the same three ratios for the other layout under
+``other_layout``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.settings import load_settings
+from spark_replay.job import SPLIT_FROM_CORES
 
 
 def _rate(n: float, seconds: float) -> float:
@@ -77,9 +80,10 @@ def _remove(path: Path) -> None:
 
 
 def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_events: int,
-                  layouts: tuple[bool, ...]) -> list[dict[str, Any]]:
-    """One session on ``master``, a warm-up, then one rebuild per layout (``True``: every
-    projection folded by account, the layout before ADR 0019's split)."""
+                  compare_layouts: bool) -> list[dict[str, Any]]:
+    """One session on ``master``, a warm-up, then a rebuild with the layout the job picks
+    there (labelled ``master``) and, with ``compare_layouts``, one with the other layout
+    (labelled ``master`` + its name)."""
     from spark_replay.job import SparkFold, warm_up
     from spark_replay.session import spark_session
 
@@ -89,28 +93,33 @@ def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_event
     t1 = time.perf_counter()
     warm_up(spark, settings, warm_events)
     warmed = time.perf_counter() - t1
+    picked = spark.sparkContext.defaultParallelism < SPLIT_FROM_CORES  # by account only?
+    layouts = [(picked, master)]
+    if compare_layouts:
+        layouts.append((not picked, f"{master} {_layout(not picked)}"))
     runs = []
-    for by_account_only in layouts:
-        label = f"{master}{BY_ACCOUNT_ONLY if by_account_only else ''}"
+    for by_account_only, label in layouts:
         fold = SparkFold(spark, settings, by_account_only=by_account_only)
         seconds, digests = _rebuild(reader, tmp / f"tables-{label}.sqlite", fold)
         _remove(tmp / f"tables-{label}.sqlite")
         runs.append({"master": master, "label": label, "session_start_s": round(started, 2),
                      "warm_up_s": round(warmed, 2), "seconds": round(seconds, 2),
-                     "layout": "by account only" if by_account_only else "split (ADR 0019)",
-                     "digests": digests, **{k: v for k, v in fold.stats.items()
-                                            if k != "task_attempts"}})
+                     "layout": _layout(by_account_only), "digests": digests,
+                     **{k: v for k, v in fold.stats.items() if k != "task_attempts"}})
     spark.stop()
     return runs
 
 
-BY_ACCOUNT_ONLY = " by account only"
+def _layout(by_account_only: bool) -> str:
+    return "by account only" if by_account_only else "split"
+
+
 MASTERS = ("local[1]", "local[2]")
 
 
 def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                         hbase: bool = True, hbase_events: int = 50_000,
-                        compare_by_account: bool = True, repeat: int = 1) -> dict[str, Any]:
+                        compare_layouts: bool = True, repeat: int = 1) -> dict[str, Any]:
     from adapters.bench.benchlog import bench_log, open_reader
 
     log_path, meta = bench_log(events)
@@ -118,7 +127,6 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
     total = reader.max_position()
     settings = load_settings(data=log_path.parent, durability="normal", event_store="sqlite",
                              table_store="embedded")
-    layouts = (False, True) if compare_by_account else (False,)
     singles: list[tuple[float, dict[str, str]]] = []
     runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="letterlog-bench-spark-") as tmp:
@@ -127,7 +135,7 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
             _remove(Path(tmp) / "tables-single.sqlite")
             for master in MASTERS:
                 for run in _session_runs(master, settings, reader, Path(tmp),
-                                         min(total, WARM_UP_EVENTS), layouts):
+                                         min(total, WARM_UP_EVENTS), compare_layouts):
                     runs.setdefault(run["label"], []).append(run)
     single_s, single = min(singles, key=lambda r: r[0])
     legs = []
@@ -151,8 +159,12 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
         leg["events_per_s"] = _rate(total, leg["seconds"])
         result["spark"][leg.pop("label")] = leg
     result.update(_ratios(result["spark"], single_s, ""))
-    if compare_by_account:
-        result["by_account_only"] = _ratios(result["spark"], single_s, BY_ACCOUNT_ONLY)
+    result["layout"] = result["spark"]["local[2]"]["layout"]
+    other = [label[len("local[1]"):] for label in result["spark"]
+             if label.startswith("local[1] ")]
+    if other:
+        result["other_layout"] = {"layout": other[0].strip(),
+                                  **_ratios(result["spark"], single_s, other[0])}
     result["targets"] = {"speedup_local2_over_local1": 1.7,
                          "ratio_spark_local1_over_single_process": 0.75,
                          "hbase_load_ratio": 0.5}
@@ -193,9 +205,11 @@ def _plot(path: Path, result: dict[str, Any]) -> None:
     rates = [result["single_process"]["events_per_s"], spark["local[1]"]["events_per_s"],
              spark["local[2]"]["events_per_s"]]
     colors = ["#888888", "#4c72b0", "#1f4e99"]
-    if "by_account_only" in result:
-        labels += ["local[1]\nby account only", "local[2]\nby account only"]
-        rates += [spark[f"local[{c}]{BY_ACCOUNT_ONLY}"]["events_per_s"] for c in (1, 2)]
+    labels[1:] = [f"{label}\n{result['layout']}" for label in labels[1:]]
+    if "other_layout" in result:
+        name = result["other_layout"]["layout"]
+        labels += [f"local[1]\n{name}", f"local[2]\n{name}"]
+        rates += [spark[f"local[{c}] {name}"]["events_per_s"] for c in (1, 2)]
         colors += ["#c9a0a0", "#a05050"]
     panels = 2 if "hbase" in result else 1
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels + len(labels) - 3, 4.2),

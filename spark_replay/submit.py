@@ -4,7 +4,7 @@ Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
 
     rebuild (PROJECTION... | --all) [--until-position P | --as-of ISO8601] [--view NAME]
     export (PROJECTION | events) DIR [--personal]
-    bench [--events N] [--plot PNG] [--no-hbase] [--no-by-account-baseline] [--repeat N]
+    bench [--events N] [--plot PNG] [--no-hbase] [--no-other-layout] [--repeat N]
                                                    (python -m spark_replay only)
 
 Each prints one JSON object on stdout. ``letterlog rebuild --engine spark`` and ``letterlog
@@ -38,8 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-hbase", action="store_true")
     bench.add_argument("--repeat", type=int, default=1,
                        help="run every rebuild N times; the fastest counts")
-    bench.add_argument("--no-by-account-baseline", action="store_true",
-                       help="skip the rebuilds with every projection folded by account")
+    bench.add_argument("--no-other-layout", action="store_true",
+                       help="skip the rebuilds with the layout the job does not pick")
     export = sub.add_parser("export", help="write a projection or the events as Parquet")
     export.add_argument("what")
     export.add_argument("directory")
@@ -67,7 +67,7 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
 
         return bench_spark_rebuild(args.events, Path(args.plot) if args.plot else None,
                                    hbase=not args.no_hbase,
-                                   compare_by_account=not args.no_by_account_baseline,
+                                   compare_layouts=not args.no_other_layout,
                                    repeat=args.repeat)
     from spark_replay.frames import export
 

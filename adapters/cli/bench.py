@@ -63,9 +63,9 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
                   hbase: Annotated[bool, typer.Option(
                       help="with --engine spark: also the HBase load vs raw happybase")]
                   = True,
-                  by_account_baseline: Annotated[bool, typer.Option(
-                      help="with --engine spark: also rebuild with every projection "
-                           "folded by account (the layout before the skew split)")]
+                  other_layout: Annotated[bool, typer.Option(
+                      help="with --engine spark: also rebuild with the layout the job "
+                           "does not pick for these cores (split, below 4 cores)")]
                   = True,
                   repeat: Annotated[int, typer.Option(
                       metavar="N", min=1,
@@ -78,7 +78,7 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
 
         args = ["bench", "--events", str(events), *(["--plot", str(plot)] if plot else []),
                 *([] if hbase else ["--no-hbase"]),
-                *([] if by_account_baseline else ["--no-by-account-baseline"]),
+                *([] if other_layout else ["--no-other-layout"]),
                 "--repeat", str(repeat)]
         _bench(run_module(args, fail=fail), as_json)
         return
