@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from adapters.cli import coercion
 from adapters.cli.common import DEFAULT_DATA, group, state
+
+coercion.install()  # plain parameters are converted without pydantic (see coercion.py)
 
 SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Messages", "messages", ("deliver", "extract", "show", "flag", "label", "move", "copy",
@@ -40,24 +43,66 @@ MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
 
 
 class LazyGroup(TyperGroup):
-    """The root command: a sub-command's module is imported when it is asked for."""
+    """The root command: a sub-command's module is imported, and only that command built
+    (typer reads every parameter's annotations to build one), when it is asked for.
 
-    _loaded: dict[str, Any] = {}
+    The root's ``--help`` lists every command by its short help, taken from the command's
+    registration (its docstring) without building it (``summary``)."""
 
-    def _module_group(self, module: str) -> Any:
-        if module not in self._loaded:
-            mod = importlib.import_module(f"adapters.cli.{module}")
-            self._loaded[module] = _without_type_names(typer.main.get_group(mod.app))
-        return self._loaded[module]
+    _built: dict[str, Any] = {}
+
+    @staticmethod
+    def _registration(cmd_name: str) -> tuple[typer.Typer, Any]:
+        """The typer app of ``cmd_name``'s module and the command's (or group's) info."""
+        from typer.main import get_command_name, solve_typer_info_defaults
+
+        app = importlib.import_module(f"adapters.cli.{MODULE_OF[cmd_name]}").app
+        for info in app.registered_commands:
+            if (info.name or get_command_name(info.callback.__name__)) == cmd_name:
+                return app, info
+        for info in app.registered_groups:
+            if solve_typer_info_defaults(info).name == cmd_name:
+                return app, info
+        raise LookupError(cmd_name)
+
+    def _build(self, cmd_name: str) -> Any:
+        if cmd_name not in self._built:
+            app, info = self._registration(cmd_name)
+            short, markup = app.pretty_exceptions_short, app.rich_markup_mode
+            if isinstance(info, typer.models.CommandInfo):
+                command = typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=short, rich_markup_mode=markup)
+            else:
+                command = typer.main.get_group_from_info(
+                    info, pretty_exceptions_short=short, rich_markup_mode=markup,
+                    suggest_commands=app.suggest_commands)
+            self._built[cmd_name] = _without_type_names(command)
+        return self._built[cmd_name]
+
+    def summary(self, cmd_name: str, limit: int) -> str:
+        """The short help ``cmd_name`` would show, from its registration alone."""
+        import inspect
+
+        from typer.main import solve_typer_info_defaults
+
+        _, info = self._registration(cmd_name)
+        if isinstance(info, typer.models.CommandInfo):
+            text = (inspect.getdoc(info.callback) if info.help is None
+                    else inspect.cleandoc(info.help))
+        else:
+            info = solve_typer_info_defaults(info)
+            text = info.help
+        light = TyperCommand(cmd_name, help=text, short_help=info.short_help,
+                             deprecated=info.deprecated)
+        return str(light.get_short_help_str(limit))
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*MODULE_OF, *[n for n in super().list_commands(ctx) if n not in MODULE_OF]]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        module = MODULE_OF.get(cmd_name)
-        if module is None:
+        if cmd_name not in MODULE_OF:
             return super().get_command(ctx, cmd_name)
-        return self._module_group(module).get_command(ctx, cmd_name)
+        return self._build(cmd_name)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         """Commands in sections (Messages, Mailboxes, Reading, ...)."""
@@ -66,9 +111,14 @@ class LazyGroup(TyperGroup):
         if extra:
             sections.append(("More", extra))
         width = max(len(n) for _, names in sections for n in names)
+        limit = formatter.width - 6 - width
         for title, names in sections:
-            rows = [(n, cmd.get_short_help_str(formatter.width - 6 - width))
-                    for n in names if (cmd := self.get_command(ctx, n)) is not None]
+            rows = []
+            for n in names:
+                if n in MODULE_OF:
+                    rows.append((n, self.summary(n, limit)))
+                elif (cmd := super().get_command(ctx, n)) is not None:
+                    rows.append((n, cmd.get_short_help_str(limit)))
             with formatter.section(title):
                 formatter.write_dl(rows)
 
