@@ -597,8 +597,8 @@ class Letterlog:
     def body(self, account: str, mailbox: str, uid: int) -> Iterator[bytes]:
         """A message's bytes from the read model, chunk by chunk (not an extraction)."""
         host = self._read()
+        from projections.codec import data_fields
         from projections.keys import message_row
-        from projections.messages import data_fields
 
         cells = host.tables.get(host.physical(pn.MESSAGES),
                                 message_row(self._mailbox_id(account, mailbox), uid),

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from domain.message import Message
 from domain.values import MessageState
+
+if TYPE_CHECKING:
+    from domain.message import Message
 
 QUEUE_DELETED = "deleted"
 QUEUE_EXPIRED = "expired"

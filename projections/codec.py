@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
+from projections import names as n
 from projections.tablestore import Put
 
 TRUE = b"1"
@@ -216,3 +217,25 @@ try:
     put = _fast_put
 except (KeyError, AttributeError, TypeError):  # pragma: no cover - a changed Put
     put = Put
+
+
+Counts = tuple[int, int, int]  # messages, unread, bytes
+
+
+def decode_counters(row: dict[bytes, bytes]) -> tuple[dict[UUID, Counts], dict[str, Counts]]:
+    """A counters row as ``({mailbox id: (messages, unread, bytes)}, {label: (...)})``."""
+    mailboxes: dict[UUID, Counts] = {}
+    labels: dict[str, Counts] = {}
+    start_m, start_l = len(n.CT_MAILBOX), len(n.CT_LABEL)
+    for column, value in row.items():
+        if column.startswith(n.CT_MAILBOX):
+            mailboxes[UUID(bytes=column[start_m:])] = decode_counts(value)
+        elif column.startswith(n.CT_LABEL):
+            labels[column[start_l:].decode()] = decode_counts(value)
+    return mailboxes, labels
+
+
+def data_fields(value: bytes | None) -> dict[str, Any]:
+    """A ``data:fields`` cell as a dict ({} if there is none or it is not an object)."""
+    found = decode_json(value) if value else {}
+    return found if isinstance(found, dict) else {}

@@ -50,7 +50,6 @@ TABLES = (TableSpec(T, (n.F_COUNT, n.F_DELETED), split_by_salt=False),)
 READS = (T,)
 SEEN = "\\Seen"
 
-Counts = tuple[int, int, int]  # messages, unread, bytes
 Deltas = dict[bytes, list[int]]  # column -> [messages, unread, bytes]
 
 _label_column = lru_cache(maxsize=65536)(label_counter_column)
@@ -181,14 +180,3 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     return out
 
 
-def parse(row: dict[bytes, bytes]) -> tuple[dict[UUID, Counts], dict[str, Counts]]:
-    """A counters row as ``({mailbox id: (messages, unread, bytes)}, {label: (...)})``."""
-    mailboxes: dict[UUID, Counts] = {}
-    labels: dict[str, Counts] = {}
-    start_m, start_l = len(n.CT_MAILBOX), len(n.CT_LABEL)
-    for column, value in row.items():
-        if column.startswith(n.CT_MAILBOX):
-            mailboxes[UUID(bytes=column[start_m:])] = decode_counts(value)
-        elif column.startswith(n.CT_LABEL):
-            labels[column[start_l:].decode()] = decode_counts(value)
-    return mailboxes, labels

@@ -30,7 +30,6 @@ from domain.personal import Personal
 from domain.values import MessageState
 from projections import names as n
 from projections.codec import (
-    decode_json,
     encode_int,
     encode_json,
     encode_names,
@@ -97,10 +96,6 @@ def _shredded(personal: Mapping[str, Any]) -> bool:
     return isinstance(personal, Personal) and personal.shredded
 
 
-def data_fields(value: bytes | None) -> dict[str, Any]:
-    """A ``data:fields`` cell as a dict ({} if there is none or it is not an object)."""
-    found = decode_json(value) if value else {}
-    return found if isinstance(found, dict) else {}
 
 
 def _delivered(e: Arrived, p: int) -> list[Mutation]:

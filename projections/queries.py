@@ -14,9 +14,15 @@ from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
-from projections import counters as counters_projection
 from projections import names as n
-from projections.codec import decode_datetime, decode_json, decode_names, decode_ref
+from projections.codec import (
+    data_fields,
+    decode_counters,
+    decode_datetime,
+    decode_json,
+    decode_names,
+    decode_ref,
+)
 from projections.keys import (
     PURGE_SHARDS,
     account_row,
@@ -34,7 +40,6 @@ from projections.keys import (
     thread_prefix,
     thread_row_message,
 )
-from projections.messages import data_fields
 from projections.tablestore import TableStore
 
 Physical = Callable[[str], str]
@@ -194,7 +199,7 @@ def counters(store: TableStore, account_id: UUID, physical: Physical = _same
     """Per mailbox and per label: messages, unread, bytes (one row read, the counts only:
     not the row's soft-delete markers)."""
     row = store.get(physical(n.COUNTERS), account_row(account_id), [n.CT_COUNTS])
-    boxes, labels = counters_projection.parse(row)
+    boxes, labels = decode_counters(row)
     return ({k: Counts(*v) for k, v in boxes.items()}, {k: Counts(*v) for k, v in labels.items()})
 
 
@@ -202,7 +207,7 @@ def mailbox_counts(store: TableStore, account_id: UUID, mailbox_id: UUID,
                    physical: Physical = _same) -> Counts:
     column = n.CT_MAILBOX + mailbox_id.bytes
     row = store.get(physical(n.COUNTERS), account_row(account_id), [column])
-    boxes, _ = counters_projection.parse(row)
+    boxes, _ = decode_counters(row)
     return Counts(*boxes.get(mailbox_id, (0, 0, 0)))
 
 
@@ -210,7 +215,7 @@ def label_counts(store: TableStore, account_id: UUID, label: str,
                  physical: Physical = _same) -> Counts:
     column = n.CT_LABEL + label.encode()
     row = store.get(physical(n.COUNTERS), account_row(account_id), [column])
-    _, labels = counters_projection.parse(row)
+    _, labels = decode_counters(row)
     return Counts(*labels.get(label, (0, 0, 0)))
 
 

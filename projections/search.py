@@ -12,8 +12,8 @@ from datetime import datetime
 from uuid import UUID
 
 from projections import names as n
+from projections.codec import data_fields
 from projections.keys import messages_prefix
-from projections.messages import data_fields
 from projections.queries import MessageSummary, Physical, _same, mailbox_messages
 from projections.tablestore import TableStore
 

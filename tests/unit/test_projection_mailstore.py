@@ -11,9 +11,9 @@ from uuid import UUID
 from adapters.tables.memory import InMemoryTableStore
 from adapters.tables.sqlite import SqliteTableStore
 from domain.service import Mailstore
-from projections import counters, keys
+from projections import keys
 from projections import names as n
-from projections.codec import decode_names
+from projections.codec import decode_counters, decode_names
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import table_digest
@@ -85,7 +85,7 @@ def test_real_events_project_into_every_read_model(mail: Mailstore) -> None:
                  for r, _ in store.scan(n.THREADS, prefix=keys.thread_prefix(thread))]
     assert in_thread == [ids["reply"], ids["first"]]
 
-    boxes, labels = counters.parse(store.get(n.COUNTERS, keys.account_row(account.id)))
+    boxes, labels = decode_counters(store.get(n.COUNTERS, keys.account_row(account.id)))
     size = {k: mail.message(v).size for k, v in ids.items()}
     assert boxes[inbox] == (2, 0, size["first"] + size["other"])
     assert boxes[archive][:2] == (2, 2)  # the reply and the copy of big, both unread

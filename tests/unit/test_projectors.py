@@ -14,9 +14,9 @@ import pytest
 from adapters.tables.memory import InMemoryTableStore
 from domain.errors import CorruptEvent
 from domain.message import Message
-from projections import counters, keys
+from projections import keys
 from projections import names as n
-from projections.codec import decode_datetime, decode_names, decode_ref
+from projections.codec import decode_counters, decode_datetime, decode_names, decode_ref
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import table_digest
@@ -44,7 +44,7 @@ def message_row(store: InMemoryTableStore, h: History, message_id: UUID) -> dict
 
 def counts(store: InMemoryTableStore, h: History, address: str) -> Any:
     row = store.get(n.COUNTERS, keys.account_row(h.account(address).id))
-    return counters.parse(row)
+    return decode_counters(row)
 
 
 def labelled(store: InMemoryTableStore, h: History, address: str, label: str) -> list[UUID]:
