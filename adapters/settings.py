@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adapters.envsettings import DEFAULTS
 from domain.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -51,13 +52,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LETTERLOG_", extra="ignore",
                                       env_nested_delimiter="_", env_nested_max_split=1)
 
-    data: Path = Field(Path("letterlog-data"), description="data directory (embedded stores)")
-    event_store: Literal["sqlite", "postgres"] = "sqlite"
+    # these four defaults live in adapters.envsettings (the fast read path reads them too)
+    data: Path = Field(Path(DEFAULTS["data"]), description="data directory (embedded stores)")
+    event_store: Literal["sqlite", "postgres"] = DEFAULTS["event_store"]  # type: ignore[assignment]
     durability: Literal["full", "normal"] = Field(
-        "full", description="full: a delivery survives power loss; normal: a process crash"
+        DEFAULTS["durability"],  # type: ignore[arg-type]
+        description="full: a delivery survives power loss; normal: a process crash"
     )
     postgres_dsn: str | None = Field(None, description="postgresql://user:pw@host:port/db")
-    table_store: Literal["embedded", "hbase"] = "embedded"
+    table_store: Literal["embedded", "hbase"] = DEFAULTS["table_store"]  # type: ignore[assignment]
     hbase_host: str = "127.0.0.1"
     hbase_port: int = Field(9090, ge=1, le=65535)
     hbase_thrift2_port: int | None = Field(None, ge=1, le=65535,
