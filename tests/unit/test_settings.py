@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from adapters.bootstrap import postgres_env_from_dsn
@@ -41,3 +44,60 @@ def test_invalid_settings_fail_naming_the_setting(monkeypatch, env, needle):
 def test_a_malformed_dsn_is_refused():
     with pytest.raises(SettingsError, match="LETTERLOG_POSTGRES_DSN"):
         postgres_env_from_dsn("mysql://x")
+
+
+# -- the stdlib reader of the read path agrees with Settings ------------------------------------
+ENVIRONMENTS = [
+    {},
+    {"LETTERLOG_DATA": "/srv/mail"},
+    {"letterlog_data": "/srv/lower", "LETTERLOG_DURABILITY": "normal"},
+    {"LETTERLOG_TABLE_STORE": "hbase"},
+    {"LETTERLOG_EVENT_STORE": "postgres"},
+    {"LETTERLOG_EVENT_STORE": "Postgres"},
+    {"LETTERLOG_DURABILITY": "sometimes"},
+    {"LETTERLOG_DATA": ""},
+    {"LETTERLOG_DATA": "a", "letterlog_data": "b"},
+    {"LETTERLOG_HBASE_PORT": "99999"},
+    {"LETTERLOG_STREAM_BATCH": "5"},
+    {"LETTERLOG_INLINE_LIMIT": "1"},
+    {"OTHER": "x", "LETTERLOGDATA": "y"},
+]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_read_paths_settings_are_settings_or_none(monkeypatch, env):
+    """``read_settings`` gives every field Settings would, or declines (None) and leaves it
+    to Settings; it never accepts what Settings refuses."""
+    from adapters.envsettings import DEFAULTS, read_settings
+
+    for key in [k for k in os.environ if k.upper().startswith("LETTERLOG_")]:
+        monkeypatch.delenv(key)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    fast = read_settings()
+    try:
+        full = load_settings()
+    except SettingsError:
+        assert fast is None or not fast.embedded
+        return
+    if fast is not None:
+        assert {name: str(getattr(fast, name)) for name in DEFAULTS} == {
+            name: str(getattr(full, name)) for name in DEFAULTS}
+
+
+def test_settings_take_the_read_paths_defaults_and_choices():
+    from typing import get_args
+
+    from adapters.envsettings import CHOICES, DEFAULTS
+    from adapters.settings import Settings
+
+    fields = Settings.model_fields
+    assert {name: str(fields[name].default) for name in DEFAULTS} == DEFAULTS
+    assert {name: get_args(fields[name].annotation) for name in CHOICES} == CHOICES
+
+
+def test_the_read_path_declines_any_setting_it_does_not_read():
+    from adapters.envsettings import read_settings
+
+    assert read_settings({"LETTERLOG_INLINE_LIMIT": "4096"}) is None
+    assert read_settings({"LETTERLOG_DATA": "/d", "PATH": "/bin"}).data == Path("/d")
