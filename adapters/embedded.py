@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from uuid import UUID
 
+from adapters.datadir import check_data_dir
 from adapters.eventlog.reader import account_events, read_events
+from adapters.readside.queries import ReadModelQueries
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
 from domain.errors import (
@@ -35,7 +37,6 @@ from domain.errors import (
     MailboxNotFound,
     MessageNotFound,
     SettingsError,
-    StoreUnavailable,
 )
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
@@ -43,11 +44,10 @@ from domain.personal import Personal
 from domain.ports import PayloadStore
 from domain.results import Upload
 from domain.service import Change, CheckedDelivery, Delivery, Mailstore
-from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
+from domain.values import account_id_for, normalise_address
 from projections import names as pn
 from projections import queries as q
 from projections.keys import payload_row
-from projections.tablestore import TableNotFound
 
 if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
@@ -64,7 +64,7 @@ PURGED_FROM = (pn.MESSAGES, pn.LABEL_INDEX, pn.THREADS, pn.PAYLOAD_REFS, pn.PURG
 """The tables a purge deletes cells from (compacted after a purge run on HBase)."""
 
 
-class Letterlog:
+class Letterlog(ReadModelQueries):
     """Commands and queries of one letterlog store.
 
     Built by ``adapters.bootstrap.letterlog`` (``Letterlog.open``): the event log, the payload
@@ -86,17 +86,18 @@ class Letterlog:
     # -- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, data: str | os.PathLike[str] | None = None, *, create: bool = True,
-             **overrides: Any) -> Letterlog:
+             read_models: bool = True, **overrides: Any) -> Letterlog:
         """Opens the store in ``data`` (default ``LETTERLOG_DATA``; ``overrides`` are settings).
         With ``create=False`` (a reader) a directory holding no store is a ``StoreUnavailable``
-        error naming it, and nothing is created."""
+        error naming it, and nothing is created. ``read_models=False``: the log and the
+        command side only (``show``), the read models neither opened nor caught up."""
         from adapters.bootstrap import letterlog
 
         if data is not None:
             overrides["data"] = Path(data)
         settings = load_settings(**overrides)
-        _check_data_dir(Path(settings.data), settings.event_store == "sqlite", create)
-        return letterlog(settings)
+        check_data_dir(Path(settings.data), settings.event_store == "sqlite", create)
+        return letterlog(settings, read_models=read_models)
 
     @property
     def projections(self) -> Any | None:
@@ -482,110 +483,6 @@ class Letterlog:
             raise SettingsError("read models are not available in this store")
         return self.projections
 
-    def _query(self, fn: Callable[[], T]) -> T:
-        """Runs a read; if a rebuild switched tables under it, follows the catalog once."""
-        try:
-            return fn()
-        except TableNotFound:
-            self._read().catalog.refresh()
-            return fn()
-
-    def _account_id(self, account: str) -> UUID:
-        """The id of an account the log has opened; AccountNotFound for any other."""
-        host = self._read()
-        acc = account_id_for(normalise_address(account))
-        if self._query(lambda: q.account_address(host.tables, acc, host.physical)) is None:
-            raise AccountNotFound(f"account: {account!r} does not exist")
-        return acc
-
-    def _mailbox_id(self, account: str, mailbox: str) -> UUID:
-        host = self._read()
-        acc = self._account_id(account)
-        name = validate_mailbox_name(mailbox)
-        mailbox_id = self._query(lambda: q.mailbox_id_named(host.tables, acc, name,
-                                                            host.physical))
-        if mailbox_id is None:
-            raise MailboxNotFound(f"mailbox: {mailbox!r} does not exist for {account}")
-        return mailbox_id
-
-    def messages(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
-                 before_uid: int | None = None) -> list[q.MessageSummary]:
-        """A mailbox's messages, newest first; page with ``before_uid``."""
-        host = self._read()
-        return self._query(lambda: q.mailbox_messages(
-            host.tables, self._mailbox_id(account, mailbox), limit=limit,
-            before_uid=before_uid, physical=host.physical))
-
-    def label_messages(self, account: str, label: str, *,
-                       limit: int = 50) -> list[q.MessageSummary]:
-        host = self._read()
-        acc = self._account_id(account)
-        return self._query(lambda: q.label_messages(
-            host.tables, acc, validate_label(label), limit=limit, physical=host.physical))
-
-    def thread(self, thread_id: UUID) -> list[q.MessageSummary]:
-        host = self._read()
-        return self._query(lambda: q.thread_messages(host.tables, thread_id,
-                                                     physical=host.physical))
-
-    def counters(self, account: str) -> dict[str, Any]:
-        host = self._read()
-        acc = self._account_id(account)
-        boxes, labels = self._query(lambda: q.counters(host.tables, acc, host.physical))
-        names = {v: k for k, v in self._query(
-            lambda: q.mailbox_names(host.tables, acc, host.physical)).items()}
-        return {
-            "mailboxes": {names.get(k, str(k)): vars(v) for k, v in boxes.items()},
-            "labels": {k: vars(v) for k, v in labels.items()},
-        }
-
-    def mailbox_status(self, account: str, mailbox: str = "INBOX") -> dict[str, Any]:
-        host = self._read()
-        status = self._query(lambda: q.mailbox_status(
-            host.tables, self._mailbox_id(account, mailbox), host.physical))
-        if status is None:
-            raise MailboxNotFound(f"mailbox: {mailbox!r} has no status yet")
-        return {**status, "position": host.position()}
-
-    def subscriptions(self, account: str) -> list[str]:
-        host = self._read()
-        acc = self._account_id(account)
-        return self._query(lambda: q.subscriptions(host.tables, acc, host.physical))
-
-    def search(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
-               before_uid: int | None = None, **criteria: Any) -> list[q.MessageSummary]:
-        """IMAP SEARCH over a mailbox's read model, newest first, paged like ``messages``.
-        ``criteria``: sender, subject, flags, unflags, labels, since, before, larger,
-        smaller (see ``projections.search.SearchCriteria``)."""
-        from projections.search import SearchCriteria, search_mailbox
-
-        keys = SearchCriteria(**{k: frozenset(v) if k in ("flags", "unflags", "labels") else v
-                                 for k, v in criteria.items()})
-        host = self._read()
-        return self._query(lambda: search_mailbox(
-            host.tables, self._mailbox_id(account, mailbox), keys, limit=limit,
-            before_uid=before_uid, physical=host.physical))
-
-    def usage(self, account: str) -> dict[str, Any]:
-        """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
-        distinct payload once); and the account's total (each payload once overall)."""
-        from projections.search import mailbox_usage
-
-        host = self._read()
-        acc = self._account_id(account)
-        names = self._query(lambda: q.mailbox_names(host.tables, acc, host.physical))
-        boxes = {name: self._query(lambda i=mailbox_id: mailbox_usage(  # type: ignore[misc]
-            host.tables, i, host.physical)) for name, mailbox_id in sorted(names.items())}
-        payloads: dict[str, int] = {}
-        for u in boxes.values():
-            payloads.update(u.payloads)
-        row = {name: {"messages": u.messages, "deleted": u.deleted, "delivered": u.delivered,
-                      "stored": u.stored} for name, u in boxes.items()}
-        total = {k: sum(r[k] for r in row.values()) for k in ("messages", "deleted",
-                                                              "delivered")}
-        total["stored"] = sum(u.inline for u in boxes.values()) + sum(payloads.values())
-        return {"account": normalise_address(account), "mailboxes": row, "total": total}
-
     def purge_due(self, now: datetime | None = None, *, limit: int = 1000) -> list[q.PurgeEntry]:
         host = self._read()
         retention = self.retention()
@@ -642,54 +539,6 @@ class Letterlog:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def _check_data_dir(root: Path, sqlite_log: bool, create: bool) -> None:
-    """A data directory a store can use, or a ``StoreUnavailable`` naming what is wrong."""
-    try:
-        if root.exists() and not root.is_dir():
-            raise StoreUnavailable(f"{root}: is not a directory (give --data a directory)")
-        if not create:
-            if not root.is_dir():
-                raise StoreUnavailable(f"{root}: no letterlog store here (no such directory)")
-            if sqlite_log and not (root / "events.sqlite").is_file():
-                raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite)")
-        root.mkdir(parents=True, exist_ok=True)
-        if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
-            raise StoreUnavailable(f"{root}: not readable and writable by this user")
-        if sqlite_log:
-            _check_event_store(root / "events.sqlite")
-    except OSError as e:
-        raise StoreUnavailable(f"{root}: cannot use as a data directory: "
-                               f"{e.strerror or e}") from None
-
-
-def _check_event_store(path: Path) -> None:
-    """An existing ``events.sqlite`` must be an SQLite file holding letterlog's tables (or
-    none yet): anything else is refused before the library writes its tables into it."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with open(path, "rb") as fh:
-        if fh.read(16) != SQLITE_MAGIC:
-            raise StoreUnavailable(f"{path}: is not a letterlog event store "
-                                   "(not an SQLite database)")
-    import sqlite3
-
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master "
-                                                "WHERE type = 'table'")}
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as e:
-        raise StoreUnavailable(f"{path}: is not a letterlog event store ({e})") from None
-    if tables and "stored_events" not in tables:
-        raise StoreUnavailable(f"{path}: is not a letterlog event store "
-                               "(an SQLite database without letterlog's tables)")
 
 
 def _jsonable(v: Any) -> Any:

@@ -29,6 +29,10 @@ PAYLOAD_REFS: Final = "payload_refs"
 PURGE_QUEUE: Final = "purge_queue"
 PURGE_POINTER: Final = "purge_pointer"
 TRACKING: Final = "tracking"
+PROJECTIONS: Final = (MAILBOXES, MAILBOX_NAMES, MESSAGES, LABEL_INDEX, COUNTERS, THREADS,
+                      SUBSCRIPTIONS, ACCOUNTS, PAYLOAD_REFS, PURGE_QUEUE)
+"""Every projection's name (``projections.registry.ALL``, in its order): each tracks the
+position it has applied in TRACKING under its name."""
 # not read models: the table store's own bookkeeping
 CATALOG: Final = "catalog"  # logical table -> physical table (blue/green rebuilds)
 DEAD_LETTERS: Final = "dead_letters"  # poison stream records set aside

@@ -3,7 +3,9 @@ way a value is shown to a person (names, flags, sizes, cells of a listing).
 
 Nothing here imports the store: a command opens it (``state.store()``, or ``state.reader()``
 when it needs an existing store) only when it runs, so that ``--help`` and a mistyped
-argument cost no more than typer itself.
+argument cost no more than typer itself. A read command asks for ``state.read_models()``:
+the read models as they are when they are current with the log (no log, no command side,
+no pydantic: ``adapters.readside.current``), else the store, caught up on opening.
 """
 
 from __future__ import annotations
@@ -36,15 +38,18 @@ class State:
         self.json = False
         self.exact_bytes = False
         self._store: Any = None
+        self._current: Any = None
 
-    def store(self, *, create: bool = True) -> Any:
+    def store(self, *, create: bool = True, read_models: bool = True) -> Any:
         """The store, opened once. ``create``: a command that can start a store (deliver,
         import, mailbox create, demo) creates the data directory if missing; any other
-        command finds a directory holding no store an error naming it, and creates nothing."""
+        command finds a directory holding no store an error naming it, and creates nothing.
+        ``read_models=False``: a command that reads only the log (``show``) neither opens
+        nor catches up the read models."""
         if self._store is None:
             from adapters.embedded import Letterlog
 
-            self._store = Letterlog.open(self.data, create=create)
+            self._store = Letterlog.open(self.data, create=create, read_models=read_models)
         return self._store
 
     def reader(self) -> Any:
@@ -52,7 +57,19 @@ class State:
         an existing message or account): nothing is created."""
         return self.store(create=False)
 
+    def read_models(self) -> Any:
+        """The read models for a read command: the tables alone when they are current with
+        the log (the fast read path), else the store (``reader``), caught up on opening."""
+        if self._store is None and self._current is None:
+            from adapters.readside.current import open_current
+
+            self._current = open_current(self.data)
+        return self._current if self._current is not None else self.reader()
+
     def close(self) -> None:
+        if self._current is not None:
+            self._current.close()
+            self._current = None
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -141,7 +141,7 @@ def _shown(key: str, value: Any) -> str:
 @app.command()
 def show(message_id: MessageId) -> None:
     """Show a message's state, envelope and structure."""
-    info = state.reader().show(parse_uuid(message_id))
+    info = state.store(create=False, read_models=False).show(parse_uuid(message_id))
     if state.json:
         out(info)
         return

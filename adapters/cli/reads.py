@@ -85,6 +85,8 @@ def list_messages(account: Account, mailbox: MailboxOption = "INBOX", limit: Lim
 
 
 def _past(account: str, as_of: int | None, view: str | None) -> Any:
+    if as_of is None and view is None:
+        return state.read_models()
     return state.reader().reading(view=view, as_of=as_of, account=account)
 
 
@@ -115,7 +117,7 @@ def search(
     before_uid: BeforeUid = None,
 ) -> None:
     """Messages of a mailbox matching every key given (IMAP SEARCH), newest first."""
-    found = state.reader().search(
+    found = state.read_models().search(
         account, mailbox, limit=limit, before_uid=before_uid, sender=sender, subject=subject,
         flags=checked_flags(flag or []), unflags=checked_flags(unflag or []),
         labels=label or [], since=parse_day(since, "--since"),
@@ -129,7 +131,7 @@ def labelled(account: Account,
              label: Annotated[str, typer.Argument(metavar="LABEL", help="the label")],
              limit: Limit = 50) -> None:
     """A label's messages across the account's mailboxes, newest first."""
-    _rows(state.reader().label_messages(account, label, limit=limit))
+    _rows(state.read_models().label_messages(account, label, limit=limit))
 
 
 @app.command()
@@ -157,7 +159,7 @@ def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> N
 def du(account: Account) -> None:
     """Disk usage per mailbox: messages, bytes delivered, bytes stored (a payload shared by
     copies and duplicates is stored once; soft-deleted messages count until purged)."""
-    u = state.reader().usage(account)
+    u = state.read_models().usage(account)
     if state.json:
         out(u)
         return
@@ -186,7 +188,7 @@ def status(account: Account,
 @app.command()
 def subscriptions(account: Account) -> None:
     """The mailbox names ACCOUNT is subscribed to."""
-    names = state.reader().subscriptions(account)
+    names = state.read_models().subscriptions(account)
     if state.json:
         out({"account": account, "subscriptions": names})
     else:

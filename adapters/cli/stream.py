@@ -116,7 +116,7 @@ def dead_letters_discard(
 @dead_app.command("redrive")
 def dead_letters_redrive() -> None:
     """Apply every dead letter again (after a fix); the ones that succeed are closed."""
-    from adapters.readside.host import Catalog
+    from adapters.readside.catalog import Catalog
     from adapters.streaming.deadletters import redrive
 
     store = _stream_store()

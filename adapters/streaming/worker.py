@@ -194,7 +194,7 @@ class WorkerState:
     def _open(self) -> StreamProjector:
         if self.projector is None:
             from adapters.bootstrap import key_store
-            from adapters.readside.host import Catalog
+            from adapters.readside.catalog import Catalog
 
             # Records carry personal data sealed: their keys are in the key store beside the log.
             self.keys = key_store(self.settings)

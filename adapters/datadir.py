@@ -1,0 +1,61 @@
+"""The data directory of an embedded store, checked before anything opens it.
+
+``check_data_dir`` raises a ``StoreUnavailable`` naming what is wrong (a file where the
+directory should be, no store in it for a reader, an ``events.sqlite`` that is not
+letterlog's); the store (``Letterlog.open``) and the fast read path
+(``adapters.readside.current``) both check through it, so both refuse alike.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from domain.errors import StoreUnavailable
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_data_dir(root: Path, sqlite_log: bool, create: bool) -> None:
+    """A data directory a store can use, or a ``StoreUnavailable`` naming what is wrong."""
+    try:
+        if root.exists() and not root.is_dir():
+            raise StoreUnavailable(f"{root}: is not a directory (give --data a directory)")
+        if not create:
+            if not root.is_dir():
+                raise StoreUnavailable(f"{root}: no letterlog store here (no such directory)")
+            if sqlite_log and not (root / "events.sqlite").is_file():
+                raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite)")
+        root.mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
+            raise StoreUnavailable(f"{root}: not readable and writable by this user")
+        if sqlite_log:
+            check_event_store(root / "events.sqlite")
+    except OSError as e:
+        raise StoreUnavailable(f"{root}: cannot use as a data directory: "
+                               f"{e.strerror or e}") from None
+
+
+def check_event_store(path: Path) -> None:
+    """An existing ``events.sqlite`` must be an SQLite file holding letterlog's tables (or
+    none yet): anything else is refused before the library writes its tables into it."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as fh:
+        if fh.read(16) != SQLITE_MAGIC:
+            raise StoreUnavailable(f"{path}: is not a letterlog event store "
+                                   "(not an SQLite database)")
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master "
+                                                "WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreUnavailable(f"{path}: is not a letterlog event store ({e})") from None
+    if tables and "stored_events" not in tables:
+        raise StoreUnavailable(f"{path}: is not a letterlog event store "
+                               "(an SQLite database without letterlog's tables)")

@@ -1,0 +1,133 @@
+"""The queries of the read models, shared by the embedded store and the fast read path.
+
+``ReadModelQueries`` answers every listing query (list, search, labels, threads, counters,
+status, subscriptions, disk usage) from the tables ``_read()`` returns: anything with
+``tables``, ``physical(logical)``, ``catalog`` (``refresh()``) and ``position()``. It needs
+no log and no event class: ``adapters.embedded.Letterlog`` reads its caught-up
+``ProjectionHost``; ``adapters.readside.current.CurrentTables`` the tables as they are when
+they are current with the log (ADR 0024).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from uuid import UUID
+
+from domain.errors import AccountNotFound, MailboxNotFound
+from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
+from projections import queries as q
+from projections.tablestore import TableNotFound
+
+T = TypeVar("T")
+
+
+class ReadModelQueries:
+    """Queries over the read models of ``_read()``."""
+
+    def _read(self) -> Any:
+        raise NotImplementedError
+
+    def _query(self, fn: Callable[[], T]) -> T:
+        """Runs a read; if a rebuild switched tables under it, follows the catalog once."""
+        try:
+            return fn()
+        except TableNotFound:
+            self._read().catalog.refresh()
+            return fn()
+
+    def _account_id(self, account: str) -> UUID:
+        """The id of an account the log has opened; AccountNotFound for any other."""
+        host = self._read()
+        acc = account_id_for(normalise_address(account))
+        if self._query(lambda: q.account_address(host.tables, acc, host.physical)) is None:
+            raise AccountNotFound(f"account: {account!r} does not exist")
+        return acc
+
+    def _mailbox_id(self, account: str, mailbox: str) -> UUID:
+        host = self._read()
+        acc = self._account_id(account)
+        name = validate_mailbox_name(mailbox)
+        mailbox_id = self._query(lambda: q.mailbox_id_named(host.tables, acc, name,
+                                                            host.physical))
+        if mailbox_id is None:
+            raise MailboxNotFound(f"mailbox: {mailbox!r} does not exist for {account}")
+        return mailbox_id
+
+    def messages(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
+                 before_uid: int | None = None) -> list[q.MessageSummary]:
+        """A mailbox's messages, newest first; page with ``before_uid``."""
+        host = self._read()
+        return self._query(lambda: q.mailbox_messages(
+            host.tables, self._mailbox_id(account, mailbox), limit=limit,
+            before_uid=before_uid, physical=host.physical))
+
+    def label_messages(self, account: str, label: str, *,
+                       limit: int = 50) -> list[q.MessageSummary]:
+        host = self._read()
+        acc = self._account_id(account)
+        return self._query(lambda: q.label_messages(
+            host.tables, acc, validate_label(label), limit=limit, physical=host.physical))
+
+    def thread(self, thread_id: UUID) -> list[q.MessageSummary]:
+        host = self._read()
+        return self._query(lambda: q.thread_messages(host.tables, thread_id,
+                                                     physical=host.physical))
+
+    def counters(self, account: str) -> dict[str, Any]:
+        host = self._read()
+        acc = self._account_id(account)
+        boxes, labels = self._query(lambda: q.counters(host.tables, acc, host.physical))
+        names = {v: k for k, v in self._query(
+            lambda: q.mailbox_names(host.tables, acc, host.physical)).items()}
+        return {
+            "mailboxes": {names.get(k, str(k)): vars(v) for k, v in boxes.items()},
+            "labels": {k: vars(v) for k, v in labels.items()},
+        }
+
+    def mailbox_status(self, account: str, mailbox: str = "INBOX") -> dict[str, Any]:
+        host = self._read()
+        status = self._query(lambda: q.mailbox_status(
+            host.tables, self._mailbox_id(account, mailbox), host.physical))
+        if status is None:
+            raise MailboxNotFound(f"mailbox: {mailbox!r} has no status yet")
+        return {**status, "position": host.position()}
+
+    def subscriptions(self, account: str) -> list[str]:
+        host = self._read()
+        acc = self._account_id(account)
+        return self._query(lambda: q.subscriptions(host.tables, acc, host.physical))
+
+    def search(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
+               before_uid: int | None = None, **criteria: Any) -> list[q.MessageSummary]:
+        """IMAP SEARCH over a mailbox's read model, newest first, paged like ``messages``.
+        ``criteria``: sender, subject, flags, unflags, labels, since, before, larger,
+        smaller (see ``projections.search.SearchCriteria``)."""
+        from projections.search import SearchCriteria, search_mailbox
+
+        keys = SearchCriteria(**{k: frozenset(v) if k in ("flags", "unflags", "labels") else v
+                                 for k, v in criteria.items()})
+        host = self._read()
+        return self._query(lambda: search_mailbox(
+            host.tables, self._mailbox_id(account, mailbox), keys, limit=limit,
+            before_uid=before_uid, physical=host.physical))
+
+    def usage(self, account: str) -> dict[str, Any]:
+        """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
+        distinct payload once); and the account's total (each payload once overall)."""
+        from projections.search import mailbox_usage
+
+        host = self._read()
+        acc = self._account_id(account)
+        names = self._query(lambda: q.mailbox_names(host.tables, acc, host.physical))
+        boxes = {name: self._query(lambda i=mailbox_id: mailbox_usage(  # type: ignore[misc]
+            host.tables, i, host.physical)) for name, mailbox_id in sorted(names.items())}
+        payloads: dict[str, int] = {}
+        for u in boxes.values():
+            payloads.update(u.payloads)
+        row = {name: {"messages": u.messages, "deleted": u.deleted, "delivered": u.delivered,
+                      "stored": u.stored} for name, u in boxes.items()}
+        total = {k: sum(r[k] for r in row.values()) for k in ("messages", "deleted",
+                                                              "delivered")}
+        total["stored"] = sum(u.inline for u in boxes.values()) + sum(payloads.values())
+        return {"account": normalise_address(account), "mailboxes": row, "total": total}
