@@ -61,8 +61,21 @@ def encode_uuid(value: UUID) -> bytes:
     return value.bytes
 
 
+_new_object = object.__new__
+_set_uuid_int = UUID.__dict__["int"].__set__  # UUID's slots, set as UUID.__init__ sets them
+_set_uuid_safe = UUID.__dict__["is_safe"].__set__
+_UUID_SAFE_UNKNOWN = UUID(int=0).is_safe
+_int_of = int.from_bytes
+
+
 def decode_uuid(data: bytes) -> UUID:
-    return UUID(bytes=data)
+    """``UUID(bytes=data)`` without its keyword checks (a listing builds two a row)."""
+    if type(data) is not bytes or len(data) != 16:
+        return UUID(bytes=data)  # raises the usual error
+    u = _new_object(UUID)
+    _set_uuid_int(u, _int_of(data))
+    _set_uuid_safe(u, _UUID_SAFE_UNKNOWN)
+    return u
 
 
 _REF = struct.Struct(">16sQ")
@@ -162,12 +175,22 @@ def encode_policy(policy: dict[str, Any]) -> bytes:
     return _encode_policy(policy["kind"], policy["limit"], policy["until"])
 
 
-_decode_json_text = json.JSONDecoder().decode
+_DECODER = json.JSONDecoder()
+_decode_json_text = _DECODER.decode
+_scan_json = _DECODER.scan_once
 
 
 def decode_json(data: bytes) -> Any:
-    """Our JSON is always UTF-8: decoding it first skips ``json.loads``' encoding sniffing."""
-    return _decode_json_text(data.decode())
+    """Our JSON is always UTF-8: decoding it first skips ``json.loads``' encoding sniffing.
+    The text the encoder above wrote has no surrounding whitespace: the scanner reads it
+    directly (``decode`` would match whitespace around it twice); any other text goes
+    through ``decode``, which accepts or rejects it as ``json.loads`` does."""
+    text = data.decode()
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        end = -1
+    return value if end == len(text) else _decode_json_text(text)
 
 
 @lru_cache(maxsize=4096)

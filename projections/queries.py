@@ -22,6 +22,7 @@ from projections.codec import (
     decode_json,
     decode_names,
     decode_ref,
+    decode_uuid,
 )
 from projections.keys import (
     PURGE_SHARDS,
@@ -78,6 +79,10 @@ class MessageSummary:
         return d
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
 @lru_cache(maxsize=4096)
 def _names(data: bytes) -> tuple[str, ...]:
     """Flags and labels repeat from message to message: decode each distinct value once."""
@@ -91,22 +96,26 @@ def _summary(mailbox_id: UUID, row: bytes, cells: dict[bytes, bytes]) -> Message
     if not isinstance(envelope, dict):
         envelope = {}
     thread, flags, labels = get(n.META_THREAD), get(n.META_FLAGS), get(n.META_LABELS)
-    return MessageSummary(
-        message_id=UUID(bytes=cells[n.DATA_MESSAGE]),
-        mailbox_id=mailbox_id,
-        uid=message_row_uid(row),
-        modseq=int(get(n.META_MODSEQ, b"0")),
-        state=get(n.META_STATE, b"").decode(),
-        flags=list(_names(flags)) if flags is not None else [],
-        labels=list(_names(labels)) if labels is not None else [],
-        size=int(fields.get("size", 0)),
-        internal_date=str(fields.get("internal_date", "")),
-        sha256=str(fields.get("sha256", "")),
-        thread_id=UUID(bytes=thread) if thread else None,
-        subject=envelope.get("subject"),
-        sender=envelope.get("from"),
-        truncated=_truncated(fields.get("facts")),
-    )
+    # the dataclass's own fields, set at once: its generated frozen ``__init__`` sets them one
+    # ``object.__setattr__`` call at a time, a fifth of a listing's time (50 rows a page)
+    summary = _new(MessageSummary)
+    _set(summary, "__dict__", {
+        "message_id": decode_uuid(cells[n.DATA_MESSAGE]),
+        "mailbox_id": mailbox_id,
+        "uid": message_row_uid(row),
+        "modseq": int(get(n.META_MODSEQ, b"0")),
+        "state": get(n.META_STATE, b"").decode(),
+        "flags": list(_names(flags)) if flags is not None else [],
+        "labels": list(_names(labels)) if labels is not None else [],
+        "size": int(fields.get("size", 0)),
+        "internal_date": str(fields.get("internal_date", "")),
+        "sha256": str(fields.get("sha256", "")),
+        "thread_id": decode_uuid(thread) if thread else None,
+        "subject": envelope.get("subject"),
+        "sender": envelope.get("from"),
+        "truncated": _truncated(fields.get("facts")),
+    })
+    return summary
 
 
 def _truncated(facts: object) -> list[str]:

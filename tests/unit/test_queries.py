@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
+from uuid import UUID
 
 from adapters.tables.memory import InMemoryTableStore
 from projections import keys
@@ -96,3 +99,24 @@ def test_a_counters_read_touches_the_counts_not_the_soft_delete_markers() -> Non
     assert counts.keys() == row.keys() - set(markers)
     boxes, _ = q.counters(store, account)
     assert boxes[h.mailbox_id(ADA, "INBOX")] == q.Counts(7, 7, 70)
+
+
+def test_a_listed_summary_equals_one_built_by_the_dataclass_from_the_same_cells() -> None:
+    h, store = inbox_of(3, deleted=[2])
+    mailbox = h.mailbox_id(ADA, "INBOX")
+    listing = q.mailbox_messages(store, mailbox, limit=50, include_deleted=True)
+    rows = dict(store.scan(n.MESSAGES, prefix=keys.messages_prefix(mailbox)))
+    assert len(listing) == 3
+    for summary in listing:
+        cells = rows[keys.message_row(mailbox, summary.uid)]
+        fields = q.data_fields(cells[n.DATA_FIELDS])
+        expected = q.MessageSummary(
+            message_id=UUID(bytes=cells[n.DATA_MESSAGE]), mailbox_id=mailbox, uid=summary.uid,
+            modseq=int(cells[n.META_MODSEQ]), state=cells[n.META_STATE].decode(),
+            flags=json.loads(cells[n.META_FLAGS]), labels=json.loads(cells[n.META_LABELS]),
+            size=fields["size"], internal_date=fields["internal_date"],
+            sha256=fields["sha256"], thread_id=UUID(bytes=cells[n.META_THREAD]),
+            subject=fields["envelope"]["subject"], sender=fields["envelope"]["from"])
+        assert summary == expected and summary.as_dict() == expected.as_dict()
+        assert vars(summary).keys() == {f.name for f in dataclasses.fields(q.MessageSummary)}
+    assert [m.state for m in listing] == ["active", "deleted", "active"]
