@@ -177,7 +177,7 @@ def encode_policy(policy: dict[str, Any]) -> bytes:
 
 _DECODER = json.JSONDecoder()
 _decode_json_text = _DECODER.decode
-_scan_json = _DECODER.scan_once
+_scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def decode_json(data: bytes) -> Any:
