@@ -112,6 +112,10 @@ def test_bench_rebuild(tmp_path: Path) -> None:
     assert r["target_budget_beyond_floor_us_per_event"] == round(
         1e6 / r["target_events_per_s"] - 1e6 / r["select_unpack_events_per_s"], 2)
     _positive(r["write_us_per_event"])
+    assert r["ratio_to_floor"] == round(
+        r["rebuild_events_per_s"] / r["select_unpack_events_per_s"], 3)
+    assert r["target_ratio_to_floor"] == 0.2
+    assert r["meets_ratio_to_floor"] == (r["ratio_to_floor"] >= 0.2)
 
 
 def test_select_unpack_reads_every_event_of_the_log() -> None:
