@@ -70,17 +70,20 @@ def _count(
         raise TypeError(f"size: expected an int, got {type(size).__name__}")
     unread = 0 if SEEN in flags else sign
     size *= sign
-    columns = [_label_column(label) for label in labels]
+    for label in labels:
+        _add(deltas, _label_column(label), sign, unread, size)
     if mailbox is not None:
-        columns.append(_mailbox_column_of(mailbox.int))
-    for column in columns:
-        acc = deltas.get(column)
-        if acc is None:
-            deltas[column] = [sign, unread, size]
-        else:
-            acc[0] += sign
-            acc[1] += unread
-            acc[2] += size
+        _add(deltas, _mailbox_column_of(mailbox.int), sign, unread, size)
+
+
+def _add(deltas: Deltas, column: bytes, messages: int, unread: int, size: int) -> None:
+    acc = deltas.get(column)
+    if acc is None:
+        deltas[column] = [messages, unread, size]
+    else:
+        acc[0] += messages
+        acc[1] += unread
+        acc[2] += size
 
 
 def _arrived(e: Arrived, d: Deltas) -> None:
@@ -150,7 +153,7 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     e: Any = event
     deltas: Deltas = {}
     compute(e, deltas)
-    if kind not in _MARKS and not any(any(d) for d in deltas.values()):
+    if kind not in _MARKS and (not deltas or not any(any(d) for d in deltas.values())):
         return []
     row_key = e.account_id.bytes
     row = read(T, row_key)

@@ -23,6 +23,7 @@ the row (if it still has one).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from domain.message import Arrival, Arrived, Message, Placed, Written
@@ -84,6 +85,11 @@ def _fields(e: Written, p: int) -> dict[str, Any]:
     personal = e.personal
     envelope = personal.get("envelope")
     if envelope is not None:
+        sent_at = envelope.get("sent_at")
+        if type(sent_at) is datetime:
+            # the text the encoder's ``default`` would give, made here: the C encoder calling
+            # back into Python for the date-time took ~40% of this cell's encoding
+            envelope = {**envelope, "sent_at": iso(sent_at)}
         fields["envelope"] = envelope
     attachments = personal.get("attachment_names")
     if attachments is not None:
