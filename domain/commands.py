@@ -24,7 +24,8 @@ from domain.values import (
 
 
 class Command(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True,
+                              defer_build=True)
 
 
 C = TypeVar("C", bound=Command)

@@ -12,11 +12,12 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import uuid_utils
 
+from domain import rfc5322
 from domain.account import Account
 from domain.commands import BeginUpload, Deliver, build
 from domain.delivery_key import DeliveryKey, delivery_key_id
@@ -25,9 +26,11 @@ from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Upload
-from domain.rfc5322 import MessageFacts, inspect_message
 from domain.unit_of_work import Commands
 from domain.values import NAMESPACE, ExtractionPolicy, MessageState, account_id_for
+
+if TYPE_CHECKING:
+    from domain.rfc5322 import MessageFacts
 
 
 def new_message_id() -> UUID:
@@ -132,7 +135,7 @@ class DeliveryCommands(Commands):
         Nothing is written. Importers check each message on its own (one bad message is
         reported, not the batch), in worker processes if they like, then deliver the
         checked ones together (``deliver_checked``)."""
-        return CheckedDelivery(cmd, inspect_message(cmd.raw, self.limits))
+        return CheckedDelivery(cmd, rfc5322.inspect_message(cmd.raw, self.limits))
 
     def claimed(self, account: str, idempotency_key: str) -> bool:
         """Whether a delivery to ``account`` has claimed ``idempotency_key`` (one read; an
@@ -333,7 +336,7 @@ class DeliveryCommands(Commands):
         if msg.state != MessageState.INCOMPLETE.value:
             raise InvalidState(f"message {message_id} is {msg.state}; needs incomplete")
         raw = b"".join(self._upload_bytes(msg))
-        facts = inspect_message(raw, self.limits)
+        facts = rfc5322.inspect_message(raw, self.limits)
         inline = facts.size <= self.inline_limit
         if not inline:
             self.payloads.put_stream(self._upload_bytes(msg))

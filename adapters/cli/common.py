@@ -15,7 +15,7 @@ import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 from uuid import UUID
 
 import typer
@@ -28,6 +28,14 @@ def group(help_text: str, **options: Any) -> typer.Typer:
     return typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                        pretty_exceptions_enable=False, help=help_text,
                        context_settings={"help_option_names": ["-h", "--help"]}, **options)
+
+
+SYSTEM_FLAG_NAMES = {"seen", "answered", "flagged", "deleted", "draft"}
+FLAGS_HELP = ("a system flag (\\Seen \\Answered \\Flagged \\Deleted \\Draft: quote it, the shell "
+              "drops an unquoted backslash) or a keyword ($Forwarded, work). A bare 'Seen' is "
+              "refused: it is almost always \\Seen with its backslash lost")
+MessageId = Annotated[str, typer.Argument(metavar="MESSAGE_ID",
+                                           help="the message's id (a UUID)")]
 
 
 class State:
@@ -180,3 +188,13 @@ def cell(text: str | None, width: int) -> str:
 def progress_enabled() -> bool:
     """Progress bars are for a person watching: stderr must be a terminal, and not --json."""
     return not state.json and sys.stderr.isatty()
+
+
+def checked_flags(flags: list[str]) -> list[str]:
+    """Flags as typed, but a system flag's name without its backslash is refused with a hint
+    (the shell turns an unquoted ``\\Seen`` into ``Seen``)."""
+    for f in flags:
+        if f.lower() in SYSTEM_FLAG_NAMES:
+            fail(f"flag: {f!r} has no backslash: write '\\{f.capitalize()}' in quotes for the "
+                 f"system flag (a keyword may not be named like one here)")
+    return flags

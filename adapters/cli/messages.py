@@ -10,6 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import (
+    FLAGS_HELP,
+    MessageId,
+    checked_flags,
     fail,
     flags_text,
     group,
@@ -23,26 +26,11 @@ from domain.errors import MessageRejected
 
 app = group("Messages.")
 
-SYSTEM_FLAG_NAMES = {"seen", "answered", "flagged", "deleted", "draft"}
-FLAGS_HELP = ("a system flag (\\Seen \\Answered \\Flagged \\Deleted \\Draft: quote it, the shell "
-              "drops an unquoted backslash) or a keyword ($Forwarded, work). A bare 'Seen' is "
-              "refused: it is almost always \\Seen with its backslash lost")
-MessageId = Annotated[str, typer.Argument(metavar="MESSAGE_ID", help="the message's id (a UUID)")]
 UntilOption = Annotated[str | None, typer.Option(
     "--extract-until", metavar="ISO8601",
     help="extractable until this date-time (with a timezone, in the future)")]
 LimitOption = Annotated[int | None, typer.Option(
     "--extract-limit", metavar="N", min=1, help="how many times it may be extracted")]
-
-
-def checked_flags(flags: list[str]) -> list[str]:
-    """Flags as typed, but a system flag's name without its backslash is refused with a hint
-    (the shell turns an unquoted ``\\Seen`` into ``Seen``)."""
-    for f in flags:
-        if f.lower() in SYSTEM_FLAG_NAMES:
-            fail(f"flag: {f!r} has no backslash: write '\\{f.capitalize()}' in quotes for the "
-                 f"system flag (a keyword may not be named like one here)")
-    return flags
 
 
 @app.command()

@@ -11,7 +11,10 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import (
+    FLAGS_HELP,
+    MessageId,
     cell,
+    checked_flags,
     flags_text,
     group,
     human_size,
@@ -22,7 +25,6 @@ from adapters.cli.common import (
     parse_uuid,
     state,
 )
-from adapters.cli.messages import FLAGS_HELP, MessageId, checked_flags
 
 app = group("Reading the read models.")
 

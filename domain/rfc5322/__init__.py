@@ -12,12 +12,38 @@ parser: header block, long lines, MIME structure), `reader` (the fast reader), `
 May import: the standard library (``email``) only.
 """
 
-from domain.rfc5322.attachments import sanitise_filename
-from domain.rfc5322.envelope import Envelope, message_ids
-from domain.rfc5322.facts import MessageFacts, inspect_message, inspect_message_reference
-from domain.rfc5322.limits import KiB, MessageLimits, MiB
-from domain.rfc5322.scan import LineEnding, header_block_size, line_ending, prescan_structure
-from domain.rfc5322.text import clean_text
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from domain.rfc5322.attachments import sanitise_filename
+    from domain.rfc5322.envelope import Envelope, message_ids
+    from domain.rfc5322.facts import MessageFacts, inspect_message, inspect_message_reference
+    from domain.rfc5322.limits import KiB, MessageLimits, MiB
+    from domain.rfc5322.scan import LineEnding, header_block_size, line_ending, prescan_structure
+    from domain.rfc5322.text import clean_text
+
+# Each name is imported from its module on first use (PEP 562): a process that only needs
+# the limits (opening a store for ``flag``) does not load the parser and the email package.
+_MODULE_OF = {
+    "sanitise_filename": "attachments", "Envelope": "envelope", "message_ids": "envelope",
+    "MessageFacts": "facts", "inspect_message": "facts", "inspect_message_reference": "facts",
+    "KiB": "limits", "MessageLimits": "limits", "MiB": "limits", "LineEnding": "scan",
+    "header_block_size": "scan", "line_ending": "scan", "prescan_structure": "scan",
+    "clean_text": "text",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Envelope",
