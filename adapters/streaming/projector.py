@@ -642,7 +642,7 @@ class StreamProjector:
                     "%d); replaying them from the log into generation %d (%s)", tp[0], tp[1],
                     first, last, min(g.applied_in for g in gaps), gaps[0].generation,
                     ", ".join(p.name for p in projections))
-        self._store.begin()
+        self._store.begin()  # rows cached by an earlier batch may have been written since
         runner = ProjectionRunner(self._store, projections, self.physical, track=False)
         replayed = skipped = 0
         for chunk in _chunks(self.replay(first, last), 1000):
@@ -656,7 +656,6 @@ class StreamProjector:
                         skipped += 1
                         log.warning("replay skips position %d: %s", item[0], error)
             replayed += len(chunk)
-        self._store.begin()
         stamp = [Put(self.physical(n.TRACKING), tracking_row(g.name), n.TR_GENERATION,
                      b"%d" % g.generation, g.generation + 1) for g in gaps]
         self.store.apply(stamp)
