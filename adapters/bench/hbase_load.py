@@ -62,7 +62,7 @@ def hbase_load(reader: Any, events: int) -> dict[str, Any]:
                 store.drop_table(table)
             store.close()
         raw = _baselines(puts, specs, hbase.thrift_host, hbase.thrift_port, prefix + "r",
-                         5000, events)
+                         5000, events, versioned=True)
     rate = _rate(len(puts), seconds)
     return {"events": events, "cells": len(puts), "write_path": "thrift2",
             "letterlog_store_cells_per_s": rate,

@@ -107,6 +107,9 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
                  use_running: Annotated[bool, typer.Option(
                      "--use-running", help="Kafka and HBase from LETTERLOG_* settings "
                      "(services.env) instead of starting them")] = False,
+                 versioned_baseline: Annotated[bool, typer.Option(
+                     "--versioned-baseline", help="also write the cells through happybase "
+                     "with their versions (one call per table and version: minutes)")] = False,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
     from adapters.bench.stream import bench_stream as run
@@ -114,7 +117,8 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
     from adapters.settings import load_settings
 
     servers = running_servers(load_settings(data=state.data)) if use_running else {}
-    _bench(run(events=events, plot=plot, **servers), as_json)
+    _bench(run(events=events, plot=plot, versioned_baseline=versioned_baseline, **servers),
+           as_json)
 
 
 @bench_app.command("startup")
