@@ -186,6 +186,57 @@ def _baselines(puts: list[Any], specs: list[Any], host: str, port: int, prefix: 
     return out
 
 
+def _projector_in_process(reader: Any, head: int, host: str, port: int,
+                          thrift2_port: int | None, prefix: str, partitions: int,
+                          batch: int) -> dict[str, Any]:
+    """The workers' ``StreamProjector`` alone, in this process, on the same records (keyed and
+    partitioned as the relay does, in batches of ``batch``) into fresh tables on the same
+    HBase: what one worker could do with Kafka, faust and the relay taking no CPU."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    from adapters.bootstrap import stream_tables
+    from adapters.eventlog.records import account_key, record_from_notification
+    from adapters.readside.catalog import Catalog
+    from adapters.settings import load_settings
+    from adapters.streaming.projector import Record, StreamProjector
+
+    recorder = reader.log.recorder
+    choose, ids, offsets = DefaultPartitioner(), list(range(partitions)), [0] * partitions
+    records: list[Any] = []
+    start = 1
+    while True:
+        notes = recorder.select_notifications(start=start, limit=10_000, stop=head)
+        if not notes:
+            break
+        for n in notes:
+            key = account_key(n.originator_id, n.topic, bytes(n.state))
+            p = choose(key, ids, ids)
+            records.append(Record(topic="bench", partition=p, offset=offsets[p],
+                                  value=record_from_notification(n).encode(), key=key,
+                                  timestamp=0.0))
+            offsets[p] += 1
+        start = notes[-1].id + 1
+    # the table store a worker builds from its settings (pool, Thrift2 gateway)
+    store = stream_tables(load_settings(table_store="hbase", hbase_host=host, hbase_port=port,
+                                        hbase_table_prefix=prefix,
+                                        hbase_thrift2_port=thrift2_port or 0))
+    try:
+        projector = StreamProjector(store, ["bench"], catalog=Catalog(store))
+        projector.create_tables()
+        t0, c0 = time.perf_counter(), time.process_time()
+        for i in range(0, len(records), batch):
+            projector.apply(records[i:i + batch])
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        projector.close()
+    finally:
+        for table in store.list_tables():
+            store.drop_table(table)
+        store.close()
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+            "events_per_s": _rate(len(records), seconds),
+            "cpu_us_per_event": round(cpu * 1e6 / len(records), 1) if records else None}
+
+
 def bench_stream(events: int = 100_000, plot: Path | None = None, *,
                  bootstrap: str | None = None, hbase: str | None = None,
                  thrift2_port: int | None = None, write_path: str = "thrift2",
@@ -328,6 +379,13 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         e2e = result["end_to_end"]["events_per_s"]
         raw = baselines["raw_batch"]["events_per_s"]
         result["ratio"] = round(e2e / raw, 3) if raw else None
+        # the floor: the projector alone, no Kafka, faust or relay, on the same HBase
+        alone = _projector_in_process(reader, head, host, port,
+                                      thrift2_port if used == "thrift2" else None,
+                                      prefix + "p", partitions, batch)
+        result["projector_in_process"] = alone
+        result["ratio_projector_in_process"] = (round(alone["events_per_s"] / raw, 3)
+                                                if raw else None)
         if "raw_batch_versioned" in baselines:
             versioned = baselines["raw_batch_versioned"]["events_per_s"]
             result["ratio_to_versioned"] = round(e2e / versioned, 3) if versioned else None
@@ -353,15 +411,19 @@ def _plot(path: Path, result: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    labels = [f"end to end ({result['write_path']})\nrelay→Kafka→faust→HBase",
-              "happybase batch\n(same cells)",
-              "happybase batch\nper version"]
-    values = [result["end_to_end"]["events_per_s"],
-              result["baselines"]["raw_batch"]["events_per_s"]]
+    bars_of = [(f"end to end ({result['write_path']})\nrelay→Kafka→faust→HBase",
+                result["end_to_end"]["events_per_s"], "#4c72b0")]
+    if "projector_in_process" in result:
+        bars_of.append(("projector alone\n(no Kafka, one process)",
+                        result["projector_in_process"]["events_per_s"], "#8fa8d0"))
+    bars_of.append(("happybase batch\n(same cells)",
+                    result["baselines"]["raw_batch"]["events_per_s"], "#999999"))
     if "raw_batch_versioned" in result["baselines"]:
-        values.append(result["baselines"]["raw_batch_versioned"]["events_per_s"])
-    bars = left.bar(labels[:len(values)], values,
-                    color=["#4c72b0", "#999999", "#cccccc"][:len(values)])
+        bars_of.append(("happybase batch\nper version",
+                        result["baselines"]["raw_batch_versioned"]["events_per_s"], "#cccccc"))
+    bars = left.bar([b[0] for b in bars_of], [b[1] for b in bars_of],
+                    color=[b[2] for b in bars_of])
+    left.tick_params(axis="x", labelsize=7)
     left.bar_label(bars, fmt="%.0f")
     left.set_ylabel("events/s")
     left.set_title(f"{result['events']:,} events, {result['workers']} worker(s), "
