@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
@@ -64,6 +64,13 @@ PURGED_FROM = (pn.MESSAGES, pn.LABEL_INDEX, pn.THREADS, pn.PAYLOAD_REFS, pn.PURG
 """The tables a purge deletes cells from (compacted after a purge run on HBase)."""
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 class Letterlog(ReadModelQueries):
     """Commands and queries of one letterlog store.
 
@@ -82,6 +89,7 @@ class Letterlog(ReadModelQueries):
         self._projections = projections
         self._read_side = read_side  # opens the read side on first use (table_store=hbase)
         self._read_side_lock = threading.Lock()
+        self._follower: Any = None  # a second process projecting (``projecting_in_a_second..``)
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -171,6 +179,53 @@ class Letterlog(ReadModelQueries):
             return 0
         return int(self._projections.catch_up())
 
+    @contextmanager
+    def projecting_in_a_second_process(self) -> Iterator[bool]:
+        """Commands in this block leave the read models to a second process that follows the
+        log (``adapters.readside.follower``): this one parses, decides and appends while that
+        one projects, on two cores at once (ADR 0027). After each command the follower is
+        woken by a byte on its standard input; when the block ends its input is closed, it
+        catches up and exits, and this process catches up with anything left (nothing,
+        unless the follower failed: then it is logged and done here). So the read models are
+        current when the block returns, as after any command. Yields whether a follower
+        runs: not without embedded read models (they are HBase's), not on one core (the two
+        processes would take turns and the follower decodes every event again), not nested."""
+        if (self._projections is None or not self._projections.live
+                or self._follower is not None or _usable_cores() < 2):
+            yield False
+            return
+        import subprocess
+        import sys
+
+        follower = subprocess.Popen([sys.executable, "-m", "adapters.readside.follower"],
+                                    stdin=subprocess.PIPE)
+        assert follower.stdin is not None
+        try:
+            follower.stdin.write(self.settings.model_dump_json().encode() + b"\n")
+            follower.stdin.flush()
+        except OSError:
+            pass  # it died at once: found when it is waited for
+        self._follower = follower
+        try:
+            yield True
+        finally:
+            self._follower = None
+            with suppress(OSError):
+                follower.stdin.close()
+            code = follower.wait()
+            if code != 0:
+                log.warning("the projecting process exited with %s; projecting here", code)
+            self.catch_up()
+
+    def _wake_follower(self) -> bool:
+        """Tells the follower the log has grown; False if it is gone (then project here)."""
+        try:
+            self._follower.stdin.write(b"+")
+            self._follower.stdin.flush()
+            return True
+        except OSError:
+            return False
+
     def _command(self, command: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Runs a command of ``mail``, then (explicitly, even if it failed after saving) lets
         the read models catch up with what it saved."""
@@ -189,6 +244,8 @@ class Letterlog(ReadModelQueries):
         again (tracking only moves with what was written).
         """
         if self._projections is None or not saved:
+            return
+        if self._follower is not None and self._wake_follower():
             return
         try:
             self._projections.catch_up(saved)

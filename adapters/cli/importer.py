@@ -24,6 +24,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesHeaderParser
@@ -262,6 +263,15 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
     in source order, so what landed is a prefix: messages are looked up (and not parsed)
     while they are found delivered, up to the first that is not; from there on the
     deliveries themselves find any key claimed."""
+    # more than one batch: a second process projects while this one appends (ADR 0027)
+    pipelined = store.projecting_in_a_second_process() if total > batch else nullcontext()
+    with pipelined:
+        return _deliver_batches(store, items, account, mailbox, batch, progress, on_reject)
+
+
+def _deliver_batches(store: Any, items: Iterable[SourceMessage], account: str, mailbox: str,
+                     batch: int, progress: Callable[[int], None] | None,
+                     on_reject: Callable[[str, str], None] | None) -> dict[str, Any]:
     imported = already = 0
     rejected: list[dict[str, str]] = []
     created: set[str] = set()
