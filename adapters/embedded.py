@@ -459,6 +459,12 @@ class Letterlog(ReadModelQueries):
         InvalidCommand if unfit."""
         return self.mail.check(build(Deliver, **fields))
 
+    def store_payloads(self, items: Sequence[CheckedDelivery]) -> None:
+        """Writes the payloads of the large messages among ``items`` ahead of their
+        ``deliver_checked`` (which then only touches them): an importer writes a batch's
+        while the batch before it is appended."""
+        self.mail.store_payloads(items)
+
     def already_delivered(self, account: str, idempotency_key: str) -> bool:
         """Whether a delivery to ``account`` with ``idempotency_key`` has landed (a read;
         delivering it again would store nothing either way)."""

@@ -143,10 +143,13 @@ class DeliveryCommands(Commands):
         return self.uow.claim_of(delivery_key_id(account_id_for(account), idempotency_key)) \
             is not None
 
-    def _store_payloads(self, items: Sequence[CheckedDelivery]) -> list[bool]:
+    def store_payloads(self, items: Sequence[CheckedDelivery]) -> list[bool]:
         """Which messages stay inline; the others' payloads are written now, before any
         event exists (if the append never commits they are orphans, which the
-        unreferenced-payload purge collects). A batch's payloads are written together."""
+        unreferenced-payload purge collects). A batch's payloads are written together.
+        ``deliver_checked`` does this itself; an importer may call it ahead, for the next
+        batch while the current one is appended: a payload stored already is only touched
+        when the delivery writes it again."""
         inline = [c.facts.size <= self.inline_limit for c in items]
         large = [c.command.raw for c, small in zip(items, inline, strict=True) if not small]
         if large:
@@ -186,7 +189,7 @@ class DeliveryCommands(Commands):
             return []
         uow = self.uow
         commands = [c.command for c in items]
-        inline = self._store_payloads(items)
+        inline = self.store_payloads(items)
         prepared = [(c.command.raw, c.facts, small)
                     for c, small in zip(items, inline, strict=True)]
         now = self.clock()

@@ -24,7 +24,8 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import nullcontext
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesHeaderParser
@@ -275,9 +276,53 @@ def _deliver_batches(store: Any, items: Iterable[SourceMessage], account: str, m
     imported = already = 0
     rejected: list[dict[str, str]] = []
     created: set[str] = set()
+    # A batch's payload files are written (and fsynced) in a thread while this one checks
+    # the next batch and appends the batch before: writing them ahead is only a head start,
+    # the delivery writes (touches) them again, so a failure here is left to it to report.
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="payloads-ahead")
+    pending: tuple[Future[None], list[Any], bool, int] | None = None
+
+    def deliver(waiting: tuple[Future[None], list[Any], bool, int]) -> None:
+        nonlocal imported, already
+        written, checked, new_keys, count = waiting
+        wait([written])  # its payloads are on disk (or left to the delivery to write)
+        delivered = store.deliver_checked(checked, new_keys=new_keys)
+        duplicates = sum(d.duplicate for d in delivered)
+        imported += len(delivered) - duplicates
+        already += duplicates
+        if progress is not None:
+            progress(count)
+
+    def write_ahead(checked: list[Any]) -> None:
+        with suppress(Exception):
+            store.store_payloads(checked)
+
+    try:
+        for checked, new_keys, count, landed in _checked_batches(
+                store, items, account, mailbox, batch, created, rejected, on_reject):
+            already += landed
+            written = ahead.submit(write_ahead, checked)
+            if pending is not None:
+                deliver(pending)
+            pending = (written, checked, new_keys, count)
+        if pending is not None:
+            deliver(pending)
+    finally:
+        ahead.shutdown(wait=True)
+    return {"imported": imported, "already_imported": already, "rejected": len(rejected),
+            "rejections": rejected}
+
+
+def _checked_batches(store: Any, items: Iterable[SourceMessage], account: str, mailbox: str,
+                     batch: int, created: set[str], rejected: list[dict[str, str]],
+                     on_reject: Callable[[str, str], None] | None
+                     ) -> Iterator[tuple[list[Any], bool, int, int]]:
+    """Each batch's checked deliveries, whether their keys are expected new, how many source
+    messages the batch held, and how many of them were found landed already (looked up)."""
     resuming = True
     for chunk in _batches(items, max(1, batch)):
         checked = []
+        already = 0
         for m in chunk:
             if resuming and m.key is not None and m.error is None:
                 if store.already_delivered(account, m.key):
@@ -298,11 +343,4 @@ def _deliver_batches(store: Any, items: Iterable[SourceMessage], account: str, m
                 rejected.append({"message": m.name, "error": str(e)})
                 if on_reject is not None:
                     on_reject(m.name, str(e))
-        delivered = store.deliver_checked(checked, new_keys=not resuming)
-        duplicates = sum(d.duplicate for d in delivered)
-        imported += len(delivered) - duplicates
-        already += duplicates
-        if progress is not None:
-            progress(len(chunk))
-    return {"imported": imported, "already_imported": already, "rejected": len(rejected),
-            "rejections": rejected}
+        yield checked, not resuming, len(chunk), already

@@ -133,3 +133,52 @@ def test_maildir_folders_with_special_use_names_get_their_roles(tmp_path: Path) 
     assert roles == {"INBOX": "inbox", "Old trash": "trash", "Sent Items": "sent",
                      "Trash": "", "Spam": "junk", "Projects": "", "Archive/2024": ""}
     store.close()
+
+
+def _large(i: int) -> bytes:
+    body = (f"line {i} " * 4000).encode()  # well above the 10 KiB inline limit
+    return make_mail(f"large {i}", message_id=f"<large{i}@x>") + body
+
+
+class _AheadFails:
+    """A store whose write-ahead of payloads fails (a full disk for a moment, say)."""
+
+    def __init__(self, store: Letterlog) -> None:
+        self.store = store
+        self.calls = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    def store_payloads(self, items) -> None:
+        self.calls += 1
+        raise OSError(28, "No space left on device")
+
+
+def test_large_payloads_written_ahead_are_delivered_and_read_back_byte_exact(
+        tmp_path: Path) -> None:
+    items = [SourceMessage(f"m{i}", _large(i) if i % 2 else make_mail(f"small {i}",
+                                                                      message_id=f"<s{i}@x>"),
+                           key=f"k{i}") for i in range(9)]
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        report = run_import(store, len(items), items, ADA, "INBOX", batch=2)
+        assert report["imported"] == 9
+        listed = {m.subject: m for m in store.messages(ADA, limit=20)}
+        for i in range(1, 9, 2):
+            m = listed[f"large {i}"]
+            assert store.payloads.exists(m.sha256)  # large: stored as a payload file
+            assert b"".join(store.body(ADA, "INBOX", m.uid)) == items[i].raw
+        assert all(r.identical for r in store.verify())
+
+
+def test_a_failed_write_ahead_leaves_the_payloads_to_the_delivery(tmp_path: Path) -> None:
+    items = [SourceMessage(f"m{i}", _large(i), key=f"k{i}") for i in range(5)]
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        failing = _AheadFails(store)
+        report = run_import(failing, len(items), items, ADA, "INBOX", batch=2)
+        assert failing.calls == 3  # one per batch, every one failed
+        assert report["imported"] == 5
+        listed = store.messages(ADA, limit=10)
+        assert all(store.payloads.exists(m.sha256) for m in listed)
+        assert sorted(b"".join(store.body(ADA, "INBOX", m.uid)) for m in listed) == \
+            sorted(i.raw for i in items)
