@@ -562,10 +562,10 @@ class Letterlog(ReadModelQueries):
 
         cells = host.tables.get(host.physical(pn.MESSAGES),
                                 message_row(self._mailbox_id(account, mailbox), uid),
-                                [pn.DATA_BODY, pn.DATA_FIELDS])
+                                [pn.DATA_BODY, pn.DATA_SUMMARY, pn.DATA_FIELDS])
         if not cells:
             raise MessageNotFound(f"no message with UID {uid} in {mailbox!r}")
-        fields = data_fields(cells.get(pn.DATA_FIELDS))
+        fields = data_fields(cells.get(pn.DATA_FIELDS), cells.get(pn.DATA_SUMMARY))
         if not fields.get("inline"):
             return self.payloads.open(str(fields["sha256"]))
         if pn.DATA_BODY in cells:  # a row written before ADR 0014 holds its own copy

@@ -258,7 +258,29 @@ def decode_counters(row: dict[bytes, bytes]) -> tuple[dict[UUID, Counts], dict[s
     return mailboxes, labels
 
 
-def data_fields(value: bytes | None) -> dict[str, Any]:
-    """A ``data:fields`` cell as a dict ({} if there is none or it is not an object)."""
+# -- a message row's data cells (ADR 0028) -------------------------------------------------------
+
+def decode_summary(value: bytes) -> list[Any]:
+    """A ``data:summary`` cell: ``[size, internal_date, sha256, subject, sender, truncated]``
+    (later versions may append items; readers take the first six)."""
+    found = decode_json(value)
+    if type(found) is not list or len(found) < 6:
+        raise ValueError(f"data:summary: expected a JSON array of six items, got {value[:80]!r}")
+    return found
+
+
+def data_fields(value: bytes | None, summary: bytes | None = None) -> dict[str, Any]:
+    """A message row's data as one dict ({} if there is none or it is not an object): the
+    ``data:fields`` cell with what ``data:summary`` holds put back in (rows written before
+    ADR 0028 have no summary: their ``data:fields`` holds everything)."""
     found = decode_json(value) if value else {}
-    return found if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        found = {}
+    if summary:
+        size, internal_date, sha256, subject, sender = decode_summary(summary)[:5]
+        found.update(size=size, internal_date=internal_date, sha256=sha256)
+        envelope = found.get("envelope")
+        if type(envelope) is dict:
+            envelope.update(subject=subject)
+            envelope["from"] = sender
+    return found

@@ -53,6 +53,7 @@ def _row(e: Placed) -> bytes:
 
 
 def _full_row(e: Written, p: int, state: bytes, row: bytes) -> list[Mutation]:
+    summary, fields = _data(e, p)
     cells: list[Mutation] = [
         put(T, row, n.META_FLAGS, encode_names(e.flags), p),
         put(T, row, n.META_LABELS, encode_names(e.labels), p),
@@ -60,20 +61,24 @@ def _full_row(e: Written, p: int, state: bytes, row: bytes) -> list[Mutation]:
         put(T, row, n.META_STATE, state, p),
         put(T, row, n.META_THREAD, e.thread_id.bytes, p),
         put(T, row, n.DATA_MESSAGE, e.originator_id.bytes, p),
-        put(T, row, n.DATA_FIELDS, encode_json(_fields(e, p)), p),
+        put(T, row, n.DATA_SUMMARY, summary, p),
+        put(T, row, n.DATA_FIELDS, fields, p),
         put(T, row, n.META_POLICY, encode_policy(e.policy), p),
     ]
     return cells
 
 
-def _fields(e: Written, p: int) -> dict[str, Any]:
-    """What ``data:fields`` holds (JSON: UUIDs as strings, the date in ISO 8601). An inline
-    body is not copied: ``body_event`` is the log position of the event that holds it."""
+def _data(e: Written, p: int) -> tuple[bytes, bytes]:
+    """``data:summary`` and ``data:fields`` (ADR 0028; ``codec.split_fields`` gives the same
+    from the whole, as ``codec.data_fields`` reads it back). JSON: UUIDs as strings, dates in
+    ISO 8601. An inline body is not copied: ``body_event`` is the log position of the event
+    that holds it."""
     size = e.size
     if type(size) is not int:
         raise TypeError(f"size: expected an int, got {type(size).__name__}")
-    fields = {"account": str(e.account_id), "size": size, "internal_date": iso(e.internal_date),
-              "sha256": e.sha256, "inline": bool(e.inline), "facts": e.facts}
+    facts = e.facts
+    fields: dict[str, Any] = {"account": str(e.account_id), "inline": bool(e.inline),
+                              "facts": facts}
     if e.inline and not _shredded(e.personal):
         body = e.personal.get("body")
         if type(body) is not bytes:
@@ -84,7 +89,11 @@ def _fields(e: Written, p: int) -> dict[str, Any]:
         fields["copied_from"] = str(copied_from)
     personal = e.personal
     envelope = personal.get("envelope")
+    subject = sender = None
     if envelope is not None:
+        if type(envelope) is dict and "subject" in envelope and "from" in envelope:
+            subject, sender = envelope["subject"], envelope["from"]
+            envelope = {k: v for k, v in envelope.items() if k != "subject" and k != "from"}
         sent_at = envelope.get("sent_at")
         if type(sent_at) is datetime:
             # the text the encoder's ``default`` would give, made here: the C encoder calling
@@ -94,7 +103,10 @@ def _fields(e: Written, p: int) -> dict[str, Any]:
     attachments = personal.get("attachment_names")
     if attachments is not None:
         fields["attachments"] = attachments
-    return fields
+    truncated = facts.get("truncated") if type(facts) is dict else None
+    summary = [size, iso(e.internal_date), e.sha256, subject, sender,
+               truncated if type(truncated) is list else []]
+    return encode_json(summary), encode_json(fields)
 
 
 def _shredded(personal: Mapping[str, Any]) -> bool:

@@ -86,8 +86,12 @@ META_POLICY: Final = b"meta:policy"
 META_EXTRACTS: Final = b"meta:extracts"
 
 DATA_MESSAGE: Final = b"data:message"
-DATA_FIELDS: Final = b"data:fields"  # JSON: account, size, internal_date, sha256, inline,
-#                                       copied_from, facts, envelope, attachments, body_event
+DATA_SUMMARY: Final = b"data:summary"  # JSON [size, internal_date, sha256, subject, sender,
+#                                         truncated]: what a listing shows (ADR 0028)
+DATA_FIELDS: Final = b"data:fields"  # JSON: account, inline, copied_from, facts, envelope (but
+#                                       subject and from), attachments, body_event; before
+#                                       ADR 0028 also size, internal_date, sha256 and the whole
+#                                       envelope
 DATA_BODY: Final = b"data:body"  # written before ADR 0014 only (the inline body)
 
 # -- label_index, threads ----------------------------------------------------------------------

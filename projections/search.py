@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from projections import names as n
@@ -95,10 +96,11 @@ class Usage:
 
 
 def _rows(store: TableStore, mailbox_id: UUID, physical: Physical
-          ) -> Iterator[tuple[bytes | None, bytes | None]]:
+          ) -> Iterator[tuple[bytes | None, dict[str, Any]]]:
     for _, cells in store.scan(physical(n.MESSAGES), prefix=messages_prefix(mailbox_id),
-                               columns=[n.META_STATE, n.DATA_FIELDS]):
-        yield cells.get(n.META_STATE), cells.get(n.DATA_FIELDS)
+                               columns=[n.META_STATE, n.DATA_SUMMARY, n.DATA_FIELDS]):
+        yield cells.get(n.META_STATE), data_fields(cells.get(n.DATA_FIELDS),
+                                                   cells.get(n.DATA_SUMMARY))
 
 
 def mailbox_usage(store: TableStore, mailbox_id: UUID,
@@ -106,8 +108,7 @@ def mailbox_usage(store: TableStore, mailbox_id: UUID,
     """Messages (soft-deleted ones apart: they hold their bytes until purged) and bytes."""
     messages = deleted = delivered = inline = 0
     payloads: dict[str, int] = {}
-    for state, value in _rows(store, mailbox_id, physical):
-        fields = data_fields(value)
+    for state, fields in _rows(store, mailbox_id, physical):
         size = int(fields.get("size", 0))
         delivered += size
         if state == b"deleted":

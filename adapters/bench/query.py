@@ -143,22 +143,34 @@ def _percentiles(ns: list[int]) -> dict[str, float]:
     return {"p50_ms": q(0.50), "p99_ms": q(0.99), "max_ms": round(s[-1] / 1e6, 4)}
 
 
+Call = tuple[Callable[[int], Any], Callable[[int, Any], None]]  # a read and its check
+
+
 def _timed(samples: int, call: Callable[[int], Any], check: Callable[[int, Any], None]
            ) -> dict[str, float]:
-    """Times ``call(i)`` ``samples`` times, checking each result right after its call (outside
+    return _timed_together(samples, {"": (call, check)})[""]
+
+
+def _timed_together(samples: int, calls: dict[str, Call]) -> dict[str, dict[str, float]]:
+    """Times each ``call(i)`` ``samples`` times, the calls taking turns sample by sample (so
+    letterlog and its raw baseline meet the same machine: a burst of other work lands on
+    both, not on whichever ran second), checking each result right after its call (outside
     the timed window) and dropping it, as a caller would: results kept for checking later
     would grow the heap and charge the cyclic GC's full collections to the queries."""
     for i in range(min(50, samples)):  # warm-up (statement cache, pages)
-        check(i, call(i))
+        for call, check in calls.values():
+            check(i, call(i))
     gc.collect()
-    ns: list[int] = []
+    ns: dict[str, list[int]] = {name: [] for name in calls}
+    timed = [(ns[name], call, check) for name, (call, check) in calls.items()]
     clock = time.perf_counter_ns
     for i in range(samples):
-        t0 = clock()
-        got = call(i)
-        ns.append(clock() - t0)
-        check(i, got)
-    return _percentiles(ns)
+        for times, call, check in timed:
+            t0 = clock()
+            got = call(i)
+            times.append(clock() - t0)
+            check(i, got)
+    return {name: _percentiles(times) for name, times in ns.items()}
 
 
 @dataclass
@@ -203,20 +215,17 @@ class _QueryChecks:
                         "bytes": got["bytes"]})
 
 
-def _time_queries(store: Any, checks: _QueryChecks, samples: int) -> dict[str, Any]:
+def _query_calls(store: Any, checks: _QueryChecks) -> dict[str, Call]:
     """The query functions the embedded API calls, on the table store (same cells as raw)."""
     from projections import queries as q
 
     mb, acc, befores = checks.fx.mailbox_id, checks.fx.account_id, checks.befores
     return {
-        "newest_50": _timed(samples, lambda i: q.mailbox_messages(store, mb, limit=50),
-                            checks.newest),
-        "random_page_50": _timed(
-            samples, lambda i: q.mailbox_messages(store, mb, limit=50, before_uid=befores[i]),
-            checks.before),
-        "mailbox_counts": _timed(samples, lambda i: q.mailbox_counts(store, acc, mb),
-                                 checks.counts),
-        "counters_row": _timed(samples, lambda i: q.counters(store, acc), checks.all_counts),
+        "newest_50": (lambda i: q.mailbox_messages(store, mb, limit=50), checks.newest),
+        "random_page_50": (lambda i: q.mailbox_messages(store, mb, limit=50,
+                                                        before_uid=befores[i]), checks.before),
+        "mailbox_counts": (lambda i: q.mailbox_counts(store, acc, mb), checks.counts),
+        "counters_row": (lambda i: q.counters(store, acc), checks.all_counts),
     }
 
 
@@ -250,7 +259,7 @@ def _listing_sql(columns: list[bytes]) -> str:
             f"WHERE row >= ? AND row < ?{col_in} ORDER BY row, col LIMIT ?")
 
 
-def _time_raw(path: Path, checks: _QueryChecks, samples: int) -> dict[str, Any]:
+def _raw_calls(con: sqlite3.Connection, checks: _QueryChecks) -> dict[str, Call]:
     """Plain SELECTs of the cells letterlog reads, on the same file: 50 rows of the listing
     columns; the mailbox's count cell; the account's count family (``c:``)."""
     from projections import names as pn
@@ -266,30 +275,43 @@ def _time_raw(path: Path, checks: _QueryChecks, samples: int) -> dict[str, Any]:
     counters_sql = f'SELECT col, value, version FROM "cells:{pn.COUNTERS}" WHERE row = ?'
     family = pn.CT_COUNTS
     row, column = account_row(fx.account_id), pn.CT_MAILBOX + fx.mailbox_id.bytes
+
+    def listing(low: bytes) -> list[Any]:
+        return con.execute(listing_sql, [low, high, *columns, cells_50]).fetchall()
+
+    def full(i: int, got: list[Any]) -> None:
+        if len(got) != cells_50:
+            raise AssertionError(f"raw listing: {len(got)} cells, expected {cells_50}")
+
+    def unchecked(i: int, got: Any) -> None:
+        pass
+
+    return {
+        "newest_50": (lambda i: listing(messages_prefix(fx.mailbox_id)), full),
+        "random_page_50": (lambda i: listing(message_row(fx.mailbox_id, befores[i] - 1)),
+                           unchecked),
+        "mailbox_counts": (lambda i: con.execute(counters_sql + " AND col = ?",
+                                                 (row, column)).fetchall(), unchecked),
+        "counters_row": (lambda i: con.execute(counters_sql + " AND col >= ? AND col < ?",
+                                               (row, family, family[:-1] + b";")).fetchall(),
+                         unchecked),
+    }
+
+
+def _time_against_raw(store: Any, path: Path, checks: _QueryChecks, samples: int
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each query and its raw SELECT, timed taking turns (``_timed_together``): letterlog's
+    percentiles and the raw ones."""
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA cache_size=-32768")
     try:
-        def listing(low: bytes) -> list[Any]:
-            return con.execute(listing_sql, [low, high, *columns, cells_50]).fetchall()
-
-        def full(i: int, got: list[Any]) -> None:
-            if len(got) != cells_50:
-                raise AssertionError(f"raw listing: {len(got)} cells, expected {cells_50}")
-
-        return {
-            "newest_50": _timed(samples, lambda i: listing(messages_prefix(fx.mailbox_id)),
-                                full),
-            "random_page_50": _timed(
-                samples, lambda i: listing(message_row(fx.mailbox_id, befores[i] - 1)),
-                lambda i, got: None),
-            "mailbox_counts": _timed(samples, lambda i: con.execute(
-                counters_sql + " AND col = ?", (row, column)).fetchall(), lambda i, got: None),
-            "counters_row": _timed(samples, lambda i: con.execute(
-                counters_sql + " AND col >= ? AND col < ?",
-                (row, family, family[:-1] + b";")).fetchall(), lambda i, got: None),
-        }
+        ours, raw = _query_calls(store, checks), _raw_calls(con, checks)
+        timed = {name: _timed_together(samples, {"letterlog": ours[name], "raw": raw[name]})
+                 for name in ours}
     finally:
         con.close()
+    return ({name: t["letterlog"] for name, t in timed.items()},
+            {name: t["raw"] for name, t in timed.items()})
 
 
 def _counters_row_cells(store: Any, fx: _QueryFixture) -> dict[str, int]:
@@ -319,10 +341,9 @@ def bench_query(messages: int = 100_000, samples: int = 2000,
         checks = _QueryChecks(fx, [rng.randint(2, fx.listed[-1]) for _ in range(samples)])
         task = progress.add_task("timing queries", total=None)
         row_cells = _counters_row_cells(store, fx)
-        results = _time_queries(store, checks, samples)
+        results, raw = _time_against_raw(store, path, checks, samples)
         store.close()
         embedded = _time_embedded(Path(tmp), checks, samples)
-        raw = _time_raw(path, checks, samples)
         progress.update(task, completed=samples)
         size = path.stat().st_size
 
@@ -342,6 +363,7 @@ def bench_query(messages: int = 100_000, samples: int = 2000,
         "letterlog": results,
         "embedded_api": embedded,
         "raw_sqlite": raw,
+        "timing": "each query and its raw SELECT alternate, sample by sample",
         "ratio_p50": {k: round(raw[k]["p50_ms"] / results[k]["p50_ms"], 3)
                       if results[k]["p50_ms"] else 0.0 for k in results},
         "listing_p99_vs_raw": round(results["newest_50"]["p99_ms"]

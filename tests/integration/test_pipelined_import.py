@@ -65,15 +65,15 @@ def test_inside_the_block_this_process_does_not_project_the_follower_does(
 def test_a_follower_that_dies_leaves_the_projection_to_this_process(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with Letterlog.open(tmp_path / "d", durability="normal") as store:
-        with caplog.at_level(logging.WARNING, logger="letterlog"):
-            with store.projecting_in_a_second_process() as following:
-                assert following
-                store.deliver(account=ADA, raw=make_mail("one", message_id="<1@z>"))
-                store._follower.kill()
-                store._follower.wait()
-                store.deliver(account=ADA, raw=make_mail("two", message_id="<2@z>"))
-                # the wake-up failed, so this delivery was projected here
-                assert store.messages(ADA, limit=1)[0].subject == "two"
+        with (caplog.at_level(logging.WARNING, logger="letterlog"),
+              store.projecting_in_a_second_process() as following):
+            assert following
+            store.deliver(account=ADA, raw=make_mail("one", message_id="<1@z>"))
+            store._follower.kill()
+            store._follower.wait()
+            store.deliver(account=ADA, raw=make_mail("two", message_id="<2@z>"))
+            # the wake-up failed, so this delivery was projected here
+            assert store.messages(ADA, limit=1)[0].subject == "two"
         assert "projecting process exited" in caplog.text
         assert [m.subject for m in store.messages(ADA, limit=5)] == ["two", "one"]
         assert all(r.identical for r in store.verify())
@@ -82,12 +82,12 @@ def test_a_follower_that_dies_leaves_the_projection_to_this_process(
 def test_no_follower_on_one_core_or_without_embedded_read_models(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(adapters.embedded, "_usable_cores", lambda: 1)
-    with Letterlog.open(tmp_path / "d", durability="normal") as store:
-        with store.projecting_in_a_second_process() as following:
-            assert not following
-            store.deliver(account=ADA, raw=make_mail("here", message_id="<h@z>"))
-            assert store.messages(ADA, limit=1)[0].subject == "here"  # projected at once
+    with (Letterlog.open(tmp_path / "d", durability="normal") as store,
+          store.projecting_in_a_second_process() as following):
+        assert not following
+        store.deliver(account=ADA, raw=make_mail("here", message_id="<h@z>"))
+        assert store.messages(ADA, limit=1)[0].subject == "here"  # projected at once
     monkeypatch.setattr(adapters.embedded, "_usable_cores", lambda: 2)
-    with Letterlog.open(tmp_path / "d", read_models=False) as writer:
-        with writer.projecting_in_a_second_process() as following:
-            assert not following
+    with (Letterlog.open(tmp_path / "d", read_models=False) as writer,
+          writer.projecting_in_a_second_process() as following):
+        assert not following

@@ -9,13 +9,14 @@ import json
 import random
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
 
 from adapters.bench.benchlog import bench_log, mapper_events, open_reader, select_unpack
 from adapters.bench.project import bench_project
-from adapters.bench.query import bench_query, query_store
+from adapters.bench.query import _timed_together, bench_query, query_store
 from adapters.bench.rebuild import bench_rebuild
 from adapters.bench.synthetic import MailFactory
 from domain.rfc5322 import inspect_message
@@ -141,6 +142,22 @@ def test_bench_query(tmp_path: Path) -> None:
     assert r["listing_p99_vs_raw"] == round(
         r["letterlog"]["newest_50"]["p99_ms"] / r["raw_sqlite"]["newest_50"]["p99_ms"], 3)
     assert r["target_listing_p99_ms"] == 2.0 and r["target_listing_p99_vs_raw"] == 2.0
+    assert "alternate" in r["timing"]
+
+
+def test_timed_reads_take_turns_and_every_result_is_checked() -> None:
+    order: list[str] = []
+    checked: list[tuple[str, int, Any]] = []
+
+    def call(name: str) -> Any:
+        return (lambda i: order.append(name) or (name, i),
+                lambda i, got: checked.append((name, i, got)))
+
+    timed = _timed_together(5, {"letterlog": call("letterlog"), "raw": call("raw")})
+    assert order == ["letterlog", "raw"] * 10  # 5 warm-up turns, then 5 timed ones
+    assert checked[-2:] == [("letterlog", 4, ("letterlog", 4)), ("raw", 4, ("raw", 4))]
+    assert len(checked) == 20 and timed.keys() == {"letterlog", "raw"}
+    assert all(t["p50_ms"] <= t["p99_ms"] <= t["max_ms"] for t in timed.values())
 
 
 def test_query_store_lists_newest_first(tmp_path: Path) -> None:

@@ -16,7 +16,13 @@ from domain.errors import CorruptEvent
 from domain.message import Message
 from projections import keys
 from projections import names as n
-from projections.codec import decode_counters, decode_datetime, decode_names, decode_ref
+from projections.codec import (
+    data_fields,
+    decode_counters,
+    decode_datetime,
+    decode_names,
+    decode_ref,
+)
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import table_digest
@@ -63,12 +69,32 @@ def test_a_mailbox_lists_newest_first() -> None:
     row = message_row(store, h, ids[0])
     assert row[n.DATA_MESSAGE] == ids[0].bytes
     assert row[n.META_STATE] == b"active"
-    fields = json.loads(row[n.DATA_FIELDS])
+    fields = data_fields(row[n.DATA_FIELDS], row[n.DATA_SUMMARY])
     assert body_at(h, fields).startswith(b"Subject: m0\r\n")
     assert fields["envelope"]["subject"] == "m0"
     assert fields["account"] == str(h.account(ADA).id) and fields["inline"] is True
     assert set(row) == {n.META_FLAGS, n.META_LABELS, n.META_MODSEQ, n.META_STATE, n.META_THREAD,
-                        n.META_POLICY, n.META_EXTRACTS, n.DATA_MESSAGE, n.DATA_FIELDS}
+                        n.META_POLICY, n.META_EXTRACTS, n.DATA_MESSAGE, n.DATA_SUMMARY,
+                        n.DATA_FIELDS}
+
+
+def test_a_message_row_holds_what_a_listing_shows_in_one_small_cell_and_nothing_twice() -> None:
+    h = History()
+    m = h.deliver(ADA, subject="Quarterly figures", size=1234)
+    row = message_row(project(h), h, m)
+    size, internal_date, sha256, subject, sender, truncated = json.loads(row[n.DATA_SUMMARY])
+    sent = h.messages[m]
+    assert (size, subject, truncated) == (1234, "Quarterly figures", [])
+    assert sender == dict(h.events)[fields_of(row)["body_event"]].personal["envelope"]["from"]
+    assert decode_datetime(internal_date.encode()) == sent.internal_date and len(sha256) == 64
+    rest = json.loads(row[n.DATA_FIELDS])  # what the summary holds is not stored again
+    assert not {"size", "internal_date", "sha256"} & rest.keys()
+    assert not {"subject", "from"} & rest["envelope"].keys() and "sent_at" in rest["envelope"]
+    assert len(row[n.DATA_SUMMARY]) < 200
+
+
+def fields_of(row: dict[bytes, bytes]) -> dict[str, Any]:
+    return data_fields(row[n.DATA_FIELDS], row[n.DATA_SUMMARY])
 
 
 def test_a_flag_change_updates_meta_and_modseq_and_leaves_data_alone() -> None:
@@ -103,11 +129,11 @@ def test_a_move_rewrites_the_row_under_the_new_mailbox_and_uid() -> None:
     assert listing(store, h.mailbox_id(ADA, "INBOX")) == []
     assert listing(store, h.mailbox_id(ADA, "Archive")) == [1]
     row = message_row(store, h, m)
-    fields = json.loads(row[n.DATA_FIELDS])
+    fields = fields_of(row)
     assert fields["body_event"] == len(h.events)  # the move's own event carries the body
     assert body_at(h, fields).startswith(b"Subject: Hello")
     assert decode_names(row[n.META_LABELS]) == ["work"]
-    internal_date = json.loads(row[n.DATA_FIELDS])["internal_date"]
+    internal_date = fields_of(row)["internal_date"]
     assert decode_datetime(internal_date.encode()) == h.messages[m].internal_date
 
 
@@ -120,7 +146,7 @@ def test_an_upload_has_no_row_until_it_completes() -> None:
     h.complete_upload(m)
     store = project(h)
     row = message_row(store, h, m)
-    fields = json.loads(row[n.DATA_FIELDS])
+    fields = fields_of(row)
     assert fields["inline"] is False and "body_event" not in fields
     assert fields["size"] == 70000
 

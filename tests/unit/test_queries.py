@@ -8,10 +8,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from adapters.tables.memory import InMemoryTableStore
 from projections import keys
 from projections import names as n
 from projections import queries as q
+from projections.codec import decode_summary, encode_json
+from projections.search import mailbox_usage
+from projections.tablestore import DeleteColumn, Put
 from tests.history import History, project
 
 ADA = "ada@example.org"
@@ -109,7 +114,7 @@ def test_a_listed_summary_equals_one_built_by_the_dataclass_from_the_same_cells(
     assert len(listing) == 3
     for summary in listing:
         cells = rows[keys.message_row(mailbox, summary.uid)]
-        fields = q.data_fields(cells[n.DATA_FIELDS])
+        fields = q.data_fields(cells[n.DATA_FIELDS], cells[n.DATA_SUMMARY])
         expected = q.MessageSummary(
             message_id=UUID(bytes=cells[n.DATA_MESSAGE]), mailbox_id=mailbox, uid=summary.uid,
             modseq=int(cells[n.META_MODSEQ]), state=cells[n.META_STATE].decode(),
@@ -120,3 +125,49 @@ def test_a_listed_summary_equals_one_built_by_the_dataclass_from_the_same_cells(
         assert summary == expected and summary.as_dict() == expected.as_dict()
         assert vars(summary).keys() == {f.name for f in dataclasses.fields(q.MessageSummary)}
     assert [m.state for m in listing] == ["active", "deleted", "active"]
+
+
+def written_before_adr_0028(store: InMemoryTableStore, mailbox: UUID) -> None:
+    """Rewrite a mailbox's rows as tables written before ADR 0028 held them: everything in
+    ``data:fields`` (the whole envelope too), no ``data:summary``."""
+    for row, cells in list(store.scan_cells(n.MESSAGES, prefix=keys.messages_prefix(mailbox))):
+        (fields, version), (summary, _) = cells[n.DATA_FIELDS], cells[n.DATA_SUMMARY]
+        whole = q.data_fields(fields, summary)
+        store.apply([DeleteColumn(n.MESSAGES, row, n.DATA_SUMMARY, version + 1),
+                     Put(n.MESSAGES, row, n.DATA_FIELDS, encode_json(whole), version + 1)])
+
+
+def test_rows_written_before_the_summary_cell_list_and_count_the_same() -> None:
+    h = History()
+    ids = [h.deliver(ADA, subject=f"m{i}", size=100 + i, labels=["work"]) for i in range(5)]
+    h.delete(ids[1])
+    store = project(h, RowCountingStore())
+    inbox, account = h.mailbox_id(ADA, "INBOX"), h.account(ADA).id
+    listed = q.mailbox_messages(store, inbox, include_deleted=True)
+    labelled = q.label_messages(store, account, "work")
+    usage = mailbox_usage(store, inbox)
+    written_before_adr_0028(store, inbox)
+    assert all(n.DATA_SUMMARY not in c for _, c in store.scan(n.MESSAGES))
+    assert q.mailbox_messages(store, inbox, include_deleted=True) == listed
+    assert q.label_messages(store, account, "work") == labelled
+    assert mailbox_usage(store, inbox) == usage
+    assert [m.subject for m in listed] == ["m4", "m3", "m2", "m1", "m0"]
+    assert [m.size for m in listed] == [104, 103, 102, 101, 100]
+
+
+def test_the_whole_data_of_a_row_reads_back_the_same_from_either_format() -> None:
+    h = History()
+    h.deliver(ADA, subject="Budget")
+    store = project(h)
+    inbox = h.mailbox_id(ADA, "INBOX")
+    (_, cells), = store.scan(n.MESSAGES, prefix=keys.messages_prefix(inbox))
+    whole = q.data_fields(cells[n.DATA_FIELDS], cells[n.DATA_SUMMARY])
+    assert whole["envelope"]["subject"] == "Budget" and whole["size"] == 100
+    written_before_adr_0028(store, inbox)
+    (_, old), = store.scan(n.MESSAGES, prefix=keys.messages_prefix(inbox))
+    assert q.data_fields(old[n.DATA_FIELDS], old.get(n.DATA_SUMMARY)) == whole
+
+
+def test_a_summary_cell_that_is_not_six_items_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="data:summary"):
+        decode_summary(b'[1, "2026-01-01"]')
