@@ -591,6 +591,16 @@ class Letterlog(ReadModelQueries):
     def verify(self, names: list[str] | None = None, progress: Any = None) -> list[Any]:
         return list(self._read().verify(names, progress))
 
+    def read_model_bytes(self) -> int | None:
+        """What the embedded read models take on disk (None: another table store)."""
+        file_bytes = getattr(self._read().tables, "file_bytes", None)
+        return None if file_bytes is None else int(file_bytes())
+
+    def compact_read_models(self) -> dict[str, int] | None:
+        """Rewrites the embedded read models' file with full pages (ADR 0030); None for a
+        table store that compacts itself (HBase)."""
+        return self._read().compact()
+
     @contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
         """A cross-process lock in the data directory (embedded mode)."""

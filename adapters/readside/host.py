@@ -141,6 +141,18 @@ class ProjectionHost:
                 if self._depth == 0 and self._lock_file is not None:
                     fcntl.flock(self._lock_file, fcntl.LOCK_UN)
 
+    def compact(self) -> dict[str, int] | None:
+        """The table store's file rewritten with full pages, excluding every projecting
+        thread and process (ADR 0030); None if the store has no such step (HBase compacts
+        its own files)."""
+        compact = getattr(self.tables, "compact", None)
+        if compact is None:
+            return None
+        with self._locked():
+            before = int(self.tables.file_bytes())
+            freed = int(compact())
+        return {"bytes_before": before, "bytes_after": before - freed, "bytes_freed": freed}
+
     def catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
         """Applies every event past the tracked position; returns how many were new.
 

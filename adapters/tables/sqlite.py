@@ -44,6 +44,7 @@ process drops and re-creates *with other families* needs a new store object.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -705,6 +706,23 @@ class SqliteTableStore:
             raise ValueError(f"mode: {mode!r} is not a wal_checkpoint mode")
         busy, log, done = self._conn().execute(f"PRAGMA wal_checkpoint({mode.upper()})").fetchone()
         return int(busy), int(log), int(done)
+
+    def file_bytes(self) -> int:
+        """What the store takes on disk: the database file and its WAL."""
+        return sum(os.path.getsize(f) for f in (self._path, self._path + "-wal")
+                   if os.path.exists(f))
+
+    def compact(self) -> int:
+        """Rewrite the file with full pages, in key order (``VACUUM``), and cut the WAL back
+        (ADR 0030); returns the bytes it freed. Rows inserted before their neighbours (a
+        mailbox's newest message first) leave B-tree pages about half full: an import into
+        a fresh store left ~45% of the ``messages`` pages unused. One transaction: other
+        writers wait for it (``busy_timeout``), readers keep their snapshot."""
+        before = self.file_bytes()
+        conn = self._conn()
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return before - self.file_bytes()
 
     def close(self) -> None:
         """Close every connection this store opened (in any thread); idempotent."""

@@ -428,3 +428,16 @@ def test_reads_and_commands_on_existing_things_leave_a_missing_data_directory_mi
         p = run(tmp_path / "none", *args, ok=False)
         assert p.returncode == 2 and b"no such directory" in p.stderr
     assert not (tmp_path / "none").exists()
+
+
+def test_compact_rewrites_the_read_models_and_reports_the_bytes(store):
+    data, message_id, _ = store
+    [before] = jrun(data, "list", ADA)
+    [result] = jrun(data, "compact")
+    assert result["bytes_after"] == result["bytes_before"] - result["bytes_freed"]
+    assert result["bytes_after"] == (data / "tables.sqlite").stat().st_size
+    assert jrun(data, "list", ADA) == [before]
+    text = run(data, "compact").stdout.decode()
+    assert text.startswith("read models: ") and "freed" in text
+    missing = run(data.parent / "nowhere", "compact", ok=False)
+    assert missing.returncode == 2 and b"Traceback" not in missing.stderr

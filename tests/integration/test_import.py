@@ -182,3 +182,20 @@ def test_a_failed_write_ahead_leaves_the_payloads_to_the_delivery(tmp_path: Path
         assert all(store.payloads.exists(m.sha256) for m in listed)
         assert sorted(b"".join(store.body(ADA, "INBOX", m.uid)) for m in listed) == \
             sorted(i.raw for i in items)
+
+
+def test_an_import_into_a_fresh_store_leaves_its_read_models_compacted(tmp_path: Path) -> None:
+    items = [SourceMessage(f"m{i}", make_mail(f"subject {i}", message_id=f"<c{i}@x>"),
+                           key=f"c{i}") for i in range(400)]
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        report = run_import(store, len(items), items, ADA, "INBOX", batch=50)
+        compacted = report["read_models_compacted"]
+        assert compacted["bytes_after"] < 0.8 * compacted["bytes_before"]
+        assert store.read_model_bytes() == compacted["bytes_after"]
+        assert all(r.identical for r in store.verify())
+        assert [m.subject for m in store.messages(ADA, limit=2)] == ["subject 399",
+                                                                     "subject 398"]
+        # a small import into a store it does not mostly fill leaves the file alone
+        more = [SourceMessage("late", make_mail("late", message_id="<late@x>"), key="late")]
+        assert run_import(store, 1, more, ADA, "INBOX")["read_models_compacted"] is None
+        assert store.messages(ADA, limit=1)[0].subject == "late"
