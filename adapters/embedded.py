@@ -592,7 +592,10 @@ class Letterlog(ReadModelQueries):
         return list(self._read().verify(names, progress))
 
     def read_model_bytes(self) -> int | None:
-        """What the embedded read models take on disk (None: another table store)."""
+        """What the embedded read models take on disk (None: another table store, which is
+        not opened, let alone connected to, to find that out)."""
+        if self.settings.table_store != "embedded":
+            return None
         file_bytes = getattr(self._read().tables, "file_bytes", None)
         return None if file_bytes is None else int(file_bytes())
 
