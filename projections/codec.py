@@ -72,6 +72,11 @@ def decode_uuid(data: bytes) -> UUID:
     """``UUID(bytes=data)`` without its keyword checks (a listing builds two a row)."""
     if type(data) is not bytes or len(data) != 16:
         return UUID(bytes=data)  # raises the usual error
+    return uuid_of_16_bytes(data)
+
+
+def uuid_of_16_bytes(data: bytes) -> UUID:
+    """``decode_uuid`` for a caller that checked ``len(data) == 16`` on a ``bytes`` value."""
     u = _new_object(UUID)
     _set_uuid_int(u, _int_of(data))
     _set_uuid_safe(u, _UUID_SAFE_UNKNOWN)

@@ -51,8 +51,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -323,7 +321,34 @@ def _column_clause(schema: _Schema, columns: Sequence[bytes] | None) -> tuple[st
 
 
 _Cell = tuple[Any, ...]  # (row, col, value, version), or without the version for ``scan``
-_row_of = itemgetter(0)
+
+
+def _grouped(cells: list[_Cell], versions: bool, reverse: bool
+             ) -> list[tuple[bytes, dict[bytes, Any]]]:
+    """A page of cells in row order as ``(row, {column: value})`` (``versions``: ``{column:
+    (value, version)}``), columns in column order. One plain loop over the cells: half the
+    time of ``groupby`` with a list and a dict comprehension per row (a 50-row listing reads
+    350 cells)."""
+    out: list[tuple[bytes, dict[bytes, Any]]] = []
+    current = None
+    row: dict[bytes, Any] = {}
+    if versions:
+        for key, column, value, version in cells:
+            if key != current:
+                row = {}
+                out.append((key, row))
+                current = key
+            row[column] = (value, version)
+    else:
+        for key, column, value in cells:
+            if key != current:
+                row = {}
+                out.append((key, row))
+                current = key
+            row[column] = value
+    if reverse:  # the columns came last first, as the rows did
+        out = [(key, dict(reversed(found.items()))) for key, found in out]
+    return out
 _GUESSED_WIDTH = 8  # cells per row, when a scan's columns do not bound it
 
 
@@ -602,8 +627,7 @@ class SqliteTableStore:
         limit: int | None = None,
         columns: Sequence[bytes] | None = None,
     ) -> Iterator[tuple[bytes, Row]]:
-        rows = self._rows(table, prefix, start, stop, reverse, limit, columns, versions=False)
-        return ((key, {c: v for _, c, v in cells}) for key, cells in rows)
+        return self._rows(table, prefix, start, stop, reverse, limit, columns, versions=False)
 
     def scan_cells(
         self,
@@ -616,8 +640,7 @@ class SqliteTableStore:
         limit: int | None = None,
         columns: Sequence[bytes] | None = None,
     ) -> Iterator[tuple[bytes, Cells]]:
-        rows = self._rows(table, prefix, start, stop, reverse, limit, columns, versions=True)
-        return ((key, {c: (v, n) for _, c, v, n in cells}) for key, cells in rows)
+        return self._rows(table, prefix, start, stop, reverse, limit, columns, versions=True)
 
     def _rows(
         self,
@@ -630,7 +653,7 @@ class SqliteTableStore:
         columns: Sequence[bytes] | None,
         *,
         versions: bool,
-    ) -> Iterator[tuple[bytes, list[_Cell]]]:
+    ) -> Iterator[tuple[bytes, dict[bytes, Any]]]:
         schema = self._schema(table)  # fail at the call, not at the first next()
         clause, params = _column_clause(schema, columns)
         bounds = key_range(prefix=prefix, start=start, stop=stop, reverse=reverse)
@@ -639,8 +662,9 @@ class SqliteTableStore:
 
     def _scan(
         self, query: _ScanQuery, bounds: KeyRange, limit: int | None
-    ) -> Iterator[tuple[bytes, list[_Cell]]]:
-        """Rows as lists of their ``(row, col, value[, version])`` cells in column order."""
+    ) -> Iterator[tuple[bytes, dict[bytes, Any]]]:
+        """Rows as ``{column: value}`` (``versions``: ``{column: (value, version)}``), the
+        columns in column order."""
         remaining = limit
         if bounds.is_empty() or (remaining is not None and remaining <= 0):
             return
@@ -678,10 +702,7 @@ class SqliteTableStore:
                     continue
                 del cells[cut:]
             rows = 0
-            for key, group in groupby(cells, key=_row_of):
-                found = list(group)
-                if reverse:
-                    found.reverse()
+            for key, found in _grouped(cells, query.versions, reverse):
                 yield key, found
                 rows += 1
                 if remaining is not None:

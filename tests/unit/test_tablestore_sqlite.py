@@ -203,3 +203,20 @@ def test_compacting_rows_written_newest_first_frees_pages_and_keeps_every_cell(
         store.apply([Put(SPEC.name, b"box:new", b"meta:flags", b"[]", 9000)])  # still writable
     with SqliteTableStore(tmp_path / "t.sqlite") as store:
         assert store.get(SPEC.name, b"box:new") == {b"meta:flags": b"[]"}
+
+
+def test_scans_give_each_rows_columns_in_column_order_both_ways(tmp_path: Path) -> None:
+    with SqliteTableStore(tmp_path / "t.sqlite") as store:
+        store.create_table(SPEC)
+        store.apply([Put(SPEC.name, row, column, row + column, 1)
+                     for row in (b"r1", b"r2", b"r3")
+                     for column in (b"meta:b", b"data:z", b"meta:a", b"data:a")])
+        columns = [b"data:a", b"data:z", b"meta:a", b"meta:b"]
+        for reverse in (False, True):
+            rows = list(store.scan(SPEC.name, reverse=reverse, limit=2))
+            assert [r for r, _ in rows] == ([b"r1", b"r2"] if not reverse else [b"r3", b"r2"])
+            assert all(list(cells) == columns for _, cells in rows)
+            assert all(cells == {c: r + c for c in columns} for r, cells in rows)
+            versioned = list(store.scan_cells(SPEC.name, reverse=reverse))
+            assert all(list(cells) == columns and cells[b"meta:a"] == (r + b"meta:a", 1)
+                       for r, cells in versioned)
