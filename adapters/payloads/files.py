@@ -1,17 +1,26 @@
-"""The embedded payload store: one directory per payload, chunk files plus a manifest.
+"""The embedded payload store: one file per payload (ADR 0031).
 
-Layout: ``root/ab/cd/<sha256>/00000000, 00000001, ..., manifest.json``. A chunk that zstd
-shrinks by at least an eighth is stored compressed (``zstd`` in the manifest lists those
-chunks; a manifest without it has none, as payloads written before ADR 0023): mail's
-base64 attachments and text bodies shrink, images and archives are kept as they are. A payload is
-written into a private directory under ``root/.tmp`` (chunks first, the manifest last),
-checked against its SHA-256, then renamed into place in one step: a reader sees all of
-it or nothing, and a crash leaves only a temporary directory. When another writer
-(another process, too) renamed the same content first, the temporary copy is discarded.
+Layout: ``root/ab/<sha256>``, one level of at most 256 directories. The file holds the
+payload's chunks one after another, then an index (JSON: size, chunk size, and each chunk's
+stored length and whether it is zstd-compressed), then a 12-byte trailer (the index's
+length, 8 bytes big-endian, and the magic ``LLP1``). A chunk that zstd shrinks by at least
+an eighth is stored compressed (ADR 0023): mail's base64 attachments and text bodies shrink,
+images and archives are kept as they are. Chunks stay independent, so a byte range reads only
+the chunks it covers, and a stored chunk is read by seeking to its offset.
 
-``written_at`` is the manifest's mtime. Putting content that is already stored writes
-nothing but refreshes it, so orphan collection (grace period since written_at) never
-takes a payload that a delivery in flight is about to reference.
+A payload is written into a private file under ``root/.tmp``, fsynced, read back and checked
+against its SHA-256, then linked into place in one step (a hard link, which never replaces:
+a reader sees all of it or nothing, and a crash leaves only a temporary file). When another
+writer (another process, too) linked the same content first, the temporary copy is
+discarded and theirs kept. A put costs two fsyncs: the file and its directory.
+
+Payloads written before ADR 0031 are directories ``root/ab/cd/<sha256>/`` of chunk files
+plus ``manifest.json``; they are read, listed, refreshed and deleted as they are (no
+migration), and a put of the same content keeps them.
+
+``written_at`` is the file's mtime (a legacy payload's: its manifest's). Putting content that
+is already stored writes nothing but refreshes it, so orphan collection (grace period since
+written_at) never takes a payload that a delivery in flight is about to reference.
 """
 
 from __future__ import annotations
@@ -21,13 +30,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from adapters.compression import compress, decompress
 from domain.errors import PayloadMissing
@@ -40,9 +49,89 @@ from domain.payloads import (
     rechunk,
 )
 
-MANIFEST = "manifest.json"
+MAGIC = b"LLP1"
+TRAILER = struct.Struct(">Q4s")  # the index's length, the magic
+MANIFEST = "manifest.json"  # payloads written before ADR 0031
 WORTH_COMPRESSING = 7 / 8  # a chunk is stored compressed if that makes it this much smaller
 PUT_THREADS = 8  # payloads of one batch written (and fsynced) at once
+
+
+class _Stored:
+    """One stored payload's index: where each chunk is and how it is stored. Chunks are
+    read by opening the payload again each time, so that a payload deleted while it is
+    being read raises ``PayloadMissing`` instead of yielding what was unlinked."""
+
+    def __init__(self, sha256: str, size: int, chunk_size: int,
+                 chunks: list[tuple[str, int, int, bool]], home: Path,
+                 written_at: float) -> None:
+        self.sha256 = sha256
+        self.home = home  # the file whose mtime is written_at
+        self.size = size
+        self.chunk_size = chunk_size
+        self.chunks = chunks  # (file, offset, stored length, compressed) per chunk
+        self.written_at = written_at
+
+    @property
+    def ref(self) -> PayloadRef:
+        return PayloadRef(self.sha256, self.size, len(self.chunks))
+
+    def chunk(self, index: int) -> bytes:
+        path, offset, length, compressed = self.chunks[index]
+        data = self._read(path, offset, length)
+        return decompress(data) if compressed else data
+
+    def piece(self, index: int, start: int, length: int) -> bytes:
+        """``length`` bytes of chunk ``index`` from ``start``."""
+        path, offset, stored, compressed = self.chunks[index]
+        if compressed:
+            return decompress(self._read(path, offset, stored))[start:start + length]
+        return self._read(path, offset + start, length)
+
+    def _read(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            with open(path, "rb") as file:
+                file.seek(offset)
+                return file.read(length)
+        except FileNotFoundError:
+            raise PayloadMissing(f"payload {self.sha256} is not in the payload store") from None
+
+
+def _read_packed(sha256: str, path: Path) -> _Stored | None:
+    """The index of a payload file; None if there is none, or no whole one."""
+    try:
+        with open(path, "rb") as file:
+            end = file.seek(0, os.SEEK_END)
+            if end < TRAILER.size:
+                return None
+            file.seek(end - TRAILER.size)
+            length, magic = TRAILER.unpack(file.read(TRAILER.size))
+            if magic != MAGIC or length > end - TRAILER.size:
+                return None
+            file.seek(end - TRAILER.size - length)
+            index = json.loads(file.read(length))
+            written_at = os.fstat(file.fileno()).st_mtime
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None
+    chunks, offset, name = [], 0, str(path)
+    for stored, compressed in index["chunks"]:
+        chunks.append((name, offset, stored, bool(compressed)))
+        offset += stored
+    return _Stored(sha256, index["size"], index["chunk_size"], chunks, path, written_at)
+
+
+def _read_legacy(sha256: str, directory: Path) -> _Stored | None:
+    """A payload written before ADR 0031 (a directory); None if it has no manifest."""
+    try:
+        raw = (directory / MANIFEST).read_bytes()
+        written_at = (directory / MANIFEST).stat().st_mtime
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    manifest = json.loads(raw)
+    compressed = frozenset(manifest.get("zstd", ()))  # absent: written before ADR 0023
+    chunks = [(str(directory / _chunk_name(i)), 0, -1, i in compressed)
+              for i in range(manifest["chunk_count"])]
+    return _Stored(sha256, manifest["size"], manifest["chunk_size"], chunks,
+                   directory / MANIFEST, written_at)
 
 
 class FilePayloadStore:
@@ -54,7 +143,7 @@ class FilePayloadStore:
         durable: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``durable``: fsync chunks, manifest and directories before a put returns."""
+        """``durable``: fsync the file and its directory before a put returns."""
         self.root = Path(root)
         self.chunk_size = chunk_size
         self._durable = durable
@@ -69,9 +158,9 @@ class FilePayloadStore:
         return existing or self._write([data])
 
     def put_many(self, payloads: Sequence[bytes]) -> list[PayloadRef]:
-        """``put`` of each, in threads: a put is mostly waiting on four fsyncs (chunk,
-        manifest, the new directory, its parent), which release the GIL, so a batch's
-        payloads wait for the disk together instead of one after another."""
+        """``put`` of each, in threads: a put is mostly waiting on two fsyncs (the file and
+        its directory), which release the GIL, so a batch's payloads wait for the disk
+        together instead of one after another."""
         if len(payloads) < 2:
             return [self.put(data) for data in payloads]
         with ThreadPoolExecutor(max_workers=min(PUT_THREADS, len(payloads)),
@@ -82,12 +171,10 @@ class FilePayloadStore:
         return self._write(chunks)
 
     def delete(self, sha256: str) -> bool:
-        doomed = self._tmp / f"delete-{uuid.uuid4().hex}"
-        try:
-            os.rename(self._dir(sha256), doomed)  # atomic: readers see all or nothing
-        except FileNotFoundError:
+        moved = self._move_aside(sha256)
+        if moved is None:
             return False
-        shutil.rmtree(doomed, ignore_errors=True)
+        _remove(moved[0])
         return True
 
     def touch(self, sha256: str) -> bool:
@@ -100,173 +187,190 @@ class FilePayloadStore:
         first (atomic), then its time is checked where nobody can touch it any more: a put
         that touched it before the move keeps it (it is moved back), one after the move
         writes a fresh copy."""
-        doomed = self._tmp / f"delete-{uuid.uuid4().hex}"
-        try:
-            os.rename(self._dir(sha256), doomed)
-        except FileNotFoundError:
+        moved = self._move_aside(sha256)
+        if moved is None:
             return None
-        try:
-            manifest = json.loads((doomed / MANIFEST).read_bytes())
-            touched = (doomed / MANIFEST).stat().st_mtime > horizon
-        except FileNotFoundError:
-            manifest, touched = {"size": 0}, False
+        doomed, home = moved
+        stored = (_read_legacy(sha256, doomed) if doomed.is_dir()
+                  else _read_packed(sha256, doomed))
+        touched = stored is not None and stored.written_at > horizon
         if touched:
             try:
-                os.rename(doomed, self._dir(sha256))
+                self._put_back(doomed, home)
                 return None
             except OSError:  # a fresh copy is there already
                 pass
-        shutil.rmtree(doomed, ignore_errors=True)
-        return None if touched else int(manifest["size"])
+        _remove(doomed)
+        return None if touched else (stored.size if stored is not None else 0)
 
     def discard_stale_writes(self, older_than: float) -> int:
-        """Remove temporary directories of writes that crashed over ``older_than`` s ago."""
+        """Remove temporary files (and directories) of writes that crashed over
+        ``older_than`` s ago."""
         removed = 0
         for entry in os.scandir(self._tmp):
-            if entry.stat().st_mtime < time.time() - older_than:
-                shutil.rmtree(entry.path, ignore_errors=True)
+            if entry.stat(follow_symlinks=False).st_mtime < time.time() - older_than:
+                _remove(Path(entry.path))
                 removed += 1
         return removed
 
     # --- reading ---------------------------------------------------------------------------
 
     def exists(self, sha256: str) -> bool:
-        return (self._dir(sha256) / MANIFEST).is_file()
+        return self._stored(sha256) is not None
 
     def open(self, sha256: str) -> Iterator[bytes]:
-        manifest = self._manifest(sha256)
-        return self._chunks(sha256, manifest["chunk_count"], frozenset(manifest.get("zstd", ())))
+        stored = self._found(sha256)
+        return (stored.chunk(index) for index in range(len(stored.chunks)))
 
     def read_range(self, sha256: str, start: int, end: int) -> bytes:
         check_range(start, end)
-        manifest = self._manifest(sha256)
-        end = min(end, manifest["size"])
+        stored = self._found(sha256)
+        end = min(end, stored.size)
         if start >= end:
             return b""
-        size = manifest["chunk_size"]
-        compressed = frozenset(manifest.get("zstd", ()))
+        size = stored.chunk_size
         pieces = []
         for index in range(start // size, (end - 1) // size + 1):
             offset = max(start - index * size, 0)
-            length = min(end - index * size, size) - offset
-            if index in compressed:
-                pieces.append(self._chunk(sha256, index, True)[offset:offset + length])
-                continue
-            with self._chunk_file(sha256, index) as chunk:
-                chunk.seek(offset)
-                pieces.append(chunk.read(length))
+            pieces.append(stored.piece(index, offset, min(end - index * size, size) - offset))
         return b"".join(pieces)
 
     def size(self, sha256: str) -> int:
-        return int(self._manifest(sha256)["size"])
+        return self._found(sha256).size
 
     def list(self) -> Iterator[tuple[str, int, float]]:
-        for manifest in self.root.glob(f"??/??/*/{MANIFEST}"):
-            if not is_sha256(manifest.parent.name):
+        for path in self.root.glob("??/*"):
+            name = path.name
+            if is_sha256(name) and name[:2] == path.parent.name:
+                stored = _read_packed(name, path)
+            elif len(name) == 2:  # a directory of payloads written before ADR 0031
+                yield from self._list_legacy(path)
                 continue
-            try:
-                size = json.loads(manifest.read_bytes())["size"]
-                yield manifest.parent.name, size, manifest.stat().st_mtime
-            except FileNotFoundError:  # deleted while listing
+            else:
                 continue
+            if stored is not None:  # else: deleted while listing
+                yield name, stored.size, stored.written_at
+
+    def _list_legacy(self, directory: Path) -> Iterator[tuple[str, int, float]]:
+        for manifest in directory.glob(f"*/{MANIFEST}"):
+            name = manifest.parent.name
+            stored = _read_legacy(name, manifest.parent) if is_sha256(name) else None
+            if stored is not None:
+                yield name, stored.size, stored.written_at
 
     # --- inside ----------------------------------------------------------------------------
 
-    def _dir(self, sha256: str) -> Path:
+    def _file(self, sha256: str) -> Path:
         check_sha256(sha256)
+        return self.root / sha256[:2] / sha256
+
+    def _legacy_dir(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256[2:4] / sha256
 
+    def _stored(self, sha256: str) -> _Stored | None:
+        return (_read_packed(sha256, self._file(sha256))
+                or _read_legacy(sha256, self._legacy_dir(sha256)))
+
+    def _found(self, sha256: str) -> _Stored:
+        stored = self._stored(sha256)
+        if stored is None:
+            raise PayloadMissing(f"payload {sha256} is not in the payload store")
+        return stored
+
     def _write(self, chunks: Iterable[bytes]) -> PayloadRef:
-        tmp = Path(tempfile.mkdtemp(prefix="write-", dir=self._tmp))
+        tmp = self._tmp / f"write-{uuid.uuid4().hex}"
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
-            digest, size, count, compressed = hashlib.sha256(), 0, 0, []
-            for chunk in rechunk(chunks, self.chunk_size):
-                digest.update(chunk)
-                size += len(chunk)
-                packed = compress(chunk)
-                if len(packed) <= len(chunk) * WORTH_COMPRESSING:
-                    compressed.append(count)
-                    chunk = packed
-                self._write_file(tmp / _chunk_name(count), chunk)
-                count += 1
-            ref = PayloadRef(digest.hexdigest(), size, count)
-            self._verify(tmp, ref, frozenset(compressed))
-            manifest = {"sha256": ref.sha256, "size": size, "chunk_size": self.chunk_size,
-                        "chunk_count": count, "zstd": compressed}
-            self._write_file(tmp / MANIFEST, json.dumps(manifest))
-            self._stamp(tmp / MANIFEST)
-            self._sync_dir(tmp)
+            digest, size, index = hashlib.sha256(), 0, []
+            with os.fdopen(descriptor, "wb") as file:
+                for chunk in rechunk(chunks, self.chunk_size):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    packed = compress(chunk)
+                    compressed = len(packed) <= len(chunk) * WORTH_COMPRESSING
+                    if compressed:
+                        chunk = packed
+                    self._write_out(file, chunk)
+                    index.append([len(chunk), int(compressed)])
+                trailer = json.dumps({"size": size, "chunk_size": self.chunk_size,
+                                      "chunks": index}, separators=(",", ":")).encode()
+                self._write_out(file, trailer + TRAILER.pack(len(trailer), MAGIC))
+                file.flush()
+                if self._durable:
+                    os.fsync(file.fileno())
+            ref = PayloadRef(digest.hexdigest(), size, len(index))
+            self._verify(tmp, ref)
+            now = self._clock()
+            os.utime(tmp, (now, now))
             return self._commit(tmp, ref)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)  # nothing left after a rename
+            tmp.unlink(missing_ok=True)  # linked into place, or abandoned
 
-    def _verify(self, tmp: Path, ref: PayloadRef, compressed: frozenset[int]) -> None:
+    def _write_out(self, file: Any, data: bytes) -> None:
+        file.write(data)
+
+    def _verify(self, tmp: Path, ref: PayloadRef) -> None:
         """Read back what was written: a short write or a bad disk must not be committed."""
+        stored = _read_packed(ref.sha256, tmp)
         digest = hashlib.sha256()
-        for index in range(ref.chunk_count):
-            data = (tmp / _chunk_name(index)).read_bytes()
-            digest.update(decompress(data) if index in compressed else data)
+        try:
+            if stored is not None and stored.size == ref.size:
+                for index in range(len(stored.chunks)):
+                    digest.update(stored.chunk(index))
+        except Exception:  # noqa: BLE001 -- a damaged compressed chunk: not the same bytes
+            digest = hashlib.sha256(b"damaged")
         if digest.hexdigest() != ref.sha256:
             raise OSError(errno.EIO, f"payload {ref.sha256} read back with another sha256")
 
     def _commit(self, tmp: Path, ref: PayloadRef) -> PayloadRef:
-        final = self._dir(ref.sha256)
-        final.parent.mkdir(parents=True, exist_ok=True)
+        final = self._file(ref.sha256)
+        if not final.parent.is_dir():
+            final.parent.mkdir(exist_ok=True)
+            self._sync_dir(self.root)
         for attempt in range(2):
             try:
-                os.rename(tmp, final)
+                os.link(tmp, final)  # never replaces: a reader never sees two versions
                 break
-            except OSError as error:
-                if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or attempt:
+            except FileExistsError:
+                if attempt:
                     raise
             existing = self._refresh(ref.sha256)
             if existing:  # another writer committed it first: keep theirs
                 return existing
-            shutil.rmtree(final, ignore_errors=True)  # a leftover without a manifest
+            final.unlink(missing_ok=True)  # a damaged file, without a whole index
         self._sync_dir(final.parent)
         return ref
 
     def _refresh(self, sha256: str) -> PayloadRef | None:
         """The stored payload's ref with written_at set to now, or None if it is absent."""
-        try:
-            self._stamp(self._dir(sha256) / MANIFEST)
-            manifest = self._manifest(sha256)
-        except (FileNotFoundError, PayloadMissing):
+        stored = self._stored(sha256)
+        if stored is None:
             return None
-        return PayloadRef(sha256, manifest["size"], manifest["chunk_count"])
-
-    def _stamp(self, path: Path) -> None:
         now = self._clock()
-        os.utime(path, (now, now))
-
-    def _manifest(self, sha256: str) -> dict[str, Any]:
         try:
-            manifest: dict[str, Any] = json.loads((self._dir(sha256) / MANIFEST).read_bytes())
-        except FileNotFoundError:
-            raise PayloadMissing(f"payload {sha256} is not in the payload store") from None
-        return manifest
+            os.utime(stored.home, (now, now))
+        except FileNotFoundError:  # deleted meanwhile
+            return None
+        return stored.ref
 
-    def _chunks(self, sha256: str, count: int, compressed: frozenset[int]) -> Iterator[bytes]:
-        for index in range(count):
-            yield self._chunk(sha256, index, index in compressed)
+    def _move_aside(self, sha256: str) -> tuple[Path, Path] | None:
+        """Moves the payload (file, or a legacy directory) into ``.tmp`` in one step: who
+        reads it from now on finds it missing. (Where it was moved, where it was)."""
+        for home in (self._file(sha256), self._legacy_dir(sha256)):
+            doomed = self._tmp / f"delete-{uuid.uuid4().hex}"
+            try:
+                os.rename(home, doomed)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            return doomed, home
+        return None
 
-    def _chunk(self, sha256: str, index: int, compressed: bool) -> bytes:
-        with self._chunk_file(sha256, index) as chunk:
-            data = chunk.read()
-        return decompress(data) if compressed else data
-
-    def _chunk_file(self, sha256: str, index: int) -> BinaryIO:
-        try:
-            return open(self._dir(sha256) / _chunk_name(index), "rb")  # noqa: SIM115
-        except FileNotFoundError:
-            raise PayloadMissing(f"payload {sha256} is not in the payload store") from None
-
-    def _write_file(self, path: Path, data: bytes | str) -> None:
-        with open(path, "wb") as file:
-            file.write(data.encode() if isinstance(data, str) else data)
-            if self._durable:
-                file.flush()
-                os.fsync(file.fileno())
+    def _put_back(self, doomed: Path, home: Path) -> None:
+        if doomed.is_dir():
+            os.rename(doomed, home)
+        else:
+            os.link(doomed, home)  # fails if a fresh copy is there already
+            doomed.unlink()
 
     def _sync_dir(self, path: Path) -> None:
         if self._durable:
@@ -275,6 +379,13 @@ class FilePayloadStore:
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _chunk_name(index: int) -> str:

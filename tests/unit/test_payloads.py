@@ -4,8 +4,10 @@ import hashlib
 import json
 import multiprocessing
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -46,11 +48,39 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "payloads"
 
 
-def test_a_payload_is_a_directory_of_chunk_files_and_a_manifest(root: Path) -> None:
+def index_of(path: Path) -> dict[str, Any]:
+    """The index of a payload file (ADR 0031): JSON before the 12-byte trailer."""
+    raw = path.read_bytes()
+    length, magic = struct.unpack(">Q4s", raw[-12:])
+    assert magic == b"LLP1"
+    return dict(json.loads(raw[-12 - length:-12]))
+
+
+def legacy_payload(root: Path, data: bytes, chunk: int, *, compressed: bool) -> Path:
+    """A payload as stores before ADR 0031 wrote it: a directory of chunk files and a
+    manifest (before ADR 0023: no ``zstd`` list, every chunk raw)."""
+    digest = hashlib.sha256(data).hexdigest()
+    where = root / digest[:2] / digest[2:4] / digest
+    where.mkdir(parents=True)
+    pieces = [data[i:i + chunk] for i in range(0, len(data), chunk)]
+    for index, piece in enumerate(pieces):
+        stored = zstandard.ZstdCompressor().compress(piece) if compressed else piece
+        (where / f"{index:08d}").write_bytes(stored)
+    manifest: dict[str, Any] = {"sha256": digest, "size": len(data), "chunk_size": chunk,
+                                "chunk_count": len(pieces)}
+    if compressed:
+        manifest["zstd"] = list(range(len(pieces)))
+    (where / MANIFEST).write_text(json.dumps(manifest))
+    return where
+
+
+def test_a_payload_is_one_file_of_chunks_an_index_and_a_trailer(root: Path) -> None:
     ref = FilePayloadStore(root, CHUNK).put(b"z" * 40)
-    where = root / ref.sha256[:2] / ref.sha256[2:4] / ref.sha256
-    assert sorted(os.listdir(where)) == ["00000000", "00000001", "00000002", MANIFEST]
-    assert (where / "00000002").read_bytes() == b"z" * 8
+    assert os.listdir(root / ref.sha256[:2]) == [ref.sha256]
+    path = root / ref.sha256[:2] / ref.sha256
+    assert index_of(path) == {"size": 40, "chunk_size": CHUNK,
+                              "chunks": [[CHUNK, 0], [CHUNK, 0], [8, 0]]}
+    assert path.read_bytes().startswith(b"z" * 40)
 
 
 def test_chunks_zstd_shrinks_are_stored_compressed_and_read_back_exactly(root: Path) -> None:
@@ -59,59 +89,87 @@ def test_chunks_zstd_shrinks_are_stored_compressed_and_read_back_exactly(root: P
     data = text[:4096] + noise + text[:1000]
     store = FilePayloadStore(root, 4096)
     ref = store.put(data)
-    where = root / ref.sha256[:2] / ref.sha256[2:4] / ref.sha256
-    manifest = json.loads((where / MANIFEST).read_bytes())
-    assert manifest["zstd"] == [0, 2] and manifest["chunk_count"] == 3
-    assert (where / "00000001").read_bytes() == noise
-    assert (where / "00000000").stat().st_size < 4096 // 4
+    path = root / ref.sha256[:2] / ref.sha256
+    chunks = index_of(path)["chunks"]
+    assert [z for _, z in chunks] == [1, 0, 1] and chunks[1][0] == 4096
+    assert chunks[0][0] < 4096 // 4
+    assert path.read_bytes()[chunks[0][0]:chunks[0][0] + 4096] == noise
     assert b"".join(store.open(ref.sha256)) == data
     for start, end in [(0, 10), (4090, 4100), (4000, 9000), (8190, len(data)), (50, 50)]:
         assert store.read_range(ref.sha256, start, end) == data[start:end]
 
 
-def test_a_payload_written_before_compression_still_reads(root: Path) -> None:
-    """A manifest without ``zstd`` (payloads stored before ADR 0023): every chunk raw."""
+@pytest.mark.parametrize("compressed", [True, False], ids=["adr-0023", "before-adr-0023"])
+def test_payloads_written_as_directories_before_adr_0031_still_work(
+        root: Path, compressed: bool) -> None:
     data = b"plain old chunk " * 600
-    ref = FilePayloadStore(root, 4096).put(data)
-    where = root / ref.sha256[:2] / ref.sha256[2:4] / ref.sha256
-    manifest = json.loads((where / MANIFEST).read_bytes())
-    for index in manifest.pop("zstd"):
-        chunk = where / f"{index:08d}"
-        chunk.write_bytes(zstandard.ZstdDecompressor().decompress(chunk.read_bytes()))
-    (where / MANIFEST).write_text(json.dumps(manifest))
-    store = FilePayloadStore(root, 4096)
-    assert b"".join(store.open(ref.sha256)) == data
-    assert store.read_range(ref.sha256, 4000, 5000) == data[4000:5000]
+    where = legacy_payload(root, data, 4096, compressed=compressed)
+    digest = where.name
+    store = FilePayloadStore(root, 1024, clock=lambda: 2_000_000_000.0)
+    assert store.exists(digest) and store.size(digest) == len(data)
+    assert b"".join(store.open(digest)) == data
+    assert store.read_range(digest, 4000, 5000) == data[4000:5000]
+    assert store.put(data).sha256 == digest  # kept as it is, and refreshed
+    assert not (root / digest[:2] / digest).exists()
+    assert list(store.list()) == [(digest, len(data), 2_000_000_000.0)]
+    assert store.delete_unless_touched(digest, horizon=2_000_000_000.0 - 1) is None
+    assert store.exists(digest)  # touched after the horizon: moved back
+    assert store.delete_unless_touched(digest, horizon=2_000_000_000.0) == len(data)
+    assert not store.exists(digest) and not where.exists()
+    legacy_payload(root, data, 4096, compressed=compressed)
+    assert store.delete(digest) and list(store.list()) == []
 
 
 def test_a_write_that_crashed_is_invisible_and_swept_later(root: Path) -> None:
     store = FilePayloadStore(root, CHUNK)
-    crashed = root / ".tmp" / "write-crashed"
-    crashed.mkdir()
-    (crashed / "00000000").write_bytes(b"half a payload")
+    (root / ".tmp" / "write-crashed").write_bytes(b"half a payload")
+    crashed_dir = root / ".tmp" / "write-crashed-before-adr-0031"
+    crashed_dir.mkdir()
+    (crashed_dir / "00000000").write_bytes(b"half a payload")
     assert list(store.list()) == []
-    assert store.discard_stale_writes(older_than=-1) == 1
-    assert not crashed.exists()
+    assert store.discard_stale_writes(older_than=-1) == 2
+    assert os.listdir(root / ".tmp") == []
 
 
-def test_a_directory_without_a_manifest_is_no_payload_and_a_put_replaces_it(root: Path) -> None:
+def test_a_damaged_file_or_a_directory_without_a_manifest_is_no_payload(root: Path) -> None:
     store = FilePayloadStore(root, CHUNK)
     digest = hashlib.sha256(b"content").hexdigest()
     broken = root / digest[:2] / digest[2:4] / digest
     broken.mkdir(parents=True)
     (broken / "00000000").write_bytes(b"garbage")
+    (root / digest[:2] / digest).write_bytes(b"content, and no index")
     assert not store.exists(digest)
-    store.put(b"content")
+    with pytest.raises(PayloadMissing, match=digest):
+        store.open(digest)
+    store.put(b"content")  # replaces the damaged file
     assert b"".join(store.open(digest)) == b"content"
+    assert [sha for sha, _, _ in store.list()] == [digest]
 
 
 def test_a_short_write_is_never_committed(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = FilePayloadStore(root, CHUNK)
-    write = store._write_file
-    monkeypatch.setattr(store, "_write_file", lambda path, data: write(path, data[:-1]))
+    write = store._write_out
+    monkeypatch.setattr(store, "_write_out", lambda file, data: write(file, data[:-1]))
     with pytest.raises(OSError, match="read back"):
         store.put(b"q" * 40)
     assert list(store.list()) == [] and os.listdir(root / ".tmp") == []
+
+
+def test_a_put_fsyncs_the_file_and_its_directory_only(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = FilePayloadStore(root, CHUNK)
+    store.put(b"first")  # creates its fan-out directory (the root is synced too)
+    fan_out = hashlib.sha256(b"first").hexdigest()[:2]
+    second = next(data for data in (b"second %d" % n for n in range(100_000))
+                  if hashlib.sha256(data).hexdigest()[:2] == fan_out)
+    synced: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or fsync(fd))
+    ref = store.put(second)
+    assert b"".join(store.open(ref.sha256)) == second
+    assert len(synced) == 2  # before ADR 0031: four (chunk, manifest, directory, parent)
+    store.put(second)  # already stored: refreshed, nothing written
+    assert len(synced) == 2
 
 
 def test_a_payload_reads_back_whatever_chunk_size_the_reader_uses(root: Path) -> None:
