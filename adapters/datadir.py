@@ -59,3 +59,38 @@ def check_event_store(path: Path) -> None:
     if tables and "stored_events" not in tables:
         raise StoreUnavailable(f"{path}: is not a letterlog event store "
                                "(an SQLite database without letterlog's tables)")
+
+
+PARTS = (("events", ("events.sqlite",)), ("read_models", ("tables.sqlite",)),
+         ("payloads", ("payloads",)), ("keys", ("keys.sqlite",)))
+"""The data directory's parts, by the names their files and directories start with (an
+SQLite file's WAL and shared-memory files go with it)."""
+
+
+def disk_bytes(root: Path) -> int:
+    """Bytes allocated on disk to ``root`` and everything under it (st_blocks, as ``du``
+    counts them; directories included)."""
+    try:
+        total = os.lstat(root).st_blocks * 512
+    except FileNotFoundError:
+        return 0
+    for dirpath, dirs, files in os.walk(root):
+        for name in (*files, *dirs):
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except FileNotFoundError:  # removed while counting
+                continue
+    return total
+
+
+def disk_use(root: Path) -> dict[str, int]:
+    """Bytes on disk per part of the data directory (``PARTS``; ``other``: the directory
+    itself and anything else in it) and their ``total``."""
+    use = {part: 0 for part, _ in PARTS} | {"other": 0}
+    use["other"] = os.lstat(root).st_blocks * 512
+    for entry in os.scandir(root):
+        part = next((p for p, starts in PARTS if entry.name.startswith(starts)), "other")
+        use[part] += disk_bytes(Path(entry.path))
+    use["total"] = sum(use.values())
+    return use
+

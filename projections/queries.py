@@ -244,6 +244,18 @@ def counters(store: TableStore, account_id: UUID, physical: Physical = _same
     return ({k: Counts(*v) for k, v in boxes.items()}, {k: Counts(*v) for k, v in labels.items()})
 
 
+def listed_mail(store: TableStore, physical: Physical = _same) -> Counts:
+    """Every account's listed messages and their bytes, from the counters (one row per
+    account, the counts only; unread is summed too): the mail a store holds for its users
+    (soft-deleted messages, which wait for their purge, are not counted)."""
+    messages = unread = size = 0
+    for _, row in store.scan(physical(n.COUNTERS), columns=[n.CT_COUNTS]):
+        boxes, _ = decode_counters(row)
+        for m, u, b in boxes.values():
+            messages, unread, size = messages + m, unread + u, size + b
+    return Counts(messages, unread, size)
+
+
 def mailbox_counts(store: TableStore, account_id: UUID, mailbox_id: UUID,
                    physical: Physical = _same) -> Counts:
     column = n.CT_MAILBOX + mailbox_id.bytes

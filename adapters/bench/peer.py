@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.devservers.dovecot import DovecotServer, disk_bytes
+from adapters.datadir import disk_bytes
+from adapters.devservers.dovecot import DovecotServer
 
 IMPORT_ACCOUNT = "importer@example.org"
 

@@ -158,9 +158,16 @@ def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> N
 
 
 @app.command()
-def du(account: Account) -> None:
+def du(account: Annotated[str | None, typer.Argument(
+        metavar="[ACCOUNT]", help="the account's address; without it, the whole data "
+                                  "directory's disk use")] = None) -> None:
     """Disk usage per mailbox: messages, bytes delivered, bytes stored (a payload shared by
-    copies and duplicates is stored once; soft-deleted messages count until purged)."""
+    copies and duplicates is stored once; soft-deleted messages count until purged).
+    Without ACCOUNT: the data directory's bytes on disk per part, against the mail it
+    holds."""
+    if account is None:
+        _store_du()
+        return
     u = state.read_models().usage(account)
     if state.json:
         out(u)
@@ -170,6 +177,37 @@ def du(account: Account) -> None:
     for name, r in [*u["mailboxes"].items(), ("(total)", u["total"])]:
         typer.echo(f"{cell(name, 24)}  {r['messages']:>8}  {r['deleted']:>7}  "
                    f"{human_size(r['delivered']):>10}  {human_size(r['stored']):>10}")
+
+
+def _store_du() -> None:
+    """``du`` without an account: what the data directory takes on disk (allocated blocks,
+    as ``du`` counts them), per part, beside every account's listed mail."""
+    from adapters.datadir import disk_use
+
+    models = state.read_models()
+    mail = models.listed_mail()
+    settings = getattr(models, "settings", None)  # None: the fast path, all embedded
+    elsewhere = [] if settings is None else [
+        part for part, here in (("events (PostgreSQL)", settings.event_store == "sqlite"),
+                                ("read models (HBase)", settings.table_store == "embedded"))
+        if not here]
+    use = disk_use(state.data)
+    per_byte = round(use["total"] / mail["bytes"], 3) if mail["bytes"] else None
+    if state.json:
+        out({"data": str(state.data), "on_disk": use, "listed_messages": mail["messages"],
+             "listed_bytes": mail["bytes"], "on_disk_per_byte_of_mail": per_byte,
+             "not_in_data_directory": elsewhere})
+        return
+    typer.echo(f"{'PART':14}  {'ON DISK':>10}")
+    for part, size in use.items():
+        typer.echo(f"{'(total)' if part == 'total' else part.replace('_', ' '):14}  "
+                   f"{human_size(size):>10}")
+    count = mail["messages"]
+    typer.echo(f"mail listed: {count} message{'' if count == 1 else 's'}, "
+               f"{human_size(mail['bytes'])}; "
+               f"on disk per byte of mail: {'-' if per_byte is None else f'{per_byte:.3f}'}")
+    if elsewhere:
+        typer.echo(f"not in {state.data} (not counted): {', '.join(elsewhere)}")
 
 
 @app.command()

@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from adapters.datadir import disk_bytes
+
 from ._common import Handle, Launch, Program, Service, apt_install, run_checked, terminate, wait_for
 
 PACKAGES = ("dovecot-core", "dovecot-lmtpd")
@@ -212,14 +214,3 @@ class DovecotServer(Service):
     def user_bytes_on_disk(self, user: str) -> int:
         """Blocks allocated under ``user``'s mail directory (what ``du`` counts)."""
         return disk_bytes(self.mail_root / user)
-
-
-def disk_bytes(root: Path) -> int:
-    """Bytes allocated on disk to every file and directory under ``root`` (st_blocks, as
-    ``du`` counts them)."""
-    total = 0
-    for dirpath, dirs, files in os.walk(root):
-        for f in (*files, *dirs):
-            with contextlib.suppress(FileNotFoundError):
-                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
-    return total

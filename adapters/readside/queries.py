@@ -112,6 +112,13 @@ class ReadModelQueries:
             host.tables, self._mailbox_id(account, mailbox), keys, limit=limit,
             before_uid=before_uid, physical=host.physical))
 
+    def listed_mail(self) -> dict[str, int]:
+        """Every account's listed messages and their bytes (``letterlog du`` without an
+        account sets them beside the data directory's size)."""
+        host = self._read()
+        counts = self._query(lambda: q.listed_mail(host.tables, host.physical))
+        return {"messages": counts.messages, "bytes": counts.bytes}
+
     def usage(self, account: str) -> dict[str, Any]:
         """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
         distinct payload once); and the account's total (each payload once overall)."""

@@ -73,6 +73,12 @@ def test_help_imports_no_pydantic_and_no_store(tmp_path):
     assert heavy(modules) == set()
 
 
+def test_du_of_the_whole_store_reads_the_current_tables_alone(data):
+    out, modules = probe(data, "--json", "du")
+    assert heavy(modules) == set()
+    assert json.loads(out)["listed_messages"] == 2
+
+
 @pytest.mark.parametrize("args", READS, ids=lambda a: a[0])
 def test_a_read_of_current_read_models_imports_no_log_no_events_no_pydantic(data, args):
     out, modules = probe(data, *args)

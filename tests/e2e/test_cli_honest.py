@@ -419,6 +419,36 @@ def test_du_counts_messages_and_bytes_delivered_and_stored_per_mailbox(tmp_path)
     assert text[-1].split()[:2] == ["(total)", "3"] and "KiB" in text[-1]
 
 
+def test_du_without_an_account_weighs_the_data_directory_against_the_mail(tmp_path):
+    data = tmp_path / "d"
+    big, small = tmp_path / "big.eml", tmp_path / "small.eml"
+    big.write_bytes(make_mail("big", body="q" * 76 * 2_000 + "\r\n"))  # a payload file
+    small.write_bytes(make_mail("small"))  # inline, in its event
+    [d] = jrun(data, "deliver", "--account", ADA, str(big))
+    jrun(data, "deliver", "--account", "bob@example.org", str(small))
+    [u] = jrun(data, "du")
+    assert (u["listed_messages"], u["listed_bytes"]) == (
+        2, big.stat().st_size + small.stat().st_size)
+    parts = u["on_disk"]
+    assert set(parts) == {"events", "read_models", "payloads", "keys", "other", "total"}
+    assert parts["total"] == sum(v for k, v in parts.items() if k != "total")
+    assert parts["events"] > 0 and parts["read_models"] > 0 and parts["keys"] > 0
+    assert parts["payloads"] >= 4096 * 3  # the payloads and fan-out directories, one file
+    counted = subprocess.run(["du", "-s", "--block-size=1", str(data)], capture_output=True,
+                             check=True, text=True).stdout.split()[0]
+    assert abs(int(counted) - parts["total"]) <= 64 * 1024  # a WAL may come and go
+    assert u["on_disk_per_byte_of_mail"] == round(parts["total"] / u["listed_bytes"], 3)
+    assert u["not_in_data_directory"] == []
+    run(data, "delete", d["message_id"])  # soft-deleted: no longer listed mail
+    [after] = jrun(data, "du")
+    assert (after["listed_messages"], after["listed_bytes"]) == (1, small.stat().st_size)
+    text = run(data, "du").stdout.decode().splitlines()
+    assert text[0].split() == ["PART", "ON", "DISK"]
+    assert [line.split()[0] for line in text[1:7]] == [
+        "events", "read", "payloads", "keys", "other", "(total)"]
+    assert text[-1].startswith("mail listed: 1 message,") and "per byte of mail" in text[-1]
+
+
 def test_reads_and_commands_on_existing_things_leave_a_missing_data_directory_missing(
         tmp_path):
     mid = "01a20208-0b11-75ed-839a-fbb4ab1f7b5a"
