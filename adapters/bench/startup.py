@@ -1,7 +1,7 @@
 """``letterlog bench startup``: how long a simple command takes, whole process, against the
 floors measured in the same run: the interpreter alone; the interpreter importing typer (what
 every command runs); the interpreter importing what a write needs at least (typer,
-pydantic-settings, the eventsourcing library and the domain's aggregates and event classes).
+pydantic, the eventsourcing library and the domain's aggregates and event classes).
 
 Reads (``list``) take the fast read path (ADR 0024); ``show`` reads the log; ``flag`` writes.
 The processes get ``LETTERLOG_DATA`` and ``LETTERLOG_DURABILITY`` and no other ``LETTERLOG_``
@@ -30,7 +30,7 @@ from typing import Any
 
 TARGET_MS = 150.0
 WRITE_FLOOR = "python + a write's imports"
-WRITE_IMPORTS = "import typer, pydantic_settings, eventsourcing.sqlite, domain.service"
+WRITE_IMPORTS = "import typer, pydantic, eventsourcing.sqlite, domain.service"
 MAIL = (b"From: ada@example.org\r\nTo: grace@example.org\r\nSubject: startup\r\n"
         b"Date: Sun, 01 Mar 2026 12:00:00 +0000\r\nMessage-ID: <s@x>\r\n\r\nHello.\r\n")
 
