@@ -46,7 +46,8 @@ FORBIDDEN_INSIDE = {
     "adapters/envsettings.py": {"adapters"},
 }
 # ... except these (settings takes the defaults its stdlib half, envsettings, reads too)
-ALLOWED_INSIDE = {"adapters/settings.py": {A + "envsettings", A + "envsettings.DEFAULTS"}}
+ALLOWED_INSIDE = {"adapters/settings.py": {A + "envsettings", A + "envsettings.DEFAULTS",
+                                          A + "envsettings.PREFIX"}}
 
 
 def imported_modules(path: Path) -> set[str]:
