@@ -8,8 +8,8 @@ Invalid settings fail at start-up with a ``SettingsError`` that names the variab
 The environment is read by ``environment()`` with the standard library, as pydantic-settings
 would read it for these fields (prefix, names in any case, ``LETTERLOG_STREAM_<FIELD>`` or a
 JSON ``LETTERLOG_STREAM`` for the nested options, other variables ignored), and pydantic
-validates: importing pydantic-settings cost every write command about a third of its
-start-up (it imports asyncio and scans the installed packages' metadata).
+validates: importing pydantic-settings (and the asyncio it imports) cost every write command
+about a quarter of its start-up.
 tests/unit/test_settings.py checks that both read a table of environments alike.
 """
 
