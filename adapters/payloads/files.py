@@ -110,13 +110,15 @@ def _read_packed(sha256: str, path: Path) -> _Stored | None:
             file.seek(end - TRAILER.size - length)
             index = json.loads(file.read(length))
             written_at = os.fstat(file.fileno()).st_mtime
-    except (FileNotFoundError, NotADirectoryError, ValueError):
+        chunks, offset, name = [], 0, str(path)
+        for stored, compressed in index["chunks"]:
+            chunks.append((name, offset, int(stored), bool(compressed)))
+            offset += int(stored)
+        return _Stored(sha256, int(index["size"]), int(index["chunk_size"]), chunks, path,
+                       written_at)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, ValueError, KeyError,
+            TypeError):
         return None
-    chunks, offset, name = [], 0, str(path)
-    for stored, compressed in index["chunks"]:
-        chunks.append((name, offset, stored, bool(compressed)))
-        offset += stored
-    return _Stored(sha256, index["size"], index["chunk_size"], chunks, path, written_at)
 
 
 def _read_legacy(sha256: str, directory: Path) -> _Stored | None:
@@ -171,11 +173,11 @@ class FilePayloadStore:
         return self._write(chunks)
 
     def delete(self, sha256: str) -> bool:
-        moved = self._move_aside(sha256)
-        if moved is None:
-            return False
-        _remove(moved[0])
-        return True
+        deleted = False
+        while (moved := self._move_aside(sha256)) is not None:  # the file, a legacy copy
+            _remove(moved[0])
+            deleted = True
+        return deleted
 
     def touch(self, sha256: str) -> bool:
         """Sets written_at to now (a release starts the grace period); False if absent."""
@@ -323,6 +325,9 @@ class FilePayloadStore:
             raise OSError(errno.EIO, f"payload {ref.sha256} read back with another sha256")
 
     def _commit(self, tmp: Path, ref: PayloadRef) -> PayloadRef:
+        legacy = _read_legacy(ref.sha256, self._legacy_dir(ref.sha256))
+        if legacy is not None and self._refresh(ref.sha256):  # stored before ADR 0031: kept
+            return legacy.ref
         final = self._file(ref.sha256)
         if not final.parent.is_dir():
             final.parent.mkdir(exist_ok=True)

@@ -120,6 +120,30 @@ def test_payloads_written_as_directories_before_adr_0031_still_work(
     assert store.delete(digest) and list(store.list()) == []
 
 
+def test_a_streamed_put_of_content_stored_as_a_directory_keeps_the_one_copy(
+        root: Path) -> None:
+    data = b"streamed again " * 500
+    where = legacy_payload(root, data, 4096, compressed=True)
+    store = FilePayloadStore(root, 4096)
+    assert store.put_stream([data[:100], data[100:]]).sha256 == where.name
+    assert not (root / where.name[:2] / where.name).exists()  # no second copy
+    assert store.delete(where.name) and not store.exists(where.name)
+    assert not where.exists()
+
+
+def test_both_copies_are_erased_if_both_are_there(root: Path) -> None:
+    data = b"two copies " * 500
+    where = legacy_payload(root, data, 4096, compressed=False)
+    packed = root / where.name[:2] / where.name
+    legacy_payload_moved = where.rename(root / "aside")  # a new-layout copy beside it
+    FilePayloadStore(root, 4096).put(data)
+    legacy_payload_moved.rename(where)
+    assert packed.is_file() and (where / MANIFEST).is_file()
+    store = FilePayloadStore(root, 4096)
+    assert store.delete(where.name)
+    assert not packed.exists() and not where.exists() and not store.exists(where.name)
+
+
 def test_a_write_that_crashed_is_invisible_and_swept_later(root: Path) -> None:
     store = FilePayloadStore(root, CHUNK)
     (root / ".tmp" / "write-crashed").write_bytes(b"half a payload")
@@ -144,6 +168,19 @@ def test_a_damaged_file_or_a_directory_without_a_manifest_is_no_payload(root: Pa
     store.put(b"content")  # replaces the damaged file
     assert b"".join(store.open(digest)) == b"content"
     assert [sha for sha, _, _ in store.list()] == [digest]
+
+
+@pytest.mark.parametrize("index", [b'{"x": 1}', b'{"size": 7, "chunk_size": 16, '
+                                   b'"chunks": [["7"]]}', b"not json", b"\xff\xfe"])
+def test_a_file_whose_index_is_damaged_is_no_payload(root: Path, index: bytes) -> None:
+    store = FilePayloadStore(root, CHUNK)
+    digest = hashlib.sha256(b"content").hexdigest()
+    (root / digest[:2]).mkdir()
+    (root / digest[:2] / digest).write_bytes(
+        b"content" + index + struct.pack(">Q4s", len(index), b"LLP1"))
+    assert not store.exists(digest) and list(store.list()) == []
+    assert store.put(b"content").sha256 == digest
+    assert b"".join(store.open(digest)) == b"content"
 
 
 def test_a_short_write_is_never_committed(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
