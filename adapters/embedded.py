@@ -594,9 +594,9 @@ class Letterlog(ReadModelQueries):
     def read_model_bytes(self) -> int | None:
         """What the embedded read models take on disk (None: another table store, which is
         not opened, let alone connected to, to find that out)."""
-        if self.settings.table_store != "embedded":
+        if self.settings.table_store != "embedded" or self.projections is None:
             return None
-        file_bytes = getattr(self._read().tables, "file_bytes", None)
+        file_bytes = getattr(self.projections.tables, "file_bytes", None)
         return None if file_bytes is None else int(file_bytes())
 
     def compact_read_models(self) -> dict[str, int] | None:

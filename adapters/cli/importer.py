@@ -266,19 +266,11 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
     deliveries themselves find any key claimed."""
     # more than one batch: a second process projects while this one appends (ADR 0027)
     pipelined = store.projecting_in_a_second_process() if total > batch else nullcontext()
-    before = _read_model_bytes(store)
+    before = store.read_model_bytes()
     with pipelined:
         report = _deliver_batches(store, items, account, mailbox, batch, progress, on_reject)
     report["read_models_compacted"] = _compacted(store, before)
     return report
-
-
-def _read_model_bytes(store: Any) -> int | None:
-    """None when the read models are not embedded: an HBase table store is not even
-    connected to (the command side acknowledges deliveries with HBase down)."""
-    if store.settings.table_store != "embedded" or store.projections is None:
-        return None
-    return store.read_model_bytes()
 
 
 def _compacted(store: Any, before: int | None) -> dict[str, int] | None:

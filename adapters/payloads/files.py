@@ -325,9 +325,9 @@ class FilePayloadStore:
             raise OSError(errno.EIO, f"payload {ref.sha256} read back with another sha256")
 
     def _commit(self, tmp: Path, ref: PayloadRef) -> PayloadRef:
-        legacy = _read_legacy(ref.sha256, self._legacy_dir(ref.sha256))
-        if legacy is not None and self._refresh(ref.sha256):  # stored before ADR 0031: kept
-            return legacy.ref
+        existing = self._refresh(ref.sha256)  # stored already (also before ADR 0031): kept
+        if existing:
+            return existing
         final = self._file(ref.sha256)
         if not final.parent.is_dir():
             final.parent.mkdir(exist_ok=True)
