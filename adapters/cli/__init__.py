@@ -1,10 +1,37 @@
-"""The letterlog command line (typer): one module per group of commands, the importer and
-the demo.
+"""The letterlog command line (typer): one module per group of commands, the importer, the
+demo and the command server.
+
+``main`` is what the ``letterlog`` program runs: it hands the command line to the user's
+command server when one is running (``commandserver``: standard library only, so a command
+run there costs this process no more than the interpreter's start), else runs it here.
 
 May import: ``adapters.embedded``, ``adapters.bootstrap``, ``settings`` and the other
 sub-packages (``bench`` lazily, for ``letterlog bench``); never ``devservers``.
 """
 
-from adapters.cli.app import app, main
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def main() -> None:
+    from adapters.cli.commandserver import forward
+
+    code = forward(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from adapters.cli.app import main as run_here
+
+    run_here()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the typer app, built on first use (``from adapters.cli import app``)
+        from adapters.cli.app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["app", "main"]

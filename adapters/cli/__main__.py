@@ -1,5 +1,6 @@
-"""`python -m adapters.cli`: the letterlog command line."""
+"""`python -m adapters.cli`: the letterlog command line (through the command server when one
+is running)."""
 
-from adapters.cli.app import main
+from adapters.cli import main
 
 main()

@@ -38,6 +38,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account")),
     ("Scale-out", "stream", ("relay", "worker", "lag", "processes", "dead-letters")),
     ("Benchmarks", "bench", ("bench",)),
+    ("Command server", "server", ("server",)),
 )
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
 

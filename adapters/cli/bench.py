@@ -126,7 +126,8 @@ def bench_startup(runs: Annotated[int, typer.Option(metavar="N", min=3,
                                                     help="runs per command")] = 11,
                   plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """Start-up of simple commands (help, list, show, flag), whole process, median wall and
-    CPU time, beside the interpreter alone and the interpreter importing typer."""
+    CPU time, beside the interpreter alone and the interpreter importing typer; then the
+    same commands through the command server."""
     from adapters.bench.startup import bench_startup as run
 
     _bench(run(runs=runs, plot=plot), as_json)

@@ -18,6 +18,11 @@ def test_bench_startup_times_each_command_beside_its_floors(tmp_path: Path) -> N
     assert all(c["meets_target"] == (c["wall_ms"] <= TARGET_MS)
                for c in result["commands"].values())
     assert result["meets_target"] == all(c["meets_target"] for c in result["commands"].values())
+    # the same commands through the command server (the bench checks the server ran them)
+    served = result["with_server"]
+    assert set(served) == set(result["commands"])
+    assert all(t["wall_ms"] > 0 and t["client_cpu_ms"] > 0 for t in served.values())
+    assert result["meets_target_with_server"] == all(t["meets_target"] for t in served.values())
     # a command cannot start faster than the interpreter importing typer, which it runs
     floor = result["floors"]["python + import typer"]["cpu_ms"]
     assert all(c["cpu_ms"] >= floor * 0.5 for c in result["commands"].values())

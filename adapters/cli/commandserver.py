@@ -1,0 +1,453 @@
+"""The command server: a warm process that runs each command line in a fork of itself, so a
+command starts in milliseconds instead of first importing typer, pydantic, the eventsourcing
+library and the domain (ADR 0032; Mercurial's ``chg`` works the same way).
+
+``letterlog server start`` imports the code of every command once and listens on a unix
+socket private to the user. ``letterlog`` (``adapters.cli.main``) connects to it and hands
+the command line over: its arguments, environment, working directory and umask, and its
+standard input, output and error themselves (passed as file descriptors), so the command
+reads and writes exactly where it would have. The server forks a handler per connection;
+the handler forks the command, tells the client its pid, waits for it and reports its exit
+status. The client forwards the signals it gets (Ctrl-C, a kill) to the command.
+
+Nothing runs in the server itself: it imports modules and builds the commands' parsers and
+schemas, and opens no store, no connection, no random generator, so every command starts
+as clean as in a new process. A server whose code changed on disk since it started (an
+upgrade, an edit) refuses the next command and stops; the client then runs that command
+itself, as it does when no server is running. Either way the output is the same.
+
+The client half (``forward``) uses the standard library alone: every ``letterlog`` process
+imports it first.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+PROTOCOL = 1
+ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding ``adapters``
+PREFIX = os.path.realpath(sys.prefix)  # the environment (virtualenv) it runs in
+_LENGTH = struct.Struct(">I")
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class ServerError(Exception):
+    """The command server cannot start, or the runtime directory is not private."""
+
+
+def runtime_dir() -> Path:
+    """Where the user's servers keep their sockets: ``$XDG_RUNTIME_DIR/letterlog``, else
+    ``/tmp/letterlog-UID``. Both must be owned by the user and closed to everyone else."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(base) / "letterlog" if base else Path(f"/tmp/letterlog-{os.getuid()}")
+
+
+def _name() -> str:
+    """One server per installation: this environment with this code."""
+    installation = f"{PREFIX}\0{ROOT}".encode()
+    return f"{zlib.crc32(installation):08x}"
+
+
+def socket_path() -> Path:
+    return runtime_dir() / f"{_name()}.sock"
+
+
+def info_path() -> Path:
+    return runtime_dir() / f"{_name()}.json"
+
+
+def log_path() -> Path:
+    return runtime_dir() / f"{_name()}.log"
+
+
+def _private(directory: Path) -> bool:
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def _wanted(argv: list[str]) -> bool:
+    """Every command but ``server`` itself goes to the server."""
+    words = [a for a in argv if not a.startswith("-")]
+    return not words or words[0] != "server"
+
+
+# --- the client ---------------------------------------------------------------------------
+
+def forward(argv: list[str]) -> int | None:
+    """Runs ``argv`` in the user's command server and returns its exit status, or None when
+    there is no server to run it (none running, another user's socket, code changed): the
+    caller then runs the command itself. Nothing of the command has run when this returns
+    None."""
+    if not _wanted(argv) or not _private(runtime_dir()):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(socket_path()))
+        if _peer_uid(sock) != os.getuid():
+            return None
+    except OSError:
+        sock.close()
+        return None
+    pending: list[int] = []
+    child: list[int] = []
+
+    def relay(signum: int, _frame: Any) -> None:
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child[0], signum)
+        else:
+            pending.append(signum)
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    request = json.dumps({"protocol": PROTOCOL, "root": ROOT, "prefix": PREFIX,
+                          "argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
+                          "umask": umask}).encode()
+    previous = {s: signal.signal(s, relay) for s in _FORWARDED}
+    try:
+        with sock:
+            try:
+                sock.sendmsg([_LENGTH.pack(len(request)), request],
+                             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", (0, 1, 2)))])
+            except OSError:  # e.g. a closed standard stream: run here, as without a server
+                return None
+            replies = sock.makefile("rb")
+            first = replies.readline()
+            started = json.loads(first) if first else {}
+            if "pid" not in started:
+                return None  # refused (changed code, another installation): nothing ran
+            child.append(started["pid"])
+            for signum in pending:
+                relay(signum, None)
+            last = replies.readline()
+            if not last:
+                sys.stderr.write("letterlog: error: the command server stopped while running "
+                                 f"the command (pid {child[0]}); its outcome is unknown\n")
+                return 1
+            return int(json.loads(last)["status"])
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+# --- the server ---------------------------------------------------------------------------
+
+# What the commands import when they run (their modules are imported by building them).
+PRELOAD = (
+    "adapters.embedded", "adapters.bootstrap", "adapters.eventlog.store",
+    "adapters.payloads.files", "adapters.tables.memory", "adapters.readside.current",
+    "adapters.readside.host", "adapters.readside.queries", "adapters.cli.demo",
+    "adapters.cli.importer", "adapters.extraction", "adapters.lifecycle.jobs",
+    "domain.service", "domain.commands", "domain.rfc5322.reader", "domain.rfc5322.attachments",
+    "domain.rfc5322.defects", "domain.rfc5322.envelope", "domain.rfc5322.facts",
+    "projections.registry", "projections.search", "eventsourcing.sqlite",
+    "typer._click.decorators", "unicodedata", "gc",
+)
+LEFT_OUT = ("bench",)  # built on demand: benchmarks load plotting and the dev servers
+
+
+def preload() -> int:
+    """Imports what commands run on and builds every command's parser and command schemas;
+    returns how many commands were built."""
+    import importlib
+
+    from typer.main import get_command
+
+    from adapters.cli.app import MODULE_OF, app
+    from domain import commands
+
+    root: Any = get_command(app)  # the LazyGroup: it keeps each command it builds
+    built = 0
+    for name, module in MODULE_OF.items():
+        if module not in LEFT_OUT:
+            root.get_command(None, name)
+            built += 1
+    for module in PRELOAD:
+        importlib.import_module(module)
+    stack: list[type[Any]] = [commands.Command]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        cls.model_rebuild(force=True)
+    return built
+
+
+def _code_files() -> dict[str, int]:
+    """Every loaded module's file and its modification time."""
+    files: dict[str, int] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path:
+            with contextlib.suppress(OSError):
+                files[path] = os.stat(path).st_mtime_ns
+    return files
+
+
+def _changed(files: dict[str, int]) -> str | None:
+    for path, mtime in files.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                return path
+        except OSError:
+            return path
+    return None
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    """The request and the three descriptors; None for a connection that sends nothing
+    (``running`` probes so)."""
+    fds = array.array("i")
+    head, ancillary, _, _ = conn.recvmsg(_LENGTH.size, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    if not head:
+        return None
+    if len(head) != _LENGTH.size:
+        raise ServerError("a client closed the connection within its request")
+    (size,) = _LENGTH.unpack(head)
+    body = bytearray()
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            raise ServerError("a client closed the connection within its request")
+        body += chunk
+    return json.loads(body), list(fds)
+
+
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _reopen(fd: int, like: Any) -> Any:
+    """A fresh text stream on ``fd``, buffered as a new interpreter would buffer it."""
+    import io
+
+    writing = fd != 0
+    raw = io.FileIO(fd, "w" if writing else "r", closefd=False)
+    buffered = io.BufferedWriter(raw) if writing else io.BufferedReader(raw)
+    return io.TextIOWrapper(buffered, encoding=like.encoding, errors=like.errors,
+                            line_buffering=fd == 2 or (writing and raw.isatty()))
+
+
+def _run_command(request: dict[str, Any], fds: list[int]) -> None:
+    """In the command's process: take over the client's streams and surroundings, run the
+    command line, report nothing (the handler reports the exit status)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.chdir(request["cwd"])
+        os.umask(request["umask"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import time
+
+        time.tzset()
+        sys.argv = ["letterlog", *request["argv"]]
+        sys.stdin = _reopen(0, sys.__stdin__)
+        sys.stdout = _reopen(1, sys.__stdout__)
+        sys.stderr = _reopen(2, sys.__stderr__)
+        from adapters.cli.app import main
+
+        main()
+        code = 0
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            sys.stderr.write(f"{e.code}\n")
+    except BaseException:  # a bug: shown as a fresh interpreter would show it
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _handle(conn: socket.socket, files: dict[str, int], server_pid: int) -> None:
+    """In a handler process: check the request, fork the command, report its exit status."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _peer_uid(conn) != os.getuid():
+        return
+    received = _receive(conn)
+    if received is None:
+        return
+    request, fds = received
+    refusal = None
+    if request.get("protocol") != PROTOCOL or len(fds) != 3:
+        refusal = "a client of another version"
+    elif (request.get("root"), request.get("prefix")) != (ROOT, PREFIX):
+        refusal = "a client of another installation"
+    elif (path := _changed(files)) is not None:
+        refusal = f"code changed since the server started ({path}); stopping"
+        os.kill(server_pid, signal.SIGTERM)
+    if refusal is not None:
+        _log(f"refused a command: {refusal}")
+        _send(conn, {"refused": refusal})
+        return
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _run_command(request, fds)
+    for fd in fds:
+        os.close(fd)
+    _send(conn, {"pid": pid})
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    _send(conn, {"status": code if code >= 0 else 128 - code})
+
+
+def _log(text: str) -> None:
+    import time
+
+    sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} letterlog server[{os.getpid()}]: "
+                     f"{text}\n")
+    sys.stderr.flush()
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop(_signum: int, _frame: Any) -> None:
+    raise _Stop
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
+def running() -> dict[str, Any] | None:
+    """The running server's description (pid, socket, log, started), or None."""
+    try:
+        info = json.loads(info_path().read_text())
+        os.kill(int(info["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(socket_path()))  # a connection that sends nothing is dropped
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return dict(info)
+
+
+def serve(ready: int | None = None) -> None:
+    """Preloads, listens and serves until SIGTERM or SIGINT. ``ready``: a pipe's write end
+    that gets one line (``ready`` or the error) once commands can be sent."""
+    import threading
+    import time
+
+    directory = runtime_dir()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(directory):
+            raise ServerError(f"{directory} must be owned by you and closed to others "
+                              "(chmod 700)")
+        if running() is not None:
+            raise ServerError(f"a server is already running ({socket_path()})")
+        started = time.time()
+        built = preload()
+        if threading.active_count() != 1:
+            raise ServerError("preloading started a thread; a server must fork from one")
+        files = _code_files()
+        path = socket_path()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        spare = path.with_suffix(f".{os.getpid()}.tmp")
+        spare.unlink(missing_ok=True)
+        listener.bind(str(spare))
+        listener.listen(128)
+        os.replace(spare, path)
+        ino = os.stat(path).st_ino
+        info = {"pid": os.getpid(), "socket": str(path), "log": str(log_path()),
+                "root": ROOT, "prefix": PREFIX, "commands": built,
+                "modules": len(files), "started": round(started, 3),
+                "preload_seconds": round(time.time() - started, 3)}
+        spare_info = info_path().with_suffix(".tmp")
+        spare_info.write_text(json.dumps(info))
+        os.replace(spare_info, info_path())
+    except (ServerError, OSError) as e:
+        if ready is not None:
+            os.write(ready, f"{e}\n".encode())
+        raise
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    _log(f"serving {built} commands, {len(files)} modules preloaded in "
+         f"{info['preload_seconds']} s, on {path}")
+    if ready is not None:
+        os.write(ready, b"ready\n")
+        os.close(ready)
+    server_pid = os.getpid()
+    try:
+        while True:
+            conn, _ = listener.accept()
+            try:
+                if os.fork() == 0:
+                    code = 0
+                    try:
+                        listener.close()
+                        _handle(conn, files, server_pid)
+                    except BaseException as e:  # the handler's own failure, never the command's
+                        _log(f"a handler failed: {e!r}")
+                        code = 1
+                    finally:
+                        os._exit(code)
+            finally:
+                conn.close()
+    except _Stop:
+        _log("stopping")
+    finally:
+        listener.close()
+        for p in (path, info_path()):
+            try:
+                if p != path or os.stat(p).st_ino == ino:
+                    p.unlink()
+            except OSError:
+                pass

@@ -1,0 +1,99 @@
+"""``letterlog server start|stop|status``: the command server (``commandserver``, ADR 0032)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Annotated
+
+import typer
+
+from adapters.cli import commandserver as cs
+from adapters.cli.common import fail, group, out
+
+app = group("The command server.")
+server_app = group("Start, stop or describe the command server: a warm process that runs "
+                   "every letterlog command in a fork of itself, so commands start fast.")
+app.add_typer(server_app, name="server")
+
+
+def _describe(info: dict[str, object], text: str) -> None:
+    out({"running": True, **info}, f"{text}: pid {info['pid']}, socket {info['socket']}, "
+        f"log {info['log']}")
+
+
+@server_app.command("start")
+def start(foreground: Annotated[bool, typer.Option(
+        "--foreground", help="serve in this process until SIGTERM or Ctrl-C (for a "
+        "supervisor such as systemd), logging to stderr")] = False) -> None:
+    """Start the command server (if none is running) and wait until it serves."""
+    if (info := cs.running()) is not None:
+        _describe(info, "already running")
+        return
+    if foreground:
+        try:
+            cs.serve()
+        except cs.ServerError as e:
+            fail(str(e))
+        return
+    read, write = os.pipe()
+    if os.fork() == 0:  # the daemon: a new session, stdio to the log, never returns here
+        code = 1
+        try:
+            os.close(read)
+            os.setsid()
+            if os.fork() != 0:
+                code = 0
+                return
+            cs.runtime_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
+            log = os.open(cs.log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.chdir("/")
+            cs.serve(ready=write)
+            code = 0
+        except BaseException:  # reported to the starter through the pipe (serve writes it)
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    os.waitpid(-1, 0)  # the first fork: it exits once the daemon is on its own
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.readline().decode().strip()
+    if said != "ready":
+        fail(f"the command server did not start: {said or 'it exited'} (log: {cs.log_path()})")
+    info = cs.running()
+    if info is None:
+        fail(f"the command server started and stopped (log: {cs.log_path()})")
+    _describe(info, "started")
+
+
+@server_app.command("stop")
+def stop(timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", help="how long to wait for it to exit")] = 10.0) -> None:
+    """Stop the command server; commands already running finish."""
+    info = cs.running()
+    if info is None:
+        out({"running": False, "stopped": False}, "no command server is running")
+        return
+    pid = int(str(info["pid"]))
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while cs.running() is not None or cs.alive(pid):  # not our child: its exit is observed
+        if time.monotonic() > deadline:
+            fail(f"the command server (pid {pid}) did not stop within {timeout} s")
+        time.sleep(0.01)
+    out({"running": False, "stopped": True, "pid": pid}, f"stopped (pid {pid})")
+
+
+@server_app.command("status")
+def status() -> None:
+    """Whether the command server runs, and where (exits 1 if it does not)."""
+    info = cs.running()
+    if info is None:
+        out({"running": False, "socket": str(cs.socket_path())}, "no command server is running")
+        raise typer.Exit(1)
+    _describe(info, "running")

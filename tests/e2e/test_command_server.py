@@ -1,0 +1,226 @@
+"""The command server (ADR 0032): a command line run in it behaves as one run in its own
+process (output, errors, exit status, environment, working directory, umask, signals) and
+its client imports none of the command's code; a server whose code changed refuses and
+stops, and the command runs in the client instead. (No timing here: ``letterlog bench
+startup`` measures.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.cli import commandserver
+from tests.conftest import make_mail
+
+ADA = "ada@example.org"
+CLIENT_PROBE = """
+import json, sys
+from adapters.cli.commandserver import forward
+code = forward(sys.argv[1:])
+sys.stdout.flush()
+print(json.dumps({"code": code, "typer": "typer" in sys.modules,
+                  "domain": any(m.startswith("domain") for m in sys.modules)}), file=sys.stderr)
+"""
+
+
+def environment(runtime: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LETTERLOG_")}
+    return {**env, "XDG_RUNTIME_DIR": str(runtime), "LETTERLOG_DURABILITY": "normal", **extra}
+
+
+def letterlog(env: dict[str, str], *args: str, cwd: Path | None = None,
+              stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "adapters.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=120,
+                          input=None if stdin is None else stdin.decode())
+
+
+def server_info(env: dict[str, str]) -> dict[str, object]:
+    p = letterlog(env, "--json", "server", "status")
+    return dict(json.loads(p.stdout))
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Path:
+    path = tmp_path / "run"
+    path.mkdir(mode=0o700)
+    return path
+
+
+@pytest.fixture
+def served(runtime: Path) -> Iterator[dict[str, str]]:
+    """The environment of a user whose command server is running."""
+    env = environment(runtime)
+    started = letterlog(env, "--json", "server", "start")
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["running"] is True
+    yield env
+    letterlog(env, "server", "stop")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Path, str]:
+    """A store holding one message (delivered without a server); its data dir and id."""
+    data = tmp_path / "d"
+    mail = tmp_path / "m.eml"
+    mail.write_bytes(make_mail("Served"))
+    p = letterlog(environment(tmp_path / "none"), "--data", str(data), "--json", "deliver",
+                  "--account", ADA, str(mail))
+    assert p.returncode == 0, p.stderr
+    return data, json.loads(p.stdout)["message_id"]
+
+
+def test_a_command_runs_in_the_server_and_the_client_imports_none_of_it(served, store):
+    data, mid = store
+    p = subprocess.run([sys.executable, "-c", CLIENT_PROBE, "--data", str(data), "--json",
+                        "show", mid], capture_output=True, text=True, env=served, timeout=120)
+    report = json.loads(p.stderr.strip().splitlines()[-1])
+    assert report == {"code": 0, "typer": False, "domain": False}
+    assert json.loads(p.stdout)["message_id"] == mid
+
+
+@pytest.mark.parametrize("args", [
+    ["show", "{mid}"], ["--json", "show", "{mid}"], ["list", ADA], ["counters", ADA],
+    ["--json", "list", ADA], ["show", "not-a-uuid"], ["list", "nobody@example.org"],
+    ["flag", "{mid}", "Seen"], ["no-such-command"], ["--help"], ["list"],
+])
+def test_output_errors_and_exit_status_are_those_of_a_command_run_alone(served, store, tmp_path,
+                                                                        args):
+    data, mid = store
+    argv = ["--data", str(data), *[a.format(mid=mid) for a in args]]
+    alone = letterlog(environment(tmp_path / "none"), *argv)
+    in_server = letterlog(served, *argv)
+    assert (in_server.returncode, in_server.stdout, in_server.stderr) == (
+        alone.returncode, alone.stdout, alone.stderr)
+
+
+def test_writes_land_in_the_store_with_the_callers_cwd_environment_and_umask(served, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "m.eml").write_bytes(make_mail("Relative"))
+    env = {**served, "LETTERLOG_DATA": "relative-data"}
+    p = subprocess.run(
+        [sys.executable, "-c", "import os, sys; os.umask(0o077); "
+         "from adapters.cli import main; sys.argv[0] = 'letterlog'; main()",
+         "--json", "deliver", "--account", ADA, "m.eml"],
+        capture_output=True, text=True, env=env, cwd=work, timeout=120)
+    assert p.returncode == 0, p.stderr
+    delivered = json.loads(p.stdout)
+    data = work / "relative-data"
+    assert (data / "events.sqlite").is_file()
+    assert data.stat().st_mode & 0o777 == 0o700
+    listed = letterlog(env, "--json", "list", ADA, cwd=work)
+    assert [json.loads(line)["message_id"] for line in listed.stdout.splitlines()] == [
+        delivered["message_id"]]
+
+
+def test_standard_input_is_the_callers(served, tmp_path):
+    data = tmp_path / "d"
+    p = letterlog(served, "--data", str(data), "--json", "deliver", "--account", ADA,
+                  "/dev/stdin", stdin=make_mail("From stdin"))
+    assert p.returncode == 0, p.stderr
+    listed = letterlog(served, "--data", str(data), "--json", "list", ADA)
+    assert [json.loads(line)["subject"] for line in listed.stdout.splitlines()] == ["From stdin"]
+
+
+def test_a_signal_to_the_client_reaches_the_command(served, store):
+    data, _ = store
+    proc = subprocess.Popen([sys.executable, "-m", "adapters.cli", "--data", str(data),
+                             "purger", "--interval", "600"], env=served, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = proc.stderr.readline() if proc.stderr else ""
+        assert "purge run" in first  # the purger runs (in the server) and logs to our stderr
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert "purger stopped" in rest
+
+
+def test_a_server_whose_code_changed_refuses_stops_and_the_command_runs_here(served, store):
+    data, mid = store
+    source = Path(commandserver.__file__)
+    before = source.stat()
+    try:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        p = subprocess.run([sys.executable, "-c", CLIENT_PROBE, "--data", str(data), "show",
+                            mid], capture_output=True, text=True, env=served, timeout=120)
+        assert json.loads(p.stderr.strip().splitlines()[-1])["code"] is None  # not run there
+        alone = letterlog(served, "--data", str(data), "show", mid)  # the server has stopped
+        assert alone.returncode == 0 and mid in alone.stdout
+    finally:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    status = letterlog(served, "server", "status")
+    assert status.returncode == 1 and "no command server" in status.stdout
+    log = Path(served["XDG_RUNTIME_DIR"]) / "letterlog"
+    assert "code changed since the server started" in "".join(
+        f.read_text() for f in log.glob("*.log"))
+
+
+def test_start_stop_status(runtime, store):
+    env = environment(runtime)
+    assert letterlog(env, "server", "status").returncode == 1
+    first = letterlog(env, "--json", "server", "start")
+    assert first.returncode == 0, first.stderr
+    pid = json.loads(first.stdout)["pid"]
+    again = letterlog(env, "--json", "server", "start")
+    assert again.returncode == 0 and json.loads(again.stdout)["pid"] == pid
+    assert "already running" in letterlog(env, "server", "start").stdout
+    assert server_info(env)["pid"] == pid
+    stopped = letterlog(env, "--json", "server", "stop")
+    assert json.loads(stopped.stdout) == {"pid": pid, "running": False, "stopped": True}
+    assert not commandserver.alive(pid)
+    assert not list((runtime / "letterlog").glob("*.sock"))
+    assert letterlog(env, "server", "status").returncode == 1
+    data, mid = store
+    assert letterlog(env, "--data", str(data), "show", mid).returncode == 0  # runs here
+
+
+def test_a_runtime_directory_others_can_enter_is_never_used(tmp_path, store):
+    runtime = tmp_path / "open"
+    (runtime / "letterlog").mkdir(parents=True)
+    (runtime / "letterlog").chmod(0o755)
+    env = environment(runtime)
+    p = letterlog(env, "server", "start")
+    assert p.returncode == 2
+    assert "must be owned by you and closed to others" in p.stderr
+    assert "Traceback" not in p.stderr
+    data, mid = store
+    probe = subprocess.run([sys.executable, "-c", CLIENT_PROBE, "--data", str(data), "show",
+                            mid], capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(probe.stderr.strip().splitlines()[-1])["code"] is None
+
+
+@pytest.mark.parametrize("args", [
+    ["show", "{mid}"], ["flag", "{mid}", "\\Seen"], ["list", ADA], ["search", ADA, "--from", "a"],
+    ["deliver", "--account", ADA, "{mail}"], ["counters", ADA],
+])
+def test_the_server_preloads_what_simple_commands_run_on(store, tmp_path, args):
+    data, mid = store
+    mail = tmp_path / "again.eml"
+    mail.write_bytes(make_mail("Again"))
+    probe = """
+import json, sys
+from adapters.cli.commandserver import preload
+preload()
+before = set(sys.modules)
+from adapters.cli.app import run
+code = run(sys.argv[1:])
+ours = ("adapters", "domain", "projections", "eventsourcing", "pydantic", "typer")
+new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ours)
+print(json.dumps({"code": code, "new": new}), file=sys.stderr)
+"""
+    argv = ["--data", str(data), *[a.format(mid=mid, mail=mail) for a in args]]
+    p = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True,
+                       env=environment(tmp_path / "none"), timeout=120)
+    report = json.loads(p.stderr.strip().splitlines()[-1])
+    assert report == {"code": 0, "new": []}
