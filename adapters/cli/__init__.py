@@ -12,7 +12,6 @@ sub-packages (``bench`` lazily, for ``letterlog bench``); never ``devservers``.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 
 def main() -> None:
@@ -26,12 +25,4 @@ def main() -> None:
     run_here()
 
 
-def __getattr__(name: str) -> Any:
-    if name == "app":  # the typer app, built on first use (``from adapters.cli import app``)
-        from adapters.cli.app import app
-
-        return app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["app", "main"]
+__all__ = ["main"]  # the typer app: ``from adapters.cli.app import app``

@@ -222,7 +222,7 @@ def test_every_option_has_help_and_no_internal_type_names():
     from typer.main import get_command
     from typer.testing import CliRunner
 
-    from adapters.cli import app
+    from adapters.cli.app import app
 
     root = get_command(app)
 

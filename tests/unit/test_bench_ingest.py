@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from adapters.bench.ingest import bench_ingest
-from adapters.cli import app
+from adapters.cli.app import app
 
 
 def test_bench_ingest_reports_rates_baselines_and_ratios(tmp_path: Path) -> None:

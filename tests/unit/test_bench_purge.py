@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from adapters.bench.purge import bench_purge
-from adapters.cli import app
+from adapters.cli.app import app
 
 
 def test_bench_purge_purges_every_due_message_and_reports_its_references(tmp_path: Path) -> None:

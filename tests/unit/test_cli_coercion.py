@@ -11,7 +11,7 @@ from typer._click.exceptions import BadParameter
 from typer._coercion import build_runtime_param
 from typer.main import get_command
 
-from adapters.cli import app
+from adapters.cli.app import app
 from adapters.cli.coercion import PlainParam, runtime_param
 
 SAMPLES = ["", "x", "ada@example.org", "0", "1", "-3", "50", "10000", "10001", "007", " 5",

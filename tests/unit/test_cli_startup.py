@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from typer.main import get_command
 
-from adapters.cli import app
-from adapters.cli.app import MODULE_OF
+from adapters.cli.app import MODULE_OF, app
 
 ROOT = get_command(app)
 
