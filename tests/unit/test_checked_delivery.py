@@ -44,6 +44,29 @@ def test_facts_of_other_bytes_are_refused_and_nothing_is_written(mail: Mailstore
     assert mail.deliver_checked([good])[0].uid == 1
 
 
+def test_a_checked_delivery_from_another_process_is_recognised_without_hashing_again(
+        mail: Mailstore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    import pickle
+
+    import domain.delivery
+
+    checked = pickle.loads(pickle.dumps([mail.check(_cmd(f"m{n}")) for n in range(2)]))
+    sha256 = hashlib.sha256
+    forged = dataclasses.replace(checked[0], command=checked[1].command)
+
+    def no_hashing(_data: bytes) -> None:
+        raise AssertionError("hashed again")
+
+    monkeypatch.setattr(domain.delivery.hashlib, "sha256", no_hashing)
+    assert all(c.matches() for c in checked)  # the pairing survives pickling
+    with pytest.raises(AssertionError, match="hashed again"):
+        forged.matches()  # other bytes: only their hash can tell
+    monkeypatch.setattr(domain.delivery.hashlib, "sha256", sha256)
+    assert not forged.matches()
+    assert [d.uid for d in mail.deliver_checked(checked)] == [1, 2]
+
+
 def test_large_messages_of_a_batch_are_stored_once_each(mail: Mailstore) -> None:
     big = make_mail("big", body="x" * 20000 + "\r\n")
     checked = [mail.check(build(Deliver, account="ada@example.org", raw=raw))
