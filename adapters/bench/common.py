@@ -1,11 +1,13 @@
 """What the benchmarks share: progress bars (rich, on stderr, only on a terminal), rates, phase
-clocks (wall and CPU time), the machine's load, peak memory, and bar plots (letterlog's bars
-blue, baselines grey, targets red).
+clocks (wall and CPU time), the machine's load, peak memory, a command server for a run, and
+bar plots (letterlog's bars blue, baselines grey, targets red).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -69,6 +71,24 @@ class PhaseClock:
     @property
     def share(self) -> float:
         return round(self.cpu / self.wall, 2) if self.wall > 0 else 0.0
+
+
+@contextmanager
+def command_server(env: dict[str, str], runtime: Path) -> Iterator[dict[str, str]]:
+    """A command server (ADR 0032) for a run, in its own runtime directory ``runtime``;
+    yields ``env`` for its clients. Checks that it runs commands (``forward`` answers)."""
+    runtime.mkdir(mode=0o700)
+    env = {**env, "XDG_RUNTIME_DIR": str(runtime)}
+    cli = [sys.executable, "-m", "adapters.cli"]
+    subprocess.run([*cli, "server", "start"], env=env, check=True, capture_output=True)
+    try:
+        check = ("import sys; from adapters.cli.commandserver import forward; "
+                 "sys.exit(0 if forward(['--version']) == 0 else 3)")
+        subprocess.run([sys.executable, "-c", check], env=env, check=True,
+                       stdout=subprocess.DEVNULL)  # exit 3: it did not run the command
+        yield env
+    finally:
+        subprocess.run([*cli, "server", "stop"], env=env, check=True, capture_output=True)
 
 
 def load_avg() -> float:

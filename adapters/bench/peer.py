@@ -7,7 +7,11 @@
   it under the run's directory (``PYTHONPYCACHEPREFIX``), whatever
   ``PYTHONDONTWRITEBYTECODE`` says, and an untimed import of the mbox's first 150 messages
   (two batches, so the projecting second process starts too) fills it first. Without a
-  cache every module of a source checkout is compiled in both processes on every start;
+  cache every module of a source checkout is compiled in both processes on every start.
+  The same import is also timed through a command server (``letterlog server start``,
+  ADR 0032) started for the run: its client starts in ~30 ms and the import runs in a fork
+  of the warm server (``import_with_server_msgs_per_s``; the target stays on the import
+  alone);
 * one durable delivery at a time: letterlog's single-command rate (measured by the caller)
   against LMTP deliveries over one connection (``mail_fsync = always``);
 * bytes on disk (allocated blocks) per byte of mail delivered, after the import, for both.
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from adapters.bench.common import command_server
 from adapters.datadir import disk_bytes
 from adapters.devservers.dovecot import DovecotServer
 
@@ -80,9 +85,10 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
     env = installed_env(root / "bytecode")
     write_mbox(blobs[:150], root / "warm-up.mbox")
     letterlog_import(root / "warm-up.mbox", root / "warm-up", env)  # fills the bytecode cache
-    with DovecotServer() as dovecot:
+    with DovecotServer() as dovecot, command_server(env, root / "run") as served:
         dovecot_import_s = [dovecot.import_mbox(mbox, "before")]
         letterlog_s = letterlog_import(mbox, root / "import", env)
+        served_s = letterlog_import(mbox, root / "import-served", served)
         dovecot_import_s.append(dovecot.import_mbox(mbox, "after"))
         imported = dovecot.message_count("before")
         if imported != n:
@@ -103,6 +109,8 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
         "dovecot_import_msgs_per_s": dovecot_rate,
         "dovecot_import_seconds_before_and_after": [round(s, 3) for s in dovecot_import_s],
         "ratio_import_vs_dovecot": round(letterlog_rate / dovecot_rate, 3),
+        "import_with_server_msgs_per_s": _rate(n, served_s),
+        "ratio_import_with_server_vs_dovecot": round(_rate(n, served_s) / dovecot_rate, 3),
         "dovecot_lmtp_msgs_per_s": lmtp,
         "ratio_single_vs_dovecot_lmtp": round(single_msgs_per_s / lmtp, 3),
         "bytes_on_disk": letterlog_bytes,
@@ -132,6 +140,7 @@ def peer_plot(path: Path, result: dict[str, Any]) -> None:
 
     rates = {
         "letterlog import mbox": result["import_msgs_per_s"],
+        "letterlog import mbox, server": result["import_with_server_msgs_per_s"],
         "dovecot doveadm import": result["dovecot_import_msgs_per_s"],
         "letterlog single command": result["single_command_msgs_per_s"],
         "dovecot LMTP, one connection": result["dovecot_lmtp_msgs_per_s"],

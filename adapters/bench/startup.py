@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adapters.bench.common import command_server
+
 TARGET_MS = 150.0
 WRITE_FLOOR = "python + a write's imports"
 WRITE_IMPORTS = "import typer, pydantic, eventsourcing.sqlite, domain.service"
@@ -57,22 +59,12 @@ def _time(argv: list[str], runs: int, env: dict[str, str]) -> dict[str, float]:
             "cpu_ms": round(statistics.median(cpus) * 1000, 1)}
 
 
-def _served(cli: list[str], commands: dict[str, list[str]], runs: int, env: dict[str, str],
+def _served(commands: dict[str, list[str]], runs: int, env: dict[str, str],
             runtime: Path) -> dict[str, dict[str, float]]:
     """``commands`` timed through a command server started for them (``client_cpu_ms``:
     the client process's CPU alone)."""
-    runtime.mkdir(mode=0o700)
-    env = {**env, "XDG_RUNTIME_DIR": str(runtime)}
-    subprocess.run([*cli, "server", "start"], env=env, check=True, capture_output=True)
-    try:
-        check = ("import sys; from adapters.cli.commandserver import forward; "
-                 "sys.exit(0 if forward(sys.argv[1:]) is not None else 3)")
-        for argv in commands.values():
-            subprocess.run([sys.executable, "-c", check, *argv[len(cli):]], env=env, check=True,
-                           stdout=subprocess.DEVNULL)  # exit 3: the server did not run it
-        timed = {k: _time(v, runs, env) for k, v in commands.items()}
-    finally:
-        subprocess.run([*cli, "server", "stop"], env=env, check=True, capture_output=True)
+    with command_server(env, runtime) as served:
+        timed = {k: _time(v, runs, served) for k, v in commands.items()}
     return {k: {"wall_ms": t["wall_ms"], "client_cpu_ms": t["cpu_ms"]} for k, t in timed.items()}
 
 
@@ -102,7 +94,7 @@ def bench_startup(runs: int = 11, plot: Path | None = None) -> dict[str, Any]:
             "load_average_before": round(os.getloadavg()[0], 2),
             "floors": {k: _time(v, runs, env) for k, v in floors.items()},
             "commands": {k: _time(v, runs, env) for k, v in commands.items()},
-            "with_server": _served(cli, commands, runs, env, Path(tmp) / "run"),
+            "with_server": _served(commands, runs, env, Path(tmp) / "run"),
             "load_average_after": round(os.getloadavg()[0], 2),
         }
     for timing in [*result["commands"].values(), *result["with_server"].values()]:

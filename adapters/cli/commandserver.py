@@ -378,9 +378,10 @@ def running() -> dict[str, Any] | None:
     return dict(info)
 
 
-def serve(ready: int | None = None) -> None:
+def serve(ready: int | None = None, log: str = "stderr") -> None:
     """Preloads, listens and serves until SIGTERM or SIGINT. ``ready``: a pipe's write end
-    that gets one line (``ready`` or the error) once commands can be sent."""
+    that gets one line (``ready`` or the error) once commands can be sent; ``log``: where
+    its stderr goes (for ``status``)."""
     import threading
     import time
 
@@ -405,7 +406,7 @@ def serve(ready: int | None = None) -> None:
         listener.listen(128)
         os.replace(spare, path)
         ino = os.stat(path).st_ino
-        info = {"pid": os.getpid(), "socket": str(path), "log": str(log_path()),
+        info = {"pid": os.getpid(), "socket": str(path), "log": log,
                 "root": ROOT, "prefix": PREFIX, "commands": built,
                 "modules": len(files), "started": round(started, 3),
                 "preload_seconds": round(time.time() - started, 3)}

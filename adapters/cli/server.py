@@ -53,7 +53,7 @@ def start(foreground: Annotated[bool, typer.Option(
             os.dup2(log, 1)
             os.dup2(log, 2)
             os.chdir("/")
-            cs.serve(ready=write)
+            cs.serve(ready=write, log=str(cs.log_path()))
             code = 0
         except BaseException:  # reported to the starter through the pipe (serve writes it)
             code = 1
