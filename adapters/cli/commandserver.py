@@ -98,6 +98,10 @@ def forward(argv: list[str]) -> int | None:
     None."""
     if not _wanted(argv) or not _private(runtime_dir()):
         return None
+    try:
+        cwd = os.getcwd()
+    except OSError:  # a deleted working directory: the command meets it here
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(str(socket_path()))
@@ -119,7 +123,7 @@ def forward(argv: list[str]) -> int | None:
     umask = os.umask(0o022)
     os.umask(umask)
     request = json.dumps({"protocol": PROTOCOL, "root": ROOT, "prefix": PREFIX,
-                          "argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
+                          "argv": argv, "env": dict(os.environ), "cwd": cwd,
                           "umask": umask}).encode()
     previous = {s: signal.signal(s, relay) for s in _FORWARDED}
     try:
@@ -385,6 +389,12 @@ def serve(ready: int | None = None, log: str = "stderr") -> None:
     import threading
     import time
 
+    # what the starting process left open is no command's business (commands are forked)
+    if ready is None:
+        os.closerange(3, 1 << 16)
+    else:
+        os.closerange(3, ready)
+        os.closerange(ready + 1, 1 << 16)
     directory = runtime_dir()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -52,6 +52,8 @@ def start(foreground: Annotated[bool, typer.Option(
             os.dup2(null, 0)
             os.dup2(log, 1)
             os.dup2(log, 2)
+            for fd in {null, log} - {0, 1, 2}:  # no command forked from it inherits them
+                os.close(fd)
             os.chdir("/")
             cs.serve(ready=write, log=str(cs.log_path()))
             code = 0

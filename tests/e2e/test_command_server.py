@@ -47,6 +47,10 @@ def server_info(env: dict[str, str]) -> dict[str, object]:
     return dict(json.loads(p.stdout))
 
 
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 @pytest.fixture
 def runtime(tmp_path: Path) -> Path:
     path = tmp_path / "run"
@@ -138,6 +142,11 @@ def test_a_signal_to_the_client_reaches_the_command(served, store):
     try:
         first = proc.stderr.readline() if proc.stderr else ""
         assert "purge run" in first  # the purger runs (in the server) and logs to our stderr
+        # it holds the caller's streams and its own store files, nothing of the server's
+        server = int(str(server_info(served)["pid"]))
+        (command,) = [c for h in children(server) for c in children(h)]
+        held = {int(fd.name): os.readlink(fd) for fd in Path(f"/proc/{command}/fd").iterdir()}
+        assert {n: t for n, t in held.items() if n > 2 and not t.startswith(str(data))} == {}
         proc.send_signal(signal.SIGTERM)
         _, rest = proc.communicate(timeout=60)
     finally:
@@ -224,3 +233,13 @@ print(json.dumps({"code": code, "new": new}), file=sys.stderr)
                        env=environment(tmp_path / "none"), timeout=120)
     report = json.loads(p.stderr.strip().splitlines()[-1])
     assert report == {"code": 0, "new": []}
+
+
+def test_a_client_in_a_deleted_directory_leaves_the_command_to_itself(served, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    probe = ("import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+             "from adapters.cli.commandserver import forward; print(forward(['--version']))")
+    p = subprocess.run([sys.executable, "-c", probe, str(gone)], capture_output=True,
+                       text=True, env=served, timeout=120)
+    assert (p.returncode, p.stdout.strip(), p.stderr) == (0, "None", "")
