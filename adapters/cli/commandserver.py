@@ -26,6 +26,7 @@ import array
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -302,8 +303,8 @@ def _run_command(request: dict[str, Any], fds: list[int]) -> None:
 
 def _handle(conn: socket.socket, files: dict[str, int], server_pid: int) -> None:
     """In a handler process: check the request, fork the command, report its exit status."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
     if _peer_uid(conn) != os.getuid():
         return
     received = _receive(conn)
@@ -342,12 +343,9 @@ def _log(text: str) -> None:
     sys.stderr.flush()
 
 
-class _Stop(Exception):
-    pass
-
-
-def _stop(_signum: int, _frame: Any) -> None:
-    raise _Stop
+def _note_signal(_signum: int, _frame: Any) -> None:
+    """SIGTERM and SIGINT only wake the accept loop (through the wake-up pipe): raising from
+    a handler could land in a fork's at-fork callbacks, where an exception is ignored."""
 
 
 def alive(pid: int) -> bool:
@@ -428,21 +426,33 @@ def serve(ready: int | None = None, log: str = "stderr") -> None:
             os.write(ready, f"{e}\n".encode())
         raise
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)  # every signal caught writes its number here
+    signal.signal(signal.SIGTERM, _note_signal)
+    signal.signal(signal.SIGINT, _note_signal)
     _log(f"serving {built} commands, {len(files)} modules preloaded in "
          f"{info['preload_seconds']} s, on {path}")
     if ready is not None:
         os.write(ready, b"ready\n")
         os.close(ready)
     server_pid = os.getpid()
+    stop = {signal.SIGTERM, signal.SIGINT}
     try:
         while True:
+            readable, _, _ = select.select([listener, wake_read], [], [])
+            if wake_read in readable and stop & set(os.read(wake_read, 256)):
+                break
+            if listener not in readable:
+                continue
             conn, _ = listener.accept()
             try:
                 if os.fork() == 0:
                     code = 0
                     try:
+                        signal.set_wakeup_fd(-1)
+                        for fd in (wake_read, wake_write):
+                            os.close(fd)
                         listener.close()
                         _handle(conn, files, server_pid)
                     except BaseException as e:  # the handler's own failure, never the command's
@@ -452,7 +462,6 @@ def serve(ready: int | None = None, log: str = "stderr") -> None:
                         os._exit(code)
             finally:
                 conn.close()
-    except _Stop:
         _log("stopping")
     finally:
         listener.close()

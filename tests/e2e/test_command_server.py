@@ -243,3 +243,36 @@ def test_a_client_in_a_deleted_directory_leaves_the_command_to_itself(served, tm
     p = subprocess.run([sys.executable, "-c", probe, str(gone)], capture_output=True,
                        text=True, env=served, timeout=120)
     assert (p.returncode, p.stdout.strip(), p.stderr) == (0, "None", "")
+
+
+def test_stop_stops_a_server_that_is_forking_all_the_while(runtime):
+    """SIGTERM arriving while the server forks (a connection a millisecond) still stops it:
+    it only wakes the accept loop, never raises inside fork's at-fork callbacks."""
+    import socket
+    import threading
+
+    env = environment(runtime)
+    for _ in range(5):
+        assert letterlog(env, "server", "start").returncode == 0
+        info = server_info(env)
+        done = threading.Event()
+
+        def connect_all_the_while(path: str = str(info["socket"])) -> None:
+            while not done.is_set():
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    try:
+                        s.connect(path)
+                    except OSError:
+                        return  # it stopped listening
+
+        threads = [threading.Thread(target=connect_all_the_while) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            stopped = letterlog(env, "--json", "server", "stop")
+        finally:
+            done.set()
+            for t in threads:
+                t.join()
+        assert stopped.returncode == 0, stopped.stderr
+        assert not commandserver.alive(int(str(info["pid"])))
