@@ -1,9 +1,12 @@
-"""A call with a deadline, in a thread of its own (probes of servers that may not answer).
+"""A call with a deadline, in a thread of its own (probes of servers that may not answer), and
+whether a process is alive.
 
-Imports nothing of adapters; used by the stream tools and the dev servers alike."""
+Imports nothing of adapters; used by the stream tools, the dev servers, supervision and the
+command server alike."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,3 +30,18 @@ def run_in_thread(fn: Callable[[], Any], timeout: float) -> Any:
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return True

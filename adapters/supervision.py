@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import shlex
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from adapters.probing import alive
 
 __all__ = [
     "Handle",
@@ -219,7 +220,7 @@ class Supervisor:
         with contextlib.suppress(OSError, xmlrpc.client.Error):
             self.rpc().shutdown()
         deadline = time.monotonic() + timeout
-        while pid and _exists(pid) and time.monotonic() < deadline:
+        while pid and alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
 
     def pid(self) -> int | None:
@@ -313,13 +314,3 @@ class Supervised:
 
     def __repr__(self) -> str:
         return f"<Supervised {self.name}>"
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -348,21 +348,6 @@ def _note_signal(_signum: int, _frame: Any) -> None:
     a handler could land in a fork's at-fork callbacks, where an exception is ignored."""
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and has not exited (a zombie has)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return True
-
-
 def running() -> dict[str, Any] | None:
     """The running server's description (pid, socket, log, started), or None."""
     try:

@@ -11,6 +11,7 @@ import typer
 
 from adapters.cli import commandserver as cs
 from adapters.cli.common import fail, group, out
+from adapters.probing import alive
 
 app = group("The command server.")
 server_app = group("Start, stop or describe the command server: a warm process that runs "
@@ -84,7 +85,7 @@ def stop(timeout: Annotated[float, typer.Option(
     pid = int(str(info["pid"]))
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while cs.running() is not None or cs.alive(pid):  # not our child: its exit is observed
+    while cs.running() is not None or alive(pid):  # not our child: its exit is observed
         if time.monotonic() > deadline:
             fail(f"the command server (pid {pid}) did not stop within {timeout} s")
         time.sleep(0.01)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import commandserver
+from adapters.probing import alive
 from tests.conftest import make_mail
 
 ADA = "ada@example.org"
@@ -187,7 +188,7 @@ def test_start_stop_status(runtime, store):
     assert server_info(env)["pid"] == pid
     stopped = letterlog(env, "--json", "server", "stop")
     assert json.loads(stopped.stdout) == {"pid": pid, "running": False, "stopped": True}
-    assert not commandserver.alive(pid)
+    assert not alive(pid)
     assert not list((runtime / "letterlog").glob("*.sock"))
     assert letterlog(env, "server", "status").returncode == 1
     data, mid = store
@@ -257,7 +258,8 @@ def test_stop_stops_a_server_that_is_forking_all_the_while(runtime):
         info = server_info(env)
         done = threading.Event()
 
-        def connect_all_the_while(path: str = str(info["socket"])) -> None:
+        def connect_all_the_while(path: str = str(info["socket"]),
+                                  done: threading.Event = done) -> None:
             while not done.is_set():
                 with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                     try:
@@ -275,4 +277,4 @@ def test_stop_stops_a_server_that_is_forking_all_the_while(runtime):
             for t in threads:
                 t.join()
         assert stopped.returncode == 0, stopped.stderr
-        assert not commandserver.alive(int(str(info["pid"])))
+        assert not alive(int(str(info["pid"])))
