@@ -107,6 +107,7 @@ def forward(argv: list[str]) -> int | None:
     try:
         sock.connect(str(socket_path()))
         if _peer_uid(sock) != os.getuid():
+            sock.close()
             return None
     except OSError:
         sock.close()
@@ -126,12 +127,14 @@ def forward(argv: list[str]) -> int | None:
     request = json.dumps({"protocol": PROTOCOL, "root": ROOT, "prefix": PREFIX,
                           "argv": argv, "env": dict(os.environ), "cwd": cwd,
                           "umask": umask}).encode()
+    message = _LENGTH.pack(len(request)) + request
     previous = {s: signal.signal(s, relay) for s in _FORWARDED}
     try:
         with sock:
             try:
-                sock.sendmsg([_LENGTH.pack(len(request)), request],
-                             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", (0, 1, 2)))])
+                sent = sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                 array.array("i", (0, 1, 2)))])
+                sock.sendall(message[sent:])  # a large environment may not go in one send
             except OSError:  # e.g. a closed standard stream: run here, as without a server
                 return None
             replies = sock.makefile("rb")
@@ -151,6 +154,8 @@ def forward(argv: list[str]) -> int | None:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if pending and not child:  # a Ctrl-C before anything ran: it applies here
+            os.kill(os.getpid(), pending[0])
 
 
 # --- the server ---------------------------------------------------------------------------

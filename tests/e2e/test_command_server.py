@@ -278,3 +278,13 @@ def test_stop_stops_a_server_that_is_forking_all_the_while(runtime):
                 t.join()
         assert stopped.returncode == 0, stopped.stderr
         assert not alive(int(str(info["pid"])))
+
+
+def test_a_large_environment_reaches_the_command_whole(served, store):
+    data, mid = store
+    bulky = {f"BULKY_{n}": "x" * 100_000 for n in range(8)}  # more than a socket buffer
+    env = {**served, "LETTERLOG_DATA": str(data), **bulky}
+    p = subprocess.run([sys.executable, "-c", CLIENT_PROBE, "--json", "show", mid],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(p.stderr.strip().splitlines()[-1])["code"] == 0  # run by the server
+    assert json.loads(p.stdout)["message_id"] == mid  # with LETTERLOG_DATA from that env
