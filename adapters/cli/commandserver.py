@@ -79,6 +79,15 @@ def _private(directory: Path) -> bool:
     return st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
 
 
+def private_runtime_dir() -> Path:
+    """The runtime directory, made if missing; ServerError unless it is the user's alone."""
+    directory = runtime_dir()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _private(directory):
+        raise ServerError(f"{directory} must be owned by you and closed to others (chmod 700)")
+    return directory
+
+
 def _peer_uid(sock: socket.socket) -> int:
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return int(struct.unpack("3i", creds)[1])
@@ -383,12 +392,8 @@ def serve(ready: int | None = None, log: str = "stderr") -> None:
     else:
         os.closerange(3, ready)
         os.closerange(ready + 1, 1 << 16)
-    directory = runtime_dir()
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private(directory):
-            raise ServerError(f"{directory} must be owned by you and closed to others "
-                              "(chmod 700)")
+        private_runtime_dir()
         if running() is not None:
             raise ServerError(f"a server is already running ({socket_path()})")
         started = time.time()

@@ -38,8 +38,13 @@ def start(foreground: Annotated[bool, typer.Option(
         except cs.ServerError as e:
             fail(str(e))
         return
+    try:
+        cs.private_runtime_dir()  # before anything is written into it
+    except (cs.ServerError, OSError) as e:
+        fail(f"the command server did not start: {e}")
     read, write = os.pipe()
-    if os.fork() == 0:  # the daemon: a new session, stdio to the log, never returns here
+    first = os.fork()
+    if first == 0:  # the daemon: a new session, stdio to the log, never returns here
         code = 1
         try:
             os.close(read)
@@ -47,8 +52,8 @@ def start(foreground: Annotated[bool, typer.Option(
             if os.fork() != 0:
                 code = 0
                 return
-            cs.runtime_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
-            log = os.open(cs.log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            log = os.open(cs.log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                          0o600)
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(null, 0)
             os.dup2(log, 1)
@@ -63,7 +68,7 @@ def start(foreground: Annotated[bool, typer.Option(
         finally:
             os._exit(code)
     os.close(write)
-    os.waitpid(-1, 0)  # the first fork: it exits once the daemon is on its own
+    os.waitpid(first, 0)  # it exits once the daemon is on its own
     with os.fdopen(read, "rb") as pipe:
         said = pipe.readline().decode().strip()
     if said != "ready":

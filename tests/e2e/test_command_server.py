@@ -204,6 +204,7 @@ def test_a_runtime_directory_others_can_enter_is_never_used(tmp_path, store):
     assert p.returncode == 2
     assert "must be owned by you and closed to others" in p.stderr
     assert "Traceback" not in p.stderr
+    assert list((runtime / "letterlog").iterdir()) == []  # not even a log was written there
     data, mid = store
     probe = subprocess.run([sys.executable, "-c", CLIENT_PROBE, "--data", str(data), "show",
                             mid], capture_output=True, text=True, env=env, timeout=120)
