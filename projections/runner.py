@@ -19,7 +19,10 @@ Two modes:
   keeps, per row, only the final visible puts and the highest row/column delete versions and
   writes those deletes too, so a folded rebuild holds the same visible cells and versions as
   a live projection of the same events (equal ``table_digest``), and hides a late re-applied
-  old put exactly like the live table does.
+  old put exactly like the live table does. A projection with a ``folder`` (``counters``:
+  read-modify-write, one row per account rewritten by most events) runs through it in a
+  fold: the counts stay integers in memory and only the final cells reach the fold, the
+  same ones a fold of its per-event output would hold.
 
 ``physical(name)`` maps logical table names (those in ``projections.names``) to the physical
 tables written and read, the tracking table included (blue/green rebuilds).
@@ -40,7 +43,7 @@ from domain.errors import CorruptEvent
 from projections import names as n
 from projections.codec import put
 from projections.keys import RowReader, tracking_row
-from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Projection
+from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Folder, Projection
 from projections.tablestore import (
     MAX_VERSION,
     CellRecord,
@@ -335,6 +338,7 @@ class ProjectionRunner:
         self._physical_names: dict[str, str] = {}
         self._positions: dict[str, int] | None = None
         self._routes: dict[type, _Route] = {}
+        self._folders: dict[int, Folder] = {}  # a fold's own folders, by projection index
 
     # -- tables and tracking -------------------------------------------------------------------
 
@@ -422,6 +426,13 @@ class ProjectionRunner:
         # must see them); in fold mode the others' are buffered in ``pending`` and folded
         # every ``batch_size`` events; in live mode they go to the store as they are.
         reads_own = [any(t.name in self._reads for t in p.tables) for p in self.projections]
+        # A projection with a folder of its own (``counters``) runs through it in a fold; it
+        # keeps its effect in memory, drained into the fold by ``_flush``. It comes last
+        # in an event's steps, so an event another projection fails on never reaches it.
+        self._folders = {i: p.folder() for i, p in enumerate(self.projections)
+                         if fold and p.folder is not None}
+        projectors = [self._folders[i].project if i in self._folders else p.project
+                      for i, p in enumerate(self.projections)]
         retable = self.physical is not identity and not fold
         overlay = MutationFold(self._load)
         pending: list[Mutation] = []
@@ -429,6 +440,7 @@ class ProjectionRunner:
         steps: dict[type, tuple[_Step, ...]] = {}  # per event class: what to call, in order
         top = applied = in_batch = 0
         own: list[Mutation] = []  # this event's writes to tables their projection reads
+        folders = self._folders
         for position, event in items:
             if type(position) is not int or not 0 < position <= MAX_VERSION:
                 self._flush(pending, overlay, top, fold)
@@ -437,8 +449,9 @@ class ProjectionRunner:
             if route is None:
                 try:
                     route = steps[type(event)] = tuple(
-                        (starts[i], p.project, reads_own[i], p.name)
-                        for i, p in self._route(type(event)))
+                        (starts[i], projectors[i], reads_own[i] and i not in folders, p.name)
+                        for i, p in sorted(self._route(type(event)),
+                                           key=lambda route: route[0] in folders))
                 except TypeError as error:
                     self._flush(pending, overlay, top, fold)
                     raise corrupt(position, event, str(error)) from None
@@ -488,6 +501,8 @@ class ProjectionRunner:
         assert self._positions is not None
         load = getattr(self.store, "load", None) if fold else None
         if fold:
+            for folder in self._folders.values():
+                overlay.extend(folder.drain())
             overlay.extend(pending)
             pending.clear()
         loads = overlay.contents(self._name) if load is not None and not overlay.empty else []
