@@ -451,6 +451,38 @@ def test_a_fold_rebuild_equals_the_live_tables() -> None:
         assert table_digest(rebuilt, spec.name) == table_digest(live, spec.name), spec.name
 
 
+@pytest.mark.parametrize("cap", [1, 7, 4_000_000])
+def test_a_fold_keeps_counters_in_memory_with_the_cells_a_live_projection_writes(cap: int) -> None:
+    """``counters`` runs through ``CounterFold`` in a fold: counts, guard and deleted markers
+    (marked, unmarked, marked again, expunged while marked) as the live tables have them,
+    whether the fold drains once at the end or after every few cells (``cap``)."""
+    h = History()
+    h.create_mailbox(ADA, "Archive")
+    ids = [h.deliver(ADA, labels=["x"] if i % 2 else [], size=100 + i) for i in range(6)]
+    h.flag(ids[0], ["\\Seen"])
+    h.delete(ids[1])
+    h.restore(ids[1])
+    h.delete(ids[1])
+    h.delete(ids[2])
+    h.expunge(ids[2])
+    h.move(ids[3], "Archive")
+    h.label(ids[4], add=["y"])
+    h.delete(ids[5])
+    h.restore(ids[5])
+    live = project(h, batch_size=2)
+    rebuilt = InMemoryTableStore()
+    runner = ProjectionRunner(rebuilt, fold_max_cells=cap)
+    runner.create_tables()
+    runner.apply_events(h.events, fold=True)
+    assert table_digest(rebuilt, n.COUNTERS) == table_digest(live, n.COUNTERS)
+    row = rebuilt.get(n.COUNTERS, h.account(ADA).id.bytes)
+    assert keys.deleted_marker_column(ids[1]) in row  # deleted again: marked
+    assert keys.deleted_marker_column(ids[5]) not in row  # restored
+    last, restored = h.events[-1]
+    assert type(restored) is Message.Restored
+    assert int(row[n.CT_POS]) == last  # the guard: the last event that changed the row
+
+
 def test_untracked_folds_of_disjoint_accounts_share_tables_and_record_no_position() -> None:
     """The Spark rebuild's tasks: one account's events each, one after another into the same
     fresh tables. A task must not skip its events because another task got further."""
