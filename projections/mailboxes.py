@@ -93,3 +93,48 @@ HANDLED = frozenset(_HANDLERS)
 def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     handler = _HANDLERS.get(type(event))
     return [] if handler is None else handler(event, position)
+
+
+_MODSEQ_ONLY = frozenset(k for k, v in _HANDLERS.items() if v is _message_changed)
+
+
+class MailboxFold:
+    """``project`` for a fold (see ``projections.registry.Folder``): nearly every event
+    rewrites its mailbox's ``highestmodseq`` (and every UID allocation its ``uidnext``); a
+    fold keeps only the last one per row, so they are kept here as integers, the row's other
+    cells (rare events) as the plain projector's puts. ``drain()`` gives what a fold of
+    ``project``'s output would hold."""
+
+    def __init__(self) -> None:
+        self._modseq: dict[bytes, int] = {}  # row -> highest position
+        self._uidnext: dict[bytes, tuple[bytes, int]] = {}  # row -> (value, position)
+        self._other: list[Mutation] = []
+
+    def _touch(self, row: bytes, position: int) -> None:
+        if position > self._modseq.get(row, -1):
+            self._modseq[row] = position
+
+    def project(self, event: object, position: int, read: RowReader) -> list[Mutation]:
+        kind = type(event)
+        e: Any = event
+        if kind in _MODSEQ_ONLY:
+            self._touch(e.mailbox_id.bytes, position)
+        elif kind is Mailbox.UidsAllocated:
+            row = e.originator_id.bytes
+            uidnext = encode_int(e.first_uid + len(e.message_ids))
+            if position >= self._uidnext.get(row, (b"", -1))[1]:
+                self._uidnext[row] = (uidnext, position)
+            self._touch(row, position)
+        elif kind is Message.Moved:
+            self._touch(e.from_mailbox_id.bytes, position)
+            self._touch(e.mailbox_id.bytes, position)
+        else:
+            self._other += project(event, position, read)
+        return []
+
+    def drain(self) -> list[Mutation]:
+        out = self._other
+        out += [put(T, row, n.MB_UIDNEXT, value, p) for row, (value, p) in self._uidnext.items()]
+        out += [_modseq(row, p) for row, p in self._modseq.items()]
+        self._other, self._modseq, self._uidnext = [], {}, {}
+        return out

@@ -61,7 +61,8 @@ class Projection:
 
 
 ALL: tuple[Projection, ...] = (
-    Projection("mailboxes", mailboxes.TABLES, mailboxes.project, (), mailboxes.HANDLED),
+    Projection("mailboxes", mailboxes.TABLES, mailboxes.project, (), mailboxes.HANDLED,
+               mailboxes.MailboxFold),
     Projection("mailbox_names", mailbox_names.TABLES, mailbox_names.project, (),
                mailbox_names.HANDLED),
     Projection("messages", messages.TABLES, messages.project, (), messages.HANDLED),
