@@ -26,12 +26,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import faust
+from faust.transport.consumer import CONSUMER_FETCHING
+from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
+from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 
 from adapters.settings import Settings, StreamOptions, load_settings
 from adapters.streaming.projector import BatchResult, Record, StreamProjector
@@ -289,32 +292,43 @@ class WorkerState:
 
 
 class Pipeline:
-    """One batch applying while faust fills the next: ``submit(events)`` starts applying a
-    batch as soon as the one before it is done (batches are applied one at a time, in
-    order), and returns the result of the batch before, once it is written and its records
+    """One batch applying while the consumer fetches the next: ``submit(messages)`` starts
+    applying a batch as soon as the one before it is done (batches are applied one at a time,
+    in order), and returns the result of the batch before, once it is written and its records
     acknowledged. A batch's records are acknowledged the moment its ``apply`` returns, by
-    the batch's own task -- not when the next batch arrives: a rebalance waits for them."""
+    the batch's own task -- not when the next batch arrives: a rebalance waits for them.
 
-    def __init__(self, state: WorkerState, stream: Any, app: faust.App) -> None:
+    ``messages`` are faust ``Message``s the consumer tracks (``BatchFeed``); acknowledging
+    one (``Consumer.ack``) is what lets faust commit its offset. Messages fetched before the
+    latest rebalance (another ``generation_id``) are neither applied nor acknowledged: the
+    partition's owner now starts from the committed offset and gets them again."""
+
+    def __init__(self, state: WorkerState, app: faust.App) -> None:
         self.state = state
-        self.stream = stream
         self.app = app
         self._inflight: asyncio.Future[BatchResult | None] | None = None
 
-    async def submit(self, events: list[Any]) -> BatchResult | None:
+    async def submit(self, messages: list[Any]) -> BatchResult | None:
         previous = self._inflight
-        self._inflight = asyncio.ensure_future(self._run(previous, events))
-        return None if previous is None else await previous
+        self._inflight = asyncio.ensure_future(self._run(previous, messages))
+        # shielded: a cancelled caller (the agent stopping) leaves the batch to finish
+        return None if previous is None else await asyncio.shield(previous)
 
     async def _run(self, previous: asyncio.Future[BatchResult | None] | None,
-                   events: list[Any]) -> BatchResult | None:
+                   messages: list[Any]) -> BatchResult | None:
         if previous is not None:
             await asyncio.wait({previous})
-            if previous.cancelled() or previous.result() is None:
+            if previous.cancelled() or previous.exception() is not None \
+                    or previous.result() is None:
                 return None  # shutting down: leave this batch unacknowledged
-        result = await self.state.apply([_record(e.message) for e in events])
-        for event in events:  # the offsets may be committed from here on
-            await self.stream.ack(event)
+        generation = self.app.consumer_generation_id
+        current = [m for m in messages if m.generation_id in (None, generation)]
+        if not current:
+            return BatchResult()
+        result = await self.state.apply([_record(m) for m in current])
+        ack = self.app.consumer.ack
+        for message in current:  # the offsets may be committed from here on
+            ack(message)
         try:
             publish_lag(self.state.lag(self.app))
         except Exception as error:  # noqa: BLE001 - metrics never stop the projection
@@ -323,8 +337,139 @@ class Pipeline:
 
 
 def _record(message: Any) -> Record:
-    return Record(topic=message.topic, partition=message.partition, offset=message.offset,
-                  value=message.value, key=message.key, timestamp=message.timestamp)
+    return Record(message.topic, message.partition, message.offset, message.value,
+                  message.key, message.timestamp)
+
+
+class BatchFeed:
+    """Where ``BatchConsumer`` hands the records of ``topics``: lists of up to ``batch``
+    faust ``Message``s, sent to ``channel`` (the agent's in-memory channel, whose queue faust
+    suspends during a rebalance and clears when it starts). The messages are tracked by the
+    consumer before they are sent (a rebalance waits for tracked messages to be acknowledged,
+    or dropped: the consumer holds them weakly)."""
+
+    def __init__(self, channel: Any, topics: Collection[str], batch: int, within: float) -> None:
+        self.channel = channel
+        self.topics = frozenset(topics)
+        self.batch = max(1, batch)
+        self.within = within
+
+    async def send(self, consumer: Any, messages: list[Any]) -> None:
+        track = consumer.track_message
+        for message in messages:
+            track(message)
+        try:
+            while not self.channel.subscriber_count:  # the agent not iterating yet
+                await asyncio.sleep(0.05)
+            await self.channel.send(value=messages)
+        except BaseException:
+            unacked = consumer._unacked_messages
+            for message in messages:
+                unacked.discard(message)
+            raise
+
+
+class BatchConsumer(AIOKafkaConsumer):
+    """faust's aiokafka consumer, but the records of the feed's topics (``app.letterlog_feed``,
+    a ``BatchFeed``) are handed over a fetch at a time instead of one message at a time
+    through the conductor (a task and four futures per message in ``_drain_messages``, an
+    event, sensors and a stream step each). What the fetch loop does otherwise is faust's:
+    flow control and rebalances (``_wait_next_records``, ``suspend_flow``, the generation
+    id), paused and buffered partitions, read offsets and gaps, the commit-every counter;
+    records of any other topic still go through ``callback`` one by one."""
+
+    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - needs Kafka
+        feed: BatchFeed | None = getattr(self.app, "letterlog_feed", None)
+        if feed is None:
+            await super()._drain_messages(fetcher)
+            return
+        callback = self.callback
+        consumer_should_stop = self._stopped.is_set
+        fetcher_should_stop = fetcher._stopped.is_set
+        read_offset = self._read_offset
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        to_message = self._to_message
+        pending: list[Any] = []
+        since = 0.0
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                self.diag.set_flag(CONSUMER_FETCHING)
+                wait = max(0.0, since + feed.within - time.monotonic()) if pending else 1.0
+                records, active = await self._wait_next_records(wait)
+                self.diag.unset_flag(CONSUMER_FETCHING)
+                if self.should_stop:
+                    return
+                if not self.flow_active:  # a rebalance: what was fetched is read again
+                    pending.clear()
+                    try:
+                        await self.perform_seek()
+                    except Exception as error:  # noqa: BLE001 - as faust's getmany
+                        self.log.warning("exception performing seek when flow not active %r",
+                                         error)
+                    continue
+                generation = self.app.consumer_generation_id
+                for tp, batch in (records or {}).items():
+                    if self.app.consumer_generation_id != generation:
+                        break
+                    if (active is not None and tp not in active
+                            and tp not in self._buffered_partitions):
+                        continue
+                    self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
+                    ours = tp.topic in feed.topics
+                    acks = acks_enabled_for(tp.topic)
+                    r_offset = read_offset[tp]
+                    for record in batch:
+                        offset = record.offset
+                        if r_offset is not None and offset < r_offset:
+                            continue  # read already (faust drops it too)
+                        if acks and r_offset and offset - r_offset > 1:
+                            await self._add_gap(tp, r_offset + 1, offset)
+                        message = to_message(tp, record)
+                        if ours:
+                            if not pending:
+                                since = time.monotonic()
+                            pending.append(message)
+                        else:
+                            await self.wait_first(callback(message), self.suspend_flow.wait())
+                        r_offset = offset
+                    read_offset[tp] = r_offset
+                if not pending or (len(pending) < feed.batch and records
+                                   and time.monotonic() - since < feed.within):
+                    continue
+                while pending:
+                    chunk, pending = pending[:feed.batch], pending[feed.batch:]
+                    await self.wait_first(feed.send(self, chunk), self.suspend_flow.wait())
+                    if self.suspend_flow.is_set():
+                        pending.clear()
+                commit_every = self._commit_every
+                if commit_every is not None and self._n_acked >= commit_every:
+                    self._n_acked = 0
+                    await self.commit()
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                self.log.info("Broker stopped consumer, shutting down...")
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                self.log.info("Consumer shutting down for user cancel.")
+                return
+            raise
+        except Exception as exc:
+            self.log.exception("Drain messages raised: %r", exc)
+            raise
+        finally:
+            self.diag.unset_flag(CONSUMER_FETCHING)
+
+
+class _App(faust.App):
+    """A faust app whose Kafka consumer is ``BatchConsumer``."""
+
+    def _new_transport(self) -> Any:
+        transport = super()._new_transport()
+        if isinstance(transport, AIOKafkaTransport):
+            transport.Consumer = BatchConsumer
+        return transport
 
 
 def _stream_tables(settings: Settings) -> TableStore:
@@ -345,7 +490,7 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     broker = f"kafka://{settings.kafka_bootstrap or 'localhost:9092'}"
     faust_dir = Path(settings.data) / "faust"  # faust's own files, not the working directory
     faust_dir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
+    app = _App(
         options.group,
         broker=broker,
         autodiscover=False,
@@ -371,13 +516,17 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     )
     topic = app.topic(settings.kafka_topic, key_type=bytes, value_type=bytes,
                       key_serializer="raw", value_serializer="raw")
+    app.topics.add(topic)  # subscribed; its records reach the agent through the feed
+    batches = app.channel(maxsize=1)  # lists of messages; faust clears it on a rebalance
+    app.letterlog_feed = BatchFeed(batches, [settings.kafka_topic],  # type: ignore[attr-defined]
+                                   options.batch, options.within)
     state = WorkerState(settings, options, store_factory, after_write)
 
-    @app.agent(topic, name=AGENT_NAME)
-    async def project(stream: Any) -> Any:  # a faust.Stream
-        pipeline = Pipeline(state, stream, app)
-        async for events in stream.noack_take(options.batch, within=options.within):
-            done = await pipeline.submit(events)  # the batch before: written, acknowledged
+    @app.agent(batches, name=AGENT_NAME)
+    async def project(stream: Any) -> Any:  # a faust.Stream of lists of messages
+        pipeline = Pipeline(state, app)
+        async for messages in stream:
+            done = await pipeline.submit(list(messages))  # the batch before: written, acked
             if done is not None:
                 yield done.as_dict()
 

@@ -1,6 +1,8 @@
-"""The faust agent through ``agent.test_context()`` on the in-memory table store: it projects
-batches, acknowledges records only after their batch is written, retries a failing store
-without acknowledging, and dead-letters poison without stopping."""
+"""The faust agent through ``agent.test_context()`` on the in-memory table store, fed batches
+of consumer messages as ``BatchConsumer`` hands them over: it projects batches, acknowledges
+records only after their batch is written (and only then can faust commit their offsets),
+retries a failing store without acknowledging, dead-letters poison without stopping, and
+drops batches fetched before a rebalance."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +58,29 @@ def run_agent(store: Any, scenario: Callable[[Any, Any], Awaitable[None]],
         assert (Path(data) / "faust").is_dir()  # faust's files stay in the data directory
 
 
-async def send(agent: Any, records: list[Any]) -> list[Any]:
-    return [await agent.put(r.value, key=r.key, partition=r.partition, wait=False)
-            for r in records]
+def message(app: Any, r: Any, generation: int | None = None) -> Any:
+    """A record as faust's consumer makes it (``Consumer._to_message``)."""
+    from faust.types import TP
+    from faust.types.tuples import ConsumerMessage
+
+    return ConsumerMessage(r.topic, r.partition, r.offset, r.timestamp or 0.0, 0, [], r.key,
+                           r.value, None, tp=TP(r.topic, r.partition),
+                           generation_id=app.consumer_generation_id if generation is None
+                           else generation)
 
 
-def all_acked(events: list[Any]) -> Callable[[], bool]:
-    return lambda: all(e.message.acked for e in events)
+async def send(agent: Any, records: list[Any], app: Any = None) -> list[Any]:
+    """``records`` as faust messages, handed to the agent in batches of ``OPTIONS.batch``
+    (what ``BatchFeed.send`` does)."""
+    app = app or agent.app
+    messages = [message(app, r) for r in records]
+    for i in range(0, len(messages), OPTIONS.batch):
+        await agent.put(messages[i:i + OPTIONS.batch], wait=False)
+    return messages
+
+
+def all_acked(messages: list[Any]) -> Callable[[], bool]:
+    return lambda: all(m.acked for m in messages)
 
 
 def test_the_agent_projects_batches_into_the_table_store(history):
@@ -88,7 +107,7 @@ def test_records_are_acknowledged_only_after_their_batch_is_written(history):
     seen: list[tuple[int, list[bool]]] = []
 
     def after_write(result):  # the batch's cells are in the store; tracking comes next
-        seen.append((result.records, [e.message.acked for e in events]))
+        seen.append((result.records, [m.acked for m in events]))
 
     async def scenario(app, agent):
         events.extend(await send(agent, records))
@@ -114,7 +133,7 @@ def test_a_failing_store_is_retried_and_nothing_is_acknowledged_meanwhile(histor
             mutations = list(mutations)
             if failures["left"] and any(m.table == "messages" for m in mutations):
                 failures["left"] -= 1
-                acked_during_failures.extend(e.message.acked for e in events[-10:])
+                acked_during_failures.extend(m.acked for m in events[-10:])
                 raise OSError("hbase thrift: connection refused")
             super().apply(mutations)
 
@@ -138,7 +157,8 @@ def test_a_poison_record_is_dead_lettered_and_the_stream_goes_on(history):
 
     async def scenario(app, agent):
         events.extend(await send(agent, records[:10]))
-        events.append(await agent.put(b"\x00garbage", key=b"k" * 16, partition=0, wait=False))
+        garbage = replace(records[0], value=b"\x00garbage", key=b"k" * 16, offset=10**6)
+        events.extend(await send(agent, [garbage]))
         events.extend(await send(agent, records[10:]))
         await until(all_acked(events))
 
@@ -177,3 +197,112 @@ def test_bad_stream_variables_name_the_variable(monkeypatch):
     monkeypatch.setenv("LETTERLOG_STREAM_THREADS", "0")
     with pytest.raises(SettingsError, match="LETTERLOG_STREAM_THREADS: must be at least 1"):
         load_settings()
+
+
+def test_offsets_become_committable_only_once_their_batch_is_written(history):
+    """What faust commits is what ``Consumer.ack`` recorded: nothing of a batch before its
+    cells are written, the whole batch right after."""
+    store = InMemoryTableStore()
+    records = history.records()[:30]
+    committable: list[dict[int, int | None]] = []
+    apps: list[Any] = []
+
+    def offsets() -> dict[int, int | None]:
+        from faust.types import TP
+
+        consumer = apps[0].consumer
+        return {p: consumer._new_offset(TP(TOPIC, p)) for p in {r.partition for r in records}}
+
+    def after_write(result):
+        committable.append(offsets())
+
+    async def scenario(app, agent):
+        apps.append(app)
+        app.topics._acking_topics.add(TOPIC)  # as once subscribed (Conductor._update_indices)
+        messages = await send(agent, records)
+        await until(all_acked(messages))
+        committable.append(offsets())
+
+    run_agent(store, scenario, after_write=after_write)
+    # after each write only what earlier batches acknowledged (_new_offset consumes it)
+    first = committable[0]
+    assert all(v is None for v in first.values())
+    last = {p: max(r.offset for r in records if r.partition == p) + 1 for p in first}
+    reached: dict[int, int] = {}
+    for snapshot in committable:
+        reached.update({p: v for p, v in snapshot.items() if v is not None})
+    assert reached == last
+
+
+def test_a_batch_fetched_before_a_rebalance_is_neither_applied_nor_acknowledged(history):
+    store = InMemoryTableStore()
+    records = history.records()
+    applied: list[int] = []
+
+    async def scenario(app, agent):
+        stale = [message(app, r, generation=app.consumer_generation_id - 1)
+                 for r in records[:10]]
+        await agent.put(stale, wait=False)
+        fresh = await send(agent, records)
+        await until(all_acked(fresh))
+        assert not any(m.acked for m in stale)
+
+    run_agent(store, scenario, after_write=lambda result: applied.append(result.records))
+    assert sum(applied) == len(records)
+    assert_equal_to_fold(store, history)
+
+
+def test_the_consumer_hands_fetched_records_over_in_tracked_batches(history):
+    """``BatchConsumer._drain_messages`` on canned fetches: records in order, in batches of at
+    most ``batch``, each tracked when handed over; records read already are dropped."""
+    from aiokafka.structs import ConsumerRecord
+    from faust.types import TP
+
+    from adapters.streaming.worker import BatchConsumer, BatchFeed
+
+    records = [r for r in history.records() if r.partition == 0][:25]
+    tp = TP(TOPIC, 0)
+
+    def fetched(rs):
+        return {tp: [ConsumerRecord(TOPIC, 0, r.offset, 0, 0, r.key, r.value, None, 0, 0, [])
+                     for r in rs]}
+
+    async def main(data: str) -> None:
+        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS,
+                         store_factory=InMemoryTableStore)
+        consumer = app.consumer
+        assert isinstance(consumer, BatchConsumer)
+        handed: list[list[Any]] = []
+
+        class Channel:
+            subscriber_count = 1
+
+            async def send(self, value):
+                assert all(m in consumer.unacked for m in value)  # tracked first
+                handed.append(value)
+
+        app.letterlog_feed = BatchFeed(Channel(), [TOPIC], OPTIONS.batch, OPTIONS.within)
+        fetches = [fetched(records[:13]), fetched(records[5:25]), {}]
+
+        class Fetcher:
+            _stopped = asyncio.Event()
+
+        async def next_records(timeout):
+            if not fetches:
+                Fetcher._stopped.set()
+                return {}, None
+            return fetches.pop(0), None
+
+        consumer._wait_next_records = next_records
+        consumer.highwater = lambda tp: records[-1].offset + 1
+        await consumer._drain_messages(Fetcher())
+        assert [len(b) for b in handed] and max(len(b) for b in handed) <= OPTIONS.batch
+        offsets = [m.offset for b in handed for m in b]
+        # the second fetch repeats offsets 5..12: those below the read offset are dropped
+        # (faust keeps the one equal to it, as its own fetch loop does)
+        expected = [r.offset for r in records[:13]] + [r.offset for r in records[12:25]]
+        assert offsets == expected
+        assert consumer._read_offset[tp] == records[-1].offset
+
+    with tempfile.TemporaryDirectory(prefix="letterlog-worker-") as data:
+        asyncio.run(main(data))
