@@ -21,13 +21,14 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import resolve_topic
 
 from adapters.eventlog.reader import EventDecoder
-from adapters.eventlog.transcoder import MsgpackTranscoder
+from adapters.eventlog.transcoder import MsgpackTranscoder, uuid_from_int
 from domain.errors import CorruptEvent
 
 _MAPPER: Mapper[UUID] = Mapper(transcoder=MsgpackTranscoder())
 _DECODE = EventDecoder()
 _UUID_EXT = 1  # adapters.eventlog.transcoder's extension type for a UUID
 _KNOWN_TOPICS: set[str] = set()
+_IDS: dict[bytes, UUID] = {}  # an aggregate's records share its id (UUIDs are immutable)
 
 
 def mapper() -> Mapper[UUID]:
@@ -103,7 +104,15 @@ def decode_value(value: bytes) -> EventRecord:
     """A Kafka record value back to an EventRecord (``CorruptEvent`` if malformed)."""
     try:
         d = msgpack.unpackb(value, raw=False)
-        return EventRecord(int(d["p"]), UUID(bytes=d["id"]), int(d["v"]), str(d["t"]),
+        raw = d["id"]
+        originator_id = _IDS.get(raw)
+        if originator_id is None:  # UUID(bytes=raw), without its checks but the length
+            if type(raw) is not bytes or len(raw) != 16:
+                raise ValueError(f"an aggregate id is 16 bytes, not {raw!r}")
+            if len(_IDS) >= 65536:
+                _IDS.clear()
+            originator_id = _IDS[raw] = uuid_from_int(int.from_bytes(raw))
+        return EventRecord(int(d["p"]), originator_id, int(d["v"]), str(d["t"]),
                            bytes(d["s"]))
     except Exception as e:
         raise CorruptEvent(f"record is not a letterlog event ({len(value or b'')} bytes): "
