@@ -378,7 +378,7 @@ class BatchConsumer(AIOKafkaConsumer):
     id), paused and buffered partitions, read offsets and gaps, the commit-every counter;
     records of any other topic still go through ``callback`` one by one."""
 
-    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - needs Kafka
+    async def _drain_messages(self, fetcher: Any) -> None:
         feed: BatchFeed | None = getattr(self.app, "letterlog_feed", None)
         if feed is None:
             await super()._drain_messages(fetcher)
@@ -433,14 +433,16 @@ class BatchConsumer(AIOKafkaConsumer):
                             await self.wait_first(callback(message), self.suspend_flow.wait())
                         r_offset = offset
                     read_offset[tp] = r_offset
-                if not pending or (len(pending) < feed.batch and records
-                                   and time.monotonic() - since < feed.within):
-                    continue
-                while pending:
+                # full batches go at once; the rest waits for more records until ``within``
+                # has passed since the first of them came, or a fetch brings nothing new
+                due = not records or time.monotonic() - since >= feed.within
+                while len(pending) >= feed.batch or (pending and due):
                     chunk, pending = pending[:feed.batch], pending[feed.batch:]
                     await self.wait_first(feed.send(self, chunk), self.suspend_flow.wait())
                     if self.suspend_flow.is_set():
                         pending.clear()
+                    elif pending and not due:
+                        since = time.monotonic()
                 commit_every = self._commit_every
                 if commit_every is not None and self._n_acked >= commit_every:
                     self._n_acked = 0
