@@ -124,6 +124,7 @@ __all__ = [
     "REDO",
     "BatchResult",
     "DeadLetter",
+    "Decoded",
     "HandoverGap",
     "Record",
     "StreamProjector",
@@ -456,6 +457,16 @@ def _chunks(items: Iterable[tuple[int, Any]], size: int) -> Iterable[list[tuple[
         yield chunk
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """``StreamProjector.decode``'s result: the records by partition, each partition's
+    decoded events and the records that failed to decode."""
+
+    records: Sequence[Record]
+    by_tp: dict[TP, list[Record]]
+    items: dict[TP, tuple[list[Item], list[Poison]]]
+
+
 @dataclass
 class _Progress:
     offset: int = -1  # last offset handled (applied or dead-lettered)
@@ -543,24 +554,33 @@ class StreamProjector:
 
     # -- applying ---------------------------------------------------------------------------
 
-    def apply(self, records: Sequence[Record]) -> BatchResult:
-        """Applies a batch; returns once every cell, dead letter and tracking row is written.
-        Raises only errors of the table store (nothing then is known to be written)."""
+    def decode(self, records: Sequence[Record]) -> Decoded:
+        """The batch's records decoded, by partition (pure: reads and writes nothing, so a
+        caller may decode the next batch while ``apply`` writes this one)."""
         by_tp: dict[TP, list[Record]] = {}
         for r in records:
             by_tp.setdefault((r.topic, r.partition), []).append(r)
+        return Decoded(records, by_tp, {tp: self._decode_all(rs) for tp, rs in by_tp.items()})
+
+    def apply(self, records: Sequence[Record], decoded: Decoded | None = None) -> BatchResult:
+        """Applies a batch; returns once every cell, dead letter and tracking row is written.
+        Raises only errors of the table store (nothing then is known to be written).
+        ``decoded``: ``decode(records)``, if the caller decoded them already."""
+        if decoded is None or decoded.records is not records:
+            decoded = self.decode(records)
+        by_tp = decoded.by_tp
         result = BatchResult(records=len(records))
         self._follow_catalog()
         for tp in by_tp:  # every partition's handover checked before anything is written
             self._partition(tp)
         self._store.begin()
-        decoded = {tp: self._decode_all(rs) for tp, rs in by_tp.items()}
-        self._prefetch([item for items, _ in decoded.values() for item in items])
+        parts = decoded.items
+        self._prefetch([item for items, _ in parts.values() for item in items])
         if len(by_tp) <= 1 or self._threads == 1:
-            outcomes = [self._apply_partition(tp, rs, *decoded[tp]) for tp, rs in by_tp.items()]
+            outcomes = [self._apply_partition(tp, rs, *parts[tp]) for tp, rs in by_tp.items()]
         else:
             pool = self._executor()
-            futures = [pool.submit(self._apply_partition, tp, rs, *decoded[tp])
+            futures = [pool.submit(self._apply_partition, tp, rs, *parts[tp])
                        for tp, rs in by_tp.items()]
             wait(futures)  # all of them, even if one failed: no thread outlives the call
             outcomes = [f.result() for f in futures]

@@ -37,7 +37,7 @@ from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 
 from adapters.settings import Settings, StreamOptions, load_settings
-from adapters.streaming.projector import BatchResult, Record, StreamProjector
+from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector
 from domain.errors import SettingsError
 from projections.tablestore import TableStore
 
@@ -163,6 +163,7 @@ class WorkerState:
         self.store_factory = store_factory or (lambda: _stream_tables(settings))
         self.after_write = after_write or _hold(options.test_hold)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="stream-apply")
+        self.decoder = ThreadPoolExecutor(1, thread_name_prefix="stream-decode")
         self.projector: StreamProjector | None = None
         self.log: Any = None  # the event log, opened for a handover's replay only
         self.batches = 0
@@ -224,18 +225,29 @@ class WorkerState:
             self.log = event_log(self.settings)
         return read_events(self.log, first, last)
 
-    def _apply(self, records: list[Record]) -> BatchResult:
-        return self._open().apply(records)
+    def _apply(self, records: list[Record], decoded: Decoded | None) -> BatchResult:
+        return self._open().apply(records, decoded)
 
-    async def apply(self, records: list[Record]) -> BatchResult:
-        """Applies in the worker thread; a failing store is retried with backoff."""
+    def decode(self, records: list[Record]) -> asyncio.Future[Decoded] | None:
+        """Starts decoding ``records`` in a thread of its own (``StreamProjector.decode`` reads
+        and writes nothing), so that a batch decodes while the one before it is written;
+        None before the projector exists."""
+        if self.projector is None:
+            return None
+        return asyncio.get_running_loop().run_in_executor(self.decoder, self.projector.decode,
+                                                          records)
+
+    async def apply(self, records: list[Record], decoded: Decoded | None = None) -> BatchResult:
+        """Applies in the worker thread; a failing store is retried with backoff.
+        ``decoded``: the records decoded already (``decode``)."""
         loop = asyncio.get_running_loop()
         delay = self.options.retry_delay
         while True:
             started = time.perf_counter()
             self.inflight = time.monotonic()
             try:
-                result = await loop.run_in_executor(self.executor, self._apply, records)
+                result = await loop.run_in_executor(self.executor, self._apply, records,
+                                                    decoded)
             except Exception as error:  # noqa: BLE001 - the store; poison never gets here
                 self.store_stall.failed(error, self.inflight)
                 self.inflight = None
@@ -316,6 +328,8 @@ class Pipeline:
 
     async def _run(self, previous: asyncio.Future[BatchResult | None] | None,
                    messages: list[Any]) -> BatchResult | None:
+        records = [_record(m) for m in messages]
+        decoding = self.state.decode(records)  # while the batch before is written
         if previous is not None:
             await asyncio.wait({previous})
             if previous.cancelled() or previous.exception() is not None \
@@ -325,7 +339,15 @@ class Pipeline:
         current = [m for m in messages if m.generation_id in (None, generation)]
         if not current:
             return BatchResult()
-        result = await self.state.apply([_record(m) for m in current])
+        decoded = None
+        if decoding is not None:
+            try:
+                decoded = await decoding
+            except Exception as error:  # noqa: BLE001 - apply decodes them again
+                log.warning("decoding ahead failed (%s: %s)", type(error).__name__, error)
+        if len(current) < len(messages):
+            records, decoded = [_record(m) for m in current], None
+        result = await self.state.apply(records, decoded)
         ack = self.app.consumer.ack
         for message in current:  # the offsets may be committed from here on
             ack(message)
@@ -470,7 +492,7 @@ class _App(faust.App):
     def _new_transport(self) -> Any:
         transport = super()._new_transport()
         if isinstance(transport, AIOKafkaTransport):
-            transport.Consumer = BatchConsumer
+            transport.Consumer = BatchConsumer  # type: ignore[misc]
         return transport
 
 
