@@ -5,15 +5,21 @@ Run N workers (same group id, topic with at least N partitions; ``docs/streaming
     faust -A adapters.streaming.worker worker -l info      # settings from LETTERLOG_* variables
     python -m adapters.streaming.worker                    # the same, through main()
 
-The agent takes batches of up to ``batch`` records (or what came within ``within`` seconds)
-with ``stream.noack_take``: faust does not acknowledge them itself. The batch is applied in a
-worker thread (``loop.run_in_executor``: happybase blocks) while faust fills the next one
-(``Pipeline``: batches applied one at a time, in order), and only when ``apply`` has
-returned -- every cell, dead letter and tracking row written -- are the batch's records
-acknowledged (``stream.ack``), which is what lets faust commit their offsets. A worker that
-dies before that has committed nothing of the batch; the next owner of the partitions gets
-it again and the idempotent tables absorb the repeat. A failing table store is retried
-(backoff, forever: nothing can progress without it) without acknowledging anything.
+Records reach the agent a batch at a time: faust's Kafka consumer is ``BatchConsumer``, whose
+fetch loop hands the records of the letterlog topic over as lists of up to ``batch`` faust
+messages (or what came within ``within`` seconds), tracked by the consumer, through an
+in-memory channel that faust suspends during a rebalance and clears when it starts
+(``BatchFeed``) -- instead of faust's per-message path (a task and four futures per message in
+its fetch loop, then an event, sensors and a stream step each), which took about a third of a
+busy worker's CPU. Each batch is decoded in a thread of its own while the batch before it is
+written, then applied in the apply thread (``loop.run_in_executor``: happybase blocks;
+``Pipeline``: batches applied one at a time, in order), and only when ``apply`` has returned --
+every cell, dead letter and tracking row written -- are the batch's records acknowledged
+(``Consumer.ack``), which is what lets faust commit their offsets. A worker that dies before
+that has committed nothing of the batch; the next owner of the partitions gets it again and the
+idempotent tables absorb the repeat. A batch fetched before a rebalance (another generation) is
+dropped unapplied and unacknowledged. A failing table store is retried (backoff, forever:
+nothing can progress without it) without acknowledging anything.
 
 Nothing connects or reads settings at import time: ``faust -A adapters.streaming.worker`` gets
 ``app`` through the module ``__getattr__``, which builds it from ``load_settings()`` then.
