@@ -144,6 +144,26 @@ def test_any_batching_gives_the_tables_of_a_fold(history, size):
     assert_equal_to_fold(store, history)
 
 
+def test_batches_decoded_ahead_give_the_same_tables_and_a_mismatched_decode_is_ignored(
+        history):
+    """The worker decodes a batch while the one before it is written: ``apply(records,
+    decode(records))`` is ``apply(records)``; a ``Decoded`` of other records is not used."""
+    store, projector = fresh()
+    records = history.records()
+    records.insert(7, poison(10**6))
+    chunks = batches(records, 25)
+    ahead = projector.decode(chunks[0])
+    for i, chunk in enumerate(chunks):
+        result = projector.apply(chunk, ahead)
+        assert result.records == len(chunk)
+        ahead = projector.decode(chunks[i + 1]) if i + 1 < len(chunks) else None
+    assert_equal_to_fold(store, history)
+    assert len(list_dead_letters(store)) == 1
+    result = projector.apply(chunks[1], projector.decode(chunks[0]))  # not chunks[1]'s
+    last = {f"{r.topic}/{r.partition}": r.offset for r in chunks[1]}
+    assert result.offsets == last and result.duplicates == len(chunks[1])
+
+
 def test_partitions_are_tracked_apart_so_a_lagging_one_is_not_skipped(history):
     records = history.records()
     store, projector = fresh()
