@@ -403,22 +403,26 @@ class ProjectionRunner:
             self._routes[cls] = route
         return route
 
-    def apply_events(self, items: Iterable[tuple[int, Any]], *, fold: bool = False) -> int:
+    def apply_events(self, items: Iterable[tuple[int, Any]], *, fold: bool = False,
+                     progress: Callable[[int], None] | None = None) -> int:
         """Apply ``(position, event)`` pairs; returns how many events were new to at least
         one projection. Live mode writes every ``batch_size`` events; ``fold=True`` writes
         once at the end (see the module docstring). A fold holds millions of small acyclic
-        objects: it runs with the cyclic garbage collector paused (restored afterwards)."""
+        objects: it runs with the cyclic garbage collector paused (restored afterwards).
+        ``progress(n)``: how many events were taken so far, every ``batch_size`` events and
+        at the end."""
         if not fold:
-            return self._apply(items, False)
+            return self._apply(items, False, progress)
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._apply(items, True)
+            return self._apply(items, True, progress)
         finally:
             if collecting:
                 gc.enable()
 
-    def _apply(self, items: Iterable[tuple[int, Any]], fold: bool) -> int:
+    def _apply(self, items: Iterable[tuple[int, Any]], fold: bool,
+               progress: Callable[[int], None] | None = None) -> int:
         positions = self.positions()
         starts = [positions[p.name] for p in self.projections]
         lowest = min(starts, default=0)
@@ -438,7 +442,7 @@ class ProjectionRunner:
         pending: list[Mutation] = []
         reader = self._reader(overlay, fold)
         steps: dict[type, tuple[_Step, ...]] = {}  # per event class: what to call, in order
-        top = applied = in_batch = 0
+        top = applied = in_batch = taken = 0
         own: list[Mutation] = []  # this event's writes to tables their projection reads
         folders = self._folders
         for position, event in items:
@@ -485,7 +489,10 @@ class ProjectionRunner:
                 top = position
             in_batch += 1
             if in_batch >= self.batch_size:
+                taken += in_batch
                 in_batch = 0
+                if progress is not None:
+                    progress(taken)
                 if not fold:
                     self._flush(pending, overlay, top, fold)
                 else:
@@ -494,6 +501,8 @@ class ProjectionRunner:
                     if overlay.cells >= self.fold_max_cells:
                         self._flush(pending, overlay, top, fold)
         self._flush(pending, overlay, top, fold)
+        if progress is not None:
+            progress(taken + in_batch)
         return applied
 
     def _flush(self, pending: list[Mutation], overlay: MutationFold, top: int, fold: bool) -> None:

@@ -212,7 +212,8 @@ class ProjectionHost:
         runner = ProjectionRunner(store, projections, physical=physical)
         runner.create_tables()
         total = stop if stop is not None else self.max_position()
-        runner.apply_events(_counting(self.events(start=1, stop=stop), total, progress), fold=True)
+        runner.apply_events(self.events(start=1, stop=stop), fold=True,
+                            progress=_of(total, progress))
         return runner
 
     def rebuild(self, names: list[str] | None = None, progress: Progress | None = None,
@@ -341,16 +342,11 @@ class _NoCatalog:
         return False
 
 
-def _counting(items: Iterator[tuple[int, Any]], total: int,
-              progress: Progress | None) -> Iterator[tuple[int, Any]]:
-    done = 0
-    for item in items:
-        yield item
-        done += 1
-        if progress is not None and done % 5000 == 0:
-            progress(done, total)
-    if progress is not None:
-        progress(done, total)
+def _of(total: int, progress: Progress | None) -> Callable[[int], None] | None:
+    """``ProjectionRunner``'s progress (events taken) as a host's (done, total)."""
+    if progress is None:
+        return None
+    return lambda done: progress(done, total)
 
 
 def verify_tables(live: TableStore, physical: Callable[[str], str], events: Events,
@@ -362,8 +358,8 @@ def verify_tables(live: TableStore, physical: Callable[[str], str], events: Even
                                if position > 200_000 else InMemoryTableStore())
         runner = ProjectionRunner(scratch, projections)
         runner.create_tables()
-        runner.apply_events(_counting(events(start=1, stop=position), position, progress),
-                            fold=True)
+        runner.apply_events(events(start=1, stop=position), fold=True,
+                            progress=_of(position, progress))
         reports = []
         for p in projections:
             for spec in p.tables:

@@ -532,3 +532,18 @@ def test_a_fold_stops_just_before_a_corrupt_event() -> None:
         runner.apply_events([*h.events[:-1], (position, bad)], fold=True)
     assert runner.position() == position - 1
     assert ProjectionRunner(store).position() == position - 1  # tracked in the store
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_apply_events_reports_progress_every_batch_and_at_the_end(fold: bool) -> None:
+    h = History()
+    for _ in range(4):
+        h.deliver(ADA)
+    store = InMemoryTableStore()
+    runner = ProjectionRunner(store, batch_size=3)
+    runner.create_tables()
+    seen: list[int] = []
+    runner.apply_events(h.events, fold=fold, progress=seen.append)
+    total = len(h.events)
+    assert total > 6 and seen == [*range(3, total + 1, 3), total]  # every 3, then the end
+    assert runner.position() == h.events[-1][0]
