@@ -145,16 +145,26 @@ _LEAVES = frozenset({Message.Expunged, Message.Purged})
 HANDLED = frozenset(_DELTAS)
 
 
-def project(event: object, position: int, read: RowReader) -> list[Mutation]:
+def _deltas_of(event: object) -> Deltas | None:
+    """The event's changes to the counts; None when it changes nothing here (a kind without
+    deltas, or all of them zero and no deleted marker to move)."""
     kind = type(event)
     compute = _DELTAS.get(kind)
     if compute is None:
-        return []
-    e: Any = event
+        return None
     deltas: Deltas = {}
-    compute(e, deltas)
-    if kind not in _MARKS and (not deltas or not any(any(d) for d in deltas.values())):
+    compute(event, deltas)
+    if kind not in _MARKS and not any(a or b or c for a, b, c in deltas.values()):
+        return None
+    return deltas
+
+
+def project(event: object, position: int, read: RowReader) -> list[Mutation]:
+    deltas = _deltas_of(event)
+    if deltas is None:
         return []
+    kind = type(event)
+    e: Any = event
     row_key = e.account_id.bytes
     row = read(T, row_key)
     stored = row.get(n.CT_POS)
@@ -226,17 +236,12 @@ class CounterFold:
         self._rows: dict[bytes, _Row] = {}
 
     def project(self, event: object, position: int, read: RowReader) -> list[Mutation]:
+        deltas = _deltas_of(event)
+        if deltas is None:
+            return []
         kind = type(event)
-        compute = _DELTAS.get(kind)
-        if compute is None:
-            return []
         e: Any = event
-        deltas: Deltas = {}
-        compute(e, deltas)
-        leaves = kind in _LEAVES
-        if kind not in _MARKS and not any(a or b or c for a, b, c in deltas.values()):
-            return []
-        if leaves and e.old_state in LISTED_STATES:
+        if kind in _LEAVES and e.old_state in LISTED_STATES:
             _count(deltas, -1, e.mailbox_id, e.labels, e.flags, e.size)
         row_key = e.account_id.bytes
         state = self._rows.get(row_key)
