@@ -547,3 +547,38 @@ def test_apply_events_reports_progress_every_batch_and_at_the_end(fold: bool) ->
     total = len(h.events)
     assert total > 6 and seen == [*range(3, total + 1, 3), total]  # every 3, then the end
     assert runner.position() == h.events[-1][0]
+
+
+def test_a_fold_never_gives_a_folder_an_event_another_projection_rejects() -> None:
+    """A folder (``counters``) keeps an event's effect at once, so the runner calls it after
+    the event's other projectors: an event one of them rejects as corrupt leaves no trace
+    in the folder's tables, and what came before it is written."""
+    from dataclasses import replace
+
+    from projections.registry import ALL
+    from projections.threads import project as threads_project
+
+    h = History()
+    h.deliver(ADA)
+    h.deliver(ADA)
+    bad_position = h.events[-1][0]
+
+    def threads_failing_at_the_last(event: Any, position: int, read: Any) -> Any:
+        if position == bad_position:
+            raise ValueError("a projector rejecting the event")
+        return threads_project(event, position, read)
+
+    projections = tuple(replace(p, project=threads_failing_at_the_last)
+                        if p.name == "threads" else p for p in ALL)
+    assert [p.name for p in projections].index("counters") < [
+        p.name for p in projections].index("threads")  # counters comes first in the list
+    store = InMemoryTableStore()
+    runner = ProjectionRunner(store, projections)
+    runner.create_tables()
+    with pytest.raises(CorruptEvent, match=f"position {bad_position}"):
+        runner.apply_events(h.events, fold=True)
+    row = store.get(n.COUNTERS, h.account(ADA).id.bytes)
+    assert int(row[n.CT_POS]) < bad_position  # the rejected delivery was not counted
+    messages, _, _ = (int(x) for x in row[keys.mailbox_counter_column(
+        h.mailbox_id(ADA, "INBOX"))].split(b","))
+    assert messages == 1  # the delivery before it was
