@@ -20,9 +20,10 @@ Two modes:
   writes those deletes too, so a folded rebuild holds the same visible cells and versions as
   a live projection of the same events (equal ``table_digest``), and hides a late re-applied
   old put exactly like the live table does. A projection with a ``folder`` (``counters``:
-  read-modify-write, one row per account rewritten by most events) runs through it in a
-  fold: the counts stay integers in memory and only the final cells reach the fold, the
-  same ones a fold of its per-event output would hold.
+  read-modify-write, one row per account rewritten by most events; ``mailboxes``: a
+  mailbox's ``highestmodseq`` rewritten by every message event) runs through it in a fold:
+  those rows stay integers in memory and only their final cells reach the fold, the same
+  ones a fold of its per-event output would hold (ADR 0033).
 
 ``physical(name)`` maps logical table names (those in ``projections.names``) to the physical
 tables written and read, the tracking table included (blue/green rebuilds).
