@@ -339,7 +339,6 @@ class ProjectionRunner:
         self._physical_names: dict[str, str] = {}
         self._positions: dict[str, int] | None = None
         self._routes: dict[type, _Route] = {}
-        self._folders: dict[int, Folder] = {}  # a fold's own folders, by projection index
 
     # -- tables and tracking -------------------------------------------------------------------
 
@@ -431,12 +430,13 @@ class ProjectionRunner:
         # must see them); in fold mode the others' are buffered in ``pending`` and folded
         # every ``batch_size`` events; in live mode they go to the store as they are.
         reads_own = [any(t.name in self._reads for t in p.tables) for p in self.projections]
-        # A projection with a folder of its own (``counters``) runs through it in a fold; it
-        # keeps its effect in memory, drained into the fold by ``_flush``. It comes last
-        # in an event's steps, so an event another projection fails on never reaches it.
-        self._folders = {i: p.folder() for i, p in enumerate(self.projections)
-                         if fold and p.folder is not None}
-        projectors = [self._folders[i].project if i in self._folders else p.project
+        # A projection with a folder of its own (``counters``, ``mailboxes``) runs through it
+        # in a fold; it keeps its effect in memory, drained into the fold by ``_flush``. It
+        # comes last in an event's steps, so an event another projection fails on never
+        # reaches it.
+        folders: dict[int, Folder] = {i: p.folder() for i, p in enumerate(self.projections)
+                                      if fold and p.folder is not None}
+        projectors = [folders[i].project if i in folders else p.project
                       for i, p in enumerate(self.projections)]
         retable = self.physical is not identity and not fold
         overlay = MutationFold(self._load)
@@ -445,10 +445,9 @@ class ProjectionRunner:
         steps: dict[type, tuple[_Step, ...]] = {}  # per event class: what to call, in order
         top = applied = in_batch = taken = 0
         own: list[Mutation] = []  # this event's writes to tables their projection reads
-        folders = self._folders
         for position, event in items:
             if type(position) is not int or not 0 < position <= MAX_VERSION:
-                self._flush(pending, overlay, top, fold)
+                self._flush(pending, overlay, top, fold, folders)
                 raise corrupt(position, event, f"position {position!r} is not a log position")
             route = steps.get(type(event))
             if route is None:
@@ -458,7 +457,7 @@ class ProjectionRunner:
                         for i, p in sorted(self._route(type(event)),
                                            key=lambda route: route[0] in folders))
                 except TypeError as error:
-                    self._flush(pending, overlay, top, fold)
+                    self._flush(pending, overlay, top, fold, folders)
                     raise corrupt(position, event, str(error)) from None
             mark = len(pending)  # an event is folded whole or not at all
             for start, project, reads, name in route:
@@ -469,7 +468,7 @@ class ProjectionRunner:
                 except Exception as error:
                     del pending[mark:]
                     own.clear()
-                    self._flush(pending, overlay, top, fold)
+                    self._flush(pending, overlay, top, fold, folders)
                     if isinstance(error, _ReadFailed):
                         raise error.error from None
                     raise corrupt(
@@ -495,23 +494,24 @@ class ProjectionRunner:
                 if progress is not None:
                     progress(taken)
                 if not fold:
-                    self._flush(pending, overlay, top, fold)
+                    self._flush(pending, overlay, top, fold, folders)
                 else:
                     overlay.extend(pending)
                     pending.clear()
                     if overlay.cells >= self.fold_max_cells:
-                        self._flush(pending, overlay, top, fold)
-        self._flush(pending, overlay, top, fold)
+                        self._flush(pending, overlay, top, fold, folders)
+        self._flush(pending, overlay, top, fold, folders)
         if progress is not None:
             progress(taken + in_batch)
         return applied
 
-    def _flush(self, pending: list[Mutation], overlay: MutationFold, top: int, fold: bool) -> None:
+    def _flush(self, pending: list[Mutation], overlay: MutationFold, top: int, fold: bool,
+               folders: dict[int, Folder]) -> None:
         """Write the batch and, in the same ``apply``, every projection's new position."""
         assert self._positions is not None
         load = getattr(self.store, "load", None) if fold else None
         if fold:
-            for folder in self._folders.values():
+            for folder in folders.values():
                 overlay.extend(folder.drain())
             overlay.extend(pending)
             pending.clear()
