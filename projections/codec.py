@@ -8,8 +8,9 @@
 * counters: ``b"messages,unread,bytes"``, ASCII decimals;
 * date-times: ISO 8601 in UTC with microseconds, ``2026-03-01T12:00:00.000000+00:00``;
 * lists and dicts: compact JSON, sorted keys, UTF-8 (not ASCII-escaped); inside JSON,
-  date-times as above, UUIDs as their canonical string, sets as sorted lists. Bytes never go
-  into JSON (``TypeError``): raw bytes get a cell of their own.
+  date-times as above, UUIDs as their canonical string, sets as sorted lists, NaN and
+  infinities (not JSON) as ``null``. Bytes never go into JSON (``TypeError``): raw bytes get
+  a cell of their own.
 
 ``put`` builds a ``Put`` without re-validating it: projectors call it only with row keys from
 ``projections.keys``, column constants from ``projections.names`` and values from the
@@ -27,6 +28,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 from uuid import UUID
+
+import orjson
 
 from projections import names as n
 from projections.tablestore import Put
@@ -160,9 +163,22 @@ def _c_encode() -> Callable[[object], str]:
 _ENCODE = _c_encode()
 
 
+# orjson writes the same bytes as the encoder above for what projectors give it (sorted keys,
+# compact, UTF-8; date-times, dataclasses and subclasses of built-ins are passed to
+# ``_json_default`` as the encoder above passes them), 4-6x faster (ADR 0035). What it
+# refuses (non-string keys, integers beyond 64 bits, a ``default`` that raises) goes
+# through the encoder above, which accepts or rejects it as before. The one difference:
+# NaN and infinities, which are not JSON, are written as ``null``.
+_DUMPS = orjson.dumps
+_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+            | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
 def encode_json(value: object) -> bytes:
-    if not value and type(value) in (list, dict):
-        return b"[]" if type(value) is list else b"{}"
+    try:
+        return _DUMPS(value, _json_default, _OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError is one
+        pass
     if isinstance(value, str | int | float | bool) or value is None:
         return _ENCODER.encode(value).encode()
     return _ENCODE(value).encode()
@@ -182,20 +198,18 @@ def encode_policy(policy: dict[str, Any]) -> bytes:
 
 _DECODER = json.JSONDecoder()
 _decode_json_text = _DECODER.decode
-_scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+_LOADS = orjson.loads
 
 
 def decode_json(data: bytes) -> Any:
-    """Our JSON is always UTF-8: decoding it first skips ``json.loads``' encoding sniffing.
-    The text the encoder above wrote has no surrounding whitespace: the scanner reads it
-    directly (``decode`` would match whitespace around it twice); any other text goes
-    through ``decode``, which accepts or rejects it as ``json.loads`` does."""
-    text = data.decode()
+    """Our JSON is always UTF-8: orjson reads it (several times faster than ``json``); what
+    it refuses (``NaN`` written before ADR 0035, integers beyond 64 bits, invalid JSON) goes
+    through ``json``'s decoder, which accepts or rejects it as ``json.loads`` does."""
     try:
-        value, end = _scan_json(text, 0)
-    except StopIteration:
-        end = -1
-    return value if end == len(text) else _decode_json_text(text)
+        return _LOADS(data)
+    except orjson.JSONDecodeError:
+        pass
+    return _decode_json_text(data.decode())
 
 
 @lru_cache(maxsize=4096)

@@ -4,9 +4,13 @@ values fail as they would."""
 from __future__ import annotations
 
 import json
+import math
 import uuid
+from datetime import UTC
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from projections.codec import decode_json, decode_uuid, encode_json
 
@@ -27,3 +31,56 @@ def test_decoded_json_equals_json_loads_and_keeps_its_errors() -> None:
     for bad in (b'{"x": 1} trailing', b"", b"{", b"[1,]"):
         with pytest.raises(json.JSONDecodeError):
             decode_json(bad)
+
+
+def _reference(value: object) -> bytes:
+    """What ``encode_json`` wrote before ADR 0035: ``json`` with the codec's own settings."""
+    from projections.codec import _ENCODER
+
+    return _ENCODER.encode(value).encode()
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
+    st.datetimes(timezones=st.just(UTC)), st.uuids(),
+)
+_TREES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.text(max_size=6), inner, max_size=4),
+                            st.frozensets(st.integers(0, 9), max_size=3)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TREES)
+def test_encoded_json_is_the_bytes_json_wrote(value: object) -> None:
+    # orjson writes what the reference encoder wrote: same keys order, separators, escapes,
+    # date-times, UUIDs and sets, so cells written before and after ADR 0035 are comparable
+    assert encode_json(value) == _reference(value)
+
+
+def test_what_orjson_refuses_is_written_or_rejected_as_before() -> None:
+    # non-string keys and integers beyond 64 bits: the reference encoder writes them
+    for value in ({1: "a", 2: "b"}, {"n": 2**70}, [-(2**65)], {None: 1}):
+        assert encode_json(value) == _reference(value)
+    # what neither can write fails with the reference encoder's own message
+    for value, message in (({"b": b"raw"}, "bytes never go into JSON"),
+                           ({"o": object()}, "cannot encode object")):
+        with pytest.raises(TypeError, match=message):
+            encode_json(value)
+    # a str subclass is written as its text, as before
+    class Name(str):
+        pass
+
+    assert encode_json({"k": Name("v")}) == _reference({"k": Name("v")}) == b'{"k":"v"}'
+
+
+def test_nan_is_written_as_null_and_legacy_nan_still_reads() -> None:
+    assert encode_json({"score": math.nan, "max": math.inf}) == b'{"max":null,"score":null}'
+    # cells written before ADR 0035 may hold json's NaN: they read as before
+    got = decode_json(b'{"score":NaN,"big":123456789012345678901234567890}')
+    assert math.isnan(got["score"]) and got["big"] == 123456789012345678901234567890
