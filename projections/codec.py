@@ -167,8 +167,10 @@ _ENCODE = _c_encode()
 # compact, UTF-8; date-times, dataclasses and subclasses of built-ins are passed to
 # ``_json_default`` as the encoder above passes them), 4-6x faster (ADR 0035). What it
 # refuses (non-string keys, integers beyond 64 bits, a ``default`` that raises) goes
-# through the encoder above, which accepts or rejects it as before. The one difference:
-# NaN and infinities, which are not JSON, are written as ``null``.
+# through the encoder above, which accepts or rejects it as before. The differences, for
+# floats only (no projector writes one): NaN and infinities, which are not JSON, are
+# written as ``null``; a number may be spelled otherwise (``0.00006103515625`` for
+# ``6.103515625e-05``), never changed.
 _DUMPS = orjson.dumps
 _OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
             | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)

@@ -42,7 +42,6 @@ def _reference(value: object) -> bytes:
 
 _SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1),
-    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
     st.datetimes(timezones=st.just(UTC)), st.uuids(),
 )
@@ -61,6 +60,13 @@ def test_encoded_json_is_the_bytes_json_wrote(value: object) -> None:
     # orjson writes what the reference encoder wrote: same keys order, separators, escapes,
     # date-times, UUIDs and sets, so cells written before and after ADR 0035 are comparable
     assert encode_json(value) == _reference(value)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_a_float_reads_back_as_the_same_number(value: float) -> None:
+    # no projector writes floats; where one did, orjson may spell it otherwise
+    # (0.00006103515625 for 6.103515625e-05), never as another number
+    assert decode_json(encode_json([value])) == json.loads(_reference([value])) == [value]
 
 
 def test_what_orjson_refuses_is_written_or_rejected_as_before() -> None:
