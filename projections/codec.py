@@ -31,6 +31,8 @@ from uuid import UUID
 
 import orjson
 
+_dumps = orjson.dumps
+
 from projections import names as n
 from projections.tablestore import Put
 
@@ -109,10 +111,12 @@ def decode_counts(data: bytes) -> tuple[int, int, int]:
     return int(messages), int(unread), int(octets)
 
 
-@lru_cache(maxsize=4096)
 def iso(value: datetime) -> str:
-    """ISO 8601, UTC, always with microseconds: one text per instant (cached: the events of
-    one command share their times)."""
+    """ISO 8601, UTC, always with microseconds."""
+    if value.microsecond and value.tzinfo is UTC and type(value) is datetime:
+        # orjson's RFC 3339 text is this one whenever there are microseconds to show (it
+        # leaves out a zero fraction), in a fifth of ``isoformat``'s time
+        return _dumps(value)[1:-1].decode()
     if value.tzinfo is not UTC:
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value.isoformat()}: every time in letterlog is UTC")
@@ -172,13 +176,16 @@ _ENCODE = _c_encode()
 # written as ``null``; a number may be spelled otherwise (``0.00006103515625`` for
 # ``6.103515625e-05``), never changed.
 _DUMPS = orjson.dumps
+_exact, _memoryview = bytes, memoryview
 _OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
             | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
 
 
 def encode_json(value: object) -> bytes:
     try:
-        return _DUMPS(value, _json_default, _OPTIONS)
+        # copied to its size: orjson's own ``bytes`` keeps the 4 KiB buffer it wrote into,
+        # and a rebuild holds millions of cells (3.4 GB instead of 1.3 GB for 1M events)
+        return _exact(_memoryview(_DUMPS(value, _json_default, _OPTIONS)))
     except TypeError:  # orjson.JSONEncodeError is one
         pass
     if isinstance(value, str | int | float | bool) or value is None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import tracemalloc
 import uuid
-from datetime import UTC
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.codec import decode_json, decode_uuid, encode_json
+from projections.codec import decode_json, decode_uuid, encode_json, iso
 
 
 def test_decoded_uuids_equal_the_standard_constructors_and_bad_lengths_fail() -> None:
@@ -90,3 +91,23 @@ def test_nan_is_written_as_null_and_legacy_nan_still_reads() -> None:
     # cells written before ADR 0035 may hold json's NaN: they read as before
     got = decode_json(b'{"score":NaN,"big":123456789012345678901234567890}')
     assert math.isnan(got["score"]) and got["big"] == 123456789012345678901234567890
+
+
+@given(st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5))])))
+def test_iso_is_isoformat_in_utc_with_microseconds(value: datetime) -> None:
+    assert iso(value) == value.astimezone(UTC).isoformat(timespec="microseconds")
+    assert iso(value).endswith("+00:00") and len(iso(value)) == 32
+
+
+def test_an_encoded_value_holds_no_more_memory_than_its_bytes() -> None:
+    # a fold keeps millions of encoded cells: each must cost its length, not the buffer the
+    # encoder wrote into (orjson's own bytes keep 4 KiB each)
+    value = {"subject": "s" * 100, "size": 1234, "to": ["a@example.org"]}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [encode_json(value) for _ in range(2000)]
+        per_value = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert per_value < len(kept[0]) + 200, per_value
