@@ -31,10 +31,10 @@ from uuid import UUID
 
 import orjson
 
-_dumps = orjson.dumps
-
 from projections import names as n
 from projections.tablestore import Put
+
+_dumps = orjson.dumps
 
 TRUE = b"1"
 FALSE = b"0"
