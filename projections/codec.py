@@ -113,10 +113,11 @@ def decode_counts(data: bytes) -> tuple[int, int, int]:
 
 def iso(value: datetime) -> str:
     """ISO 8601, UTC, always with microseconds."""
-    if value.microsecond and value.tzinfo is UTC and type(value) is datetime:
-        # orjson's RFC 3339 text is this one whenever there are microseconds to show (it
-        # leaves out a zero fraction), in a fifth of ``isoformat``'s time
-        return _dumps(value)[1:-1].decode()
+    if value.tzinfo is UTC and type(value) is datetime:
+        # orjson's RFC 3339 text, in a fifth of ``isoformat``'s time: the same text, but for
+        # a zero fraction, which it leaves out (a Date header's seconds)
+        text = _dumps(value)[1:-1].decode()
+        return text if value.microsecond else text[:19] + ".000000+00:00"
     if value.tzinfo is not UTC:
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value.isoformat()}: every time in letterlog is UTC")

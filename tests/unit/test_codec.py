@@ -111,3 +111,9 @@ def test_an_encoded_value_holds_no_more_memory_than_its_bytes() -> None:
     finally:
         tracemalloc.stop()
     assert per_value < len(kept[0]) + 200, per_value
+
+
+def test_iso_of_a_whole_second_keeps_its_zero_fraction() -> None:
+    # orjson leaves a zero fraction out; a Date header's time has one
+    assert iso(datetime(2026, 3, 1, 12, tzinfo=UTC)) == "2026-03-01T12:00:00.000000+00:00"
+    assert iso(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01T00:00:00.000000+00:00"
