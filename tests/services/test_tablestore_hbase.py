@@ -271,6 +271,36 @@ def test_a_table_made_outside_the_store_is_accepted_if_its_families_match(
         store.drop_table(name)
 
 
+def test_stores_creating_one_table_at_once_all_succeed(hbase: HBaseServer) -> None:
+    """Workers starting together all find a table missing and all create it: HBase's master
+    answers the later creates with a TableExistsException (an IOError through Thrift1, not
+    Thrift1's AlreadyExists), and each of them takes the table the first one made."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    stores = [open_store(hbase) for _ in range(4)]
+    try:
+        for _ in range(3):
+            name = unique_name()
+            barrier = threading.Barrier(len(stores))
+
+            def create(store: HBaseTableStore, name: str = name,
+                       barrier: threading.Barrier = barrier) -> None:
+                barrier.wait()
+                store.create_table(TableSpec(name, ("meta",)))
+
+            with ThreadPoolExecutor(len(stores)) as pool:
+                for future in [pool.submit(create, s) for s in stores]:
+                    future.result()
+            for i, store in enumerate(stores):
+                store.apply([Put(name, b"r%d" % i, b"meta:a", b"v", 1)])
+            assert len(list(stores[0].scan(name))) == len(stores)
+            stores[0].drop_table(name)
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_a_table_dropped_by_another_store_is_reported_missing(
     hbase: HBaseServer, store: HBaseTableStore, table: str
 ) -> None:

@@ -113,6 +113,12 @@ class HBaseSchema:
                 client.createTable(physical, descriptors)
             except thrift1.AlreadyExists:
                 return False
+            except thrift1.IOError as error:
+                # created by another process between our look and our call (two workers
+                # starting together): HBase answers with an IOError naming the exception
+                if "TableExistsException" not in str(getattr(error, "message", error)):
+                    raise
+                return False
             return True
 
         if physical not in self._physical_names():
