@@ -399,6 +399,72 @@ def test_the_embedded_sqlite_store_relays_with_a_position_file(
     assert sorted(decode_value(v).position for *_, v in consume(bootstrap, topic)) == positions
 
 
+class _CheckedPosition(FilePosition):
+    """A position file that, each time the relay records a position, reads the topic and
+    notes whether every event up to it is there already (acked before recorded)."""
+
+    def __init__(self, path: Path, bootstrap: str, topic: str) -> None:
+        super().__init__(path)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.saved: list[tuple[int, bool]] = []
+        self.expected: list[int] = []
+
+    def save(self, position: int) -> None:
+        there = {decode_value(v).position for *_, v in consume(self.bootstrap, self.topic)}
+        self.saved.append((position, all(p in there for p in self.expected if p <= position)))
+        super().save(position)
+
+
+@services
+def test_many_producer_batches_per_partition_keep_log_order_and_are_acked_before_recorded(
+        tmp_path: Path, bootstrap: str, topic: str) -> None:
+    """The relay builds a producer batch per partition; with batches far smaller than a
+    relay batch, every partition gets several producer batches per relay batch. Each event
+    is published once, a partition holds its events in log order, an account stays in one
+    partition, and a position is recorded only once Kafka has every event up to it."""
+    data = tmp_path / "data"
+    with Letterlog.open(data) as s:
+        history(s, rounds=3)
+        positions = log_positions(s)
+        read = s.log.recorder.select_notifications
+        position = _CheckedPosition(tmp_path / "relay.position", bootstrap, topic)
+        position.expected = positions
+        with OutboxRelay(lambda start, limit: read(start=start, limit=limit), bootstrap, topic,
+                         position, batch=25, partitions=3,
+                         producer_options={"max_batch_size": 1024}) as relay:
+            assert relay.run_once() == len(positions)
+    assert len(positions) > 50 and len(position.saved) >= 3
+    assert [p for p, _ in position.saved][-1] == positions[-1]
+    assert all(acked for _, acked in position.saved), position.saved
+    records = consume(bootstrap, topic)
+    assert sorted(decode_value(v).position for *_, v in records) == positions  # each once
+    partitions_of: dict[bytes, set[int]] = defaultdict(set)
+    for partition, seq in by_partition(records).items():
+        in_offset_order = [pos for _, pos in seq]
+        assert in_offset_order == sorted(in_offset_order)
+        for key, _ in seq:
+            partitions_of[key].add(partition)
+    assert len(by_partition(records)) > 1
+    assert all(len(p) == 1 for p in partitions_of.values())
+
+
+@services
+def test_an_event_too_large_for_the_producer_stops_the_relay_unrecorded(
+        tmp_path: Path, bootstrap: str, topic: str) -> None:
+    data = tmp_path / "data"
+    with Letterlog.open(data) as s:
+        history(s, rounds=1)
+        read = s.log.recorder.select_notifications
+        sizes = [len(record_from_notification(n).encode()) for n in read(start=1, limit=1000)]
+        limit = sorted(sizes)[len(sizes) // 2]  # half of the events are larger
+        with OutboxRelay(lambda start, limit: read(start=start, limit=limit), bootstrap, topic,
+                         FilePosition(tmp_path / "p"), batch=1000,
+                         producer_options={"max_request_size": limit}) as relay:
+            with pytest.raises(RelayError, match="too large for the producer"):
+                relay.run_once()
+            assert relay.position.load() == 0  # nothing recorded: all of it comes again
+
+
 def test_an_unreachable_broker_raises_once_and_is_retried_by_run(tmp_path: Path) -> None:
     from aiokafka.errors import KafkaError
 
