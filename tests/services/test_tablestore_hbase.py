@@ -271,10 +271,14 @@ def test_a_table_made_outside_the_store_is_accepted_if_its_families_match(
         store.drop_table(name)
 
 
-def test_stores_creating_one_table_at_once_all_succeed(hbase: HBaseServer) -> None:
+@pytest.mark.parametrize("stagger", [0.0, 0.05])
+def test_stores_creating_one_table_at_once_all_succeed(hbase: HBaseServer,
+                                                       stagger: float) -> None:
     """Workers starting together all find a table missing and all create it: HBase's master
     answers the later creates with a TableExistsException (an IOError through Thrift1, not
-    Thrift1's AlreadyExists), and each of them takes the table the first one made."""
+    Thrift1's AlreadyExists), and each of them takes the table the first one made. One that
+    looks a little later may find the table there but not enabled yet: enabling it is then
+    answered with a TableNotDisabledException, and it takes the table too."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -287,6 +291,7 @@ def test_stores_creating_one_table_at_once_all_succeed(hbase: HBaseServer) -> No
             def create(store: HBaseTableStore, name: str = name,
                        barrier: threading.Barrier = barrier) -> None:
                 barrier.wait()
+                time.sleep(stagger * stores.index(store))  # looks while another creates
                 store.create_table(TableSpec(name, ("meta",)))
 
             with ThreadPoolExecutor(len(stores)) as pool:

@@ -121,11 +121,20 @@ class HBaseSchema:
                 return False
             return True
 
+        def enable(client: Any) -> None:
+            try:
+                client.enableTable(physical)
+            except thrift1.IOError as error:
+                # not disabled after all: another process's create was still enabling it
+                if "TableNotDisabledException" not in str(getattr(error, "message", error)):
+                    raise
+
         if physical not in self._physical_names():
             self._call("createTable", create, spec.name)
         elif not self._call("isTableEnabled", lambda c: c.isTableEnabled(physical), spec.name):
             # left disabled by an interrupted drop_table: usable again rather than half gone
-            self._call("enableTable", lambda c: c.enableTable(physical), spec.name)
+            # (or still being enabled by the process creating it)
+            self._call("enableTable", enable, spec.name)
         self._forget(spec.name)
         existing = self._table(spec.name).families
         if existing != wanted:
