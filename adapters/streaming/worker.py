@@ -277,7 +277,10 @@ class WorkerState:
             return result
 
     async def warm_up(self) -> None:
-        """Connects and creates the tables before the first batch arrives."""
+        """Connects and creates the tables before the first batch arrives: the app calls it
+        when it starts, before its consumer joins the group (a worker given partitions while
+        it still creates tables held their first batch back for seconds). A store that is
+        not there yet is retried by the first batch."""
         try:
             await asyncio.get_running_loop().run_in_executor(self.executor, self._open)
         except Exception as error:  # noqa: BLE001 - the first batch retries it
@@ -493,7 +496,15 @@ class BatchConsumer(AIOKafkaConsumer):
 
 
 class _App(faust.App):
-    """A faust app whose Kafka consumer is ``BatchConsumer``."""
+    """A faust app whose Kafka consumer is ``BatchConsumer``, and which opens its table
+    store (``WorkerState.warm_up``: connections, tables, catalog) before its consumer starts,
+    i.e. before the worker joins the group and is given partitions."""
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        state: WorkerState | None = getattr(self, "letterlog", None)
+        if state is not None:
+            await state.warm_up()
 
     def _new_transport(self) -> Any:
         transport = super()._new_transport()
@@ -559,8 +570,6 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
             done = await pipeline.submit(list(messages))  # the batch before: written, acked
             if done is not None:
                 yield done.as_dict()
-
-    app.task(state.warm_up)
 
     async def report_lag() -> None:
         state.watch()

@@ -169,6 +169,31 @@ def test_a_poison_record_is_dead_lettered_and_the_stream_goes_on(history):
     assert_equal_to_fold(store, history)
 
 
+def test_the_app_opens_its_table_store_before_its_consumer_starts():
+    """``App.on_start`` runs before the app's services (its Kafka consumer among them) are
+    started: the tables exist and the projector is open before the worker joins the group."""
+    store = InMemoryTableStore()
+    opened: list[bool] = []
+
+    def factory() -> InMemoryTableStore:
+        opened.append(True)
+        return store
+
+    async def main(data: str) -> None:
+        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS,
+                         store_factory=factory)
+        assert app.letterlog.projector is None and not store.list_tables()
+        await app.on_start()
+        assert opened == [True] and app.letterlog.projector is not None
+        assert {"messages", "catalog", "tracking"} <= set(store.list_tables())
+        assert not app.consumer._started.is_set()  # nothing joined yet
+        # no warm-up left among the tasks that run once the app has started (and joined)
+        assert not [t for t in app._app_tasks if "warm" in getattr(t, "__name__", "")]
+
+    with tempfile.TemporaryDirectory(prefix="letterlog-worker-") as data:
+        asyncio.run(main(data))
+
+
 def test_lag_is_published_as_prometheus_gauges():
     from prometheus_client import REGISTRY
 
