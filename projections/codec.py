@@ -170,13 +170,12 @@ _ENCODE = _c_encode()
 
 # orjson writes the same bytes as the encoder above for what projectors give it (sorted keys,
 # compact, UTF-8; date-times, dataclasses and subclasses of built-ins are passed to
-# ``_json_default`` as the encoder above passes them), 4-6x faster (ADR 0035). What it
+# ``_json_default`` as the encoder above passes them), faster (ADR 0035). What it
 # refuses (non-string keys, integers beyond 64 bits, a ``default`` that raises) goes
 # through the encoder above, which accepts or rejects it as before. The differences, for
 # floats only (no projector writes one): NaN and infinities, which are not JSON, are
 # written as ``null``; a number may be spelled otherwise (``0.00006103515625`` for
 # ``6.103515625e-05``), never changed.
-_DUMPS = orjson.dumps
 _exact, _memoryview = bytes, memoryview
 _OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
             | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
@@ -186,7 +185,7 @@ def encode_json(value: object) -> bytes:
     try:
         # copied to its size: orjson's own ``bytes`` keeps the 4 KiB buffer it wrote into,
         # and a rebuild holds millions of cells (3.4 GB instead of 1.3 GB for 1M events)
-        return _exact(_memoryview(_DUMPS(value, _json_default, _OPTIONS)))
+        return _exact(_memoryview(_dumps(value, _json_default, _OPTIONS)))
     except TypeError:  # orjson.JSONEncodeError is one
         pass
     if isinstance(value, str | int | float | bool) or value is None:
