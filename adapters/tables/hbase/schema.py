@@ -116,7 +116,7 @@ class HBaseSchema:
             except thrift1.IOError as error:
                 # created by another process between our look and our call (two workers
                 # starting together): HBase answers with an IOError naming the exception
-                if "TableExistsException" not in str(getattr(error, "message", error)):
+                if "TableExistsException" not in error_message(error):
                     raise
                 return False
             return True
@@ -126,7 +126,7 @@ class HBaseSchema:
                 client.enableTable(physical)
             except thrift1.IOError as error:
                 # not disabled after all: another process's create was still enabling it
-                if "TableNotDisabledException" not in str(getattr(error, "message", error)):
+                if "TableNotDisabledException" not in error_message(error):
                     raise
 
         if physical not in self._physical_names():
