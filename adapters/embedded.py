@@ -124,6 +124,9 @@ class Letterlog(ReadModelQueries):
         if self._projections is not None:
             self._projections.close()
         self.log.close()
+        stop = getattr(self.payloads, "close", None)  # the file store's put threads
+        if stop is not None:
+            stop()
 
     def __enter__(self) -> Letterlog:
         return self

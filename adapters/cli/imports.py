@@ -32,20 +32,25 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
     total, items = source(path)  # the path is checked here, before any progress shows
     store = state.store()
     store.check_delivery(account=account, mailbox=mailbox)
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), disable=not progress_enabled()) as bar:
-        task = bar.add_task("import", total=total)
+    if not progress_enabled():  # nobody watches: no progress bar, and rich is not imported
         report = run_import(store, total, items, account, mailbox, batch=batch,
-                            progress=lambda n: bar.advance(task, n), on_reject=_reject)
+                            on_reject=_reject)
+    else:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn())
+        with Progress(*columns, console=Console(stderr=True)) as bar:
+            task = bar.add_task("import", total=total)
+            report = run_import(store, total, items, account, mailbox, batch=batch,
+                                progress=lambda n: bar.advance(task, n), on_reject=_reject)
     out(report, f"imported {report['imported']} messages, rejected {report['rejected']}")
     if report["rejected"]:
         raise typer.Exit(1)

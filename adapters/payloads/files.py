@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -152,6 +153,9 @@ class FilePayloadStore:
         self._clock = clock
         self._tmp = self.root / ".tmp"
         self._tmp.mkdir(parents=True, exist_ok=True)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._pool_lock = threading.Lock()
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -165,9 +169,26 @@ class FilePayloadStore:
         together instead of one after another."""
         if len(payloads) < 2:
             return [self.put(data) for data in payloads]
-        with ThreadPoolExecutor(max_workers=min(PUT_THREADS, len(payloads)),
-                                thread_name_prefix="payload-put") as pool:
-            return list(pool.map(self.put, payloads))
+        return list(self._threads().map(self.put, payloads))
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """The store's put threads, started once (a pool per call started up to 8 threads for
+        each batch: about 0.8 ms a batch). A pool's threads do not survive a fork, so a forked
+        process (a command server's child) starts its own."""
+        pid = os.getpid()
+        if self._pool is None or self._pool_pid != pid:
+            with self._pool_lock:
+                if self._pool is None or self._pool_pid != pid:
+                    self._pool = ThreadPoolExecutor(PUT_THREADS, thread_name_prefix="payload-put")
+                    self._pool_pid = pid
+        return self._pool
+
+    def close(self) -> None:
+        """Stops the put threads (idle ones; a put under way finishes first)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None and self._pool_pid == os.getpid():
+            pool.shutdown(wait=True)
 
     def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
         return self._write(chunks)

@@ -109,3 +109,13 @@ def test_a_read_finding_the_read_models_behind_catches_up_first(data, tmp_path):
     assert "Arrived while nobody projected" in out
     _, modules = probe(data, "list", ADA)
     assert heavy(modules) == set()  # current again: the next read is fast
+
+
+def test_an_import_nobody_watches_draws_no_progress_and_loads_no_rich(tmp_path):
+    mbox = tmp_path / "in.mbox"
+    mbox.write_bytes(b"".join(b"From a@example.org Mon Jan  1 00:00:00 2024\n"
+                              + make_mail(f"n{n}") + b"\n" for n in range(3)))
+    out, modules = probe(tmp_path / "d", "--json", "import", "mbox", str(mbox),
+                         "--account", ADA)
+    assert json.loads(out)["imported"] == 3
+    assert "rich" not in {m.split(".")[0] for m in modules}  # a progress bar would load it

@@ -4,6 +4,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import signal
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -244,3 +245,40 @@ def test_writers_in_several_processes_store_the_same_content_once(root: Path) ->
     assert [entry[0] for entry in store.list()] == [refs[0][0]]
     assert b"".join(store.open(refs[0][0])) == data
     assert os.listdir(root / ".tmp") == []
+
+
+def test_put_many_keeps_its_threads_from_batch_to_batch(root: Path) -> None:
+    import threading
+
+    store = FilePayloadStore(root)
+    before = {t.ident for t in threading.enumerate()}
+    store.put_many([b"a" * 100, b"b" * 100, b"c" * 100])
+    started = {t.ident for t in threading.enumerate()} - before
+    assert started, "a batch is written in threads"
+    for n in range(5):
+        refs = store.put_many([b"%d" % n * 100, b"x%d" % n * 100])
+        assert [r.sha256 for r in refs] == [hashlib.sha256(b"%d" % n * 100).hexdigest(),
+                                            hashlib.sha256(b"x%d" % n * 100).hexdigest()]
+    assert {t.ident for t in threading.enumerate()} - before == started  # none started since
+    store.close()
+    assert not {t.ident for t in threading.enumerate() if t.is_alive()} & started
+
+
+def test_put_many_in_a_forked_child_starts_threads_of_its_own(root: Path) -> None:
+    store = FilePayloadStore(root)
+    # the parent's threads exist before the fork, all of them idle (a pool would hand the
+    # child's puts to them, and they are not in the child)
+    store.put_many([b"parent-%d" % i for i in range(16)])
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads are not here; a put must still finish
+        code = 1
+        signal.alarm(30)  # a put waiting for threads that are not there: killed, not hung
+        try:
+            refs = store.put_many([b"child-1", b"child-2", b"child-3"])
+            code = 0 if [store.exists(r.sha256) for r in refs] == [True] * 3 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # -14 (SIGALRM): it hung
+    assert store.exists(hashlib.sha256(b"child-2").hexdigest())
+    store.close()
