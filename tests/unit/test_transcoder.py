@@ -46,3 +46,24 @@ def test_naive_datetimes_and_unknown_types_are_refused():
         T.encode(datetime(2026, 1, 1))
     with pytest.raises(TypeError, match="object"):
         T.encode(object())
+
+
+def _reference_default(obj):
+    """The extension types as the module docstring specifies them, built the checked way."""
+    import msgpack
+
+    if isinstance(obj, UUID):
+        return msgpack.ExtType(1, obj.bytes)
+    if isinstance(obj, datetime):
+        micros = (obj - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+        return msgpack.ExtType(2, micros.to_bytes(8, "big", signed=True))
+    raise TypeError(type(obj).__name__)
+
+
+@given(values)
+def test_uuids_and_datetimes_are_written_in_the_documented_extension_types(value):
+    import msgpack
+
+    expected = msgpack.packb(value, default=_reference_default, use_bin_type=True,
+                             datetime=False)
+    assert T.encode(value) == expected
