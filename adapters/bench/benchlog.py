@@ -1,12 +1,12 @@
 """The cached benchmark log and ways to read it back.
 
-``bench_log(events)`` builds (once; cached in ``~/.cache/letterlog/bench-logs/``, or
-``$LETTERLOG_BENCH_CACHE``, keyed by size, ``LOG_SCHEMA`` and a fingerprint of the event
-classes) an event store of at least ``events`` events through the real aggregates
-(``Account.open``, ``Mailbox.create``, ``Mailbox.allocate_uids``, ``Message.deliver`` and the
-message commands), saved through the eventsourcing application's event store
-(``app.events.put``, what ``app.save`` records with) in batches of ~1000 events in the order
-they happened.
+``bench_log(events, accounts=None)`` builds (once; cached in ``~/.cache/letterlog/bench-logs/``,
+or ``$LETTERLOG_BENCH_CACHE``, keyed by size, number of accounts, seed, ``LOG_SCHEMA`` and a
+fingerprint of the event classes) an event store of at least ``events`` events through the
+real aggregates (``Account.open``, ``Mailbox.create``, ``Mailbox.allocate_uids``,
+``Message.deliver`` and the message commands), saved through the eventsourcing application's
+event store (``app.events.put``, what ``app.save`` records with) in batches of ~1000 events in
+the order they happened.
 The history is ``adapters.bench.synthetic.LogSimulator``'s.
 
 ``open_reader`` opens it as a ``Letterlog`` on the log alone; ``select_unpack`` and
@@ -51,10 +51,28 @@ def _fingerprint() -> str:
     return h.hexdigest()[:10]
 
 
-def bench_log(events: int, *, seed: int = 1) -> tuple[Path, dict[str, Any]]:
-    """The cached log of at least ``events`` events: ``(events.sqlite path, its meta)``."""
+def default_accounts(events: int) -> int:
+    """The accounts of a log of ``events`` events when none are asked for: 6 for 100k events,
+    64 from 960k up."""
+    return max(4, min(64, events // 15_000))
+
+
+def cache_key(events: int, accounts: int | None = None, seed: int = 1) -> str:
+    """The cache directory's name of a log: every parameter of its shape is in it (``accounts``
+    resolved, so ``None`` and the count it stands for share a log)."""
+    n = default_accounts(events) if accounts is None else accounts
+    return f"{LOG_SCHEMA}-{_fingerprint()}-{events}-a{n}-s{seed}"
+
+
+def bench_log(events: int, accounts: int | None = None, *,
+              seed: int = 1) -> tuple[Path, dict[str, Any]]:
+    """The cached log of at least ``events`` events over ``accounts`` accounts (``None``:
+    ``default_accounts(events)``): ``(events.sqlite path, its meta)``."""
+    if accounts is not None and accounts < 1:
+        raise ValueError(f"bench_log: accounts must be at least 1, not {accounts}")
+    n = default_accounts(events) if accounts is None else accounts
     root = cache_dir()
-    key = f"{LOG_SCHEMA}-{_fingerprint()}-{events}-s{seed}"
+    key = cache_key(events, n, seed)
     final = root / key
     meta_path = final / "meta.json"
     if meta_path.exists():
@@ -62,7 +80,7 @@ def bench_log(events: int, *, seed: int = 1) -> tuple[Path, dict[str, Any]]:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
     try:
-        meta = _generate(tmp / "events.sqlite", events, seed)
+        meta = _generate(tmp / "events.sqlite", events, seed, n)
         meta["key"] = key
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
         try:
@@ -75,11 +93,11 @@ def bench_log(events: int, *, seed: int = 1) -> tuple[Path, dict[str, Any]]:
     return final / "events.sqlite", {**json.loads(meta_path.read_text()), "cached": False}
 
 
-def _generate(path: Path, events: int, seed: int) -> dict[str, Any]:
+def _generate(path: Path, events: int, seed: int, accounts: int) -> dict[str, Any]:
     from adapters.eventlog.store import MailLog, sqlite_env
 
     app = MailLog(env=sqlite_env(str(path), "normal"))
-    sim = LogSimulator(accounts=max(4, min(64, events // 15_000)), seed=seed)
+    sim = LogSimulator(accounts=accounts, seed=seed)
     kinds: Counter[str] = Counter()
     saved = 0
     t0 = time.perf_counter()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,14 @@ from uuid import uuid4
 
 import pytest
 
-from adapters.bench.benchlog import bench_log, mapper_events, open_reader, select_unpack
+from adapters.bench.benchlog import (
+    bench_log,
+    cache_key,
+    default_accounts,
+    mapper_events,
+    open_reader,
+    select_unpack,
+)
 from adapters.bench.project import bench_project
 from adapters.bench.query import _timed_together, bench_query, query_store
 from adapters.bench.rebuild import bench_rebuild
@@ -69,6 +77,38 @@ def test_log_is_generated_once_then_reused(_cache: Path) -> None:
     finally:
         reader.close()
     assert positions == list(range(1, meta["events"] + 1))
+
+
+def test_the_cache_key_names_the_number_of_accounts() -> None:
+    assert default_accounts(100_000) == 6 and default_accounts(1_000_000) == 64
+    assert default_accounts(2000) == 4
+    assert cache_key(100_000, 64) != cache_key(100_000, 6) != cache_key(100_000, 7)
+    # None is the default count: the same log, whichever way it is asked for
+    assert cache_key(100_000) == cache_key(100_000, 6)
+    assert cache_key(100_000, 6) != cache_key(100_000, 6, seed=2)
+
+
+def test_the_log_has_the_accounts_asked_for(_cache: Path) -> None:
+    from adapters.eventlog.records import account_key
+
+    default, default_meta = bench_log(2000)
+    path, meta = bench_log(2000, 9)
+    assert path != default and default.exists()
+    assert (meta["accounts"], default_meta["accounts"]) == (9, 4)
+    assert meta["cached"] is False and meta["events"] >= 2000
+    assert meta["event_kinds"]["Account.Opened"] == 9
+    # the relay's partition key: 9 distinct keys, every one of them used beyond its opening
+    reader = open_reader(path)
+    try:
+        keys = Counter(account_key(n.originator_id, n.topic, bytes(n.state))
+                       for n in reader.log.recorder.select_notifications(start=1, limit=10**6))
+    finally:
+        reader.close()
+    assert len(keys) == 9 and sum(keys.values()) == meta["events"]
+    assert min(keys.values()) > 20  # more than the account's and its mailboxes' creation
+    assert bench_log(2000, 9)[1]["cached"] is True
+    with pytest.raises(ValueError, match="accounts"):
+        bench_log(2000, 0)
 
 
 def test_letterlog_reads_the_events_the_eventsourcing_mapper_reads() -> None:
