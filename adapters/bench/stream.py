@@ -83,8 +83,10 @@ def _wait(condition: Any, timeout: float, what: str) -> Any:
         time.sleep(0.2)
 
 
-def _group_stable(bootstrap: str, group: str, members: int) -> bool:
-    async def ask() -> bool:
+def _describe_group(bootstrap: str, group: str) -> dict[str, Any] | None:
+    """The group as its coordinator describes it (state, members with their raw assignment),
+    or ``None`` when it is not known yet."""
+    async def ask() -> dict[str, Any] | None:
         from aiokafka.admin import AIOKafkaAdminClient
 
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -95,13 +97,55 @@ def _group_stable(bootstrap: str, group: str, members: int) -> bool:
             await admin.close()
         for g in described.to_object()["groups"]:  # the raw DescribeGroups response
             if g["group"] == group:
-                return bool(g["state"] == "Stable" and len(g["members"]) >= members)
-        return False
+                return dict(g)
+        return None
 
+    return asyncio.run(asyncio.wait_for(ask(), 30))
+
+
+def group_assignment(described: dict[str, Any], topic: str) -> dict[str, list[int]]:
+    """The partitions of ``topic`` each member of a described group was given: ``{member id:
+    sorted partitions}``, decoded from the members' assignments as the coordinator keeps them
+    (the consumer protocol's ``MemberAssignment``, which faust's assignor sends too)."""
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+    out: dict[str, list[int]] = {}
+    for m in described["members"]:
+        raw = m["member_assignment"]
+        partitions: list[int] = []
+        if raw:
+            decoded = ConsumerProtocolMemberAssignment.decode(raw)
+            partitions = sorted(p for t, ps in decoded.assignment if t == topic for p in ps)
+        out[str(m["member_id"])] = partitions
+    return out
+
+
+def worker_balance(records_per_partition: dict[int, int],
+                   assignment: dict[str, list[int]]) -> dict[str, Any]:
+    """How the records were shared out: per worker (in the order of ``assignment``) the
+    records of the partitions it was assigned, and ``busiest_worker_share``, the busiest
+    worker's part of all records (``1/workers`` is perfect balance, 1.0 one worker did
+    everything). A partition assigned to no worker is counted under ``unassigned``."""
+    owner = {p: w for w, ps in assignment.items() for p in ps}
+    per_worker = {w: sum(records_per_partition.get(p, 0) for p in ps)
+                  for w, ps in assignment.items()}
+    unassigned = sum(n for p, n in records_per_partition.items() if p not in owner)
+    total = sum(records_per_partition.values())
+    busiest = max(per_worker.values(), default=0)
+    return {"records_per_worker": sorted(per_worker.values(), reverse=True),
+            "partitions_per_worker": sorted((sorted(ps) for ps in assignment.values()),
+                                            key=lambda ps: -sum(records_per_partition.get(p, 0)
+                                                                for p in ps)),
+            "unassigned_records": unassigned,
+            "busiest_worker_share": round(busiest / total, 3) if total else None}
+
+
+def _group_stable(bootstrap: str, group: str, members: int) -> bool:
     try:
-        return asyncio.run(ask())
+        g = _describe_group(bootstrap, group)
     except Exception:  # noqa: BLE001 - not there yet
         return False
+    return bool(g and g["state"] == "Stable" and len(g["members"]) >= members)
 
 
 class _CommittedProbe:
@@ -157,6 +201,15 @@ def _workers(n: int, env: dict[str, str], logs: Path) -> list[subprocess.Popen[b
                                       stdout=out, stderr=subprocess.STDOUT))
         out.close()
     return procs
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process so far (``/proc``; ``None`` elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -287,14 +340,17 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
                  partitions: int = 4, workers: int = 2, batch: int = 2000,
                  verify: bool = True, baseline_batch: int = 1000,
                  versioned_baseline: bool = False,
-                 logs: Path | None = None) -> dict[str, Any]:
+                 logs: Path | None = None, accounts: int | None = None) -> dict[str, Any]:
     """End-to-end stream projection rate vs raw happybase batch writes of the same cells.
 
     ``write_path``: how the workers write HBase -- ``"thrift2"`` (a timestamp per cell, when
     the server has a Thrift2 gateway: the one started here does; for a given ``hbase`` pass
     ``thrift2_port``) or ``"thrift1"`` (one call per version). ``versioned_baseline``: also
     write the cells through happybase with their versions (one call per (table, version):
-    minutes on 100k events). ``logs``: a directory to keep the workers' logs in."""
+    minutes on 100k events). ``logs``: a directory to keep the workers' logs in.
+    ``accounts``: accounts in the log (``None``: the bench log's default for ``events``, 6
+    for 100k). The log is partitioned by account, so with few accounts (the default's are
+    Zipf-weighted) one worker gets most records; ``balance`` in the result says how many."""
     from adapters.bench.benchlog import bench_log, open_reader
     from adapters.readside.host import verify_tables
     from adapters.streaming.relay import FilePosition, OutboxRelay
@@ -303,7 +359,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
     from projections.registry import ALL
     from projections.runner import ProjectionRunner, identity
 
-    path, meta = bench_log(events)
+    path, meta = bench_log(events, accounts)
     tag = secrets.token_hex(3)
     topic, group, prefix = f"bench-stream-{tag}", f"bench-stream-{tag}", f"bs{tag}"
     with ExitStack() as stack:
@@ -354,6 +410,8 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         procs = _workers(workers, env, Path(logs) if logs is not None else tmp)
         stack.callback(_stop, procs)
         _wait(lambda: _group_stable(bootstrap, group, workers), 300, "the workers to join")
+        assigned_at_start = group_assignment(_describe_group(bootstrap, group) or
+                                             {"members": []}, topic)
 
         relay_seconds: list[float] = []
 
@@ -362,6 +420,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
             relay.run_once()
             relay_seconds.append(time.perf_counter() - t)
 
+        cpu_before = [_cpu_seconds(p.pid) for p in procs]
         t0 = time.perf_counter()
         thread = threading.Thread(target=publish, name="bench-relay")
         thread.start()
@@ -379,13 +438,28 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
 
         _wait(done, 3600, "every record to be committed")
         seconds = time.perf_counter() - t0
+        cpu_after = [_cpu_seconds(p.pid) for p in procs]
         thread.join()
+        described_end = _describe_group(bootstrap, group) or {"members": [], "state": None}
+        assigned_at_end = group_assignment(described_end, topic)
         _stop(procs)
         lag_end = kafka_lag(bootstrap, topic, group)
         duplicates = sum(p["end"] for p in lag_end["partitions"].values()) - head
+        # records per partition as Kafka counts them (end offsets of the fresh topic)
+        per_partition = {int(name.rpartition("/")[2]): p["end"]
+                         for name, p in lag_end["partitions"].items()}
+        balance = worker_balance(per_partition, assigned_at_end)
+        balance["rebalanced"] = (sorted(assigned_at_start.values())
+                                 != sorted(assigned_at_end.values()))
+        balance["group_state_at_end"] = described_end.get("state")
+        # each worker process's CPU over the timed run, largest first (not matched to members)
+        balance["worker_cpu_s"] = sorted(
+            (round(b - a, 2) for a, b in zip(cpu_before, cpu_after, strict=True)
+             if a is not None and b is not None), reverse=True)
         result: dict[str, Any] = {
             "events": head, "partitions": partitions, "workers": workers, "batch": batch,
-            "write_path": used,
+            "write_path": used, "accounts": meta.get("accounts"),
+            "busiest_worker_share": balance["busiest_worker_share"], "balance": balance,
             "servers_started_s": started,
             "servers": "started by the benchmark" if started else "already running",
             "end_to_end": {"seconds": round(seconds, 2), "events_per_s": _rate(head, seconds),
@@ -501,4 +575,7 @@ if __name__ == "__main__":  # pragma: no cover
                                       "LETTERLOG_BENCH_VERSIONED", "0") == "1",
                                   partitions=int(os.environ.get("LETTERLOG_BENCH_PARTITIONS",
                                                                 "4")),
-                                  logs=Path(logs) if logs else None), indent=2))
+                                  logs=Path(logs) if logs else None,
+                                  accounts=int(os.environ["LETTERLOG_BENCH_ACCOUNTS"])
+                                  if os.environ.get("LETTERLOG_BENCH_ACCOUNTS") else None),
+                     indent=2))

@@ -110,6 +110,9 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
                  versioned_baseline: Annotated[bool, typer.Option(
                      "--versioned-baseline", help="also write the cells through happybase "
                      "with their versions (one call per table and version: minutes)")] = False,
+                 accounts: Annotated[int | None, typer.Option(
+                     metavar="N", min=1, help="accounts in the log (default: the bench log's, "
+                     "6 for 100k events; the log is partitioned by account)")] = None,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
     from adapters.bench.stream import bench_stream as run
@@ -117,8 +120,8 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
     from adapters.settings import load_settings
 
     servers = running_servers(load_settings(data=state.data)) if use_running else {}
-    _bench(run(events=events, plot=plot, versioned_baseline=versioned_baseline, **servers),
-           as_json)
+    _bench(run(events=events, plot=plot, versioned_baseline=versioned_baseline,
+               accounts=accounts, **servers), as_json)
 
 
 @bench_app.command("startup")

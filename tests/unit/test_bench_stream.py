@@ -1,0 +1,48 @@
+"""``bench stream``'s balance figures, from per-partition record counts and the group's
+assignment as the coordinator describes it (no servers: the benchmark itself runs them)."""
+
+from __future__ import annotations
+
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+from adapters.bench.stream import group_assignment, worker_balance
+
+
+def _assignment(*topics: tuple[str, list[int]]) -> bytes:
+    return ConsumerProtocolMemberAssignment(0, list(topics), b'{"faust": 1}').encode()
+
+
+def test_group_assignment_decodes_each_members_partitions_of_the_topic() -> None:
+    described = {"group": "g", "state": "Stable", "members": [
+        {"member_id": "w-a", "client_id": "a", "member_assignment":
+         _assignment(("bench", [3, 0]), ("other", [1]))},
+        {"member_id": "w-b", "client_id": "b", "member_assignment":
+         _assignment(("bench", [2, 1]))},
+        {"member_id": "w-c", "client_id": "c", "member_assignment": b""},  # not assigned yet
+    ]}
+    assert group_assignment(described, "bench") == {"w-a": [0, 3], "w-b": [1, 2], "w-c": []}
+
+
+def test_worker_balance_sums_each_workers_partitions() -> None:
+    # the 100k-event log's shape: one partition holds most accounts' records
+    records = {0: 61_000, 1: 16_000, 2: 14_000, 3: 9_002}
+    got = worker_balance(records, {"w-a": [0, 3], "w-b": [1, 2]})
+    assert got["records_per_worker"] == [70_002, 30_000]
+    assert got["partitions_per_worker"] == [[0, 3], [1, 2]]
+    assert got["busiest_worker_share"] == 0.7
+    assert got["unassigned_records"] == 0
+
+
+def test_worker_balance_of_an_even_split_and_of_one_worker_doing_everything() -> None:
+    even = worker_balance({0: 25, 1: 25, 2: 25, 3: 25}, {"a": [0, 1], "b": [2, 3]})
+    assert even["busiest_worker_share"] == 0.5
+    alone = worker_balance({0: 10, 1: 30}, {"a": [0, 1], "b": []})
+    assert alone["records_per_worker"] == [40, 0] and alone["busiest_worker_share"] == 1.0
+
+
+def test_worker_balance_counts_partitions_nobody_was_assigned() -> None:
+    got = worker_balance({0: 10, 1: 30, 2: 60}, {"a": [0], "b": [1]})
+    assert got["records_per_worker"] == [30, 10]
+    assert got["unassigned_records"] == 60
+    assert got["busiest_worker_share"] == 0.3
+    assert worker_balance({}, {"a": []})["busiest_worker_share"] is None
