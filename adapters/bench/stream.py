@@ -212,6 +212,20 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_cpu() -> tuple[float, float] | None:
+    """(busy, idle) CPU seconds of the whole machine since boot, all cores (``/proc/stat``;
+    ``None`` elsewhere). Idle counts iowait."""
+    try:
+        with open("/proc/stat") as fh:
+            ticks = [int(v) for v in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    busy = sum(ticks[:8]) - idle  # guest time is already inside user
+    return busy / hz, idle / hz
+
+
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -421,6 +435,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
             relay_seconds.append(time.perf_counter() - t)
 
         cpu_before = [_cpu_seconds(p.pid) for p in procs]
+        machine_before, own_before = _machine_cpu(), time.process_time()
         t0 = time.perf_counter()
         thread = threading.Thread(target=publish, name="bench-relay")
         thread.start()
@@ -439,6 +454,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         _wait(done, 3600, "every record to be committed")
         seconds = time.perf_counter() - t0
         cpu_after = [_cpu_seconds(p.pid) for p in procs]
+        machine_after, own_after = _machine_cpu(), time.process_time()
         thread.join()
         described_end = _describe_group(bootstrap, group) or {"members": [], "state": None}
         assigned_at_end = group_assignment(described_end, topic)
@@ -456,6 +472,16 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         balance["worker_cpu_s"] = sorted(
             (round(b - a, 2) for a, b in zip(cpu_before, cpu_after, strict=True)
              if a is not None and b is not None), reverse=True)
+        workers_cpu = sum(balance["worker_cpu_s"])
+        cpu: dict[str, Any] = {"workers_s": round(workers_cpu, 2),
+                               "relay_and_probe_s": round(own_after - own_before, 2)}
+        if machine_before is not None and machine_after is not None:
+            busy = machine_after[0] - machine_before[0]
+            idle = machine_after[1] - machine_before[1]
+            cpu.update(cores=os.cpu_count(), machine_busy_s=round(busy, 2),
+                       machine_idle_s=round(idle, 2),
+                       # Kafka, HBase, its Thrift gateways -- and anything else running
+                       rest_s=round(busy - workers_cpu - (own_after - own_before), 2))
         result: dict[str, Any] = {
             "events": head, "partitions": partitions, "workers": workers, "batch": batch,
             "write_path": used, "accounts": meta.get("accounts"),
@@ -467,7 +493,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
                            "relay_events_per_s": _rate(head, relay_seconds[0]),
                            "records_per_partition": {k: v["end"] for k, v in
                                                      lag_end["partitions"].items()},
-                           "duplicates": duplicates},
+                           "duplicates": duplicates, "cpu": cpu},
             "log": {k: meta.get(k) for k in ("events", "accounts", "messages_delivered",
                                              "cached")},
         }

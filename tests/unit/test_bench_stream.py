@@ -3,9 +3,14 @@ assignment as the coordinator describes it (no servers: the benchmark itself run
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
+import pytest
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from adapters.bench.stream import group_assignment, worker_balance
+from adapters.bench.stream import _cpu_seconds, _machine_cpu, group_assignment, worker_balance
 
 
 def _assignment(*topics: tuple[str, list[int]]) -> bytes:
@@ -46,3 +51,15 @@ def test_worker_balance_counts_partitions_nobody_was_assigned() -> None:
     assert got["unassigned_records"] == 60
     assert got["busiest_worker_share"] == 0.3
     assert worker_balance({}, {"a": []})["busiest_worker_share"] is None
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_cpu_seconds_of_a_process_is_what_it_used() -> None:
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:  # burn some CPU of our own
+        pass
+    ours, told = time.process_time(), _cpu_seconds(os.getpid())
+    assert told is not None and abs(told - ours) < 0.1
+    busy, idle = _machine_cpu() or (0.0, 0.0)
+    assert busy >= told and idle > 0
+    assert _cpu_seconds(2**22 + 1) is None  # above Linux's pid_max: no such process
