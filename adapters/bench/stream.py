@@ -29,6 +29,7 @@ JSON-able dict.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import subprocess
@@ -41,6 +42,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("letterlog")
 TARGET_RATIO = 0.5
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,6 +140,17 @@ def worker_balance(records_per_partition: dict[int, int],
                                                                 for p in ps)),
             "unassigned_records": unassigned,
             "busiest_worker_share": round(busiest / total, 3) if total else None}
+
+
+def _described(bootstrap: str, group: str) -> dict[str, Any]:
+    """``_describe_group`` for the balance figures: a group that cannot be described (yet, or
+    any more) is an empty one, so a finished run is never lost to it."""
+    try:
+        found = _describe_group(bootstrap, group)
+    except Exception as error:  # noqa: BLE001 - the figures are extra; the run stands
+        log.warning("bench stream: describing group %s failed: %s", group, error)
+        found = None
+    return found or {"members": [], "state": None}
 
 
 def _group_stable(bootstrap: str, group: str, members: int) -> bool:
@@ -424,8 +437,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         procs = _workers(workers, env, Path(logs) if logs is not None else tmp)
         stack.callback(_stop, procs)
         _wait(lambda: _group_stable(bootstrap, group, workers), 300, "the workers to join")
-        assigned_at_start = group_assignment(_describe_group(bootstrap, group) or
-                                             {"members": []}, topic)
+        assigned_at_start = group_assignment(_described(bootstrap, group), topic)
 
         relay_seconds: list[float] = []
 
@@ -456,7 +468,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         cpu_after = [_cpu_seconds(p.pid) for p in procs]
         machine_after, own_after = _machine_cpu(), time.process_time()
         thread.join()
-        described_end = _describe_group(bootstrap, group) or {"members": [], "state": None}
+        described_end = _described(bootstrap, group)
         assigned_at_end = group_assignment(described_end, topic)
         _stop(procs)
         lag_end = kafka_lag(bootstrap, topic, group)

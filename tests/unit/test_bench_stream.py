@@ -63,3 +63,15 @@ def test_cpu_seconds_of_a_process_is_what_it_used() -> None:
     busy, idle = _machine_cpu() or (0.0, 0.0)
     assert busy >= told and idle > 0
     assert _cpu_seconds(2**22 + 1) is None  # above Linux's pid_max: no such process
+
+
+def test_a_group_that_cannot_be_described_counts_as_empty(monkeypatch) -> None:
+    import adapters.bench.stream as bench
+
+    def refuse(bootstrap: str, group: str) -> None:
+        raise TimeoutError("coordinator not available")
+
+    monkeypatch.setattr(bench, "_describe_group", refuse)
+    described = bench._described("localhost:1", "g")
+    assert described == {"members": [], "state": None}
+    assert group_assignment(described, "bench") == {}
