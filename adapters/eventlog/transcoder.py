@@ -59,11 +59,11 @@ def _default(obj: Any) -> Any:
         micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
         return _ext(_DATETIME, _Q.pack(micros))
     if isinstance(obj, frozenset):
-        return msgpack.ExtType(_FROZENSET, packb(sorted(obj, key=repr)))
+        return _ext(_FROZENSET, packb(sorted(obj, key=repr)))
     if isinstance(obj, set):
-        return msgpack.ExtType(_SET, packb(sorted(obj, key=repr)))
+        return _ext(_SET, packb(sorted(obj, key=repr)))
     if isinstance(obj, Decimal):
-        return msgpack.ExtType(_DECIMAL, str(obj).encode())
+        return _ext(_DECIMAL, str(obj).encode())
     raise TypeError(f"cannot encode {type(obj).__name__} in an event")
 
 
