@@ -190,7 +190,9 @@ class Letterlog(ReadModelQueries):
         woken by a byte on its standard input; when the block ends its input is closed, it
         catches up and exits, and this process catches up with anything left (nothing,
         unless the follower failed: then it is logged and done here). So the read models are
-        current when the block returns, as after any command. Yields whether a follower
+        current when the block returns, as after any command, and a query inside the block
+        catches up first, so it shows every command this process made (ADR 0037: a
+        long-lived process delivering one message at a time). Yields whether a follower
         runs: not without embedded read models (they are HBase's), not on one core (the two
         processes would take turns and the follower decodes every event again), not nested."""
         if (self._projections is None or not self._projections.live
@@ -355,7 +357,7 @@ class Letterlog(ReadModelQueries):
     def _message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
         if self.projections is None:
             return []
-        return list(self.projections.message_ids_in(mailbox_id))
+        return list(self._read().message_ids_in(mailbox_id))  # caught up if a follower runs
 
     # -- lifecycle: purge and erasure (see adapters/lifecycle) --------------------------------
     def retention(self) -> Retention:
@@ -545,9 +547,15 @@ class Letterlog(ReadModelQueries):
 
     # -- queries (read models) --------------------------------------------------------------
     def _read(self) -> Any:
-        if self.projections is None:
+        host = self.projections
+        if host is None:
             raise SettingsError("read models are not available in this store")
-        return self.projections
+        if self._follower is not None:
+            # Read your writes: commands of this block leave projecting to the follower,
+            # which may not have reached them yet. Catching up waits for its lock, then
+            # applies whatever is left (usually nothing).
+            self.catch_up()
+        return host
 
     def purge_due(self, now: datetime | None = None, *, limit: int = 1000) -> list[q.PurgeEntry]:
         host = self._read()

@@ -5,6 +5,7 @@ Every benchmark prints one JSON object; ``--plot FILE`` also draws it (matplotli
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import statistics
@@ -69,12 +70,12 @@ def _parse_rate(blobs: Sequence[bytes]) -> float:
 
 
 def _compare(peer: str, blobs: Sequence[bytes], recipients: Sequence[str], root: Path,
-             single: float) -> dict[str, Any]:
+             single: float, single_pipelined: float) -> dict[str, Any]:
     if peer != "dovecot":
         raise ValueError(f"--peer: unknown peer {peer!r} (choose dovecot)")
     from adapters.bench.peer import compare_with_dovecot
 
-    return compare_with_dovecot(blobs, recipients, root, single)
+    return compare_with_dovecot(blobs, recipients, root, single, single_pipelined)
 
 
 def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int = 100,
@@ -92,13 +93,22 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         # Each baseline runs right before and right after the letterlog run it is compared
         # with, and their mean is the baseline: the machine's speed (fsync latency above
         # all) drifts within a minute, and one side measured later would carry the drift.
-        def single_run(store: Any) -> float:
+        def single_run(store: Any, pipelined: bool = False) -> float:
+            """One delivery per command. ``pipelined``: a long-lived process whose read
+            models a second process projects (ADR 0037); the time includes the end of the
+            block, when the read models are current."""
             for r in recipients:  # accounts exist before timing starts
                 store.create_mailbox(r, "Bench")
             t0 = time.perf_counter()
-            for i, blob in enumerate(blobs):
-                store.deliver(account=recipients[i % len(recipients)], raw=blob)
+            with (store.projecting_in_a_second_process() if pipelined
+                  else contextlib.nullcontext(False)) as following:
+                for i, blob in enumerate(blobs):
+                    store.deliver(account=recipients[i % len(recipients)], raw=blob)
             rate = _rate(len(blobs), time.perf_counter() - t0)
+            if pipelined:
+                single_following.append(bool(following))
+                if store.projections.runner.position() != store.max_position():
+                    raise RuntimeError("pipelined single deliveries: read models behind the log")
             store.close()
             return rate
 
@@ -118,9 +128,13 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         # all) drifts within a minute, and one side measured later would carry the drift.
         raw_single_runs = [raw(1, "a")]
         single = single_run(_open(root / "single", durability))
+        single_following: list[bool] = []
+        single_pipelined = single_run(_open(root / "single-pipelined", durability),
+                                      pipelined=True)
         single_log_only = single_run(_open_log_only(root / "single-log-only", durability))
         raw_single_runs.append(raw(1, "b"))
-        compared = {} if peer is None else _compare(peer, blobs, recipients, root, single)
+        compared = ({} if peer is None else
+                    _compare(peer, blobs, recipients, root, single, single_pipelined))
         raw_batched_runs = [raw(batch, "a")]
         batched = batched_run(_open(root / "batched", durability))
         batched_log_only = batched_run(_open_log_only(root / "batched-log-only", durability))
@@ -138,6 +152,10 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         "batch": batch,
         "single_command_msgs_per_s": single,
         "batched_import_msgs_per_s": batched,
+        # the same deliveries by a long-lived process whose read models a second process
+        # projects (False in ``single_pipelined_follower``: one usable core, none ran)
+        "single_pipelined_msgs_per_s": single_pipelined,
+        "single_pipelined_follower": single_following[0],
         "raw_sqlite_one_row_per_tx_per_s": raw_single,
         f"raw_sqlite_{batch}_rows_per_tx_per_s": raw_batched,
         "raw_runs_before_and_after": {"one_row_per_tx": raw_single_runs,
@@ -172,7 +190,8 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
             result["peer_plot"] = str(peer_file)
     if plot is not None:
         bar_plot(plot, "letterlog ingest vs raw SQLite (same durability)", {
-            "letterlog single": single, "letterlog single, log only": single_log_only,
+            "letterlog single": single, "letterlog single, pipelined": single_pipelined,
+            "letterlog single, log only": single_log_only,
             "raw 1/tx": raw_single,
             "letterlog batched": batched, "letterlog batched, log only": batched_log_only,
             "parse only": parse_only, f"raw {batch}/tx": raw_batched,

@@ -12,8 +12,11 @@
   ADR 0032) started for the run: its client starts in ~30 ms and the import runs in a fork
   of the warm server (``import_with_server_msgs_per_s``; the target stays on the import
   alone);
-* one durable delivery at a time: letterlog's single-command rate (measured by the caller)
-  against LMTP deliveries over one connection (``mail_fsync = always``);
+* one durable delivery at a time: letterlog's single-command rates (measured by the caller:
+  read models projected by each command, and by a second process while a long-lived
+  process delivers, ADR 0037) against LMTP deliveries over one connection
+  (``mail_fsync = always``); the single target is met if either reaches it
+  (``single_target_met_by`` says which, the inline one first);
 * bytes on disk (allocated blocks) per byte of mail delivered, after the import, for both.
 """
 
@@ -77,7 +80,8 @@ def _rate(n: int, seconds: float) -> float:
 
 
 def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root: Path,
-                         single_msgs_per_s: float) -> dict[str, Any]:
+                         single_msgs_per_s: float,
+                         single_pipelined_msgs_per_s: float | None = None) -> dict[str, Any]:
     """Run Dovecot beside letterlog on ``blobs``; the keys ``bench ingest`` adds."""
     mbox = root / "bench.mbox"
     mail_bytes = write_mbox(blobs, mbox)
@@ -101,7 +105,7 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
     letterlog_bytes = disk_bytes(root / "import")
     letterlog_rate = _rate(n, letterlog_s)
     dovecot_rate = _rate(n, statistics.fmean(dovecot_import_s))
-    return {
+    result = {
         "peer": "dovecot",
         "mail_bytes": mail_bytes,
         "import_msgs_per_s": letterlog_rate,
@@ -121,12 +125,25 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
         "target_ratio_single_vs_dovecot_lmtp": 2.0,
         "target_storage_amplification": 1.2,
     }
+    if single_pipelined_msgs_per_s is not None:
+        result["ratio_single_pipelined_vs_dovecot_lmtp"] = round(
+            single_pipelined_msgs_per_s / lmtp, 3)
+    result["single_target_met_by"] = _single_target_met_by(result)
+    return result
+
+
+def _single_target_met_by(result: dict[str, Any]) -> str | None:
+    target = result["target_ratio_single_vs_dovecot_lmtp"]
+    for way, key in (("inline", "ratio_single_vs_dovecot_lmtp"),
+                     ("pipelined", "ratio_single_pipelined_vs_dovecot_lmtp")):
+        if result.get(key, 0) >= target:
+            return way
+    return None
 
 
 def peer_targets_met(result: dict[str, Any]) -> bool:
     return (result["ratio_import_vs_dovecot"] >= result["target_ratio_import_vs_dovecot"]
-            and result["ratio_single_vs_dovecot_lmtp"]
-            >= result["target_ratio_single_vs_dovecot_lmtp"]
+            and result["single_target_met_by"] is not None
             and result["storage_amplification"] <= result["target_storage_amplification"])
 
 
@@ -143,6 +160,7 @@ def peer_plot(path: Path, result: dict[str, Any]) -> None:
         "letterlog import mbox, server": result["import_with_server_msgs_per_s"],
         "dovecot doveadm import": result["dovecot_import_msgs_per_s"],
         "letterlog single command": result["single_command_msgs_per_s"],
+        "letterlog single, pipelined": result["single_pipelined_msgs_per_s"],
         "dovecot LMTP, one connection": result["dovecot_lmtp_msgs_per_s"],
     }
     storage = {"letterlog": result["storage_amplification"],

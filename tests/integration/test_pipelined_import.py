@@ -91,3 +91,42 @@ def test_no_follower_on_one_core_or_without_embedded_read_models(
     with (Letterlog.open(tmp_path / "d", read_models=False) as writer,
           writer.projecting_in_a_second_process() as following):
         assert not following
+
+
+@pytest.fixture
+def slow_follower(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower that has not yet reached this process's commands: never woken, so the
+    commands of the block are projected by nobody until something catches up."""
+    monkeypatch.setattr(Letterlog, "_wake_follower", lambda self: True)
+
+
+@pytest.mark.usefixtures("two_cores", "slow_follower")
+def test_a_query_inside_the_block_shows_every_command_this_process_made(
+        tmp_path: Path) -> None:
+    """ADR 0037: a long-lived process delivering one message at a time reads its writes."""
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        with store.projecting_in_a_second_process() as following:
+            assert following
+            store.deliver(account=ADA, raw=make_mail("first", message_id="<f@q>"))
+            before = store.projections.runner.position()
+            d = store.deliver(account=ADA, raw=make_mail("second", message_id="<s@q>"))
+            assert store.projections.runner.position() == before  # nobody projected it yet
+            assert [m.subject for m in store.messages(ADA, limit=5)] == ["second", "first"]
+            assert store.projections.runner.position() == d.position
+        assert all(r.identical for r in store.verify())
+
+
+@pytest.mark.usefixtures("two_cores", "slow_follower")
+def test_deleting_a_mailbox_inside_the_block_expunges_what_was_just_delivered_to_it(
+        tmp_path: Path) -> None:
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        store.create_mailbox(ADA, "Archive")
+        with store.projecting_in_a_second_process() as following:
+            assert following
+            ids = [store.deliver(account=ADA, mailbox="Archive",
+                                 raw=make_mail(f"a{i}", message_id=f"<a{i}@q>")).message_id
+                   for i in range(3)]
+            change = store.delete_mailbox(ADA, "Archive")
+            assert change.extra["expunged"] == 3
+        assert [store.show(i)["state"] for i in ids] == ["expunged"] * 3
+        assert all(r.identical for r in store.verify())
