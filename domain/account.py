@@ -7,7 +7,6 @@ and a re-created or renamed mailbox always gets a UIDVALIDITY it never had befor
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 from uuid import UUID
 
@@ -15,12 +14,12 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import InvalidCommand, MailboxExists, MailboxNotFound
-from domain.values import NAMESPACE, Role, account_id_for, normalise_address
+from domain.values import Role, account_id_for, name_uuid, normalise_address
 
 
 def mailbox_id_for(account_id: UUID, uidvalidity: int) -> UUID:
     """Deterministic: one account never hands out the same UIDVALIDITY twice."""
-    return uuid.uuid5(NAMESPACE, f"mailbox:{account_id}:{uidvalidity}")
+    return name_uuid(f"mailbox:{account_id}:{uidvalidity}")
 
 
 class Account(MailAggregate):

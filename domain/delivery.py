@@ -8,7 +8,6 @@ UIDs in the mailbox and appends every event of the batch at once.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -27,7 +26,13 @@ from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Upload
 from domain.unit_of_work import Commands
-from domain.values import NAMESPACE, ExtractionPolicy, MessageState, account_id_for
+from domain.values import (
+    ExtractionPolicy,
+    MessageState,
+    account_id_for,
+    name_uuid,
+    uuid_of_int,
+)
 
 if TYPE_CHECKING:
     from domain.rfc5322 import MessageFacts
@@ -35,7 +40,7 @@ if TYPE_CHECKING:
 
 def new_message_id() -> UUID:
     """Time-ordered (UUIDv7): label indexes and threads sort by it."""
-    return UUID(bytes=uuid_utils.uuid7().bytes)
+    return uuid_of_int(uuid_utils.uuid7().int)
 
 
 def thread_id_for(account_id: UUID, facts: MessageFacts, message_id: UUID) -> UUID:
@@ -43,7 +48,7 @@ def thread_id_for(account_id: UUID, facts: MessageFacts, message_id: UUID) -> UU
     env = facts.envelope
     root = (env.references[0] if env.references else None) or env.in_reply_to or env.message_id
     key = root if root else f"message:{message_id}"
-    return uuid.uuid5(NAMESPACE, f"thread:{account_id}:{key}")
+    return name_uuid(f"thread:{account_id}:{key}")
 
 
 def facts_for_event(facts: MessageFacts) -> dict[str, Any]:

@@ -10,18 +10,17 @@ time-ordered id (label indexes and threads sort by it).
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
-from domain.values import NAMESPACE
+from domain.values import name_uuid
 
 
 def delivery_key_id(account_id: UUID, key: str) -> UUID:
-    return uuid.uuid5(NAMESPACE, f"delivery-key:{account_id}:{key}")
+    return name_uuid(f"delivery-key:{account_id}:{key}")
 
 
 class DeliveryKey(MailAggregate):
