@@ -113,6 +113,10 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
                  accounts: Annotated[int | None, typer.Option(
                      metavar="N", min=1, help="accounts in the log (default: the bench log's, "
                      "6 for 100k events; the log is partitioned by account)")] = None,
+                 warm_up: Annotated[int | None, typer.Option(
+                     "--warm-up", metavar="N", min=0, help="events the workers' projector "
+                     "writes to HBase, untimed, before the timed run (default 20000; 0: "
+                     "none)")] = None,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
     from adapters.bench.stream import bench_stream as run
@@ -121,7 +125,8 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
 
     servers = running_servers(load_settings(data=state.data)) if use_running else {}
     _bench(run(events=events, plot=plot, versioned_baseline=versioned_baseline,
-               accounts=accounts, **servers), as_json)
+               accounts=accounts, **({} if warm_up is None else {"warm_up": warm_up}),
+               **servers), as_json)
 
 
 @bench_app.command("startup")
