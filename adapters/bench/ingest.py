@@ -90,9 +90,8 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         def raw(per_tx: int, tag: str) -> float:
             return raw_sqlite_appends(blobs, root, per_tx=per_tx, synchronous=sync, tag=tag)
 
-        # Each baseline runs right before and right after the letterlog run it is compared
-        # with, and their mean is the baseline: the machine's speed (fsync latency above
-        # all) drifts within a minute, and one side measured later would carry the drift.
+        single_following: list[bool] = []  # whether the pipelined run had its follower
+
         def single_run(store: Any, pipelined: bool = False) -> float:
             """One delivery per command. ``pipelined``: a long-lived process whose read
             models a second process projects (ADR 0037); the time includes the end of the
@@ -128,7 +127,6 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         # all) drifts within a minute, and one side measured later would carry the drift.
         raw_single_runs = [raw(1, "a")]
         single = single_run(_open(root / "single", durability))
-        single_following: list[bool] = []
         single_pipelined = single_run(_open(root / "single-pipelined", durability),
                                       pipelined=True)
         single_log_only = single_run(_open_log_only(root / "single-log-only", durability))
