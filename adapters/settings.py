@@ -36,7 +36,7 @@ class StreamOptions(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     group: str = "letterlog-projector"  # the Kafka consumer group (faust app id)
-    batch: int = 2000  # records per batch at most
+    batch: int = 5000  # records per batch at most (ADR 0038)
     within: float = 0.5  # seconds to wait for a batch to fill
     commit_interval: float = 1.0  # seconds between offset commits (of acknowledged records)
     session_timeout: float = 10.0  # a dead worker's partitions move after this long

@@ -42,9 +42,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from adapters.settings import StreamOptions
+
 log = logging.getLogger("letterlog")
 TARGET_RATIO = 0.5
 WARM_UP_EVENTS = 20_000  # untimed, before the timed run (see bench_stream)
+STREAM_BATCH = StreamOptions().batch  # the workers' default
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -365,7 +368,7 @@ def _projector_in_process(reader: Any, head: int, host: str, port: int,
 def bench_stream(events: int = 100_000, plot: Path | None = None, *,
                  bootstrap: str | None = None, hbase: str | None = None,
                  thrift2_port: int | None = None, write_path: str = "thrift2",
-                 partitions: int = 4, workers: int = 2, batch: int = 2000,
+                 partitions: int = 4, workers: int = 2, batch: int = STREAM_BATCH,
                  verify: bool = True, baseline_batch: int = 1000,
                  versioned_baseline: bool = False,
                  logs: Path | None = None, accounts: int | None = None,
