@@ -90,6 +90,7 @@ class Letterlog(ReadModelQueries):
         self._read_side = read_side  # opens the read side on first use (table_store=hbase)
         self._read_side_lock = threading.Lock()
         self._follower: Any = None  # a second process projecting (``projecting_in_a_second..``)
+        self._unread_writes = False  # commands left to the follower since a query caught up
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -251,6 +252,7 @@ class Letterlog(ReadModelQueries):
         if self._projections is None or not saved:
             return
         if self._follower is not None and self._wake_follower():
+            self._unread_writes = True
             return
         try:
             self._projections.catch_up(saved)
@@ -550,11 +552,17 @@ class Letterlog(ReadModelQueries):
         host = self.projections
         if host is None:
             raise SettingsError("read models are not available in this store")
-        if self._follower is not None:
+        if self._follower is not None and self._unread_writes:
             # Read your writes: commands of this block leave projecting to the follower,
             # which may not have reached them yet. Catching up waits for its lock, then
-            # applies whatever is left (usually nothing).
-            self.catch_up()
+            # applies whatever is left (usually nothing). Once per command, not per
+            # ``_read`` (a query calls it several times).
+            self._unread_writes = False
+            try:
+                self.catch_up()
+            except BaseException:
+                self._unread_writes = True  # the next query tries again
+                raise
         return host
 
     def purge_due(self, now: datetime | None = None, *, limit: int = 1000) -> list[q.PurgeEntry]:

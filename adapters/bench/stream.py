@@ -139,9 +139,8 @@ def worker_balance(records_per_partition: dict[int, int],
     total = sum(records_per_partition.values())
     busiest = max(per_worker.values(), default=0)
     return {"records_per_worker": sorted(per_worker.values(), reverse=True),
-            "partitions_per_worker": sorted((sorted(ps) for ps in assignment.values()),
-                                            key=lambda ps: -sum(records_per_partition.get(p, 0)
-                                                                for p in ps)),
+            "partitions_per_worker": [sorted(assignment[w]) for w in
+                                      sorted(assignment, key=lambda w: -per_worker[w])],
             "unassigned_records": unassigned,
             "busiest_worker_share": round(busiest / total, 3) if total else None}
 
@@ -427,11 +426,11 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         used = "thrift2" if write_path == "thrift2" and thrift2_port else "thrift1"
         warmed: dict[str, Any] = {"events": 0}
         if warm_up > 0:
-            warmed = _projector_in_process(reader, min(head, warm_up), host, port,
-                                           thrift2_port if used == "thrift2" else None,
-                                           prefix + "w", partitions, batch)
-            warmed = {"events": min(head, warm_up), "seconds": warmed["seconds"],
-                      "events_per_s": warmed["events_per_s"]}
+            alone = _projector_in_process(reader, min(head, warm_up), host, port,
+                                          thrift2_port if used == "thrift2" else None,
+                                          prefix + "w", partitions, batch)
+            warmed = {"events": min(head, warm_up), "seconds": alone["seconds"],
+                      "events_per_s": alone["events_per_s"]}
 
         # -- end to end ----------------------------------------------------------------------
         relay = OutboxRelay(lambda start, limit: recorder.select_notifications(start=start,
