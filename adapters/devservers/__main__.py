@@ -1,8 +1,9 @@
 """Install or run the real servers from the command line (no third-party CLI library).
 
-python -m adapters.devservers install [--only pg,hbase,kafka,dovecot,spark]
-    apt (PostgreSQL, Dovecot, a JDK 17 if missing, Maven if missing) + Maven jars; starts
-    nothing.
+python -m adapters.devservers install [--only pg,hbase,kafka,dovecot,spark,postfix]
+    apt (PostgreSQL, Dovecot, Postfix, a JDK 17 if missing, Maven if missing) + Maven jars;
+    starts nothing. (Postfix is installed only: the tests start their own instances, `up`
+    does not run it.)
 python -m adapters.devservers up [--only pg,hbase,kafka,dovecot,spark] [--env-file PATH]
     [--detach]
     start them under supervisord (a crashed server is restarted, the others keep running),
@@ -31,6 +32,7 @@ from ._common import Service, ServiceFailed, cache_dir
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
+from .postfix import PostfixServer
 from .postgres import PostgresServer
 from .spark import SparkCluster
 from .supervised import SupervisedServices, default_root, restart, status
@@ -43,23 +45,26 @@ ALIASES = {
     "kafka": "kafka",
     "dovecot": "dovecot",
     "spark": "spark",
+    "postfix": "postfix",
 }
 ORDER = ("pg", "hbase", "kafka", "dovecot", "spark")
+#: what `install` knows: `up` supervises ORDER only (the Postfix tests start their own)
+INSTALL_ORDER = (*ORDER, "postfix")
 
 
-def parse_only(raw: str | None) -> list[str]:
+def parse_only(raw: str | None, order: Sequence[str] = ORDER) -> list[str]:
     if not raw:
-        return list(ORDER)
+        return list(order)
     chosen = []
     for part in raw.split(","):
         part = part.strip().lower()
         if not part:
             continue
-        if part not in ALIASES:
+        if part not in ALIASES or ALIASES[part] not in order:
             raise SystemExit(
-                f"--only: unknown service {part!r} (choose from pg, hbase, kafka, dovecot, spark)")
+                f"--only: unknown service {part!r} (choose from {', '.join(order)})")
         chosen.append(ALIASES[part])
-    return [name for name in ORDER if name in chosen]
+    return [name for name in order if name in chosen]
 
 
 def make(name: str) -> Service:
@@ -71,6 +76,8 @@ def make(name: str) -> Service:
         return DovecotServer()
     if name == "spark":
         return SparkCluster()
+    if name == "postfix":
+        return PostfixServer()
     return KafkaServer()
 
 
@@ -247,8 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="install packages and jars; start nothing")
-    p_install.add_argument("--only",
-                           help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
+    p_install.add_argument(
+        "--only", help="comma list of pg,hbase,kafka,dovecot,spark,postfix (default: all)")
     p_up = sub.add_parser("up", help="start servers and stay in the foreground until Ctrl-C")
     p_up.add_argument("--only",
                       help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
@@ -272,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = getattr(args, "root", None) or default_root()
     env_file = getattr(args, "env_file", None) or cache_dir() / "services.env"
     if args.command == "install":
-        return cmd_install(parse_only(args.only))
+        return cmd_install(parse_only(args.only, INSTALL_ORDER))
     if args.command == "status":
         return cmd_status(root, args.json)
     if args.command == "restart":
