@@ -23,7 +23,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from adapters.devservers import HBaseServer, KafkaServer, PostgresServer, ServiceFailed
+from adapters.devservers import (
+    HBaseServer,
+    KafkaServer,
+    PostfixServer,
+    PostgresServer,
+    ServiceFailed,
+)
 from adapters.devservers._common import Service
 from tests.factories import database
 
@@ -94,6 +100,12 @@ def hbase_server() -> Iterator[HBaseServer]:
 def kafka_server() -> Iterator[KafkaServer]:
     """A started KafkaServer (bootstrap)."""
     yield from _fixture("kafka", KafkaServer)  # type: ignore[misc]
+
+
+@pytest.fixture(scope="session")
+def postfix_server() -> Iterator[PostfixServer]:
+    """A started PostfixServer (port, send(), queue(), flush(), use_pipe(), use_lmtp())."""
+    yield from _fixture("postfix", PostfixServer)  # type: ignore[misc]
 
 
 @pytest.fixture
