@@ -93,10 +93,34 @@ def _peer_uid(sock: socket.socket) -> int:
     return int(struct.unpack("3i", creds)[1])
 
 
-def _wanted(argv: list[str]) -> bool:
-    """Every command but ``server`` itself goes to the server."""
-    words = [a for a in argv if not a.startswith("-")]
-    return not words or words[0] != "server"
+def _command_word(argv: list[str]) -> str | None:
+    """The command's name: the first word that is neither an option nor ``--data``'s value
+    (the only root option that takes one)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--data":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _names_own_descriptor(argv: list[str], cwd: str) -> bool:
+    """Whether the command line names a file through this process's own descriptors: bash's
+    ``<(...)`` gives ``/dev/fd/63``, which in the server names nothing (or another file).
+    Such a command runs here instead of being forwarded: simpler than passing the
+    descriptors and renaming the paths, and rare. ``/dev/stdin``, ``/dev/stdout``,
+    ``/dev/stderr`` and ``-`` need nothing: the command has the client's 0, 1 and 2."""
+    own = ("/dev/fd/", "/proc/self/", "/proc/thread-self/", f"/proc/{os.getpid()}/")
+    if cwd in ("/dev", "/proc") or cwd.startswith(own):  # ``fd/63``, ``self/fd/63``
+        return True
+    return any(prefix in arg for arg in argv for prefix in own)
+
+
+def _wanted(argv: list[str], cwd: str) -> bool:
+    """Every command but ``server`` itself goes to the server, unless it names a file by one
+    of this process's descriptors."""
+    return _command_word(argv) != "server" and not _names_own_descriptor(argv, cwd)
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -106,11 +130,11 @@ def forward(argv: list[str]) -> int | None:
     there is no server to run it (none running, another user's socket, code changed): the
     caller then runs the command itself. Nothing of the command has run when this returns
     None."""
-    if not _wanted(argv) or not _private(runtime_dir()):
-        return None
     try:
         cwd = os.getcwd()
     except OSError:  # a deleted working directory: the command meets it here
+        return None
+    if not _wanted(argv, cwd) or not _private(runtime_dir()):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

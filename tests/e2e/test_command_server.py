@@ -289,3 +289,52 @@ def test_a_large_environment_reaches_the_command_whole(served, store):
                        capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(p.stderr.strip().splitlines()[-1])["code"] == 0  # run by the server
     assert json.loads(p.stdout)["message_id"] == mid  # with LETTERLOG_DATA from that env
+
+
+def stored_bytes(env: dict[str, str], data: Path, mid: str) -> bytes:
+    p = subprocess.run([sys.executable, "-m", "adapters.cli", "--data", str(data), "extract",
+                        mid], capture_output=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+RAW = make_mail("Gr\u00fc\u00dfe", body="line one\r\nno newline at the end: \u00e9")
+
+
+@pytest.mark.parametrize("stdin_is", ["pipe", "file"])
+def test_dev_stdin_is_the_callers_standard_input_in_the_server(served, tmp_path, stdin_is):
+    data = tmp_path / "d"
+    source = tmp_path / "in.eml"
+    source.write_bytes(RAW)
+    with source.open("rb") as f:
+        p = subprocess.run([sys.executable, "-c", CLIENT_PROBE, "--data", str(data), "--json",
+                            "deliver", "--account", ADA, "/dev/stdin"], capture_output=True,
+                           env=served, timeout=120, **(
+                               {"input": RAW} if stdin_is == "pipe" else {"stdin": f}))
+    assert json.loads(p.stderr.strip().splitlines()[-1])["code"] == 0, p.stderr  # run there
+    mid = json.loads(p.stdout)["message_id"]
+    assert stored_bytes(served, data, mid) == RAW
+
+
+@pytest.mark.parametrize("path", ["/dev/fd/{fd}", "/proc/self/fd/{fd}"])
+def test_a_path_to_one_of_the_clients_own_descriptors_is_read_by_the_client(served, tmp_path,
+                                                                           path):
+    """bash's ``<(...)`` names a descriptor only the client has: such a command is not
+    forwarded (the server would read nothing there, or another file) and runs here."""
+    data = tmp_path / "d"
+    argv = ["--data", str(data), "--json", "deliver", "--account", ADA]
+    read, write = os.pipe()
+    try:
+        os.write(write, RAW)  # a small message fits in the pipe
+        os.close(write)
+        p = subprocess.run([sys.executable, "-m", "adapters.cli", *argv,
+                            path.format(fd=read)], capture_output=True, env=served,
+                           timeout=120, pass_fds=(read,))
+    finally:
+        os.close(read)
+    assert p.returncode == 0, p.stderr
+    assert stored_bytes(served, data, json.loads(p.stdout)["message_id"]) == RAW
+    probe = subprocess.run([sys.executable, "-c", CLIENT_PROBE, *argv, path.format(fd=5)],
+                           capture_output=True, text=True, env=served, timeout=120)
+    assert json.loads(probe.stderr.strip().splitlines()[-1])["code"] is None  # not forwarded
+
