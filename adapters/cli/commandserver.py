@@ -8,7 +8,10 @@ the command line over: its arguments, environment, working directory and umask, 
 standard input, output and error themselves (passed as file descriptors), so the command
 reads and writes exactly where it would have. The server forks a handler per connection;
 the handler forks the command, tells the client its pid, waits for it and reports its exit
-status. The client forwards the signals it gets (Ctrl-C, a kill) to the command.
+status. The client forwards the signals it gets (Ctrl-C, a kill) to the command. A client
+that dies (even by SIGKILL, which it cannot forward) takes its command along: the handler
+sees the connection close and kills it; a handler that dies takes it along too. A command
+line that names one of the client's other descriptors (``/dev/fd/63``) is not forwarded.
 
 Nothing runs in the server itself: it imports modules and builds the commands' parsers and
 schemas, and opens no store, no connection, no random generator, so every command starts
@@ -171,19 +174,28 @@ def forward(argv: list[str]) -> int | None:
             except OSError:  # e.g. a closed standard stream: run here, as without a server
                 return None
             replies = sock.makefile("rb")
-            first = replies.readline()
+            try:
+                first = replies.readline()
+            except OSError:
+                first = b""
             started = json.loads(first) if first else {}
             if "pid" not in started:
                 return None  # refused (changed code, another installation): nothing ran
             child.append(started["pid"])
             for signum in pending:
                 relay(signum, None)
-            last = replies.readline()
-            if not last:
-                sys.stderr.write("letterlog: error: the command server stopped while running "
-                                 f"the command (pid {child[0]}); its outcome is unknown\n")
-                return 1
-            return int(json.loads(last)["status"])
+            try:
+                return int(json.loads(replies.readline())["status"])
+            except (OSError, ValueError, KeyError, TypeError):  # EOF is b"": a ValueError
+                pass
+            # the handler died (the command dies with it, see ``_run_command``)
+            if _command_word(argv) == "lda":  # a temporary failure: the MTA tries again
+                sys.stderr.write(f"4.3.0 letterlog: the command server stopped while "
+                                 f"delivering (pid {child[0]}); try again later\n")
+                return 75  # EX_TEMPFAIL; 1 would make the MTA bounce the message
+            sys.stderr.write("letterlog: error: the command server stopped while running "
+                             f"the command (pid {child[0]}); its outcome is unknown\n")
+            return 1
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -202,7 +214,7 @@ PRELOAD = (
     "domain.service", "domain.commands", "domain.rfc5322.reader", "domain.rfc5322.attachments",
     "domain.rfc5322.defects", "domain.rfc5322.envelope", "domain.rfc5322.facts",
     "projections.registry", "projections.search", "eventsourcing.sqlite",
-    "typer._click.decorators", "unicodedata", "gc",
+    "typer._click.decorators", "unicodedata", "gc", "ctypes",
 )
 LEFT_OUT = ("bench",)  # built on demand: benchmarks load plotting and the dev servers
 
@@ -291,11 +303,25 @@ def _reopen(fd: int, like: Any) -> Any:
                             line_buffering=fd == 2 or (writing and raw.isatty()))
 
 
-def _run_command(request: dict[str, Any], fds: list[int]) -> None:
+def _die_with_parent(handler: int) -> None:
+    """SIGKILL for this process when its handler dies (``PR_SET_PDEATHSIG``): the client
+    then reports the outcome unknown (a temporary failure for ``lda``), and a command that
+    went on could store a message afterwards. Linux only; elsewhere nothing."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        if ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != handler:  # it died before that
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _run_command(request: dict[str, Any], fds: list[int], handler: int) -> None:
     """In the command's process: take over the client's streams and surroundings, run the
     command line, report nothing (the handler reports the exit status)."""
     code = 1
     try:
+        _die_with_parent(handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -361,16 +387,62 @@ def _handle(conn: socket.socket, files: dict[str, int], server_pid: int) -> None
         _log(f"refused a command: {refusal}")
         _send(conn, {"refused": refusal})
         return
+    handler = os.getpid()
     pid = os.fork()
     if pid == 0:
         conn.close()
-        _run_command(request, fds)
+        _run_command(request, fds, handler)
     for fd in fds:
         os.close(fd)
-    _send(conn, {"pid": pid})
-    _, status = os.waitpid(pid, 0)
+    status, why = None, "this handler failed"
+    try:
+        _send(conn, {"pid": pid})
+        status, why = _wait(conn, pid), "its client is gone"
+    finally:
+        if status is None:  # no one waits for the command: it must not go on
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            _log(f"killed command {pid}: {why}")
+    if status is None:
+        return
     code = os.waitstatus_to_exitcode(status)
-    _send(conn, {"status": code if code >= 0 else 128 - code})
+    with contextlib.suppress(OSError):  # a client gone just now: it has nothing to be told
+        _send(conn, {"status": code if code >= 0 else 128 - code})
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """Whether a readable connection is closed (a client sends nothing after its request)."""
+    try:
+        return conn.recv(4096) == b""
+    except OSError:
+        return True
+
+
+def _wait(conn: socket.socket, pid: int) -> int | None:
+    """The command's wait status, or None as soon as its client hangs up (killed, even with
+    SIGKILL, which it cannot forward): then the command must not run on, so the caller kills
+    it. Waits on a pidfd and the connection together; where there is no pidfd, polls."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    poller = select.poll()
+    poller.register(conn, select.POLLIN | getattr(select, "POLLRDHUP", 0))
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    try:
+        while True:
+            ready = {fd for fd, _ in poller.poll(None if pidfd is not None else 50)}
+            if pidfd is None or pidfd in ready:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return status
+            if conn.fileno() in ready and _hung_up(conn):
+                return None
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _log(text: str) -> None:

@@ -6,11 +6,16 @@ startup`` measures.)"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -338,3 +343,117 @@ def test_a_path_to_one_of_the_clients_own_descriptors_is_read_by_the_client(serv
                            capture_output=True, text=True, env=served, timeout=120)
     assert json.loads(probe.stderr.strip().splitlines()[-1])["code"] is None  # not forwarded
 
+
+Blocked = tuple[subprocess.Popen[bytes], int, int]
+
+
+def blocked_deliver(env: dict[str, str], data: Path, fifo: Path) -> Blocked:
+    """A client whose command (``deliver`` of a FIFO no one writes) blocks in the server; the
+    client, the handler's pid and the command's pid."""
+    os.mkfifo(fifo)
+    client = subprocess.Popen([sys.executable, "-m", "adapters.cli", "--data", str(data),
+                               "deliver", "--account", ADA, str(fifo)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    server = int(str(server_info(env)["pid"]))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pairs = [(h, c) for h in children(server) for c in children(h)]
+        if pairs:
+            return client, *pairs[0]
+        time.sleep(0.02)
+    client.kill()
+    raise AssertionError("the command did not start in the server")
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def nobody_reads(fifo: Path) -> bool:
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as e:
+        return e.errno == errno.ENXIO
+    return False
+
+
+def test_a_command_whose_client_is_killed_is_killed_too(served, store, tmp_path):
+    """An MTA's time limit kills the client with SIGKILL, which it cannot forward: the command
+    must not run on and store the message the MTA has given up on."""
+    data, mid = store
+    fifo = tmp_path / "never-written"
+    client, handler, command = blocked_deliver(served, data, fifo)
+    try:
+        assert alive(command)  # blocked opening the FIFO (probing it would wake it)
+        client.kill()
+        client.wait(timeout=60)
+        assert gone_within(command, 10), "the command outlived its client"
+        assert gone_within(handler, 10)
+    finally:
+        client.kill()
+    assert nobody_reads(fifo)  # no process is left to read a message and store it
+    listed = letterlog(served, "--data", str(data), "--json", "list", ADA)
+    assert [json.loads(line)["message_id"] for line in listed.stdout.splitlines()] == [mid]
+    log = Path(served["XDG_RUNTIME_DIR"]) / "letterlog"
+    assert f"killed command {command}: its client is gone" in "".join(
+        f.read_text() for f in log.glob("*.log"))
+
+
+def test_a_handler_that_dies_takes_its_command_along_and_the_client_says_so(served, store,
+                                                                          tmp_path):
+    data, _ = store
+    client, handler, command = blocked_deliver(served, data, tmp_path / "never-written")
+    try:
+        os.kill(handler, signal.SIGKILL)
+        _, err = client.communicate(timeout=60)
+        assert gone_within(command, 10), "the command outlived its handler"
+    finally:
+        client.kill()
+    assert client.returncode == 1
+    assert b"the command server stopped while running the command" in err
+
+
+def a_server_that_dies_after_the_pid(path: Path) -> threading.Thread:
+    """Accepts one command, tells its (made-up) pid and closes: a handler killed mid-command."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        with listener, listener.accept()[0] as conn:
+            request, fds, _, _ = socket.recv_fds(conn, 4, 3)
+            for fd in fds:
+                os.close(fd)
+            (size,) = struct.unpack(">I", request)
+            while size:
+                size -= len(conn.recv(size))
+            conn.sendall(b'{"pid": 999999999}\n')
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["lda", "--recipient", ADA], 75), (["--data", "d", "--json", "lda"], 75),
+    (["deliver", "--account", ADA, "m.eml"], 1), (["--data", "lda", "deliver"], 1),
+])
+def test_lda_whose_server_stops_mid_command_fails_temporarily(runtime, monkeypatch, args, code):
+    """For Postfix, exit 1 bounces the message; 75 with a 4.x.x reason defers it."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    (runtime / "letterlog").mkdir(mode=0o700)
+    thread = a_server_that_dies_after_the_pid(commandserver.socket_path())
+    p = subprocess.run([sys.executable, "-c", CLIENT_PROBE, *args], capture_output=True,
+                       text=True, env=environment(runtime), timeout=120)
+    thread.join(timeout=60)
+    lines = p.stderr.strip().splitlines()
+    assert json.loads(lines[-1])["code"] == code
+    if code == 75:
+        assert lines[0].startswith("4.3.0 ")
+    else:
+        assert "its outcome is unknown" in lines[0]
