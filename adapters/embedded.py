@@ -532,6 +532,7 @@ class Letterlog(ReadModelQueries):
             "last_extracted_at": (m.last_extracted_at.isoformat()
                                   if getattr(m, "last_extracted_at", None) else None),
             "envelope": _jsonable(m.personal.get("envelope", {})),
+            "smtp_envelope": _jsonable(m.personal.get("smtp_envelope", {})),
             "attachments": list(m.personal.get("attachment_names", [])),
             "facts": _jsonable(m.facts),
             "version": m.version,

@@ -86,6 +86,30 @@ def _flags(v: list[str]) -> list[str]:
         raise ValueError(str(e).removeprefix("flag: ")) from None
 
 
+_ENVELOPE_TEXT = Field(default="", max_length=2048, pattern=r"^[^\x00-\x1f\x7f]*$")
+
+
+class SmtpEnvelope(Command):
+    """What the MTA said about a delivery (the RFC 5321 envelope, not the headers): kept with
+    the message in its sealed personal part, so erasing the message erases it too."""
+
+    sender: str = _ENVELOPE_TEXT  # the reverse path; "" is the null sender <> (a bounce)
+    recipient: str = _ENVELOPE_TEXT  # the final recipient, as the MTA gave it
+    original_recipient: str = _ENVELOPE_TEXT  # before aliases and forwarding
+    detail: str = _ENVELOPE_TEXT  # "tag" of user+tag@domain
+    queue_id: str = _ENVELOPE_TEXT  # the MTA's queue id (lda)
+    session: str = _ENVELOPE_TEXT  # the LMTP session
+    client: str = _ENVELOPE_TEXT  # the LMTP client's address
+    via: str = _ENVELOPE_TEXT  # lda | lmtp
+    arrived_at: datetime | None = None
+
+    _v_at = field_validator("arrived_at")(classmethod(lambda cls, v: _aware(v)))
+
+    def for_event(self) -> dict[str, Any]:
+        """Only what was given (the empty fields are left out)."""
+        return {k: v for k, v in self.model_dump().items() if v not in ("", None)}
+
+
 class Deliver(_AccountCommand, _MailboxField):
     mailbox: str = "INBOX"
     raw: bytes = Field(repr=False)
@@ -96,8 +120,11 @@ class Deliver(_AccountCommand, _MailboxField):
     internal_date: datetime | None = None
     # A retried delivery with the same key (per account) stores nothing and answers with the
     # first delivery's result: e.g. the MTA's queue id, or a source file and offset.
+    # The key is bound to the message's bytes: the same key with other bytes is refused
+    # (IdempotencyKeyReused), never taken for a duplicate.
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=512,
                                         pattern=r"^[^\x00-\x1f\x7f]+$")
+    envelope: SmtpEnvelope | None = None  # from an MTA (lda, lmtp)
 
     _v_labels = field_validator("labels")(classmethod(lambda cls, v: _labels(v)))
     _v_flags = field_validator("flags")(classmethod(lambda cls, v: _flags(v)))

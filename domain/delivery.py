@@ -20,7 +20,7 @@ from domain import rfc5322
 from domain.account import Account
 from domain.commands import BeginUpload, Deliver, build
 from domain.delivery_key import DeliveryKey, delivery_key_id
-from domain.errors import InvalidCommand, InvalidState, MailboxNotFound
+from domain.errors import IdempotencyKeyReused, InvalidCommand, InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
@@ -95,8 +95,10 @@ def delivery_fields(
     flags: Sequence[str],
     policy: ExtractionPolicy,
     internal_date: datetime,
+    smtp_envelope: dict[str, Any] | None = None,
 ) -> Arrival:
-    """What a ``Delivered`` (or ``UploadCompleted``) event records about one message."""
+    """What a ``Delivered`` (or ``UploadCompleted``) event records about one message. The
+    MTA's envelope, when there is one, goes into the sealed personal part."""
     return Arrival(
         account_id=account.id,
         mailbox_id=mailbox.id,
@@ -115,6 +117,7 @@ def delivery_fields(
             "envelope": envelope_for_event(facts),
             "attachment_names": list(facts.attachment_names),
             "body": raw if inline else None,
+            **({"smtp_envelope": smtp_envelope} if smtp_envelope else {}),
         }),
     )
 
@@ -135,6 +138,15 @@ class CheckedDelivery:
         if self.checked is not None and self.checked[0] is raw and self.checked[1] is self.facts:
             return True
         return self.facts.size == len(raw) and self.facts.sha256 == hashlib.sha256(raw).hexdigest()
+
+
+def _same_bytes(command: Deliver, sha256: str, claimed_sha256: str) -> None:
+    """A key answers for the bytes it was first used with: other bytes are not a retry."""
+    if sha256 != claimed_sha256:
+        raise IdempotencyKeyReused(
+            f"idempotency_key: {command.idempotency_key!r} was used for a different message "
+            f"(sha256 {claimed_sha256[:12]}..., this one {sha256[:12]}...): nothing was stored; "
+            f"a key must name one message (e.g. the MTA's queue id with the recipient)")
 
 
 class DeliveryCommands(Commands):
@@ -222,10 +234,13 @@ class DeliveryCommands(Commands):
                     continue
                 if key in first_with:
                     same_as[i] = first_with[key]
+                    _same_bytes(commands[i], prepared[i][1].sha256,
+                                prepared[first_with[key]][1].sha256)
                     continue
                 claim = None if optimistic else uow.claim_of(key)
                 if claim is not None:
                     answered[i] = self._first_result(claim.message_id)
+                    _same_bytes(commands[i], prepared[i][1].sha256, answered[i].sha256)
                 else:
                     first_with[key] = i
             todo = [i for i in range(len(commands)) if i not in answered and i not in same_as]
@@ -283,6 +298,7 @@ class DeliveryCommands(Commands):
                 account, mailbox, uid, ids[i], raw, facts, small,
                 labels=c.labels, flags=c.flags, policy=c.policy(),
                 internal_date=c.internal_date or now,
+                smtp_envelope=c.envelope.for_event() if c.envelope is not None else None,
             )
             messages.append(Message.deliver(ids[i], arrival))
             if c.idempotency_key:

@@ -35,6 +35,11 @@ class MessageRejected(LetterlogError):
     """Bytes that cannot be accepted as a message (not a message, too large, too deep...)."""
 
 
+class IdempotencyKeyReused(LetterlogError):
+    """An idempotency key claimed by a delivery of other bytes: not a retry of it. Nothing is
+    written; a key never makes a different message count as already delivered."""
+
+
 class ExtractionRefused(LetterlogError):
     """The extraction policy does not allow another extraction (limit reached, date passed)."""
 

@@ -16,10 +16,12 @@ the limits.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -70,6 +72,9 @@ class UnitOfWork:
         self._last = threading.local()  # per thread: what its last command saved
         self._head = log_head or app.recorder.max_notification_id
         self.current = CurrentAggregates(self._head)
+        # Around every append: a delivery agent's deadline (``adapters.mta``) refuses to start
+        # an append once it has passed, and waits for one in progress to finish.
+        self.append_guard: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
 
     def head(self) -> int:
         """The log's last position."""
@@ -101,7 +106,8 @@ class UnitOfWork:
 
     def save(self, *aggregates: Any) -> tuple[int, ...]:
         try:
-            recordings = self.app.save(*aggregates)
+            with self.append_guard():
+                recordings = self.app.save(*aggregates)
         except BaseException:
             self.current.drop()
             raise

@@ -20,8 +20,13 @@ def main() -> None:
     code = forward(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from adapters.cli.app import main as run_here
-
+    try:
+        from adapters.cli.app import main as run_here
+    except BaseException as e:  # a broken installation: for an MTA, a temporary failure
+        if "lda" in sys.argv[1:]:
+            sys.stderr.write(f"4.3.5 letterlog cannot start: {type(e).__name__}: {e}\n")
+            sys.exit(75)
+        raise
     run_here()
 
 

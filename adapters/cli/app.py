@@ -39,6 +39,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Scale-out", "stream", ("relay", "worker", "lag", "processes", "dead-letters")),
     ("Benchmarks", "bench", ("bench",)),
     ("Command server", "server", ("server",)),
+    ("Mail from an MTA", "mta", ("lda", "lmtp", "init")),
 )
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
 
@@ -199,8 +200,50 @@ def _machine_error(e: BaseException) -> int | None:
     return None
 
 
+def command_word(args: list[str]) -> str | None:
+    """The command's name in a command line (the first word that is no option's)."""
+    takes_value = {"--data"}
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in takes_value:
+            skip = True
+        elif not a.startswith("-"):
+            return a
+    return None
+
+
 def run(args: list[str]) -> int:
-    """Runs one command line; returns the exit status (no traceback for a user's error)."""
+    """Runs one command line; returns the exit status (no traceback for a user's error).
+    ``lda`` answers an MTA: a wrong command line is 64, anything unforeseen 75 (the MTA
+    keeps the message), never 1 or 2, which would make Postfix bounce it."""
+    if command_word(args) == "lda":
+        return _run_lda(args)
+    return _run(args)
+
+
+def _run_lda(args: list[str]) -> int:
+    from typer._click.exceptions import ClickException
+
+    from adapters.mta import replies
+
+    state.json = False
+    try:
+        rv = app(args=_global_json(args), prog_name="letterlog", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except ClickException as e:
+        sys.stderr.write(replies.usage(e.format_message()).line + "\n")
+        return replies.EX_USAGE
+    except BaseException as e:  # noqa: BLE001 - the MTA must keep the message
+        sys.stderr.write(replies.classify(e).line + "\n")
+        return replies.EX_TEMPFAIL
+    finally:
+        with contextlib.suppress(Exception):
+            state.close()
+
+
+def _run(args: list[str]) -> int:
     from typer import Abort
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
 

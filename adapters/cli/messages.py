@@ -35,9 +35,10 @@ LimitOption = Annotated[int | None, typer.Option(
 
 @app.command()
 def deliver(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE...",
-                                                help="RFC 5322 message files")],
     account: Annotated[str, typer.Option(metavar="ADDR", help="recipient address")],
+    files: Annotated[list[Path] | None, typer.Argument(
+        metavar="FILE", help="RFC 5322 message files; '-' or none: one message from "
+                                  "standard input")] = None,
     mailbox: Annotated[str, typer.Option(metavar="NAME", help="target mailbox")] = "INBOX",
     label: Annotated[list[str] | None, typer.Option(metavar="LABEL",
                                                     help="label (repeatable)")] = None,
@@ -52,7 +53,8 @@ def deliver(
     """Deliver each FILE to ACCOUNT's MAILBOX (the account and INBOX appear on first use).
 
     Each good file is delivered; each bad one is reported on stderr (one line naming the
-    file) and the exit status is 1. Files are read one at a time."""
+    file) and the exit status is 1. Files are read one at a time. A message on standard
+    input is read from file descriptor 0 itself (for an MTA, use 'letterlog lda')."""
     fields: dict[str, Any] = {
         "account": account, "mailbox": mailbox, "labels": label or [],
         "flags": checked_flags(flag or []), "extract_limit": extract_limit,
@@ -61,11 +63,12 @@ def deliver(
     store = state.store()
     store.check_delivery(**fields)  # what would fail for every file fails once, before any
     failed = 0
+    files = files or [Path("-")]
     for n, f in enumerate(files, start=1):
         key = idempotency_key if idempotency_key is None or len(files) == 1 else (
             f"{idempotency_key}#{n}")
         try:
-            raw = f.read_bytes()
+            raw = _read_stdin() if str(f) == "-" else f.read_bytes()
         except OSError as e:
             failed += 1
             typer.echo(f"letterlog: error: {f}: cannot read: {e.strerror or e}", err=True)
@@ -85,6 +88,17 @@ def deliver(
             f"(uid {d.uid}, {human_size(d.size)})")
     if failed:
         raise typer.Exit(1)
+
+
+def _read_stdin() -> bytes:
+    """All of file descriptor 0, read directly (reopening /dev/stdin fails when the pipe
+    belongs to another user, as an MTA's does)."""
+    import os
+
+    parts = []
+    while chunk := os.read(0, 1 << 20):
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 @app.command()

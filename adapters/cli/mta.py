@@ -1,0 +1,108 @@
+"""Mail from an MTA: ``lda`` (a local delivery agent: Postfix's pipe(8)) and ``lmtp`` (an
+LMTP server: Postfix's lmtp(8)); ``init`` makes the store they deliver into.
+
+Their exit statuses and replies are the MTA's contract (``adapters.mta.replies``), not the
+other commands' 0/1/2: a failure a retry may fix is 75 / 4.x.x, so the MTA keeps the mail.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from adapters.cli.common import group, out, state
+
+app = group("Mail from an MTA.")
+
+RecipientDelimiter = Annotated[str, typer.Option(
+    metavar="C", help="separates user and detail in user+detail@domain ('' for none)")]
+DetailMailbox = Annotated[bool, typer.Option(
+    "--detail-mailbox", help="deliver user+detail@domain to mailbox 'detail' if the "
+    "account has one (else INBOX)")]
+MustExist = Annotated[bool, typer.Option(
+    "--accounts-must-exist", envvar="LETTERLOG_ACCOUNTS_MUST_EXIST",
+    help="refuse mail for an account the store does not have (5.1.1) instead of opening it")]
+EnvelopeHeaders = Annotated[bool, typer.Option(
+    "--envelope-headers", help="add Return-Path and Delivered-To in front of the message "
+    "(otherwise it is stored exactly as the MTA handed it over)")]
+Mailbox = Annotated[str | None, typer.Option(
+    metavar="NAME", help="deliver to this mailbox (INBOX if the account has none of the name)")]
+Timeout = Annotated[float, typer.Option(
+    metavar="SECONDS", min=1.0, help="give up (temporary failure) after this long in all")]
+
+
+@app.command()
+def lda(
+    recipient: Annotated[str, typer.Option(
+        metavar="ADDR", help="the final recipient (user+detail@domain goes to user@domain)")],
+    sender: Annotated[str, typer.Option(metavar="ADDR", help="the envelope sender")] = "",
+    original_recipient: Annotated[str, typer.Option(
+        metavar="ADDR", help="the recipient before aliases and forwarding")] = "",
+    queue_id: Annotated[str, typer.Option(
+        metavar="ID", help="the MTA's queue id: a retry of the same message is a duplicate")
+    ] = "",
+    mailbox: Mailbox = None,
+    detail_mailbox: DetailMailbox = False,
+    accounts_must_exist: MustExist = False,
+    recipient_delimiter: RecipientDelimiter = "+",
+    envelope_headers: EnvelopeHeaders = False,
+    timeout: Timeout = 300.0,
+) -> None:
+    """Deliver one message from standard input, as an MTA's local delivery agent.
+
+    Exit status (sysexits.h): 0 stored (or already stored); 75 try again later (busy,
+    locked, full, unavailable store, any unexpected error); 65 not a message or too large;
+    67 unknown account (--accounts-must-exist); 64 usage. One line on stderr starts with
+    an RFC 3463 code. Never creates a data directory: make the store with 'letterlog init'."""
+    from adapters.mta.delivery import MtaOptions
+    from adapters.mta.lda import Envelope, deliver
+
+    outcome = deliver(state.data, Envelope(recipient=recipient, sender=sender,
+                                           original_recipient=original_recipient,
+                                           queue_id=queue_id),
+                      MtaOptions(mailbox=mailbox, detail_mailbox=detail_mailbox,
+                                 accounts_must_exist=accounts_must_exist,
+                                 recipient_delimiter=recipient_delimiter,
+                                 envelope_headers=envelope_headers, timeout=timeout))
+    if outcome.exit_status:
+        typer.echo(outcome.line, err=True)
+    elif state.json:
+        out({"status": outcome.status, "text": outcome.text})
+    raise typer.Exit(outcome.exit_status)
+
+
+@app.command()
+def lmtp(
+    listen: Annotated[str, typer.Option(
+        metavar="HOST:PORT|unix:PATH", help="where to listen (e.g. 127.0.0.1:24, "
+        "unix:/run/letterlog/lmtp)")],
+    mailbox: Mailbox = None,
+    detail_mailbox: DetailMailbox = False,
+    accounts_must_exist: MustExist = False,
+    recipient_delimiter: RecipientDelimiter = "+",
+    envelope_headers: EnvelopeHeaders = False,
+    timeout: Timeout = 300.0,
+) -> None:
+    """Serve LMTP (RFC 2033) in the foreground until SIGTERM or Ctrl-C.
+
+    One reply per recipient after DATA: 250 2.0.0 stored, 4.x.x try again later, 5.x.x
+    refused (5.6.0 not a message, 5.3.4 too large, 5.1.1 unknown account with
+    --accounts-must-exist). A second process keeps the read models current. On SIGTERM it
+    stops listening, finishes the transactions in flight and exits 0."""
+    from adapters.mta.delivery import MtaOptions
+    from adapters.mta.lmtp import serve
+
+    serve(state.data, listen, MtaOptions(mailbox=mailbox, detail_mailbox=detail_mailbox,
+                                         accounts_must_exist=accounts_must_exist,
+                                         recipient_delimiter=recipient_delimiter,
+                                         envelope_headers=envelope_headers, timeout=timeout))
+
+
+@app.command()
+def init() -> None:
+    """Create an empty store in the data directory (--data), for lda and lmtp to deliver
+    into (they never create one). Nothing happens to a store that exists."""
+    store = state.store()
+    out({"data": str(state.data), "position": store.max_position()},
+        f"{state.data}: a letterlog store (log at position {store.max_position()})")

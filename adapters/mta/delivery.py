@@ -1,0 +1,144 @@
+"""A delivery from an MTA, as the local delivery agent and the LMTP server both make it: the
+recipient's address split into account and detail, the mailbox chosen, the envelope kept,
+an idempotency key bound to the message, and the deadline every wait is bounded by.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from domain.errors import AccountNotFound
+from domain.values import normalise_address
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a delivery may wait in all (well under Postfix's 1000 s command_time_limit)."""
+
+
+@dataclass(frozen=True)
+class MtaOptions:
+    """How an MTA's deliveries are placed (the options of ``lda`` and ``lmtp``)."""
+
+    mailbox: str | None = None  # every message to this mailbox (else INBOX)
+    detail_mailbox: bool = False  # user+detail@domain to mailbox "detail", if it exists
+    accounts_must_exist: bool = False  # an unknown account is refused (5.1.1), not opened
+    recipient_delimiter: str = "+"
+    envelope_headers: bool = False  # add Return-Path and Delivered-To, as dovecot-lda does
+    timeout: float = DEFAULT_TIMEOUT
+
+
+def split_recipient(address: str, delimiter: str = "+") -> tuple[str, str]:
+    """``user+detail@domain`` -> (``user@domain``, ``detail``); the account is normalised
+    (an address that is none raises InvalidCommand naming ``account``)."""
+    local, at, domain = address.strip().strip("<>").rpartition("@")
+    detail = ""
+    if delimiter and at:
+        base, sep, rest = local.partition(delimiter)
+        if sep and base:
+            local, detail = base, rest
+    return normalise_address(f"{local}{at}{domain}"), detail
+
+
+def without_from_line(raw: bytes) -> bytes:
+    """An mbox ``From `` line in front of the message (Postfix's pipe flag F) is not part
+    of it."""
+    if raw.startswith(b"From "):
+        end = raw.find(b"\n")
+        return raw[end + 1:] if end >= 0 else b""
+    return raw
+
+
+def with_envelope_headers(raw: bytes, sender: str, recipient: str) -> bytes:
+    """``Return-Path`` and ``Delivered-To`` in front, with the message's own line ending."""
+    eol = b"\r\n" if raw.find(b"\r\n") == raw.find(b"\n") - 1 >= 0 else b"\n"
+    head = f"Return-Path: <{sender}>".encode() + eol
+    if recipient:
+        head += f"Delivered-To: {recipient}".encode() + eol
+    return head + raw
+
+
+def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptions,
+                    key_prefix: str | None, **envelope: str) -> dict[str, Any]:
+    """``deliver``'s fields for one recipient of one message. ``key_prefix``: the
+    idempotency key's first part (an MTA's queue id, or ``lmtp``), bound to the recipient
+    and the message's SHA-256, so a retry of this message is a duplicate and nothing else
+    ever is; None: no key."""
+    account, detail = split_recipient(recipient, options.recipient_delimiter)
+    mailbox = options.mailbox or (detail if options.detail_mailbox and detail else "INBOX")
+    if options.accounts_must_exist or mailbox != "INBOX":
+        try:
+            found = store.mail.account(account)
+        except AccountNotFound:
+            if options.accounts_must_exist:
+                raise
+            found = None
+        if found is None or not found.has_mailbox(mailbox):
+            mailbox = "INBOX"  # as dovecot-lda does for a mailbox that does not exist
+    key = None
+    if key_prefix is not None:
+        digest = hashlib.sha256(raw).hexdigest()
+        key = f"{key_prefix}:{recipient.lower()}:{digest}"
+    if options.envelope_headers:
+        raw = with_envelope_headers(raw, envelope.get("sender", ""), recipient)
+    return {"account": account, "mailbox": mailbox, "raw": raw, "idempotency_key": key,
+            "envelope": {**{k: v for k, v in envelope.items() if v}, "recipient": recipient,
+                         "detail": detail, "arrived_at": datetime.now(UTC)}}
+
+
+class Deadline:
+    """Bounds a whole delivery in time: at ``seconds`` a watchdog thread writes ``line()``
+    to standard error and ends the process with exit status 75, so the MTA retries rather
+    than killing it at its own limit and bouncing the message.
+
+    It never turns a committed delivery into a failure: as the store's ``append_guard`` it
+    refuses to start an append once the deadline has passed, waits (up to ``grace``) for an
+    append in progress, and does nothing if that append committed. Only an append still
+    running after ``grace`` is abandoned; if it did commit, the MTA's retry is answered as
+    the duplicate it is (the idempotency key)."""
+
+    def __init__(self, seconds: float, line: Callable[[], str], *, grace: float = 10.0,
+                 exit_status: int = 75) -> None:
+        self.seconds = seconds
+        self.grace = grace
+        self._line = line
+        self._exit_status = exit_status
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self.committed = False
+        self.expired = False
+
+    def start(self) -> Deadline:
+        threading.Thread(target=self._watch, name="delivery-deadline", daemon=True).start()
+        return self
+
+    def finish(self) -> None:
+        self._done.set()
+
+    @contextmanager
+    def append_guard(self) -> Iterator[None]:
+        with self._lock:
+            if self.expired:
+                raise TimeoutError(f"delivery timed out after {self.seconds:g} s")
+            yield
+            self.committed = True
+
+    def _watch(self) -> None:
+        if self._done.wait(self.seconds):
+            return
+        got = self._lock.acquire(timeout=self.grace)
+        if got:
+            if self.committed or self._done.is_set():
+                self._lock.release()
+                return
+            self.expired = True
+        try:
+            os.write(2, (self._line() + "\n").encode("ascii", "replace"))
+        finally:
+            os._exit(self._exit_status)
+

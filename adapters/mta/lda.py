@@ -1,0 +1,85 @@
+"""The local delivery agent: one message from file descriptor 0 into a recipient's mailbox,
+in the manner of ``dovecot-lda``; the exit status tells the MTA what to do with it.
+
+0 stored (or already stored: the same queue id, recipient and bytes); 75 anything a retry
+may fix (the MTA keeps the message and tries again); 65 not a message or too large; 67 an
+unknown account where accounts must exist; 64 a wrong command line. One line on standard
+error, starting with an RFC 3463 code, says why (Postfix puts it in the DSN). lda never
+creates a data directory: an unmounted volume must not become a new, empty store.
+
+lda appends to the log only: the read models catch up with it on the next read, or in the
+process that keeps them (``letterlog lmtp``, ``processes``). So a locked ``tables.sqlite``
+delays nobody's mail.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.mta.delivery import Deadline, MtaOptions, delivery_fields, without_from_line
+from adapters.mta.replies import Outcome, classify, delivered, temporary
+
+
+@dataclass(frozen=True)
+class Envelope:
+    recipient: str
+    sender: str = ""
+    original_recipient: str = ""
+    queue_id: str = ""
+
+
+def read_message(fd: int, limit: int) -> bytes:
+    """All of ``fd`` (read directly: no reopening of /dev/stdin, which may belong to another
+    user), or a ``MessageRejected`` as soon as it passes ``limit`` bytes."""
+    from domain.errors import MessageRejected
+
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > limit:
+            raise MessageRejected(
+                f"message too large: more than {limit} bytes (max_message_size={limit})")
+        parts.append(chunk)
+
+
+def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0) -> Outcome:
+    """Delivers the message on ``fd``; never raises. The deadline ends the process with
+    exit status 75 if the delivery has not committed within ``options.timeout``."""
+    deadline = Deadline(options.timeout, lambda: temporary(
+        f"delivery timed out after {options.timeout:g} s (store busy or slow); "
+        "try again later").line).start()
+    logging.getLogger().addHandler(logging.NullHandler())
+    logging.lastResort = None  # stderr holds the one status line, nothing else
+    try:
+        return _deliver(data, envelope, options, fd, deadline)
+    except BaseException as e:  # noqa: BLE001 - every failure is an answer to the MTA
+        return classify(e)
+    finally:
+        deadline.finish()
+
+
+def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
+             deadline: Deadline) -> Outcome:
+    from adapters.embedded import Letterlog
+    from adapters.settings import load_settings
+
+    limit = load_settings(data=data).max_message_size
+    raw = without_from_line(read_message(fd, limit))
+    with Letterlog.open(data, create=False, read_models=False) as store:
+        store.mail.uow.append_guard = deadline.append_guard
+        fields = delivery_fields(
+            store, raw, recipient=envelope.recipient, options=options,
+            key_prefix=f"lda:{envelope.queue_id}" if envelope.queue_id else None,
+            sender=envelope.sender, original_recipient=envelope.original_recipient,
+            queue_id=envelope.queue_id, via="lda")
+        d = store.deliver(**fields)
+    what = "already delivered" if d.duplicate else "delivered"
+    return delivered(f"{what} to {fields['account']} {fields['mailbox']} uid {d.uid} "
+                     f"as {d.message_id}")

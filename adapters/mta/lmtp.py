@@ -1,0 +1,337 @@
+"""The LMTP server (RFC 2033) on aiosmtpd: LHLO with PIPELINING, ENHANCEDSTATUSCODES,
+8BITMIME and SIZE; after DATA one reply per accepted recipient.
+
+Deliveries are made by one writer thread (the store has one writer per process), which
+takes every delivery waiting when it starts an append and appends them together: with
+several connections at once, one fsync stores the messages of all of them (group commit).
+Each message is checked on its own first, so a bad one is refused alone. A second process
+keeps the read models current (``projecting_in_a_second_process``).
+
+The store is opened on the first transaction and again after a failure that may have
+broken it; a data directory that went away (an unmounted volume, a directory moved aside)
+is noticed before each append, so nothing is written to files no longer in place.
+Every failure a retry may fix is a 4.x.x reply (``adapters.mta.replies``).
+
+SIGTERM or SIGINT: stop listening, let the transactions in flight finish, close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Sequence
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiosmtpd.lmtp import LMTP
+
+from adapters.mta.delivery import MtaOptions, delivery_fields, split_recipient
+from adapters.mta.replies import Outcome, classify, delivered, temporary
+from domain.errors import LetterlogError, StoreUnavailable
+
+log = logging.getLogger("letterlog.lmtp")
+
+
+class Writer:
+    """The store and its one writer thread: deliveries wait in ``pending`` and each append
+    takes all of them (group commit)."""
+
+    def __init__(self, data: Path, options: MtaOptions) -> None:
+        self.data = data
+        self.options = options
+        self.thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lmtp-writer")
+        self._lock = threading.Lock()
+        self._pending: list[tuple[dict[str, Any], concurrent.futures.Future[Outcome]]] = []
+        self._stack: ExitStack | None = None
+        self._store: Any = None
+        self._identity: tuple[int, int] | None = None
+        self.delivered = 0
+
+    # -- the store ------------------------------------------------------------------------
+    def _open(self) -> Any:
+        """The store, opened if needed; StoreUnavailable if its directory is not the one
+        opened (moved away, unmounted)."""
+        identity = self._where()
+        if self._store is not None and identity != self._identity:
+            self.close_store()
+            raise StoreUnavailable(f"{self.data}: the data directory went away")
+        if self._store is None:
+            from adapters.embedded import Letterlog
+
+            stack = ExitStack()
+            try:
+                store = stack.enter_context(Letterlog.open(self.data, create=False))
+                stack.enter_context(store.projecting_in_a_second_process())
+            except BaseException:
+                stack.close()
+                raise
+            self._stack, self._store, self._identity = stack, store, identity
+        return self._store
+
+    def _where(self) -> tuple[int, int]:
+        try:
+            st = os.stat(self.data / "events.sqlite")
+        except OSError as e:
+            raise StoreUnavailable(f"{self.data}: no letterlog store here "
+                                   f"({e.strerror or e})") from None
+        return st.st_dev, st.st_ino
+
+    def close_store(self) -> None:
+        stack, self._stack, self._store = self._stack, None, None
+        if stack is not None:
+            try:
+                stack.close()
+            except Exception:  # noqa: BLE001 - closing a broken store: reopened next time
+                log.warning("closing the store failed", exc_info=True)
+
+    # -- deliveries ----------------------------------------------------------------------
+    def check_recipient(self, recipient: str) -> Outcome | None:
+        """In the writer thread: a refusal of ``recipient`` at RCPT, or None."""
+        try:
+            account, _ = split_recipient(recipient, self.options.recipient_delimiter)
+            if self.options.accounts_must_exist:
+                self._open().mail.account(account)
+        except BaseException as e:  # noqa: BLE001 - every failure is a reply
+            return self._failed(e)
+        return None
+
+    def submit(self, items: Sequence[dict[str, Any]]) -> list[concurrent.futures.Future[Outcome]]:
+        """Queues one delivery per item (``delivery_fields``' arguments) and a flush."""
+        futures: list[concurrent.futures.Future[Outcome]] = [
+            concurrent.futures.Future() for _ in items]
+        with self._lock:
+            self._pending.extend(zip(items, futures, strict=True))
+        self.thread.submit(self._flush)
+        return futures
+
+    def _flush(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        if not batch:
+            return
+        try:
+            store = self._open()
+        except BaseException as e:  # noqa: BLE001
+            outcome = self._failed(e)
+            for _, future in batch:
+                future.set_result(outcome)
+            return
+        from domain.commands import Deliver, build
+
+        checked, waiting = [], []
+        for item, future in batch:
+            try:
+                fields = delivery_fields(store, options=self.options, **item)
+                checked.append(store.mail.check(build(Deliver, **fields)))
+                waiting.append((fields, future))
+            except BaseException as e:  # noqa: BLE001 - this message alone is refused
+                future.set_result(self._failed(e))
+        if not checked:
+            return
+        try:
+            results = store.deliver_checked(checked)
+        except BaseException:  # noqa: BLE001 - one at a time, so each gets its own answer
+            results = None
+        if results is None or len(waiting) == 1:
+            for c, (fields, future) in zip(checked, waiting, strict=True):
+                try:
+                    [d] = results if results is not None else store.deliver_checked([c])
+                except BaseException as e:  # noqa: BLE001
+                    future.set_result(self._failed(e))
+                else:
+                    future.set_result(self._stored(d, fields))
+            return
+        for d, (fields, future) in zip(results, waiting, strict=True):
+            future.set_result(self._stored(d, fields))
+
+    def _stored(self, d: Any, fields: dict[str, Any]) -> Outcome:
+        self.delivered += 0 if d.duplicate else 1
+        what = "already delivered" if d.duplicate else "delivered"
+        return delivered(f"{what} to {fields['account']} {fields['mailbox']} uid {d.uid} "
+                         f"as {d.message_id}")
+
+    def _failed(self, error: BaseException) -> Outcome:
+        outcome = classify(error)
+        if outcome.temporary and not isinstance(error, LetterlogError):
+            self.close_store()  # an I/O error, a full disk...: open afresh next time
+        if outcome.temporary:
+            log.warning("temporary failure: %s", outcome.text)
+        return outcome
+
+    def close(self) -> None:
+        self.thread.submit(self.close_store).result()
+        self.thread.shutdown(wait=True)
+
+
+class _Lmtp(LMTP):
+    line_length_limit = 1 << 20  # RFC 5321's 1,000 is too few for real mail (SMTP's 998)
+
+
+class Handler:
+    """aiosmtpd's hooks: MAIL, RCPT and DATA with enhanced status codes; LHLO's keywords."""
+
+    def __init__(self, writer: Writer, max_size: int, options: MtaOptions) -> None:
+        self.writer = writer
+        self.max_size = max_size
+        self.options = options
+        self.in_flight = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    async def handle_EHLO(self, server: Any, session: Any, envelope: Any, hostname: str,
+                          responses: list[str]) -> list[str]:
+        session.host_name = hostname
+        head, *keywords = responses
+        kept = [r for r in keywords if not r[4:].upper().startswith(("SIZE", "HELP", "AUTH"))]
+        extra = ["250-PIPELINING", "250-ENHANCEDSTATUSCODES", f"250-SIZE {self.max_size}"]
+        lines = [head, *extra, *kept]
+        return [*lines[:-1], "250 " + lines[-1][4:]]
+
+    async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str,
+                          options: list[str]) -> str:
+        for option in options:
+            name, _, value = option.partition("=")
+            if name.upper() == "SIZE" and value.isdigit() and int(value) > self.max_size:
+                return f"552 5.3.4 message too large: {value} bytes (at most {self.max_size})"
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
+                          options: list[str]) -> str:
+        loop = asyncio.get_running_loop()
+        refusal = await loop.run_in_executor(self.writer.thread, self.writer.check_recipient,
+                                             address)
+        if refusal is not None:
+            return refusal.reply
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(options)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.in_flight += 1
+        self.idle.clear()
+        try:
+            return "\r\n".join(r.reply for r in await self._deliver(session, envelope))
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self.idle.set()
+
+    async def _deliver(self, session: Any, envelope: Any) -> list[Outcome]:
+        raw = bytes(envelope.original_content or b"")
+        recipients = list(envelope.rcpt_tos)
+        if len(raw) > self.max_size:
+            too_large = classify_size(len(raw), self.max_size)
+            return [too_large for _ in recipients]
+        client = session.peer if isinstance(session.peer, str) else (
+            ":".join(str(p) for p in session.peer[:2]) if session.peer else "")
+        items = [{"raw": raw, "recipient": r, "key_prefix": "lmtp",
+                  "sender": envelope.mail_from or "", "session": session_id(session),
+                  "client": client, "via": "lmtp"} for r in recipients]
+        futures = self.writer.submit(items)
+        try:
+            return list(await asyncio.wait_for(
+                asyncio.gather(*(asyncio.wrap_future(f) for f in futures)),
+                self.options.timeout))
+        except TimeoutError:
+            # still queued or appending: if it commits, the retry is answered as a duplicate
+            return [temporary(f"delivery timed out after {self.options.timeout:g} s "
+                              "(store busy or slow); try again later")] * len(recipients)
+
+
+def classify_size(size: int, limit: int) -> Outcome:
+    from domain.errors import MessageRejected
+
+    return classify(MessageRejected(
+        f"message too large: {size} bytes exceeds max_message_size={limit}"))
+
+
+def session_id(session: Any) -> str:
+    sid = getattr(session, "letterlog_id", None)
+    if sid is None:
+        sid = f"{os.getpid()}-{id(session):x}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+        session.letterlog_id = sid
+    return str(sid)
+
+
+def parse_listen(listen: str) -> tuple[str, Any]:
+    """``HOST:PORT`` or ``unix:PATH``."""
+    if listen.startswith("unix:"):
+        path = listen[5:]
+        if not path:
+            raise ValueError("--listen unix:PATH needs a path")
+        return "unix", path
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--listen {listen!r}: expected HOST:PORT or unix:PATH")
+    return "tcp", (host.strip("[]") or "127.0.0.1", int(port))
+
+
+async def _serve(data: Path, listen: str, options: MtaOptions) -> None:
+    from adapters.settings import load_settings
+
+    max_size = load_settings(data=data).max_message_size
+    kind, where = parse_listen(listen)
+    writer = Writer(data, options)
+    handler = Handler(writer, max_size, options)
+    sessions: set[LMTP] = set()  # the connections, told when it stops
+    hostname = socket.gethostname()
+
+    def protocol() -> LMTP:
+        smtp = _Lmtp(handler, hostname=hostname, data_size_limit=max_size + (1 << 20),
+                     enable_SMTPUTF8=True, decode_data=False, ident="letterlog LMTP")
+        sessions.add(smtp)
+        return smtp
+
+    loop = asyncio.get_running_loop()
+    if kind == "unix":
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(where)
+        server = await loop.create_unix_server(protocol, where)
+    else:
+        server = await loop.create_server(protocol, where[0], where[1], reuse_address=True)
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.warning("letterlog lmtp: serving %s on %s", data, listen)
+    print(f"letterlog lmtp: listening on {listen}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(handler.idle.wait(), options.timeout)
+        for smtp in list(sessions):
+            transport = getattr(smtp, "transport", None)
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    await smtp.push("421 4.3.2 letterlog lmtp shutting down")
+                transport.close()
+        await loop.run_in_executor(None, writer.close)
+        if kind == "unix":
+            with contextlib.suppress(OSError):
+                os.unlink(where)
+
+
+def serve(data: Path, listen: str, options: MtaOptions) -> None:
+    """Runs the server in the foreground until SIGTERM or SIGINT."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("mail.log").setLevel(logging.ERROR)  # aiosmtpd's per-connection lines
+    try:
+        parse_listen(listen)
+    except ValueError as e:
+        from domain.errors import InvalidCommand
+
+        raise InvalidCommand(str(e)) from None
+    asyncio.run(_serve(data, listen, options))
+
+
