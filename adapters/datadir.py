@@ -54,6 +54,8 @@ def check_event_store(path: Path) -> None:
                                                 "WHERE type = 'table'")}
         finally:
             con.close()
+    except sqlite3.OperationalError as e:  # unreadable now (a full disk, I/O): not "not ours"
+        raise StoreUnavailable(f"{path}: cannot be read ({e})") from None
     except sqlite3.DatabaseError as e:
         raise StoreUnavailable(f"{path}: is not a letterlog event store ({e})") from None
     if tables and "stored_events" not in tables:

@@ -184,11 +184,17 @@ def processes_start(
     workers: Annotated[int, typer.Option(metavar="N", min=0, help="stream workers")] = 1,
     purger: Annotated[bool, typer.Option("--purger/--no-purger",
                                          help="run `letterlog purger` too")] = True,
+    relay: Annotated[bool, typer.Option("--relay/--no-relay",
+                                        help="run the outbox relay (to Kafka)")] = True,
+    lmtp: Annotated[str | None, typer.Option(
+        metavar="HOST:PORT|unix:PATH", help="run `letterlog lmtp --listen` there too")] = None,
 ) -> None:
-    """Start the relay, N workers and the purger under supervisord (restarted on a crash)."""
+    """Start the relay, N workers, the purger (and the LMTP server) under supervisord
+    (restarted on a crash)."""
     from adapters.streaming.processes import start
 
-    for row in _supervised(lambda: start(state.data, workers, purger)):
+    for row in _supervised(lambda: start(state.data, workers, purger, relay=relay,
+                                         lmtp=lmtp)):
         out(row, _proc_line(row))
 
 
@@ -206,7 +212,7 @@ def processes_status() -> None:
 
 @proc_app.command("restart")
 def processes_restart(name: Annotated[str, typer.Argument(
-        metavar="NAME", help="relay, worker-N or purger")]) -> None:
+        metavar="NAME", help="relay, worker-N, purger or lmtp")]) -> None:
     """Restart one process (SIGTERM, then start it again)."""
     from adapters.streaming.processes import restart
 

@@ -60,7 +60,7 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
     try:
         return _deliver(data, envelope, options, fd, deadline)
     except BaseException as e:  # noqa: BLE001 - every failure is an answer to the MTA
-        return classify(e)
+        return classify(e, data)
     finally:
         deadline.finish()
 

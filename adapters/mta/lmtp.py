@@ -159,7 +159,7 @@ class Writer:
                          f"as {d.message_id}")
 
     def _failed(self, error: BaseException) -> Outcome:
-        outcome = classify(error)
+        outcome = classify(error, self.data)
         if outcome.temporary and not isinstance(error, LetterlogError):
             self.close_store()  # an I/O error, a full disk...: open afresh next time
         if outcome.temporary:
@@ -174,6 +174,11 @@ class Writer:
 class _Lmtp(LMTP):
     line_length_limit = 1 << 20  # RFC 5321's 1,000 is too few for real mail (SMTP's 998)
 
+    def connection_lost(self, error: Exception | None) -> None:
+        if self.session is not None:
+            self.event_handler.end(self.session)  # a transaction the client abandoned
+        super().connection_lost(error)
+
 
 class Handler:
     """aiosmtpd's hooks: MAIL, RCPT and DATA with enhanced status codes; LHLO's keywords."""
@@ -182,9 +187,19 @@ class Handler:
         self.writer = writer
         self.max_size = max_size
         self.options = options
-        self.in_flight = 0
+        self.open: set[int] = set()  # sessions inside a transaction (MAIL .. end of DATA)
         self.idle = asyncio.Event()
         self.idle.set()
+        self.stopping = False
+
+    def begin(self, session: Any) -> None:
+        self.open.add(id(session))
+        self.idle.clear()
+
+    def end(self, session: Any) -> None:
+        self.open.discard(id(session))
+        if not self.open:
+            self.idle.set()
 
     async def handle_EHLO(self, server: Any, session: Any, envelope: Any, hostname: str,
                           responses: list[str]) -> list[str]:
@@ -201,9 +216,16 @@ class Handler:
             name, _, value = option.partition("=")
             if name.upper() == "SIZE" and value.isdigit() and int(value) > self.max_size:
                 return f"552 5.3.4 message too large: {value} bytes (at most {self.max_size})"
+        if self.stopping:
+            return "421 4.3.2 letterlog lmtp is shutting down, try again later"
         envelope.mail_from = address
         envelope.mail_options.extend(options)
+        self.begin(session)
         return "250 2.1.0 OK"
+
+    async def handle_RSET(self, server: Any, session: Any, envelope: Any) -> str:
+        self.end(session)
+        return "250 2.0.0 OK"
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
                           options: list[str]) -> str:
@@ -217,14 +239,10 @@ class Handler:
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.in_flight += 1
-        self.idle.clear()
         try:
             return "\r\n".join(r.reply for r in await self._deliver(session, envelope))
         finally:
-            self.in_flight -= 1
-            if not self.in_flight:
-                self.idle.set()
+            self.end(session)
 
     async def _deliver(self, session: Any, envelope: Any) -> list[Outcome]:
         raw = bytes(envelope.original_content or b"")
@@ -232,8 +250,8 @@ class Handler:
         if len(raw) > self.max_size:
             too_large = classify_size(len(raw), self.max_size)
             return [too_large for _ in recipients]
-        client = session.peer if isinstance(session.peer, str) else (
-            ":".join(str(p) for p in session.peer[:2]) if session.peer else "")
+        peer = session.peer
+        client = ":".join(str(p) for p in peer[:2]) if isinstance(peer, tuple) else "local"
         items = [{"raw": raw, "recipient": r, "key_prefix": "lmtp",
                   "sender": envelope.mail_from or "", "session": session_id(session),
                   "client": client, "via": "lmtp"} for r in recipients]
@@ -308,6 +326,7 @@ async def _serve(data: Path, listen: str, options: MtaOptions) -> None:
         await stop.wait()
     finally:
         server.close()
+        handler.stopping = True  # no new transaction; the open ones finish
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(handler.idle.wait(), options.timeout)
         for smtp in list(sessions):

@@ -12,8 +12,10 @@ bounces a message on any other non-zero exit status, so exit 1 or 2 would lose i
 from __future__ import annotations
 
 import errno
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from domain.errors import (
     AccountNotFound,
@@ -77,8 +79,29 @@ def one_line(text: str, limit: int = 400) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def classify(error: BaseException) -> Outcome:
-    """The outcome of a delivery that raised ``error``."""
+def no_space_left(path: Path) -> bool:
+    """Whether the filesystem holding ``path`` (or its nearest existing parent) is full:
+    SQLite often reports a full disk as a "disk I/O error"."""
+    for where in (path, *path.parents):
+        try:
+            st = os.statvfs(where)
+        except OSError:
+            continue
+        return st.f_bavail == 0 or (st.f_favail == 0 and st.f_files > 0)
+    return False
+
+
+def classify(error: BaseException, data: Path | None = None) -> Outcome:
+    """The outcome of a delivery that raised ``error`` (``data``: the store's directory, to
+    tell a full disk from other I/O errors)."""
+    outcome = _classify(error)
+    if outcome.temporary and outcome.status != "4.3.1" and data is not None \
+            and no_space_left(data):
+        return temporary(f"mail system full: {outcome.text}", "4.3.1", 452)
+    return outcome
+
+
+def _classify(error: BaseException) -> Outcome:
     text = str(error) or type(error).__name__
     if isinstance(error, MessageRejected):
         if "too large" in text:

@@ -1,5 +1,5 @@
 """letterlog's own long-running processes under supervisord: the outbox relay, N stream
-workers and the purger, as ``letterlog processes start`` runs them.
+workers, the purger and the LMTP server, as ``letterlog processes start`` runs them.
 
 Each is the ``letterlog`` command a user would type (``relay``, ``worker``, ``purger``) on
 the same data directory, with the caller's environment (the ``LETTERLOG_*`` settings);
@@ -27,7 +27,8 @@ def supervisor_for(data: Path) -> Supervisor:
     return Supervisor(Path(data).resolve() / "supervisor")
 
 
-def programs(data: Path, workers: int = 1, purger: bool = True) -> list[Program]:
+def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = True,
+             lmtp: str | None = None) -> list[Program]:
     data = Path(data).resolve()
     logs = data / "supervisor"
 
@@ -38,7 +39,9 @@ def programs(data: Path, workers: int = 1, purger: bool = True) -> list[Program]
                        env={"PYTHONUNBUFFERED": "1", **(env or {})}, stop_wait=30,
                        start_seconds=3, priority=priority)
 
-    found = [letterlog("relay", "relay", priority=10)]
+    found = [letterlog("relay", "relay", priority=10)] if relay else []
+    if lmtp:  # the LMTP server: SIGTERM lets its transactions in flight finish
+        found.append(letterlog("lmtp", "lmtp", "--listen", lmtp, priority=5))
     host = socket.gethostname()
     found += [letterlog(f"worker-{i}", "worker",
                         env={"LETTERLOG_STREAM_INSTANCE": f"{host}-worker-{i}"}, priority=20)
@@ -48,8 +51,8 @@ def programs(data: Path, workers: int = 1, purger: bool = True) -> list[Program]
     return found
 
 
-def start(data: Path, workers: int = 1, purger: bool = True,
-          timeout: float = 120.0) -> list[dict[str, Any]]:
+def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 120.0, *,
+          relay: bool = True, lmtp: str | None = None) -> list[dict[str, Any]]:
     """Writes the configuration, starts supervisord (it starts every program) and waits
     until each counts as started (alive ``start_seconds``) or has failed for good."""
     supervisor = supervisor_for(data)
@@ -57,7 +60,7 @@ def start(data: Path, workers: int = 1, purger: bool = True,
         raise SupervisorError(f"already running under {supervisor.root} (`letterlog "
                               "processes status`; `letterlog processes stop` first)")
     Path(data).mkdir(parents=True, exist_ok=True)
-    write_config(supervisor.root, programs(data, workers, purger), autostart=True)
+    write_config(supervisor.root, programs(data, workers, purger, relay, lmtp), autostart=True)
     supervisor.launch(dict(os.environ))
     deadline = time.monotonic() + timeout
     while True:

@@ -1,0 +1,201 @@
+"""``letterlog lda`` as an MTA runs it: one message on file descriptor 0, an exit status
+from sysexits.h, one stderr line starting with an RFC 3463 code, and no fault that turns a
+message into a bounce (exit 75 for everything a retry may fix). Real SQLite, real
+filesystems made full or read-only, a real second writer holding the lock."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORPUS, make_mail
+from tests.e2e.mta_support import (
+    environment,
+    fill,
+    letterlog,
+    listing,
+    remount,
+    shown,
+    stored,
+    tmpfs,
+    write_locked,
+)
+
+BOB = "bob@example.org"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    return environment(runtime)
+
+
+@pytest.fixture
+def data(tmp_path: Path, env: dict[str, str]) -> Path:
+    path = tmp_path / "data"
+    assert letterlog(env, path, "init").returncode == 0
+    return path
+
+
+def lda(env: dict[str, str], data: Path, raw: bytes, *args: str, recipient: str = BOB,
+        timeout: float = 120) -> tuple[int, str]:
+    p = letterlog(env, data, "lda", "--recipient", recipient, *args, stdin=raw,
+                  timeout=timeout)
+    return p.returncode, p.stderr.decode()
+
+
+def assert_one_status_line(stderr: str, status: str) -> None:
+    """What Postfix puts in the DSN: one line, the RFC 3463 code first, no traceback."""
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    assert stderr.startswith(status + " "), stderr
+
+
+def test_a_message_on_standard_input_is_stored_byte_exact_with_its_envelope(env, data):
+    raw = (CORPUS / "rubymail__plain-basic_email.eml").read_bytes()
+    code, err = lda(env, data, b"From MAILER-DAEMON Thu Nov 26 12:00:00 2026\n" + raw,
+                    "--sender", "ada@example.net", "--original-recipient", "robert@example.org",
+                    "--queue-id", "4XyZ1", recipient="bob+lists@example.org")
+    assert (code, err) == (0, "")
+    assert stored(env, data, BOB) == [raw]  # the mbox From_ line is not part of it
+    envelope = shown(env, data, listing(env, data, BOB)[0]["message_id"])["smtp_envelope"]
+    assert {k: envelope[k] for k in ("sender", "recipient", "original_recipient", "detail",
+                                     "queue_id", "via")} == {
+        "sender": "ada@example.net", "recipient": "bob+lists@example.org",
+        "original_recipient": "robert@example.org", "detail": "lists", "queue_id": "4XyZ1",
+        "via": "lda"}
+    assert envelope["arrived_at"]
+
+
+def test_envelope_headers_only_when_asked(env, data):
+    raw = make_mail("headers")
+    assert lda(env, data, raw, "--sender", "ada@example.net")[0] == 0
+    assert lda(env, data, raw, "--sender", "ada@example.net", "--envelope-headers")[0] == 0
+    plain, headed = stored(env, data, BOB)
+    assert plain == raw
+    assert headed == b"Return-Path: <ada@example.net>\r\nDelivered-To: " + BOB.encode() \
+        + b"\r\n" + raw
+
+
+def test_the_detail_picks_a_mailbox_that_exists_else_inbox(env, data):
+    assert letterlog(env, data, "mailbox", "create", BOB, "lists").returncode == 0
+    assert lda(env, data, make_mail("a"), "--detail-mailbox",
+               recipient="bob+lists@example.org")[0] == 0
+    assert lda(env, data, make_mail("b"), "--detail-mailbox",
+               recipient="bob+nosuch@example.org")[0] == 0
+    p = letterlog(env, data, "--json", "list", BOB, "--mailbox", "lists")
+    assert [b"a" in line for line in p.stdout.splitlines()] == [True]
+    assert len(listing(env, data, BOB)) == 1  # +nosuch went to INBOX
+
+
+def test_a_retry_of_the_same_queue_id_is_stored_once_a_reused_one_is_not_a_duplicate(
+        env, data):
+    first, second = make_mail("first"), make_mail("second")
+    assert lda(env, data, first, "--queue-id", "ABC")[0] == 0
+    assert lda(env, data, first, "--queue-id", "ABC")[0] == 0  # the MTA's retry
+    assert lda(env, data, second, "--queue-id", "ABC")[0] == 0  # a short id, repeated
+    assert stored(env, data, BOB) == [first, second]
+
+
+@pytest.mark.parametrize(("raw", "args", "code", "status"), [
+    (b"", (), 65, "5.6.0"),
+    (b" \r\n\r\n", (), 65, "5.6.0"),
+    (b"Subject: x\r\n\r\n" + b"y" * 3000, (), 65, "5.3.4"),
+    (make_mail(), ("--accounts-must-exist",), 67, "5.1.1"),
+    (make_mail(), ("--no-such-option",), 64, "5.5.4"),
+])
+def test_permanent_refusals_name_the_problem_and_store_nothing(env, data, raw, args, code,
+                                                               status):
+    small = {**env, "LETTERLOG_MAX_MESSAGE_SIZE": "2048"}
+    got, err = lda(small, data, raw, *args, recipient="carol@example.org")
+    assert got == code
+    assert_one_status_line(err, status)
+    assert letterlog(env, data, "list", "carol@example.org").returncode == 2  # no account
+
+
+def test_a_recipient_that_is_no_address_is_refused(env, data):
+    code, err = lda(env, data, make_mail(), recipient="not-an-address")
+    assert code == 67
+    assert_one_status_line(err, "5.1.3")
+
+
+def test_a_missing_store_is_a_temporary_failure_and_is_never_created(env, tmp_path):
+    missing = tmp_path / "unmounted" / "data"
+    code, err = lda(env, missing, make_mail())
+    assert code == 75
+    assert_one_status_line(err, "4.3.2")
+    assert not missing.exists() and not missing.parent.exists()
+
+
+def test_a_store_that_is_not_one_is_a_temporary_failure(env, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "events.sqlite").write_bytes(b"not a database" * 100)
+    code, err = lda(env, data, make_mail())
+    assert code == 75
+    assert_one_status_line(err, "4.3.2")
+
+
+def test_a_read_only_store_defers_and_takes_the_retry(env, tmp_path):
+    with tmpfs(tmp_path / "volume") as volume:
+        data = volume / "data"
+        assert letterlog(env, data, "init").returncode == 0
+        remount(volume, "ro")
+        raw = make_mail("read-only")
+        code, err = lda(env, data, raw, "--queue-id", "Q1")
+        assert code == 75 and err.startswith("4."), err
+        assert "Traceback" not in err and err.count("\n") == 1
+        remount(volume, "rw")
+        assert lda(env, data, raw, "--queue-id", "Q1")[0] == 0
+        assert stored(env, data, BOB) == [raw]
+
+
+def test_a_full_disk_defers_and_takes_the_retry(env, tmp_path):
+    with tmpfs(tmp_path / "volume", "2m") as volume:
+        data = volume / "data"
+        assert letterlog(env, data, "init").returncode == 0
+        filler = fill(volume)
+        raw = make_mail("full", body="x" * 20_000 + "\r\n")  # a payload file too
+        code, err = lda(env, data, raw, "--queue-id", "Q2")
+        assert code == 75
+        assert_one_status_line(err, "4.3.1")
+        filler.unlink()
+        assert lda(env, data, raw, "--queue-id", "Q2")[0] == 0
+        assert stored(env, data, BOB) == [raw]
+
+
+def test_a_writer_holding_the_log_past_the_timeout_defers_within_the_bound(env, data):
+    raw = make_mail("locked")
+    with write_locked(data / "events.sqlite"):
+        t0 = time.monotonic()
+        code, err = lda(env, data, raw, "--queue-id", "Q3", "--timeout", "2")
+        waited = time.monotonic() - t0
+    assert code == 75
+    assert_one_status_line(err, "4.3.0")
+    assert waited < 2 + 10 + 5  # the timeout, the grace for an append in progress, start-up
+    assert lda(env, data, raw, "--queue-id", "Q3")[0] == 0
+    assert stored(env, data, BOB) == [raw]
+
+
+def test_locked_read_models_delay_no_mail(env, data):
+    """lda appends to the log only: the read models catch up on the next read."""
+    raw = make_mail("tables locked")
+    with write_locked(data / "tables.sqlite"):
+        code, err = lda(env, data, raw, "--timeout", "5")
+    assert (code, err) == (0, "")
+    assert stored(env, data, BOB) == [raw]
+
+
+def test_a_store_moved_away_is_not_recreated_and_the_retry_lands_once_back(env, data):
+    raw = make_mail("moved")
+    aside = data.with_name("aside")
+    shutil.move(data, aside)
+    code, err = lda(env, data, raw, "--queue-id", "Q4")
+    assert code == 75 and not data.exists()
+    assert_one_status_line(err, "4.3.2")
+    shutil.move(aside, data)
+    assert lda(env, data, raw, "--queue-id", "Q4")[0] == 0
+    assert stored(env, data, BOB) == [raw]

@@ -1,0 +1,255 @@
+"""``letterlog lmtp``: an LMTP server (RFC 2033) that answers each recipient after DATA, says
+4.x.x for everything a retry may fix and 5.x.x only for what none can, and finishes the
+transaction in flight when told to stop. A real server process on a real socket, a client
+speaking the protocol line by line (smtplib's LMTP reads one reply after DATA)."""
+
+from __future__ import annotations
+
+import shutil
+from signal import SIGTERM
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CORPUS, make_mail
+from tests.e2e.mta_support import (
+    environment,
+    fill,
+    letterlog,
+    listing,
+    shown,
+    stored,
+    tmpfs,
+    write_locked,
+)
+
+BOB, CAROL = "bob@example.org", "carol@example.org"
+
+
+class Client:
+    """One LMTP connection, speaking line by line."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(60)
+        self.sock.connect(str(path))
+        self.file = self.sock.makefile("rb")
+        self.greeting = self.reply()
+
+    def reply(self) -> list[str]:
+        lines = []
+        while True:
+            line = self.file.readline().decode().rstrip("\r\n")
+            if not line:
+                raise ConnectionError("the server closed the connection")
+            lines.append(line)
+            if line[3:4] != "-":
+                return lines
+
+    def command(self, line: str) -> list[str]:
+        self.sock.sendall(line.encode() + b"\r\n")
+        return self.reply()
+
+    def send(self, sender: str, recipients: list[str], raw: bytes) -> list[str]:
+        """One transaction; the reply to each accepted recipient after DATA."""
+        assert self.command(f"MAIL FROM:<{sender}>")[0].startswith("250")
+        accepted = [r for r in recipients if self.command(f"RCPT TO:<{r}>")[0][:3] == "250"]
+        if not accepted:
+            return []
+        assert self.command("DATA")[0].startswith("354")
+        body = raw.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        body = b"\r\n".join(b"." + line if line.startswith(b".") else line
+                            for line in body.split(b"\r\n"))
+        if not body.endswith(b"\r\n"):
+            body += b"\r\n"
+        self.sock.sendall(body + b".\r\n")
+        return [self.reply()[0] for _ in accepted]
+
+    def close(self) -> None:
+        try:
+            self.command("QUIT")
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class Server:
+    def __init__(self, env: dict[str, str], data: Path, sock: Path, *args: str) -> None:
+        self.sock = sock
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "adapters.cli", "--data", str(data), "lmtp", "--listen",
+             f"unix:{sock}", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while True:  # ready: it greets a connection
+            assert self.proc.poll() is None, self.proc.communicate()
+            try:
+                c = Client(sock)
+                c.close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> int:
+        self.proc.send_signal(SIGTERM)
+        return self.proc.wait(60)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    return environment(runtime)
+
+
+@pytest.fixture
+def data(tmp_path: Path, env: dict[str, str]) -> Path:
+    path = tmp_path / "data"
+    assert letterlog(env, path, "init").returncode == 0
+    return path
+
+
+@pytest.fixture
+def serve(env: dict[str, str], tmp_path: Path) -> Iterator[object]:
+    servers: list[Server] = []
+
+    def start(data: Path, *args: str) -> Server:
+        servers.append(Server(env, data, tmp_path / f"lmtp{len(servers)}.sock", *args))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        if s.proc.poll() is None:
+            s.stop()
+        s.proc.communicate()
+
+
+def test_lhlo_announces_what_an_mta_relies_on(data, serve):
+    client = Client(serve(data).sock)
+    assert client.greeting[0].startswith("220")
+    keywords = {line[4:].split()[0] for line in client.command("LHLO mta.example.org")[1:]}
+    assert {"PIPELINING", "ENHANCEDSTATUSCODES", "8BITMIME", "SIZE"} <= keywords
+    assert client.command("EHLO mta.example.org")[0].startswith("500")  # LMTP, not SMTP
+    client.close()
+
+
+def test_each_recipient_gets_its_own_reply_and_the_message_byte_exact(env, data, serve):
+    server = serve(data, "--accounts-must-exist")
+    for account in (BOB, CAROL):  # accounts that must exist: made first
+        assert letterlog(env, data, "mailbox", "create", account, "Archive").returncode == 0
+    raw = (CORPUS / "rubymail__plain-basic_email.eml").read_bytes()
+    client = Client(server.sock)
+    client.command("LHLO mta.example.org")
+    assert client.command("MAIL FROM:<ada@example.net>")[0].startswith("250")
+    assert client.command(f"RCPT TO:<{BOB}>")[0].startswith("250 2.1.5")
+    assert client.command("RCPT TO:<dave@example.org>")[0].startswith("550 5.1.1")
+    assert client.command("RCPT TO:<carol+news@example.org>")[0].startswith("250 2.1.5")
+    assert client.command("DATA")[0].startswith("354")
+    client.sock.sendall(raw + b".\r\n")
+    replies = [client.reply()[0] for _ in range(2)]
+    assert all(r.startswith("250 2.0.0") for r in replies), replies
+    client.close()
+    assert server.stop() == 0
+    assert stored(env, data, BOB) == [raw] and stored(env, data, CAROL) == [raw]
+    envelope = shown(env, data, listing(env, data, CAROL)[0]["message_id"])["smtp_envelope"]
+    assert envelope["sender"] == "ada@example.net"
+    assert (envelope["recipient"], envelope["detail"]) == ("carol+news@example.org", "news")
+    assert envelope["via"] == "lmtp" and envelope["session"] and envelope["client"] == "local"
+
+
+def test_a_message_the_store_refuses_is_refused_permanently(env, data, serve):
+    small = {**env, "LETTERLOG_MAX_MESSAGE_SIZE": "2048"}
+    server = Server(small, data, data.parent / "small.sock")
+    try:
+        client = Client(server.sock)
+        client.command("LHLO mta.example.org")
+        replies = client.send("ada@example.net", [BOB], b" \r\n")
+        assert [r[:9] for r in replies] == ["554 5.6.0"]
+        replies = client.send("ada@example.net", [BOB, CAROL],
+                              b"Subject: big\r\n\r\n" + b"y" * 4000 + b"\r\n")
+        assert [r[:9] for r in replies] == ["552 5.3.4", "552 5.3.4"]
+        assert client.command("MAIL FROM:<a@example.net> SIZE=999999")[0][:9] == "552 5.3.4"
+        client.close()
+    finally:
+        assert server.stop() == 0
+    assert letterlog(env, data, "list", BOB).returncode == 2  # nothing stored: no account
+
+
+def test_a_store_moved_away_defers_and_the_retry_lands_once_back(env, data, serve):
+    server = serve(data)
+    client = Client(server.sock)
+    client.command("LHLO mta.example.org")
+    raw = make_mail("moved")
+    aside = data.with_name("aside")
+    shutil.move(data, aside)
+    assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["451 4.3.2"]
+    assert not data.exists()
+    shutil.move(aside, data)
+    assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+    client.close()
+    assert server.stop() == 0
+    assert stored(env, data, BOB) == [raw]
+
+
+def test_a_full_disk_defers_and_the_retry_lands(env, tmp_path, serve):
+    with tmpfs(tmp_path / "volume", "3m") as volume:
+        data = volume / "data"
+        assert letterlog(env, data, "init").returncode == 0
+        server = serve(data)
+        client = Client(server.sock)
+        client.command("LHLO mta.example.org")
+        warm = make_mail("first")  # opens the store (and its second process) first
+        assert [r[:3] for r in client.send("ada@example.net", [BOB], warm)] == ["250"]
+        filler = fill(volume)
+        raw = make_mail("full", body="x" * 30_000 + "\r\n")
+        replies = client.send("ada@example.net", [BOB], raw)
+        assert [r[:9] for r in replies] == ["452 4.3.1"], replies
+        filler.unlink()
+        assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+        client.close()
+        assert server.stop() == 0
+        assert stored(env, data, BOB) == [warm, raw]
+
+
+def test_a_writer_holding_the_log_defers_and_a_late_commit_is_not_stored_twice(
+        env, data, serve):
+    server = serve(data, "--timeout", "2")
+    client = Client(server.sock)
+    client.command("LHLO mta.example.org")
+    raw = make_mail("locked")
+    with write_locked(data / "events.sqlite"):
+        replies = client.send("ada@example.net", [BOB], raw)
+    assert [r[:9] for r in replies] == ["451 4.3.0"], replies
+    replies = client.send("ada@example.net", [BOB], raw)  # the MTA's retry
+    assert [r[:9] for r in replies] == ["250 2.0.0"]
+    client.close()
+    assert server.stop() == 0
+    assert stored(env, data, BOB) == [raw]
+
+
+def test_a_stop_finishes_the_transaction_in_flight(env, data, serve):
+    server = serve(data)
+    client = Client(server.sock)
+    client.command("LHLO mta.example.org")
+    raw = make_mail("in flight")
+    assert client.command("MAIL FROM:<ada@example.net>")[0].startswith("250")
+    assert client.command(f"RCPT TO:<{BOB}>")[0].startswith("250")
+    server.proc.send_signal(SIGTERM)  # the transaction is open: it is let finish
+    late = Client.__new__(Client)  # a new connection is refused once the listener closed
+    with pytest.raises(OSError):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            late.__init__(server.sock)
+            late.close()
+            time.sleep(0.05)
+    assert client.command("DATA")[0].startswith("354")
+    client.sock.sendall(raw + b".\r\n")
+    assert client.reply()[0].startswith("250 2.0.0")
+    assert server.proc.wait(60) == 0
+    assert stored(env, data, BOB) == [raw]
