@@ -5,14 +5,15 @@ speaking the protocol line by line (smtplib's LMTP reads one reply after DATA)."
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from signal import SIGTERM
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from signal import SIGTERM
 
 import pytest
 
@@ -71,10 +72,8 @@ class Client:
         return [self.reply()[0] for _ in accepted]
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.command("QUIT")
-        except OSError:
-            pass
         self.sock.close()
 
 
