@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adapters.embedded import Letterlog
-from domain.errors import InvalidCommand
+from domain.errors import IdempotencyKeyReused, InvalidCommand
 from tests.conftest import in_processes, make_mail, run_threads
 
 ADA = "ada@example.org"
@@ -108,4 +108,18 @@ def test_processes_delivering_the_same_keys_store_each_message_once(tmp_path: Pa
     store = Letterlog.open(data)
     assert sorted(m.uid for m in store.messages(ADA, limit=50)) == list(range(1, 11))
     assert [r.table for r in store.verify() if not r.identical] == []
+    store.close()
+
+
+def test_a_key_reused_for_other_bytes_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    store = Letterlog.open(tmp_path / "data")
+    store.deliver(account=ADA, raw=make_mail("one"), idempotency_key="q-1")
+    head = store.max_position()
+    with pytest.raises(IdempotencyKeyReused, match="idempotency_key: 'q-1'"):
+        store.deliver(account=ADA, raw=make_mail("two"), idempotency_key="q-1")
+    with pytest.raises(IdempotencyKeyReused):  # within one batch too
+        store.deliver_many([{"account": ADA, "raw": make_mail("three"), "idempotency_key": "b"},
+                            {"account": ADA, "raw": make_mail("four"), "idempotency_key": "b"}])
+    assert store.max_position() == head
+    assert [m.subject for m in store.messages(ADA)] == ["one"]
     store.close()
