@@ -105,10 +105,12 @@ disable_mime_output_conversion = yes
 lmtp_line_length_limit = 0
 header_size_limit = 1048576
 message_size_limit = 52428800
-# a deferred message is retried soon (and at once by `postqueue -f`)
+# a deferred message waits for `postqueue -f` (which ignores back-off times): with back-off
+# times of a second or two, qmgr picked a deferred message up again while the delivery agent
+# still had its queue file locked, and parked it in the incoming queue for 60 s
 queue_run_delay = 1s
-minimal_backoff_time = 1s
-maximal_backoff_time = 2s
+minimal_backoff_time = 600s
+maximal_backoff_time = 600s
 delay_warning_time = 0
 # where mail for the test domains goes
 local_transport = {local_transport}
@@ -156,6 +158,7 @@ LDA_MACROS = (
 )
 
 _QUEUED_RE = re.compile(rb"queued as ([0-9A-Za-z]+)")
+_EOL_RE = re.compile(rb"\r\n|\r|\n")
 
 
 def _postfix() -> str | None:
@@ -444,8 +447,12 @@ class PostfixServer(Service):
 
     # -- sending --------------------------------------------------------------------------
     def send(self, sender: str, recipients: Sequence[str], raw: bytes) -> str:
-        """One SMTP transaction to smtpd; returns the queue id Postfix answered with."""
+        """One SMTP transaction to smtpd; returns the queue id Postfix answered with.
+
+        Line ends are made CRLF first, as SMTP wants (smtplib sends bytes as they are: a bare
+        LF message would gain an empty last line from the CRLF smtplib ends it with)."""
         assert self.port is not None
+        raw = _EOL_RE.sub(b"\r\n", raw)
         eight_bit = any(b > 0x7F for b in raw)
         with smtplib.SMTP(self.host, self.port, timeout=60) as smtp:
             smtp.ehlo("client.letterlog.test")
