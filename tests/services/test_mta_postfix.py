@@ -1,0 +1,377 @@
+"""A real Postfix 3.7 in front of letterlog, on both delivery paths: pipe(8) -> ``letterlog
+lda`` and LMTP -> ``letterlog lmtp``.
+
+Each story runs once per path. Mail goes in through Postfix's smtpd; what letterlog stored is
+read back with ``letterlog list/extract/show``. While a fault holds, Postfix must keep the
+mail (deferred with a 4.x.x reason, nothing bounced); once it is gone, ``postqueue -f``
+delivers every message exactly once.
+
+Comparing bytes: Postfix puts one ``Received:`` header in front (``ADDED_HEADERS``; no
+Return-Path or Delivered-To: the pipe has ``flags=q``), the pipe hands the message over with
+LF line ends and LMTP with CRLF. So a stored message must equal the sent one after that
+header is dropped and line ends are made LF on both sides; nothing else may differ.
+
+letterlog runs as the system user ``letterlog-mta`` throughout (the pipe's user, the LMTP
+server's, and every ``letterlog`` command here), so the store's files all belong to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import re
+import smtplib
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.devservers import PostfixServer
+from adapters.devservers._common import free_port, terminate, wait_for
+from adapters.devservers.postfix import ADDED_HEADERS, SYSTEM_USER, letterlog_program
+
+pytestmark = pytest.mark.services
+
+LETTERLOG = str(letterlog_program())
+SENDER = "alice@sender.test"
+RCPT = "bob+lists@example.org"
+ACCOUNT = "bob@example.org"
+LOCK_TIMEOUT = 5  # lda's / lmtp's --timeout in the lock stories (the lock is held longer)
+
+CORPUS_PICKS = (
+    "rubymail__rfc2822-example01.eml",  # tiny, CRLF
+    "james__multipart-8bit.eml",  # 8-bit body bytes, an attachment
+    "mimekit__tnef-rich-text.eml",  # 1.1 MB, a TNEF attachment
+    "flanker__long-header.eml",  # a 210 KB header folded over 3,300 lines; no final newline
+    "rubymail__rfc6532-utf8_headers.eml",  # UTF-8 headers; no Message-ID, no Date
+)
+FAULT_PICKS = ("cpython__msg_01.eml", "rubymail__plain-basic_email.eml")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def lf(raw: bytes) -> bytes:
+    """Line ends made LF (CRLF, LF, and the bare CR smtplib turns into CRLF)."""
+    text = re.sub(rb"\r\n|\r|\n", b"\n", raw)
+    return text if text.endswith(b"\n") else text + b"\n"
+
+
+def without_added(stored: bytes, names: tuple[str, ...]) -> tuple[bytes, list[bytes]]:
+    """``stored`` without the header fields Postfix put in front (each must be there, in
+    order), and those fields."""
+    rest, fields = stored, []
+    for name in names:
+        assert rest.lower().startswith(name.lower().encode() + b":"), (
+            f"expected a {name}: header in front, got {rest[:120]!r}")
+        end = 0
+        while True:  # the field's first line and its continuation lines
+            end = rest.index(b"\n", end) + 1
+            if rest[end:end + 1] not in (b" ", b"\t"):
+                break
+        fields.append(rest[:end])
+        rest = rest[end:]
+    return rest, fields
+
+
+def as_mta() -> dict[str, Any]:
+    user = pwd.getpwnam(SYSTEM_USER)
+    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+
+
+@dataclass
+class Route:
+    """One store behind the Postfix instance, reached through ``path``."""
+
+    server: PostfixServer
+    path: str  # "pipe" | "lmtp"
+    data: Path
+    lmtp_log: Path | None = None
+    lmtp: subprocess.Popen[bytes] | None = None
+    mounted: bool = False
+    mark: int = 0  # the maillog's size when the route was opened
+    holders: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def letterlog(self, *args: str, stdin: bytes | None = None,
+                  check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        """``letterlog --data DATA ARGS`` as the store's owner."""
+        return subprocess.run([LETTERLOG, "--data", str(self.data), *args], input=stdin,
+                              capture_output=True, timeout=120, check=check, cwd="/",
+                              **as_mta())
+
+    def stored(self, account: str = ACCOUNT) -> list[dict[str, Any]]:
+        out = self.letterlog("--json", "list", account).stdout.decode()
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    def extract(self, message_id: str) -> bytes:
+        return self.letterlog("extract", message_id).stdout
+
+    def show(self, message_id: str) -> dict[str, Any]:
+        return json.loads(self.letterlog("--json", "show", message_id).stdout)
+
+    def contents(self, account: str = ACCOUNT, *, via_postfix: bool = True) -> list[bytes]:
+        """What the account holds, Postfix's headers dropped, line ends LF, sorted."""
+        added = ADDED_HEADERS[self.path] if via_postfix else ()
+        return sorted(lf(without_added(self.extract(m["message_id"]), added)[0])
+                      for m in self.stored(account))
+
+    def start_lmtp(self, timeout: float) -> None:
+        port = free_port()
+        self.lmtp_log = self.data.parent / f"{self.data.name}.lmtp.log"
+        with open(self.lmtp_log, "ab") as log:
+            self.lmtp = subprocess.Popen(
+                [LETTERLOG, "--data", str(self.data), "lmtp", "--listen", f"127.0.0.1:{port}",
+                 "--timeout", f"{timeout:g}"], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, cwd="/", start_new_session=True, **as_mta())
+
+        def lhlo() -> bool:
+            with smtplib.LMTP("127.0.0.1", port, timeout=10) as lmtp:
+                return lmtp.ehlo("probe")[0] == 250
+
+        wait_for(lhlo, what="letterlog lmtp", timeout=60, log_paths=[self.lmtp_log],
+                 procs=[self.lmtp], interval=0.1)
+        self.server.use_lmtp(f"inet:127.0.0.1:{port}")
+
+    def hold_write_lock(self, db: str) -> None:
+        """Another writer: ``BEGIN IMMEDIATE`` on ``DATA/db`` held until ``release_locks``."""
+        code = ("import sqlite3, sys\n"
+                "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n"
+                "c.execute('BEGIN IMMEDIATE')\n"
+                "print('locked', flush=True)\n"
+                "sys.stdin.read()\n"
+                "c.execute('ROLLBACK')\n")
+        holder = subprocess.Popen([sys.executable, "-c", code, str(self.data / db)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/",
+                                  **as_mta())
+        assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+        self.holders.append(holder)
+
+    def release_locks(self) -> None:
+        for holder in self.holders:
+            assert holder.stdin is not None
+            holder.stdin.close()
+            holder.wait(timeout=30)
+        self.holders.clear()
+
+    def log(self) -> str:
+        return self.server.log_since(self.mark)
+
+    def assert_nothing_bounced(self) -> None:
+        text = self.log()
+        assert "status=bounced" not in text, text
+        assert "Traceback" not in text, text
+        if self.lmtp_log is not None:
+            assert "Traceback" not in self.lmtp_log.read_text(errors="replace")
+
+
+def _sh(*cmd: str) -> None:
+    subprocess.run(list(cmd), check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(params=["pipe", "lmtp"])
+def path(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def open_route(postfix_server: PostfixServer, path: str) -> Iterator[Callable[..., Route]]:
+    """``open_route(tmpfs=None, timeout=None)``: a new store (on a tmpfs of that size, e.g.
+    "4m"), made with ``letterlog init`` by its owner, and Postfix delivering to it through
+    ``path``. Afterwards: the LMTP server stopped, the queue emptied, the tmpfs unmounted."""
+    routes: list[Route] = []
+    mta = pwd.getpwnam(SYSTEM_USER)
+
+    def open_(tmpfs: str | None = None, timeout: float | None = None) -> Route:
+        data = postfix_server.store_root / f"{path}-{uuid.uuid4().hex[:8]}"
+        data.mkdir()
+        route = Route(postfix_server, path, data)
+        routes.append(route)
+        if tmpfs:
+            _sh("mount", "-t", "tmpfs", "-o", f"size={tmpfs},mode=0755", "tmpfs", str(data))
+            route.mounted = True
+        os.chown(data, mta.pw_uid, mta.pw_gid)
+        route.letterlog("init")
+        if path == "pipe":
+            postfix_server.use_pipe(data, timeout=timeout)
+        else:
+            route.start_lmtp(timeout or 60)
+        route.mark = postfix_server.log_mark()
+        return route
+
+    yield open_
+    for route in routes:
+        with contextlib.suppress(Exception):
+            route.release_locks()
+        terminate(route.lmtp, timeout=30)  # type: ignore[arg-type]
+        postfix_server.delete_all()
+        if route.mounted:
+            subprocess.run(["umount", "-l", str(route.data)], check=False, timeout=60)
+
+
+def send_all(route: Route, messages: list[bytes], rcpt: str = RCPT) -> list[str]:
+    return [route.server.send(SENDER, [rcpt], raw) for raw in messages]
+
+
+# --------------------------------------------------------------------------- delivery
+
+
+def test_corpus_messages_arrive_byte_exact_with_their_envelope(
+        open_route: Callable[..., Route], corpus: Path) -> None:
+    route = open_route()
+    sent = {name: (corpus / name).read_bytes() for name in CORPUS_PICKS}
+    qids = dict(zip(sent, send_all(route, list(sent.values())), strict=True))
+    route.server.wait_queue_empty(timeout=120)
+
+    stored = route.stored()
+    assert len(stored) == len(sent)
+    by_qid = {}
+    for item in stored:
+        body, [received] = without_added(route.extract(item["message_id"]),
+                                         ADDED_HEADERS[route.path])
+        qid = re.search(rb"with E?SMTP id (\w+)", received)
+        assert qid, received
+        by_qid[qid.group(1).decode()] = (body, item["message_id"])
+    for name, raw in sent.items():
+        body, message_id = by_qid[qids[name]]
+        assert lf(body) == lf(raw), name
+        envelope = route.show(message_id)["smtp_envelope"]
+        assert (envelope["sender"], envelope["recipient"], envelope["detail"]) == (
+            SENDER, RCPT, "lists")
+        if route.path == "pipe":
+            assert envelope["original_recipient"] == RCPT
+            assert envelope["queue_id"] == qids[name]
+    route.assert_nothing_bounced()
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@contextlib.contextmanager
+def read_only_store(route: Route) -> Iterator[None]:
+    _sh("mount", "-o", "remount,ro", str(route.data))
+    yield
+    _sh("mount", "-o", "remount,rw", str(route.data))
+
+
+@contextlib.contextmanager
+def disk_full(route: Route) -> Iterator[None]:
+    filler = route.data / "filler"
+    with open(filler, "wb") as fh, contextlib.suppress(OSError):
+        while True:
+            fh.write(b"\0" * 65536)
+            fh.flush()
+    yield
+    filler.unlink()
+
+
+@contextlib.contextmanager
+def event_log_locked(route: Route) -> Iterator[None]:
+    route.hold_write_lock("events.sqlite")
+    yield
+    route.release_locks()
+
+
+@contextlib.contextmanager
+def store_missing(route: Route) -> Iterator[None]:
+    away = route.data.with_name(route.data.name + ".away")
+    route.data.rename(away)
+    yield
+    assert not route.data.exists(), "a delivery made a new store where the old one was"
+    away.rename(route.data)
+
+
+FAULTS: dict[str, tuple[Callable[[Route], contextlib.AbstractContextManager[None]],
+                        str | None]] = {
+    "read_only_store": (read_only_store, "8m"),
+    "disk_full": (disk_full, "8m"),
+    "event_log_locked": (event_log_locked, None),
+    "store_missing": (store_missing, None),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_postfix_keeps_the_mail_while_the_store_fails_and_the_retry_stores_it_once(
+        open_route: Callable[..., Route], corpus: Path, fault: str) -> None:
+    make_fault, tmpfs = FAULTS[fault]
+    route = open_route(tmpfs=tmpfs, timeout=LOCK_TIMEOUT)
+    messages = [(corpus / name).read_bytes() for name in FAULT_PICKS]
+    with make_fault(route):
+        qids = send_all(route, messages)
+        route.server.wait_deferred(qids, timeout=60)
+        for qid in qids:
+            statuses = route.server.statuses(qid, since=route.mark)
+            assert statuses and all(s["status"] == "deferred" and s["dsn"].startswith("4.")
+                                    for s in statuses), statuses
+    route.server.flush()
+    route.server.wait_queue_empty(timeout=60)
+    assert route.contents() == sorted(lf(m) for m in messages)
+    route.assert_nothing_bounced()
+
+
+def test_a_locked_tables_sqlite_delays_no_mail(open_route: Callable[..., Route],
+                                               corpus: Path) -> None:
+    """lda and the LMTP server append to the event log only (docs/mta.md): the read models
+    catch up later, so a writer holding ``tables.sqlite`` delays nothing."""
+    route = open_route(timeout=LOCK_TIMEOUT)
+    messages = [(corpus / name).read_bytes() for name in FAULT_PICKS]
+    route.hold_write_lock("tables.sqlite")
+    send_all(route, messages)
+    route.server.wait_queue_empty(timeout=60)
+    assert "status=deferred" not in route.log()
+    route.release_locks()
+    assert route.contents() == sorted(lf(m) for m in messages)
+    route.assert_nothing_bounced()
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def test_an_lda_killed_right_after_its_commit_is_retried_and_stores_once(
+        postfix_server: PostfixServer, open_route: Callable[..., Route], corpus: Path,
+        path: str) -> None:
+    if path != "pipe":
+        pytest.skip("the LMTP path's lost reply is test_a_lost_lmtp_reply_...")
+    route = open_route()
+    crash_once = route.data.parent / f"{route.data.name}.crash-once"
+    crash_once.write_text(
+        "#!/bin/sh\n"
+        "# the real lda, then (the first time only) killed as if right after its commit\n"
+        'marker="$1"; shift\n'
+        '"$@"; status=$?\n'
+        'if [ ! -e "$marker" ]; then : > "$marker"; kill -KILL $$; fi\n'
+        "exit $status\n")
+    crash_once.chmod(0o755)
+    marker = route.data.parent / f"{route.data.name}.crashed"  # written by letterlog-mta
+    postfix_server.use_pipe(route.data, argv=[
+        str(crash_once), str(marker), *postfix_server.lda_argv(route.data)])
+    raw = (corpus / FAULT_PICKS[0]).read_bytes()
+    [qid] = send_all(route, [raw])
+    postfix_server.wait_log(rf"{qid}: to=.*status=deferred", since=route.mark)
+    postfix_server.flush()
+    postfix_server.wait_queue_empty(timeout=60)
+    assert marker.exists()
+    assert [s["status"] for s in postfix_server.statuses(qid, since=route.mark)] == [
+        "deferred", "sent"]
+    assert route.contents() == [lf(raw)]
+    route.assert_nothing_bounced()
+
+
+def test_a_reused_queue_id_with_other_bytes_is_another_message(
+        open_route: Callable[..., Route], path: str) -> None:
+    if path != "pipe":
+        pytest.skip("queue ids are lda's (the LMTP path keys on the bytes alone)")
+    route = open_route()
+    first = b"Subject: one\n\nfirst\n"
+    second = b"Subject: two\n\nsecond\n"
+    for raw in (first, second, first):
+        route.letterlog("lda", "--recipient", RCPT, "--sender", SENDER, "--queue-id", "ABC",
+                        stdin=raw)
+    assert route.contents(via_postfix=False) == sorted([first, second])
+
