@@ -6,6 +6,8 @@ filesystems made full or read-only, a real second writer holding the lock."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -199,3 +201,17 @@ def test_a_store_moved_away_is_not_recreated_and_the_retry_lands_once_back(env, 
     shutil.move(aside, data)
     assert lda(env, data, raw, "--queue-id", "Q4")[0] == 0
     assert stored(env, data, BOB) == [raw]
+
+
+def test_the_readme_example_runs(env, tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Mail from an MTA", 1)[1]
+    script = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = script.replace("/var/lib/letterlog", str(tmp_path / "store"))
+    (tmp_path / "message.eml").write_bytes(make_mail("readme"))
+    bin_dir = Path(sys.executable).parent
+    p = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                       env={**env, "PATH": f"{bin_dir}:{env['PATH']}"}, timeout=120,
+                       check=False)
+    assert p.stdout.splitlines()[-1] == "0", (p.stdout, p.stderr)
+    assert stored(env, tmp_path / "store", BOB) == [make_mail("readme")]
