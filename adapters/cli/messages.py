@@ -157,6 +157,10 @@ def show(message_id: MessageId) -> None:
                        f"{', '.join(v) if isinstance(v, list) else v}")
     if info.get("attachments"):
         typer.echo(f"{'attachments':14} {', '.join(info['attachments'])}")
+    smtp = info.get("smtp_envelope") or {}
+    if smtp:  # what the MTA said (lda, lmtp)
+        typer.echo(f"{'smtp envelope':14} " + "  ".join(
+            f"{k}={'<>' if k == 'sender' and not v else v}" for k, v in sorted(smtp.items())))
     facts = info.get("facts") or {}
     typer.echo(f"{'structure':14} {facts.get('content_type')}, {facts.get('part_count')} parts, "
                f"depth {facts.get('depth')}, {facts.get('line_ending')} line endings"
