@@ -6,6 +6,7 @@ speaking the protocol line by line (smtplib's LMTP reads one reply after DATA)."
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
@@ -252,3 +253,31 @@ def test_a_stop_finishes_the_transaction_in_flight(env, data, serve):
     assert client.reply()[0].startswith("250 2.0.0")
     assert server.proc.wait(60) == 0
     assert stored(env, data, BOB) == [raw]
+
+
+def test_the_server_runs_supervised_and_stops_gracefully(env, data, tmp_path):
+    sock = tmp_path / "supervised.sock"
+    start = letterlog(env, data, "--json", "processes", "start", "--no-relay", "--workers",
+                      "0", "--no-purger", "--lmtp", f"unix:{sock}", timeout=180)
+    try:
+        assert start.returncode == 0, start.stderr
+        rows = [json.loads(line) for line in start.stdout.splitlines()]
+        assert [(r["name"], r["state"]) for r in rows] == [("lmtp", "RUNNING")]
+        deadline = time.monotonic() + 60
+        while True:  # ready: it greets a connection
+            try:
+                client = Client(sock)
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        client.command("LHLO mta.example.org")
+        raw = make_mail("supervised")
+        assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+        client.close()
+    finally:
+        stop = letterlog(env, data, "processes", "stop", timeout=120)
+    assert stop.returncode == 0, stop.stderr
+    assert stored(env, data, BOB) == [raw]
+    log = (data / "supervisor" / "lmtp.log").read_text()
+    assert "listening on unix:" in log and "Traceback" not in log
