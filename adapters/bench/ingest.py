@@ -70,17 +70,22 @@ def _parse_rate(blobs: Sequence[bytes]) -> float:
 
 
 def _compare(peer: str, blobs: Sequence[bytes], recipients: Sequence[str], root: Path,
-             single: float, single_pipelined: float) -> dict[str, Any]:
+             single: float, single_pipelined: float, lda_messages: int | None,
+             progress: Callable[[str], None] | None) -> dict[str, Any]:
     if peer != "dovecot":
         raise ValueError(f"--peer: unknown peer {peer!r} (choose dovecot)")
-    from adapters.bench.peer import compare_with_dovecot
+    from adapters.bench.peer import LDA_MESSAGES, compare_with_dovecot
 
-    return compare_with_dovecot(blobs, recipients, root, single, single_pipelined)
+    return compare_with_dovecot(blobs, recipients, root, single, single_pipelined,
+                                lda_messages=lda_messages or LDA_MESSAGES, progress=progress)
 
 
 def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int = 100,
                  plot: Path | None = None, peer: str | None = None,
+                 lda_messages: int | None = None,
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """``lda_messages``: with ``peer``, the processes a side of the LDA leg (default
+    ``adapters.bench.peer.LDA_MESSAGES``, at most ``messages``)."""
     blobs = bench_messages(messages)
     recipients = [f"{p}@example.org" for p in PEOPLE]
     sync = {"full": "FULL", "normal": "NORMAL"}[durability]
@@ -132,7 +137,8 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         single_log_only = single_run(_open_log_only(root / "single-log-only", durability))
         raw_single_runs.append(raw(1, "b"))
         compared = ({} if peer is None else
-                    _compare(peer, blobs, recipients, root, single, single_pipelined))
+                    _compare(peer, blobs, recipients, root, single, single_pipelined,
+                             lda_messages, progress))
         raw_batched_runs = [raw(batch, "a")]
         batched = batched_run(_open(root / "batched", durability))
         batched_log_only = batched_run(_open_log_only(root / "batched-log-only", durability))

@@ -17,7 +17,13 @@
   process delivers, ADR 0037) against LMTP deliveries over one connection
   (``mail_fsync = always``); the single target is met if either reaches it
   (``single_target_met_by`` says which, the inline one first);
-* bytes on disk (allocated blocks) per byte of mail delivered, after the import, for both.
+* bytes on disk (allocated blocks) per byte of mail delivered, after the import, for both;
+* the MTA legs (``adapters.bench.mta``): ``letterlog lmtp`` against Dovecot's LMTP over one
+  and four connections, and ``letterlog lda`` (without and with a command server) against
+  ``dovecot-lda``, one process per message.
+
+No letterlog process of the run finds a command server of the user's: ``XDG_RUNTIME_DIR``
+is a private directory of the run (the one of the run's own server where it is timed).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,7 @@ from adapters.datadir import disk_bytes
 from adapters.devservers.dovecot import DovecotServer
 
 IMPORT_ACCOUNT = "importer@example.org"
+LDA_MESSAGES = 300  # processes a side in the LDA leg (letterlog's alone take ~0.4 s each)
 
 
 def write_mbox(blobs: Sequence[bytes], path: Path) -> int:
@@ -81,12 +88,17 @@ def _rate(n: int, seconds: float) -> float:
 
 def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root: Path,
                          single_msgs_per_s: float,
-                         single_pipelined_msgs_per_s: float | None = None) -> dict[str, Any]:
-    """Run Dovecot beside letterlog on ``blobs``; the keys ``bench ingest`` adds."""
+                         single_pipelined_msgs_per_s: float | None = None, *,
+                         lda_messages: int = LDA_MESSAGES,
+                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run Dovecot beside letterlog on ``blobs``; the keys ``bench ingest`` adds.
+    ``lda_messages``: the processes a side of the LDA leg (the first of ``blobs``)."""
+    from adapters.bench.mta import compare_delivery_agents, private_runtime
+
     mbox = root / "bench.mbox"
     mail_bytes = write_mbox(blobs, mbox)
     n = len(blobs)
-    env = installed_env(root / "bytecode")
+    env = private_runtime(installed_env(root / "bytecode"), root / "run-none")
     write_mbox(blobs[:150], root / "warm-up.mbox")
     letterlog_import(root / "warm-up.mbox", root / "warm-up", env)  # fills the bytecode cache
     with DovecotServer() as dovecot, command_server(env, root / "run") as served:
@@ -102,6 +114,9 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
         dovecot.deliver_lmtp(zip((recipients[i % len(recipients)] for i in range(n)), blobs,
                                  strict=True))
         lmtp = _rate(n, time.perf_counter() - t0)
+        delivery_agents = compare_delivery_agents(
+            dovecot, blobs, [r.split("@")[0] for r in recipients], root, env,
+            min(lda_messages, n), progress)
     letterlog_bytes = disk_bytes(root / "import")
     letterlog_rate = _rate(n, letterlog_s)
     dovecot_rate = _rate(n, statistics.fmean(dovecot_import_s))
@@ -129,6 +144,7 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
         result["ratio_single_pipelined_vs_dovecot_lmtp"] = round(
             single_pipelined_msgs_per_s / lmtp, 3)
     result["single_target_met_by"] = _single_target_met_by(result)
+    result.update(delivery_agents)
     return result
 
 
@@ -148,8 +164,8 @@ def peer_targets_met(result: dict[str, Any]) -> bool:
 
 
 def peer_plot(path: Path, result: dict[str, Any]) -> None:
-    """Two panels: messages/s of both systems (import, single deliveries) and bytes on disk
-    per byte of mail."""
+    """Three panels: messages/s of both systems (import, single deliveries, LMTP servers),
+    bytes on disk per byte of mail, and (below) one process per message (LDA)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,12 +179,26 @@ def peer_plot(path: Path, result: dict[str, Any]) -> None:
         "letterlog single, pipelined": result["single_pipelined_msgs_per_s"],
         "dovecot LMTP, one connection": result["dovecot_lmtp_msgs_per_s"],
     }
+    lda: dict[str, float] = {}
+    if "lmtp_1conn_msgs_per_s" in result:
+        for conns in (1, 4):
+            rates[f"letterlog lmtp, {conns} conn."] = result[f"lmtp_{conns}conn_msgs_per_s"]
+            rates[f"dovecot LMTP, {conns} conn. (same client)"] = result[
+                f"dovecot_lmtp_{conns}conn_msgs_per_s"]
+        lda = {"letterlog lda": result["lda_msgs_per_s"],
+               "letterlog lda, command server": result["lda_with_server_msgs_per_s"],
+               "dovecot-lda": result["dovecot_lda_msgs_per_s"]}
     storage = {"letterlog": result["storage_amplification"],
                "dovecot": result["dovecot_storage_amplification"]}
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5),
-                                      gridspec_kw={"width_ratios": [3, 1.4]})
-    for ax, values, unit in ((left, rates, "messages/s"),
-                             (right, storage, "bytes on disk per byte of mail")):
+    fig = plt.figure(figsize=(10, 4.6 + (1.9 if lda else 0)))
+    grid = fig.add_gridspec(2 if lda else 1, 2, width_ratios=[3, 1.4],
+                            height_ratios=[len(rates), len(lda) + 1] if lda else None)
+    left, right = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    panels = [(left, rates, "messages/s"), (right, storage, "bytes on disk per byte of mail")]
+    if lda:
+        panels.append((fig.add_subplot(grid[1, :]), lda,
+                       f"messages/s, one process per message ({result['lda_messages']} a side)"))
+    for ax, values, unit in panels:
         names = list(values)
         colours = ["#3465a4" if n.startswith("letterlog") else "#888a85" for n in names]
         ax.barh(names, [values[n] for n in names], color=colours)

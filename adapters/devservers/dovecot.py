@@ -77,6 +77,14 @@ def _dovecot() -> str | None:
         "/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None)
 
 
+def _dovecot_lda() -> str | None:
+    """Dovecot's local delivery agent (``dovecot-core`` ships it)."""
+    for d in ("/usr/lib/dovecot", "/usr/libexec/dovecot"):
+        if Path(d, "dovecot-lda").exists():
+            return str(Path(d, "dovecot-lda"))
+    return shutil.which("dovecot-lda")
+
+
 def _lmtp_installed() -> bool:
     return any(Path(d, "lmtp").exists() for d in ("/usr/lib/dovecot", "/usr/libexec/dovecot"))
 
@@ -104,7 +112,8 @@ class DovecotServer(Service):
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
         """``apt-get install dovecot-core dovecot-lmtpd`` unless both are there."""
-        if _dovecot() is None or shutil.which("doveadm") is None or not _lmtp_installed():
+        if (_dovecot() is None or shutil.which("doveadm") is None or not _lmtp_installed()
+                or _dovecot_lda() is None):
             apt_install(list(PACKAGES))
         if _dovecot() is None:
             raise self.fail("dovecot not found after apt-get install")
@@ -210,6 +219,16 @@ class DovecotServer(Service):
                 lmtp.sendmail("bench@example.org", [rcpt], raw)
                 n += 1
         return n
+
+    def lda_command(self, recipient: str, sender: str) -> list[str]:
+        """``dovecot-lda`` delivering standard input to ``recipient`` with this server's
+        configuration: ``-d`` looks the user up in the running auth service's static userdb
+        and drops to the mail user (run as root or as that user), ``-f`` the envelope
+        sender. Exit 0: stored (``mail_fsync = always``)."""
+        lda = _dovecot_lda()
+        if lda is None:
+            raise self.fail("dovecot-lda not found (Debian's dovecot-core ships it)")
+        return [lda, "-c", str(self.config), "-d", recipient, "-f", sender]
 
     def user_bytes_on_disk(self, user: str) -> int:
         """Blocks allocated under ``user``'s mail directory (what ``du`` counts)."""
