@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,68 @@ def test_dovecot_stores_each_lmtp_delivery_and_each_imported_message(tmp_path: P
         assert dovecot.deliver_lmtp([("bob@example.org", m) for m in messages]) == 2
         assert dovecot.message_count("bob") == 2
         assert dovecot.user_bytes_on_disk("bob") > 0
+
+
+def test_bench_ingest_measures_letterlogs_lmtp_and_lda_against_dovecots(tmp_path: Path) -> None:
+    """Both legs on a few messages: every count checked by the bench itself (a wrong one
+    raises), ratios of positive rates, the plot drawn."""
+    result = bench_ingest(messages=12, batch=4, plot=tmp_path / "ingest.png", peer="dovecot",
+                          lda_messages=4)
+    assert result["lmtp_messages"] == 12 and result["lda_messages"] == 4
+    for conns in (1, 4):
+        ours = result[f"lmtp_{conns}conn_msgs_per_s"]
+        theirs = result[f"dovecot_lmtp_{conns}conn_msgs_per_s"]
+        assert ours > 0 and theirs > 0
+        assert len(result[f"dovecot_lmtp_{conns}conn_runs_before_and_after"]) == 2
+        assert result[f"ratio_lmtp_vs_dovecot_lmtp_{conns}conn"] == round(ours / theirs, 3) > 0
+        cpu = result[f"lmtp_{conns}conn_server_cpu_ms_per_msg"]
+        assert set(cpu) == {"main", "threads", "children", "total"}
+        assert "total" in result[f"dovecot_lmtp_{conns}conn_server_cpu_ms_per_msg"]
+    for way in ("lda", "lda_with_server"):
+        assert result[f"ratio_{way}_vs_dovecot_lda"] == round(
+            result[f"{way}_msgs_per_s"] / result["dovecot_lda_msgs_per_s"], 3) > 0
+    assert len(result["dovecot_lda_runs_before_and_after"]) == 2
+    bounds = result["lda_bounds"]
+    assert all(bounds[k] > 0 for k in ("python_c_pass_ms", "letterlog_version_ms",
+                                       "letterlog_version_with_server_ms",
+                                       "ratio_ceiling_version_with_server"))
+    assert result["meets_mta_targets"] == (
+        result["ratio_lmtp_vs_dovecot_lmtp_1conn"] >= 2.0
+        and result["ratio_lmtp_vs_dovecot_lmtp_4conn"] >= 2.0
+        and result["ratio_lda_with_server_vs_dovecot_lda"] >= 0.5)
+    # the keys of the older legs stay
+    assert result["dovecot_lmtp_msgs_per_s"] > 0 and "ratio_import_vs_dovecot" in result
+    assert Path(result["peer_plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dovecot_lda_stores_a_message_from_standard_input(tmp_path: Path) -> None:
+    import subprocess
+
+    with DovecotServer() as dovecot:
+        for i in range(2):
+            done = subprocess.run(dovecot.lda_command("carol@example.org", "s@example.org"),
+                                  input=f"Subject: {i}\r\n\r\nbody\r\n".encode(),
+                                  capture_output=True, check=False)
+            assert done.returncode == 0, done.stderr
+        assert dovecot.message_count("carol") == 2
+
+
+def test_the_letterlog_lmtp_server_is_ready_stops_on_sigterm_and_counts(tmp_path: Path) -> None:
+    from adapters.bench.mta import (
+        letterlog_counts,
+        letterlog_init,
+        letterlog_lmtp,
+        lmtp_deliver,
+        private_runtime,
+    )
+
+    env = private_runtime(dict(os.environ), tmp_path / "run")
+    letterlog_init(tmp_path / "data", env)
+    messages = [(f"{who}@example.org", f"Subject: {i}\r\n\r\nbody {i}\r\n".encode())
+                for i, who in enumerate(["ada", "bob", "ada", "bob", "ada"])]
+    with letterlog_lmtp(tmp_path / "data", tmp_path / "lmtp.sock", env,
+                        tmp_path / "lmtp.log") as server:
+        assert lmtp_deliver(tmp_path / "lmtp.sock", messages, connections=4) > 0
+    assert server.returncode == 0  # SIGTERM: in-flight transactions finished, exit 0
+    assert letterlog_counts(tmp_path / "data", ["ada@example.org", "bob@example.org"]) == {
+        "ada@example.org": 3, "bob@example.org": 2}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import adapters.embedded
@@ -77,3 +79,70 @@ def test_the_single_target_is_met_by_the_first_way_that_reaches_it() -> None:
     assert met(1.8, 1.9) is None
     assert met(1.8, None) is None
     assert met(2.0, None) == "inline"
+
+
+def test_messages_are_split_round_robin_over_the_connections() -> None:
+    from adapters.bench.mta import split_round_robin
+
+    items = list(range(10))
+    shares = split_round_robin(items, 4)
+    assert shares == [[0, 4, 8], [1, 5, 9], [2, 6], [3, 7]]
+    assert sorted(x for share in shares for x in share) == items  # each once, none lost
+    assert split_round_robin(items, 1) == [items]
+    assert split_round_robin([1, 2], 4) == [[1], [2], [], []]
+    with pytest.raises(ValueError):
+        split_round_robin(items, 0)
+
+
+def test_a_ratio_is_letterlogs_rate_over_the_peers_and_needs_two_positive_rates() -> None:
+    from adapters.bench.mta import mean_rate, ratio
+
+    assert ratio(700.0, 350.0) == 2.0
+    assert ratio(1.0, 3.0) == 0.333
+    assert mean_rate([300.0, 400.5]) == 350.2
+    for bad in ((0.0, 10.0), (10.0, 0.0), (float("nan"), 1.0)):
+        with pytest.raises(ValueError):
+            ratio(*bad)
+
+
+def test_a_wrong_count_fails_the_leg() -> None:
+    from adapters.bench.mta import addressed, check_count, leg_accounts, per_account
+
+    accounts = leg_accounts(["ada", "alan"], "l4")
+    assert accounts == ["ada-l4@example.org", "alan-l4@example.org"]
+    messages = addressed([b"1", b"2", b"3"], accounts)
+    assert [a for a, _ in messages] == [accounts[0], accounts[1], accounts[0]]
+    assert per_account(messages) == {accounts[0]: 2, accounts[1]: 1}
+    check_count("right", 2, 2)
+    with pytest.raises(RuntimeError, match="1 messages stored, 2 delivered"):
+        check_count("wrong", 1, 2)
+
+
+def test_cpu_per_message_splits_the_servers_time() -> None:
+    from adapters.bench.mta import cpu_ms_per_message, cpu_snapshot
+
+    spent = cpu_ms_per_message({"main": 1.0, "threads": 0.5, "children": 0.0},
+                               {"main": 2.0, "threads": 1.5, "children": 2.0}, 1000)
+    assert spent == {"main": 1.0, "threads": 1.0, "children": 2.0, "total": 4.0}
+    mine = cpu_snapshot(os.getpid())
+    assert set(mine) == {"main", "threads", "children"} and mine["main"] > 0
+
+
+def test_the_mta_targets_need_both_lmtp_ratios_and_the_served_lda() -> None:
+    from adapters.bench.mta import mta_targets_met
+
+    result = {"target_ratio_lmtp_vs_dovecot_lmtp": 2.0,
+              "target_ratio_lda_with_server_vs_dovecot_lda": 0.5,
+              "ratio_lmtp_vs_dovecot_lmtp_1conn": 2.1, "ratio_lmtp_vs_dovecot_lmtp_4conn": 2.0,
+              "ratio_lda_with_server_vs_dovecot_lda": 0.5}
+    assert mta_targets_met(result)
+    assert not mta_targets_met({**result, "ratio_lmtp_vs_dovecot_lmtp_4conn": 1.99})
+    assert not mta_targets_met({**result, "ratio_lda_with_server_vs_dovecot_lda": 0.49})
+
+
+def test_runs_of_the_bench_find_no_command_server_of_the_users(tmp_path: Path) -> None:
+    from adapters.bench.mta import private_runtime
+
+    env = private_runtime({"XDG_RUNTIME_DIR": "/run/user/0", "X": "1"}, tmp_path / "run")
+    assert env == {"XDG_RUNTIME_DIR": str(tmp_path / "run"), "X": "1"}
+    assert (tmp_path / "run").stat().st_mode & 0o777 == 0o700
