@@ -53,7 +53,8 @@ def _check_queues(queues: list[str] | None) -> list[str] | None:
 @purge_app.command("run")
 def purge_run(queue: QueueOption = None,
               now: Annotated[str | None, typer.Option(
-                  metavar="ISO8601", help="purge as of this date-time (default now)")] = None,
+                  metavar="ISO8601",
+                  help="with --dry-run: what a run at this date-time would purge")] = None,
               dry_run: Annotated[bool, typer.Option(help="decide, change nothing")] = False,
               as_json: Annotated[bool, typer.Option("--json", help="JSON summary")] = False,
               ) -> None:
@@ -63,6 +64,10 @@ def purge_run(queue: QueueOption = None,
 
     queues = _check_queues(queue)
     when = parse_time(now, "--now") or datetime.now(UTC)
+    if now is not None and not dry_run:
+        fail("--now: only with --dry-run (a run purges as of the present: a purge at another "
+             "date would erase messages before their time; tests use the retention settings, "
+             "e.g. LETTERLOG_DELETED_RETENTION_DAYS=0, or the API's purge(now=...))")
     state.json = state.json or as_json
     with Progress(console=Console(stderr=True), disable=not progress_enabled(),
                   transient=True) as bar:

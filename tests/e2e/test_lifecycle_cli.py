@@ -11,19 +11,37 @@ from datetime import UTC, datetime, timedelta
 from tests.factories import BIN, jrun, run
 
 
-def test_purge_run_purges_only_what_is_due_and_summarises(tmp_path, mail_file):
+def test_purge_run_purges_only_what_is_due_and_summarises(tmp_path, mail_file, monkeypatch):
     data = tmp_path / "d"
     [delivered] = jrun(data, "deliver", str(mail_file), "--account", "ada@example.org")
-    run(data, "delete", delivered["message_id"])
+    run(data, "delete", delivered["message_id"])  # kept 30 days
+    [early] = jrun(data, "purge", "run")
+    assert early["purged"] == 0
     soon = (datetime.now(UTC) + timedelta(days=29)).isoformat()
-    [early] = jrun(data, "purge", "run", "--now", soon)
+    [early] = jrun(data, "purge", "run", "--now", soon, "--dry-run")
     assert early["purged"] == 0
     due = (datetime.now(UTC) + timedelta(days=31)).isoformat()
     [dry] = jrun(data, "purge", "run", "--queue", "deleted", "--now", due, "--dry-run")
     assert dry["purged"] == 1 and [q["queue"] for q in dry["queues"]] == ["deleted"]
-    text = run(data, "purge", "run", "--now", due).stdout.decode()
+    assert dry["dry_run"]
+    monkeypatch.setenv("LETTERLOG_DELETED_RETENTION_DAYS", "0")  # how tests make it due
+    text = run(data, "purge", "run").stdout.decode()
     assert "purged 1 messages" in text
     assert jrun(data, "list", "ada@example.org") == []
+
+def test_purge_run_now_without_dry_run_is_refused_and_purges_nothing(tmp_path, mail_file):
+    data = tmp_path / "d"
+    [delivered] = jrun(data, "deliver", str(mail_file), "--account", "ada@example.org")
+    run(data, "delete", delivered["message_id"])
+    due = (datetime.now(UTC) + timedelta(days=31)).isoformat()
+    p = run(data, "purge", "run", "--now", due, ok=False)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and p.stdout == b"", err
+    assert "--now: only with --dry-run" in err and "now=" in err and "Traceback" not in err
+    [shown] = jrun(data, "show", delivered["message_id"])
+    assert shown["state"] == "deleted"
+    [dry] = jrun(data, "purge", "run", "--now", due, "--dry-run")
+    assert dry["purged"] == 1  # still there to purge
 
 
 def test_purge_run_names_a_bad_queue_or_date_without_a_traceback(tmp_path):
