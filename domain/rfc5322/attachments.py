@@ -37,7 +37,7 @@ def attachment_names(
             if name is not None:
                 yield name
         except Exception as error:
-            defects.add("HeaderDecodeFailure", f"attachment: {type(error).__name__}: {error}")
+            defects.add("HeaderDecodeFailure", error=error)
 
 
 def _attachment_name(part: Message, disposition: object, content_type: object) -> str | None:

@@ -108,7 +108,7 @@ class _Headers:
         if len(value) > ENVELOPE_FIELD_LIMIT:
             cut = value.rfind("\n", 0, ENVELOPE_FIELD_LIMIT)
             value = value[: cut if cut > 0 else ENVELOPE_FIELD_LIMIT]
-            self._defects.add("HeaderTruncated", f"{name}: decoded its first {len(value)} bytes")
+            self._defects.add("HeaderTruncated", name)
         try:
             header: Any = self._policy.header_fetch_parse(name, utf8_header(value))
         except Exception as error:
@@ -118,7 +118,7 @@ class _Headers:
         return header
 
     def _failed(self, name: str, error: Exception) -> None:
-        self._defects.add("HeaderDecodeFailure", f"{name}: {type(error).__name__}: {error}")
+        self._defects.add("HeaderDecodeFailure", name, error)
 
 
 
@@ -209,5 +209,5 @@ def content_type_of(message: Message, defects: Defects) -> str:
     try:
         return message.get_content_type()
     except Exception as error:
-        defects.add("HeaderDecodeFailure", f"content-type: {type(error).__name__}: {error}")
+        defects.add("HeaderDecodeFailure", "content-type", error)
         return "text/plain"

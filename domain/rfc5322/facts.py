@@ -147,11 +147,11 @@ def _parse(
         message: EmailMessage = parser.close()
         return message, window
     except RecursionError:  # nesting deeper than the parser's stack: headers only
-        defects.add("ParserFailure", "MIME nesting too deep for the parser")
+        defects.add("ParserFailure", error=RecursionError())
         return _parse(raw, window.cut(header_block(raw)[1], "max_depth"), deadline, defects,
                       parsing)
     except Exception as error:  # the parser is meant never to raise; keep the bytes anyway
-        defects.add("ParserFailure", f"{type(error).__name__}: {error}")
+        defects.add("ParserFailure", error=error)
         return EmailMessage(policy=policy.default), window
 
 

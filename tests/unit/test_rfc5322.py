@@ -26,6 +26,12 @@ from domain.rfc5322 import (
     prescan_structure,
     sanitise_filename,
 )
+from domain.rfc5322.defects import (
+    RECORDED_HEADERS,
+    defect_entry,
+    facts_without_text,
+    without_text,
+)
 from domain.rfc5322.headers import simple_header
 from domain.rfc5322.reader import ReadMessage, read_fast
 from domain.rfc5322.scan import header_block, header_block_size_by_lines
@@ -199,10 +205,86 @@ def test_a_broken_message_is_kept_with_its_defects() -> None:
 
 def test_header_defects_name_their_header() -> None:
     facts = inspect_message(b"From: L\xfctkebohle <ingo@example.org>\r\n\r\nhi")
-    assert "UndecodableBytesDefect: from: Non-ASCII characters found in header token" in (
-        facts.defects
-    )
+    assert facts.defects == ("UndecodableBytesDefect: from",)
     assert facts.envelope.from_ == "L\ufffdtkebohle <ingo@example.org>"
+
+
+MALFORMED_FILE_NAME = (
+    b"From: a@example.org\r\nMIME-Version: 1.0\r\n"
+    b"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n"
+    b"Content-Type: text/plain; name==?koi8-r?B?89DJ08/LLmRvYw==?=\r\n"
+    b"Content-Disposition: attachment; filename==?koi8-r?B?89DJ08/LLmRvYw==?=\r\n\r\n"
+    b"hi\r\n--b--\r\n"
+)
+
+
+@pytest.mark.parametrize("raw", [
+    MALFORMED_FILE_NAME,
+    b" From: Ada Lovelace <ada@analytical.example>\r\nSubject: x\r\n\r\nhi\r\n",
+    b"From: a@example.org\r\nTo: Secret Project Falcon <falcon\x00@\r\n\r\nhi\r\n",
+])
+def test_defects_keep_their_class_and_header_and_no_text_of_the_message(raw: bytes) -> None:
+    """A defect's own text often quotes the header's value; the facts are not sealed."""
+    for facts in (inspect_message(raw), inspect_message_reference(raw)):
+        assert facts.defects
+        for defect in facts.defects:
+            kind, *header = defect.split(": ")
+            assert kind.isidentifier() and len(header) <= 2, defect
+            assert all(h in RECORDED_HEADERS or h.isidentifier() for h in header), defect
+        text = " ".join(facts.defects)
+        assert not {"89DJ08", "koi8", "Lovelace", "analytical", "Falcon"} & set(
+            text.replace(":", " ").replace("/", " ").split()), text
+
+
+def test_an_entry_is_made_of_tokens_only() -> None:
+    assert defect_entry("InvalidHeaderDefect", "content-type") == (
+        "InvalidHeaderDefect: content-type")
+    assert defect_entry("InvalidHeaderDefect", "Subject: secret") == "InvalidHeaderDefect"
+    assert defect_entry("InvalidHeaderDefect", "x" * 77) == "InvalidHeaderDefect"
+    assert defect_entry("not a class", "to") == "Defect: to"
+    assert defect_entry("HeaderDecodeFailure", "to", ValueError("Ada <x@y>")) == (
+        "HeaderDecodeFailure: to: ValueError")
+    assert defect_entry("ParserFailure", error=RecursionError()) == (
+        "ParserFailure: RecursionError")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("InvalidHeaderDefect: content-type: invalid parameter InvalidParameter([CFWSList("
+     "[WhiteSpaceTerminal(' ')]), Phrase([Atom([ValueTerminal('name==?koi8-r?B?89DJ08/"
+     "LLmRvYw==?=')])])])", "InvalidHeaderDefect: content-type"),
+    ("FirstHeaderLineIsContinuationDefect: From: James Hillyerd <james@makita.skynet>",
+     "FirstHeaderLineIsContinuationDefect"),
+    ("UndecodableBytesDefect: from: Non-ASCII characters found in header token",
+     "UndecodableBytesDefect: from"),
+    ("UndecodableBytesDefect: content-type", "UndecodableBytesDefect: content-type"),
+    ("HeaderTruncated: subject: decoded its first 16381 bytes", "HeaderTruncated: subject"),
+    ("HeaderDecodeFailure: to: AttributeError: 'Group' object has no attribute 'local_part'",
+     "HeaderDecodeFailure: to: AttributeError"),
+    ("HeaderDecodeFailure: attachment: ValueError: bad name.doc",
+     "HeaderDecodeFailure: ValueError"),
+    ("ParserFailure: MIME nesting too deep for the parser", "ParserFailure: RecursionError"),
+    ("ParserFailure: IndexError: string index out of range", "ParserFailure: IndexError"),
+    ("TooManyDefects: 49 more not recorded", "TooManyDefects: 49 more not recorded"),
+    ("TooManyDefects: ada", "TooManyDefects"),
+    ("StartBoundaryNotFoundDefect", "StartBoundaryNotFoundDefect"),
+    ("Ada Lovelace: to", "Defect"),
+    ("MisplacedEnvelopeHeaderDefect: From ada@example.org Mon Jan  1 00:00:00 2024",
+     "MisplacedEnvelopeHeaderDefect"),
+])
+def test_a_defect_recorded_with_text_is_read_without_it(old: str, new: str) -> None:
+    assert without_text(old) == new
+    assert without_text(new) == new
+
+
+def test_defects_recorded_now_read_back_unchanged() -> None:
+    raws = [MALFORMED_FILE_NAME, b"From: L\xfctkebohle <ingo@example.org>\r\n\r\nhi",
+            b"From: a@example.org\r\nContent-Type: multipart/mixed; boundary*=\"'\"\r\n"
+            b"\r\nbody\r\n"]
+    for raw in raws:
+        defects = list(inspect_message(raw).defects)
+        assert defects and [without_text(d) for d in defects] == defects
+        facts = {"content_type": "text/plain", "defects": defects}
+        assert facts_without_text(facts) is facts
 
 
 def test_a_defect_storm_is_summed_up() -> None:
