@@ -575,16 +575,21 @@ class Letterlog(ReadModelQueries):
             physical=host.physical))
 
     def body(self, account: str, mailbox: str, uid: int) -> Iterator[bytes]:
-        """A message's bytes from the read model, chunk by chunk (not an extraction)."""
+        """A message's bytes from the read model, chunk by chunk. Not an extraction (not
+        counted), but refused exactly as ``extract`` refuses (``ExtractionRefused`` once the
+        limit is used up or the extract-until date passed; ``InvalidState`` unless active),
+        checked on the message's current state before any byte is returned."""
         host = self._read()
         from projections.codec import data_fields
         from projections.keys import message_row
 
         cells = host.tables.get(host.physical(pn.MESSAGES),
                                 message_row(self._mailbox_id(account, mailbox), uid),
-                                [pn.DATA_BODY, pn.DATA_SUMMARY, pn.DATA_FIELDS])
-        if not cells:
+                                [pn.DATA_BODY, pn.DATA_SUMMARY, pn.DATA_FIELDS,
+                                 pn.DATA_MESSAGE])
+        if not cells or pn.DATA_MESSAGE not in cells:
             raise MessageNotFound(f"no message with UID {uid} in {mailbox!r}")
+        self.mail.check_extractable(UUID(bytes=bytes(cells[pn.DATA_MESSAGE])))
         fields = data_fields(cells.get(pn.DATA_FIELDS), cells.get(pn.DATA_SUMMARY))
         if not fields.get("inline"):
             return self.payloads.open(str(fields["sha256"]))

@@ -500,6 +500,12 @@ class Message(MailAggregate):
             at=now, **self._where(state=state.value)
         )
 
+    def check_extractable(self, now: datetime) -> None:
+        """Refuses (``ExtractionRefused``, ``InvalidState``) exactly as an extraction at
+        ``now`` would, and counts nothing: the rule for a read of the content that is not an
+        extraction (``Letterlog.body``)."""
+        self._refuse_unless_extractable(now, self._held(now))
+
     def reserve_extraction(self, reservation_id: UUID, now: datetime, until: datetime) -> None:
         """Holds one extraction for ``reservation_id`` until ``until``, or refuses: never
         more reservations and counted extractions together than the policy allows."""

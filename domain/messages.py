@@ -200,6 +200,12 @@ class MessageCommands(Commands):
 
         return uow.run(attempt)
 
+    def check_extractable(self, message_id: UUID) -> None:
+        """Refuses as ``extract`` would (``ExtractionRefused``: limit used up, date passed,
+        state expired; ``InvalidState``: not active), counting nothing: every read of a
+        message's content asks this first (``Letterlog.body``; extractions reserve)."""
+        self.uow.message(message_id).check_extractable(self.clock())
+
     def content(self, message_id: UUID) -> Iterator[bytes]:
         """The message's exact bytes, chunk by chunk (not counted: reserve first)."""
         return self._content(self.uow.message(message_id))

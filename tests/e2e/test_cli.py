@@ -54,6 +54,26 @@ def test_count_limited_extract_is_refused_with_exit_code(tmp_path, mail_file):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("size", ["inline", "payload"])
+def test_body_is_not_an_extraction_but_is_refused_once_extract_is(tmp_path, size):
+    data = tmp_path / "d"
+    raw = make_mail("body", body="y" * (20_000 if size == "payload" else 10))
+    mail = tmp_path / "m.eml"
+    mail.write_bytes(raw)
+    [d] = jrun(data, "deliver", "--account", "ada@example.org", "--extract-limit", "1",
+               str(mail))
+    assert run(data, "body", "ada@example.org", "INBOX", str(d["uid"])).stdout == raw
+    [shown] = jrun(data, "show", d["message_id"])
+    assert shown["extract_count"] == 0 and shown["state"] == "active"  # body did not count
+    assert run(data, "extract", d["message_id"]).stdout == raw  # the one extraction
+    refused_extract = run(data, "extract", d["message_id"], ok=False)
+    p = run(data, "body", "ada@example.org", "INBOX", str(d["uid"]), ok=False)
+    assert p.returncode == refused_extract.returncode == 2
+    assert p.stdout == b"", "nothing of the message is written"
+    assert p.stderr == refused_extract.stderr  # the same one line: the same refusal
+    assert b"extraction refused" in p.stderr and b"Traceback" not in p.stderr
+
+
 @pytest.mark.parametrize(("args", "needle", "code"), [
     (["extract", "not-a-uuid"], b"not a message id", 2),
     (["extract", "01a20208-0b11-75ed-839a-fbb4ab1f7b5a"], b"does not exist", 2),

@@ -111,3 +111,48 @@ def test_the_reservation_lapse_is_a_setting(tmp_path, monkeypatch) -> None:
                       if type(e).__qualname__ == "Message.ExtractionReserved"]
     lapse = reserved.until - reserved.timestamp  # the event's time is taken just after "now"
     assert timedelta(seconds=89) < lapse <= timedelta(seconds=90)
+
+
+# -- body: a read of the content that is not an extraction, refused as extract refuses --------
+
+BIG = make_mail("big", body="x" * 20_000)  # over the inline limit: from the payload store
+
+
+@pytest.mark.parametrize("raw", [make_mail(), BIG], ids=["inline", "payload"])
+def test_body_of_an_extractable_message_streams_it_and_does_not_count(store, raw):
+    d = store.deliver(account=ADA, raw=raw, extract_limit=1)
+    assert b"".join(store.body(ADA, "INBOX", d.uid)) == raw
+    assert b"".join(store.body(ADA, "INBOX", d.uid)) == raw
+    shown = store.show(d.message_id)
+    assert shown["extract_count"] == 0 and shown["state"] == "active"
+    assert store.extract(d.message_id) == raw  # the one extraction is still there
+
+
+@pytest.mark.parametrize("raw", [make_mail(), BIG], ids=["inline", "payload"])
+def test_body_after_the_limit_is_refused_as_extract_is(store, raw):
+    d = store.deliver(account=ADA, raw=raw, extract_limit=1)
+    store.extract(d.message_id)
+    assert store.show(d.message_id)["state"] == "expired"
+    with pytest.raises(ExtractionRefused) as by_extract:
+        store.extract(d.message_id)
+    with pytest.raises(ExtractionRefused) as by_body:
+        store.body(ADA, "INBOX", d.uid)
+    assert str(by_body.value) == str(by_extract.value)
+
+
+def test_body_after_the_extract_until_date_is_refused(tmp_path):
+    from datetime import UTC, datetime
+
+    from tests.conftest import Clock
+
+    clock = Clock()
+    clock.now = datetime.now(UTC)
+    with Letterlog.open(tmp_path / "data") as s:
+        s.mail.clock = clock
+        d = s.deliver(account=ADA, raw=make_mail(), extract_until=clock.now + timedelta(hours=1))
+        assert b"".join(s.body(ADA, "INBOX", d.uid)) == make_mail()
+        clock.advance(hours=2)  # not expired by a purge run yet: the date alone refuses
+        with pytest.raises(ExtractionRefused, match="extraction refused"):
+            s.body(ADA, "INBOX", d.uid)
+        with pytest.raises(ExtractionRefused):
+            s.extract(d.message_id)
