@@ -23,6 +23,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import ExtractionRefused, InvalidCommand, InvalidState
+from domain.rfc5322.defects import facts_without_text
 from domain.values import ExtractionPolicy, MessageState
 
 LISTED_STATES = frozenset({MessageState.ACTIVE.value, MessageState.EXPIRED.value})
@@ -57,6 +58,15 @@ class Arrival:
 
 
 ARRIVAL_FIELDS = tuple(f.name for f in fields(Arrival))
+
+
+def _defects_without_text(state: dict[str, Any]) -> None:
+    """``upcast_v1_v2`` of the events that carry ``facts``: version 1 recorded defects with
+    text the parser quoted (often a header's value: a file name, a display name), outside
+    the seal; as such an event is read its defects keep only their class and header (ADR
+    0040). The log keeps the old text: it is immutable."""
+    if "facts" in state:
+        state["facts"] = facts_without_text(state["facts"])
 
 
 def _delivery_state(aggregate: Any, e: Arrival, timestamp: datetime) -> None:
@@ -115,7 +125,12 @@ class Message(MailAggregate):
             state["reservations"] = dict(self.reservations)
 
     class Delivered(Arrival, Aggregate.Created):
-        """A complete message arrived (also a copy of another message: ``copied_from``)."""
+        """A complete message arrived (also a copy of another message: ``copied_from``).
+
+        Version 2: ``facts.defects`` hold no text of the message (ADR 0040)."""
+
+        class_version = 2
+        upcast_v1_v2 = staticmethod(_defects_without_text)
 
         def apply(self, aggregate: Any) -> None:
             _delivery_state(aggregate, self, self.timestamp)
@@ -162,7 +177,12 @@ class Message(MailAggregate):
             aggregate.size += self.size
 
     class UploadCompleted(Arrival, Aggregate.Event):
-        """The upload is whole: the fields of ``Delivered``; from now on it is a message."""
+        """The upload is whole: the fields of ``Delivered``; from now on it is a message.
+
+        Version 2: ``facts.defects`` hold no text of the message (ADR 0040)."""
+
+        class_version = 2
+        upcast_v1_v2 = staticmethod(_defects_without_text)
 
         def apply(self, aggregate: Any) -> None:
             _delivery_state(aggregate, self, self.timestamp)
@@ -198,7 +218,12 @@ class Message(MailAggregate):
 
         Carries the message's data (and its personal part) so that the projector can write
         the new row without reading the old one back.
+
+        Version 2: ``facts.defects`` hold no text of the message (ADR 0040).
         """
+
+        class_version = 2
+        upcast_v1_v2 = staticmethod(_defects_without_text)
 
         from_mailbox_id: UUID
         from_uid: int
