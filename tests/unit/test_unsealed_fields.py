@@ -1,0 +1,231 @@
+"""Every field of every event is classified: sealed, or safe to keep outside the seal.
+
+The log is immutable and replicated (Kafka, backups, read models); only ``personal`` is
+sealed with the message's key (ADR 0021), so only it may hold text taken from a message's
+bytes (issue 27, ADR 0040). This test walks every event class of the domain's aggregates
+and every field of each (with the class that declares it) and fails on a field nobody has
+classified: a new field must be added to ``UNSEALED`` with why it cannot carry text of a
+message, or travel inside ``personal``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+
+import pytest
+
+from domain.delivery import facts_for_event
+from domain.rfc5322 import inspect_message
+from domain.rfc5322.defects import RECORDED_HEADERS
+from projections.registry import DOMAIN_EVENTS
+
+ID = "an id (UUID)"
+NUMBER = "a number"
+FLAG = "a boolean"
+DATE = "a date-time"
+HASH = "a SHA-256 (hex)"
+ENUM = "one of a fixed set of words (the code's, not the message's)"
+POLICY = "an extraction policy: kind (a fixed word), limit (a number), until (a date-time)"
+# user-chosen, not message-derived: what the account's owner (or the MTA's configuration)
+# named; account names, mailbox and label names are not sealed (ADR 0021, Consequences)
+MAILBOX_NAME = "a mailbox name (chosen by the user, not taken from a message)"
+LABEL = "a label or flag (chosen by the user or a client, not taken from a message)"
+ADDRESS = "the account's address (chosen by the operator, not taken from a message)"
+SEALED = "SEALED: the message's personal data (ADR 0021)"
+
+_MESSAGE = "domain.message:Message"
+_ACCOUNT = "domain.account:Account"
+_MAILBOX = "domain.mailbox:Mailbox"
+
+UNSEALED: dict[tuple[str, str], str] = {
+    # every event (eventsourcing)
+    ("eventsourcing.domain:HasOriginatorIDVersion", "originator_id"): ID,
+    ("eventsourcing.domain:HasOriginatorIDVersion", "originator_version"): NUMBER,
+    ("eventsourcing.domain:CanMutateAggregate", "timestamp"): DATE,
+    ("eventsourcing.domain:AggregateCreated", "originator_topic"): "the aggregate's class",
+    # Account
+    (f"{_ACCOUNT}.Opened", "address"): ADDRESS,
+    (f"{_ACCOUNT}.MailboxRegistered", "mailbox_id"): ID,
+    (f"{_ACCOUNT}.MailboxRegistered", "name"): MAILBOX_NAME,
+    (f"{_ACCOUNT}.MailboxRegistered", "role"): ENUM,
+    (f"{_ACCOUNT}.MailboxRegistered", "uidvalidity"): NUMBER,
+    (f"{_ACCOUNT}.MailboxRenamed", "mailbox_id"): ID,
+    (f"{_ACCOUNT}.MailboxRenamed", "old_name"): MAILBOX_NAME,
+    (f"{_ACCOUNT}.MailboxRenamed", "new_name"): MAILBOX_NAME,
+    (f"{_ACCOUNT}.MailboxRenamed", "old_uidvalidity"): NUMBER,
+    (f"{_ACCOUNT}.MailboxRenamed", "new_uidvalidity"): NUMBER,
+    (f"{_ACCOUNT}.MailboxUnregistered", "mailbox_id"): ID,
+    (f"{_ACCOUNT}.MailboxUnregistered", "name"): MAILBOX_NAME,
+    (f"{_ACCOUNT}.Subscribed", "name"): MAILBOX_NAME,
+    (f"{_ACCOUNT}.Unsubscribed", "name"): MAILBOX_NAME,
+    (f"{_ACCOUNT}.LabelDefined", "label"): LABEL,
+    (f"{_ACCOUNT}.LabelDefined", "attributes"): "a label's attributes (set by the user)",
+    (f"{_ACCOUNT}.LabelRemoved", "label"): LABEL,
+    # Mailbox
+    (f"{_MAILBOX}.Created", "account_id"): ID,
+    (f"{_MAILBOX}.Created", "name"): MAILBOX_NAME,
+    (f"{_MAILBOX}.Created", "role"): ENUM,
+    (f"{_MAILBOX}.Created", "uidvalidity"): NUMBER,
+    (f"{_MAILBOX}.UidsAllocated", "account_id"): ID,
+    (f"{_MAILBOX}.UidsAllocated", "message_ids"): ID,
+    (f"{_MAILBOX}.UidsAllocated", "first_uid"): NUMBER,
+    (f"{_MAILBOX}.Renamed", "account_id"): ID,
+    (f"{_MAILBOX}.Renamed", "old_name"): MAILBOX_NAME,
+    (f"{_MAILBOX}.Renamed", "new_name"): MAILBOX_NAME,
+    (f"{_MAILBOX}.Renamed", "old_uidvalidity"): NUMBER,
+    (f"{_MAILBOX}.Renamed", "new_uidvalidity"): NUMBER,
+    (f"{_MAILBOX}.Deleted", "account_id"): ID,
+    (f"{_MAILBOX}.Deleted", "name"): MAILBOX_NAME,
+    # DeliveryKey
+    ("domain.delivery_key:DeliveryKey.Claimed", "account_id"): ID,
+    ("domain.delivery_key:DeliveryKey.Claimed", "key"): (
+        "the caller's idempotency key: an MTA's queue id with the recipient and the "
+        "message's SHA-256, an mbox position with a hash, a Maildir file name"),
+    ("domain.delivery_key:DeliveryKey.Claimed", "message_id"): ID,
+    # Message: arrival (Delivered, UploadCompleted)
+    ("domain.message:Arrival", "account_id"): ID,
+    ("domain.message:Arrival", "mailbox_id"): ID,
+    ("domain.message:Arrival", "uid"): NUMBER,
+    ("domain.message:Arrival", "uidvalidity"): NUMBER,
+    ("domain.message:Arrival", "size"): NUMBER,
+    ("domain.message:Arrival", "sha256"): HASH,
+    ("domain.message:Arrival", "inline"): FLAG,
+    ("domain.message:Arrival", "internal_date"): DATE,
+    ("domain.message:Arrival", "flags"): LABEL,
+    ("domain.message:Arrival", "labels"): LABEL,
+    ("domain.message:Arrival", "policy"): POLICY,
+    ("domain.message:Arrival", "thread_id"): ID,
+    ("domain.message:Arrival", "facts"): "the message's structure: see FACTS",
+    ("domain.message:Arrival", "personal"): SEALED,
+    ("domain.message:Arrival", "copied_from"): ID,
+    # Message: the rest
+    (f"{_MESSAGE}.UploadBegun", "account_id"): ID,
+    (f"{_MESSAGE}.UploadBegun", "mailbox_id"): ID,
+    (f"{_MESSAGE}.UploadBegun", "internal_date"): DATE,
+    (f"{_MESSAGE}.UploadBegun", "flags"): LABEL,
+    (f"{_MESSAGE}.UploadBegun", "labels"): LABEL,
+    (f"{_MESSAGE}.UploadBegun", "policy"): POLICY,
+    (f"{_MESSAGE}.UploadChunkAppended", "index"): NUMBER,
+    (f"{_MESSAGE}.UploadChunkAppended", "size"): NUMBER,
+    (f"{_MESSAGE}.UploadChunkAppended", "sha256"): HASH,
+    (f"{_MESSAGE}.Changed", "account_id"): ID,
+    (f"{_MESSAGE}.Changed", "mailbox_id"): ID,
+    (f"{_MESSAGE}.Changed", "uid"): NUMBER,
+    (f"{_MESSAGE}.Changed", "size"): NUMBER,
+    (f"{_MESSAGE}.Changed", "internal_date"): DATE,
+    (f"{_MESSAGE}.Changed", "thread_id"): ID,
+    (f"{_MESSAGE}.Changed", "flags"): LABEL,
+    (f"{_MESSAGE}.Changed", "labels"): LABEL,
+    (f"{_MESSAGE}.Changed", "state"): ENUM,
+    (f"{_MESSAGE}.FlagsChanged", "old_flags"): LABEL,
+    (f"{_MESSAGE}.LabelsChanged", "old_labels"): LABEL,
+    (f"{_MESSAGE}.Moved", "from_mailbox_id"): ID,
+    (f"{_MESSAGE}.Moved", "from_uid"): NUMBER,
+    (f"{_MESSAGE}.Moved", "uidvalidity"): NUMBER,
+    (f"{_MESSAGE}.Moved", "sha256"): HASH,
+    (f"{_MESSAGE}.Moved", "inline"): FLAG,
+    (f"{_MESSAGE}.Moved", "facts"): "the message's structure: see FACTS",
+    (f"{_MESSAGE}.Moved", "personal"): SEALED,
+    (f"{_MESSAGE}.Moved", "policy"): POLICY,
+    (f"{_MESSAGE}.Moved", "extract_count"): NUMBER,
+    (f"{_MESSAGE}.Deleted", "purge_after"): DATE,
+    (f"{_MESSAGE}.Expunged", "purge_after"): DATE,
+    (f"{_MESSAGE}.Expunged", "old_state"): ENUM,
+    (f"{_MESSAGE}.Extracted", "count"): NUMBER,
+    (f"{_MESSAGE}.Extracted", "remaining"): NUMBER,
+    (f"{_MESSAGE}.Extracted", "reservation_id"): ID,
+    (f"{_MESSAGE}.Extracted", "at"): DATE,
+    (f"{_MESSAGE}.ExtractionReserved", "account_id"): ID,
+    (f"{_MESSAGE}.ExtractionReserved", "reservation_id"): ID,
+    (f"{_MESSAGE}.ExtractionReserved", "until"): DATE,
+    (f"{_MESSAGE}.ExtractionReleased", "account_id"): ID,
+    (f"{_MESSAGE}.ExtractionReleased", "reservation_id"): ID,
+    (f"{_MESSAGE}.ExtractionReleased", "reason"): (
+        "why writing the bytes failed: a fixed sentence or the writer's exception (the "
+        "target path is the operator's), never the message's content"),
+    (f"{_MESSAGE}.PolicyChanged", "old_policy"): POLICY,
+    (f"{_MESSAGE}.PolicyChanged", "policy"): POLICY,
+    (f"{_MESSAGE}.PolicyChanged", "old_state"): ENUM,
+    (f"{_MESSAGE}.Expired", "since"): DATE,
+    (f"{_MESSAGE}.Expired", "old_state"): ENUM,
+    (f"{_MESSAGE}.Purged", "queue"): ENUM,
+    (f"{_MESSAGE}.Purged", "since"): DATE,
+    (f"{_MESSAGE}.Purged", "reason"): ENUM,
+    (f"{_MESSAGE}.Purged", "old_state"): ENUM,
+    (f"{_MESSAGE}.Purged", "inline"): FLAG,
+    (f"{_MESSAGE}.Purged", "payloads"): HASH,
+}
+"""(declaring class, field) -> why it may be stored outside the seal (or that it is sealed)."""
+
+FACTS: dict[str, str] = {
+    "content_type": "the media type, lower case (type/subtype, as the parser normalises it)",
+    "part_count": NUMBER,
+    "depth": NUMBER,
+    "has_attachments": FLAG,
+    "defects": "defect class names and header names only (ADR 0040; domain.rfc5322.defects)",
+    "line_ending": ENUM,
+    "header_bytes": NUMBER,
+    "truncated": "names of the parse limits that stopped the parse (settings' names)",
+}
+"""The keys of an event's ``facts`` and why each is safe."""
+
+
+def _declared_by(event_class: type, name: str) -> str:
+    declaring = next(c for c in event_class.__mro__
+                     if name in c.__dict__.get("__annotations__", {}))
+    return f"{declaring.__module__}:{declaring.__qualname__}"
+
+
+def _every_field() -> list[tuple[str, str, str]]:
+    return sorted({(_declared_by(cls, f.name), f.name, f"{cls.__module__}:{cls.__qualname__}")
+                   for cls in DOMAIN_EVENTS for f in fields(cls)})
+
+
+def test_every_field_of_every_event_is_classified() -> None:
+    unclassified = [f"{event}.{name} (declared by {declared})"
+                    for declared, name, event in _every_field()
+                    if (declared, name) not in UNSEALED]
+    assert not unclassified, (
+        "event fields nobody has classified: only `personal` is sealed, everything else is "
+        "kept in plain text in the log, Kafka, backups and read models forever. Add each to "
+        "UNSEALED in tests/unit/test_unsealed_fields.py with why it cannot carry text taken "
+        "from a message (a header, a file name, the body), or carry that text inside "
+        "`personal`:\n  " + "\n  ".join(unclassified))
+
+
+def test_the_classification_names_no_field_that_is_gone() -> None:
+    existing = {(declared, name) for declared, name, _ in _every_field()}
+    assert set(UNSEALED) - existing == set()
+
+
+def test_only_personal_is_sealed_and_it_is_in_every_event_with_facts() -> None:
+    sealed = {name for (_, name), why in UNSEALED.items() if why == SEALED}
+    assert sealed == {"personal"}
+    for cls in DOMAIN_EVENTS:
+        names = {f.name for f in fields(cls)}
+        assert ("facts" in names) == ("personal" in names), cls.__qualname__
+
+
+MALFORMED = [
+    b"From: a@example.org\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b"
+    b"\r\n\r\n--b\r\nContent-Type: text/plain; name==?koi8-r?B?89DJ08/LLmRvYw==?=\r\n"
+    b"Content-Disposition: attachment; filename==?koi8-r?B?89DJ08/LLmRvYw==?=\r\n\r\n"
+    b"hi\r\n--b--\r\n",
+    b" From: James Hillyerd <james@makita.skynet>\r\nSubject: x\r\n\r\nhi\r\n",
+    b"Subject: " + b"long " * 5000 + b"\r\n\r\nhi\r\n",
+    b"Content-Type: multipart/mixed; boundary=never\r\n\r\nno parts\r\n",
+]
+_DEFECT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(: [A-Za-z0-9_-]{1,76}){0,2}"
+                     r"|TooManyDefects: [0-9]+ more not recorded")
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
+def test_the_facts_hold_only_classified_keys_and_defects_of_tokens(raw: bytes) -> None:
+    facts = facts_for_event(inspect_message(raw))
+    assert set(facts) <= set(FACTS), "classify the new key in FACTS"
+    assert facts["defects"]
+    for defect in facts["defects"]:
+        assert _DEFECT.fullmatch(defect), defect
+        _, *named = defect.split(": ")
+        assert all(n in RECORDED_HEADERS or n.isidentifier() for n in named), defect
