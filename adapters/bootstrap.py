@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from adapters.filemodes import private_dir
 from adapters.settings import Settings
 from domain.errors import SettingsError
 
@@ -56,8 +57,7 @@ def event_log_env(settings: Settings) -> dict[str, str]:
 
     if settings.event_store == "postgres":
         return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
-    root = Path(settings.data)
-    root.mkdir(parents=True, exist_ok=True)
+    root = private_dir(settings.data)
     return sqlite_env(str(root / "events.sqlite"), settings.durability)
 
 
@@ -113,7 +113,7 @@ def stream_tables(settings: Settings) -> TableStore:
                                pool_size=settings.stream.hbase_pool, **extra)
     from adapters.tables.sqlite import SqliteTableStore
 
-    Path(settings.data).mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data)
     return SqliteTableStore(Path(settings.data) / "stream-tables.sqlite")
 
 

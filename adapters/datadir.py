@@ -2,8 +2,10 @@
 
 ``check_data_dir`` raises a ``StoreUnavailable`` naming what is wrong (a file where the
 directory should be, no store in it for a reader, an ``events.sqlite`` that is not
-letterlog's); the store (``Letterlog.open``) and the fast read path
-(``adapters.readside.current``) both check through it, so both refuse alike.
+letterlog's, a data directory or key store open to other users: ``StoreNotPrivate``);
+the store (``Letterlog.open``) and the fast read path (``adapters.readside.current``) both
+check through it, so both refuse alike. A data directory it creates is 0700
+(``adapters.filemodes``).
 """
 
 from __future__ import annotations
@@ -11,13 +13,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from adapters.filemodes import DIR_MODE, check_private, private_dir
 from domain.errors import StoreUnavailable
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def check_data_dir(root: Path, sqlite_log: bool, create: bool) -> None:
-    """A data directory a store can use, or a ``StoreUnavailable`` naming what is wrong."""
+def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
+                   allow_shared: bool = False) -> None:
+    """A data directory a store can use, or a ``StoreUnavailable`` naming what is wrong.
+    The directory and its key store must be closed to other users (``StoreNotPrivate``;
+    ``allow_shared``: a warning only). A directory it creates is 0700, and so is an empty
+    one a new store is made in (nothing in it yet: the store's own); a directory holding
+    anything is never changed."""
     try:
         if root.exists() and not root.is_dir():
             raise StoreUnavailable(f"{root}: is not a directory (give --data a directory)")
@@ -26,11 +34,17 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool) -> None:
                 raise StoreUnavailable(f"{root}: no letterlog store here (no such directory)")
             if sqlite_log and not (root / "events.sqlite").is_file():
                 raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite)")
-        root.mkdir(parents=True, exist_ok=True)
+        if not root.is_dir():
+            private_dir(root)
+        elif create and not any(os.scandir(root)) and os.stat(root).st_uid == os.geteuid():
+            os.chmod(root, DIR_MODE)  # a new store's own (empty) directory
         if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
             raise StoreUnavailable(f"{root}: not readable and writable by this user")
         if sqlite_log:
-            check_event_store(root / "events.sqlite")
+            check_event_store(root / "events.sqlite")  # not a store at all: said first
+        check_private(root, what="the data directory", allow_shared=allow_shared)
+        for keys in ("keys.sqlite", "keys.sqlite-wal"):
+            check_private(root / keys, what="the key store", allow_shared=allow_shared)
     except OSError as e:
         raise StoreUnavailable(f"{root}: cannot use as a data directory: "
                                f"{e.strerror or e}") from None

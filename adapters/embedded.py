@@ -27,6 +27,7 @@ from uuid import UUID
 
 from adapters.datadir import check_data_dir
 from adapters.eventlog.reader import account_events, read_events
+from adapters.filemodes import private_file
 from adapters.readside.queries import ReadModelQueries
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
@@ -105,7 +106,8 @@ class Letterlog(ReadModelQueries):
         if data is not None:
             overrides["data"] = Path(data)
         settings = load_settings(**overrides)
-        check_data_dir(Path(settings.data), settings.event_store == "sqlite", create)
+        check_data_dir(Path(settings.data), settings.event_store == "sqlite", create,
+                       allow_shared=settings.allow_shared_keys)
         return letterlog(settings, read_models=read_models)
 
     @property
@@ -632,7 +634,7 @@ class Letterlog(ReadModelQueries):
     @contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
         """A cross-process lock in the data directory (embedded mode)."""
-        path = Path(self.settings.data) / f".{name}.lock"
+        path = private_file(Path(self.settings.data) / f".{name}.lock")
         with open(path, "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:

@@ -105,6 +105,9 @@ class Settings(BaseModel):
     purge_peek_back_minutes: int = Field(60, ge=0, description="buckets re-read before a pointer")
     purge_interval_seconds: float = Field(600.0, gt=0, description="letterlog purger's period")
     purge_threads: int = Field(4, ge=1, le=16, description="shards purged at once per queue")
+    allow_shared_keys: bool = Field(
+        False, description="open a store whose data directory or key store (keys.sqlite) "
+                           "group or others may read or write, with a warning (else refused)")
     stream: StreamOptions = StreamOptions()
 
     def message_limits(self) -> MessageLimits:

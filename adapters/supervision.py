@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from adapters.filemodes import private_dir, private_file
 from adapters.probing import alive
 
 __all__ = [
@@ -97,7 +98,7 @@ def socket_path(root: Path) -> Path:
 def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) -> Path:
     """``<root>/supervisord.conf`` for ``programs``; its socket, pid file and own log in
     ``root``. ``autostart=False``: supervisord starts nothing until asked (``start``)."""
-    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root)
     lines = [
         "; written by adapters/supervision.py",
         "[unix_http_server]",
@@ -109,6 +110,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
         f"pidfile={_quote(str(root / 'supervisord.pid'))}",
         f"childlogdir={_quote(str(root))}",
         "nodaemon=true",
+        "umask=077",  # its logs, and what its programs create, private (adapters.filemodes)
         "[rpcinterface:supervisor]",
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
         "[supervisorctl]",
@@ -139,7 +141,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
             lines.append(f"environment={_environment(p.env)}")
         if p.user:
             lines.append(f"user={p.user}")
-    conf = root / "supervisord.conf"
+    conf = private_file(root / "supervisord.conf")
     conf.write_text("\n".join(lines) + "\n")
     return conf
 
@@ -197,7 +199,7 @@ class Supervisor:
         if self.alive():
             raise SupervisorError(f"a supervisord already runs on {self.socket}")
         self.socket.unlink(missing_ok=True)
-        out = open(self.root / "supervisord.out", "ab")  # noqa: SIM115 - the child's
+        out = open(private_file(self.root / "supervisord.out"), "ab")  # noqa: SIM115 - the child's
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "supervisor.supervisord", "-n", "-c", str(self.conf)],

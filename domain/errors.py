@@ -67,3 +67,9 @@ class StoreBusy(LetterlogError):
 
 class StoreUnavailable(LetterlogError):
     """The data directory or event store cannot be used (missing, not a store, unreadable)."""
+
+
+class StoreNotPrivate(StoreUnavailable):
+    """The data directory or its key store is open to other users (group or other
+    permission bits): refused, naming the file, its mode and the ``chmod`` that fixes it,
+    unless ``LETTERLOG_ALLOW_SHARED_KEYS=true`` (then only a warning)."""

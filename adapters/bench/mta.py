@@ -10,7 +10,8 @@ Dovecot's, both storing every message durably (letterlog ``durability = full``, 
   (a message per connection: letterlog opens its store and starts the projecting second
   process, Dovecot starts its ``lmtp`` processes). The CPU both servers spent per message
   (all their processes; letterlog's split into event loop, other threads and the projecting
-  process) says what bounds the ratio.
+  process) says what bounds the ratio, and so does the protocol layer's own rate: letterlog's
+  aiosmtpd session class with a handler that stores nothing (``adapters.bench.lmtp_floor``).
 * LDA: one process per message, as Postfix's pipe(8) runs them: ``letterlog lda`` against
   ``dovecot-lda``, the message on standard input; letterlog without and with a command
   server (``letterlog server start``), Dovecot before and after. Every letterlog process
@@ -44,6 +45,7 @@ SENDER = "bench@example.org"
 WARM_UP_ACCOUNT = "warm-up@example.org"
 CONNECTIONS = (1, 4)
 READY_TIMEOUT = 120.0
+FLOOR_MESSAGES = 2000  # timed through the protocol floor (of the leg's messages)
 
 
 # -- pure parts ---------------------------------------------------------------------------
@@ -244,6 +246,15 @@ def letterlog_lmtp(data: Path, socket_path: Path, env: dict[str, str],
     greets and answers LHLO; stopped with SIGTERM (it finishes what is in flight and must
     exit 0) when the block ends, even on an error."""
     cmd = [*letterlog_command(), "--data", str(data), "lmtp", "--listen", f"unix:{socket_path}"]
+    with lmtp_process(cmd, socket_path, env, log) as proc:
+        yield proc
+
+
+@contextlib.contextmanager
+def lmtp_process(cmd: list[str], socket_path: Path, env: dict[str, str],
+                 log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """An LMTP server ``cmd`` listening on ``socket_path``, ready once it greets and answers
+    LHLO; SIGTERM when the block ends (exit 0 required, unless the block failed)."""
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT)
@@ -251,10 +262,10 @@ def letterlog_lmtp(data: Path, socket_path: Path, env: dict[str, str],
         deadline = time.monotonic() + READY_TIMEOUT
         while not (socket_path.exists() and _lhlo_answers(socket_path)):
             if proc.poll() is not None:
-                raise RuntimeError(f"letterlog lmtp exited ({proc.returncode}) before it "
+                raise RuntimeError(f"{cmd[-3:]} exited ({proc.returncode}) before it "
                                    f"answered: {_tail(log)}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"letterlog lmtp did not answer within {READY_TIMEOUT:g} s: "
+                raise RuntimeError(f"{cmd[-3:]} did not answer within {READY_TIMEOUT:g} s: "
                                    f"{_tail(log)}")
             time.sleep(0.02)  # polling for readiness, not waiting in its place
         yield proc
@@ -275,15 +286,30 @@ def _stop(proc: subprocess.Popen[bytes], log: Path, *, check: bool) -> None:
             proc.wait()
             if check:
                 raise RuntimeError(
-                    f"letterlog lmtp did not stop on SIGTERM: {_tail(log)}") from None
+                    f"an LMTP server did not stop on SIGTERM: {_tail(log)}") from None
     if check and proc.returncode != 0:
-        raise RuntimeError(f"letterlog lmtp exited {proc.returncode} on SIGTERM: {_tail(log)}")
+        raise RuntimeError(f"an LMTP server exited {proc.returncode} on SIGTERM: {_tail(log)}")
 
 
 def _tail(log: Path, lines: int = 15) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     return ""
+
+
+def protocol_floor(messages: Sequence[tuple[str, bytes]], connections: int, root: Path,
+                   env: dict[str, str]) -> float:
+    """Messages/s of letterlog's LMTP protocol layer storing nothing
+    (``adapters.bench.lmtp_floor``), same client and connections; its count checked."""
+    sock, log = root / f"floor-{connections}.sock", root / f"floor-{connections}.log"
+    with lmtp_process([sys.executable, "-m", "adapters.bench.lmtp_floor", str(sock)], sock,
+                      env, log):
+        warm = warm_up_lmtp(sock, connections)
+        seconds = lmtp_deliver(sock, messages, connections)
+    answered = int(_tail(log, 1) or -1)
+    check_count(f"LMTP protocol floor, {connections} connection(s)", answered,
+                warm + len(messages))
+    return rate(len(messages), seconds)
 
 
 def letterlog_counts(data: Path, accounts: Sequence[str]) -> dict[str, int]:
@@ -349,6 +375,7 @@ def lmtp_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: P
         for account, expected in per_account(messages).items():
             check_count(f"letterlog LMTP, {conns} connection(s), {account}",
                         counts[account], expected)
+        floor = protocol_floor(messages[:FLOOR_MESSAGES], conns, root, env)
         second = _dovecot_lmtp_run(dovecot, addressed(blobs, leg_accounts(names, f"d{conns}b")),
                                    conns)
         dovecot_rates = [first[0], second[0]]
@@ -357,6 +384,10 @@ def lmtp_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: P
         result[f"dovecot_lmtp_{conns}conn_msgs_per_s"] = theirs
         result[f"dovecot_lmtp_{conns}conn_runs_before_and_after"] = dovecot_rates
         result[f"ratio_lmtp_vs_dovecot_lmtp_{conns}conn"] = ratio(ours, theirs)
+        # the protocol layer alone (aiosmtpd, nothing stored): the ratio no store behind it
+        # could pass on this machine
+        result[f"lmtp_{conns}conn_protocol_floor_msgs_per_s"] = floor
+        result[f"ratio_protocol_floor_vs_dovecot_lmtp_{conns}conn"] = ratio(floor, theirs)
         # CPU ms per message: letterlog's event loop (main), writer (threads) and projecting
         # process (children); Dovecot's master, lmtp, auth... processes (children)
         result[f"lmtp_{conns}conn_server_cpu_ms_per_msg"] = letterlog_cpu

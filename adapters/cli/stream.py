@@ -48,9 +48,12 @@ def relay(once: Annotated[bool, typer.Option(help="publish what is there, then e
 def worker(loglevel: Annotated[str, typer.Option(metavar="LEVEL",
                                                  help="faust log level")] = "info") -> None:
     """faust projector worker: Kafka → the same projectors → HBase (run N of them)."""
+    import os
+
     from adapters.settings import load_settings
     from adapters.streaming.worker import main as run
 
+    os.umask(0o077)  # a process of its own: faust's files in <data>/faust private as well
     raise typer.Exit(run(load_settings(data=state.data), loglevel=loglevel))
 
 

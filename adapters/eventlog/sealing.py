@@ -118,6 +118,10 @@ class SqliteKeyStore:
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
         self.path = str(path)
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            from adapters.filemodes import private_file
+
+            private_file(self.path)  # 0600 before SQLite makes it (and its -wal, -shm)
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                      timeout=30)
         self._lock = threading.Lock()

@@ -61,6 +61,10 @@ def _new_file_page_size(path: str, page_size: int) -> None:
     with contextlib.suppress(FileNotFoundError):
         if os.path.getsize(path) > 0:
             return
+    if not path.startswith("file:"):
+        from adapters.filemodes import private_file
+
+        private_file(path)  # 0600 before SQLite makes it (its -wal and -shm take its mode)
     con = sqlite3.connect(path)
     try:
         con.execute(f"PRAGMA page_size={page_size}")

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.compression import compress, decompress
+from adapters.filemodes import create_private, private_dir
 from domain.errors import PayloadMissing
 from domain.payloads import (
     CHUNK_SIZE,
@@ -152,7 +153,7 @@ class FilePayloadStore:
         self._durable = durable
         self._clock = clock
         self._tmp = self.root / ".tmp"
-        self._tmp.mkdir(parents=True, exist_ok=True)
+        private_dir(self._tmp)  # and the root: 0700, files 0600 (adapters.filemodes)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
@@ -302,7 +303,7 @@ class FilePayloadStore:
 
     def _write(self, chunks: Iterable[bytes]) -> PayloadRef:
         tmp = self._tmp / f"write-{uuid.uuid4().hex}"
-        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        descriptor = create_private(tmp)
         try:
             digest, size, index = hashlib.sha256(), 0, []
             with os.fdopen(descriptor, "wb") as file:
@@ -351,7 +352,7 @@ class FilePayloadStore:
             return existing
         final = self._file(ref.sha256)
         if not final.parent.is_dir():
-            final.parent.mkdir(exist_ok=True)
+            private_dir(final.parent)
             self._sync_dir(self.root)
         for attempt in range(2):
             try:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from adapters.filemodes import private_file
 from adapters.readside.catalog import Catalog
 from adapters.tables.memory import InMemoryTableStore
 from adapters.tables.sqlite import SqliteTableStore
@@ -109,6 +110,8 @@ class ProjectionHost:
         self.catalog = Catalog(tables)
         self.catalog.refresh()
         self._data_version: Any = None
+        if lock_path:
+            private_file(lock_path)
         self._lock_file = open(lock_path, "a+") if lock_path else None  # noqa: SIM115
         # flock excludes other processes only (one open file, shared by this process's
         # threads); the thread lock excludes this process's threads. Taken in that order.

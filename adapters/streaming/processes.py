@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adapters.filemodes import private_dir
 from adapters.supervision import Program, Supervisor, SupervisorError, write_config
 
 __all__ = ["programs", "restart", "start", "status", "stop", "supervisor_for"]
@@ -59,7 +60,7 @@ def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 12
     if supervisor.alive():
         raise SupervisorError(f"already running under {supervisor.root} (`letterlog "
                               "processes status`; `letterlog processes stop` first)")
-    Path(data).mkdir(parents=True, exist_ok=True)
+    private_dir(data)
     write_config(supervisor.root, programs(data, workers, purger, relay, lmtp), autostart=True)
     supervisor.launch(dict(os.environ))
     deadline = time.monotonic() + timeout

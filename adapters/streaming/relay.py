@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from adapters.eventlog.records import account_key, mapper, record_from_notification
+from adapters.filemodes import create_private, private_dir, private_file
 from domain.errors import CorruptEvent, LetterlogError, SettingsError
 
 __all__ = [
@@ -114,11 +115,12 @@ class FilePosition:
         return position
 
     def save(self, position: int) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         body = json.dumps({"position": int(position),
                            "saved_at": datetime.now(UTC).isoformat()}).encode() + b"\n"
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        tmp.unlink(missing_ok=True)  # left by a crash of a process with this pid
+        fd = create_private(tmp)
         try:
             view = memoryview(body)
             while view:
@@ -136,8 +138,9 @@ class FilePosition:
     def acquire(self) -> None:
         if self._lock is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path.with_name(self.path.name + ".lock"), "a+")  # noqa: SIM115
+        private_dir(self.path.parent)
+        lock = private_file(self.path.with_name(self.path.name + ".lock"))
+        fh = open(lock, "a+")  # noqa: SIM115
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adapters.filemodes import private_dir, private_file
+
 __all__ = ["Stall", "configure_logging", "logger", "read_endpoints", "serve_metrics"]
 
 _configured = False
@@ -70,8 +72,8 @@ def serve_metrics(role: str, data: Path, port: int = 0, instance: str = "") -> i
     server, _thread = start_http_server(port, addr="127.0.0.1")
     bound = int(server.server_port)
     run = Path(data) / "run"
-    run.mkdir(parents=True, exist_ok=True)
-    path = run / f"{role}-{os.getpid()}.json"
+    private_dir(run)
+    path = private_file(run / f"{role}-{os.getpid()}.json")
     path.write_text(json.dumps({"role": role, "pid": os.getpid(), "instance": instance,
                                 "metrics_port": bound, "started": time.time()}) + "\n")
     atexit.register(lambda: path.unlink(missing_ok=True))

@@ -42,6 +42,7 @@ from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 
+from adapters.filemodes import private_dir
 from adapters.settings import Settings, StreamOptions, load_settings
 from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector
 from domain.errors import SettingsError
@@ -530,7 +531,7 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     options = options or settings.stream
     broker = f"kafka://{settings.kafka_bootstrap or 'localhost:9092'}"
     faust_dir = Path(settings.data) / "faust"  # faust's own files, not the working directory
-    faust_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(faust_dir)
     app = _App(
         options.group,
         broker=broker,

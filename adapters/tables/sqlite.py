@@ -55,6 +55,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from adapters.filemodes import private_file
 from projections.tablestore import (
     CellRecord,
     Cells,
@@ -384,6 +385,8 @@ class SqliteTableStore:
         if synchronous.upper() not in _SYNCHRONOUS:
             raise ValueError(f"synchronous: {synchronous!r} is not one of {_SYNCHRONOUS}")
         self._path = str(path)
+        if self._path != ":memory:" and not self._path.startswith("file:"):
+            private_file(self._path)  # 0600 before SQLite makes it (and its -wal, -shm)
         self._synchronous = synchronous.upper()
         self._busy_timeout = busy_timeout
         self._local = threading.local()

@@ -66,6 +66,9 @@ def test_bench_ingest_measures_letterlogs_lmtp_and_lda_against_dovecots(tmp_path
         cpu = result[f"lmtp_{conns}conn_server_cpu_ms_per_msg"]
         assert set(cpu) == {"main", "threads", "children", "total"}
         assert "total" in result[f"dovecot_lmtp_{conns}conn_server_cpu_ms_per_msg"]
+        floor = result[f"lmtp_{conns}conn_protocol_floor_msgs_per_s"]
+        assert result[f"ratio_protocol_floor_vs_dovecot_lmtp_{conns}conn"] == round(
+            floor / theirs, 3) > 0
     for way in ("lda", "lda_with_server"):
         assert result[f"ratio_{way}_vs_dovecot_lda"] == round(
             result[f"{way}_msgs_per_s"] / result["dovecot_lda_msgs_per_s"], 3) > 0

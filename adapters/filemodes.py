@@ -1,0 +1,88 @@
+"""Private files: everything letterlog creates in a data directory is for its owner alone.
+
+The data directory and every directory letterlog makes in it are created 0700, every file
+0600, whatever the process's umask (the mode is given when the file is created and set
+again right after, before anything is written: a umask can only take bits away, and a
+library must not change its host process's umask). SQLite gives a database's ``-wal`` and
+``-shm`` files the mode of the database, so a database file created here first keeps its
+companions private too.
+
+An existing file or directory is never changed: an older store's 0644 files stay as they
+are until the operator decides (``check_private`` refuses a key store or data directory
+open to other users, as ssh refuses a private key readable by others).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from domain.errors import StoreNotPrivate
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+OPEN_TO_OTHERS = 0o077  # any group or other permission bit
+
+log = logging.getLogger("letterlog")
+
+
+def private_dir(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a directory; created (with its missing parents) 0700 if absent. An
+    existing directory is left as it is."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if not path.parent.is_dir() and path.parent != path:
+        private_dir(path.parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        return path  # made by another process meanwhile (or not a directory: the caller sees)
+    os.chmod(path, DIR_MODE)  # the umask may have taken bits away (or a 0o7xx umask)
+    return path
+
+
+def private_file(path: str | os.PathLike[str]) -> Path:
+    """Creates ``path`` empty and 0600 if it does not exist (e.g. before SQLite opens it);
+    an existing file is left as it is."""
+    path = Path(path)
+    try:
+        fd = create_private(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except FileExistsError:
+        return path
+    os.close(fd)
+    return path
+
+
+def create_private(path: str | os.PathLike[str], flags: int = os.O_WRONLY) -> int:
+    """A descriptor of a new file at ``path`` (``O_EXCL``: FileExistsError if there is one),
+    0600 whatever the umask."""
+    fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_private(path: Path, *, what: str, allow_shared: bool) -> None:
+    """Refuses (``StoreNotPrivate``) ``path`` if group or others may read or write it
+    (``allow_shared``: only a logged warning). An absent path passes."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return
+    if not mode & OPEN_TO_OTHERS:
+        return
+    fix = "700" if path.is_dir() else "600"
+    message = (f"{path}: {what} is open to other users (mode {mode:04o}); letterlog keeps it "
+               f"private: `chmod {fix} {path}`, or set LETTERLOG_ALLOW_SHARED_KEYS=true to "
+               f"open it anyway")
+    if allow_shared:
+        log.warning("%s (allowed by LETTERLOG_ALLOW_SHARED_KEYS)",
+                    message.split("; letterlog")[0])
+        return
+    raise StoreNotPrivate(message)
