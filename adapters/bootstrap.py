@@ -58,7 +58,7 @@ def event_log_env(settings: Settings) -> dict[str, str]:
     if settings.event_store == "postgres":
         return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
     root = private_dir(settings.data)
-    return sqlite_env(str(root / "events.sqlite"), settings.durability)
+    return sqlite_env(str(root / "events.sqlite"), settings.durability, settings.lock_timeout)
 
 
 def event_log(settings: Settings) -> MailLog:

@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
@@ -202,37 +202,22 @@ class Letterlog(ReadModelQueries):
                 or self._follower is not None or _usable_cores() < 2):
             yield False
             return
-        import subprocess
-        import sys
+        from adapters.readside.follower import Follower
 
-        follower = subprocess.Popen([sys.executable, "-m", "adapters.readside.follower"],
-                                    stdin=subprocess.PIPE)
-        assert follower.stdin is not None
-        try:
-            follower.stdin.write(self.settings.model_dump_json().encode() + b"\n")
-            follower.stdin.flush()
-        except OSError:
-            pass  # it died at once: found when it is waited for
+        follower = Follower(self.settings.model_dump_json())
         self._follower = follower
         try:
             yield True
         finally:
             self._follower = None
-            with suppress(OSError):
-                follower.stdin.close()
-            code = follower.wait()
+            code = follower.stop()
             if code != 0:
                 log.warning("the projecting process exited with %s; projecting here", code)
             self.catch_up()
 
     def _wake_follower(self) -> bool:
         """Tells the follower the log has grown; False if it is gone (then project here)."""
-        try:
-            self._follower.stdin.write(b"+")
-            self._follower.stdin.flush()
-            return True
-        except OSError:
-            return False
+        return bool(self._follower.wake())
 
     def _command(self, command: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Runs a command of ``mail``, then (explicitly, even if it failed after saving) lets

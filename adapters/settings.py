@@ -69,6 +69,8 @@ class Settings(BaseModel):
         DEFAULTS["durability"],  # type: ignore[arg-type]
         description="full: a delivery survives power loss; normal: a process crash"
     )
+    lock_timeout: int = Field(30, ge=1, le=3600, description="seconds a writer waits for the "
+                              "SQLite log's lock per attempt (lda, lmtp: their --timeout's share)")
     postgres_dsn: str | None = Field(None, description="postgresql://user:pw@host:port/db")
     table_store: Literal["embedded", "hbase"] = DEFAULTS["table_store"]  # type: ignore[assignment]
     hbase_host: str = "127.0.0.1"

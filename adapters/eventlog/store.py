@@ -309,11 +309,11 @@ def _head_query(app: MailLog) -> Any:
     return lambda: int(recorder.max_notification_id() or 0)
 
 
-def sqlite_env(path: str, durability: str = "full") -> dict[str, str]:
+def sqlite_env(path: str, durability: str = "full", lock_timeout: int = 30) -> dict[str, str]:
     return {
         "PERSISTENCE_MODULE": "adapters.eventlog.store:DurableSQLiteFactory",
         "SQLITE_DBNAME": path,
-        "SQLITE_LOCK_TIMEOUT": "30",
+        "SQLITE_LOCK_TIMEOUT": str(lock_timeout),
         "SQLITE_SYNCHRONOUS": durability,
         "AGGREGATE_CACHE_MAXSIZE": "20000",
     }

@@ -68,7 +68,8 @@ def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptio
     """``deliver``'s fields for one recipient of one message. ``key_prefix``: the
     idempotency key's first part (an MTA's queue id, or ``lmtp``), bound to the recipient
     and the message's SHA-256, so a retry of this message is a duplicate and nothing else
-    ever is; None: no key."""
+    ever is; None: no key. The key is a hash of the three: a key's claim is written in the
+    clear, and the queue id and recipient are personal data (sealed in the envelope)."""
     account, detail = split_recipient(recipient, options.recipient_delimiter)
     mailbox = options.mailbox or (detail if options.detail_mailbox and detail else "INBOX")
     if options.accounts_must_exist or mailbox != "INBOX":
@@ -81,14 +82,20 @@ def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptio
         if found is None or not found.has_mailbox(mailbox):
             mailbox = "INBOX"  # as dovecot-lda does for a mailbox that does not exist
     key = None
-    if key_prefix is not None:
+    if key_prefix is not None:  # hashed: the key's claim is not sealed, the envelope is
         digest = hashlib.sha256(raw).hexdigest()
-        key = f"{key_prefix}:{recipient.lower()}:{digest}"
+        key = hashlib.sha256(f"{key_prefix}\0{recipient.lower()}\0{digest}".encode()).hexdigest()
     if options.envelope_headers:
         raw = with_envelope_headers(raw, envelope.get("sender", ""), recipient)
     return {"account": account, "mailbox": mailbox, "raw": raw, "idempotency_key": key,
             "envelope": {**{k: v for k, v in envelope.items() if v}, "recipient": recipient,
                          "detail": detail, "arrived_at": datetime.now(UTC)}}
+
+
+def lock_timeout(timeout: float) -> int:
+    """Seconds one attempt may wait for the log's lock: a share of the whole delivery's
+    ``timeout``, so that several attempts fit in it."""
+    return max(1, min(30, int(timeout / 5)))
 
 
 class Deadline:

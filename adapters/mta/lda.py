@@ -19,7 +19,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.mta.delivery import Deadline, MtaOptions, delivery_fields, without_from_line
+from adapters.mta.delivery import (
+    Deadline,
+    MtaOptions,
+    delivery_fields,
+    lock_timeout,
+    without_from_line,
+)
 from adapters.mta.replies import Outcome, classify, delivered, temporary
 
 
@@ -72,7 +78,8 @@ def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
 
     limit = load_settings(data=data).max_message_size
     raw = without_from_line(read_message(fd, limit))
-    with Letterlog.open(data, create=False, read_models=False) as store:
+    with Letterlog.open(data, create=False, read_models=False,
+                        lock_timeout=lock_timeout(options.timeout)) as store:
         store.mail.uow.append_guard = deadline.append_guard
         fields = delivery_fields(
             store, raw, recipient=envelope.recipient, options=options,

@@ -4,8 +4,9 @@
 Deliveries are made by one writer thread (the store has one writer per process), which
 takes every delivery waiting when it starts an append and appends them together: with
 several connections at once, one fsync stores the messages of all of them (group commit).
-Each message is checked on its own first, so a bad one is refused alone. A second process
-keeps the read models current (``projecting_in_a_second_process``).
+Each message is checked on its own first, so a bad one is refused alone. The server opens
+the log only; a second process (``adapters.readside.follower``), woken after each append,
+keeps the read models current, so a locked ``tables.sqlite`` delays no mail.
 
 The store is opened on the first transaction and again after a failure that may have
 broken it; a data directory that went away (an unmounted volume, a directory moved aside)
@@ -25,6 +26,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -33,7 +35,7 @@ from typing import Any
 
 from aiosmtpd.lmtp import LMTP
 
-from adapters.mta.delivery import MtaOptions, delivery_fields, split_recipient
+from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
 from adapters.mta.replies import Outcome, classify, delivered, temporary
 from domain.errors import LetterlogError, StoreUnavailable
 
@@ -52,6 +54,7 @@ class Writer:
         self._pending: list[tuple[dict[str, Any], concurrent.futures.Future[Outcome]]] = []
         self._stack: ExitStack | None = None
         self._store: Any = None
+        self._follower: Any = None  # keeps the read models current (embedded tables)
         self._identity: tuple[int, int] | None = None
         self.delivered = 0
 
@@ -65,16 +68,35 @@ class Writer:
             raise StoreUnavailable(f"{self.data}: the data directory went away")
         if self._store is None:
             from adapters.embedded import Letterlog
+            from adapters.readside.follower import Follower
 
             stack = ExitStack()
             try:
-                store = stack.enter_context(Letterlog.open(self.data, create=False))
-                stack.enter_context(store.projecting_in_a_second_process())
+                store = stack.enter_context(Letterlog.open(
+                    self.data, create=False, read_models=False,
+                    lock_timeout=lock_timeout(self.options.timeout)))
+                if store.settings.table_store == "embedded":
+                    follower = Follower(store.settings.model_dump_json())
+                    self._follower = follower
+                    stack.callback(follower.stop, 30.0)
             except BaseException:
                 stack.close()
                 raise
             self._stack, self._store, self._identity = stack, store, identity
         return self._store
+
+    def _wake(self) -> None:
+        """The follower projects what was just appended (a new one if it is gone)."""
+        follower = self._follower
+        if follower is not None and not follower.wake():
+            from adapters.readside.follower import Follower
+
+            log.warning("the projecting process is gone (exit %s); starting another",
+                        follower.proc.poll())
+            self._follower = Follower(self._store.settings.model_dump_json())
+            assert self._stack is not None
+            self._stack.callback(self._follower.stop, 30.0)
+            self._follower.wake()
 
     def _where(self) -> tuple[int, int]:
         try:
@@ -85,7 +107,7 @@ class Writer:
         return st.st_dev, st.st_ino
 
     def close_store(self) -> None:
-        stack, self._stack, self._store = self._stack, None, None
+        stack, self._stack, self._store, self._follower = self._stack, None, None, None
         if stack is not None:
             try:
                 stack.close()
@@ -93,8 +115,17 @@ class Writer:
                 log.warning("closing the store failed", exc_info=True)
 
     # -- deliveries ----------------------------------------------------------------------
+    def check_address(self, recipient: str) -> Outcome | None:
+        """A refusal of a ``recipient`` that names no account, or None (no store read)."""
+        try:
+            split_recipient(recipient, self.options.recipient_delimiter)
+        except BaseException as e:  # noqa: BLE001 - every failure is a reply
+            return classify(e)
+        return None
+
     def check_recipient(self, recipient: str) -> Outcome | None:
-        """In the writer thread: a refusal of ``recipient`` at RCPT, or None."""
+        """In the writer thread: a refusal of ``recipient`` at RCPT (one that names no
+        account, or an account the store does not have), or None."""
         try:
             account, _ = split_recipient(recipient, self.options.recipient_delimiter)
             if self.options.accounts_must_exist:
@@ -124,6 +155,7 @@ class Writer:
             for _, future in batch:
                 future.set_result(outcome)
             return
+        store.mail.uow.append_guard = self._deadline(time.monotonic() + self.options.timeout)
         from domain.commands import Deliver, build
 
         checked, waiting = [], []
@@ -147,10 +179,25 @@ class Writer:
                 except BaseException as e:  # noqa: BLE001
                     future.set_result(self._failed(e))
                 else:
+                    self._wake()
                     future.set_result(self._stored(d, fields))
             return
+        self._wake()
         for d, (fields, future) in zip(results, waiting, strict=True):
             future.set_result(self._stored(d, fields))
+
+    @staticmethod
+    def _deadline(at: float) -> Any:
+        """No append starts after ``at`` (the batch's replies have timed out by then: a
+        later commit would only be found as a duplicate by the MTA's retry)."""
+
+        @contextlib.contextmanager
+        def guard() -> Any:
+            if time.monotonic() > at:
+                raise TimeoutError("delivery timed out (store busy or slow)")
+            yield
+
+        return guard
 
     def _stored(self, d: Any, fields: dict[str, Any]) -> Outcome:
         self.delivered += 0 if d.duplicate else 1
@@ -229,9 +276,17 @@ class Handler:
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
                           options: list[str]) -> str:
-        loop = asyncio.get_running_loop()
-        refusal = await loop.run_in_executor(self.writer.thread, self.writer.check_recipient,
-                                             address)
+        if self.options.accounts_must_exist:  # a read of the store: bounded like a delivery
+            loop = asyncio.get_running_loop()
+            try:
+                refusal = await asyncio.wait_for(loop.run_in_executor(
+                    self.writer.thread, self.writer.check_recipient, address),
+                    self.options.timeout)
+            except TimeoutError:
+                refusal = temporary(f"looking up the account timed out after "
+                                    f"{self.options.timeout:g} s; try again later")
+        else:
+            refusal = self.writer.check_address(address)
         if refusal is not None:
             return refusal.reply
         envelope.rcpt_tos.append(address)

@@ -14,9 +14,45 @@ inherited, nothing of the parent's main module is imported again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
+from typing import Any
+
+
+class Follower:
+    """The writer's handle on a follower process: ``start``, ``wake`` after each append,
+    ``stop`` (closes its input: it catches up once more and exits)."""
+
+    def __init__(self, settings_json: str) -> None:
+        self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+            [sys.executable, "-m", "adapters.readside.follower"], stdin=subprocess.PIPE)
+        self._input: Any = self.proc.stdin
+        try:
+            self._input.write(settings_json.encode() + b"\n")
+            self._input.flush()
+        except OSError:
+            pass  # it died at once: found when it is woken or waited for
+
+    def wake(self) -> bool:
+        """Tells the follower the log has grown; False if it is gone."""
+        try:
+            self._input.write(b"+")
+            self._input.flush()
+            return True
+        except OSError:
+            return False
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """Ends its input and waits for it (``timeout``: None if it is still running)."""
+        with contextlib.suppress(OSError):
+            self._input.close()
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
 
 def follow(settings_json: str | bytes, wakeups: int) -> int:
