@@ -69,8 +69,8 @@ def test_a_follower_that_dies_leaves_the_projection_to_this_process(
               store.projecting_in_a_second_process() as following):
             assert following
             store.deliver(account=ADA, raw=make_mail("one", message_id="<1@z>"))
-            store._follower.kill()
-            store._follower.wait()
+            store._follower.proc.kill()
+            store._follower.proc.wait()
             store.deliver(account=ADA, raw=make_mail("two", message_id="<2@z>"))
             # the wake-up failed, so this delivery was projected here
             assert store.messages(ADA, limit=1)[0].subject == "two"
