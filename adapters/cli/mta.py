@@ -7,7 +7,7 @@ other commands' 0/1/2: a failure a retry may fix is 75 / 4.x.x, so the MTA keeps
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -30,6 +30,15 @@ Mailbox = Annotated[str | None, typer.Option(
     metavar="NAME", help="deliver to this mailbox (INBOX if the account has none of the name)")]
 Timeout = Annotated[float, typer.Option(
     metavar="SECONDS", min=1.0, help="give up (temporary failure) after this long in all")]
+
+
+def _options(**given: Any) -> Any:
+    """The placement options both commands share, from their parameters."""
+    from dataclasses import fields
+
+    from adapters.mta.delivery import MtaOptions
+
+    return MtaOptions(**{f.name: given[f.name] for f in fields(MtaOptions)})
 
 
 @app.command()
@@ -55,16 +64,12 @@ def lda(
     locked, full, unavailable store, any unexpected error); 65 not a message or too large;
     67 unknown account (--accounts-must-exist); 64 usage. One line on stderr starts with
     an RFC 3463 code. Never creates a data directory: make the store with 'letterlog init'."""
-    from adapters.mta.delivery import MtaOptions
     from adapters.mta.lda import Envelope, deliver
 
     outcome = deliver(state.data, Envelope(recipient=recipient, sender=sender,
                                            original_recipient=original_recipient,
                                            queue_id=queue_id),
-                      MtaOptions(mailbox=mailbox, detail_mailbox=detail_mailbox,
-                                 accounts_must_exist=accounts_must_exist,
-                                 recipient_delimiter=recipient_delimiter,
-                                 envelope_headers=envelope_headers, timeout=timeout))
+                      _options(**locals()))
     if outcome.exit_status:
         typer.echo(outcome.line, err=True)
     elif state.json:
@@ -90,13 +95,9 @@ def lmtp(
     refused (5.6.0 not a message, 5.3.4 too large, 5.1.1 unknown account with
     --accounts-must-exist). A second process keeps the read models current. On SIGTERM it
     stops listening, finishes the transactions in flight and exits 0."""
-    from adapters.mta.delivery import MtaOptions
     from adapters.mta.lmtp import serve
 
-    serve(state.data, listen, MtaOptions(mailbox=mailbox, detail_mailbox=detail_mailbox,
-                                         accounts_must_exist=accounts_must_exist,
-                                         recipient_delimiter=recipient_delimiter,
-                                         envelope_headers=envelope_headers, timeout=timeout))
+    serve(state.data, listen, _options(**locals()))
 
 
 @app.command()

@@ -7,10 +7,27 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_mail
+from tests.e2e.mta_support import environment, letterlog
 
 
 @pytest.fixture
 def mail_file(tmp_path: Path) -> Path:
     path = tmp_path / "m.eml"
     path.write_bytes(make_mail("CLI test"))
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An environment without the caller's settings and command server."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    return environment(runtime)
+
+
+@pytest.fixture
+def data(tmp_path: Path, env: dict[str, str]) -> Path:
+    """A store made by ``letterlog init`` (lda and lmtp never make one)."""
+    path = tmp_path / "data"
+    assert letterlog(env, path, "init").returncode == 0
     return path

@@ -15,7 +15,6 @@ import pytest
 
 from tests.conftest import CORPUS, make_mail
 from tests.e2e.mta_support import (
-    environment,
     fill,
     letterlog,
     listing,
@@ -27,20 +26,6 @@ from tests.e2e.mta_support import (
 )
 
 BOB = "bob@example.org"
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    return environment(runtime)
-
-
-@pytest.fixture
-def data(tmp_path: Path, env: dict[str, str]) -> Path:
-    path = tmp_path / "data"
-    assert letterlog(env, path, "init").returncode == 0
-    return path
 
 
 def lda(env: dict[str, str], data: Path, raw: bytes, *args: str, recipient: str = BOB,

@@ -20,7 +20,6 @@ import pytest
 
 from tests.conftest import CORPUS, make_mail
 from tests.e2e.mta_support import (
-    environment,
     fill,
     letterlog,
     listing,
@@ -99,20 +98,6 @@ class Server:
     def stop(self) -> int:
         self.proc.send_signal(SIGTERM)
         return self.proc.wait(60)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    return environment(runtime)
-
-
-@pytest.fixture
-def data(tmp_path: Path, env: dict[str, str]) -> Path:
-    path = tmp_path / "data"
-    assert letterlog(env, path, "init").returncode == 0
-    return path
 
 
 @pytest.fixture
