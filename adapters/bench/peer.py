@@ -185,6 +185,9 @@ def peer_plot(path: Path, result: dict[str, Any]) -> None:
             rates[f"letterlog lmtp, {conns} conn."] = result[f"lmtp_{conns}conn_msgs_per_s"]
             rates[f"dovecot LMTP, {conns} conn. (same client)"] = result[
                 f"dovecot_lmtp_{conns}conn_msgs_per_s"]
+            floor = result.get(f"lmtp_{conns}conn_protocol_floor_msgs_per_s")
+            if floor is not None:
+                rates[f"LMTP protocol alone (stores nothing), {conns} conn."] = floor
         lda = {"letterlog lda": result["lda_msgs_per_s"],
                "letterlog lda, command server": result["lda_with_server_msgs_per_s"],
                "dovecot-lda": result["dovecot_lda_msgs_per_s"]}
