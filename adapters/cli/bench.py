@@ -30,14 +30,20 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                  as_json: BenchJson = False,
                  peer: Annotated[str | None, typer.Option(
                      metavar="PEER", help="also measure a peer on the same messages: dovecot")
-                 ] = None) -> None:
+                 ] = None,
+                 lda_messages: Annotated[int | None, typer.Option(
+                     metavar="N", min=1, help="with --peer: processes a side of the lda leg "
+                                              "(default 300)")] = None) -> None:
     """Deliveries/s (single command and batched import) vs raw SQLite, same durability;
-    with --peer dovecot also import, LMTP deliveries and bytes on disk against Dovecot."""
+    with --peer dovecot also import, LMTP servers (one and four connections), one lda
+    process per message, and bytes on disk, against Dovecot."""
     from adapters.bench.ingest import bench_ingest as run
 
     if peer not in (None, "dovecot"):
         fail(f"--peer: unknown peer {peer!r} (choose dovecot)")
-    _bench(run(messages=messages, plot=plot, peer=peer), as_json)
+    if lda_messages is not None and peer is None:
+        fail("--lda-messages: only with --peer dovecot")
+    _bench(run(messages=messages, plot=plot, peer=peer, lda_messages=lda_messages), as_json)
 
 
 @bench_app.command("project")
