@@ -266,3 +266,19 @@ def test_the_server_runs_supervised_and_stops_gracefully(env, data, tmp_path):
     assert stored(env, data, BOB) == [raw]
     log = (data / "supervisor" / "lmtp.log").read_text()
     assert "listening on unix:" in log and "Traceback" not in log
+
+
+def test_dots_at_line_starts_and_ends_arrive_as_sent(env, data, serve):
+    """DATA is read in runs up to each '.<CRLF>': a line ending in a dot, a line of dots
+    and a line starting with one must all arrive as the client meant them."""
+    server = serve(data)
+    client = Client(server.sock)
+    client.command("LHLO mta.example.org")
+    raws = [b".starts with a dot\r\nSubject: x\r\n\r\nends with a dot.\r\n.\r\n..\r\n.x.\r\n",
+            b"Subject: y\r\n\r\nlast line.\r\n",
+            b"Subject: z\r\n\r\n" + b"long " * 300_000 + b"line.\r\n.\r\nend\r\n"]
+    for raw in raws:
+        assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+    client.close()
+    assert server.stop() == 0
+    assert stored(env, data, BOB) == raws
