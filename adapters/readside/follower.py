@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 
@@ -26,9 +27,10 @@ class Follower:
     """The writer's handle on a follower process: ``start``, ``wake`` after each append,
     ``stop`` (closes its input: it catches up once more and exits)."""
 
-    def __init__(self, settings_json: str) -> None:
+    def __init__(self, settings_json: str, linger: float = 0.0) -> None:
         self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            [sys.executable, "-m", "adapters.readside.follower"], stdin=subprocess.PIPE)
+            [sys.executable, "-m", "adapters.readside.follower",
+             *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
         self._input: Any = self.proc.stdin
         try:
             self._input.write(settings_json.encode() + b"\n")
@@ -55,9 +57,11 @@ class Follower:
             return None
 
 
-def follow(settings_json: str | bytes, wakeups: int) -> int:
+def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int:
     """Follows the log named by ``settings_json`` while ``wakeups`` (a file descriptor)
-    delivers bytes, until it is at its end; returns how many events it projected."""
+    delivers bytes, until it is at its end; returns how many events it projected.
+    ``linger``: seconds to wait after each catch-up, so that a writer waking it once per
+    message (an LMTP server) has it project many messages per catch-up, not one."""
     from adapters.bootstrap import event_log, projection_host
     from adapters.settings import load_settings
 
@@ -72,6 +76,8 @@ def follow(settings_json: str | bytes, wakeups: int) -> int:
                 projected += int(host.catch_up())
                 if not more:
                     return projected
+                if linger:  # let the next wake-ups gather: one catch-up for all of them
+                    time.sleep(linger)
         finally:
             host.close()
     finally:
@@ -86,7 +92,8 @@ def main() -> int:
         if not chunk:
             return 0  # the writer went away before saying what to follow
         line += chunk
-    follow(line, fd)
+    linger = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else 0.0
+    follow(line, fd, linger)
     return 0
 
 
