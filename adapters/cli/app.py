@@ -153,7 +153,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     data: Annotated[Path | None, typer.Option(
-        "--data", metavar="DIR", envvar="LETTERLOG_DATA",
+        "--data", metavar="DIR", envvar="LETTERLOG_DATA", readable=False,
         help="data directory (default $LETTERLOG_DATA, else ./letterlog-data)")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="JSON on stdout, one object per line (also after the command)")] = False,

@@ -375,3 +375,25 @@ def test_a_reused_queue_id_with_other_bytes_is_another_message(
                         stdin=raw)
     assert route.contents(via_postfix=False) == sorted([first, second])
 
+
+
+@pytest.mark.parametrize("path", ["pipe"])  # a running LMTP server keeps its open files
+def test_a_store_the_pipe_user_may_not_open_defers_and_the_retry_stores_it_once(
+        open_route: Callable[..., Route], corpus: Path) -> None:
+    """A permission problem (the store's owner changed under the pipe user) is temporary:
+    Postfix keeps the message (4.3.2, not a usage error that bounces it)."""
+    route = open_route()
+    raw = (corpus / FAULT_PICKS[0]).read_bytes()
+    owner = route.data.stat()
+    os.chown(route.data, 0, 0)
+    try:
+        qids = send_all(route, [raw])
+        route.server.wait_deferred(qids, timeout=DEFER_TIMEOUT)
+        statuses = route.server.statuses(qids[0], since=route.mark)
+        assert statuses and all(s["dsn"].startswith("4.") for s in statuses), statuses
+    finally:
+        os.chown(route.data, owner.st_uid, owner.st_gid)
+    route.server.flush()
+    route.server.wait_queue_empty(timeout=60)
+    assert route.contents() == [lf(raw)]
+    route.assert_nothing_bounced()
