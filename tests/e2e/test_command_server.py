@@ -439,6 +439,12 @@ def a_server_that_dies_after_the_pid(path: Path) -> threading.Thread:
                 assert got, "the client closed within its request"
                 size -= got
             conn.sendall(b'{"pid": 999999999}\n')
+            # gone, as a dead handler is: end of file after the pid. Closing with anything
+            # unread would reset the connection instead, and the client might see the reset
+            # before the pid (a client then runs the command itself: a flaky test)
+            conn.shutdown(socket.SHUT_WR)
+            while conn.recv(4096):
+                pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
