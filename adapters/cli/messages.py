@@ -92,13 +92,12 @@ def deliver(
 
 def _read_stdin() -> bytes:
     """All of file descriptor 0, read directly (reopening /dev/stdin fails when the pipe
-    belongs to another user, as an MTA's does)."""
-    import os
+    belongs to another user, as an MTA's does); the store checks the size."""
+    import sys
 
-    parts = []
-    while chunk := os.read(0, 1 << 20):
-        parts.append(chunk)
-    return b"".join(parts)
+    from adapters.mta.lda import read_message
+
+    return read_message(0, sys.maxsize)
 
 
 @app.command()

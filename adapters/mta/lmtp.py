@@ -63,7 +63,6 @@ class Writer:
         self._store: Any = None
         self._follower: Any = None  # keeps the read models current (embedded tables)
         self._identity: tuple[int, int] | None = None
-        self.delivered = 0
 
     # -- the store ------------------------------------------------------------------------
     def _open(self) -> Any:
@@ -207,7 +206,6 @@ class Writer:
         return guard
 
     def _stored(self, d: Any, fields: dict[str, Any]) -> Outcome:
-        self.delivered += 0 if d.duplicate else 1
         what = "already delivered" if d.duplicate else "delivered"
         return delivered(f"{what} to {fields['account']} {fields['mailbox']} uid {d.uid} "
                          f"as {d.message_id}")
@@ -223,6 +221,19 @@ class Writer:
     def close(self) -> None:
         self.thread.submit(self.close_store).result()
         self.thread.shutdown(wait=True)
+
+
+def _kept(parts: list[bytes], run: bytes, size: int, limit: int | None,
+          too_much: bool) -> tuple[int, bool]:
+    """Adds ``run`` to the message's ``parts`` unless the message has grown past ``limit``
+    (then nothing more is kept: it is read to its end and refused); the new size and
+    whether it is too large."""
+    size += len(run)
+    if too_much or (limit and size > limit):
+        parts.clear()
+        return size, True
+    parts.append(run)
+    return size, False
 
 
 class _Lmtp(LMTP):
@@ -254,24 +265,13 @@ class _Lmtp(LMTP):
                 run = await self._reader.readuntil(b".\r\n")
             except asyncio.LimitOverrunError as e:  # a long run without ".<CRLF>"
                 run = await self._reader.readexactly(e.consumed)
-                size += len(run)
-                if limit and size > limit:
-                    too_much = True
-                    parts.clear()
-                elif not too_much:
-                    parts.append(run)
+                size, too_much = _kept(parts, run, size, limit, too_much)
                 at_line_start = run.endswith(b"\r\n")
                 continue
             except asyncio.IncompleteReadError:
                 return  # the connection closed within DATA
             ends = run == b".\r\n" and at_line_start or run.endswith(b"\r\n.\r\n")
-            body = run[:-3] if ends else run
-            size += len(body)
-            if limit and size > limit:
-                too_much = True
-                parts.clear()
-            elif not too_much:
-                parts.append(body)
+            size, too_much = _kept(parts, run[:-3] if ends else run, size, limit, too_much)
             if ends:
                 break
             at_line_start = True  # the run ended a line ("...X.<CRLF>")
