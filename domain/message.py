@@ -341,6 +341,12 @@ class Message(MailAggregate):
         inline: bool
         payloads: list[str]
 
+        def apply(self, aggregate: Any) -> None:
+            super().apply(aggregate)
+            # its key is destroyed: a copy of the aggregate already in memory (read before
+            # the purge) must not go on showing what a replay can no longer open
+            aggregate.personal = {}
+
     # -- construction -------------------------------------------------------------------
     @classmethod
     def deliver(cls, message_id: UUID, arrival: Arrival) -> Message:

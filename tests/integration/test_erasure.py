@@ -96,3 +96,20 @@ def test_erasing_an_account_leaves_no_byte_of_its_markers_in_any_file(data):
         assert all(r.identical for r in store.verify())
         assert store.show(uuid.UUID(result["purged"][0]))["envelope"] == {}
     assert files_holding(data, markers) == {}
+
+
+def test_an_erased_message_leaves_no_byte_of_its_smtp_envelope_in_any_file(data):
+    """The MTA's envelope (lda, lmtp) is sealed with the message: erasing it erases them."""
+    envelope = {k: f"{k}{uuid.uuid4().hex[:12]}" for k in ("sender", "queue", "orig")}
+    markers = [v.encode() for v in envelope.values()]
+    with Letterlog.open(data) as store:
+        d = store.deliver(account=ACCOUNT, raw=marked_mail("e", attachment=False)[0],
+                          envelope={"sender": f"{envelope['sender']}@example.net",
+                                    "queue_id": envelope["queue"],
+                                    "original_recipient": f"{envelope['orig']}@example.org",
+                                    "via": "lda"})
+        assert store.show(d.message_id)["smtp_envelope"]["queue_id"] == envelope["queue"]
+        assert not any(n.startswith("events.sqlite") for n in files_holding(data, markers))
+        store.erase_message(d.message_id)
+        assert store.show(d.message_id)["smtp_envelope"] == {}
+    assert files_holding(data, markers) == {}
