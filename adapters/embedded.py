@@ -399,8 +399,11 @@ class Letterlog(ReadModelQueries):
         began = time.time()
         released: list[Message] = []
 
+        destroyed = 0
+
         def erased(messages: Sequence[Message]) -> None:
-            self._destroy_keys(messages)
+            nonlocal destroyed
+            destroyed += self._destroy_keys(messages)
             released.extend(messages)
 
         from domain.purging import Purging
@@ -416,12 +419,14 @@ class Letterlog(ReadModelQueries):
         self._after_purge()
         return {"purged": [str(m.id) for m in outcome.purged],
                 "already_purged": [str(i) for i in outcome.kept],
-                "bytes": outcome.purged_bytes, "payload_bytes_freed": freed,
+                "bytes": outcome.purged_bytes, "keys_destroyed": destroyed,
+                "payload_bytes_freed": freed,
                 "position": self.max_position()}
 
-    def _destroy_keys(self, messages: Sequence[Message]) -> None:
-        """Their personal data in the log can no longer be read (crypto-shredding)."""
-        self.log.keys.destroy(p.key_id for m in messages
+    def _destroy_keys(self, messages: Sequence[Message]) -> int:
+        """Their personal data in the log can no longer be read (crypto-shredding); how many
+        keys were destroyed now."""
+        return self.log.keys.destroy(p.key_id for m in messages
                               if isinstance(p := m.personal, Personal) and p.key_id is not None)
 
     def _purged(self, messages: Sequence[Message]) -> None:

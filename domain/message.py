@@ -23,6 +23,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import ExtractionRefused, InvalidCommand, InvalidState
+from domain.personal import Personal
 from domain.rfc5322.defects import facts_without_text
 from domain.values import ExtractionPolicy, MessageState
 
@@ -343,9 +344,12 @@ class Message(MailAggregate):
 
         def apply(self, aggregate: Any) -> None:
             super().apply(aggregate)
-            # its key is destroyed: a copy of the aggregate already in memory (read before
-            # the purge) must not go on showing what a replay can no longer open
-            aggregate.personal = {}
+            # its key is about to be destroyed: a copy of the aggregate already in memory
+            # (read before the purge) must not go on showing what a replay can no longer
+            # open, yet must still name the key, so that the erasure can destroy it
+            personal = aggregate.personal
+            aggregate.personal = Personal(key_id=getattr(personal, "key_id", None),
+                                          shredded=True)
 
     # -- construction -------------------------------------------------------------------
     @classmethod

@@ -110,7 +110,7 @@ def purger(queue: QueueOption = None,
 def _erased(result: dict[str, Any], what: str) -> None:
     out(result, f"erased {what}: purged {len(result['purged'])} messages "
                 f"({result['bytes']} bytes), {len(result['already_purged'])} purged already; "
-                f"their data keys are destroyed")
+                f"{result['keys_destroyed']} data keys destroyed")
 
 
 @app.command("erase-message")

@@ -3,6 +3,8 @@ any file under the data directory: events, WAL files, tables, payloads, keys."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
@@ -47,6 +49,26 @@ def files_holding(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
     return found
 
 
+OPEN_EVERY_SEALED_PART = """
+import sys
+from adapters.embedded import Letterlog
+with Letterlog.open(sys.argv[1], read_models=False) as store:
+    for _, event in store.events():
+        part = getattr(event, "personal", None)
+        if part is not None and not part.shredded:
+            sys.stdout.write(repr(dict(part.data)))
+"""
+
+
+def opened_by_a_fresh_reader(data: Path, markers: list[bytes]) -> list[bytes]:
+    """The markers a new process reads from the log with the key store it finds beside it:
+    the attacker who has the files. Bytes gone from the disk are not enough; the sealed
+    parts must not open (their keys destroyed), and nothing held in memory can help."""
+    out = subprocess.run([sys.executable, "-c", OPEN_EVERY_SEALED_PART, str(data)],
+                         capture_output=True, check=True).stdout
+    return [m for m in markers if m in out]
+
+
 def deliver_marked(store: Letterlog) -> tuple[list[uuid.UUID], list[bytes]]:
     small, small_markers = marked_mail("s", attachment=False)  # inline: body in the event
     large, large_markers = marked_mail("l", attachment=True)  # in the payload store
@@ -82,20 +104,24 @@ def test_a_purged_message_leaves_no_byte_of_its_markers_in_any_file(data):
         store.rebuild()
         assert all(r.identical for r in store.verify())
     assert files_holding(data, markers) == {}
+    assert opened_by_a_fresh_reader(data, markers) == []
 
 
 def test_erasing_an_account_leaves_no_byte_of_its_markers_in_any_file(data):
     with Letterlog.open(data) as store:
         _, markers = deliver_marked(store)
         other = store.deliver(account="keep@example.org", raw=marked_mail("k", attachment=True)[0])
+        assert opened_by_a_fresh_reader(data, markers)  # the check can fail
         result = store.erase_account(ACCOUNT)
         assert len(result["purged"]) == 2 and result["payload_bytes_freed"] > 10 * 1024
+        assert result["keys_destroyed"] == 2
         assert files_holding(data, markers) == {}
         assert store.extract(other.message_id)  # someone else's mail is untouched
         store.rebuild()
         assert all(r.identical for r in store.verify())
         assert store.show(uuid.UUID(result["purged"][0]))["envelope"] == {}
     assert files_holding(data, markers) == {}
+    assert opened_by_a_fresh_reader(data, markers) == []
 
 
 def test_an_erased_message_leaves_no_byte_of_its_smtp_envelope_in_any_file(data):
@@ -110,6 +136,8 @@ def test_an_erased_message_leaves_no_byte_of_its_smtp_envelope_in_any_file(data)
                                     "via": "lda"})
         assert store.show(d.message_id)["smtp_envelope"]["queue_id"] == envelope["queue"]
         assert not any(n.startswith("events.sqlite") for n in files_holding(data, markers))
-        store.erase_message(d.message_id)
+        assert opened_by_a_fresh_reader(data, markers) == markers  # the check can fail
+        assert store.erase_message(d.message_id)["keys_destroyed"] == 1
         assert store.show(d.message_id)["smtp_envelope"] == {}
     assert files_holding(data, markers) == {}
+    assert opened_by_a_fresh_reader(data, markers) == []
