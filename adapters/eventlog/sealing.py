@@ -66,6 +66,10 @@ class KeyStore(Protocol):
 
     def destroy(self, key_ids: Iterable[UUID]) -> int: ...
 
+    def destroyed_ids(self) -> list[UUID]:
+        """Every key destroyed here (ids only: no secret), e.g. to re-apply erasures."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -166,6 +170,11 @@ class SqliteKeyStore:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return destroyed
 
+    def destroyed_ids(self) -> list[UUID]:
+        with self._lock:
+            rows = self._conn.execute("SELECT key_id FROM data_keys WHERE key IS NULL")
+            return [UUID(bytes=bytes(r[0])) for r in rows]
+
     def close(self) -> None:
         _OPEN.discard(self)
         with self._lock:
@@ -218,6 +227,12 @@ class PostgresKeyStore:
             self._conn.execute("VACUUM FULL letterlog_data_keys")
             return cur.rowcount
 
+    def destroyed_ids(self) -> list[UUID]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT key_id FROM letterlog_data_keys WHERE key IS NULL").fetchall()
+        return [r[0] for r in rows]
+
     def close(self) -> None:
         _OPEN.discard(self)
         with self._lock:
@@ -246,6 +261,9 @@ class MemoryKeyStore:
                 self._keys[k] = DESTROYED
                 destroyed += 1
         return destroyed
+
+    def destroyed_ids(self) -> list[UUID]:
+        return [k for k, v in self._keys.items() if v == DESTROYED]
 
     def close(self) -> None:
         _OPEN.discard(self)
