@@ -55,10 +55,12 @@ def event_log_env(settings: Settings) -> dict[str, str]:
     PostgreSQL."""
     from adapters.eventlog.store import postgres_env, sqlite_env
 
-    if settings.event_store == "postgres":
-        return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""))
     root = private_dir(settings.data)
-    return sqlite_env(str(root / "events.sqlite"), settings.durability, settings.lock_timeout)
+    vault = str(settings.key_vault or root / "vault.sqlite")
+    if settings.event_store == "postgres":
+        return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""), vault)
+    return {**sqlite_env(str(root / "events.sqlite"), settings.durability,
+                         settings.lock_timeout), "LETTERLOG_KEY_VAULT": vault}
 
 
 def event_log(settings: Settings) -> MailLog:

@@ -43,7 +43,7 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
         if sqlite_log:
             check_event_store(root / "events.sqlite")  # not a store at all: said first
         check_private(root, what="the data directory", allow_shared=allow_shared)
-        for keys in ("keys.sqlite", "keys.sqlite-wal"):
+        for keys in ("keys.sqlite", "keys.sqlite-wal", "vault.sqlite", "vault.sqlite-wal"):
             check_private(root / keys, what="the key store", allow_shared=allow_shared)
     except OSError as e:
         raise StoreUnavailable(f"{root}: cannot use as a data directory: "
@@ -78,7 +78,7 @@ def check_event_store(path: Path) -> None:
 
 
 PARTS = (("events", ("events.sqlite",)), ("read_models", ("tables.sqlite",)),
-         ("payloads", ("payloads",)), ("keys", ("keys.sqlite",)))
+         ("payloads", ("payloads",)), ("keys", ("keys.sqlite", "vault.sqlite")))
 """The data directory's parts, by the names their files and directories start with (an
 SQLite file's WAL and shared-memory files go with it)."""
 

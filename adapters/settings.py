@@ -72,6 +72,8 @@ class Settings(BaseModel):
     lock_timeout: int = Field(30, ge=1, le=3600, description="seconds a writer waits for the "
                               "SQLite log's lock per attempt (lda, lmtp: their --timeout's share)")
     postgres_dsn: str | None = Field(None, description="postgresql://user:pw@host:port/db")
+    key_vault: Path | None = Field(None, description="the key-encryption keys' file (default "
+                                   "<data>/vault.sqlite); never inside the log's database")
     table_store: Literal["embedded", "hbase"] = DEFAULTS["table_store"]  # type: ignore[assignment]
     hbase_host: str = "127.0.0.1"
     hbase_port: int = Field(9090, ge=1, le=65535)

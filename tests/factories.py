@@ -123,7 +123,8 @@ def event_log(backend: str, directory: Path, postgres: Callable[[], Any]) -> Ite
         raise ValueError(f"backend: {backend!r} is not one of {BACKENDS}")
     server = postgres()
     with database(server) as dsn:
-        log = MailLog(env=postgres_env(postgres_env_from_dsn(dsn)))
+        log = MailLog(env=postgres_env(postgres_env_from_dsn(dsn),
+                                       str(directory / "vault.sqlite")))
         try:
             yield log
         finally:

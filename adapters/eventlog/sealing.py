@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import weakref
 import zlib
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from uuid import UUID
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 POOL = 256
+POOL_FIRST = 8
 NONCE = 12
 
 
@@ -101,32 +103,264 @@ def new_keys(n: int) -> list[tuple[UUID, bytes]]:
 
 
 class _Pool:
-    """Keys committed ahead of use, handed out one by one (thread-safe)."""
+    """Keys committed ahead of use, handed out one by one (thread-safe). A process's first
+    refill is small and each next one twice the last, up to ``POOL``: a short-lived command
+    commits a few keys, a long-lived delivery agent one commit per ``POOL`` messages."""
 
     def __init__(self) -> None:
         self._keys: list[tuple[UUID, bytes]] = []
+        self._next = POOL_FIRST
         self._lock = threading.Lock()
 
     def take(self, commit: Any) -> tuple[UUID, bytes]:
         with self._lock:
             if not self._keys:
-                fresh = new_keys(POOL)
+                fresh = new_keys(self._next)
                 commit(fresh)
                 self._keys = fresh
+                self._next = min(POOL, self._next * 2)
             return self._keys.pop()
 
+    def drain(self) -> list[UUID]:
+        """The keys never handed out (given back on close: no message uses them)."""
+        with self._lock:
+            unused, self._keys = [k for k, _ in self._keys], []
+        return unused
 
-class SqliteKeyStore:
-    """``keys.sqlite``: WAL, ``secure_delete`` (a destroyed key's bytes are zeroed), the WAL
-    truncated after destroying keys (no copy lingers in ``keys.sqlite-wal``)."""
+
+def wrap(kek: bytes, key_id: UUID, key: bytes) -> bytes:
+    """A data key sealed by a key-encryption key: ``nonce (12) + ciphertext``, the key id as
+    authenticated data (a wrapped key cannot be moved to another id)."""
+    nonce = os.urandom(NONCE)
+    return nonce + AESGCM(kek).encrypt(nonce, key, key_id.bytes)
+
+
+def unwrap(kek: bytes, key_id: UUID, wrapped: bytes) -> bytes:
+    return AESGCM(kek).decrypt(bytes(wrapped[:NONCE]), bytes(wrapped[NONCE:]), key_id.bytes)
+
+
+class KeyVaultBusy(RuntimeError):
+    """The vault's write-ahead log could not be truncated in time: a destroyed
+    key-encryption key may still be in ``vault.sqlite-wal`` until the next checkpoint."""
+
+
+class Vault:
+    """``vault.sqlite``: the key-encryption keys (KEKs), one per batch of data keys, in a small
+    file of its own, never in the log's database. SQLite overwrites a deleted KEK in place
+    (``secure_delete``) and the write-ahead log is truncated after each removal, so once a
+    KEK is removed no file holds it: every wrapped copy of its data keys (in the key table,
+    in PostgreSQL's WAL, archives and backups) is noise from then on."""
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
         self.path = str(path)
-        if self.path != ":memory:" and not self.path.startswith("file:"):
+        if self.path != ":memory:":
             from adapters.filemodes import private_file
 
-            private_file(self.path)  # 0600 before SQLite makes it (and its -wal, -shm)
+            private_file(self.path)
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                     timeout=30)
+        self._lock = threading.Lock()
+        self._cache: dict[UUID, bytes] = {}
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._conn.execute("PRAGMA secure_delete=ON")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS keks (kek_id BLOB PRIMARY KEY, "
+                               "kek BLOB NOT NULL, created REAL NOT NULL) WITHOUT ROWID")
+
+    def add(self, keks: Iterable[tuple[UUID, bytes]]) -> None:
+        rows = [(k.bytes, v, time.time()) for k, v in keks]
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany("INSERT INTO keks VALUES (?, ?, ?)", rows)
+            self._conn.execute("COMMIT")
+
+    def get(self, kek_id: UUID) -> bytes | None:
+        kek = self._cache.get(kek_id)
+        if kek is None:
+            with self._lock:
+                row = self._conn.execute("SELECT kek FROM keks WHERE kek_id = ?",
+                                         (kek_id.bytes,)).fetchone()
+            if row is None:
+                return None
+            kek = self._cache[kek_id] = bytes(row[0])
+        return kek
+
+    def remove(self, kek_ids: Iterable[UUID], *, wait: float = 10.0) -> None:
+        """The KEKs deleted (their bytes zeroed) and the WAL truncated; ``KeyVaultBusy`` if a
+        reader kept it from being truncated for ``wait`` seconds (the next removal or
+        ``checkpoint`` finishes it)."""
+        ids = list(kek_ids)
+        for k in ids:
+            self._cache.pop(k, None)
+        if ids:
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany("DELETE FROM keks WHERE kek_id = ?",
+                                       [(k.bytes,) for k in ids])
+                self._conn.execute("COMMIT")
+        self.checkpoint(wait)
+
+    def checkpoint(self, wait: float = 10.0) -> None:
+        deadline = time.monotonic() + wait
+        while True:
+            with self._lock:
+                busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return
+            if time.monotonic() >= deadline:
+                raise KeyVaultBusy(f"{self.path}: another process kept its write-ahead log "
+                                   f"from being truncated for {wait:g} s")
+            time.sleep(0.05)
+
+    def ids(self) -> dict[UUID, float]:
+        with self._lock:
+            return {UUID(bytes=bytes(k)): c for k, c in
+                    self._conn.execute("SELECT kek_id, created FROM keks")}
+
+    def close(self) -> None:
+        self._cache.clear()
+        with self._lock:
+            self._conn.close()
+
+
+# A KEK no key refers to and older than this is an interrupted rotation's leftover (a new
+# KEK is stored a moment before the keys wrapped by it): removed by the next destroy.
+ORPHAN_AGE_S = 3600.0
+
+
+class _KeyTable(Protocol):
+    """Where the wrapped data keys live: ``(key_id, wrapped key, kek_id)``; a destroyed key
+    keeps its id with both NULL; a key written before the hierarchy has a plain key and no
+    KEK until ``wrap_legacy``."""
+
+    def insert(self, rows: list[tuple[UUID, bytes, UUID]]) -> None: ...
+    def row(self, key_id: UUID) -> tuple[bytes | None, UUID | None] | None: ...
+    def rotate(self, key_ids: list[UUID], plan: Any) -> int: ...
+    def delete(self, key_ids: list[UUID]) -> None: ...
+    def destroyed_ids(self) -> list[UUID]: ...
+    def referenced(self) -> set[UUID]: ...
+    def legacy(self) -> list[tuple[UUID, bytes]]: ...
+    def count(self) -> dict[str, int]: ...
+    def checkpoint(self) -> None: ...
+    def close(self) -> None: ...
+
+
+_Row = tuple[UUID, "bytes | None", "UUID | None"]
+
+
+class WrappedKeyStore:
+    """Data keys wrapped by KEKs (ADR 0041). Each pool refill gets a KEK of its own; keys are
+    committed wrapped before their KEK is stored, so a refill cut short leaves only unused
+    rows. Destroying keys rotates each KEK they were under: a new KEK is stored, the batch's
+    other keys are re-wrapped under it and the destroyed ones cleared in one transaction of
+    the key table, then the old KEK is removed from the vault."""
+
+    def __init__(self, table: _KeyTable, vault: Vault) -> None:
+        self.table, self.vault = table, vault
+        self._pool = _Pool()
+        legacy = self.table.legacy()
+        if legacy:
+            self._wrap_legacy(legacy)
+        register(self)
+
+    def _wrap_legacy(self, rows: list[tuple[UUID, bytes]]) -> None:
+        """Keys a store wrote before the hierarchy (plain) wrapped now, ``POOL`` per KEK."""
+        for i in range(0, len(rows), POOL):
+            [(kek_id, kek)] = new_keys(1)
+            self.vault.add([(kek_id, kek)])
+            self.table.insert([(k, wrap(kek, k, key), kek_id) for k, key in rows[i:i + POOL]])
+        self.table.checkpoint()  # the plain keys' old pages: zeroed, the WAL truncated
+
+    def _commit(self, keys: list[tuple[UUID, bytes]]) -> None:
+        [(kek_id, kek)] = new_keys(1)
+        self.table.insert([(k, wrap(kek, k, key), kek_id) for k, key in keys])
+        self.vault.add([(kek_id, kek)])
+
+    def new_key(self) -> tuple[UUID, bytes]:
+        return self._pool.take(self._commit)
+
+    def get(self, key_id: UUID) -> bytes | None:
+        row = self.table.row(key_id)
+        if row is None:
+            return None
+        wrapped, kek_id = row
+        if wrapped is None:
+            return DESTROYED
+        if kek_id is None:
+            return bytes(wrapped)  # not wrapped yet (a store opened by an older version)
+        kek = self.vault.get(kek_id)
+        if kek is None:
+            raise KeyStoreMissing(f"data key {key_id}: its key-encryption key {kek_id} is not "
+                                  f"in the vault {self.vault.path} (the wrong vault, or lost)")
+        return unwrap(kek, key_id, wrapped)
+
+    def destroy(self, key_ids: Iterable[UUID]) -> int:
+        ids = list(dict.fromkeys(key_ids))
+        if not ids:
+            return 0
+        retired: list[UUID] = []
+
+        def plan(rows: list[_Row]) -> list[tuple[UUID, bytes, UUID]]:
+            """Inside the key table's transaction: the batches' other keys under new KEKs
+            (a key not yet wrapped is only ever among the destroyed ones)."""
+            doomed, fresh = set(ids), {}
+            for _, _, kek_id in rows:
+                if kek_id is not None and kek_id not in fresh:
+                    fresh[kek_id] = new_keys(1)[0]
+            self.vault.add(fresh.values())  # stored before any key is wrapped by them
+            retired.extend(fresh)
+            out = []
+            for key_id, wrapped, kek_id in rows:
+                if key_id in doomed or wrapped is None or kek_id is None:
+                    continue
+                new_id, new_kek = fresh[kek_id]
+                key = unwrap(self._kek(kek_id), key_id, wrapped)
+                out.append((key_id, wrap(new_kek, key_id, key), new_id))
+            return out
+
+        destroyed = self.table.rotate(ids, plan)
+        referenced = self.table.referenced()
+        now = time.time()
+        orphans = [k for k, created in self.vault.ids().items()
+                   if k not in referenced and now - created > ORPHAN_AGE_S]
+        self.vault.remove(retired + orphans)
+        return destroyed
+
+    def _kek(self, kek_id: UUID) -> bytes:
+        kek = self.vault.get(kek_id)
+        if kek is None:
+            raise KeyStoreMissing(f"key-encryption key {kek_id} is not in the vault "
+                                  f"{self.vault.path}")
+        return kek
+
+    def destroyed_ids(self) -> list[UUID]:
+        return self.table.destroyed_ids()
+
+    def count(self) -> dict[str, int]:
+        """Keys live, destroyed and in all; KEKs in the vault (proportional: ADR 0041)."""
+        return {**self.table.count(), "keks": len(self.vault.ids())}
+
+    def close(self) -> None:
+        _OPEN.discard(self)
+        unused = self._pool.drain()
+        try:
+            if unused:
+                self.table.delete(unused)
+        finally:
+            self.table.close()
+            self.vault.close()
+
+
+class _SqliteKeyTable:
+    """``keys.sqlite``: WAL, ``secure_delete``, the WAL truncated after each rotation."""
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        if path != ":memory:" and not path.startswith("file:"):
+            from adapters.filemodes import private_file
+
+            private_file(path)  # 0600 before SQLite makes it (and its -wal, -shm)
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                      timeout=30)
         self._lock = threading.Lock()
         with self._lock:
@@ -135,50 +369,100 @@ class SqliteKeyStore:
             self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute("CREATE TABLE IF NOT EXISTS data_keys "
                                "(key_id BLOB PRIMARY KEY, key BLOB) WITHOUT ROWID")
-        self._pool = _Pool()
-        register(self)
+            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(data_keys)")}
+            if "kek_id" not in columns:
+                self._conn.execute("ALTER TABLE data_keys ADD COLUMN kek_id BLOB")
+                self._conn.execute("CREATE INDEX IF NOT EXISTS data_keys_kek "
+                                   "ON data_keys (kek_id)")
 
-    def _commit(self, keys: list[tuple[UUID, bytes]]) -> None:
+    def insert(self, rows: list[tuple[UUID, bytes, UUID]]) -> None:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany("INSERT INTO data_keys VALUES (?, ?)",
-                                   [(k.bytes, v) for k, v in keys])
+            self._conn.executemany("INSERT OR REPLACE INTO data_keys VALUES (?, ?, ?)",
+                                   [(k.bytes, w, e.bytes) for k, w, e in rows])
             self._conn.execute("COMMIT")
 
-    def new_key(self) -> tuple[UUID, bytes]:
-        return self._pool.take(self._commit)
-
-    def get(self, key_id: UUID) -> bytes | None:
+    def row(self, key_id: UUID) -> tuple[bytes | None, UUID | None] | None:
         with self._lock:
-            row = self._conn.execute("SELECT key FROM data_keys WHERE key_id = ?",
+            row = self._conn.execute("SELECT key, kek_id FROM data_keys WHERE key_id = ?",
                                      (key_id.bytes,)).fetchone()
-        return None if row is None else bytes(row[0] or DESTROYED)
+        if row is None:
+            return None
+        return row[0], None if row[1] is None else UUID(bytes=bytes(row[1]))
 
-    def destroy(self, key_ids: Iterable[UUID]) -> int:
-        """The keys are overwritten (their ids stay, so an event under a destroyed key reads
-        as purged while one under an unknown key is an error)."""
-        ids = [(k.bytes,) for k in key_ids]
-        if not ids:
-            return 0
+    def rotate(self, key_ids: list[UUID], plan: Any) -> int:
+        ids = [k.bytes for k in key_ids]
+        marks = ",".join("?" * len(ids))
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            before = self._conn.total_changes
-            self._conn.executemany(
-                "UPDATE data_keys SET key = NULL WHERE key_id = ? AND key IS NOT NULL", ids)
-            destroyed = self._conn.total_changes - before
-            self._conn.execute("COMMIT")
+            try:
+                batches = [r[0] for r in self._conn.execute(
+                    f"SELECT DISTINCT kek_id FROM data_keys WHERE key_id IN ({marks}) "
+                    "AND key IS NOT NULL AND kek_id IS NOT NULL", ids)]
+                rows = [(UUID(bytes=bytes(k)), w, None if e is None else UUID(bytes=bytes(e)))
+                        for k, w, e in self._conn.execute(
+                            f"SELECT key_id, key, kek_id FROM data_keys WHERE kek_id IN "
+                            f"({','.join('?' * len(batches))}) OR (key_id IN ({marks}) AND "
+                            "kek_id IS NULL AND key IS NOT NULL)", batches + ids)]
+                rewrapped = plan(rows)
+                before = self._conn.total_changes
+                self._conn.execute(f"UPDATE data_keys SET key = NULL, kek_id = NULL "
+                                   f"WHERE key_id IN ({marks}) AND key IS NOT NULL", ids)
+                destroyed = self._conn.total_changes - before
+                self._conn.executemany("UPDATE data_keys SET key = ?, kek_id = ? "
+                                       "WHERE key_id = ?",
+                                       [(w, e.bytes, k.bytes) for k, w, e in rewrapped])
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return destroyed
+
+    def delete(self, key_ids: list[UUID]) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany("DELETE FROM data_keys WHERE key_id = ?",
+                                   [(k.bytes,) for k in key_ids])
+            self._conn.execute("COMMIT")
 
     def destroyed_ids(self) -> list[UUID]:
         with self._lock:
             rows = self._conn.execute("SELECT key_id FROM data_keys WHERE key IS NULL")
             return [UUID(bytes=bytes(r[0])) for r in rows]
 
+    def referenced(self) -> set[UUID]:
+        with self._lock:
+            return {UUID(bytes=bytes(r[0])) for r in self._conn.execute(
+                "SELECT DISTINCT kek_id FROM data_keys WHERE kek_id IS NOT NULL")}
+
+    def legacy(self) -> list[tuple[UUID, bytes]]:
+        with self._lock:
+            return [(UUID(bytes=bytes(k)), bytes(v)) for k, v in self._conn.execute(
+                "SELECT key_id, key FROM data_keys WHERE kek_id IS NULL AND key IS NOT NULL")]
+
+    def count(self) -> dict[str, int]:
+        with self._lock:
+            live, destroyed = self._conn.execute(
+                "SELECT count(key), count(*) - count(key) FROM data_keys").fetchone()
+        return {"keys": live, "destroyed": destroyed}
+
+    def checkpoint(self) -> None:
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
-        _OPEN.discard(self)
         with self._lock:
             self._conn.close()
+
+
+def SqliteKeyStore(path: str | Path, *, synchronous: str = "FULL",  # noqa: N802
+                   vault: str | Path | None = None) -> WrappedKeyStore:
+    """``keys.sqlite`` (wrapped data keys) and ``vault.sqlite`` (their KEKs) beside it."""
+    path = str(path)
+    vault_path = vault or os.path.join(os.path.dirname(os.path.abspath(path)), "vault.sqlite")
+    return WrappedKeyStore(_SqliteKeyTable(path, synchronous),
+                           Vault(vault_path, synchronous=synchronous))
 
 
 # One advisory-lock key for letterlog's schema creation on PostgreSQL (the log's tables and
@@ -186,8 +470,9 @@ class SqliteKeyStore:
 SCHEMA_LOCK_KEY = zlib.crc32(b"letterlog schema")
 
 
-class PostgresKeyStore:
-    """The table ``letterlog_data_keys`` in the log's PostgreSQL database."""
+class _PostgresKeyTable:
+    """The table ``letterlog_data_keys`` in the log's PostgreSQL database: wrapped keys only,
+    so what its WAL, archives, replicas and backups keep is useless once the KEK is gone."""
 
     def __init__(self, conninfo: str) -> None:
         import psycopg
@@ -200,32 +485,44 @@ class PostgresKeyStore:
             self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
             self._conn.execute("CREATE TABLE IF NOT EXISTS letterlog_data_keys "
                                "(key_id uuid PRIMARY KEY, key bytea)")
-        self._pool = _Pool()
-        register(self)
+            self._conn.execute("ALTER TABLE letterlog_data_keys "
+                               "ADD COLUMN IF NOT EXISTS kek_id uuid")
+            self._conn.execute("CREATE INDEX IF NOT EXISTS letterlog_data_keys_kek "
+                               "ON letterlog_data_keys (kek_id)")
 
-    def _commit(self, keys: list[tuple[UUID, bytes]]) -> None:
+    def insert(self, rows: list[tuple[UUID, bytes, UUID]]) -> None:
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            cur.executemany("INSERT INTO letterlog_data_keys VALUES (%s, %s)", keys)
+            cur.executemany("INSERT INTO letterlog_data_keys VALUES (%s, %s, %s) "
+                            "ON CONFLICT (key_id) DO UPDATE SET key = EXCLUDED.key, "
+                            "kek_id = EXCLUDED.kek_id", rows)
 
-    def new_key(self) -> tuple[UUID, bytes]:
-        return self._pool.take(self._commit)
-
-    def get(self, key_id: UUID) -> bytes | None:
+    def row(self, key_id: UUID) -> tuple[bytes | None, UUID | None] | None:
         with self._lock:
-            row = self._conn.execute("SELECT key FROM letterlog_data_keys WHERE key_id = %s",
-                                     (key_id,)).fetchone()
-        return None if row is None else bytes(row[0] or DESTROYED)
+            row = self._conn.execute("SELECT key, kek_id FROM letterlog_data_keys "
+                                     "WHERE key_id = %s", (key_id,)).fetchone()
+        return None if row is None else (row[0], row[1])
 
-    def destroy(self, key_ids: Iterable[UUID]) -> int:
-        ids = list(key_ids)
-        if not ids:
-            return 0
+    def rotate(self, key_ids: list[UUID], plan: Any) -> int:
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            # rotations of one batch and refills wait for each other; readers never wait
+            cur.execute("LOCK TABLE letterlog_data_keys IN SHARE ROW EXCLUSIVE MODE")
+            rows = cur.execute(
+                "SELECT key_id, key, kek_id FROM letterlog_data_keys WHERE kek_id IN "
+                "(SELECT kek_id FROM letterlog_data_keys WHERE key_id = ANY(%s) "
+                "AND key IS NOT NULL) OR (key_id = ANY(%s) AND kek_id IS NULL "
+                "AND key IS NOT NULL)", (key_ids, key_ids)).fetchall()
+            rewrapped = plan(rows)
+            cur.execute("UPDATE letterlog_data_keys SET key = NULL, kek_id = NULL "
+                        "WHERE key_id = ANY(%s) AND key IS NOT NULL", (key_ids,))
+            destroyed = cur.rowcount
+            cur.executemany("UPDATE letterlog_data_keys SET key = %s, kek_id = %s "
+                            "WHERE key_id = %s", [(w, e, k) for k, w, e in rewrapped])
+        return destroyed
+
+    def delete(self, key_ids: list[UUID]) -> None:
         with self._lock:
-            cur = self._conn.execute("UPDATE letterlog_data_keys SET key = NULL "
-                                     "WHERE key_id = ANY(%s) AND key IS NOT NULL", (ids,))
-            # Old row versions keep the key until vacuumed; VACUUM FULL rewrites the table.
-            self._conn.execute("VACUUM FULL letterlog_data_keys")
-            return cur.rowcount
+            self._conn.execute("DELETE FROM letterlog_data_keys WHERE key_id = ANY(%s)",
+                               (key_ids,))
 
     def destroyed_ids(self) -> list[UUID]:
         with self._lock:
@@ -233,10 +530,35 @@ class PostgresKeyStore:
                 "SELECT key_id FROM letterlog_data_keys WHERE key IS NULL").fetchall()
         return [r[0] for r in rows]
 
+    def referenced(self) -> set[UUID]:
+        with self._lock:
+            return {r[0] for r in self._conn.execute(
+                "SELECT DISTINCT kek_id FROM letterlog_data_keys WHERE kek_id IS NOT NULL")}
+
+    def legacy(self) -> list[tuple[UUID, bytes]]:
+        with self._lock:
+            return [(k, bytes(v)) for k, v in self._conn.execute(
+                "SELECT key_id, key FROM letterlog_data_keys "
+                "WHERE kek_id IS NULL AND key IS NOT NULL")]
+
+    def count(self) -> dict[str, int]:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT count(key), count(*) - count(key) FROM letterlog_data_keys").fetchone()
+        return {"keys": row[0], "destroyed": row[1]} if row else {"keys": 0, "destroyed": 0}
+
+    def checkpoint(self) -> None:
+        """Nothing to do: the old plain keys stay in the WAL and old row versions of a store
+        written before the hierarchy (ADR 0041 says so)."""
+
     def close(self) -> None:
-        _OPEN.discard(self)
         with self._lock:
             self._conn.close()
+
+
+def PostgresKeyStore(conninfo: str, *, vault: str | Path) -> WrappedKeyStore:  # noqa: N802
+    """Wrapped keys in the log's database; their KEKs in ``vault`` (a file outside it)."""
+    return WrappedKeyStore(_PostgresKeyTable(conninfo), Vault(vault))
 
 
 class MemoryKeyStore:

@@ -29,7 +29,7 @@ from adapters.eventlog import sealing
 from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.account import Account
 from domain.delivery_key import DeliveryKey
-from domain.errors import StoreBusy
+from domain.errors import SettingsError, StoreBusy
 from domain.mailbox import Mailbox
 from domain.message import Message
 
@@ -273,14 +273,19 @@ def open_key_store(env: Any) -> sealing.KeyStore:
         if db and db != ":memory:" and "mode=memory" not in db:
             path = os.path.join(os.path.dirname(os.path.abspath(db)), "keys.sqlite")
             mode = SYNCHRONOUS.get((env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
-            return sealing.SqliteKeyStore(path, synchronous=mode)
+            return sealing.SqliteKeyStore(path, synchronous=mode,
+                                          vault=env.get("LETTERLOG_KEY_VAULT") or None)
     if "Postgres" in module or "postgres" in module:
         from psycopg.conninfo import make_conninfo
 
+        vault = env.get("LETTERLOG_KEY_VAULT")
+        if not vault:
+            raise SettingsError("a PostgreSQL log needs its key vault: LETTERLOG_KEY_VAULT "
+                                "(a file outside the database: the key-encryption keys)")
         return sealing.PostgresKeyStore(make_conninfo(
             dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
             port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
-            password=env.get("POSTGRES_PASSWORD")))
+            password=env.get("POSTGRES_PASSWORD")), vault=vault)
     return sealing.MemoryKeyStore()
 
 
@@ -319,10 +324,12 @@ def sqlite_env(path: str, durability: str = "full", lock_timeout: int = 30) -> d
     }
 
 
-def postgres_env(dsn_parts: dict[str, str]) -> dict[str, str]:
+def postgres_env(dsn_parts: dict[str, str], vault: str) -> dict[str, str]:
+    """A PostgreSQL log's environment; ``vault``: the key-encryption keys' file."""
     env = {
         "PERSISTENCE_MODULE": "adapters.eventlog.store:SerialisedPostgresFactory",
         "AGGREGATE_CACHE_MAXSIZE": "20000",
+        "LETTERLOG_KEY_VAULT": vault,
     }
     env.update(dsn_parts)
     return env

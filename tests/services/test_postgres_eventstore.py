@@ -23,16 +23,17 @@ ADA = "ada@example.org"
 
 
 @pytest.mark.services
-def test_processes_opening_one_new_postgres_database_at_once_all_start(pg_dsn: str) -> None:
+def test_processes_opening_one_new_postgres_database_at_once_all_start(pg_dsn: str,
+                                                                     tmp_path: Path) -> None:
     # eventsourcing re-creates its functions on start-up; unserialised, simultaneous starts
     # fail with "tuple concurrently updated" (a CI failure before the schema lock existed)
     with _pool(6) as pool:
-        counts = pool.map(_open_and_count, [pg_dsn] * 12)
+        counts = pool.starmap(_open_and_count, [(pg_dsn, str(tmp_path / "vault.sqlite"))] * 12)
     assert counts == [0] * 12
 
 
-def _open_and_count(dsn: str) -> int:
-    app = MailLog(env=postgres_env(postgres_env_from_dsn(dsn)))
+def _open_and_count(dsn: str, vault: str) -> int:
+    app = MailLog(env=postgres_env(postgres_env_from_dsn(dsn), vault))
     try:
         return len(list(app.recorder.select_notifications(start=1, limit=10)))
     finally:
