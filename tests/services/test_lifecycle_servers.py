@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -16,7 +17,7 @@ from adapters.readside.host import ProjectionHost
 from adapters.streaming.relay import OutboxRelay
 from adapters.tables.hbase import HBaseTableStore
 from projections.keys import PURGE_SHARDS
-from tests.integration.test_erasure import deliver_marked, files_holding
+from tests.integration.test_erasure import deliver_marked, files_holding, marked_mail
 
 pytestmark = pytest.mark.services
 
@@ -77,3 +78,94 @@ def test_the_log_and_the_kafka_records_hold_no_personal_data(scale_out, postgres
     assert files_holding(Path(kafka_server.workdir) / "data", markers) == {}
     store.erase_message(ids[0])
     assert store.show(ids[0])["envelope"] == {}
+
+
+def key_candidates(root: Path, key_id: UUID) -> list[bytes]:
+    """What an attacker holding a copy of ``root`` takes for the key stored under ``key_id``:
+    every run of bytes after each place the id appears (a row of the key table in a heap
+    page, a WAL record, a replica or a backup)."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        try:
+            data = path.read_bytes()
+        except (FileNotFoundError, PermissionError):
+            continue
+        at = data.find(key_id.bytes)
+        while at >= 0:
+            found.append(data[at + 16:at + 16 + 96])
+            at = data.find(key_id.bytes, at + 1)
+    return found
+
+
+def opened_by(candidates: list[bytes], key_id: UUID, key: bytes, keks: list[bytes]) -> int:
+    """How many candidates give the key: plain, or unwrapped by one of ``keks``."""
+    from cryptography.exceptions import InvalidTag
+
+    from adapters.eventlog.sealing import NONCE, unwrap
+
+    hits = 0
+    for run in candidates:
+        if key in run:
+            hits += 1
+            continue
+        for offset in range(0, 8):
+            wrapped = run[offset:offset + NONCE + 32 + 16]
+            for kek in keks:
+                try:
+                    if unwrap(kek, key_id, wrapped) == key:
+                        hits += 1
+                except (InvalidTag, ValueError):
+                    pass
+    return hits
+
+
+def test_an_erased_messages_key_opens_from_no_byte_postgres_or_kafka_keeps(
+        scale_out, postgres_server, kafka_server):
+    """The forensic test: PostgreSQL's data directory (heap, WAL) and Kafka's segments after
+    an erasure. Every KEK the vault holds is tried on every copy of the key's row the
+    files keep: none gives the erased key; a message not erased still opens the same way."""
+    import psycopg
+
+    store = scale_out
+    ids, markers = deliver_marked(store)
+    other = store.deliver(account="keep@example.org", raw=marked_mail("k", attachment=False)[0])
+    relay = OutboxRelay.from_settings(store.settings, log=store.log, partitions=1, batch=100)
+    try:
+        assert relay.run_once() > 0
+    finally:
+        relay.close()
+    keys = store.log.keys
+    secret = {}
+    for message_id in (ids[0], other.message_id):
+        key_id = store.log.repository.get(message_id).personal.key_id
+        secret[message_id] = (key_id, keys.get(key_id))
+
+    def attack(message_id: UUID) -> int:
+        with psycopg.connect(postgres_server.admin_dsn, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        key_id, key = secret[message_id]
+        candidates = key_candidates(Path(postgres_server.workdir), key_id)
+        candidates += key_candidates(Path(kafka_server.workdir) / "data", key_id)
+        candidates += key_candidates(Path(store.settings.data), key_id)
+        return opened_by(candidates, key_id, key, vault_keks(Path(store.settings.data)))
+
+    assert attack(ids[0]) > 0  # the attack works: the live key opens from PostgreSQL's files
+    result = store.erase_message(ids[0])
+    assert result["keys_destroyed"] == 1
+    assert attack(ids[0]) == 0
+    assert attack(other.message_id) > 0  # the same batch's other keys: re-wrapped, still open
+    assert store.show(other.message_id)["envelope"]
+    assert files_holding(Path(postgres_server.workdir), markers) == {}
+    assert files_holding(Path(kafka_server.workdir) / "data", markers) == {}
+
+
+def vault_keks(data: Path) -> list[bytes]:
+    import sqlite3
+
+    con = sqlite3.connect(data / "vault.sqlite")
+    try:
+        return [bytes(r[0]) for r in con.execute("SELECT kek FROM keks")]
+    finally:
+        con.close()
