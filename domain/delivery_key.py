@@ -10,6 +10,7 @@ time-ordered id (label indexes and threads sort by it).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from uuid import UUID
 
@@ -31,6 +32,10 @@ class DeliveryKey(MailAggregate):
         """State is set by the creation event's ``apply``."""
 
     class Claimed(Aggregate.Created):
+        """``key``: the idempotency key's SHA-256 (``sha256:<hex>``), never the key itself:
+        a caller's key may hold personal data and the log keeps it for good (claims recorded
+        before held the key as given)."""
+
         account_id: UUID
         key: str
         message_id: UUID
@@ -42,4 +47,8 @@ class DeliveryKey(MailAggregate):
     @classmethod
     def claim(cls, account_id: UUID, key: str, message_id: UUID) -> DeliveryKey:
         return cls._create(cls.Claimed, id=delivery_key_id(account_id, key),
-                           account_id=account_id, key=key, message_id=message_id)
+                           account_id=account_id, key=key_digest(key), message_id=message_id)
+
+
+def key_digest(key: str) -> str:
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()

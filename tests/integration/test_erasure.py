@@ -141,3 +141,16 @@ def test_an_erased_message_leaves_no_byte_of_its_smtp_envelope_in_any_file(data)
         assert store.show(d.message_id)["smtp_envelope"] == {}
     assert files_holding(data, markers) == {}
     assert opened_by_a_fresh_reader(data, markers) == []
+
+
+def test_an_idempotency_key_is_kept_only_as_its_hash(data):
+    """A caller's idempotency key may carry personal data (an address, a subject): the log,
+    which erasure cannot rewrite, holds only its SHA-256; the key still works."""
+    marker = f"key{uuid.uuid4().hex[:12]}"
+    raw = marked_mail("i", attachment=False)[0]
+    with Letterlog.open(data) as store:
+        first = store.deliver(account=ACCOUNT, raw=raw, idempotency_key=f"{marker}@example.org")
+        again = store.deliver(account=ACCOUNT, raw=raw, idempotency_key=f"{marker}@example.org")
+        assert again.message_id == first.message_id
+    assert not any(n.startswith("events.sqlite")
+                   for n in files_holding(data, [marker.encode()]))

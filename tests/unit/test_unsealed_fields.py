@@ -79,9 +79,7 @@ UNSEALED: dict[tuple[str, str], str] = {
     (f"{_MAILBOX}.Deleted", "name"): MAILBOX_NAME,
     # DeliveryKey
     ("domain.delivery_key:DeliveryKey.Claimed", "account_id"): ID,
-    ("domain.delivery_key:DeliveryKey.Claimed", "key"): (
-        "the caller's idempotency key: an MTA's queue id with the recipient and the "
-        "message's SHA-256, an mbox position with a hash, a Maildir file name"),
+    ("domain.delivery_key:DeliveryKey.Claimed", "key"): HASH + " of the caller's idempotency key",
     ("domain.delivery_key:DeliveryKey.Claimed", "message_id"): ID,
     # Message: arrival (Delivered, UploadCompleted)
     ("domain.message:Arrival", "account_id"): ID,
