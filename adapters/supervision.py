@@ -61,6 +61,9 @@ class Program:
     stop_wait: float = 30.0
     start_seconds: float = 3.0  # alive this long = started (dying sooner = a failed start)
     priority: int = 100  # started in ascending, stopped in descending order
+    #: an exit with status 0 is not restarted (a server its own stop tool asked to shut down
+    #: exits 0: HBase's ``HMaster stop``); a crash or a signal still is
+    clean_exit_stops: bool = False
 
 
 class Handle(Protocol):
@@ -128,7 +131,8 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
             "stdout_logfile_maxbytes=0",  # appended to, never rotated away
             "redirect_stderr=true",
             f"autostart={'true' if autostart else 'false'}",
-            "autorestart=true",
+            f"autorestart={'unexpected' if p.clean_exit_stops else 'true'}",
+            *(["exitcodes=0"] if p.clean_exit_stops else []),
             f"startsecs={int(p.start_seconds)}",
             f"startretries={START_RETRIES}",
             f"stopsignal={p.stop_signal}",

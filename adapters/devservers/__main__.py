@@ -6,36 +6,49 @@ python -m adapters.devservers install [--only pg,hbase,kafka,dovecot,spark,postf
     does not run it.)
 python -m adapters.devservers up [--only pg,hbase,kafka,dovecot,spark] [--env-file PATH]
     [--detach]
-    start them under supervisord (a crashed server is restarted, the others keep running),
-    write <cache>/services.env (LETTERLOG_... lines), stay in the foreground reporting
-    restarts until Ctrl-C / SIGTERM, then stop them all (logs and data stay in
-    <tmp>/letterlog-services-<uid> until the next `up`). --detach: return once they are up.
+    start them under supervisord (a crashed server is restarted, the others keep running) on
+    the data kept in the root (default <checkout>/.letterlog-services), write
+    <root>/services.env (LETTERLOG_... lines), stay in the foreground reporting restarts
+    until Ctrl-C / SIGTERM, then stop them all cleanly (data and logs kept).
+    --detach: return once they are up.
 python -m adapters.devservers status [--json]     each server's state, pid, port, uptime
 python -m adapters.devservers restart NAME        one of them (postgres, hbase-thrift, ...)
-python -m adapters.devservers down                stop what `up --detach` started
+python -m adapters.devservers down                stop them cleanly; data and services.env stay
+python -m adapters.devservers reset [--yes]       delete the root (all their data), saying what
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from adapters.filemodes import private_file
 from adapters.supervision import Supervisor, SupervisorError
 
-from ._common import Service, ServiceFailed, cache_dir
+from ._common import Service, ServiceFailed
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
 from .postfix import PostfixServer
 from .postgres import PostgresServer
 from .spark import SparkCluster
-from .supervised import SupervisedServices, default_root, restart, status
+from .supervised import (
+    RootBusy,
+    SupervisedServices,
+    default_root,
+    installation,
+    read_kept,
+    restart,
+    root_lock,
+    status,
+    stop_all,
+)
 
 ALIASES = {
     "pg": "pg",
@@ -128,9 +141,11 @@ def _raise_stop(signum: int, frame: object) -> None:
 def _write_env(services: SupervisedServices, env_file: Path) -> None:
     lines = env_lines(services.servers)
     env_file.parent.mkdir(parents=True, exist_ok=True)
+    private_file(env_file)  # the PostgreSQL password
     env_file.write_text(
         f"# written by `python -m adapters.devservers up` (supervisord in {services.root});"
-        " removed when they stop\n" + "\n".join(lines) + "\n"
+        " the same servers, ports and passwords at every start until `reset`\n"
+        + "\n".join(lines) + "\n"
     )
     print()
     print("\n".join(lines))
@@ -158,9 +173,18 @@ def _watch(services: SupervisedServices) -> None:
                 seen[row["name"]] = now
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def cmd_up(names: Sequence[str], env_file: Path, *, detach: bool = False,
            root: Path | None = None) -> int:
-    services = SupervisedServices(names, root)
+    services = SupervisedServices(names, root, report=_say)
+    try:
+        services.refuse_if_running()
+    except RootBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     old_term = signal.signal(signal.SIGTERM, _raise_stop)
     # explicit, so Ctrl-C/SIGINT stops us even when started in the background (SIGINT ignored)
     old_int = signal.signal(signal.SIGINT, _raise_stop)
@@ -180,6 +204,10 @@ def cmd_up(names: Sequence[str], env_file: Path, *, detach: bool = False,
         print("Ctrl-C stops them all.", flush=True)
         _watch(services)
         return 0
+    except RootBusy as exc:  # another `up` got there first: its servers are not ours
+        print(f"error: {exc}", file=sys.stderr)
+        written = detach = True  # nothing of ours to stop
+        return 1
     except (ServiceFailed, SupervisorError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
@@ -191,11 +219,13 @@ def cmd_up(names: Sequence[str], env_file: Path, *, detach: bool = False,
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if not detach or not written:
-            if written:
-                with contextlib.suppress(OSError):
-                    env_file.unlink()
-            services.stop()
-            print(f"stopped; logs kept in {services.root}", flush=True)
+            t0 = time.monotonic()
+            try:
+                services.stop()
+            except SupervisorError as exc:
+                print(f"FAILED to stop cleanly: {exc}", file=sys.stderr)
+            print(f"stopped in {time.monotonic() - t0:.1f} s; data and logs kept in "
+                  f"{services.root}", flush=True)
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGINT, old_int)
 
@@ -234,15 +264,102 @@ def cmd_restart(root: Path, name: str) -> int:
     return 0
 
 
-def cmd_down(root: Path, env_file: Path) -> int:
+def _foreign(root: Path) -> str | None:
+    """The installation that made ``root`` if it is not this one."""
+    owner = read_kept(root).get("installation")
+    return owner if owner and owner != str(installation()) else None
+
+
+def cmd_down(root: Path) -> int:
     supervisor = Supervisor(root)
     if not supervisor.alive():
         print(f"nothing runs under {root}")
         return 0
-    supervisor.shutdown()
-    with contextlib.suppress(OSError):
-        env_file.unlink()
-    print(f"stopped; logs kept in {root}")
+    owner = _foreign(root)
+    if owner:
+        print(f"error: the servers under {root} belong to another installation ({owner}); "
+              "not stopping them (stop them from there)", file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    print(f"stopping the servers under {root} ...", flush=True)
+    try:
+        with root_lock(root):
+            stop_all(root, report=_say)
+    except (RootBusy, SupervisorError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"stopped in {time.monotonic() - t0:.1f} s; data, logs and services.env kept in "
+          f"{root} (`up` starts them again on it, `reset` deletes it)")
+    return 0
+
+
+#: what each entry of a root holds, for `reset`
+CONTENTS = {
+    "pg": "PostgreSQL: the event log and the key store",
+    "hbase": "HBase: the read-model tables and their write-ahead logs",
+    "kafka": "Kafka: the event topics and the consumer groups' offsets",
+    "dovecot": "Dovecot: its mail",
+    "spark": "Spark: the workers' files and logs",
+    "services.env": "the LETTERLOG_... settings `up` wrote",
+    "servers.json": "the servers' ports and passwords",
+}
+
+
+def _size(path: Path) -> int:
+    """Bytes under ``path`` (files a running server removes meanwhile count as 0)."""
+    def one(p: Path) -> int:
+        try:
+            return p.lstat().st_size
+        except OSError:
+            return 0
+
+    if path.is_symlink() or not path.is_dir():
+        return one(path)
+    return sum(one(p) for p in path.rglob("*"))
+
+
+def cmd_reset(root: Path, env_file: Path, yes: bool) -> int:
+    if not root.exists():
+        print(f"nothing to delete: {root} does not exist")
+        return 0
+    if not ((root / "servers.json").exists() or (root / "supervisord.conf").exists()):
+        print(f"error: {root} does not look like a dev servers' directory (no servers.json "
+              "or supervisord.conf); not deleting it", file=sys.stderr)
+        return 2
+    owner = _foreign(root)
+    if owner and Supervisor(root).alive():
+        print(f"error: the servers under {root} belong to another installation ({owner}) "
+              "and are running; not touching them", file=sys.stderr)
+        return 1
+    entries = sorted(root.iterdir())
+    print(f"reset deletes {root}, all the dev servers' data:")
+    for entry in entries:
+        what = CONTENTS.get(entry.name, "logs and supervisord's files")
+        print(f"  {entry.name + ('/' if entry.is_dir() else ''):16} "
+              f"{_size(entry) / 1e6:9.1f} MB  {what}")
+    extra = env_file if env_file.exists() and root not in env_file.parents else None
+    if extra:
+        print(f"  and {extra}")
+    if not yes:
+        if not sys.stdin.isatty():
+            print("error: not confirmed: pass --yes to delete without asking",
+                  file=sys.stderr)
+            return 2
+        if input("delete all of this? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    try:
+        with root_lock(root):
+            if Supervisor(root).alive():
+                print("stopping the servers first ...", flush=True)
+                stop_all(root, report=_say)
+            shutil.rmtree(root)
+    except (RootBusy, SupervisorError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if extra:
+        extra.unlink(missing_ok=True)
+    print(f"deleted {root}")
     return 0
 
 
@@ -263,21 +380,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--env-file",
         type=Path,
         default=None,
-        help="where to write the LETTERLOG_... lines (default: <cache>/services.env)",
+        help="where to write the LETTERLOG_... lines (default: <root>/services.env)",
     )
     p_up.add_argument("--detach", action="store_true", help="return once the servers are up")
     p_status = sub.add_parser("status", help="state, pid, port and uptime of each server")
     p_status.add_argument("--json", action="store_true", help="one JSON object per line")
     p_restart = sub.add_parser("restart", help="restart one server (a name `status` shows)")
     p_restart.add_argument("name")
-    p_down = sub.add_parser("down", help="stop the servers `up --detach` started")
-    p_down.add_argument("--env-file", type=Path, default=None, help="the file `up` wrote")
-    for p in (p_up, p_status, p_restart, p_down):
+    sub.add_parser("down", help="stop the servers cleanly; their data and services.env stay")
+    p_reset = sub.add_parser("reset", help="delete the servers' directory and all their data "
+                             "(stops them first)")
+    p_reset.add_argument("--yes", action="store_true", help="do not ask")
+    p_reset.add_argument("--env-file", type=Path, default=None,
+                         help="a services.env `up` wrote outside the root (deleted too)")
+    for p in sub.choices.values():
+        if p is p_install:
+            continue
         p.add_argument("--root", type=Path, default=None,
-                       help="supervisord's directory (default: <tmp>/letterlog-services-<uid>)")
+                       help="the servers' directory (default: $LETTERLOG_SERVICES_DIR, else "
+                       "<checkout>/.letterlog-services)")
     args = parser.parse_args(argv)
-    root = getattr(args, "root", None) or default_root()
-    env_file = getattr(args, "env_file", None) or cache_dir() / "services.env"
+    root = (getattr(args, "root", None) or default_root()).resolve()
+    env_file = getattr(args, "env_file", None) or root / "services.env"
     if args.command == "install":
         return cmd_install(parse_only(args.only, INSTALL_ORDER))
     if args.command == "status":
@@ -285,7 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "restart":
         return cmd_restart(root, args.name)
     if args.command == "down":
-        return cmd_down(root, env_file)
+        return cmd_down(root)
+    if args.command == "reset":
+        return cmd_reset(root, env_file, args.yes)
     return cmd_up(parse_only(args.only), env_file, detach=args.detach, root=root)
 
 

@@ -85,6 +85,7 @@ class KafkaServer(Service):
         startup_timeout: float = 120.0,
         heap: str = "512m",
         port: int | None = None,
+        controller_port: int | None = None,
         broker_config: dict[str, str] | None = None,
         workdir: str | os.PathLike[str] | None = None,
         keep_workdir: bool | None = None,
@@ -96,7 +97,8 @@ class KafkaServer(Service):
         self.host = LOCALHOST
         self.port: int = port or 0
         self._fixed_port = port
-        self.controller_port: int = 0
+        self.controller_port: int = controller_port or 0
+        self._fixed_controller_port = controller_port
         self.cluster_id = new_cluster_id()
         self.broker_config = dict(broker_config or {})
         self.lib: Path | None = None
@@ -172,11 +174,9 @@ class KafkaServer(Service):
         wd = self.workdir
         for sub in ("conf", "logs", "data"):
             (wd / sub).mkdir(parents=True, exist_ok=True)
-        if self._fixed_port:
-            self.port = self._fixed_port
-            self.controller_port = free_ports(1)[0]
-        else:
-            self.port, self.controller_port = free_ports(2)
+        free = iter(free_ports(2))
+        self.port = self._fixed_port or next(free)
+        self.controller_port = self._fixed_controller_port or next(free)
         conf = wd / "conf" / "server.properties"
         conf.write_text(
             "# written by adapters/devservers/kafka.py\n"
@@ -186,6 +186,10 @@ class KafkaServer(Service):
         self._env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
         self._env.pop("CLASSPATH", None)
         self._env.pop("JAVA_TOOL_OPTIONS", None)
+        formatted = self.formatted_cluster_id()
+        if formatted is not None:  # kept data: formatted once, by an earlier start
+            self.cluster_id = formatted
+            return
         # Kafka 3.9: a static `controller.quorum.voters` quorum is formatted without
         # --standalone (that flag is for the dynamic `controller.quorum.bootstrap.servers`)
         run_checked(
@@ -198,6 +202,19 @@ class KafkaServer(Service):
             env=self._env,
             timeout=180,
         )
+
+    def formatted_cluster_id(self) -> str | None:
+        """The cluster id in ``data/meta.properties`` if the storage is formatted."""
+        assert self.workdir is not None
+        try:
+            text = (self.workdir / "data" / "meta.properties").read_text()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id":
+                return value.strip()
+        return None
 
     def _java(self, heap: str, main: str, *args: str) -> list[str]:
         assert self.workdir is not None

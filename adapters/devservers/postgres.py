@@ -94,6 +94,7 @@ class PostgresServer(Service):
         user: str = "letterlog",
         dbname: str = "letterlog",
         password: str | None = None,
+        admin_password: str | None = None,
         port: int | None = None,
         settings: dict[str, Any] | None = None,
         startup_timeout: float = 60.0,
@@ -110,7 +111,7 @@ class PostgresServer(Service):
         self.dbname = dbname
         self.password = password or secrets.token_urlsafe(18)
         self.admin_user = "postgres"
-        self.admin_password = secrets.token_urlsafe(18)
+        self.admin_password = admin_password or secrets.token_urlsafe(18)
         self.settings = dict(settings or {})
         self.bindir: Path | None = None
         self._proc: Handle | None = None
@@ -164,9 +165,15 @@ class PostgresServer(Service):
         if self.bindir is None:
             raise ServiceFailed("postgres: initdb not found under /usr/lib/postgresql/*/bin")
 
+    @property
+    def initialized(self) -> bool:
+        """Whether `workdir/data` holds a database cluster already (kept data: no initdb)."""
+        return self.workdir is not None and (self.workdir / "data" / "PG_VERSION").exists()
+
     def prepare(self) -> None:
-        """initdb into `workdir/data` (as the `postgres` account when we are root) and pick
-        the port."""
+        """initdb into `workdir/data` (as the `postgres` account when we are root), unless
+        it holds a cluster already (then its superuser password must be the one given), and
+        pick the port."""
         try:
             import psycopg  # noqa: F401
         except ImportError as exc:
@@ -180,6 +187,15 @@ class PostgresServer(Service):
         uid = account.pw_uid if account else None
         gid = account.pw_gid if account else None
         (wd / "sock").mkdir(mode=0o700, exist_ok=True)
+        self._env = {
+            "PATH": f"{self.bindir}:/usr/bin:/bin",
+            "LC_ALL": "C",
+            "LANG": "C",
+            "HOME": str(wd),
+        }
+        self.port = self._fixed_port or free_port()
+        if self.initialized:
+            return
         pwfile = wd / "pwfile"
         pwfile.write_text(self.admin_password + "\n")
         os.chmod(pwfile, 0o600)
@@ -187,12 +203,6 @@ class PostgresServer(Service):
             os.chmod(wd, 0o700)
             for p in (wd, wd / "sock", pwfile):
                 os.chown(p, account.pw_uid, account.pw_gid)
-        self._env = {
-            "PATH": f"{self.bindir}:/usr/bin:/bin",
-            "LC_ALL": "C",
-            "LANG": "C",
-            "HOME": str(wd),
-        }
         run_checked(
             [
                 str(self.bindir / "initdb"),
@@ -222,11 +232,15 @@ class PostgresServer(Service):
             # the server's log file is created by whoever launches it; let the account write it
             (wd / "postgres.log").touch()
             os.chown(wd / "postgres.log", account.pw_uid, account.pw_gid)
-        self.port = self._fixed_port or free_port()
 
     def programs(self) -> list[Program]:
         assert self.workdir is not None and self.bindir is not None
         wd = self.workdir
+        # a socket path longer than a unix socket takes (~107 bytes) stops the server from
+        # starting; then TCP only (every client here connects over TCP)
+        sockets = str(wd / "sock")
+        if len(f"{sockets}/.s.PGSQL.65535".encode()) > 100:
+            sockets = ""
         cmd = [
             str(self.bindir / "postgres"),
             "-D",
@@ -236,7 +250,7 @@ class PostgresServer(Service):
             "-p",
             str(self.port),
             "-k",
-            str(wd / "sock"),
+            sockets,
             "-c",
             "logging_collector=off",
             "-c",
@@ -289,6 +303,9 @@ class PostgresServer(Service):
         from psycopg import sql
 
         with psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=10) as conn:
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
+                            (self.user,)).fetchone():
+                return  # kept data: made by an earlier start
             conn.execute(
                 sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
                     sql.Identifier(self.user), sql.Literal(self.password)

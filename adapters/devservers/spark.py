@@ -46,6 +46,7 @@ class SparkCluster(Service):
     name = "spark"
 
     def __init__(self, *, cores: int = 2, memory: str = "2g", startup_timeout: float = 180.0,
+                 ports: tuple[int, int, int, int] | None = None,
                  workdir: str | os.PathLike[str] | None = None,
                  keep_workdir: bool | None = None) -> None:
         super().__init__(workdir=workdir, startup_timeout=startup_timeout,
@@ -58,6 +59,7 @@ class SparkCluster(Service):
         self._worker: Handle | None = None
         self._master_ui = self._worker_ui = self._worker_port = 0
         self._env: dict[str, str] = {}
+        self._fixed_ports = ports
 
     @property
     def master_url(self) -> str:
@@ -68,6 +70,11 @@ class SparkCluster(Service):
         if self.workdir is None:
             return []
         return [self.workdir / "logs" / "master.out", self.workdir / "logs" / "worker.out"]
+
+    @property
+    def ports(self) -> tuple[int, int, int, int]:
+        """The master's port, its web UI's, the worker's web UI's and the worker's."""
+        return (self.port, self._master_ui, self._worker_ui, self._worker_port)
 
     @property
     def running(self) -> bool:
@@ -82,7 +89,8 @@ class SparkCluster(Service):
         assert self.workdir is not None
         for sub in ("logs", "work"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
-        self.port, self._master_ui, self._worker_ui, self._worker_port = free_ports(4)
+        self.port, self._master_ui, self._worker_ui, self._worker_port = (
+            self._fixed_ports or tuple(free_ports(4)))
         self._env = dict(os.environ, **spark_env(self.workdir))
         self._env.pop("PYSPARK_SUBMIT_ARGS", None)
 
