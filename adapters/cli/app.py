@@ -34,7 +34,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Reading", "reads", ("list", "search", "labelled", "thread", "counters", "du", "status",
                           "subscriptions", "purge-queue", "body")),
     ("Import", "imports", ("import",)),
-    ("Projections", "admin", ("rebuild", "verify", "compact", "demo")),
+    ("Projections", "admin", ("rebuild", "verify", "compact", "export", "demo")),
     ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account")),
     ("Scale-out", "stream", ("relay", "worker", "lag", "processes", "dead-letters")),
     ("Benchmarks", "bench", ("bench",)),
