@@ -19,7 +19,7 @@ Real HBase keeps the "late put stays hidden" rule only until a major compaction 
 delete markers (``hbase.hstore.time.to.purge.deletes``, ``KEEP_DELETED_CELLS``); an HBase
 adapter has to account for that window. Embedded adapters keep tombstones forever.
 
-Together these make the idempotence rule of DESIGN §5 hold: re-applying any batch, any number
+Together these make the idempotence rule (ADR 0006) hold: re-applying any batch, any number
 of times, leaves the digest of every table unchanged.
 
 Nothing here imports a client library; adapters live in ``adapters/``.

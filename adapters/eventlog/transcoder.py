@@ -1,4 +1,5 @@
-"""msgpack transcoder for the event store (DESIGN.md §9: ~3× the JSON transcoder).
+"""msgpack transcoder for the event store (about three times faster than the library's JSON
+transcoder on letterlog's events, and smaller).
 
 Extension types (stable forever; the log outlives the code):
   1 UUID (16 raw bytes)

@@ -1,4 +1,4 @@
-"""Replay equals live (DESIGN §5): random histories, applied once, applied again with
+"""Replay equals live (the idempotence rule, ADR 0006): random histories, applied once, applied again with
 duplicates and with the accounts' events interleaved differently, and folded in a rebuild,
 all leave every table with the same digest."""
 
