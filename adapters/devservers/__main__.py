@@ -334,9 +334,13 @@ def cmd_reset(root: Path, env_file: Path, yes: bool) -> int:
     entries = sorted(root.iterdir())
     print(f"reset deletes {root}, all the dev servers' data:")
     for entry in entries:
-        what = CONTENTS.get(entry.name, "logs and supervisord's files")
-        print(f"  {entry.name + ('/' if entry.is_dir() else ''):16} "
-              f"{_size(entry) / 1e6:9.1f} MB  {what}")
+        if entry.name in CONTENTS:
+            print(f"  {entry.name + ('/' if entry.is_dir() else ''):16} "
+                  f"{_size(entry) / 1e6:9.1f} MB  {CONTENTS[entry.name]}")
+    rest = [e for e in entries if e.name not in CONTENTS]
+    if rest:
+        print(f"  {'the rest':16} {sum(map(_size, rest)) / 1e6:9.1f} MB  supervisord's "
+              f"configuration, socket and log ({', '.join(e.name for e in rest)})")
     extra = env_file if env_file.exists() and root not in env_file.parents else None
     if extra:
         print(f"  and {extra}")

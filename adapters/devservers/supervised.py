@@ -213,7 +213,7 @@ def _first_start(name: str, server: Service) -> bool:
         return server.formatted_cluster_id() is None
     if isinstance(server, HBaseServer):
         return server.workdir is None or not (server.workdir / "data" / "hbase").exists()
-    return False
+    return server.workdir is None or not any(server.workdir.iterdir())
 
 
 class SupervisedServices:

@@ -206,3 +206,27 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
         assert line in reset.stdout, reset.stdout
     assert not root.exists()
     print(f"\ndev servers: { {k: round(v, 1) for k, v in times.items()} }")
+
+
+def test_another_installation_s_live_servers_are_never_touched(root: Path) -> None:
+    """A root whose servers another installation started: `up`, `down` and `reset` from
+    this one refuse, name that installation, and leave its supervisord running."""
+    from adapters.supervision import write_config
+
+    (root / "servers.json").write_text(json.dumps({"installation": "/srv/other-checkout"}))
+    write_config(root, [], autostart=False)
+    supervisor = Supervisor(root)
+    supervisor.launch()
+    try:
+        pid = supervisor.pid()
+        for args, said in ((("up", "--detach", "--only", "pg"), "already run under"),
+                           (("down",), "belong to another installation"),
+                           (("reset", "--yes"), "belong to another installation")):
+            done = devservers(root, *args)
+            assert done.returncode == 1, (args, done.stdout, done.stderr)
+            assert said in done.stderr and "/srv/other-checkout" in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr
+            assert supervisor.alive() and supervisor.pid() == pid
+        assert (root / "servers.json").exists()
+    finally:
+        supervisor.shutdown()
