@@ -138,6 +138,7 @@ CAT_GENERATION: Final = b"c:generation"
 
 V_POSITION: Final = b"v:position"  # row: the view's name; the log position it reflects
 V_PROJECTIONS: Final = b"v:projections"  # the projections it holds, comma-separated
+V_ERASED: Final = b"v:erased"  # purges applied to the view up to this log position
 
 # -- dead_letters, dead_letters_closed ---------------------------------------------------------
 

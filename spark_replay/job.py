@@ -226,5 +226,6 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
         else:
             stop = until if until is not None else store.position_at(_instant(as_of))
             result = dict(store.projections.build_view(view or f"p{stop}", names, stop, fold))
+            store.erase_from_views()  # messages purged since ``stop`` leave the view at once
     result.update(fold.stats, engine="spark", master=session.sparkContext.master)
     return result

@@ -35,6 +35,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                           "subscriptions", "purge-queue", "body")),
     ("Import", "imports", ("import",)),
     ("Projections", "admin", ("rebuild", "verify", "compact", "export", "demo")),
+    ("Views", "views", ("view",)),
     ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account")),
     ("Scale-out", "stream", ("relay", "worker", "lag", "processes", "dead-letters")),
     ("Benchmarks", "bench", ("bench",)),

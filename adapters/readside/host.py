@@ -291,7 +291,10 @@ class ProjectionHost:
         self.tables.apply([
             Put(VIEWS.name, view.encode(), V_POSITION, b"%d" % stop, stamp),
             Put(VIEWS.name, view.encode(), V_PROJECTIONS,
-                ",".join(p.name for p in projections).encode(), stamp)])
+                ",".join(p.name for p in projections).encode(), stamp),
+            # purges up to ``stop`` are in the fold; later ones are applied to the view by
+            # ``adapters.readside.views.erase_purged`` (its builder calls it next)
+            Put(VIEWS.name, view.encode(), n.V_ERASED, b"%d" % stop, stamp)])
         return {"view": view, "position": stop, "projections": [p.name for p in projections],
                 "seconds": round(time.perf_counter() - t0, 3)}
 

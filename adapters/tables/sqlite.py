@@ -739,6 +739,21 @@ class SqliteTableStore:
         return sum(os.path.getsize(f) for f in (self._path, self._path + "-wal")
                    if os.path.exists(f))
 
+    def table_bytes(self, names: Iterable[str]) -> int | None:
+        """The bytes the pages of these tables take in the file (their cells and tombstones;
+        SQLite's ``dbstat``); None where SQLite was built without it."""
+        physical = [f"{kind}:{name}" for name in names for kind in ("cells", "tombs")]
+        if not physical:
+            return 0
+        marks = ", ".join("?" * len(physical))
+        try:
+            found = self._conn().execute(
+                f"SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN ({marks})",
+                physical).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return int(found[0])
+
     def compact(self) -> int:
         """Rewrite the file with full pages, in key order (``VACUUM``), and cut the WAL back
         (ADR 0030); returns the bytes it freed. Rows inserted before their neighbours (a
