@@ -52,6 +52,7 @@ from projections.keys import payload_row
 
 if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
+    from adapters.lifecycle.completion import Completion
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
     from adapters.readside.host import ProjectionHost
     from domain.purging import Purging
@@ -92,6 +93,8 @@ class Letterlog(ReadModelQueries):
         self._read_side_lock = threading.Lock()
         self._follower: Any = None  # a second process projecting (``projecting_in_a_second..``)
         self._unread_writes = False  # commands left to the follower since a query caught up
+        self._unfinished = 0  # messages purged since the last completion (lifecycle/completion)
+        self.completion: Completion | None = None  # the last purge's or erasure's completion
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -380,11 +383,25 @@ class Letterlog(ReadModelQueries):
             raise InvalidCommand(f"queue: {unknown[0]!r} is not one of {', '.join(ALL_QUEUES)}")
         report = jobs.run(now or datetime.now(UTC), chosen, dry_run=dry_run, progress=progress)
         report.position = self.max_position()  # the read models show the purge from here on
+        if not dry_run and self.completion is not None:
+            report.erasure = self.completion.as_dict()
         return report
 
-    def erase_message(self, message_id: UUID) -> dict[str, Any]:
-        """Purges one message now, whatever the TTLs (right to erasure)."""
-        return self._erase([message_id])
+    def erase_message(self, message_id: UUID, *, with_copies: bool = False) -> dict[str, Any]:
+        """Purges one message now, whatever the TTLs (right to erasure). Other messages of
+        the same content (same SHA-256) are reported: ``copies_remaining`` (ids, same
+        account; erased too ``with_copies``), ``copies_in_other_accounts`` (never named)."""
+        from adapters.lifecycle.copies import copies_of
+
+        msg = self.mail.uow.message(message_id)
+        self.catch_up()
+        host = self._read()
+        found = copies_of(host.tables, host.physical, message_id=message_id,
+                          account_id=msg.account_id, sha256=msg.sha256, inline=msg.inline)
+        result = self._erase([message_id, *(found.same_account if with_copies else [])])
+        result["copies_remaining"] = [] if with_copies else [str(i) for i in found.same_account]
+        result["copies_in_other_accounts"] = found.other_accounts
+        return result
 
     def erase_account(self, address: str) -> dict[str, Any]:
         """Purges every message of an account now, whatever the TTLs (right to erasure)."""
@@ -416,12 +433,14 @@ class Letterlog(ReadModelQueries):
         for sha in {sha for m in released for sha in m.payloads_referred()}:
             if not host.tables.get(refs, payload_row(sha)):
                 freed += self.payloads.delete_unless_touched(sha, began) or 0
+        self._unfinished += len(outcome.purged)
         self._after_purge()
         return {"purged": [str(m.id) for m in outcome.purged],
                 "already_purged": [str(i) for i in outcome.kept],
                 "bytes": outcome.purged_bytes, "keys_destroyed": destroyed,
                 "payload_bytes_freed": freed,
-                "position": self.max_position()}
+                "position": self.max_position(),
+                **(self.completion.as_dict() if self.completion else {})}
 
     def _destroy_keys(self, messages: Sequence[Message]) -> int:
         """Their personal data in the log can no longer be read (crypto-shredding); how many
@@ -431,27 +450,42 @@ class Letterlog(ReadModelQueries):
 
     def _purged(self, messages: Sequence[Message]) -> None:
         """After a purge job's append: keys destroyed; the payloads' grace period starts."""
+        self._unfinished += len(messages)
         self._destroy_keys(messages)
         for m in messages:
             for sha in m.payloads_referred():
                 self.payloads.touch(sha)
 
     def _after_purge(self) -> None:
-        """No plain text lingers: SQLite's -wal files are truncated (deleted pages are zeroed
-        already: secure_delete); HBase flushes the tables a purge deletes from, then
-        major-compacts them (in the background)."""
+        """No plain text lingers: the SQLite files' -wal are truncated, waiting for readers
+        at most ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete;
+        what is left unfinished is recorded: adapters/lifecycle/completion.py); HBase
+        flushes the tables a purge deletes from, then major-compacts them (background)."""
+        self.completion = self.complete_erasures(record=self._unfinished > 0)
+        self._unfinished = 0
         if self._projections is None:
             return
-        in_views = self.erase_from_views()["tables"]  # saved views lose them too, first
         tables, physical = self._projections.tables, self._projections.physical
-        checkpoint = getattr(tables, "checkpoint", None)
-        if checkpoint is not None:
-            checkpoint("TRUNCATE")
         compact = getattr(tables, "major_compact", None)
         if compact is not None:
-            purged = [physical(t) for t in PURGED_FROM] + in_views
+            purged = [physical(t) for t in PURGED_FROM]
             tables.flush(purged)
             compact(purged)
+
+    def complete_erasures(self, *, record: bool = False) -> Completion:
+        """Finishes the erasures still pending on this store's SQLite files (``letterlog
+        erase complete``); with ``record``, one left unfinished is recorded."""
+        from adapters.lifecycle.completion import complete
+
+        s = self.settings
+        return complete(s.data, s.key_vault, wait=s.erase_wait_seconds, record=record,
+                        position=self.max_position(), messages=self._unfinished)
+
+    def pending_erasures(self) -> list[dict[str, Any]]:
+        """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
+        from adapters.lifecycle.completion import PendingErasures
+
+        return [r for _, r in PendingErasures(self.settings.data).records()]
 
     def check(self, **fields: Any) -> CheckedDelivery:
         """``deliver``'s fields checked and the message parsed (once), nothing written:
@@ -602,45 +636,9 @@ class Letterlog(ReadModelQueries):
         return dict(self._read().rebuild(names, progress))
 
     def build_view(self, view: str, names: list[str] | None, stop: int) -> dict[str, Any]:
-        """The read-only view ``view`` as at position ``stop``, folded in this process,
-        without the messages purged since (``erase_from_views``)."""
+        """The read-only view ``view`` as at position ``stop``, folded in this process."""
         host = self._read()
-        built = dict(host.build_view(view, names, stop, host._fold))
-        self.erase_from_views()
-        return built
-
-    # -- saved views: list, drop, erase (adapters/readside/views.py) --------------------------
-    def views(self) -> list[Any]:
-        """Every saved view (``SavedView``: name, position, projections, tables, bytes)."""
-        from adapters.readside.views import saved_views
-
-        return saved_views(self._read().tables, sizes=True)
-
-    def drop_view(self, name: str) -> Any:
-        """Drops the view ``name`` (its tables and its row; ``NotFound`` if there is none,
-        and nothing is dropped); the embedded tables' WAL is truncated after it."""
-        from adapters.readside.views import drop_view
-
-        tables = self._read().tables
-        with self.exclusive("views"):
-            dropped = drop_view(tables, name)
-        checkpoint = getattr(tables, "checkpoint", None)
-        if checkpoint is not None:
-            checkpoint("TRUNCATE")
-        return dropped
-
-    def erase_from_views(self) -> dict[str, Any]:
-        """Applies every purge and erasure in the log to every saved view that has not had
-        it yet (after each purge run and erasure, and when a view is built)."""
-        from adapters.eventlog.reader import row_decoder, row_pages
-        from adapters.readside.views import erase_purged
-
-        tables, log = self._read().tables, self.log
-        with self.exclusive("views"):
-            return erase_purged(tables, self.max_position(),
-                                lambda start, stop: row_pages(log, start, stop, 2000),
-                                row_decoder(log),
-                                lambda i, version: log.repository.get(i, version=version))
+        return dict(host.build_view(view, names, stop, host._fold))
 
     def verify(self, names: list[str] | None = None, progress: Any = None) -> list[Any]:
         return list(self._read().verify(names, progress))

@@ -109,6 +109,14 @@ class Settings(BaseModel):
     purge_peek_back_minutes: int = Field(60, ge=0, description="buckets re-read before a pointer")
     purge_interval_seconds: float = Field(600.0, gt=0, description="letterlog purger's period")
     purge_threads: int = Field(4, ge=1, le=16, description="shards purged at once per queue")
+    erase_wait_seconds: float = Field(10.0, ge=0, le=3600, description=(
+        "how long an erasure or purge run waits for readers of the SQLite files to let their "
+        "write-ahead logs be truncated; then it exits 3, naming them"))
+    erase_complete_wait_seconds: float = Field(900.0, gt=0, description=(
+        "scale-out: how long `erase complete` waits for the relay and workers, then compacts"))
+    hbase_compactor: str = Field(
+        "hbase org.apache.hadoop.hbase.util.compaction.MajorCompactor", description=(
+            "the command running HBase's MajorCompactor tool (`erase complete` on scale-out)"))
     allow_shared_keys: bool = Field(
         False, description="open a store whose data directory or key store (keys.sqlite) "
                            "group or others may read or write, with a warning (else refused)")

@@ -1,4 +1,9 @@
-"""``letterlog purge run``, ``letterlog purger``, ``erase-message`` and ``erase-account``."""
+"""``letterlog purge run``, ``letterlog purger``, ``erase-message``, ``erase-account`` and
+``erase complete|status``.
+
+An erasure or purge run that committed but could not truncate a file's write-ahead log in
+time (a reader holds it) prints what it did, one line naming the file and the processes
+holding it, and exits 3 (``EXIT_INCOMPLETE``): done, not yet complete."""
 
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ from adapters.cli.common import (
 app = group("Purge and erasure.")
 purge_app = group("Run the purge jobs (see docs/lifecycle.md).")
 app.add_typer(purge_app, name="purge")
+erase_app = group("Finish erasures, and show those not yet finished (see docs/lifecycle.md).")
+app.add_typer(erase_app, name="erase")
 
 QueueOption = Annotated[list[str] | None, typer.Option(
     "--queue", metavar="QUEUE",
@@ -81,6 +88,20 @@ def purge_run(queue: QueueOption = None,
         report = state.reader().purge(when, queues, dry_run=dry_run, progress=progress)
     result = report.as_dict()
     out(result, _summary(result))
+    _incomplete(result.get("erasure"))
+
+
+def _incomplete(completion: dict[str, Any] | None) -> None:
+    """Exit 3 with one line if an erasure is not finished (the command itself committed)."""
+    if completion is None or completion["complete"]:
+        return
+    from adapters.lifecycle.completion import EXIT_INCOMPLETE, Completion, Holder
+
+    line = Completion(False, [Holder(h["file"], tuple(h["pids"]), tuple(h["processes"]))
+                              for h in completion["pending"]],
+                      seconds=completion["waited_seconds"]).line()
+    typer.echo(f"letterlog: {line}", err=True)
+    raise typer.Exit(EXIT_INCOMPLETE)
 
 
 @app.command()
@@ -102,6 +123,8 @@ def purger(queue: QueueOption = None,
         log.info("purge run: purged=%d expired=%d kept=%d payloads_freed=%d "
                  "payload_bytes_freed=%d", report["purged"], report["expired"], report["kept"],
                  report["payloads_freed"], report["payload_bytes_freed"])
+        if store.completion is not None and not store.completion.complete:
+            log.warning("%s", store.completion.line())
         stop.wait(period)
     store.close()
     log.info("purger stopped")
@@ -111,13 +134,26 @@ def _erased(result: dict[str, Any], what: str) -> None:
     out(result, f"erased {what}: purged {len(result['purged'])} messages "
                 f"({result['bytes']} bytes), {len(result['already_purged'])} purged already; "
                 f"{result['keys_destroyed']} data keys destroyed")
+    copies, elsewhere = result.get("copies_remaining", []), result.get("copies_in_other_accounts")
+    if copies or elsewhere:
+        said = [f"{len(copies)} other message(s) of this account hold the same content "
+                f"({', '.join(copies)}): `--with-copies` erases them"] if copies else []
+        if elsewhere:
+            said.append("other accounts hold the same content too (not erased)")
+        typer.echo(f"letterlog: warning: {'; '.join(said)}", err=True)
+    _incomplete(result if "complete" in result else None)
 
 
 @app.command("erase-message")
 def erase_message(message_id: Annotated[str, typer.Argument(
-        metavar="MESSAGE_ID", help="the message's id")]) -> None:
-    """Purge one message now, whatever the TTLs (right to erasure)."""
-    _erased(state.reader().erase_message(parse_uuid(message_id)), message_id)
+        metavar="MESSAGE_ID", help="the message's id")],
+        with_copies: Annotated[bool, typer.Option(
+            "--with-copies", help="also erase the account's other messages of the same "
+                                  "content (same SHA-256)")] = False) -> None:
+    """Purge one message now, whatever the TTLs (right to erasure); exit 3 if a reader kept
+    a file from being cleaned in time."""
+    _erased(state.reader().erase_message(parse_uuid(message_id), with_copies=with_copies),
+            message_id)
 
 
 @app.command("erase-account")
@@ -125,3 +161,78 @@ def erase_account(address: Annotated[str, typer.Argument(
         metavar="ACCOUNT", help="the account's address")]) -> None:
     """Purge every message of an account now, whatever the TTLs (right to erasure)."""
     _erased(state.reader().erase_account(address), address)
+
+
+@erase_app.command("complete")
+def erase_complete() -> None:
+    """Finish the erasures still pending (exit 3, naming what holds a file, if one is not)."""
+    store = state.reader()
+    done = store.complete_erasures()
+    result = done.as_dict()
+    scale = _complete_scale_out(store)
+    if scale is not None:
+        result["scale_out"] = scale.as_dict()
+    out(result, ("erasures complete" + (f" ({done.cleared} pending finished)" if done.cleared
+                                        else "") if done.complete else "erasures not complete")
+        + (f"\n{scale.line()}" if scale is not None else ""))
+    if scale is not None and not scale.complete:
+        from adapters.lifecycle.completion import EXIT_INCOMPLETE
+
+        typer.echo(f"letterlog: {scale.line()}", err=True)
+        raise typer.Exit(EXIT_INCOMPLETE)
+    _incomplete(result)
+
+
+def _complete_scale_out(store: Any) -> Any:
+    """On scale-out (LETTERLOG_TABLE_STORE=hbase): waits for the relay and the workers, frees
+    the erased payloads, flushes and major-compacts HBase (adapters/lifecycle/scaleout.py),
+    with progress lines on stderr. None on an embedded store."""
+    if store.settings.table_store != "hbase":
+        return None
+    from adapters.lifecycle.scaleout import complete
+
+    def progress(line: str) -> None:
+        typer.echo(f"erase complete: {line}", err=True)
+
+    return complete(store, wait=store.settings.erase_complete_wait_seconds, progress=progress)
+
+
+@erase_app.command("status")
+def erase_status() -> None:
+    """Erasures not yet finished: when, which files, which processes held them (exit 3 if
+    any)."""
+    from adapters.lifecycle.completion import EXIT_INCOMPLETE
+
+    store = state.reader()
+    pending = store.pending_erasures()
+    scale = _scale_out_status(store)
+    if state.json:
+        out({"pending": pending, **({"scale_out": scale} if scale is not None else {})})
+    elif not pending and not (scale or {}).get("pending"):
+        typer.echo("no erasure pending")
+    for r in pending if not state.json else []:
+        held = "; ".join(f"{h['file']} (pids {', '.join(map(str, h['pids'])) or 'unknown'})"
+                         for h in r["holders"])
+        typer.echo(f"{r['since']}  position={r['position']}  messages={r['messages']}  {held}")
+    for r in (scale or {}).get("pending", []) if not state.json else []:
+        typer.echo(f"{r['since']}  position={r['position']}  messages={r['messages']}  "
+                   f"payloads={r['payloads']}  scale-out: waits for `letterlog erase complete`"
+                   f" (workers at {scale['workers']})")
+    if pending or (scale or {}).get("pending"):
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _scale_out_status(store: Any) -> dict[str, Any] | None:
+    """The scale-out erasures not yet completed, and how far the workers are (as ``lag``)."""
+    if store.settings.table_store != "hbase":
+        return None
+    from adapters.lifecycle.scaleout import pending as scale_out_pending
+
+    records = scale_out_pending(store)
+    workers = "?"
+    if records and store.settings.kafka_bootstrap:
+        from adapters.streaming.lag import snapshot
+
+        report = snapshot(store.settings, store.settings.stream.group)
+        workers = report["verdict"]
+    return {"pending": records, "workers": workers}

@@ -68,6 +68,7 @@ class PurgeReport:
     dry_run: bool
     queues: list[QueueReport] = field(default_factory=list)
     position: int = 0  # the log's head after the run: read models that reached it show it
+    erasure: dict[str, Any] | None = None  # the files' completion (lifecycle/completion.py)
 
     def total(self, name: str) -> int:
         return sum(int(getattr(q, name)) for q in self.queues)
@@ -80,6 +81,7 @@ class PurgeReport:
             "message_bytes": self.total("message_bytes"),
             "payload_bytes_freed": self.total("payload_bytes_freed"),
             "queues": [asdict(q) for q in self.queues], "position": self.position,
+            **({"erasure": self.erasure} if self.erasure is not None else {}),
         }
 
 
