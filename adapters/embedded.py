@@ -461,6 +461,8 @@ class Letterlog(ReadModelQueries):
         at most ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete;
         what is left unfinished is recorded: adapters/lifecycle/completion.py); HBase
         flushes the tables a purge deletes from, then major-compacts them (background)."""
+        # saved views lose the purged messages too, before the files' WAL is truncated
+        in_views = self.erase_from_views()["tables"] if self._projections is not None else []
         self.completion = self.complete_erasures(record=self._unfinished > 0)
         self._unfinished = 0
         if self._projections is None:
@@ -468,7 +470,7 @@ class Letterlog(ReadModelQueries):
         tables, physical = self._projections.tables, self._projections.physical
         compact = getattr(tables, "major_compact", None)
         if compact is not None:
-            purged = [physical(t) for t in PURGED_FROM]
+            purged = [physical(t) for t in PURGED_FROM] + in_views
             tables.flush(purged)
             compact(purged)
 
@@ -636,9 +638,45 @@ class Letterlog(ReadModelQueries):
         return dict(self._read().rebuild(names, progress))
 
     def build_view(self, view: str, names: list[str] | None, stop: int) -> dict[str, Any]:
-        """The read-only view ``view`` as at position ``stop``, folded in this process."""
+        """The read-only view ``view`` as at position ``stop``, folded in this process,
+        without the messages purged since (``erase_from_views``)."""
         host = self._read()
-        return dict(host.build_view(view, names, stop, host._fold))
+        built = dict(host.build_view(view, names, stop, host._fold))
+        self.erase_from_views()
+        return built
+
+    # -- saved views: list, drop, erase (adapters/readside/views.py) --------------------------
+    def views(self) -> list[Any]:
+        """Every saved view (``SavedView``: name, position, projections, tables, bytes)."""
+        from adapters.readside.views import saved_views
+
+        return saved_views(self._read().tables, sizes=True)
+
+    def drop_view(self, name: str) -> Any:
+        """Drops the view ``name`` (its tables and its row; ``NotFound`` if there is none,
+        and nothing is dropped); the embedded tables' WAL is truncated after it."""
+        from adapters.readside.views import drop_view
+
+        tables = self._read().tables
+        with self.exclusive("views"):
+            dropped = drop_view(tables, name)
+        checkpoint = getattr(tables, "checkpoint", None)
+        if checkpoint is not None:
+            checkpoint("TRUNCATE")
+        return dropped
+
+    def erase_from_views(self) -> dict[str, Any]:
+        """Applies every purge and erasure in the log to every saved view that has not had
+        it yet (after each purge run and erasure, and when a view is built)."""
+        from adapters.eventlog.reader import row_decoder, row_pages
+        from adapters.readside.views import erase_purged
+
+        tables, log = self._read().tables, self.log
+        with self.exclusive("views"):
+            return erase_purged(tables, self.max_position(),
+                                lambda start, stop: row_pages(log, start, stop, 2000),
+                                row_decoder(log),
+                                lambda i, version: log.repository.get(i, version=version))
 
     def verify(self, names: list[str] | None = None, progress: Any = None) -> list[Any]:
         return list(self._read().verify(names, progress))
