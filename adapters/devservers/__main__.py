@@ -161,11 +161,19 @@ def _write_env(services: SupervisedServices, env_file: Path) -> None:
 
 
 def _watch(services: SupervisedServices) -> None:
-    """Reports every change of a program's state or pid (a crash, a restart) until stopped."""
+    """Reports every change of a program's state or pid (a crash, a restart) until stopped,
+    here or by `down` from another shell (then it returns)."""
     seen = {row["name"]: (row["state"], row["pid"]) for row in services.supervisor.status()}
     while True:
         time.sleep(1.0)
-        for row in services.supervisor.status():
+        try:
+            rows = services.supervisor.status()
+        except SupervisorError:
+            if services.supervisor.alive():
+                raise
+            print(f"{time.strftime('%H:%M:%S')} supervisord stopped (`down`?)", flush=True)
+            return
+        for row in rows:
             now = (row["state"], row["pid"])
             if seen.get(row["name"]) != now:
                 print(f"{time.strftime('%H:%M:%S')} {row['name']}: {row['state']}"

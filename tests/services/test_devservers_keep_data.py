@@ -195,7 +195,15 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
     unconfirmed = devservers(root, "reset")
     assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
     assert (root / "pg" / "data" / "PG_VERSION").exists()
-    assert devservers(root, "up", "--detach", "--only", SERVERS).returncode == 0
+    # ... and on servers a foreground `up` runs: that `up` sees them go and ends, status 0
+    third = tmp_path / "third.out"
+    with open(third, "w") as sink:
+        foreground = subprocess.Popen(
+            [sys.executable, "-m", "adapters.devservers", "up", "--only", SERVERS, "--root",
+             str(root)], cwd=CHECKOUT, stdout=sink, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+    until(lambda: "Ctrl-C stops them all" in third.read_text() or foreground.poll(),
+          timeout=600, what="the third up", explain=third.read_text)
     t0 = time.monotonic()
     reset = devservers(root, "reset", "--yes")
     times["reset"] = time.monotonic() - t0
@@ -205,6 +213,8 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
                  "hbase-master stopped in", f"deleted {root}"):
         assert line in reset.stdout, reset.stdout
     assert not root.exists()
+    assert foreground.wait(timeout=60) == 0, third.read_text()
+    assert "supervisord stopped" in third.read_text()
     print(f"\ndev servers: { {k: round(v, 1) for k, v in times.items()} }")
 
 
