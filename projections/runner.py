@@ -306,6 +306,13 @@ def _describe(event: object) -> str:
     )
 
 
+def error_text(error: BaseException) -> str:
+    """An exception as a log line or a dead letter keeps it: its class and message, not its
+    ``repr`` (a ``UnicodeError``'s quotes the whole string or bytes it failed on, which may
+    be a subject or a sender: message content must not reach logs or dead letters)."""
+    return f"{type(error).__name__}: {error}"
+
+
 def corrupt(position: object, event: object, reason: str) -> CorruptEvent:
     return CorruptEvent(f"corrupt event at position {position}: {_describe(event)}: {reason}")
 
@@ -472,7 +479,7 @@ class ProjectionRunner:
                     if isinstance(error, _ReadFailed):
                         raise error.error from None
                     raise corrupt(
-                        position, event, f"projection {name!r} failed: {error!r}"
+                        position, event, f"projection {name!r} failed: {error_text(error)}"
                     ) from error
                 if reads:
                     own += mutations

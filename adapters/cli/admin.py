@@ -98,6 +98,10 @@ def spark_job(args: list[str], master: str | None) -> dict[str, Any]:
     return submit(args, master, data=state.data, fail=fail)
 
 
+HOLDS_PERSONAL_DATA = ("messages",)
+"""The projections whose cells hold message content (each listing row's envelope)."""
+
+
 @app.command()
 def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
                                                help="a projection's name, or events")],
@@ -117,6 +121,11 @@ def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
         if personal:
             fail("--personal: only the events have personal parts (a projection's cells "
                  "are exported as the tables hold them)")
+    if personal or what in HOLDS_PERSONAL_DATA:
+        typer.echo(f"letterlog: warning: {directory} will hold personal data in plain text "
+                   f"({'the events opened' if personal else 'subjects, senders, attachment names'}"
+                   f"); erasing a message does not reach this copy: delete it when done",
+                   err=True)
     result = spark_job(["export", what, str(directory.resolve()),
                         *(["--personal"] if personal else [])], master)
     out(result, f"exported {result['rows']} rows of {what} to {result['directory']}")
