@@ -463,6 +463,9 @@ class Letterlog(ReadModelQueries):
         flushes the tables a purge deletes from, then major-compacts them (background)."""
         # saved views lose the purged messages too, before the files' WAL is truncated
         in_views = self.erase_from_views()["tables"] if self._projections is not None else []
+        from adapters.spark import remove_stale_runs
+
+        remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
         self.completion = self.complete_erasures(record=self._unfinished > 0)
         self._unfinished = 0
         if self._projections is None:

@@ -37,9 +37,8 @@ aggregate and version; the catalog is untouched and the old tables stay live.
 
 from __future__ import annotations
 
+import contextlib
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.settings import Settings
+from adapters.spark import remove_stale_runs, run_directory
 from domain.errors import CorruptEvent, InvalidCommand
 from projections import names as n
 from projections.keys import tracking_row
@@ -92,10 +92,10 @@ class SparkFold:
         tables = {t.name: physical(t.name) for p in projections for t in p.tables}
         target = "hbase" if self.settings.table_store == "hbase" else "sqlite"
         spool = None
+        runs = contextlib.ExitStack()
         if target == "sqlite":
-            for stale in Path(self.settings.data).glob(".spark-runs-*"):  # a killed driver's
-                shutil.rmtree(stale, ignore_errors=True)
-            spool = tempfile.mkdtemp(prefix=".spark-runs-", dir=Path(self.settings.data))
+            remove_stale_runs(Path(self.settings.data))  # a killed driver's
+            spool = runs.enter_context(run_directory(Path(self.settings.data)))
         try:
             t0 = time.perf_counter()
             tasks = self.run(projections, {**tables, n.TRACKING: physical(n.TRACKING)},
@@ -108,8 +108,7 @@ class SparkFold:
             store.apply([Put(physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
                              b"%d" % stop, max(stop, 1)) for p in projections])
         finally:
-            if spool is not None:
-                shutil.rmtree(spool, ignore_errors=True)
+            runs.close()  # the run files go, whatever happened
         return ProjectionRunner(store, projections, physical=physical)
 
     def run(self, projections: tuple[Projection, ...], physical: dict[str, str], target: str,
@@ -154,7 +153,7 @@ def warm_up(spark: Any, settings: Settings, events: int) -> int:
 
     physical = {t.name: t.name for p in ALL for t in p.tables}
     physical[n.TRACKING] = n.TRACKING
-    with tempfile.TemporaryDirectory(prefix=".spark-warm-up-", dir=settings.data) as spool:
+    with run_directory(Path(settings.data), ".spark-warm-up-") as spool:
         tasks = SparkFold(spark, settings).run(ALL, physical, "sqlite", spool, events)
     return sum(t["events"] for t in tasks if t["fold"] == BY_POSITION)
 

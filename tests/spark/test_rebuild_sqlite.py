@@ -98,3 +98,27 @@ def test_an_undecodable_event_fails_the_job_naming_position_aggregate_and_versio
     assert f"version {version}" in text
     assert str(aggregate).replace("-", "") in text.replace("-", "")
     assert _catalog(tmp_path / "data") == (generation, before)  # the old tables stay live
+
+
+def test_a_spark_view_built_after_an_erasure_has_none_of_it_and_leaves_no_run_files(
+        spark, tmp_path):
+    """A view as at a position before an erasure, built on Spark after it, loses the erased
+    message as soon as it is built; the job's run files are gone when it returns."""
+    from tests.integration.test_erasure import ACCOUNT, files_holding_any_form, marked_mail
+
+    data = tmp_path / "data"
+    raw, markers = marked_mail("s", attachment=False)
+    with Letterlog.open(data) as store:
+        erased = store.deliver(account=ACCOUNT, raw=raw)
+        kept = store.deliver(account=ACCOUNT, raw=marked_mail("t", attachment=False)[0])
+        then = store.max_position()
+        store.erase_message(erased.message_id)
+    result = rebuild(load_settings(data=data), spark=spark, until=then, view="snap")
+    assert (result["view"], result["position"]) == ("snap", then)
+    with Letterlog.open(data) as store:
+        listed = store.reading(view="snap").messages(ACCOUNT, "INBOX")
+        assert [m.message_id for m in listed] == [kept.message_id]
+        assert store.reading(view="snap").counters(ACCOUNT)["mailboxes"]["INBOX"][
+            "messages"] == 1
+    assert files_holding_any_form(data, markers) == {}
+    assert not any(data.glob(".spark-runs-*"))
