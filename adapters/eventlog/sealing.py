@@ -18,6 +18,7 @@ error (the wrong key store, or none, is open: the event must not read as purged)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -204,8 +205,14 @@ class Vault:
     def checkpoint(self, wait: float = 10.0) -> None:
         deadline = time.monotonic() + wait
         while True:
-            with self._lock:
-                busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            with self._lock:  # SQLite's busy handler waits for readers, up to the deadline
+                ms = int(min(max(deadline - time.monotonic(), 0.0), 1.0) * 1000)
+                self._conn.execute(f"PRAGMA busy_timeout={ms}")
+                try:
+                    busy, _, _ = self._conn.execute(
+                        "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    self._conn.execute("PRAGMA busy_timeout=30000")
             if not busy:
                 return
             if time.monotonic() >= deadline:
@@ -324,7 +331,10 @@ class WrappedKeyStore:
         now = time.time()
         orphans = [k for k, created in self.vault.ids().items()
                    if k not in referenced and now - created > ORPHAN_AGE_S]
-        self.vault.remove(retired + orphans)
+        # committed: a reader of the vault delays only its WAL's truncation, which the
+        # erasure's completion step waits for, reports and records (lifecycle/completion.py)
+        with contextlib.suppress(KeyVaultBusy):
+            self.vault.remove(retired + orphans, wait=0)
         return destroyed
 
     def _kek(self, kek_id: UUID) -> bytes:
@@ -416,7 +426,13 @@ class _SqliteKeyTable:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # one try without waiting for readers: the erasure's completion step waits (a
+            # bounded time), checks the result and reports (adapters/lifecycle/completion.py)
+            self._conn.execute("PRAGMA busy_timeout=0")
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self._conn.execute("PRAGMA busy_timeout=30000")
         return destroyed
 
     def delete(self, key_ids: list[UUID]) -> None:

@@ -76,7 +76,7 @@ class Completion:
             return ""
         return ("erasure not yet complete, erased data is still in "
                 + "; ".join(h.describe() for h in self.holders)
-                + f" (waited {self.seconds:.1f} s); the keys are destroyed; "
+                + f" (waited {self.seconds:.1f} s); the erasure is committed; "
                 "`letterlog erase complete` or the next purge run finishes it once it closes")
 
     def as_dict(self) -> dict[str, Any]:

@@ -121,6 +121,29 @@ def test_erase_complete_finishes_what_a_reader_held(data):
     assert run(data, "erase", "status").returncode == 0
 
 
+@pytest.mark.parametrize("held", ["keys.sqlite", "vault.sqlite"])
+def test_a_reader_of_the_key_store_delays_erase_only_by_the_bound(data, held):
+    """The key table's and the vault's own checkpoints do not wait for a reader (the key
+    table waited 30 s; the vault raised KeyVaultBusy after the commit, a traceback and
+    exit 1): the completion step waits the bound, names the file, exits 3."""
+    with Letterlog.open(data) as store:
+        ids, markers = deliver_marked(store)
+    reader = Reader(data / held)
+    try:
+        began = time.monotonic()
+        p = run(data, "--json", "erase-message", str(ids[1]), ok=False)
+        took = time.monotonic() - began
+        err = p.stderr.decode()
+        assert p.returncode == 3 and "Traceback" not in err, err
+        result = jline(p)
+        assert result["keys_destroyed"] == 1 and WAIT <= result["waited_seconds"] < WAIT + 1
+        assert [h["file"] for h in result["pending"]] == [str(data / held)]
+        assert f"pid {reader.pid}" in err and took < WAIT + 20
+    finally:
+        reader.close()
+    assert jline(run(data, "--json", "erase", "complete"))["pending_cleared"] == 1
+
+
 def test_without_a_reader_an_erasure_exits_0_and_leaves_nothing(data):
     with Letterlog.open(data) as store:
         ids, markers = deliver_marked(store)
