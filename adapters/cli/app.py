@@ -6,7 +6,9 @@ commands runs (or for ``--help``): a simple command pays for typer and what it u
 
 Exit status: 0 done; 1 done in part (a file or message was rejected, ``verify`` found a
 difference) or the machine failed (disk full, I/O error); 2 bad input (a usage error, an
-unknown account, mailbox or message, a refused command; nothing was written).
+unknown account, mailbox or message, a refused command; nothing was written); 3 done, not yet
+complete (an erasure committed, but a reader kept a file holding the erased data from being
+cleaned in time: ``adapters/lifecycle/completion.py``).
 """
 
 from __future__ import annotations
