@@ -80,7 +80,7 @@ def test_a_reader_holding_the_tables_makes_erase_exit_3_naming_it_and_purge_run_
         assert p.returncode == 3, err
         result = jline(p)
         assert result["purged"] == [str(ids[1])] and result["keys_destroyed"] == 1  # committed
-        assert result["complete"] is False and WAIT <= result["waited_seconds"] < WAIT + 1
+        assert result["complete"] is False and WAIT <= result["waited_seconds"] < WAIT + 5
         assert took < WAIT + 20  # the bound, plus a loaded machine's start-up (it was 30 s)
         [held] = result["pending"]
         assert held["file"] == str(data / "tables.sqlite") and held["pids"] == [reader.pid]
@@ -136,7 +136,7 @@ def test_a_reader_of_the_key_store_delays_erase_only_by_the_bound(data, held):
         err = p.stderr.decode()
         assert p.returncode == 3 and "Traceback" not in err, err
         result = jline(p)
-        assert result["keys_destroyed"] == 1 and WAIT <= result["waited_seconds"] < WAIT + 1
+        assert result["keys_destroyed"] == 1 and WAIT <= result["waited_seconds"] < WAIT + 5
         assert [h["file"] for h in result["pending"]] == [str(data / held)]
         assert f"pid {reader.pid}" in err and took < WAIT + 20
     finally:
@@ -206,3 +206,12 @@ def test_the_connections_that_delete_erased_rows_zero_them(data):
         keys = store.log.keys
         for conn in (tables._conn(), keys.table._conn, keys.vault._conn):
             assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+
+
+def test_a_holder_no_process_list_shows_is_named_unknown():
+    from adapters.lifecycle.completion import Completion, Holder
+
+    line = Completion(False, [Holder("/d/tables.sqlite")], seconds=10).line()
+    assert "/d/tables.sqlite: held open by an unknown process" in line and "\n" not in line
+    named = Holder("/d/keys.sqlite", (12, 34), ("sqlite3", "")).describe()
+    assert named == "/d/keys.sqlite: held open by pid 12 (sqlite3), pid 34"
