@@ -155,6 +155,27 @@ def test_without_a_reader_an_erasure_exits_0_and_leaves_nothing(data):
     assert list(data.glob("erasures-pending/*")) == []
 
 
+def test_a_purge_run_held_up_by_a_reader_exits_3_and_the_next_run_finishes(data, monkeypatch):
+    with Letterlog.open(data) as store:
+        ids, markers = deliver_marked(store)
+        for message_id in ids:
+            store.delete(message_id)
+    monkeypatch.setenv("LETTERLOG_DELETED_RETENTION_DAYS", "0")
+    monkeypatch.setenv("LETTERLOG_PAYLOAD_GRACE_HOURS", "0")  # the payload goes in the run
+    reader = Reader(data / "tables.sqlite")
+    try:
+        p = run(data, "--json", "purge", "run", ok=False)
+        assert p.returncode == 3, p.stderr.decode()
+        report = jline(p)
+        assert report["purged"] == 2 and report["erasure"]["complete"] is False
+        assert f"pid {reader.pid}" in p.stderr.decode()
+        assert files_holding(data, markers)
+    finally:
+        reader.close()
+    assert jline(run(data, "--json", "purge", "run"))["erasure"]["pending_cleared"] == 1
+    assert files_holding_any_form(data, markers) == {}
+
+
 def test_a_reader_with_nothing_erased_delays_no_purge_run(data):
     """A run that purges nothing owes nothing: one try, no wait, exit 0."""
     with Letterlog.open(data) as store:
