@@ -112,6 +112,13 @@ def saved_view(tables: TableStore, name: str, *, sizes: bool = False) -> SavedVi
     raise NotFound(f"view: there is no view named {name!r} (views: {known})")
 
 
+def erased_view_tables(tables: TableStore) -> list[str]:
+    """The tables of every view that purges delete from (``ERASING``'s), to flush and
+    major-compact with the live ones on HBase."""
+    return [view_physical(v.name)(t.name) for v in saved_views(tables)
+            for p in ERASING if p.name in v.projections for t in p.tables]
+
+
 def drop_view(tables: TableStore, name: str) -> SavedView:
     """Drops the view's tables and its row; returns what it was. ``NotFound`` (nothing
     dropped) if there is no such view. The row goes last: a drop that dies half-way leaves
@@ -189,4 +196,5 @@ def _now() -> int:
     return time.time_ns() // 1000
 
 
-__all__ = ["ERASING", "SavedView", "drop_view", "erase_purged", "saved_view", "saved_views"]
+__all__ = ["ERASING", "SavedView", "drop_view", "erase_purged", "erased_view_tables",
+           "saved_view", "saved_views"]

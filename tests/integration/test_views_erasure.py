@@ -143,6 +143,10 @@ def test_views_are_listed_with_their_tables_and_size_and_dropped(data):
         assert listed["a"].position == 1 and listed["b"].projections == ("counters",)
         assert listed["b"].tables == ("counters__v_b", "tracking__v_b")
         assert listed["a"].bytes and listed["a"].bytes > listed["b"].bytes > 0
+        from adapters.readside.views import erased_view_tables
+        to_compact = erased_view_tables(store.projections.tables)  # with the live ones (HBase)
+        assert {"messages__v_a", "counters__v_a", "payload_refs__v_a", "counters__v_b"} <= set(
+            to_compact) and "mailboxes__v_a" not in to_compact and len(to_compact) == 7
         before = store.projections.tables.list_tables()
         with pytest.raises(NotFound, match="no view named 'nope'"):
             store.drop_view("nope")

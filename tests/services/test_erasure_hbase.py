@@ -80,3 +80,37 @@ def test_a_purged_message_leaves_nothing_in_hbase_root_directory(store, erasure_
 
     left = wait_until_clean(root, markers)
     assert left == {}, f"still holding a purged message's bytes after {DEADLINE_S} s: {left}"
+
+
+
+def test_an_erasure_deletes_a_saved_views_rows_in_hbase(store, erasure_hbase):
+    """A view saved into HBase (tables of its own) holds the message's envelope; the erasure
+    deletes the view's rows and counts there at once, and the view still reads. (Its store
+    files lose them when the view's tables are major-compacted, as the live tables' do:
+    ``erased_view_tables`` names them for that.)"""
+    from adapters.readside.views import erased_view_tables
+    from tests.integration.test_erasure import ACCOUNT, marked_mail
+
+    root = Path(erasure_hbase.workdir) / "data" / "hbase"
+    raw, markers = marked_mail("h", attachment=True)
+    markers = [markers[0], markers[1], markers[3]]  # subject, From, attachment name: the rows'
+    erased = store.deliver(account=ACCOUNT, raw=raw, labels=["work"])
+    store.build_view("snap", None, store.max_position())
+    tables = store.projections.tables
+    assert tables.flush(["messages__v_snap"])
+    assert any("messages__v_snap" in name for name in files_holding(root, markers))
+    view = store.reading(view="snap")
+    assert [m.message_id for m in view.messages(ACCOUNT, "INBOX")] == [erased.message_id]
+    store.erase_message(erased.message_id)
+    view = store.reading(view="snap")
+    assert view.messages(ACCOUNT, "INBOX") == [] and view.label_messages(ACCOUNT, "work") == []
+    assert view.counters(ACCOUNT)["mailboxes"]["INBOX"]["messages"] == 0
+    fresh = HBaseTableStore(erasure_hbase.thrift_host, erasure_hbase.thrift_port,
+                            table_prefix=tables.table_prefix)
+    try:  # what another client of the server reads: no cell of the view's rows is left
+        assert list(fresh.scan("messages__v_snap")) == []
+        assert list(fresh.scan("threads__v_snap")) == []
+    finally:
+        fresh.close()
+    assert {"messages__v_snap", "label_index__v_snap", "counters__v_snap"} <= set(
+        erased_view_tables(tables))
