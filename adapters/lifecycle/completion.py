@@ -140,8 +140,8 @@ def truncate_wal(path: Path, deadline: float) -> bool:
     every frame copied) and the WAL file is empty, or ``deadline`` (``time.monotonic``)
     passes. SQLite's busy handler waits for the readers between attempts."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None,
-                               timeout=0)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=rw", uri=True,
+                               isolation_level=None, timeout=0)  # never creates the file
     except sqlite3.Error:
         return not path.exists()
     try:

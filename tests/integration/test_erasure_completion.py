@@ -236,3 +236,14 @@ def test_a_holder_no_process_list_shows_is_named_unknown():
     assert "/d/tables.sqlite: held open by an unknown process" in line and "\n" not in line
     named = Holder("/d/keys.sqlite", (12, 34), ("sqlite3", "")).describe()
     assert named == "/d/keys.sqlite: held open by pid 12 (sqlite3), pid 34"
+
+
+def test_a_data_directory_with_uri_characters_in_its_path_is_completed(tmp_path):
+    """The checkpoint opens each file by URI (so that it never creates one): a path with a
+    space, '?', '#' or '%' is still that file."""
+    data = tmp_path / "mail 100% #1?"
+    with Letterlog.open(data) as store:
+        ids, markers = deliver_marked(store)
+        for message_id in ids:
+            assert store.erase_message(message_id)["complete"] is True
+    assert files_holding_any_form(data, markers) == {}
