@@ -427,10 +427,19 @@ class Letterlog(ReadModelQueries):
 
         outcome = Purging(self.mail.uow, self.retention(), erased).erase(message_ids)
         self.catch_up()
+        freed = 0
+        shas = {sha for m in released for sha in m.payloads_referred()}
+        if self.settings.table_store == "hbase":
+            # the workers apply Purged later; `letterlog erase complete` decides the payloads
+            # once they have, then compacts HBase (adapters/lifecycle/scaleout.py)
+            from adapters.lifecycle.scaleout import record_erasure
+
+            if outcome.purged:
+                record_erasure(self, shas, began, len(outcome.purged))
+            shas = set()
         host = self._read()
         refs = host.physical(pn.PAYLOAD_REFS)
-        freed = 0
-        for sha in {sha for m in released for sha in m.payloads_referred()}:
+        for sha in shas:
             if not host.tables.get(refs, payload_row(sha)):
                 freed += self.payloads.delete_unless_touched(sha, began) or 0
         self._unfinished += len(outcome.purged)
@@ -455,6 +464,10 @@ class Letterlog(ReadModelQueries):
         for m in messages:
             for sha in m.payloads_referred():
                 self.payloads.touch(sha)
+        if self.settings.table_store == "hbase" and messages:  # compacted by `erase complete`
+            from adapters.lifecycle.scaleout import record_erasure
+
+            record_erasure(self, (), time.time(), len(messages))
 
     def _after_purge(self) -> None:
         """No plain text lingers: the SQLite files' -wal are truncated, waiting for readers
@@ -472,7 +485,8 @@ class Letterlog(ReadModelQueries):
             return
         tables, physical = self._projections.tables, self._projections.physical
         compact = getattr(tables, "major_compact", None)
-        if compact is not None:
+        if compact is not None and self.settings.table_store != "hbase":  # else: workers
+            # write the deletes later; `erase complete` compacts after them (lifecycle/scaleout)
             purged = [physical(t) for t in PURGED_FROM] + in_views
             tables.flush(purged)
             compact(purged)

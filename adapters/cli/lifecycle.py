@@ -110,24 +110,15 @@ def purger(queue: QueueOption = None,
                metavar="SECONDS",
                help="seconds between runs (default LETTERLOG_PURGE_INTERVAL_SECONDS)")] = None,
            ) -> None:
-    """Run the purge jobs on a schedule until SIGTERM/SIGINT; one log line per run."""
+    """Run the purge jobs on a schedule until SIGTERM/SIGINT; one log line per run. A run
+    that fails because a server (PostgreSQL, HBase) does not answer is retried with backoff;
+    the purger never exits on an outage."""
     from adapters.cli.stream import _stop_on_signals
+    from adapters.lifecycle.scheduled import run_purger
 
     queues = _check_queues(queue)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     stop: threading.Event = _stop_on_signals()
-    store = state.reader()
-    period = interval if interval is not None else store.settings.purge_interval_seconds
-    while not stop.is_set():
-        report = store.purge(datetime.now(UTC), queues).as_dict()
-        log.info("purge run: purged=%d expired=%d kept=%d payloads_freed=%d "
-                 "payload_bytes_freed=%d", report["purged"], report["expired"], report["kept"],
-                 report["payloads_freed"], report["payload_bytes_freed"])
-        if store.completion is not None and not store.completion.complete:
-            log.warning("%s", store.completion.line())
-        stop.wait(period)
-    store.close()
-    log.info("purger stopped")
+    run_purger(state.data, queues, interval, stop)
 
 
 def _erased(result: dict[str, Any], what: str) -> None:
@@ -190,11 +181,17 @@ def _complete_scale_out(store: Any) -> Any:
     if store.settings.table_store != "hbase":
         return None
     from adapters.lifecycle.scaleout import complete
+    from adapters.streaming.lag import wait_until_applied
 
     def progress(line: str) -> None:
         typer.echo(f"erase complete: {line}", err=True)
 
-    return complete(store, wait=store.settings.erase_complete_wait_seconds, progress=progress)
+    def read_side(target: int, deadline: float) -> str:
+        return wait_until_applied(store.settings, store.log, target, deadline=deadline,
+                                  progress=progress)
+
+    return complete(store, wait=store.settings.erase_complete_wait_seconds,
+                    read_side=read_side, progress=progress)
 
 
 @erase_app.command("status")
@@ -205,20 +202,21 @@ def erase_status() -> None:
 
     store = state.reader()
     pending = store.pending_erasures()
-    scale = _scale_out_status(store)
+    found = _scale_out_status(store)
+    scale: dict[str, Any] = found or {"pending": [], "workers": ""}
     if state.json:
-        out({"pending": pending, **({"scale_out": scale} if scale is not None else {})})
-    elif not pending and not (scale or {}).get("pending"):
+        out({"pending": pending, **({"scale_out": found} if found is not None else {})})
+    elif not pending and not scale["pending"]:
         typer.echo("no erasure pending")
     for r in pending if not state.json else []:
         held = "; ".join(f"{h['file']} (pids {', '.join(map(str, h['pids'])) or 'unknown'})"
                          for h in r["holders"])
         typer.echo(f"{r['since']}  position={r['position']}  messages={r['messages']}  {held}")
-    for r in (scale or {}).get("pending", []) if not state.json else []:
+    for r in scale["pending"] if not state.json else []:
         typer.echo(f"{r['since']}  position={r['position']}  messages={r['messages']}  "
                    f"payloads={r['payloads']}  scale-out: waits for `letterlog erase complete`"
-                   f" (workers at {scale['workers']})")
-    if pending or (scale or {}).get("pending"):
+                   f" (read side: {scale['workers']})")
+    if pending or scale["pending"]:
         raise typer.Exit(EXIT_INCOMPLETE)
 
 

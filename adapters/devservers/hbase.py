@@ -70,6 +70,7 @@ HBASE_POM = Path(__file__).parent / "maven" / "hbase" / "pom.xml"
 MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
 THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
+COMPACTOR_CLASS = "org.apache.hadoop.hbase.util.compaction.MajorCompactor"
 MASTER_READY = "Master has completed initialization"
 
 LOG4J2_PROPERTIES = """\
@@ -206,6 +207,16 @@ class HBaseServer(Service):
     def thrift2_client(self, *, timeout_ms: int = 60_000) -> Any:
         """A thriftpy2 client of the Thrift2 gateway (`THBaseService`); `close()` it."""
         return thrift2_client(self.thrift_host, self.thrift2_port, timeout_ms=timeout_ms)
+
+    def compactor_command(self) -> str:
+        """How to run HBase's ``MajorCompactor`` tool against this server
+        (``LETTERLOG_HBASE_COMPACTOR``): a JVM on this installation's jars and configuration
+        (what ``hbase org.apache.hadoop.hbase.util.compaction.MajorCompactor`` runs)."""
+        import shlex
+
+        assert self.workdir is not None and self.lib is not None
+        return shlex.join(self._java_cmd("256m", self.workdir / "logs" / "compactor.log",
+                                         COMPACTOR_CLASS))
 
     # ------------------------------------------------------------------ lifecycle
     def install(self) -> None:

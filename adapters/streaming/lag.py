@@ -18,7 +18,7 @@ from typing import Any
 from adapters.probing import run_in_thread
 from projections import names as n
 
-__all__ = ["render", "snapshot"]
+__all__ = ["render", "snapshot", "wait_until_applied"]
 
 
 def _ask(what: str, fn: Callable[[], Any], timeout: float, problems: list[str]) -> Any:
@@ -52,19 +52,24 @@ def _log_and_relay(settings: Any) -> dict[str, Any]:
         log.close()
 
 
-def _tracking(settings: Any) -> dict[str, dict[str, int]]:
+def _tracking(settings: Any) -> tuple[dict[str, dict[str, int]], int]:
+    """Each projection's tracked position per partition, and how many dead letters are open
+    (records the workers set aside: the read side lacks their events until a redrive)."""
     from adapters.bootstrap import stream_tables
 
     store = stream_tables(settings)
     try:
+        dead = 0
+        if store.table_exists(n.DEAD_LETTERS):
+            dead = sum(1 for _ in store.scan(n.DEAD_LETTERS, columns=[n.DL_TIMES]))
         if not store.table_exists(n.TRACKING):
-            return {}
+            return {}, dead
         found: dict[str, dict[str, int]] = {}
         for row, cells in store.scan(n.TRACKING, columns=[n.TR_POSITION]):
             name, _, partition = row.decode().partition("@")
             if partition:
                 found.setdefault(name, {})[partition] = int(cells[n.TR_POSITION])
-        return found
+        return found, dead
     finally:
         store.close()
 
@@ -81,19 +86,24 @@ def snapshot(settings: Any, group: str, timeout: float = 5.0) -> dict[str, Any]:
         kafka = _ask("kafka", lambda: kafka_lag(settings.kafka_bootstrap, settings.kafka_topic,
                                                 group, timeout=timeout), timeout + 1, problems)
     store = "hbase" if settings.table_store == "hbase" else "stream table store"
-    tracked = _ask(store, lambda: _tracking(settings), timeout, problems)
+    tracked, dead = _ask(store, lambda: _tracking(settings), timeout, problems) or (None, None)
     report = {"at": datetime.now(UTC).isoformat(timespec="seconds"),
               "log_head": log.get("head"), "relay": log.get("relay"), "kafka": kafka,
-              "projections": tracked, "problems": problems,
+              "projections": tracked, "dead_letters": dead, "problems": problems,
               "seconds_to_ask": round(time.monotonic() - started, 2)}
     report["verdict"] = verdict(report)
     return report
 
 
 def verdict(report: dict[str, Any]) -> str:
+    """One line: ``caught up``, ``behind``, ``unknown`` (a part did not answer), and the
+    dead letters open, if any (``caught up, 3 dead letters open: ...``)."""
     relay, kafka = report["relay"], report["kafka"]
+    dead = report.get("dead_letters") or 0
+    letters = (f"{dead} dead letter{'s' if dead != 1 else ''} open (`letterlog dead-letters "
+               "list`)") if dead else ""
     if report["problems"]:
-        return "unknown: " + "; ".join(report["problems"])
+        return "unknown: " + "; ".join(report["problems"] + ([letters] if letters else []))
     if relay is None or kafka is None:
         return "no scale-out path configured (LETTERLOG_KAFKA_BOOTSTRAP is not set)"
     behind = []
@@ -102,8 +112,11 @@ def verdict(report: dict[str, Any]) -> str:
     if kafka["events"]:
         behind.append(f"the workers {kafka['events']} events ({kafka['seconds']:.1f} s)")
     if not behind:
+        if dead:
+            return (f"caught up, {letters}: the read side has every event up to position "
+                    f"{report['log_head']} but the {dead} set aside")
         return f"caught up: the read side has every event up to position {report['log_head']}"
-    return "behind: " + ", ".join(behind)
+    return "behind: " + ", ".join(behind) + (f"; {letters}" if letters else "")
 
 
 def render(report: dict[str, Any]) -> list[str]:
@@ -124,5 +137,58 @@ def render(report: dict[str, Any]) -> list[str]:
     for name, parts in sorted((report["projections"] or {}).items()):
         where = "  ".join(f"{k}@{v}" for k, v in sorted(parts.items()))
         lines.append(f"projection    {name:14} {where}")
+    if report.get("dead_letters"):
+        lines.append(f"dead letters  {report['dead_letters']} open")
     lines.append(f"verdict: {report['verdict']}")
     return lines
+
+
+# -- waiting for the read side (`letterlog erase complete` on scale-out) ---------------------
+def relay_position(settings: Any, log: Any) -> int:
+    """The log position up to which the relay has published (its recorded position)."""
+    from adapters.bootstrap import relay as make_relay
+
+    relay = make_relay(settings, log=log)
+    try:
+        return int(relay.position.load())
+    finally:
+        relay.position.release()
+
+
+def wait_until_applied(settings: Any, log: Any, target: int, *, deadline: float,
+                       progress: Callable[[str], None]) -> str:
+    """Waits until the relay has published up to ``target`` and then the workers' consumer
+    group has committed every record Kafka held at that moment (a worker commits a record
+    only after its cells and tracking are written). '' when reached, else why not."""
+    from adapters.streaming.worker import kafka_lag
+
+    if not settings.kafka_bootstrap:
+        return "LETTERLOG_KAFKA_BOOTSTRAP is not set: no relay and workers to wait for"
+    said = 0.0
+    while True:
+        published = relay_position(settings, log)
+        if published >= target:
+            break
+        if time.monotonic() >= deadline:
+            return (f"the relay has published up to position {published}, not yet {target} "
+                    "(is `letterlog relay` running?)")
+        if time.monotonic() - said >= 2.0:
+            progress(f"waiting for the relay: position {published} of {target}")
+            said = time.monotonic()
+        time.sleep(0.5)  # a position in a file or a table: nothing to wait on
+    group, topic = settings.stream.group, settings.kafka_topic
+    ends = {name: p["end"] for name, p in
+            kafka_lag(settings.kafka_bootstrap, topic, group)["partitions"].items()}
+    while True:
+        parts = kafka_lag(settings.kafka_bootstrap, topic, group)["partitions"]
+        behind = sum(max(0, end - (parts.get(name, {}).get("committed") or 0))
+                     for name, end in ends.items() if end)
+        if behind == 0:
+            return ""
+        if time.monotonic() >= deadline:
+            return (f"the workers (group {group}) are {behind} events behind position "
+                    f"{target} (are `letterlog worker`s running? `letterlog lag`)")
+        if time.monotonic() - said >= 2.0:
+            progress(f"waiting for the workers: {behind} events behind position {target}")
+            said = time.monotonic()
+        time.sleep(0.5)

@@ -1,0 +1,235 @@
+"""Completing erasures on the scale-out deployment (stream workers projecting into HBase).
+
+On scale-out, ``erase-message`` and ``erase-account`` append ``Message.Purged`` and destroy
+the data keys at once, but the read-model rows are deleted later, by the stream workers,
+once the relay has published the events and the workers have applied them. Two things can
+only be decided after that:
+
+- the payloads: whether another live message still refers to an erased message's payload
+  is read from ``payload_refs``, a log-derived index that holds the erasure only once the
+  workers have applied the ``Purged`` events (reading it earlier sees the erased message's
+  own reference and keeps the payload);
+- HBase's files: the workers' deletes are first in the region server's memstore and
+  write-ahead log; the tables are flushed, then major-compacted (HBase's own
+  ``MajorCompactor`` tool, which requests the compaction region by region and waits until
+  no store file older than the request is left; Thrift1's ``majorCompact`` only requests a
+  minor compaction on HBase 2.6).
+
+So an erasure records what it owes in ``<data>/erasures-scaleout/`` (one JSON file: when, the
+log position of its last event, the payloads' SHA-256, how many messages; no message id, no
+content), and ``letterlog erase complete`` (``complete``) finishes every record: it waits,
+within a bound, for the relay and the workers to pass the recorded positions, deletes each
+payload nothing refers to any more and that no delivery re-used since the erasure began,
+flushes and major-compacts the tables a purge deletes from, and removes the records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from adapters.filemodes import create_private, private_dir
+
+PENDING_DIR = "erasures-scaleout"
+
+Progress = Callable[[str], None]
+ReadSide = Callable[[int, float], str]  # (target position, deadline) -> '' or why not
+
+
+class CompactionFailed(RuntimeError):
+    """HBase's major compaction did not finish (the tool failed or timed out)."""
+
+
+class ScaleOutPending:
+    """``<data>/erasures-scaleout/``: one JSON record per erasure not yet completed."""
+
+    def __init__(self, data: str | os.PathLike[str]) -> None:
+        self.dir = Path(data) / PENDING_DIR
+
+    def records(self) -> list[tuple[Path, dict[str, Any]]]:
+        if not self.dir.is_dir():
+            return []
+        found = []
+        for path in sorted(self.dir.glob("*.json")):
+            try:
+                found.append((path, json.loads(path.read_text())))
+            except (OSError, ValueError):
+                continue  # removed meanwhile
+        return found
+
+    def record(self, *, position: int, began: float, payloads: Iterable[str],
+               messages: int) -> Path:
+        private_dir(self.dir)
+        now = datetime.now(UTC)
+        name = f"{now.strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}"
+        body = json.dumps({"since": now.isoformat(), "position": position, "began": began,
+                           "messages": messages, "payloads": sorted(set(payloads))}).encode()
+        tmp = self.dir / f".{name}.tmp"
+        fd = create_private(tmp)
+        try:
+            os.write(fd, body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        path = self.dir / f"{name}.json"
+        os.replace(tmp, path)
+        return path
+
+    def clear(self, paths: Iterable[Path]) -> int:
+        cleared = 0
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                cleared += 1
+        return cleared
+
+
+@dataclass
+class ScaleOutCompletion:
+    """What ``complete`` did."""
+
+    complete: bool = True
+    pending: int = 0  # records found
+    position: int = 0  # the log position the workers were waited for
+    workers_reached: bool = True
+    waited_seconds: float = 0.0
+    payloads_freed: int = 0
+    payload_bytes_freed: int = 0
+    payloads_kept: int = 0  # still referred to, or re-used since the erasure began
+    tables_compacted: list[str] = field(default_factory=list)
+    compaction_seconds: float = 0.0
+    pending_cleared: int = 0
+    problem: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        if not self.pending:
+            return "scale-out: no erasure pending"
+        if not self.complete:
+            return f"scale-out: erasure not complete: {self.problem}"
+        return (f"scale-out: {self.pending_cleared} erasure(s) completed: workers at position "
+                f"{self.position} (waited {self.waited_seconds:.1f} s); freed "
+                f"{self.payloads_freed} payloads ({self.payload_bytes_freed} bytes), kept "
+                f"{self.payloads_kept}; flushed and major-compacted "
+                f"{len(self.tables_compacted)} tables in {self.compaction_seconds:.1f} s")
+
+
+# -- HBase -----------------------------------------------------------------------------------
+def major_compact(command: str, tables: list[str], *, deadline: float,
+                  progress: Progress) -> None:
+    """Major-compacts the HBase tables with HBase's ``MajorCompactor`` tool (``command``: how
+    to run it, e.g. ``hbase org.apache.hadoop.hbase.util.compaction.MajorCompactor``), one
+    process per table, all at once: every store holding a file older than the request is
+    compacted region by region; the tool then waits for the region server to discharge the
+    compacted files (``hbase.hfile.compaction.discharger.interval``, 2 min by default),
+    checks that no older file is left, and exits 0. ``CompactionFailed`` if one fails or the
+    deadline passes."""
+    base = shlex.split(command)
+    since = str(int(time.time() * 1000))
+    progress(f"major-compacting {len(tables)} tables: {', '.join(tables)}")
+    running: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for table in tables:
+            try:
+                running[table] = subprocess.Popen(
+                    [*base, "-table", table, "-servers", "1", "-sleep", "1000",
+                     "-minModTime", since],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            except OSError as error:
+                raise CompactionFailed(f"cannot run {base[0]!r} (LETTERLOG_HBASE_COMPACTOR): "
+                                       f"{error.strerror}") from None
+        for table, proc in running.items():
+            try:
+                _, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise CompactionFailed(f"compacting {table} did not finish in time") from None
+            if proc.returncode != 0:
+                tail = " | ".join((err or "").strip().splitlines()[-3:])
+                raise CompactionFailed(f"compacting {table}: exit {proc.returncode}: {tail}")
+            progress(f"compacted {table}")
+    finally:
+        for proc in running.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+# -- completion ------------------------------------------------------------------------------
+def record_erasure(store: Any, payloads: Iterable[str], began: float, messages: int) -> None:
+    """An erasure (or purge) on scale-out: what ``complete`` must still do."""
+    ScaleOutPending(store.settings.data).record(position=store.max_position(), began=began,
+                                                payloads=payloads, messages=messages)
+
+
+def pending(store: Any) -> list[dict[str, Any]]:
+    """The records not yet completed (``letterlog erase status``), without payload hashes."""
+    return [{"since": r["since"], "position": r["position"], "messages": r["messages"],
+             "payloads": len(r.get("payloads", []))}
+            for _, r in ScaleOutPending(store.settings.data).records()]
+
+
+def complete(store: Any, *, wait: float, read_side: ReadSide,
+             progress: Progress = lambda _: None) -> ScaleOutCompletion:
+    """Finishes every pending scale-out erasure within ``wait`` seconds (module docstring).
+    ``read_side(target, deadline)`` waits until the relay and the workers have applied the
+    log up to ``target`` or ``deadline`` (``time.monotonic``) passes: '' when they have,
+    else why not (``adapters.streaming.lag.wait_until_applied``)."""
+    from adapters.embedded import PURGED_FROM
+    from projections import names as pn
+    from projections.keys import payload_row
+
+    settings = store.settings
+    records = ScaleOutPending(settings.data).records()
+    outcome = ScaleOutCompletion(pending=len(records))
+    if not records:
+        return outcome
+    began = time.monotonic()
+    deadline = began + wait
+    outcome.position = max(int(r["position"]) for _, r in records)
+    problem = read_side(outcome.position, deadline)
+    outcome.waited_seconds = round(time.monotonic() - began, 3)
+    if problem:
+        outcome.complete, outcome.workers_reached, outcome.problem = False, False, problem
+        return outcome
+    host = store.projections
+    tables = host.tables
+    refs = host.physical(pn.PAYLOAD_REFS)
+    for _, r in records:
+        for sha in r.get("payloads", []):
+            freed = None
+            if not tables.get(refs, payload_row(sha)):
+                freed = store.payloads.delete_unless_touched(sha, float(r["began"]))
+            if freed is None:
+                outcome.payloads_kept += 1
+            else:
+                outcome.payloads_freed += 1
+                outcome.payload_bytes_freed += freed
+    names = [host.physical(t) for t in PURGED_FROM]
+    compacted = time.monotonic()
+    try:
+        progress(f"flushing {len(names)} tables")
+        if not tables.flush(names):
+            raise CompactionFailed("no Thrift2 gateway (LETTERLOG_HBASE_THRIFT2_PORT): the "
+                                   "memstores holding the deletes cannot be flushed")
+        hbase_names = [tables.physical_name(name) for name in names]
+        major_compact(settings.hbase_compactor, hbase_names, deadline=deadline,
+                      progress=progress)
+    except CompactionFailed as error:
+        outcome.complete, outcome.problem = False, str(error)
+        return outcome
+    outcome.compaction_seconds = round(time.monotonic() - compacted, 3)
+    outcome.tables_compacted = hbase_names
+    outcome.pending_cleared = ScaleOutPending(settings.data).clear(p for p, _ in records)
+    return outcome

@@ -1,0 +1,155 @@
+"""Scale-out erasure completes, on the real servers: a PostgreSQL log, the outbox relay,
+Kafka, a stream worker (a real subprocess) and HBase.
+
+Messages carrying unique markers (subject, From, body, attachment name and a large
+attachment kept in the payload store) go through the scale-out path; one message and one
+account are erased; ``letterlog erase complete`` waits for the workers, frees the erased
+payloads, flushes and major-compacts HBase. Then no marker of an erased message is in any
+file of the payload store or the data directory, and, within the write-ahead-log and
+archive retention docs/lifecycle.md states (here shortened by ``SITE``), under HBase's root
+directory; a message delivered beside them keeps its payload and its row.
+
+A server of its own: the shorter schedules must not change the other tests' server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.devservers import HBaseServer
+from adapters.embedded import Letterlog
+from adapters.streaming.relay import OutboxRelay
+from adapters.streaming.worker import kafka_lag
+from tests.factories import database, scale_out_env, until
+from tests.integration.test_erasure import (
+    deliver_marked,
+    files_holding,
+    files_holding_any_form,
+    marked_mail,
+)
+from tests.services.conftest import _fixture
+from tests.services.test_erasure_hbase import ERASURE_SITE
+from tests.services.test_stream_e2e import Worker
+
+pytestmark = pytest.mark.services
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = {**ERASURE_SITE,
+        # compacted files leave the region's directory after 1 s (default 2 min); the
+        # MajorCompactor tool reads the same file and waits that long before its check
+        "hbase.hfile.compaction.discharger.interval": "1000"}
+CLEAN_DEADLINE_S = 240.0
+
+
+@pytest.fixture(scope="module")
+def hbase() -> Any:
+    yield from _fixture("hbase-erasure-scaleout", lambda: HBaseServer(extra_site=SITE))
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "adapters.cli", "--json", *args], cwd=ROOT,
+                          env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_scale_out_erasure_completes_leaving_no_marker_in_hbase_or_the_payloads(
+        tmp_path, monkeypatch, hbase, postgres_server, kafka_server):
+    tag = secrets.token_hex(4)
+    data = tmp_path / "data"
+    with database(postgres_server) as dsn:
+        env = scale_out_env(
+            data, dsn=dsn, hbase=hbase, kafka_bootstrap=kafka_server.bootstrap,
+            prefix=f"so{tag}", topic=f"so-{tag}", stream_group=f"so-{tag}",
+            stream_batch="40", stream_within="0.2", stream_commit_interval="0.5",
+            stream_session_timeout="6", hbase_thrift2_port=str(hbase.thrift2_port),
+            hbase_compactor=hbase.compactor_command(), erase_complete_wait_seconds="500")
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        worker = Worker(env, tmp_path / "worker.log")
+        store = Letterlog.open(data)
+        try:
+            _scenario(store, env, worker, data, Path(hbase.workdir) / "data" / "hbase")
+        finally:
+            worker.stop()
+            store.close()
+
+
+def _publish(store: Letterlog) -> None:
+    with OutboxRelay.from_settings(store.settings, log=store, partitions=4,
+                                   batch=100) as relay:
+        relay.run_once()
+
+
+def _wait_for_worker(store: Letterlog, worker: Worker) -> None:
+    s = store.settings
+
+    def caught_up() -> bool:
+        assert worker.alive(), worker.tail()
+        lag = kafka_lag(s.kafka_bootstrap, s.kafka_topic, s.stream.group)
+        return bool(lag["partitions"]) and lag["events"] == 0
+
+    until(caught_up, timeout=180, what="the worker to commit every record",
+          explain=worker.tail)
+
+
+def _scenario(store: Letterlog, env: dict[str, str], worker: Worker, data: Path,
+              root: Path) -> None:
+    account_ids, account_markers = deliver_marked(store)  # erase-account
+    one, one_markers = marked_mail("one", attachment=True)  # erase-message
+    kept, kept_markers = marked_mail("kept", attachment=True)  # stays
+    one_id = store.deliver(account="single@example.org", raw=one).message_id
+    store.deliver(account="single@example.org", raw=kept)
+    erased = account_markers + one_markers
+    _publish(store)
+    worker.start()
+    _wait_for_worker(store, worker)
+    host = store.projections
+    assert host.tables.flush([host.physical("messages")])
+    assert files_holding(root, erased), "the rows (subject, From) are in HBase's files"
+    assert files_holding_any_form(data / "payloads", erased), "the attachments are payloads"
+
+    by_message = store.erase_message(one_id)
+    by_account = store.erase_account("erasure@example.org")
+    assert by_message["purged"] == [str(one_id)]
+    assert sorted(by_account["purged"]) == sorted(str(i) for i in account_ids)
+    # the workers have not applied Purged yet: nothing is decided from HBase's state now
+    assert by_message["payload_bytes_freed"] == by_account["payload_bytes_freed"] == 0
+    status = cli(env, "erase", "status")
+    assert status.returncode == 3, status.stderr
+    assert len(json.loads(status.stdout)["scale_out"]["pending"]) == 2
+
+    _publish(store)  # the relay runs all the time in a deployment
+    started = time.monotonic()
+    done = cli(env, "erase", "complete")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    scale = json.loads(done.stdout)["scale_out"]
+    assert scale["complete"] and scale["pending_cleared"] == 2, scale
+    assert scale["payloads_freed"] == 2 and scale["payload_bytes_freed"] > 0, scale
+    assert len(scale["tables_compacted"]) == 6, scale
+    assert "major-compacting" in done.stderr  # progress on stderr
+    print(f"erase complete: {took:.1f} s; {scale}")
+
+    assert files_holding_any_form(data, erased) == {}  # payloads, vault, relay position...
+    assert files_holding_any_form(data / "payloads", kept_markers[-1:]), "a live one is kept"
+    deadline = time.monotonic() + CLEAN_DEADLINE_S
+    left = files_holding(root, erased)
+    while left and time.monotonic() < deadline:
+        time.sleep(1.0)  # polling files for HBase's cleaner chores; no event to wait on
+        left = files_holding(root, erased)
+    cleaned = time.monotonic() - started
+    assert left == {}, f"HBase still holds erased bytes {CLEAN_DEADLINE_S} s after: {left}"
+    assert files_holding_any_form(root, erased) == {}
+    assert files_holding(root, kept_markers[:1]), "the live message's row is still there"
+    print(f"HBase's root directory clean {cleaned:.1f} s after erase complete began")
+    after = cli(env, "erase", "status")
+    assert after.returncode == 0 and json.loads(after.stdout)["scale_out"]["pending"] == []
