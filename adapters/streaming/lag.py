@@ -90,9 +90,20 @@ def snapshot(settings: Any, group: str, timeout: float = 5.0) -> dict[str, Any]:
     report = {"at": datetime.now(UTC).isoformat(timespec="seconds"),
               "log_head": log.get("head"), "relay": log.get("relay"), "kafka": kafka,
               "projections": tracked, "dead_letters": dead, "problems": problems,
+              "erasures_pending": _erasures_pending(settings),
               "seconds_to_ask": round(time.monotonic() - started, 2)}
     report["verdict"] = verdict(report)
     return report
+
+
+def _erasures_pending(settings: Any) -> dict[str, Any]:
+    """The scale-out erasures that ``letterlog erase complete`` has not finished yet: how
+    many, and the log position the read side must reach for all of them."""
+    from adapters.lifecycle.scaleout import ScaleOutPending
+
+    records = [r for _, r in ScaleOutPending(settings.data).records()]
+    return {"count": len(records),
+            "position": max((int(r["position"]) for r in records), default=None)}
 
 
 def verdict(report: dict[str, Any]) -> str:
@@ -139,6 +150,10 @@ def render(report: dict[str, Any]) -> list[str]:
         lines.append(f"projection    {name:14} {where}")
     if report.get("dead_letters"):
         lines.append(f"dead letters  {report['dead_letters']} open")
+    pending = report.get("erasures_pending") or {}
+    if pending.get("count"):
+        lines.append(f"erasures      {pending['count']} pending completion (up to position "
+                     f"{pending['position']}): `letterlog erase complete`")
     lines.append(f"verdict: {report['verdict']}")
     return lines
 

@@ -44,6 +44,21 @@ def test_without_kafka_the_snapshot_says_there_is_no_scale_out_path(tmp_path):
     assert r["verdict"].startswith("no scale-out path configured")
 
 
+def test_erasures_pending_completion_are_shown(tmp_path):
+    from types import SimpleNamespace
+
+    from adapters.lifecycle.scaleout import record_erasure
+
+    store = SimpleNamespace(settings=SimpleNamespace(data=tmp_path), max_position=lambda: 7)
+    r = snapshot(load_settings(data=tmp_path), "g", timeout=10)
+    assert r["erasures_pending"] == {"count": 0, "position": None}
+    assert not any(line.startswith("erasures") for line in render(r))
+    record_erasure(store, ["ab" * 32], 0.0, 1)
+    r = snapshot(load_settings(data=tmp_path), "g", timeout=10)
+    assert r["erasures_pending"] == {"count": 1, "position": 7}
+    assert "erasures      1 pending completion (up to position 7)" in "\n".join(render(r))
+
+
 class Lines:
     def __init__(self):
         self.lines = []

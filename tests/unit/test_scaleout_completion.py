@@ -63,3 +63,51 @@ def test_a_compactor_that_fails_or_is_missing_is_a_clear_error():
     with pytest.raises(CompactionFailed, match="cannot run '/nonexistent/hbase'"):
         major_compact("/nonexistent/hbase X", ["t"], deadline=time.monotonic() + 30,
                       progress=print)
+
+
+class Tables:
+    """``payload_refs`` as the workers left it, and flushes (Thrift2 available)."""
+
+    def __init__(self, referred):
+        self.referred = referred
+        self.flushed = []
+
+    def get(self, table, row):
+        return {b"r:x": b"1"} if any(sha.encode() in row for sha in self.referred) else {}
+
+    def flush(self, names):
+        self.flushed += list(names)
+        return True
+
+    def physical_name(self, name):
+        return f"p_{name}"
+
+
+class Payloads:
+    def __init__(self, touched_at):
+        self.touched_at = touched_at  # sha -> last write
+        self.deleted = []
+
+    def delete_unless_touched(self, sha, horizon):
+        if self.touched_at[sha] > horizon:
+            return None
+        self.deleted.append(sha)
+        return 1000
+
+
+def test_payloads_are_freed_after_the_read_side_unless_referred_or_reused(tmp_path):
+    free, referred, reused = "aa" * 32, "bb" * 32, "cc" * 32
+    tables = Tables({referred})
+    store = SimpleNamespace(
+        settings=SimpleNamespace(data=tmp_path, hbase_compactor="true"),  # real: services test
+        max_position=lambda: 42, payloads=Payloads({free: 0.0, referred: 0.0, reused: 2000.0}),
+        projections=SimpleNamespace(tables=tables, physical=lambda t: t))
+    record_erasure(store, [free, referred, reused], 1000.0, 3)
+    reached = []
+    done = complete(store, wait=60, read_side=lambda t, d: reached.append(t) or "")
+    assert reached == [42]  # waited for the erasure's position before reading payload_refs
+    assert done.complete and done.pending_cleared == 1
+    assert store.payloads.deleted == [free]
+    assert (done.payloads_freed, done.payload_bytes_freed, done.payloads_kept) == (1, 1000, 2)
+    assert len(tables.flushed) == len(done.tables_compacted) == 6
+    assert ScaleOutPending(tmp_path).records() == []
