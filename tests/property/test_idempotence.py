@@ -1,6 +1,6 @@
-"""Replay equals live (the idempotence rule, ADR 0006): random histories, applied once, applied again with
-duplicates and with the accounts' events interleaved differently, and folded in a rebuild,
-all leave every table with the same digest."""
+"""Replay equals live (the idempotence rule, ADR 0006): random histories, applied once,
+applied again with duplicates and with the accounts' events interleaved differently, and
+folded in a rebuild, all leave every table with the same digest."""
 
 from __future__ import annotations
 
