@@ -449,6 +449,8 @@ class Letterlog(ReadModelQueries):
                 "bytes": outcome.purged_bytes, "keys_destroyed": destroyed,
                 "payload_bytes_freed": freed,
                 "position": self.max_position(),
+                "scale_out_pending": self.settings.table_store == "hbase" and bool(
+                    outcome.purged),  # `letterlog erase complete` finishes it
                 **(self.completion.as_dict() if self.completion else {})}
 
     def _destroy_keys(self, messages: Sequence[Message]) -> int:

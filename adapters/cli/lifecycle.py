@@ -133,6 +133,14 @@ def _erased(result: dict[str, Any], what: str) -> None:
             said.append("other accounts hold the same content too (not erased)")
         typer.echo(f"letterlog: warning: {'; '.join(said)}", err=True)
     _incomplete(result if "complete" in result else None)
+    if result.get("scale_out_pending"):
+        from adapters.lifecycle.completion import EXIT_INCOMPLETE
+
+        typer.echo("letterlog: erasure not yet complete: on scale-out the workers delete the "
+                   "rows later; `letterlog erase complete` waits for them, frees the payloads "
+                   "and compacts HBase (`letterlog erase status` lists what is pending)",
+                   err=True)
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 @app.command("erase-message")

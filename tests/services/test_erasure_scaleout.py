@@ -118,7 +118,11 @@ def _scenario(store: Letterlog, env: dict[str, str], worker: Worker, data: Path,
     assert files_holding_any_form(data / "payloads", erased), "the attachments are payloads"
 
     by_message = store.erase_message(one_id)
-    by_account = store.erase_account("erasure@example.org")
+    erasing = cli(env, "erase-account", "erasure@example.org")
+    assert erasing.returncode == 3, erasing.stderr  # done, not yet complete
+    assert "`letterlog erase complete`" in erasing.stderr
+    by_account = json.loads(erasing.stdout)
+    assert by_message["scale_out_pending"] and by_account["scale_out_pending"]
     assert by_message["purged"] == [str(one_id)]
     assert sorted(by_account["purged"]) == sorted(str(i) for i in account_ids)
     # the workers have not applied Purged yet: nothing is decided from HBase's state now
