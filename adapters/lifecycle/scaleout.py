@@ -216,7 +216,10 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
             else:
                 outcome.payloads_freed += 1
                 outcome.payload_bytes_freed += freed
-    names = [host.physical(t) for t in PURGED_FROM]
+    from adapters.readside.views import erased_view_tables
+
+    # saved views lost the purged rows at the erasure (Letterlog.erase_from_views)
+    names = [host.physical(t) for t in PURGED_FROM] + erased_view_tables(tables)
     compacted = time.monotonic()
     try:
         progress(f"flushing {len(names)} tables")
