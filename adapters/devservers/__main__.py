@@ -106,6 +106,7 @@ def env_lines(servers: dict[str, Service]) -> list[str]:
             f"LETTERLOG_HBASE_HOST={hb.thrift_host}",
             f"LETTERLOG_HBASE_PORT={hb.thrift_port}",
             f"LETTERLOG_HBASE_THRIFT2_PORT={hb.thrift2_port}",
+            f"LETTERLOG_HBASE_COMPACTOR={hb.compactor_command()}",  # erase complete
         ]
     kf = servers.get("kafka")
     if isinstance(kf, KafkaServer):

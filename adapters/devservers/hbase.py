@@ -210,13 +210,24 @@ class HBaseServer(Service):
 
     def compactor_command(self) -> str:
         """How to run HBase's ``MajorCompactor`` tool against this server
-        (``LETTERLOG_HBASE_COMPACTOR``): a JVM on this installation's jars and configuration
-        (what ``hbase org.apache.hadoop.hbase.util.compaction.MajorCompactor`` runs)."""
+        (``LETTERLOG_HBASE_COMPACTOR``, in ``services.env`` too): ``<workdir>/bin/
+        hbase-major-compactor``, a script running a JVM on this installation's jars and
+        configuration (what ``hbase org.apache.hadoop.hbase.util.compaction.MajorCompactor``
+        runs on an HBase host)."""
+        assert self.workdir is not None
+        return str(self.workdir / "bin" / "hbase-major-compactor")
+
+    def _write_compactor(self) -> None:
         import shlex
 
-        assert self.workdir is not None and self.lib is not None
-        return shlex.join(self._java_cmd("256m", self.workdir / "logs" / "compactor.log",
+        assert self.workdir is not None
+        script = Path(self.compactor_command())
+        script.parent.mkdir(parents=True, exist_ok=True)
+        java = shlex.join(self._java_cmd("256m", self.workdir / "logs" / "compactor.log",
                                          COMPACTOR_CLASS))
+        script.write_text(f"#!/bin/sh\n# written by adapters/devservers/hbase.py\n"
+                          f'exec {java} "$@"\n')
+        script.chmod(0o700)
 
     # ------------------------------------------------------------------ lifecycle
     def install(self) -> None:
@@ -299,6 +310,7 @@ class HBaseServer(Service):
         self.thrift_port = self._fixed_thrift_port or next(free)
         self.thrift2_port = self._fixed_thrift2_port or next(free)
         self._write_conf()
+        self._write_compactor()
         self._env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
         self._env.pop("CLASSPATH", None)
         self._env.pop("JAVA_TOOL_OPTIONS", None)
