@@ -99,9 +99,10 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
     )
 
 
-def stream_tables(settings: Settings) -> TableStore:
+def stream_tables(settings: Settings, *, timeout: float | None = None) -> TableStore:
     """The tables the stream workers write: HBase for ``table_store=hbase``; else
-    ``<data>/stream-tables.sqlite`` (never the file the embedded projector writes)."""
+    ``<data>/stream-tables.sqlite`` (never the file the embedded projector writes).
+    ``timeout``: seconds an HBase call waits and retries (default ``hbase_timeout``)."""
     if settings.table_store == "hbase":
         from adapters.tables.hbase import HBaseTableStore
 
@@ -110,9 +111,12 @@ def stream_tables(settings: Settings) -> TableStore:
         if thrift2:
             extra["thrift2_port"] = int(thrift2)
             extra["thrift2_idl"] = settings.hbase_thrift2_idl
+        seconds = timeout if timeout is not None else settings.hbase_timeout
         return HBaseTableStore(settings.hbase_host, settings.hbase_port,
                                table_prefix=settings.hbase_table_prefix,
-                               pool_size=settings.stream.hbase_pool, **extra)
+                               pool_size=settings.stream.hbase_pool,
+                               timeout_ms=int(seconds * 1000), retry_deadline_s=seconds,
+                               **extra)
     from adapters.tables.sqlite import SqliteTableStore
 
     private_dir(settings.data)

@@ -82,6 +82,9 @@ class Settings(BaseModel):
     hbase_thrift2_idl: Path | None = Field(
         None, description="HBase's thrift2/hbase.thrift (default: the dev-server jar cache's)")
     hbase_table_prefix: str = Field("letterlog", pattern=r"^[A-Za-z0-9]{1,40}$")
+    hbase_timeout: float = Field(10.0, gt=0, le=3600, description=(
+        "seconds an HBase call waits for an answer, and retries a gateway that does not "
+        "answer; then a read fails (exit 1). Stream workers wait at least 60 s"))
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
     spark_master: str = Field("local[2]", description="Spark master URL for --engine spark")

@@ -7,6 +7,10 @@ of them (one ``[program:x]`` each, restarted when they crash: ``startretries`` t
 supervisord's growing back-off, then ``FATAL``; output appended to the program's log file,
 never rotated away); ``Supervisor`` starts supervisord on that file and talks to it over its
 unix socket (supervisord's XML-RPC interface, the one ``supervisorctl`` uses).
+
+A program may set its own ``start_retries`` (letterlog's processes retry their servers
+themselves and are never given up on) and have its log rotated (``log_max_bytes``,
+``log_backups``: supervisord's ``stdout_logfile_maxbytes`` and ``stdout_logfile_backups``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ class Program:
     #: an exit with status 0 is not restarted (a server its own stop tool asked to shut down
     #: exits 0: HBase's ``HMaster stop``); a crash or a signal still is
     clean_exit_stops: bool = False
+    start_retries: int = START_RETRIES  # failed starts in a row before supervisord gives up
+    log_max_bytes: int = 0  # rotate the log at this size (0: never)
+    log_backups: int = 0  # rotated logs kept (``<log>.1`` ... ``<log>.N``)
 
 
 class Handle(Protocol):
@@ -128,13 +135,14 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
             f"command={_quote(shlex.join(p.command))}",
             f"directory={_quote(str(p.cwd))}",
             f"stdout_logfile={_quote(str(p.log))}",
-            "stdout_logfile_maxbytes=0",  # appended to, never rotated away
+            f"stdout_logfile_maxbytes={int(p.log_max_bytes)}",  # 0: never rotated
+            f"stdout_logfile_backups={int(p.log_backups)}",
             "redirect_stderr=true",
             f"autostart={'true' if autostart else 'false'}",
             f"autorestart={'unexpected' if p.clean_exit_stops else 'true'}",
             *(["exitcodes=0"] if p.clean_exit_stops else []),
             f"startsecs={int(p.start_seconds)}",
-            f"startretries={START_RETRIES}",
+            f"startretries={int(p.start_retries)}",
             f"stopsignal={p.stop_signal}",
             f"stopwaitsecs={int(p.stop_wait)}",
             "stopasgroup=true",

@@ -73,6 +73,11 @@ class StoreClosed(TableStoreError):
     """The store was used after ``close()``."""
 
 
+class TableStoreUnavailable(TableStoreError):
+    """The table store's server did not answer: unreachable, or no reply within the time
+    allowed (the machine failed, not the request: the CLI exits 1)."""
+
+
 # -- values -----------------------------------------------------------------------------------
 
 

@@ -5,7 +5,8 @@ Commands live in one module per group (``messages``, ``mailboxes``, ``reads``, `
 commands runs (or for ``--help``): a simple command pays for typer and what it uses.
 
 Exit status: 0 done; 1 done in part (a file or message was rejected, ``verify`` found a
-difference) or the machine failed (disk full, I/O error); 2 bad input (a usage error, an
+difference) or the machine failed (disk full, I/O error, HBase not answering within
+``LETTERLOG_HBASE_TIMEOUT``); 2 bad input (a usage error, an
 unknown account, mailbox or message, a refused command; nothing was written); 3 done, not yet
 complete (an erasure committed, but a reader kept a file holding the erased data from being
 cleaned in time: ``adapters/lifecycle/completion.py``).
@@ -38,6 +39,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Import", "imports", ("import",)),
     ("Projections", "admin", ("rebuild", "verify", "compact", "export", "demo")),
     ("Views", "views", ("view",)),
+    ("Backup", "backup", ("backup", "restore-backup")),
     ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account",
                                 "erase")),
     ("Scale-out", "stream", ("relay", "worker", "lag", "processes", "dead-letters")),
@@ -265,7 +267,10 @@ def _run(args: list[str]) -> int:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         return _error(" ".join(e.format_message().split()) + hint, e.exit_code)
     except LetterlogError as e:
-        return _error(str(e), 1 if isinstance(e, StoreBusy) else 2)
+        from projections.tablestore import TableStoreUnavailable
+
+        # a busy store, or a table store that does not answer: the machine, not the input
+        return _error(str(e), 1 if isinstance(e, StoreBusy | TableStoreUnavailable) else 2)
     except (KeyboardInterrupt, Abort):
         return _error("interrupted", 130)
     except Exception as e:

@@ -4,9 +4,11 @@ workers, the purger and the LMTP server, as ``letterlog processes start`` runs t
 Each is the ``letterlog`` command a user would type (``relay``, ``worker``, ``purger``) on
 the same data directory, with the caller's environment (the ``LETTERLOG_*`` settings);
 worker ``i`` gets ``LETTERLOG_STREAM_INSTANCE=<host>-worker-<i>`` (static group membership:
-restarted, it resumes its partitions at once). supervisord restarts a process that crashes
-(bounded retries while starting, see ``adapters.supervision``) and appends its output to
-``<data>/supervisor/<name>.log``.
+restarted, it resumes its partitions at once). supervisord restarts a process that crashes,
+however often it fails to start (``START_RETRIES``: the processes wait out a server's outage
+themselves, and supervision never gives up on one), and appends its output to
+``<data>/supervisor/<name>.log``, rotated at ``LOG_MAX_BYTES`` with ``LOG_BACKUPS`` older
+files kept.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from adapters.supervision import Program, Supervisor, SupervisorError, write_con
 
 __all__ = ["programs", "restart", "start", "status", "stop", "supervisor_for"]
 
+#: supervisord's ``startretries`` for letterlog's processes: in effect, never FATAL
+START_RETRIES = 1_000_000
+LOG_MAX_BYTES = 10 * 1024 * 1024
+LOG_BACKUPS = 5
+
 
 def supervisor_for(data: Path) -> Supervisor:
     return Supervisor(Path(data).resolve() / "supervisor")
@@ -38,7 +45,8 @@ def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = Tr
         return Program(name, (sys.executable, "-m", "adapters.cli", "--data", str(data), *args),
                        cwd=data, log=logs / f"{name}.log",
                        env={"PYTHONUNBUFFERED": "1", **(env or {})}, stop_wait=30,
-                       start_seconds=3, priority=priority)
+                       start_seconds=3, priority=priority, start_retries=START_RETRIES,
+                       log_max_bytes=LOG_MAX_BYTES, log_backups=LOG_BACKUPS)
 
     found = [letterlog("relay", "relay", priority=10)] if relay else []
     if lmtp:  # the LMTP server: SIGTERM lets its transactions in flight finish

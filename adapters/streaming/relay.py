@@ -286,6 +286,7 @@ class OutboxRelay:
         self._position: int | None = None  # the recorded position, while we hold it
         self._partition_of: dict[bytes, int] = {}  # key -> partition, for ``_known``
         self._known: tuple[int, ...] = ()  # the topic's partitions the cache was built for
+        self._inflight: float | None = None  # when the Kafka call now waited on started
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -327,7 +328,12 @@ class OutboxRelay:
             self._acquired = True
             self._position = self.position.load()
         if self._runner is None:
+            from adapters.streaming.telemetry import pace_kafka_metadata
+
+            pace_kafka_metadata()
             self._runner = asyncio.Runner()
+        if not self._topic_ready or self._producer is None:
+            self._inflight = time.monotonic()
         if not self._topic_ready:
             self._runner.run(self._ensure_topic())
             self._topic_ready = True
@@ -365,6 +371,8 @@ class OutboxRelay:
             "linger_ms": 5,
             "max_batch_size": 512 * 1024,
             "request_timeout_ms": int(self.request_timeout * 1000),
+            # a broker that went away: reconnect twice a second at most, not ten times
+            "retry_backoff_ms": 500,
         }
         options.update(self.producer_options)
         options.update(enable_idempotence=True, acks="all")  # not negotiable: order + no loss
@@ -380,8 +388,8 @@ class OutboxRelay:
     def _stop_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None and self._runner is not None:
-            with contextlib.suppress(Exception):
-                self._runner.run(producer.stop())
+            with contextlib.suppress(Exception):  # bounded: unsent batches are sent again
+                self._runner.run(asyncio.wait_for(producer.stop(), 10))
 
     # -- publishing -------------------------------------------------------------------------
     def run_once(self, max_events: int | None = None) -> int:
@@ -392,9 +400,14 @@ class OutboxRelay:
     def run(self, stop: threading.Event, poll_interval: float = 0.2,
             max_backoff: float = 30.0, report_every: float = 10.0) -> None:
         """Polls the log until ``stop`` is set. Broker or database outages are retried with
-        backoff (resuming from the recorded position); ``CorruptEvent`` and ``RelayError``
-        end the loop by raising. Every ``report_every`` seconds: a ``progress`` log line
-        and the gauges; a warning when Kafka has not answered for 5 s, and when it does again."""
+        capped, jittered backoff (resuming from the recorded position); ``CorruptEvent`` and
+        ``RelayError`` end the loop by raising. A thread of its own logs a ``progress`` line
+        and sets the gauges every ``report_every`` seconds, whatever the loop is waiting on;
+        a warning when Kafka or the event store has not answered for 5 s (a publish that
+        hangs counts), a reminder every minute while it stays so, and a line when it answers
+        again. While idle, the relay asks the broker for its metadata every ``report_every``
+        seconds, so a broker that went away is noticed (and the producer, whose reconnection
+        attempts would otherwise go on in the background, is closed until it is back)."""
         from aiokafka.errors import KafkaError
         from eventsourcing.persistence import InterfaceError, OperationalError
 
@@ -402,45 +415,93 @@ class OutboxRelay:
             KafkaError, ConnectionError, TimeoutError, OperationalError, InterfaceError)
         try:
             import psycopg
+            import psycopg_pool
 
-            transient += (psycopg.OperationalError, psycopg.InterfaceError)
+            transient += (psycopg.OperationalError, psycopg.InterfaceError,
+                          psycopg_pool.PoolTimeout)
         except ImportError:
             pass
-        from adapters.streaming.telemetry import Stall, logger
+        from adapters.streaming.telemetry import Backoff, Stall, logger
 
-        backoff = poll_interval
+        backoff = Backoff(poll_interval, max_backoff)
         slog = logger("letterlog.relay")
         kafka, database = Stall("kafka", slog), Stall("the event store", slog)
         slog.info("relaying", topic=self.topic, bootstrap=self.bootstrap)
-        next_report = 0.0
-        while not stop.is_set():
-            if time.monotonic() >= next_report:
-                next_report = time.monotonic() + report_every
-                self._report(slog)
-            started = time.monotonic()
-            try:
-                count = self._pump(None, stop)
-            except transient as e:
-                (kafka if isinstance(e, KafkaError) else database).failed(e, started)
-                log.warning("relay: %s: %s; retrying in %.1fs", type(e).__name__, e, backoff)
-                self._stop_producer()
-                stop.wait(backoff)
-                backoff = min(max_backoff, backoff * 2)
-                continue
-            kafka.ok()
-            database.ok()
-            backoff = poll_interval
-            if count == 0:
-                stop.wait(poll_interval)
+        done = threading.Event()
+        reporter = threading.Thread(target=self._reporting, name="relay-progress", daemon=True,
+                                    args=(stop, done, slog, report_every, kafka, database))
+        reporter.start()
+        next_check = time.monotonic() + report_every
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    count = self._pump(None, stop)
+                    if count == 0 and time.monotonic() >= next_check:
+                        next_check = time.monotonic() + report_every
+                        self._check_broker()
+                except transient as e:
+                    stall = kafka if isinstance(e, KafkaError) else database
+                    stall.failed(e, started)
+                    wait = backoff.next()
+                    log.debug("relay: %s: %s; retrying in %.1fs", type(e).__name__, e, wait)
+                    self._stop_producer()
+                    stop.wait(wait)
+                    continue
+                finally:
+                    self._inflight = None
+                kafka.ok()
+                database.ok()
+                backoff.reset()
+                if count == 0:
+                    stop.wait(poll_interval)
+        finally:
+            done.set()
 
-    def _report(self, slog: Any) -> None:
+    def _reporting(self, stop: threading.Event, done: threading.Event, slog: Any,
+                   every: float, kafka: Any, database: Any) -> None:
+        """The reporter thread: progress lines and gauges every ``every`` seconds; a Kafka
+        call in flight for long is reported as Kafka not answering."""
+        next_report = 0.0
+        while not (stop.is_set() or done.is_set()):
+            inflight = self._inflight
+            if inflight is not None:
+                kafka.waiting(inflight)
+            if time.monotonic() >= next_report:
+                next_report = time.monotonic() + every
+                self._report(slog, database)
+            done.wait(min(every, 1.0))
+
+    def _check_broker(self) -> None:
+        """An idle relay's question to the broker (its metadata, bounded); raises
+        ``KafkaError`` when it does not answer."""
+        if self._producer is None or self._runner is None:
+            return
+        from aiokafka.errors import KafkaError
+
+        client = self._producer.client
+        started = time.monotonic()
+        self._inflight = started
+        try:
+            self._runner.run(asyncio.wait_for(client.fetch_all_metadata(),
+                                              self.request_timeout))
+        except TimeoutError:
+            raise KafkaError(f"no metadata from the broker in {self.request_timeout:.0f} s"
+                             ) from None
+
+    def _report(self, slog: Any, database: Any = None) -> None:
         """One progress line and the relay's gauges (position, head, lag)."""
         metrics = _relay_metrics()
+        position = self._position
         try:
-            events, seconds = self.lag() if self.head is not None else (0, 0.0)
-            position = self._position if self._position is not None else self.position.load()
-        except Exception as error:  # noqa: BLE001 - the log may be down: say so, go on
-            slog.warning("progress unknown", error=f"{type(error).__name__}: {error}")
+            if position is None:
+                position = self.position.load()
+            events, seconds = self._lag_at(position) if self.head is not None else (0, 0.0)
+        except Exception as error:  # noqa: BLE001 - the log may be down: say what is known
+            if database is not None:
+                database.failed(error)
+            slog.info("progress", position=position, published=self.published,
+                      behind_events="unknown", behind_seconds="unknown")
             return
         metrics["position"].set(position)
         metrics["lag_events"].set(events)
@@ -512,6 +573,7 @@ class OutboxRelay:
 
     def _publish(self, records: list[tuple[int, bytes, bytes]]) -> None:
         assert self._runner is not None
+        self._inflight = time.monotonic()
         try:
             self._runner.run(self._send(records))
         except BaseException:
@@ -618,8 +680,11 @@ class OutboxRelay:
         the oldest unpublished event (0 when caught up)."""
         if self.head is None:
             raise RelayError("lag needs head(): build the relay with head=...")
+        return self._lag_at(self.position.load())
+
+    def _lag_at(self, position: int) -> tuple[int, float]:
+        assert self.head is not None
         head = int(self.head() or 0)
-        position = self.position.load()
         if head <= position:
             return 0, 0.0
         notifications = self.read(position + 1, 1)

@@ -180,6 +180,10 @@ class WorkerState:
         self.slog = logger("letterlog.stream")
         what = "hbase" if settings.table_store == "hbase" else "the table store"
         self.store_stall = Stall(what, self.slog)
+        self.kafka_stall = Stall("kafka", self.slog)
+        #: the partitions' end offsets as the broker last gave them (``refresh_highwaters``):
+        #: the consumer's own stop moving while it does not fetch (a stalled store)
+        self.highwaters: dict[tuple[str, int], int] = {}
         self._reported = (time.monotonic(), 0)
         self.inflight: float | None = None  # when the write now in progress started
 
@@ -247,8 +251,10 @@ class WorkerState:
     async def apply(self, records: list[Record], decoded: Decoded | None = None) -> BatchResult:
         """Applies in the worker thread; a failing store is retried with backoff.
         ``decoded``: the records decoded already (``decode``)."""
+        from adapters.streaming.telemetry import Backoff
+
         loop = asyncio.get_running_loop()
-        delay = self.options.retry_delay
+        backoff = Backoff(self.options.retry_delay, 30.0)
         while True:
             started = time.perf_counter()
             self.inflight = time.monotonic()
@@ -258,10 +264,11 @@ class WorkerState:
             except Exception as error:  # noqa: BLE001 - the store; poison never gets here
                 self.store_stall.failed(error, self.inflight)
                 self.inflight = None
-                log.error("applying %d records failed (%s: %s); retrying in %.1fs",
+                delay = backoff.next()
+                # said once by the stall (and every minute while it lasts), not per try
+                log.debug("applying %d records failed (%s: %s); retrying in %.1fs",
                           len(records), type(error).__name__, error, delay)
                 await asyncio.sleep(delay)
-                delay = min(30.0, delay * 2)
                 continue
             self.inflight = None
             self.store_stall.ok()
@@ -287,6 +294,29 @@ class WorkerState:
         except Exception as error:  # noqa: BLE001 - the first batch retries it
             log.warning("table store not ready yet (%s: %s)", type(error).__name__, error)
 
+    async def refresh_highwaters(self, app: faust.App, timeout: float = 4.0) -> None:
+        """Asks the broker for the end offsets of the partitions this worker holds (bounded
+        by ``timeout``), so the lag gauges stay live while the consumer does not fetch; a
+        broker that does not answer is reported (``kafka not answering``), once."""
+        consumer = app.consumer
+        try:
+            assigned = consumer.assignment()
+        except Exception:  # noqa: BLE001 - not started, or rebalancing
+            return
+        if not assigned:
+            return
+        started = time.monotonic()
+        try:
+            ends = await asyncio.wait_for(consumer.highwaters(*assigned), timeout)
+        except Exception as error:  # noqa: BLE001 - KafkaError, a timeout: the broker's silence
+            if isinstance(error, asyncio.TimeoutError | TimeoutError):
+                error = TimeoutError(f"no end offsets from the broker in {timeout:.0f} s")
+            self.kafka_stall.failed(error, started)
+            return
+        self.kafka_stall.ok()
+        self.highwaters.update({(tp.topic, tp.partition): int(end)
+                                for tp, end in ends.items() if end is not None})
+
     def lag(self, app: faust.App) -> dict[str, Any]:
         if self.projector is None:
             return {"events": None, "seconds": None, "partitions": {}}
@@ -303,12 +333,17 @@ class WorkerState:
                 highwater = consumer.highwater(tp)
             except Exception:  # noqa: BLE001 - not fetched yet
                 highwater = None
+            asked = self.highwaters.get((tp.topic, tp.partition))
+            if asked is not None:
+                highwater = max(asked, highwater or 0)
             if highwater is not None:
                 highwaters[(tp.topic, tp.partition)] = int(highwater)
                 committed[(tp.topic, tp.partition)] = known.get(tp)
         return self.projector.lag(highwaters, committed)
 
     def forget(self, revoked: Any) -> None:
+        for tp in revoked:
+            self.highwaters.pop((tp.topic, tp.partition), None)
         if self.projector is not None:
             self.projector.forget((tp.topic, tp.partition) for tp in revoked)
 
@@ -503,6 +538,9 @@ class _App(faust.App):
 
     async def on_start(self) -> None:
         await super().on_start()
+        from adapters.streaming.telemetry import quiet_libraries
+
+        quiet_libraries()  # on the handlers faust's worker installed by now
         state: WorkerState | None = getattr(self, "letterlog", None)
         if state is not None:
             await state.warm_up()
@@ -514,10 +552,14 @@ class _App(faust.App):
         return transport
 
 
+#: a stream worker's HBase calls wait at least this long (a batch's write is large)
+WORKER_HBASE_TIMEOUT = 60.0
+
+
 def _stream_tables(settings: Settings) -> TableStore:
     from adapters.bootstrap import stream_tables
 
-    return stream_tables(settings)
+    return stream_tables(settings, timeout=max(WORKER_HBASE_TIMEOUT, settings.hbase_timeout))
 
 
 def create_app(settings: Settings, options: StreamOptions | None = None, *,
@@ -529,6 +571,9 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     only be driven through ``agent.test_context()`` (faust's default broker address, never
     contacted)."""
     options = options or settings.stream
+    from adapters.streaming.telemetry import pace_kafka_metadata
+
+    pace_kafka_metadata()  # aiokafka's fetcher would spin while the broker is gone
     broker = f"kafka://{settings.kafka_bootstrap or 'localhost:9092'}"
     faust_dir = Path(settings.data) / "faust"  # faust's own files, not the working directory
     private_dir(faust_dir)
@@ -575,6 +620,7 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     async def report_lag() -> None:
         state.watch()
         try:
+            await state.refresh_highwaters(app)
             publish_lag(state.lag(app))
         except Exception as error:  # noqa: BLE001 - metrics never stop the projection
             log.warning("lag: %s", error)

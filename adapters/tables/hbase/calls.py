@@ -4,10 +4,12 @@ Errors
     Transport failures between this process and the Thrift gateway (``TTransportException``,
     ``OSError`` -- refused, reset, broken pipe, timeouts) are retried with exponential
     backoff (tenacity) on a fresh connection; that is safe because every write is
-    idempotent. When the retries are spent, ``TableStoreError`` names the Thrift host and
-    port. Region-level trouble (region moving, server busy) is retried by the HBase client
-    inside the gateway (``hbase.client.retries.number``); what still fails comes back as a
-    ``TableStoreError`` with HBase's message, ``TableNotFound`` or ``UnknownFamily``.
+    idempotent, until ``retry_deadline_s`` has passed; then ``TableStoreUnavailable`` (a
+    ``TableStoreError``) names the Thrift host and port. Each call waits at most
+    ``timeout_ms`` for an answer (``LETTERLOG_HBASE_TIMEOUT``). Region-level trouble (region
+    moving, server busy) is retried by the HBase client inside the gateway
+    (``hbase.client.retries.number``); what still fails comes back as a ``TableStoreError``
+    with HBase's message, ``TableNotFound`` or ``UnknownFamily``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
+import time
 from collections.abc import Callable
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
@@ -29,7 +32,13 @@ from tenacity import (
 )
 from thriftpy2.transport import TTransportException
 
-from projections.tablestore import StoreClosed, TableNotFound, TableStoreError, UnknownFamily
+from projections.tablestore import (
+    StoreClosed,
+    TableNotFound,
+    TableStoreError,
+    TableStoreUnavailable,
+    UnknownFamily,
+)
 
 # happybase registers its Thrift1 IDL (thriftpy2) as the module ``Hbase_thrift`` on import.
 thrift1: Any = importlib.import_module("Hbase_thrift")
@@ -109,14 +118,17 @@ class HBaseCalls:
             wait=wait_exponential(multiplier=0.05, min=0.05, max=2.0),
             reraise=True,
         )
+        started = time.monotonic()
         try:
             for attempt in retrying:
                 with attempt:
                     return fn()
         except TRANSPORT_ERRORS as error:
             attempts = retrying.statistics.get("attempt_number", "?")
-            raise TableStoreError(
-                f"{where or self._where()} is unreachable or failing ({op}, {attempts} attempts): "
+            raise TableStoreUnavailable(
+                f"{where or self._where()} is not answering ({op}: {attempts} attempts in "
+                f"{time.monotonic() - started:.1f} s, LETTERLOG_HBASE_TIMEOUT "
+                f"{self._timeout_ms / 1000:g} s): "
                 f"{type(error).__name__}: {first_line(error_message(error))}"
             ) from error
         raise AssertionError("unreachable")  # pragma: no cover
@@ -139,7 +151,7 @@ class HBaseCalls:
         try:
             return self._with_retries(op, once)
         except happybase.NoConnectionsAvailable as error:
-            raise TableStoreError(
+            raise TableStoreUnavailable(
                 f"{self._where()}: no pooled connection free within {self._acquire_timeout} s"
             ) from error
 

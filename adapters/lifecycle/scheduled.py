@@ -1,0 +1,128 @@
+"""``letterlog purger``: the purge jobs on a schedule, through any outage of their servers.
+
+A run that fails because PostgreSQL (the log), HBase (the tables) or another server does not
+answer is retried with capped, jittered backoff (``telemetry.Backoff``) on a store opened
+afresh; the purger says once that the server is not answering, reminds every minute while it
+stays so, says when it answers again, and never exits on an outage (supervisord would give up
+on a process that keeps dying). Only a mistake no retry fixes ends it: settings that do not
+validate, a data directory that holds no store or is open to others (``SettingsError``,
+``StoreUnavailable``), raised as they are (exit status 2, one line).
+
+One line per run (``purge run: purged=... expired=... kept=... payloads_freed=...``) through
+the stdlib logger ``letterlog.purger``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from domain.errors import SettingsError, StoreUnavailable
+
+__all__ = ["KeyValueLog", "dependency_of", "run_purger"]
+
+log = logging.getLogger("letterlog.purger")
+
+#: mistakes no retry fixes: the purger exits on them (exit status 2)
+FATAL: tuple[type[BaseException], ...] = (SettingsError, StoreUnavailable)
+
+
+class KeyValueLog:
+    """A stdlib logger behind the ``warning(event, **fields)`` of a structlog logger (what
+    ``telemetry.Stall`` calls): ``event key=value ...``."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        self.target = target
+
+    def _line(self, event: str, fields: dict[str, Any]) -> str:
+        return " ".join([event, *(f"{k}={v}" for k, v in fields.items())])
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.target.info("%s", self._line(event, fields))
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.target.warning("%s", self._line(event, fields))
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    seen: BaseException | None = error
+    while seen is not None and seen not in found and len(found) < 10:
+        found.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return found
+
+
+def dependency_of(error: BaseException, table_store: str = "hbase") -> str:
+    """Which server a failed run was waiting on, from the error and its causes."""
+    from projections.tablestore import TableStoreError
+
+    modules = [type(e).__module__ for e in _chain(error)]
+    if any(isinstance(e, TableStoreError) for e in _chain(error)) or any(
+            m.startswith(("thriftpy2", "happybase")) for m in modules):
+        return "hbase" if table_store == "hbase" else "the table store"
+    if any(m.startswith(("psycopg", "eventsourcing", "sqlite3")) for m in modules):
+        return "the event store"
+    return "the purge run"
+
+
+def _open(data: Path) -> Any:
+    from adapters.embedded import Letterlog
+
+    return Letterlog.open(data, create=False)
+
+
+def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
+               stop: threading.Event, *, open_store: Callable[[Path], Any] = _open,
+               first_backoff: float = 1.0, max_backoff: float = 30.0) -> None:
+    """Runs the purge jobs every ``interval`` seconds (default: the store's
+    ``purge_interval_seconds``) until ``stop`` is set; see the module docstring."""
+    from adapters.streaming.telemetry import Backoff, Stall, quiet_libraries
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    quiet_libraries()
+    said = KeyValueLog(log)
+    stalls: dict[str, Stall] = {}
+    backoff = Backoff(first_backoff, max_backoff)
+    store: Any = None
+    table_store = "hbase"
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                if store is None:
+                    store = open_store(data)
+                    table_store = store.settings.table_store
+                report = store.purge(datetime.now(UTC), queues).as_dict()
+            except FATAL:
+                raise
+            except Exception as error:  # noqa: BLE001 - a server's outage: wait it out
+                what = dependency_of(error, table_store)
+                stalls.setdefault(what, Stall(what, said)).failed(error, started)
+                log.debug("purge run failed (%s: %s)", type(error).__name__, error)
+                if store is not None:
+                    with contextlib.suppress(Exception):
+                        store.close()
+                    store = None
+                stop.wait(backoff.next())
+                continue
+            for stall in stalls.values():
+                stall.ok()
+            backoff.reset()
+            log.info("purge run: purged=%d expired=%d kept=%d payloads_freed=%d "
+                     "payload_bytes_freed=%d", report["purged"], report["expired"],
+                     report["kept"], report["payloads_freed"], report["payload_bytes_freed"])
+            if store.completion is not None and not store.completion.complete:
+                log.warning("%s", store.completion.line())
+            stop.wait(interval if interval is not None else store.settings.purge_interval_seconds)
+    finally:
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+    log.info("purger stopped")

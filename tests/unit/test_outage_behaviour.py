@@ -1,0 +1,188 @@
+"""What the long-running processes do while a server is down, without the servers: the stall's
+reminders, the rate limit on the client libraries' lines, the jittered backoff, the purger
+that waits an outage out (and exits on a mistake), the supervisord configuration of
+letterlog's processes, and ``lag``'s verdict with dead letters open. The real outages are in
+tests/services/test_outages.py."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.lifecycle.scheduled import dependency_of, run_purger
+from adapters.streaming.lag import verdict
+from adapters.streaming.processes import programs
+from adapters.streaming.telemetry import Backoff, LibraryRateLimit, Stall
+from adapters.supervision import write_config
+from domain.errors import SettingsError
+from projections.tablestore import TableStoreUnavailable
+
+
+class Lines:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **kw: Any) -> None:
+        self.lines.append((event, kw))
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self.lines.append((event, kw))
+
+
+def test_a_stall_reminds_at_a_bounded_rate_while_it_lasts(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr("adapters.streaming.telemetry.time.monotonic", lambda: now[0])
+    log = Lines()
+    stall = Stall("kafka", log, after=5.0, remind_every=60.0)
+    for _ in range(600):  # ten minutes of failures, ten a second
+        stall.failed(ConnectionError("refused"))
+        now[0] += 1.0
+    stall.ok()
+    events = [e for e, _ in log.lines]
+    assert events[0] == "kafka not answering"
+    assert events[1:-1] == ["kafka still not answering"] * 9
+    assert events[-1] == "kafka answering again"
+
+
+def record(name: str, msg: str, level: int = logging.ERROR) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, msg, ("127.0.0.1", 9092), None)
+
+
+def test_library_lines_are_rate_limited_per_message_and_ours_never():
+    now = [0.0]
+    limit = LibraryRateLimit(window=60.0, clock=lambda: now[0])
+    passed = []
+    for _ in range(1000):  # aiokafka reconnecting ten times a second for 100 s
+        r = record("aiokafka", 'Unable connect to "%s:%s"')
+        if limit.filter(r):
+            passed.append(r.getMessage())
+        now[0] += 0.1
+    assert len(passed) == 2
+    assert "[599 more like it in the last 60 s]" in passed[1]
+    assert all(limit.filter(record("letterlog.relay", "progress")) for _ in range(100))
+    assert limit.filter(record("aiokafka.conn", "another message"))
+
+
+def test_backoff_grows_with_jitter_and_stays_under_its_cap():
+    waits = []
+    for _ in range(20):
+        b = Backoff(0.2, 30.0)
+        waits.append([b.next() for _ in range(12)])
+    assert all(0.2 <= w <= 30.0 for row in waits for w in row)
+    assert len({row[-1] for row in waits}) > 1  # not in step
+    assert max(row[0] for row in waits) <= 0.4 and max(row[-1] for row in waits) > 10
+
+
+class FlakyStore:
+    """A store whose purge fails like a server that is down, ``failures`` times."""
+
+    def __init__(self, failures: list[BaseException], stop: threading.Event) -> None:
+        self.failures = failures
+        self.stop = stop
+        self.runs = 0
+        self.settings = type("S", (), {"table_store": "hbase", "purge_interval_seconds": 0})()
+        self.completion = None
+
+    def purge(self, now: Any, queues: Any) -> Any:
+        if self.failures:
+            raise self.failures.pop(0)
+        self.runs += 1
+        self.stop.set()
+        report = dict.fromkeys(("purged", "expired", "kept", "payloads_freed",
+                                "payload_bytes_freed"), 0)
+        return type("R", (), {"as_dict": lambda self: report})()
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_purger_waits_out_an_outage_and_says_so_once(tmp_path: Path, caplog):
+    import psycopg
+
+    stop = threading.Event()
+    down = psycopg.OperationalError("connection refused")
+    failures: list[BaseException] = [down] * 3 + [TableStoreUnavailable("HBase ...")] * 3
+    opened: list[FlakyStore] = []
+
+    def open_store(data: Path) -> FlakyStore:
+        if len(opened) == 1 and failures and isinstance(failures[0], psycopg.Error):
+            raise failures.pop(0)  # the log's database refuses the connection too
+        opened.append(FlakyStore(failures, stop))
+        return opened[-1]
+
+    with caplog.at_level(logging.INFO, logger="letterlog.purger"):
+        run_purger(tmp_path, None, None, stop, open_store=open_store, first_backoff=0.01,
+                   max_backoff=0.02)
+    assert not failures and opened[-1].runs == 1 and len(opened) > 1
+    text = caplog.text
+    assert "purge run: purged=0" in text and "purger stopped" in text
+    assert "Traceback" not in text
+
+
+def test_a_purger_stalled_for_long_warns_and_says_when_the_server_is_back(
+        tmp_path: Path, caplog, monkeypatch):
+    stop = threading.Event()
+    now = [0.0]
+    monkeypatch.setattr("adapters.streaming.telemetry.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("adapters.lifecycle.scheduled.time.monotonic", lambda: now[0])
+    failures: list[BaseException] = [TableStoreUnavailable("HBase Thrift server at x:1 is "
+                                                           "not answering")] * 5
+
+    class Clocked(FlakyStore):
+        def purge(self, when: Any, queues: Any) -> Any:
+            now[0] += 3.0  # each failed run hangs 3 s
+            return super().purge(when, queues)
+
+    with caplog.at_level(logging.INFO, logger="letterlog.purger"):
+        run_purger(tmp_path, None, None, stop, open_store=lambda d: Clocked(failures, stop),
+                   first_backoff=0.001, max_backoff=0.002)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("hbase not answering")
+    assert warnings[1].startswith("hbase answering again")
+
+
+def test_the_purger_exits_on_a_mistake_no_retry_fixes(tmp_path: Path):
+    def open_store(data: Path) -> Any:
+        raise SettingsError("LETTERLOG_POSTGRES_DSN: missing")
+
+    with pytest.raises(SettingsError):
+        run_purger(tmp_path, None, None, threading.Event(), open_store=open_store)
+
+
+def test_which_server_a_failure_names():
+    import psycopg
+
+    assert dependency_of(psycopg.OperationalError("x")) == "the event store"
+    assert dependency_of(TableStoreUnavailable("x")) == "hbase"
+    assert dependency_of(TableStoreUnavailable("x"), "embedded") == "the table store"
+    assert dependency_of(RuntimeError("x")) == "the purge run"
+
+
+def test_letterlogs_processes_are_never_given_up_on_and_their_logs_rotate(tmp_path: Path):
+    conf = write_config(tmp_path / "sup", programs(tmp_path, workers=2), autostart=True)
+    text = conf.read_text()
+    sections = text.split("[program:")[1:]
+    assert len(sections) == 4
+    for section in sections:
+        assert "startretries=1000000" in section
+        assert "stdout_logfile_maxbytes=10485760" in section
+        assert "stdout_logfile_backups=5" in section
+
+
+def test_the_verdict_counts_open_dead_letters():
+    report = {"log_head": 10, "relay": {"position": 10, "events": 0, "seconds": 0.0},
+              "kafka": {"group": "g", "events": 0, "seconds": 0.0, "partitions": {}},
+              "projections": {}, "problems": [], "dead_letters": 3}
+    assert verdict(report).startswith("caught up, 3 dead letters open")
+    report["dead_letters"] = 1
+    assert verdict(report).startswith("caught up, 1 dead letter open")
+    report["kafka"]["events"] = 2
+    assert verdict(report).startswith("behind: the workers 2 events")
+    assert verdict(report).endswith("1 dead letter open (`letterlog dead-letters list`)")
+    report["dead_letters"] = 0
+    assert "dead letter" not in verdict(report)
