@@ -202,6 +202,35 @@ def _complete_scale_out(store: Any) -> Any:
                     read_side=read_side, progress=progress)
 
 
+@erase_app.command("export")
+def erase_export(path: Annotated[str, typer.Argument(
+        metavar="FILE", help="where to write the record (0600)")]) -> None:
+    """Write what this store erased (message and key ids, no content) to FILE, for
+    `restore-backup --reapply-erasures FILE` (see docs/operations.md)."""
+    from adapters.backup import export_erasures
+
+    record = export_erasures(state.reader(), path)
+    out(record.as_dict() | {"file": path},
+        f"{path}: {len(record.messages)} erased messages, {len(record.destroyed_keys)} "
+        f"destroyed keys, up to log position {record.position}")
+
+
+@erase_app.command("reapply")
+def erase_reapply(source: Annotated[str, typer.Argument(
+        metavar="FROM", help="a file `erase export` wrote, or a data directory")]) -> None:
+    """Make again the erasures recorded in FROM (after restoring an older copy of the log:
+    see docs/operations.md); exit 3 if a reader kept a file from being cleaned in time."""
+    from adapters.backup import read_erasure_record, reapply
+
+    result = reapply(state.reader(), read_erasure_record(source))
+    out(result, f"erased again: {len(result['messages_erased_again'])} messages, "
+                f"{result['keys_destroyed_again']} data keys")
+    if not result["erasure_complete"]:
+        from adapters.lifecycle.completion import EXIT_INCOMPLETE
+
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
 @erase_app.command("status")
 def erase_status() -> None:
     """Erasures not yet finished: when, which files, which processes held them (exit 3 if

@@ -1,0 +1,554 @@
+"""Online backup and restore of an embedded store (``letterlog backup``, ``restore-backup``).
+
+A backup is a directory: a copy of every SQLite file of the data directory, the payload
+files, and ``manifest.json`` (written last: a directory without it is not a backup). The
+SQLite files are copied with SQLite's backup API from a connection holding a read
+transaction, so each copy is one consistent snapshot while deliveries go on; in this order:
+
+1. the read models (``tables.sqlite``, ``stream-tables.sqlite``): derived from the log, so
+   copied *before* it, they are never ahead of the log in the copy (they catch up when the
+   restored store is opened);
+2. the log (``events.sqlite``): its head is the backup's position;
+3. the payload files (a payload is stored before the event that refers to it commits, so
+   every payload the copied log refers to is there, unless it was purged meanwhile);
+4. every other SQLite file, the key files (``keys.sqlite``, ``vault.sqlite``) among them:
+   keys are only ever added or destroyed, so copies taken after the log hold every key the
+   copied log uses. They are copied together while a write lock is held on each (readers go
+   on; a writer waits the few milliseconds the copies take), so a key table and the vault
+   of its key-encryption keys are copied as they stood at one moment (a rotation between
+   two copies would leave keys wrapped under a KEK the copied vault does not have).
+
+A restore checks every file against the manifest's SHA-256, builds the store beside the
+target, then puts it in place. An erasure made in the store being replaced after the
+backup was taken is made again on the restored store (``ErasureRecord``): ADR 0046.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from adapters.filemodes import DIR_MODE, create_private, private_dir
+from domain.errors import LetterlogError, StoreBusy
+
+FORMAT = "letterlog-backup/1"
+RECORD_FORMAT = "letterlog-erasures/1"
+MANIFEST = "manifest.json"
+LOG = "events.sqlite"
+READ_MODELS = ("tables.sqlite", "stream-tables.sqlite")
+PAYLOADS = "payloads"
+STEP_PAGES = 1024  # pages per backup step (progress between steps)
+LOCK_WAIT_S = 60.0  # how long a backup tries to lock the key files before it gives up
+
+Progress = Callable[[str, int, int], None]
+"""``progress(what, done, total)``: bytes (or pages) of the part being copied."""
+
+
+class BackupError(LetterlogError):
+    """A backup or restore that cannot be done as asked (nothing was changed)."""
+
+
+class BackupInvalid(BackupError):
+    """The directory is not a complete letterlog backup, or a file in it is damaged."""
+
+
+def _no_progress(what: str, done: int, total: int) -> None:
+    return None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("letterlog")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- copying ---------------------------------------------------------------------------------
+def _copy_sqlite(source: Path, target: Path, progress: Progress,
+                 before: Callable[[sqlite3.Connection], Any] | None = None) -> Any:
+    """``source`` copied to ``target`` (new, 0600) as one snapshot: a read transaction is
+    held on ``source`` for the whole copy, so the steps never restart on a writer's commit.
+    ``before(connection)`` runs inside that transaction first (what it returns is
+    returned): it sees exactly the copied state."""
+    os.close(create_private(target))
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, isolation_level=None,
+                          timeout=30)
+    dst = sqlite3.connect(target, isolation_level=None)
+    try:
+        src.execute("BEGIN")
+        src.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts
+        seen = before(src) if before is not None else None
+        name = source.name
+
+        def step(status: int, remaining: int, total: int) -> None:
+            progress(name, total - remaining, total)
+
+        src.backup(dst, pages=STEP_PAGES, progress=step)
+        src.execute("COMMIT")
+        dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal
+    finally:
+        src.close()
+        dst.close()
+    with open(target, "rb+") as fh:
+        os.fsync(fh.fileno())
+    return seen
+
+
+def _copy_file(source: Path, target: Path) -> tuple[int, str] | None:
+    """A plain file copied (new, 0600; mtime kept: a payload's grace period runs from it),
+    fsynced; (size, sha256), or None if the source vanished (a purge deleted it)."""
+    h = hashlib.sha256()
+    try:
+        src = open(source, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return None
+    with src:
+        fd = create_private(target)
+        with os.fdopen(fd, "wb") as out:
+            size = 0
+            for block in iter(lambda: src.read(1 << 20), b""):
+                out.write(block)
+                h.update(block)
+                size += len(block)
+            out.flush()
+            os.fsync(out.fileno())
+        st = os.fstat(src.fileno())
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return size, h.hexdigest()
+
+
+def _log_facts(con: sqlite3.Connection) -> dict[str, int]:
+    """The log's head and how many messages it has (ever, and purged), from the stored
+    events' topics alone (nothing decoded)."""
+    head = con.execute("SELECT COALESCE(MAX(rowid), 0) FROM stored_events").fetchone()[0]
+    messages = con.execute("SELECT count(DISTINCT originator_id) FROM stored_events "
+                           "WHERE topic LIKE 'domain.message:Message.%'").fetchone()[0]
+    purged = con.execute("SELECT count(DISTINCT originator_id) FROM stored_events "
+                         "WHERE topic = ?", (_purged_topic(),)).fetchone()[0]
+    return {"position": int(head), "messages": int(messages), "purged_messages": int(purged)}
+
+
+def _purged_topic() -> str:
+    from eventsourcing.utils import get_topic
+
+    from domain.message import Message
+
+    return str(get_topic(Message.Purged))
+
+
+@contextlib.contextmanager
+def _write_locked(paths: list[Path], wait: float = LOCK_WAIT_S) -> Iterator[None]:
+    """A write transaction held on each SQLite file in ``paths`` (readers go on, writers
+    wait), taken in name order; if one cannot be taken at once every lock is let go and all
+    are tried again (no deadlock with a writer that holds one and waits for another)."""
+    deadline = time.monotonic() + wait
+    while True:
+        held: list[sqlite3.Connection] = []
+        try:
+            for path in sorted(paths):
+                con = sqlite3.connect(path, isolation_level=None, timeout=0.2)
+                held.append(con)
+                con.execute("BEGIN IMMEDIATE")
+            break
+        except sqlite3.OperationalError as e:
+            for con in held:
+                con.close()
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            if time.monotonic() >= deadline:
+                raise StoreBusy(f"could not lock the key files for {wait:g} s (a writer kept "
+                                f"them): try the backup again") from None
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        for con in held:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            con.close()
+
+
+def _sqlite_files(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_file() and p.name.endswith(".sqlite"))
+
+
+def _payload_files(root: Path) -> list[Path]:
+    """Every file under ``payloads/`` but its temporary writes (``.tmp``)."""
+    base = root / PAYLOADS
+    found = []
+    for dirpath, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(dirpath, f) for f in sorted(files) if not f.startswith(".")]
+    return found
+
+
+def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
+           vault: str | os.PathLike[str] | None = None, log: bool = True,
+           progress: Progress = _no_progress) -> dict[str, Any]:
+    """An online copy of the embedded store in ``data`` into ``target`` (absent or empty;
+    made 0700, its files 0600); returns the manifest. ``log=False`` (the log is in
+    PostgreSQL, backed up with its own tools first): the payloads and the key files only."""
+    from adapters.datadir import check_data_dir
+
+    root, out = Path(data).absolute(), Path(target).absolute()
+    check_data_dir(root, log, False, allow_shared=True)
+    if vault is not None and Path(vault).absolute().parent != root:
+        raise BackupError(f"LETTERLOG_KEY_VAULT ({vault}) is outside the data directory: "
+                          "back the store up with its vault in the data directory (the "
+                          "default), or copy the vault with the key files yourself")
+    if out == root or root in out.parents:
+        raise BackupError(f"{out}: inside the data directory it backs up; give another one")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BackupError(f"{out}: exists and is not an empty directory (a backup goes into "
+                          "a new one)")
+    began = time.monotonic()
+    private_dir(out)
+    os.chmod(out, DIR_MODE)
+    names = _sqlite_files(root)
+    files: list[dict[str, Any]] = []
+
+    def sqlite_entry(name: str) -> dict[str, Any]:
+        path = out / name
+        return {"path": name, "size": path.stat().st_size, "sha256": _sha256(path)}
+
+    derived = [n for n in names if n in READ_MODELS]
+    if not log:  # the read models are HBase's (or rebuilt from the log), the log PostgreSQL's
+        derived = []
+        names = [n for n in names if n not in READ_MODELS and n != LOG]
+    for name in derived:  # 1. the read models: never ahead of the log copied after them
+        _copy_sqlite(root / name, out / name, progress)
+        files.append(sqlite_entry(name))
+    log_facts = None
+    if log:
+        log_facts = _copy_sqlite(root / LOG, out / LOG, progress, _log_facts)  # 2. the log
+        files.append(sqlite_entry(LOG))
+    payloads = {"files": 0, "bytes": 0, "vanished": 0}  # 3. the payloads
+    sources = _payload_files(root)
+    total = len(sources)
+    for i, source in enumerate(sources, 1):
+        rel = source.relative_to(root)
+        private_dir((out / rel).parent)
+        copied = _copy_file(source, out / rel)
+        if copied is None:
+            payloads["vanished"] += 1
+        else:
+            payloads["files"] += 1
+            payloads["bytes"] += copied[0]
+            files.append({"path": str(rel), "size": copied[0], "sha256": copied[1]})
+        progress(PAYLOADS, i, total)
+    later = [n for n in names if n not in READ_MODELS and n != LOG]
+    with _write_locked([root / n for n in later]):  # 4. the keys, at one moment
+        for name in later:
+            _copy_sqlite(root / name, out / name, progress)
+    for name in later:
+        files.append(sqlite_entry(name))
+    skipped = sorted(p.name for p in root.iterdir()
+                     if p.name != PAYLOADS and p.name not in names and p.name != LOG
+                     and p.name not in READ_MODELS
+                     and not p.name.endswith(("-wal", "-shm", ".lock")))
+    manifest = {
+        "format": FORMAT,
+        "letterlog_version": _version(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "source": str(root),
+        "log": log_facts,
+        "order": [*derived, *([LOG] if log else []), PAYLOADS, *later],
+        "payloads": payloads,
+        "files": files,
+        "bytes": sum(f["size"] for f in files),
+        "skipped": skipped,
+        "seconds": round(time.monotonic() - began, 3),
+    }
+    for dirpath, _, _ in os.walk(out):
+        _fsync_dir(Path(dirpath))
+    _write_json(out / MANIFEST, manifest)
+    return manifest
+
+
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    """``obj`` as JSON in ``path`` (0600), in one step: a temporary file renamed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = create_private(tmp)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(obj, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def read_manifest(source: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of the backup in ``source``; ``BackupInvalid`` if there is none."""
+    path = Path(source) / MANIFEST
+    if not Path(source).is_dir():
+        raise BackupInvalid(f"{source}: no such directory (give the directory "
+                            "`letterlog backup` made)")
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BackupInvalid(f"{source}: not a complete letterlog backup (no {MANIFEST}: "
+                            "the backup was interrupted, or this is another directory)") from None
+    except (ValueError, OSError) as e:
+        raise BackupInvalid(f"{path}: cannot be read ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BackupInvalid(f"{path}: not a letterlog backup manifest ({FORMAT})")
+    return manifest
+
+
+# -- the erasure record ----------------------------------------------------------------------
+@dataclass
+class ErasureRecord:
+    """What a store erased: the messages purged (``Message.Purged``) and the data keys
+    destroyed. Ids only, no personal data: kept apart from backups, it lets a restore make
+    those erasures again (``letterlog erase export``)."""
+
+    messages: set[UUID] = field(default_factory=set)
+    destroyed_keys: set[UUID] = field(default_factory=set)
+    position: int = 0
+    sources: list[str] = field(default_factory=list)
+
+    def merge(self, other: ErasureRecord) -> None:
+        self.messages |= other.messages
+        self.destroyed_keys |= other.destroyed_keys
+        self.position = max(self.position, other.position)
+        self.sources += other.sources
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"format": RECORD_FORMAT, "position": self.position,
+                "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                "messages": sorted(str(m) for m in self.messages),
+                "destroyed_keys": sorted(str(k) for k in self.destroyed_keys)}
+
+
+def erasure_record(store: Any) -> ErasureRecord:
+    """The erasures recorded in an open store: its log's ``Purged`` events (read by topic,
+    nothing decoded) and its key store's destroyed ids."""
+    recorder, topic = store.log.recorder, _purged_topic()
+    head = store.max_position()
+    messages: set[UUID] = set()
+    start = 1
+    while start <= head:
+        page = recorder.select_notifications(start, 5000, head, topics=[topic])
+        if not page:
+            break
+        messages.update(n.originator_id for n in page)
+        start = page[-1].id + 1
+    return ErasureRecord(messages, set(store.log.keys.destroyed_ids()), head,
+                         [str(store.settings.data)])
+
+
+def read_erasure_record(source: str | os.PathLike[str]) -> ErasureRecord:
+    """The record in a file ``letterlog erase export`` wrote, or that of the store in the
+    data directory ``source`` (opened read-only as far as it goes: no read models)."""
+    path = Path(source)
+    if path.is_dir():
+        from adapters.embedded import Letterlog
+
+        with Letterlog.open(path, create=False, read_models=False) as store:
+            return erasure_record(store)
+    try:
+        obj = json.loads(path.read_text())
+        if obj.get("format") != RECORD_FORMAT:
+            raise ValueError(f"not {RECORD_FORMAT}")
+        return ErasureRecord({UUID(m) for m in obj["messages"]},
+                             {UUID(k) for k in obj["destroyed_keys"]},
+                             int(obj.get("position", 0)), [str(path)])
+    except FileNotFoundError:
+        raise BackupError(f"{path}: no such file or data directory") from None
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as e:
+        raise BackupError(f"{path}: not an erasure record written by `letterlog erase "
+                          f"export` nor a data directory ({e})") from None
+
+
+def export_erasures(store: Any, target: str | os.PathLike[str]) -> ErasureRecord:
+    """The store's erasure record written to ``target`` (0600, replaced in one step)."""
+    record = erasure_record(store)
+    _write_json(Path(target).absolute(), record.as_dict())
+    return record
+
+
+def reapply(store: Any, record: ErasureRecord) -> dict[str, Any]:
+    """Makes ``record``'s erasures again on ``store``: each message it names that is still
+    active here is erased (``erase_message``), then every key it names is destroyed."""
+    from domain.errors import MessageNotFound
+
+    erased, absent = [], 0
+    for message_id in sorted(record.messages):
+        try:
+            state = store.mail.uow.message(message_id).state
+        except MessageNotFound:
+            absent += 1  # delivered after the backup: not in the restored store
+            continue
+        if state == "purged":
+            continue
+        store.erase_message(message_id)
+        erased.append(str(message_id))
+    destroyed = store.log.keys.destroy(record.destroyed_keys)
+    completion = store.complete_erasures(record=bool(erased or destroyed))
+    return {"messages_erased_again": erased, "messages_not_in_backup": absent,
+            "keys_destroyed_again": destroyed, "erasure_complete": completion.complete}
+
+
+# -- restore ---------------------------------------------------------------------------------
+def _holders(root: Path) -> list[str]:
+    """Processes with a file of the store in ``root`` open."""
+    from adapters.lifecycle.completion import Holder, _holders
+
+    found = []
+    for name in _sqlite_files(root):
+        pids, names = _holders(root / name)
+        if pids:
+            found.append(Holder(str(root / name), pids, names).describe())
+    return found
+
+
+def _check_files(source: Path, manifest: dict[str, Any], progress: Progress) -> None:
+    entries = manifest.get("files") or []
+    total = sum(int(f["size"]) for f in entries)
+    done = 0
+    for f in entries:
+        path = source / f["path"]
+        if ".." in Path(f["path"]).parts or Path(f["path"]).is_absolute():
+            raise BackupInvalid(f"{source / MANIFEST}: names a file outside the backup: "
+                                f"{f['path']}")
+        if not path.is_file():
+            raise BackupInvalid(f"{path}: missing from the backup")
+        if path.stat().st_size != f["size"] or _sha256(path) != f["sha256"]:
+            raise BackupInvalid(f"{path}: damaged (its size or SHA-256 is not the one the "
+                                "manifest recorded)")
+        done += int(f["size"])
+        progress("checking", done, total)
+
+
+def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
+            force: bool = False, reapply_from: Iterable[str | os.PathLike[str]] = (),
+            progress: Progress = _no_progress) -> dict[str, Any]:
+    """Puts the backup in ``source`` in place as the store in ``data``.
+
+    ``data`` must be absent or empty, or hold a store and ``force`` be given; no process may
+    have that store open. The erasures recorded in the store being replaced, and in each of
+    ``reapply_from`` (records ``letterlog erase export`` wrote, or data directories), that
+    the backup predates are made again on the restored store."""
+    src, root = Path(source).absolute(), Path(data).absolute()
+    manifest = read_manifest(src)
+    if root == src or src in root.parents or root in src.parents:
+        raise BackupError(f"{root}: the backup and the restored store must not contain one "
+                          "another")
+    replacing = root.exists() and (not root.is_dir() or any(root.iterdir()))
+    if replacing:
+        if not root.is_dir() or not any((root / n).exists() for n in (LOG, "vault.sqlite",
+                                                                       PAYLOADS)):
+            raise BackupError(f"{root}: exists and holds no letterlog store (no {LOG}); a "
+                              "restore goes into a new or empty directory, or replaces a "
+                              "store (with --force)")
+        if not force:
+            raise BackupError(f"{root}: holds a letterlog store; restoring replaces it (and "
+                              "what it received after the backup): give --force")
+        held = _holders(root)
+        if held:
+            raise StoreBusy(f"{root}: the store is in use ({'; '.join(held)}): stop those "
+                            "processes before restoring over it")
+    record = ErasureRecord()
+    for extra in reapply_from:  # read before anything changes: a bad one changes nothing
+        record.merge(read_erasure_record(extra))
+    if replacing:
+        try:
+            record.merge(read_erasure_record(root))
+        except LetterlogError as e:
+            raise BackupError(f"{root}: cannot read the erasures recorded in the store being "
+                              f"replaced ({e}); give them with --reapply-erasures FILE (from "
+                              "`letterlog erase export`), or move the store away first "
+                              "and restore into an empty directory") from None
+    _check_files(src, manifest, progress)
+    staging = root.with_name(f".{root.name}.restoring-{os.getpid()}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    private_dir(root.parent)
+    os.mkdir(staging, DIR_MODE)
+    os.chmod(staging, DIR_MODE)
+    try:
+        total = len(manifest["files"])
+        for i, f in enumerate(manifest["files"], 1):
+            target = staging / f["path"]
+            private_dir(target.parent)
+            copied = _copy_file(src / f["path"], target)
+            if copied is None or copied[1] != f["sha256"]:
+                raise BackupInvalid(f"{src / f['path']}: changed while it was restored")
+            progress("restoring", i, total)
+        for dirpath, _, _ in os.walk(staging):
+            _fsync_dir(Path(dirpath))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    replaced = root.with_name(f".{root.name}.replaced-{os.getpid()}")
+    if replacing:
+        os.rename(root, replaced)
+    elif root.exists():
+        root.rmdir()  # empty
+    os.rename(staging, root)
+    _fsync_dir(root.parent)
+    try:
+        result = _open_restored(root, record)
+    except BaseException as e:
+        if replacing:
+            raise BackupError(f"{root}: restored, but making the recorded erasures again "
+                              f"failed ({e}); the store it replaced is kept in {replaced}: "
+                              f"run `letterlog --data {root} restore-backup {src} --force "
+                              f"--reapply-erasures {replaced}` again") from e
+        raise
+    if replacing:  # the erasures are made again: the old store is no longer needed
+        shutil.rmtree(replaced)
+    result.update({"restored": str(root), "from": str(src),
+                   "position": (manifest["log"] or {}).get("position"),
+                   "backup_created": manifest["created"],
+                   "replaced": replacing, "erasures_from": record.sources})
+    return result
+
+
+def _open_restored(root: Path, record: ErasureRecord) -> dict[str, Any]:
+    from adapters.embedded import Letterlog
+
+    with Letterlog.open(root, create=False) as store:
+        caught_up = store.catch_up()  # the read models were copied before the log
+        again = reapply(store, record)
+        head = store.max_position()
+    facts = None
+    if (root / LOG).is_file():
+        con = sqlite3.connect(f"file:{root / LOG}?mode=ro", uri=True)
+        try:
+            facts = _log_facts(con)
+        finally:
+            con.close()
+    return {"events_projected": caught_up, "head": head, "log": facts, **again}

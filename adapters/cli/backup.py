@@ -1,0 +1,85 @@
+"""``letterlog backup DIR`` and ``letterlog restore-backup DIR`` (``adapters/backup.py``).
+
+``restore`` was taken (it undeletes a message), so putting a backup back is
+``restore-backup`` (ADR 0046)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from adapters.cli.common import group, human_size, out, progress_enabled, state
+
+app = group("Backup and restore of an embedded store.")
+
+
+def _progress(label: str) -> Any:
+    """A progress bar on stderr (a terminal only), one task per part copied."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                   console=Console(stderr=True), disable=not progress_enabled(),
+                   transient=True)
+    tasks: dict[str, Any] = {}
+
+    def update(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = bar.add_task(f"{label} {what}", total=total)
+        bar.update(tasks[what], completed=done, total=total)
+
+    return bar, update
+
+
+@app.command()
+def backup(directory: Annotated[Path, typer.Argument(
+        metavar="DIR", help="a new (or empty) directory for the backup")]) -> None:
+    """Copy the store online (deliveries go on) into DIR: SQLite files, payloads, manifest
+    (with a PostgreSQL log: the payloads and key files, after PostgreSQL's own backup)."""
+    from adapters.backup import backup as make_backup
+    from adapters.settings import load_settings
+
+    settings = load_settings(data=state.data)
+    bar, update = _progress("backup")
+    with bar:
+        manifest = make_backup(settings.data, directory, vault=settings.key_vault,
+                               log=settings.event_store == "sqlite", progress=update)
+    log = manifest["log"]
+    said = (f"log position {log['position']}, {log['messages']} messages "
+            f"({log['purged_messages']} purged)" if log else
+            "the log is PostgreSQL's (back it up with its tools, before this)")
+    out(manifest, f"backup of {manifest['source']} in {directory}: {said}, "
+                  f"{manifest['payloads']['files']} payload files, "
+                  f"{len(manifest['files'])} files, {human_size(manifest['bytes'])} in "
+                  f"{manifest['seconds']:.1f} s")
+
+
+@app.command("restore-backup")
+def restore_backup(
+        directory: Annotated[Path, typer.Argument(
+            metavar="DIR", help="a directory `letterlog backup` made")],
+        force: Annotated[bool, typer.Option(
+            "--force", help="replace the store in --data (what it received after the backup "
+                            "is lost; its erasures are made again)")] = False,
+        reapply_erasures: Annotated[list[Path] | None, typer.Option(
+            "--reapply-erasures", metavar="FROM",
+            help="also make again the erasures in FROM: a file `letterlog erase export` "
+                 "wrote, or a data directory (repeatable)")] = None) -> None:
+    """Put the backup in DIR in place as the store in --data; erasures the store being
+    replaced (and --reapply-erasures) made after the backup are made again."""
+    from adapters.backup import restore
+
+    bar, update = _progress("restore")
+    with bar:
+        result = restore(directory, state.data, force=force,
+                         reapply_from=reapply_erasures or (), progress=update)
+    log = result["log"]
+    out(result, f"restored {result['restored']} from {result['from']} ("
+                + (f"log position {result['position']}, {log['messages']} messages"
+                   if log else "payloads and keys; the log is PostgreSQL's") + "); erased again: "
+                f"{len(result['messages_erased_again'])} messages, "
+                f"{result['keys_destroyed_again']} data keys"
+                + ("" if result["erasure_complete"] else
+                   " (erasure not yet complete: `letterlog erase status`)"))

@@ -1,0 +1,255 @@
+"""``letterlog backup`` and ``restore-backup`` on the embedded store: an online copy while
+another process delivers (and erases), the refusals, and erasures made after the backup
+staying in force after a restore (ADR 0046, docs/operations.md "Backup and restore")."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from adapters.embedded import Letterlog
+from tests.factories import BIN
+from tests.integration.test_erasure import (
+    deliver_marked,
+    files_holding,
+    opened_by_a_fresh_reader,
+)
+
+
+def cli(data: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run([*BIN, "--data", str(data), *args], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "LETTERLOG_DURABILITY": "normal"})
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def jline(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    [line] = [x for x in p.stdout.splitlines() if x.strip()]
+    return dict(json.loads(line))
+
+
+def digests(data: Path) -> list[str]:
+    """``verify --all``'s lines (table, rows, cells, digest, verdict)."""
+    return cli(data, "verify", "--all").stdout.splitlines()
+
+
+DELIVERING = """
+import sys, uuid
+from pathlib import Path
+from adapters.embedded import Letterlog
+from tests.integration.test_erasure import marked_mail
+data, acks, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+with Letterlog.open(data) as store, open(acks, "a") as out:
+    n = 0
+    while not stop.exists():
+        raw, _ = marked_mail("c", attachment=n % 3 == 0)
+        d = store.deliver(account="online@example.org", raw=raw)
+        out.write(f"{d.message_id} {d.position}\\n")
+        out.flush()
+        n += 1
+        if n % 5 == 0:  # an erasure now and then: the key store rotates KEKs meanwhile
+            store.erase_message(d.message_id)
+            out.write(f"erased {d.message_id}\\n")
+            out.flush()
+"""
+
+
+def acked(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.endswith(tuple("0123456789"))
+            and not line.startswith("erased")] if path.exists() else []
+
+
+def wait_for(condition: Any, what: str, timeout: float = 120.0) -> None:
+    """Polls a readiness condition (a file the other process writes), bounded."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_an_online_backup_while_another_process_delivers_restores_identical(tmp_path):
+    data, copy, restored = tmp_path / "data", tmp_path / "backup", tmp_path / "restored"
+    acks, stop = tmp_path / "acks", tmp_path / "stop"
+    with Letterlog.open(data) as store:
+        first = str(store.deliver(account="online@example.org",
+                                  raw=b"Subject: first\r\n\r\nx\r\n").message_id)
+    writer = subprocess.Popen([sys.executable, "-c", DELIVERING, str(data), str(acks),
+                               str(stop)], env={**os.environ, "LETTERLOG_DURABILITY": "normal"})
+    try:
+        wait_for(lambda: len(acked(acks)) >= 20, "20 deliveries")
+        manifest = jline(cli(data, "--json", "backup", str(copy)))
+        during = len(acked(acks))
+        assert writer.poll() is None  # still delivering when the backup was done
+        wait_for(lambda: len(acked(acks)) >= during + 10, "10 more deliveries")
+    finally:
+        stop.touch()
+        assert writer.wait(timeout=120) == 0
+    position = manifest["log"]["position"]
+    delivered = [line.split() for line in acked(acks)]
+    before = {m for m, p in delivered if int(p) <= position}
+    after = {m for m, p in delivered if int(p) > position}
+    assert before and after  # deliveries went on during and after the copy
+    # the backup is private
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == (0o700 if p.is_dir() else 0o600)
+               for p in copy.rglob("*"))
+    # the read models were copied before the log: never ahead of it
+    assert manifest["order"][:2] == ["tables.sqlite", "events.sqlite"]
+
+    result = jline(cli(restored, "--json", "restore-backup", str(copy)))
+    assert result["position"] == position and result["replaced"] is False
+    assert result["log"] == manifest["log"]  # the same log: every message the manifest counts
+    assert digests(restored)[-1].endswith("identical")
+    assert all(line.endswith("identical") for line in digests(restored))
+    with Letterlog.open(restored, create=False) as store:
+        assert store.max_position() == position
+        listed = {str(r.message_id) for r in store.messages("online@example.org", "INBOX",
+                                                            limit=100_000)}
+        erased = {line.split()[1] for line in acks.read_text().splitlines()
+                  if line.startswith("erased")}
+        assert len(listed) == manifest["log"]["messages"] - manifest["log"]["purged_messages"]
+        assert listed <= before | {first} and not listed & after
+        for message_id in listed:  # every sealed part opens: the keys cover the copied log
+            assert store.show(UUID(message_id))["envelope"]["subject"]
+        assert (before - erased) <= listed
+    # a new process reads every event of the restored log with the key files beside it
+    opened_by_a_fresh_reader(restored, [])
+
+
+def test_a_quiet_store_restores_with_the_same_verify_digests(tmp_path):
+    data, copy, restored = tmp_path / "data", tmp_path / "backup", tmp_path / "restored"
+    with Letterlog.open(data) as store:
+        deliver_marked(store)
+    restored.mkdir()  # an empty directory is a fine target
+    cli(data, "backup", str(copy))
+    cli(restored, "restore-backup", str(copy))
+    assert digests(restored) == digests(data)
+    assert stat.S_IMODE(restored.stat().st_mode) == 0o700
+
+
+def test_restore_refuses_what_it_must_not_replace_and_changes_nothing(tmp_path):
+    data, copy = tmp_path / "data", tmp_path / "backup"
+    with Letterlog.open(data) as store:
+        deliver_marked(store)
+    cli(data, "backup", str(copy))
+    # the backup goes into a new or empty directory only, never inside the store
+    assert "not an empty directory" in cli(data, "backup", str(copy), code=2).stderr
+    assert "inside the data directory" in cli(data, "backup", str(data / "b"), code=2).stderr
+    # a store is replaced only with --force; it is left as it was
+    before = digests(data)
+    err = cli(data, "restore-backup", str(copy), code=2).stderr
+    assert err.startswith("letterlog: error: ") and "--force" in err and "Traceback" not in err
+    assert digests(data) == before
+    # a directory holding anything else is never replaced, not even with --force
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert "holds no letterlog store" in cli(other, "restore-backup", str(copy), "--force",
+                                             code=2).stderr
+    assert (other / "notes.txt").read_text() == "mine"
+    # not a backup, an interrupted one, a damaged one: refused, nothing created
+    target = tmp_path / "new"
+    assert "no such directory" in cli(target, "restore-backup", str(tmp_path / "nope"),
+                                      code=2).stderr
+    assert "no manifest.json" in cli(target, "restore-backup", str(other), code=2).stderr
+    tables = copy / "tables.sqlite"
+    blob = bytearray(tables.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    tables.write_bytes(bytes(blob))
+    assert "damaged" in cli(target, "restore-backup", str(copy), code=2).stderr
+    assert not target.exists()
+    assert not list(tmp_path.glob(".new.restoring-*"))
+    # a bad record to reapply is refused before anything changes
+    assert "not an erasure record" in cli(target, "restore-backup", str(copy),
+                                          "--reapply-erasures", str(other / "notes.txt"),
+                                          code=2).stderr
+
+
+def test_restore_refuses_a_store_another_process_has_open(tmp_path):
+    data, copy = tmp_path / "data", tmp_path / "backup"
+    with Letterlog.open(data) as store:
+        deliver_marked(store)
+    cli(data, "backup", str(copy))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+         "c.execute('select 1').fetchone(); print('open', flush=True); sys.stdin.read()",
+         str(data / "events.sqlite")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        err = cli(data, "restore-backup", str(copy), "--force", code=1).stderr
+        assert f"pid {holder.pid}" in err and "stop those processes" in err
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def erased_after_backup(tmp_path: Path) -> tuple[Path, Path, list[bytes], list[bytes]]:
+    """A store with two marked messages backed up, then one erased (message) and the other
+    kept; its markers: (data, backup, erased markers, kept markers)."""
+    data, copy = tmp_path / "data", tmp_path / "backup"
+    with Letterlog.open(data) as store:
+        ids, markers = deliver_marked(store)
+    cli(data, "backup", str(copy))
+    assert files_holding(copy, markers)  # the backup holds them (it predates the erasure)
+    small, large = markers[:3], markers[3:]
+    cli(data, "erase-message", str(ids[1]))  # the large one: payload, attachment name
+    return data, copy, large, small
+
+
+def test_an_erasure_after_the_backup_stays_erased_when_restoring_over_the_store(tmp_path):
+    data, copy, erased, kept = erased_after_backup(tmp_path)
+    result = jline(cli(data, "--json", "restore-backup", str(copy), "--force"))
+    assert result["replaced"] and len(result["messages_erased_again"]) == 1
+    assert result["erasure_complete"]
+    assert files_holding(data, erased) == {}  # no byte of it in any file of the store
+    assert opened_by_a_fresh_reader(data, erased) == []  # and its sealed part does not open
+    assert opened_by_a_fresh_reader(data, kept) == kept  # the other message is all there
+    assert all(line.endswith("identical") for line in digests(data))
+    assert not list(tmp_path.glob(".data.*"))  # neither the staging nor the replaced store
+
+
+def test_an_exported_erasure_record_keeps_it_erased_in_a_new_place(tmp_path):
+    data, copy, erased, kept = erased_after_backup(tmp_path)
+    record = tmp_path / "erasures.json"
+    cli(data, "erase", "export", str(record))
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    assert all(m not in record.read_bytes() for m in erased + kept)  # ids only, no content
+    new = tmp_path / "new"
+    cli(new, "restore-backup", str(copy), "--reapply-erasures", str(record))
+    assert files_holding(new, erased) == {}
+    assert opened_by_a_fresh_reader(new, erased) == []
+    assert opened_by_a_fresh_reader(new, kept) == kept
+    # a live data directory is a record too
+    again = tmp_path / "again"
+    cli(again, "restore-backup", str(copy), "--reapply-erasures", str(data))
+    assert files_holding(again, erased) == {}
+
+
+def test_without_the_erasure_record_a_restore_brings_the_erased_message_back(tmp_path):
+    """The residual risk the docs state, shown: the backup alone predates the erasure."""
+    data, copy, erased, _ = erased_after_backup(tmp_path)
+    lost = tmp_path / "lost"
+    cli(lost, "restore-backup", str(copy))
+    assert opened_by_a_fresh_reader(lost, erased)  # its subject, sender, attachment name
+    assert set(files_holding(lost, erased)) >= {"tables.sqlite"}
+    # ... until the record is applied to it: `erase reapply` (here the live store is the record)
+    assert len(jline(cli(lost, "--json", "erase", "reapply", str(data)))
+               ["messages_erased_again"]) == 1
+    assert files_holding(lost, erased) == {}
+    assert opened_by_a_fresh_reader(lost, erased) == []
+
+
+@pytest.mark.parametrize("args", [["backup", "-h"], ["restore-backup", "-h"],
+                                  ["erase", "export", "-h"], ["erase", "reapply", "-h"]])
+def test_the_commands_answer_help(tmp_path, args):
+    assert "Usage" in cli(tmp_path, *args).stdout
