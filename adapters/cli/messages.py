@@ -186,16 +186,26 @@ def _change(change: Any, message_id: str, what: str) -> None:
 @app.command()
 def flag(
     message_id: MessageId,
-    flags: Annotated[list[str], typer.Argument(metavar="FLAG...", help=FLAGS_HELP)],
+    flags: Annotated[list[str] | None, typer.Argument(metavar="[FLAG]...",
+                                                      help=FLAGS_HELP)] = None,
     remove: Annotated[bool, typer.Option("--remove", help="remove the flags")] = False,
-    replace: Annotated[bool, typer.Option("--replace", help="replace all flags")] = False,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="replace all flags with the FLAGs given (none: clear them)")] = False,
+    clear: Annotated[bool, typer.Option(
+        "--clear", help="remove every flag and keyword (--replace with no FLAG)")] = False,
 ) -> None:
-    """Add (default), remove or replace flags and keywords; prints the resulting flags."""
-    if remove and replace:
-        fail("--remove and --replace exclude each other")
-    mode = "remove" if remove else "replace" if replace else "add"
+    """Add (default), remove or replace flags and keywords; prints the resulting flags.
+    --replace with no FLAG, or --clear, removes them all."""
+    if sum((remove, replace, clear)) > 1:
+        fail("--remove, --replace and --clear exclude each other")
+    if clear and flags:
+        fail("--clear takes no FLAG (to set exactly these flags, use --replace FLAG...)")
+    if not flags and not (replace or clear):
+        fail("give at least one FLAG (to remove every flag: --clear, or --replace with no "
+             "FLAG)")
+    mode = "remove" if remove else "replace" if replace or clear else "add"
     store = state.reader()
-    change = store.flag(parse_uuid(message_id), checked_flags(flags), mode)
+    change = store.flag(parse_uuid(message_id), checked_flags(flags or []), mode)
     _result(store, change, message_id, "flags")
 
 

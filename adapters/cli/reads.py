@@ -40,7 +40,9 @@ AsOf = Annotated[int | None, typer.Option(
 ViewOption = Annotated[str | None, typer.Option(
     "--view", metavar="NAME", help="read a view built by rebuild --until-position/--as-of")]
 COLUMNS = ((">", 6, "UID"), ("<", 16, "DATE"), ("<", 26, "FROM"), ("<", 44, "SUBJECT"),
-           ("<", 24, "FLAGS"))
+           ("<", 24, "FLAGS"), ("<", 36, "MESSAGE ID"))
+"""A listing's columns (align, width, header); LABELS, of any width, come last. The message
+id is what every message command (show, flag, move, extract, ...) takes."""
 
 
 def _local(iso: str) -> str:
@@ -72,7 +74,8 @@ def _rows(rows: list[Any], page: int | None = None) -> None:
     typer.echo(_line(header))
     for m in rows:
         typer.echo(_line([str(m.uid), _local(m.internal_date), m.sender or "", m.subject or "",
-                          flags_text(m.flags) if m.flags else "", ", ".join(m.labels)]))
+                          flags_text(m.flags) if m.flags else "", str(m.message_id),
+                          ", ".join(m.labels)]))
     if page is not None and len(rows) == page and rows:
         typer.echo(f"(more: --before-uid {rows[-1].uid})", err=True)
 
