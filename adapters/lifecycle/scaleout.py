@@ -32,15 +32,16 @@ import shlex
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import create_private, private_dir
+from adapters.filemodes import create_private, private_dir, private_file
 
 PENDING_DIR = "erasures-scaleout"
+PURGES = "purges.json"
 
 Progress = Callable[[str], None]
 ReadSide = Callable[[int, float], str]  # (target position, deadline) -> '' or why not
@@ -69,29 +70,66 @@ class ScaleOutPending:
 
     def record(self, *, position: int, began: float, payloads: Iterable[str],
                messages: int) -> Path:
-        private_dir(self.dir)
+        """One erasure: a record of its own."""
         now = datetime.now(UTC)
-        name = f"{now.strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}"
-        body = json.dumps({"since": now.isoformat(), "position": position, "began": began,
-                           "messages": messages, "payloads": sorted(set(payloads))}).encode()
-        tmp = self.dir / f".{name}.tmp"
+        path = self.dir / f"{now.strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}.json"
+        with self._locked():
+            self._write(path, {"since": now.isoformat(), "position": position, "began": began,
+                               "messages": messages, "payloads": sorted(set(payloads))})
+        return path
+
+    def record_purge(self, *, position: int, messages: int) -> Path:
+        """Purge runs (no payloads: those keep their grace period) share one record,
+        ``purges.json``, which grows until ``complete`` clears it (a purger's batches do not
+        make a file each)."""
+        path = self.dir / PURGES
+        with self._locked():
+            try:
+                found = json.loads(path.read_text())
+            except (OSError, ValueError):
+                found = {"since": datetime.now(UTC).isoformat(), "position": 0, "began": 0.0,
+                         "messages": 0, "payloads": []}
+            found["position"] = max(int(found["position"]), position)
+            found["messages"] = int(found["messages"]) + messages
+            self._write(path, found)
+        return path
+
+    def clear(self, records: Iterable[tuple[Path, dict[str, Any]]]) -> int:
+        """Removes the records ``complete`` finished, unless one changed since it was read
+        (a purge added to ``purges.json`` meanwhile: then it stays for the next run)."""
+        cleared = 0
+        with self._locked():
+            for path, seen in records:
+                try:
+                    if json.loads(path.read_text()) != seen:
+                        continue
+                    path.unlink()
+                except (OSError, ValueError):
+                    continue
+                cleared += 1
+        return cleared
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        import fcntl
+
+        private_dir(self.dir)
+        fd = os.open(private_file(self.dir / ".lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _write(self, path: Path, body: dict[str, Any]) -> None:
+        tmp = self.dir / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
         fd = create_private(tmp)
         try:
-            os.write(fd, body)
+            os.write(fd, json.dumps(body).encode())
             os.fsync(fd)
         finally:
             os.close(fd)
-        path = self.dir / f"{name}.json"
         os.replace(tmp, path)
-        return path
-
-    def clear(self, paths: Iterable[Path]) -> int:
-        cleared = 0
-        for path in paths:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                cleared += 1
-        return cleared
 
 
 @dataclass
@@ -168,9 +206,15 @@ def major_compact(command: str, tables: list[str], *, deadline: float,
 
 # -- completion ------------------------------------------------------------------------------
 def record_erasure(store: Any, payloads: Iterable[str], began: float, messages: int) -> None:
-    """An erasure (or purge) on scale-out: what ``complete`` must still do."""
-    ScaleOutPending(store.settings.data).record(position=store.max_position(), began=began,
-                                                payloads=payloads, messages=messages)
+    """An erasure (or purge) on scale-out: what ``complete`` must still do (one without
+    payloads, as a purge run's batch, goes into the shared ``purges.json``)."""
+    pending = ScaleOutPending(store.settings.data)
+    payloads = list(payloads)
+    if payloads:
+        pending.record(position=store.max_position(), began=began, payloads=payloads,
+                       messages=messages)
+    else:
+        pending.record_purge(position=store.max_position(), messages=messages)
 
 
 def pending(store: Any) -> list[dict[str, Any]]:
@@ -234,5 +278,5 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
         return outcome
     outcome.compaction_seconds = round(time.monotonic() - compacted, 3)
     outcome.tables_compacted = hbase_names
-    outcome.pending_cleared = ScaleOutPending(settings.data).clear(p for p, _ in records)
+    outcome.pending_cleared = ScaleOutPending(settings.data).clear(records)
     return outcome

@@ -114,3 +114,17 @@ def test_payloads_are_freed_after_the_read_side_unless_referred_or_reused(tmp_pa
     assert (done.payloads_freed, done.payload_bytes_freed, done.payloads_kept) == (1, 1000, 2)
     assert len(tables.flushed) == len(done.tables_compacted) == 6
     assert ScaleOutPending(tmp_path).records() == []
+
+
+def test_purge_runs_share_one_record_that_a_later_purge_keeps_from_being_cleared(tmp_path):
+    store = FakeStore(tmp_path)
+    pending_ = ScaleOutPending(tmp_path)
+    for _ in range(3):  # a purger's batches
+        record_erasure(store, [], time.time(), 200)
+    [(path, seen)] = pending_.records()
+    assert path.name == "purges.json" and seen["messages"] == 600 and seen["position"] == 42
+    record_erasure(store, [], time.time(), 5)  # after complete() read it
+    assert pending_.clear([(path, seen)]) == 0  # not cleared: it changed
+    [(_, now)] = pending_.records()
+    assert now["messages"] == 605
+    assert pending_.clear([(path, now)]) == 1 and pending_.records() == []
