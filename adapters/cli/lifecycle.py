@@ -171,9 +171,11 @@ def erase_complete() -> None:
     scale = _complete_scale_out(store)
     if scale is not None:
         result["scale_out"] = scale.as_dict()
-    out(result, ("erasures complete" + (f" ({done.cleared} pending finished)" if done.cleared
-                                        else "") if done.complete else "erasures not complete")
-        + (f"\n{scale.line()}" if scale is not None else ""))
+    where = " on the SQLite files" if scale is not None else ""
+    out(result, (f"erasures complete{where}" + (f" ({done.cleared} pending finished)"
+                                                if done.cleared else "")
+                 if done.complete else f"erasures not complete{where}")
+        + (f"\n{scale.line()}" if scale is not None and scale.complete else ""))
     if scale is not None and not scale.complete:
         from adapters.lifecycle.completion import EXIT_INCOMPLETE
 
@@ -264,7 +266,7 @@ def _scale_out_status(store: Any) -> dict[str, Any] | None:
     from adapters.lifecycle.scaleout import pending as scale_out_pending
 
     records = scale_out_pending(store)
-    workers = "?"
+    workers = "no relay and workers configured (LETTERLOG_KAFKA_BOOTSTRAP)"
     if records and store.settings.kafka_bootstrap:
         from adapters.streaming.lag import snapshot
 

@@ -128,3 +128,24 @@ def test_purge_runs_share_one_record_that_a_later_purge_keeps_from_being_cleared
     [(_, now)] = pending_.records()
     assert now["messages"] == 605
     assert pending_.clear([(path, now)]) == 1 and pending_.records() == []
+
+
+def test_erase_complete_without_a_read_side_exits_3_with_one_line_and_keeps_the_record(
+        tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    env = {**os.environ, "LETTERLOG_TABLE_STORE": "hbase", "LETTERLOG_DATA": str(data)}
+    env.pop("LETTERLOG_KAFKA_BOOTSTRAP", None)
+    subprocess.run([sys.executable, "-m", "adapters.cli", "init"], env=env, check=True,
+                   capture_output=True)
+    record_erasure(FakeStore(data), ["ab" * 32], 0.0, 1)
+    done = subprocess.run([sys.executable, "-m", "adapters.cli", "erase", "complete"],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 3
+    assert done.stderr == ("letterlog: scale-out: erasure not complete: "
+                           "LETTERLOG_KAFKA_BOOTSTRAP is not set: no relay and workers to "
+                           "wait for\n")
+    assert len(ScaleOutPending(data).records()) == 1
