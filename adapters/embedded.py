@@ -328,17 +328,23 @@ class Letterlog(ReadModelQueries):
     def complete_upload(self, message_id: UUID) -> Delivery:
         return self._command(self.mail.complete_upload, message_id)
 
-    def create_mailbox(self, account: str, mailbox: str, role: str = "") -> Change:
-        return self._command(self.mail.create_mailbox, account, mailbox, role)
+    def create_mailbox(self, account: str, mailbox: str, role: str = "", *,
+                       create_account: bool = False) -> Change:
+        """Creates ``mailbox`` for an existing account (``AccountNotFound`` otherwise,
+        nothing written), or opens the account first when ``create_account``."""
+        return self._command(self.mail.create_mailbox, account, mailbox, role,
+                             create_account=create_account)
 
     def rename_mailbox(self, account: str, mailbox: str, new_name: str) -> Change:
-        """Same mailbox, new name: its messages, UIDs and UIDVALIDITY stay."""
+        """Renames ``mailbox`` and every ``mailbox/...`` below it in one append; each keeps
+        its messages, UIDs and UIDVALIDITY (``extra["renamed"]`` lists them)."""
         return self._command(self.mail.rename_mailbox, account, mailbox, new_name)
 
-    def subscribe(self, account: str, mailbox: str) -> Change:
-        """Subscribes an existing account (AccountNotFound otherwise: nothing is created)."""
-        self.mail.account(normalise_address(account))
-        return self._command(self.mail.subscribe, account, mailbox)
+    def subscribe(self, account: str, mailbox: str, *, create_account: bool = False) -> Change:
+        """Subscribes an existing account (AccountNotFound otherwise: nothing is created),
+        or opens the account first when ``create_account``."""
+        return self._command(self.mail.subscribe, account, mailbox,
+                             create_account=create_account)
 
     def unsubscribe(self, account: str, mailbox: str) -> Change:
         return self._command(self.mail.unsubscribe, account, mailbox)
@@ -529,7 +535,7 @@ class Letterlog(ReadModelQueries):
         """Creates ``mailbox`` unless the account has it already; True if it was created.
         ``role``: given to it unless another of the account's mailboxes has that role."""
         try:
-            self.create_mailbox(account, mailbox, role)
+            self.create_mailbox(account, mailbox, role, create_account=True)
         except MailboxExists:
             return False
         except InvalidCommand:
@@ -593,7 +599,9 @@ class Letterlog(ReadModelQueries):
             mb = self.mail.mailbox(mailbox_id)
             out.append({"name": name, "mailbox_id": str(mailbox_id), "role": role,
                         "uidvalidity": uidvalidity, "uidnext": mb.uidnext,
-                        "subscribed": name in acc.subscriptions})
+                        "subscribed": name in acc.subscriptions,
+                        # deleted with inferiors left: a name only (RFC 3501 \Noselect)
+                        "noselect": mb.deleted})
         return out
 
     # -- queries (read models) --------------------------------------------------------------

@@ -14,7 +14,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import InvalidCommand, MailboxExists, MailboxNotFound
-from domain.values import Role, account_id_for, name_uuid, normalise_address
+from domain.values import DELIMITER, Role, account_id_for, name_uuid, normalise_address
 
 
 def mailbox_id_for(account_id: UUID, uidvalidity: int) -> UUID:
@@ -141,33 +141,58 @@ class Account(MailAggregate):
         )
         return mailbox_id, uidvalidity
 
-    def rename_mailbox(self, old: str, new: str) -> tuple[UUID, int]:
-        """The mailbox keeps its id, its messages, its UIDs and its UIDVALIDITY (IMAP
-        clients need not re-download it; Dovecot, imaptest ``uidvalidity-rename``). The
-        event still carries old and new UIDVALIDITY (equal since this rule; older events in
-        the log may differ)."""
-        mailbox_id, role, old_uidvalidity = self.mailbox(old)
+    def inferiors(self, name: str) -> list[str]:
+        """The names below ``name`` in the hierarchy (``name/...``, any depth), sorted."""
+        prefix = name + DELIMITER
+        return sorted(n for n in self.mailboxes if n.startswith(prefix))
+
+    def rename_mailbox(self, old: str, new: str) -> list[tuple[UUID, str, str, int]]:
+        """Renames ``old`` and every inferior ``old/...`` to ``new/...`` (RFC 3501 RENAME).
+
+        Each mailbox keeps its id, its messages, its UIDs and its UIDVALIDITY (IMAP clients
+        need not re-download it; Dovecot, imaptest ``uidvalidity-rename``). The events still
+        carry old and new UIDVALIDITY (equal since this rule; older events may differ).
+        Everything is checked before the first event: INBOX is refused, and so is a new
+        name inside the renamed tree or any target name that exists already. Returns
+        ``(mailbox_id, old_name, new_name, uidvalidity)`` per renamed mailbox, ``old``
+        first."""
+        _, role, _ = self.mailbox(old)
         if old == new:
             raise InvalidCommand(f"mailbox: rename of {old!r} to itself")
-        if role == Role.INBOX.value:
-            raise InvalidCommand("mailbox: INBOX cannot be renamed")
-        if new in self.mailboxes:
-            raise MailboxExists(f"mailbox: {new!r} already exists for {self.address}")
-        uidvalidity = old_uidvalidity
-        self.trigger_event(
-            self.MailboxRenamed,
-            mailbox_id=mailbox_id,
-            old_name=old,
-            new_name=new,
-            old_uidvalidity=old_uidvalidity,
-            new_uidvalidity=uidvalidity,
-        )
-        return mailbox_id, uidvalidity
+        if role == Role.INBOX.value or old == "INBOX":
+            raise InvalidCommand(
+                "mailbox: INBOX cannot be renamed (create a mailbox and move its messages)")
+        if new.startswith(old + DELIMITER):
+            raise InvalidCommand(f"mailbox: {old!r} cannot be renamed below itself ({new!r})")
+        tree = [old, *self.inferiors(old)]
+        targets = [new + name[len(old):] for name in tree]
+        for target in targets:
+            if target in self.mailboxes:
+                raise MailboxExists(f"mailbox: {target!r} already exists for {self.address}"
+                                    f" (renaming {old!r} to {new!r}); nothing was renamed")
+        renamed = []
+        for name, target in zip(tree, targets, strict=True):
+            mailbox_id, _, uidvalidity = self.mailboxes[name]
+            self.trigger_event(
+                self.MailboxRenamed,
+                mailbox_id=mailbox_id,
+                old_name=name,
+                new_name=target,
+                old_uidvalidity=uidvalidity,
+                new_uidvalidity=uidvalidity,
+            )
+            renamed.append((mailbox_id, name, target, uidvalidity))
+        return renamed
 
-    def unregister_mailbox(self, name: str) -> UUID:
+    def check_deletable(self, name: str) -> UUID:
+        """The mailbox's id, unless it is INBOX (never deleted)."""
         mailbox_id, role, _ = self.mailbox(name)
         if role == Role.INBOX.value:
             raise InvalidCommand("mailbox: INBOX cannot be deleted")
+        return mailbox_id
+
+    def unregister_mailbox(self, name: str) -> UUID:
+        mailbox_id = self.check_deletable(name)
         self.trigger_event(self.MailboxUnregistered, mailbox_id=mailbox_id, name=name)
         return mailbox_id
 

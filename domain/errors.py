@@ -31,6 +31,11 @@ class MailboxExists(LetterlogError):
     pass
 
 
+class MailboxHasInferiors(LetterlogError):
+    """A mailbox that is already ``\\Noselect`` cannot be deleted while mailboxes below it
+    (``NAME/...``) exist (RFC 3501 DELETE); nothing is written."""
+
+
 class MessageRejected(LetterlogError):
     """Bytes that cannot be accepted as a message (not a message, too large, too deep...)."""
 

@@ -85,7 +85,8 @@ class Mailbox(MailAggregate):
     def allocate_uids(self, message_ids: list[UUID]) -> int:
         """Allocates one UID per message, in order; returns the first."""
         if self.deleted:
-            raise InvalidState(f"mailbox: {self.name!r} was deleted")
+            raise InvalidState(f"mailbox: {self.name!r} was deleted; it holds no messages"
+                               " (\\Noselect while mailboxes below it exist)")
         if not message_ids:
             return self.uidnext
         first = self.uidnext

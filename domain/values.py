@@ -20,6 +20,9 @@ SYSTEM_FLAGS = frozenset({"\\Seen", "\\Answered", "\\Flagged", "\\Deleted", "\\D
 # RFC 3501 atom: no specials, no controls, no spaces; keywords may not start with a backslash.
 _KEYWORD = re.compile(r"^[^\\\x00-\x20\x7f(){%*\"\]]{1,100}$")
 _LABEL = re.compile(r"^[^\x00-\x1f\x7f/]{1,200}$")
+# The hierarchy delimiter of mailbox names (RFC 3501 LIST's delimiter): ``Archive/2024`` is an
+# inferior of ``Archive``; rename and delete act on the hierarchy it makes.
+DELIMITER = "/"
 _MAILBOX_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,500}$")
 
 NAMESPACE = uuid.UUID("7d0c6f0e-3c56-5f0c-9a8e-1b5f0c4e2a10")
@@ -76,7 +79,8 @@ def validate_mailbox_name(name: str) -> str:
     n = (name or "").strip()
     if n.upper() == "INBOX":
         return "INBOX"
-    if not _MAILBOX_NAME.match(n) or n.startswith("/") or n.endswith("/") or "//" in n:
+    if (not _MAILBOX_NAME.match(n) or n.startswith(DELIMITER) or n.endswith(DELIMITER)
+            or DELIMITER * 2 in n):
         raise InvalidCommand(f"mailbox: {name!r} is not a valid mailbox name")
     return n
 

@@ -20,6 +20,12 @@ writes both families in one row mutation.
 Only listed messages (state active or expired) count; soft-deleted and expunged ones do not;
 a move transfers the counts between mailboxes. Values are absolute, never increments.
 
+``Mailbox.Deleted`` removes the mailbox's ``c:m`` cell (DeleteColumn at its position): a
+deleted mailbox, or one left ``\\Noselect``, leaves no count behind. The command appends it
+after the expunges of the mailbox's messages; in logs written before, the expunges followed
+it, so a change that would only lower a mailbox cell that does not exist (``messages <= 0``)
+is not written: it cannot bring a deleted mailbox's cell back.
+
 Counters are the one read-modify-write projection: it reads the row; if the event's position
 is ``<=`` the stored ``c:pos`` the event was applied already and nothing is written;
 otherwise it writes every changed counter and ``c:pos``, all at ``version = position``, in
@@ -34,6 +40,7 @@ from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
+from domain.mailbox import Mailbox
 from domain.message import LISTED_STATES, Arrived, Message
 from projections import names as n
 from projections.codec import TRUE, decode_counts, put
@@ -140,6 +147,11 @@ _DELTAS: dict[type, Callable[[Any, Deltas], None]] = {
     Message.Expunged: _expunged,
     Message.Purged: _expunged,
 }
+def _mailbox_deleted(e: Mailbox.Deleted, d: Deltas) -> None:
+    """Removes a cell instead of changing counts: done in ``project``."""
+
+
+_DELTAS[Mailbox.Deleted] = _mailbox_deleted
 _MARKS = frozenset({Message.Deleted, Message.Restored, Message.Expunged, Message.Purged})
 _LEAVES = frozenset({Message.Expunged, Message.Purged})
 HANDLED = frozenset(_DELTAS)
@@ -154,9 +166,23 @@ def _deltas_of(event: object) -> Deltas | None:
         return None
     deltas: Deltas = {}
     compute(event, deltas)
-    if kind not in _MARKS and not any(a or b or c for a, b, c in deltas.values()):
+    if (kind not in _MARKS and kind is not Mailbox.Deleted
+            and not any(a or b or c for a, b, c in deltas.values())):
         return None
     return deltas
+
+
+def _is_mailbox_column(column: bytes) -> bool:
+    return column.startswith(n.CT_MAILBOX) and len(column) == len(n.CT_MAILBOX) + 16
+
+
+def _mailbox_dropped(e: Mailbox.Deleted, position: int, row_key: bytes,
+                     row: dict[bytes, bytes]) -> list[Mutation]:
+    column = _mailbox_column_of(e.originator_id.int)
+    if column not in row:
+        return []
+    return [DeleteColumn(T, row_key, column, position),
+            put(T, row_key, n.CT_POS, b"%d" % position, position)]
 
 
 def project(event: object, position: int, read: RowReader) -> list[Mutation]:
@@ -170,6 +196,8 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     stored = row.get(n.CT_POS)
     if stored is not None and int(stored) >= position:
         return []  # applied already
+    if kind is Mailbox.Deleted:
+        return _mailbox_dropped(e, position, row_key, row)
     out: list[Mutation] = []
     if kind is Message.Deleted:
         out.append(put(T, row_key, deleted_marker_column(e.originator_id), TRUE, position))
@@ -186,6 +214,8 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
             if old is not None:
                 on, ou, ob = decode_counts(old)
                 dn, du, db = dn + on, du + ou, db + ob
+            elif dn <= 0 and _is_mailbox_column(column):
+                continue  # a deleted mailbox's cell (see above)
             out.append(put(T, row_key, column, b"%d,%d,%d" % (dn, du, db), position))
     if not out:
         return []
@@ -198,17 +228,22 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
 class _Row:
     """One account's counters row as a fold sees it: counts, guard, deleted markers."""
 
-    __slots__ = ("row", "counts", "changed", "pos", "pos_changed", "marks")
+    __slots__ = ("row", "counts", "changed", "dropped", "pos", "pos_changed", "marks")
 
     def __init__(self, row: dict[bytes, bytes]) -> None:
         self.row = row  # the row as stored when first touched (read only)
         self.counts: dict[bytes, list[int]] = {}  # column -> [messages, unread, bytes]
         self.changed: dict[bytes, int] = {}  # column -> position of its last change
+        self.dropped: dict[bytes, int] = {}  # mailbox column -> position of its removal
         stored = row.get(n.CT_POS)
         self.pos = -1 if stored is None else int(stored)
         self.pos_changed = False
         # marker column -> [visible, last put's position, highest delete's position]
         self.marks: dict[bytes, list[Any]] = {}
+
+    def stored(self, column: bytes) -> bytes | None:
+        """The column's stored value, unless the fold removed it since."""
+        return None if column in self.dropped else self.row.get(column)
 
     def marked(self, column: bytes) -> bool:
         found = self.marks.get(column)
@@ -250,13 +285,28 @@ class CounterFold:
         if state.pos >= position:
             return []  # applied already
         counts = state.counts
+        if kind is Mailbox.Deleted:
+            column = _mailbox_column_of(e.originator_id.int)
+            if column not in counts and state.stored(column) is None:
+                return []
+            counts.pop(column, None)
+            state.changed.pop(column, None)
+            state.dropped[column] = position
+            state.pos = position
+            state.pos_changed = True
+            return []
         new: list[tuple[bytes, list[int]]] = []
         for column, (dn, du, db) in deltas.items():
             if dn or du or db:
                 old = counts.get(column)
                 if old is None:
-                    stored = state.row.get(column)
-                    old = list(decode_counts(stored)) if stored is not None else [0, 0, 0]
+                    stored = state.stored(column)
+                    if stored is not None:
+                        old = list(decode_counts(stored))
+                    elif dn <= 0 and _is_mailbox_column(column):
+                        continue  # a deleted mailbox's cell (module docstring)
+                    else:
+                        old = [0, 0, 0]
                 new.append((column, [old[0] + dn, old[1] + du, old[2] + db]))
         # nothing below fails
         out = bool(new)
@@ -282,6 +332,8 @@ class CounterFold:
         out: list[Mutation] = []
         for row_key, state in self._rows.items():
             counts = state.counts
+            for column, position in state.dropped.items():
+                out.append(DeleteColumn(T, row_key, column, position))
             for column, position in state.changed.items():
                 m, u, b = counts[column]
                 out.append(put(T, row_key, column, b"%d,%d,%d" % (m, u, b), position))

@@ -173,16 +173,22 @@ class History:
                    old_uidvalidity=mb.uidvalidity, new_uidvalidity=uidvalidity)
         mb.name, mb.uidvalidity = new, uidvalidity
 
-    def delete_mailbox(self, address: str, name: str) -> None:
+    def delete_mailbox(self, address: str, name: str, *, deleted_first: bool = False) -> None:
+        """As the command appends it: the name, the expunges, then ``Mailbox.Deleted``
+        (``deleted_first``: ``Mailbox.Deleted`` before the expunges, as logs written before
+        the hierarchy change hold it)."""
         acc = self.account(address)
         mailbox_id = acc.mailboxes.pop(name)
         self._emit(Account.MailboxUnregistered, acc, mailbox_id=mailbox_id, name=name)
         mb = self.mailboxes[mailbox_id]
         mb.deleted = True
-        self._emit(Mailbox.Deleted, mb, account_id=acc.id, name=name)
+        if deleted_first:
+            self._emit(Mailbox.Deleted, mb, account_id=acc.id, name=name)
         for m in list(self.messages.values()):
             if m.mailbox == mailbox_id and m.state in ("active", "expired", "deleted"):
                 self._expunge(m)
+        if not deleted_first:
+            self._emit(Mailbox.Deleted, mb, account_id=acc.id, name=name)
 
     def subscribe(self, address: str, name: str) -> None:
         acc = self.account(address)

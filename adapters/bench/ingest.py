@@ -102,7 +102,7 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
             models a second process projects (ADR 0037); the time includes the end of the
             block, when the read models are current."""
             for r in recipients:  # accounts exist before timing starts
-                store.create_mailbox(r, "Bench")
+                store.create_mailbox(r, "Bench", create_account=True)
             t0 = time.perf_counter()
             with (store.projecting_in_a_second_process() if pipelined
                   else contextlib.nullcontext(False)) as following:
@@ -118,7 +118,7 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
 
         def batched_run(store: Any) -> float:
             for r in recipients:
-                store.create_mailbox(r, "Bench")
+                store.create_mailbox(r, "Bench", create_account=True)
             t0 = time.perf_counter()
             for i in range(0, len(blobs), batch):
                 store.deliver_many([{"account": recipients[(i + j) % len(recipients)],

@@ -46,7 +46,7 @@ def _single_deliveries(root: Path, blobs: list[bytes], durability: str) -> float
 
     with Letterlog.open(root / "single", durability=durability) as store:
         for p in PEOPLE:
-            store.create_mailbox(f"{p}@example.org", "Bench")
+            store.create_mailbox(f"{p}@example.org", "Bench", create_account=True)
         t0 = time.perf_counter()
         for i, raw in enumerate(blobs):
             store.deliver(account=f"{PEOPLE[i % len(PEOPLE)]}@example.org", raw=raw)

@@ -51,6 +51,9 @@ BAD_INPUTS = [
     ("unknown account: du", ["du", "bob@example.org"], 2, "does not exist"),
     ("subscribe unknown account", ["subscribe", "bob@example.org", "INBOX"], 2,
      "does not exist"),
+    ("mailbox create unknown account", ["mailbox", "create", "bob@example.org", "Work"], 2,
+     "'bob@example.org' does not exist"),
+    ("rename INBOX", ["mailbox", "rename", ADA, "INBOX", "Old"], 2, "INBOX cannot be renamed"),
     ("flag without backslash", ["flag", "{mid}", "Seen"], 2, "'\\Seen' in quotes"),
     ("deliver flag without backslash", ["deliver", "--account", ADA, "--flag", "flagged",
                                         "{mail}"], 2, "no backslash"),
@@ -127,8 +130,45 @@ def test_every_bad_input_is_one_line_with_its_status_and_no_traceback(
 def test_unknown_account_reads_and_subscribe_create_no_account(store):
     data, _, _ = store
     run(data, "subscribe", "bob@example.org", "INBOX", ok=False)
+    p = run(data, "mailbox", "create", "bob@example.org", "Work", ok=False)
+    assert p.returncode == 2 and b"--create-account" in p.stderr
     p = run(data, "counters", "bob@example.org", ok=False)
     assert p.returncode == 2 and b"does not exist" in p.stderr
+    p = run(data, "mailbox", "create", "bob@example.org", "Work", "--create-account")
+    assert p.stdout.decode() == "created Work (and the account bob@example.org)\n"
+    p = run(data, "mailbox", "list", "bob@example.org")
+    assert [line.split()[0] for line in p.stdout.decode().splitlines()] == ["INBOX", "Work"]
+
+
+def test_mailbox_tree_rename_and_delete_with_inferiors(store):
+    data, _, mail = store
+    for name in ("Archive", "Archive/2024", "Old/2024"):
+        run(data, "mailbox", "create", ADA, name)
+    before = stored_event_count(data)
+    p = run(data, "mailbox", "rename", ADA, "Archive", "Old", ok=False)
+    assert p.returncode == 2 and b"'Old/2024' already exists" in p.stderr
+    assert stored_event_count(data) == before
+    p = run(data, "mailbox", "rename", ADA, "Archive", "Done")
+    assert p.stdout.decode().splitlines() == ["renamed Archive to Done",
+                                              "renamed Archive/2024 to Done/2024"]
+    p = run(data, "mailbox", "delete", ADA, "Done")
+    assert p.stdout.decode() == "deleted Done (kept as \\Noselect: mailboxes below it exist)\n"
+    [done] = [mb for mb in jrun(data, "mailbox", "list", ADA) if mb["name"] == "Done"]
+    assert done["noselect"] is True
+    before = stored_event_count(data)
+    p = run(data, "mailbox", "delete", ADA, "Done", ok=False)
+    assert p.returncode == 2 and b"has inferiors (Done/2024)" in p.stderr
+    assert stored_event_count(data) == before
+    run(data, "deliver", "--account", ADA, "--mailbox", "Done/2024", str(mail))
+    [c] = jrun(data, "counters", ADA)
+    assert set(c["mailboxes"]) == {"INBOX", "Done/2024"}
+    run(data, "mailbox", "delete", ADA, "Done/2024")
+    run(data, "mailbox", "delete", ADA, "Done")
+    [c] = jrun(data, "counters", ADA)
+    assert set(c["mailboxes"]) == {"INBOX"}  # no cell, no bare mailbox id
+    run(data, "rebuild", "--all")
+    reports = jrun(data, "verify", "--all")
+    assert reports and all(r["identical"] for r in reports)
 
 
 # -- deliver ------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def test_envelope_headers_only_when_asked(env, data):
 
 
 def test_the_detail_picks_a_mailbox_that_exists_else_inbox(env, data):
-    assert letterlog(env, data, "mailbox", "create", BOB, "lists").returncode == 0
+    assert letterlog(env, data, "mailbox", "create", BOB, "lists",
+                     "--create-account").returncode == 0
     assert lda(env, data, make_mail("a"), "--detail-mailbox",
                recipient="bob+lists@example.org")[0] == 0
     assert lda(env, data, make_mail("b"), "--detail-mailbox",

@@ -127,7 +127,8 @@ def test_lhlo_announces_what_an_mta_relies_on(data, serve):
 def test_each_recipient_gets_its_own_reply_and_the_message_byte_exact(env, data, serve):
     server = serve(data, "--accounts-must-exist")
     for account in (BOB, CAROL):  # accounts that must exist: made first
-        assert letterlog(env, data, "mailbox", "create", account, "Archive").returncode == 0
+        assert letterlog(env, data, "mailbox", "create", account, "Archive",
+                         "--create-account").returncode == 0
     raw = (CORPUS / "rubymail__plain-basic_email.eml").read_bytes()
     client = Client(server.sock)
     client.command("LHLO mta.example.org")

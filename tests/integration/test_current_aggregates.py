@@ -49,7 +49,7 @@ def test_another_writer_invalidates_the_cache(two_writers: tuple[Mailstore, Mail
 
 def test_a_rename_by_another_writer_is_seen(two_writers: tuple[Mailstore, Mailstore]) -> None:
     a, b = two_writers
-    a.create_mailbox("ada@example.org", "Work")
+    a.create_mailbox("ada@example.org", "Work", create_account=True)
     a.deliver(account="ada@example.org", mailbox="Work", raw=make_mail("one"))
     b.rename_mailbox("ada@example.org", "Work", "Job")
     with pytest.raises(MailboxNotFound):

@@ -50,8 +50,8 @@ def old_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, An
         for event_class in (Message.Delivered, Message.UploadCompleted, Message.Moved):
             old.setattr(event_class, "class_version", 1)
         with Letterlog.open(data) as store:
-            store.create_mailbox(ADA, "Archive")
-            store.create_mailbox(ADA, "Copies")
+            store.create_mailbox(ADA, "Archive", create_account=True)
+            store.create_mailbox(ADA, "Copies", create_account=True)
             a = store.deliver(account=ADA, raw=make_mail("A", message_id="<a@x>"))
             store.move(a.message_id, "Archive")
             assert store.show(a.message_id)["facts"]["defects"] == OLD_DEFECTS

@@ -56,7 +56,7 @@ def test_a_batch_delivers_each_key_once(tmp_path: Path) -> None:
 
 def test_the_first_result_survives_a_restart_and_a_move(tmp_path: Path) -> None:
     store = Letterlog.open(tmp_path / "data")
-    store.create_mailbox(ADA, "Archive")
+    store.create_mailbox(ADA, "Archive", create_account=True)
     first = store.deliver(account=ADA, raw=make_mail(), idempotency_key="mta-42")
     store.move(first.message_id, "Archive")
     store.close()

@@ -127,7 +127,8 @@ def test_maildir_folders_with_special_use_names_get_their_roles(tmp_path: Path) 
     for folder in ("Sent Items", "Trash", "Spam", "Projects", "Archive.2024"):
         box.add_folder(folder).add(make_mail(folder, message_id=f"<{folder}@md>"))
     store = Letterlog.open(tmp_path / "d", durability="normal")
-    store.create_mailbox(ADA, "Old trash", "trash")  # the account's trash role is taken
+    # the account's trash role is taken
+    store.create_mailbox(ADA, "Old trash", "trash", create_account=True)
     assert _import(store, maildir_messages(tmp_path / "md"))["imported"] == 6
     roles = {m["name"]: m["role"] for m in store.mailbox_list(ADA)}
     assert roles == {"INBOX": "inbox", "Old trash": "trash", "Sent Items": "sent",

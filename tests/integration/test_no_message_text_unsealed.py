@@ -130,7 +130,7 @@ def test_no_header_text_of_any_corpus_message_is_outside_the_seal(corpus: Path,
                                                                    tmp_path: Path) -> None:
     pieces: dict[Any, tuple[str, set[str]]] = {}
     with Letterlog.open(tmp_path / "data", durability="normal") as store:
-        store.create_mailbox(ACCOUNT, "Archive")
+        store.create_mailbox(ACCOUNT, "Archive", create_account=True)
         for name, raw in corpus_messages(corpus):
             d = store.deliver(account=ACCOUNT, raw=raw)
             store.move(d.message_id, "Archive")

@@ -120,7 +120,7 @@ def test_a_query_inside_the_block_shows_every_command_this_process_made(
 def test_deleting_a_mailbox_inside_the_block_expunges_what_was_just_delivered_to_it(
         tmp_path: Path) -> None:
     with Letterlog.open(tmp_path / "d", durability="normal") as store:
-        store.create_mailbox(ADA, "Archive")
+        store.create_mailbox(ADA, "Archive", create_account=True)
         with store.projecting_in_a_second_process() as following:
             assert following
             ids = [store.deliver(account=ADA, mailbox="Archive",

@@ -53,7 +53,7 @@ def test_soft_deleted_messages_leave_listing_and_counters_until_restored(store):
 
 
 def test_move_updates_both_mailboxes_and_label_index(store):
-    store.create_mailbox(ADA, "Archive")
+    store.create_mailbox(ADA, "Archive", create_account=True)
     [d] = deliver(store, 1, labels=["work"])
     store.move(d.message_id, "Archive")
     assert store.messages(ADA) == []
@@ -83,7 +83,7 @@ def test_mailbox_status_reports_uidnext_and_highest_modseq(store):
 
 
 def test_subscriptions_and_purge_queue(store):
-    store.create_mailbox(ADA, "Lists")
+    store.create_mailbox(ADA, "Lists", create_account=True)
     store.subscribe(ADA, "Lists")
     assert store.subscriptions(ADA) == ["Lists"]
     [d] = deliver(store, 1)

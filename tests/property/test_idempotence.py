@@ -225,7 +225,7 @@ def mailstore_events(commands: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
                      InMemoryPayloadStore(), clock=clock, inline_limit=400)
     delivered: list[Any] = []
     for address in ACCOUNTS[:2]:
-        mail.create_mailbox(address, "Archive")
+        mail.create_mailbox(address, "Archive", create_account=True)
     for i, cmd in enumerate(commands):
         op, args = cmd[0], cmd[1:]
         target = delivered[args[0] % len(delivered)] if delivered and op not in (
@@ -247,7 +247,7 @@ def mailstore_events(commands: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
                 if op == "mailbox":
                     address, name, action = ACCOUNTS[args[0]], NAMES[args[1]], args[2]
                     if action == "create":
-                        mail.create_mailbox(address, name)
+                        mail.create_mailbox(address, name, create_account=True)
                     elif action == "rename":
                         mail.rename_mailbox(address, name, name + "~")
                     elif action == "delete":

@@ -27,7 +27,7 @@ class MailboxMachine(RuleBasedStateMachine):
         super().__init__()
         self.mail = Mailstore(MailLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"}),
                               InMemoryPayloadStore(), clock=Clock())
-        self.mail.create_mailbox(ADA, "A")
+        self.mail.create_mailbox(ADA, "A", create_account=True)
         self.names = ["INBOX", "A"]
         self.uidnext: dict[object, int] = {}
         self.modseq: dict[object, int] = {}

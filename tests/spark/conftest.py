@@ -44,22 +44,24 @@ def spark_cluster() -> Iterator[SparkCluster]:
     yield from _fixture("spark", SparkCluster)  # type: ignore[misc]
 
 
-def make_store(data: Path, messages: int = 30, **settings: Any) -> None:
+def make_store(data: Path, messages: int = 30, *, hierarchy: bool = False,
+               **settings: Any) -> None:
     """A data directory whose log holds every kind of command (``fill``)."""
     from adapters.embedded import Letterlog
 
     with Letterlog.open(data, **settings) as store:
-        fill(store, messages)
+        fill(store, messages, hierarchy=hierarchy)
 
 
-def fill(store: Any, messages: int = 30) -> None:
+def fill(store: Any, messages: int = 30, *, hierarchy: bool = False) -> None:
     """Every kind of command on a few accounts (delivered, flagged, labelled, moved,
-    copied, deleted, restored, expunged, erased, purged), through the embedded API."""
+    copied, deleted, restored, expunged, erased, purged), through the embedded API;
+    ``hierarchy``: mailbox trees renamed and deleted too (``_hierarchy``)."""
     from tests.conftest import make_mail
 
     accounts = ["ada@example.org", "grace@example.org", "linus@example.org"]
     for account in accounts:
-        store.create_mailbox(account, "Archive", "archive")
+        store.create_mailbox(account, "Archive", "archive", create_account=True)
         store.subscribe(account, "Archive")
     done = []
     for i in range(messages):
@@ -82,7 +84,28 @@ def fill(store: Any, messages: int = 30) -> None:
     store.restore(done[1].message_id)
     store.delete(done[2].message_id)
     store.expunge([done[2].message_id])
+    if hierarchy:
+        _hierarchy(store, accounts[0])
     # the lifecycle: one message erased, the expunged one purged; their keys are destroyed,
     # so a replay reads their sealed parts as shredded and must still equal the live tables
     store.erase_message(done[3].message_id)
     store.purge(datetime.now(UTC) + timedelta(days=31))
+
+
+def _hierarchy(store: Any, ada: str) -> None:
+    from tests.conftest import make_mail
+
+    # the hierarchy: a tree renamed, its top deleted (\Noselect), a leaf deleted with its
+    # messages (no counters cell left), then the \Noselect top removed
+    for name in ("Projects", "Projects/a", "Projects/a/b"):
+        store.create_mailbox(ada, name)
+        store.deliver(account=ada, mailbox=name, raw=make_mail(f"in {name}"))
+    store.rename_mailbox(ada, "Projects", "Done")
+    store.delete_mailbox(ada, "Done")
+    store.delete_mailbox(ada, "Done/a/b")
+    store.delete_mailbox(ada, "Done/a")
+    store.delete_mailbox(ada, "Done")
+    store.create_mailbox(ada, "Done/c")
+    store.deliver(account=ada, mailbox="Done/c", raw=make_mail("in Done/c"))
+    store.create_mailbox(ada, "Done")
+    store.delete_mailbox(ada, "Done")  # \Noselect, above Done/c

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("spark-sqlite") / "data"
-    make_store(path)
+    make_store(path, hierarchy=True)
     return path
 
 

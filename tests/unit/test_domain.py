@@ -62,7 +62,7 @@ def test_uids_strictly_increase_and_are_never_reused_after_expunge(mail):
 
 
 def test_move_allocates_a_new_uid_in_the_target(mail):
-    mail.create_mailbox(ADA, "Archive")
+    mail.create_mailbox(ADA, "Archive", create_account=True)
     mail.deliver(account=ADA, mailbox="Archive", raw=make_mail())
     d = mail.deliver(account=ADA, raw=make_mail())
     change = mail.move(d.message_id, "Archive")
@@ -71,12 +71,12 @@ def test_move_allocates_a_new_uid_in_the_target(mail):
 
 
 def test_rename_keeps_uidvalidity_and_recreate_gives_a_greater_one(mail):
-    mail.create_mailbox(ADA, "Work")
+    mail.create_mailbox(ADA, "Work", create_account=True)
     first = mail.account(ADA).mailbox("Work")
     mail.rename_mailbox(ADA, "Work", "Jobs")
     renamed = mail.account(ADA).mailbox("Jobs")
     mail.delete_mailbox(ADA, "Jobs", lambda _mb: [])
-    mail.create_mailbox(ADA, "Jobs")
+    mail.create_mailbox(ADA, "Jobs", create_account=True)
     recreated = mail.account(ADA).mailbox("Jobs")
     assert renamed == first
     assert recreated[0] != renamed[0] and recreated[2] > renamed[2]
@@ -84,14 +84,14 @@ def test_rename_keeps_uidvalidity_and_recreate_gives_a_greater_one(mail):
 
 def test_imaptest_uidvalidity_rename(mail):
     """imaptest uidvalidity-rename: after A -> C and B -> A, A reports B's UIDVALIDITY."""
-    mail.create_mailbox(ADA, "A")
-    mail.create_mailbox(ADA, "B")
+    mail.create_mailbox(ADA, "A", create_account=True)
+    mail.create_mailbox(ADA, "B", create_account=True)
     a, b = mail.account(ADA).mailbox("A")[2], mail.account(ADA).mailbox("B")[2]
     mail.rename_mailbox(ADA, "A", "C")
     mail.rename_mailbox(ADA, "B", "A")
     assert mail.account(ADA).mailbox("A")[2] == b
     assert mail.account(ADA).mailbox("C")[2] == a
-    mail.create_mailbox(ADA, "B")
+    mail.create_mailbox(ADA, "B", create_account=True)
     assert mail.account(ADA).mailbox("B")[2] > max(a, b)
 
 
@@ -105,7 +105,7 @@ def test_a_move_within_one_mailbox_assigns_a_new_uid_and_reports_both(mail):
 
 
 def test_a_copy_reports_the_source_and_the_new_uid(mail):
-    mail.create_mailbox(ADA, "Archive")
+    mail.create_mailbox(ADA, "Archive", create_account=True)
     d = mail.deliver(account=ADA, raw=make_mail())
     c = mail.copy(d.message_id, "Archive")
     assert (c.source_uid, c.uid) == (1, 1) and c.message_id != d.message_id
@@ -260,7 +260,7 @@ def test_upload_stays_incomplete_until_completed(mail):
 def test_copy_is_a_new_message_sharing_the_payload(mail, payloads):
     raw = make_mail(body="c" * 40_000 + "\r\n")
     d = mail.deliver(account=ADA, raw=raw)
-    mail.create_mailbox(ADA, "Keep")
+    mail.create_mailbox(ADA, "Keep", create_account=True)
     c = mail.copy(d.message_id, "Keep")
     assert c.message_id != d.message_id and c.sha256 == d.sha256
     assert len(list(payloads.list())) == 1
@@ -270,9 +270,9 @@ def test_copy_is_a_new_message_sharing_the_payload(mail, payloads):
 
 
 def test_mailbox_names_are_unique_and_inbox_is_protected(mail):
-    mail.create_mailbox(ADA, "Work")
+    mail.create_mailbox(ADA, "Work", create_account=True)
     with pytest.raises(MailboxExists):
-        mail.create_mailbox(ADA, "Work")
+        mail.create_mailbox(ADA, "Work", create_account=True)
     with pytest.raises(InvalidCommand, match="INBOX"):
         mail.rename_mailbox(ADA, "INBOX", "Other")
     with pytest.raises(InvalidCommand, match="INBOX"):
@@ -280,7 +280,7 @@ def test_mailbox_names_are_unique_and_inbox_is_protected(mail):
 
 
 def test_deleting_a_mailbox_expunges_its_messages(mail):
-    mail.create_mailbox(ADA, "Old")
+    mail.create_mailbox(ADA, "Old", create_account=True)
     d = mail.deliver(account=ADA, mailbox="Old", raw=make_mail())
     change = mail.delete_mailbox(ADA, "Old", lambda _mb: [d.message_id])
     assert change.extra["expunged"] == 1

@@ -38,7 +38,7 @@ def project(mail: Mailstore, store: Any = None, **kw: Any) -> Any:
 
 def story(mail: Mailstore) -> dict[str, UUID]:
     """A little of everything the command side can do."""
-    mail.create_mailbox(ADA, "Archive")
+    mail.create_mailbox(ADA, "Archive", create_account=True)
     first = mail.deliver(account=ADA, raw=make_mail("Plans", message_id="<p1@x>"),
                          labels=["work"]).message_id
     reply = mail.deliver(account=ADA, raw=make_mail("Re: Plans", message_id="<p2@x>",

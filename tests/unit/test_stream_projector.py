@@ -75,7 +75,7 @@ def story(mail: Any, rounds: int = 2, first: int = 0) -> None:
     (``mail``: a ``Mailstore`` or the embedded ``Letterlog``)."""
     if first == 0:
         for person in PEOPLE:
-            mail.create_mailbox(person, "Archive")
+            mail.create_mailbox(person, "Archive", create_account=True)
     for r in range(first, first + rounds):
         for i, person in enumerate(PEOPLE):
             a = mail.deliver(account=person, raw=make_mail(f"Plan {r}", message_id=f"<{r}{i}a@x>"),
@@ -103,6 +103,14 @@ def story(mail: Any, rounds: int = 2, first: int = 0) -> None:
             mail.delete(c)
             mail.expunge([c])
         mail.subscribe(PEOPLE[r % 3], "Archive")
+        # a mailbox tree renamed, its top left \\Noselect, a leaf deleted with its message
+        commands, person, top = getattr(mail, "mail", mail), PEOPLE[r % 3], f"Tree {r}"
+        for name in (top, f"{top}/x"):
+            mail.create_mailbox(person, name)
+        kept = mail.deliver(account=person, mailbox=f"{top}/x", raw=make_mail("kept")).message_id
+        mail.rename_mailbox(person, top, f"Old {r}")
+        commands.delete_mailbox(person, f"Old {r}", lambda _: [])
+        commands.delete_mailbox(person, f"Old {r}/x", lambda _, kept=kept: [kept])
 
 
 @pytest.fixture
