@@ -1,6 +1,7 @@
 """Read mbox files and Maildir folders into deliveries, keeping what the source knows.
 
-* **Internal date**: the mbox ``From `` line's date (read as UTC, the line has no zone) or
+* **Internal date**: the mbox ``From `` line's date (in its zone, ``+0100`` or a name in
+  ``ZONES``; UTC if it has none; an unknown zone name is read as UTC, with a warning) or
   the Maildir file's modification time (when it was delivered there); failing that the
   ``Date:`` header; failing that, now.
 * **Flags**: mbox ``Status:`` / ``X-Status:`` (``R`` seen, ``A`` answered, ``F`` flagged,
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from email.parser import BytesHeaderParser
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -74,6 +75,16 @@ def maildir_key(file_name: str) -> str:
     return "maildir:" + file_name.partition(":2,")[0]
 
 
+def target_key(key: str | None, mailbox: str) -> str | None:
+    """A source message's idempotency key for an import into ``mailbox``: the same source
+    imported into another mailbox is imported there too (a copy, as a mail administrator
+    asks for), imported again into the same mailbox adds nothing. INBOX's key is the
+    source's key itself (what imports into INBOX always used)."""
+    if key is None or mailbox.upper() == "INBOX":
+        return key
+    return f"{key}>{mailbox}"
+
+
 def maildir_flags(info_flags: str) -> list[str]:
     """Maildir's info letters (``:2,FRS``) as IMAP flags; unknown letters are ignored."""
     return sorted({MAILDIR_FLAGS[c] for c in info_flags if c in MAILDIR_FLAGS})
@@ -96,17 +107,40 @@ def _header_date(raw: bytes) -> datetime | None:
     return when
 
 
-def _from_line_date(from_line: str) -> datetime | None:
-    """``From sender Sun Mar  1 12:34:56 2020`` (a zone may stand before the year) → that
-    time, as UTC."""
+ZONES = {"UT": 0, "UTC": 0, "GMT": 0, "Z": 0, "EST": -5, "EDT": -4, "CST": -6, "CDT": -5,
+         "MST": -7, "MDT": -6, "PST": -8, "PDT": -7}
+"""Zone names an mbox ``From `` line may carry whose offset is not ambiguous (RFC 5322's
+obsolete zones); any other name (``CET``, ``IST``) is read as UTC, with a warning."""
+_UNREADABLE = ("no date of the form 'Sun Mar  1 12:34:56 2020 [+0100]': the message's Date: "
+               "header gives its date")
+_NUMERIC_ZONE = re.compile(r"^([+-])(\d\d)(\d\d)$")
+
+
+def from_line_date(from_line: str) -> tuple[datetime | None, str | None]:
+    """The date of an mbox ``From `` line, ``From sender Sun Mar  1 12:34:56 2020``, and
+    what made it doubtful (``None``: nothing). A zone may stand before or after the year:
+    ``+0100`` or a name in ``ZONES`` gives the offset; no zone is UTC; an unknown zone name
+    is read as UTC and said so; an unreadable date is ``(None, why)``."""
     parts = from_line.split()[1:] if from_line.startswith("From ") else from_line.split()
-    if len(parts) < 6:
-        return None
+    rest = parts[5:] if len(parts) >= 6 else []
+    year = [p for p in rest if p.isdigit()]
+    zones = [p for p in rest if not p.isdigit()]
+    if len(year) != 1 or len(zones) > 1:
+        return None, _UNREADABLE
     try:
-        return datetime.strptime(" ".join([*parts[1:5], parts[-1]]),
-                                 "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC)
+        when = datetime.strptime(" ".join([*parts[1:5], year[0]]), "%a %b %d %H:%M:%S %Y")
     except ValueError:
-        return None
+        return None, _UNREADABLE
+    if not zones:
+        return when.replace(tzinfo=UTC), None
+    zone = zones[0]
+    if m := _NUMERIC_ZONE.match(zone):
+        minutes = int(m.group(2)) * 60 + int(m.group(3))
+        return when.replace(tzinfo=timezone(timedelta(
+            minutes=-minutes if m.group(1) == "-" else minutes))), None
+    if zone.upper() in ZONES:
+        return when.replace(tzinfo=timezone(timedelta(hours=ZONES[zone.upper()]))), None
+    return when.replace(tzinfo=UTC), f"time zone {zone!r} is not one letterlog knows: read as UTC"
 
 
 # -- mbox ---------------------------------------------------------------------------------------
@@ -154,7 +188,12 @@ def mbox_flags(raw: bytes) -> tuple[str, ...]:
     return tuple(sorted({MBOX_FLAGS[c] for c in letters if c in MBOX_FLAGS}))
 
 
-def mbox_messages(path: Path) -> tuple[int, Iterator[SourceMessage]]:
+def mbox_messages(path: Path, warn: Callable[[str], None] | None = None
+                  ) -> tuple[int, Iterator[SourceMessage]]:
+    """The messages of the mbox at ``path``. ``warn``: told once (the first one, naming the
+    message and its line) when a ``From `` line's date is doubtful or unreadable; such a
+    message's date is then its ``Date:`` header's (unreadable), or read as UTC (a zone
+    letterlog does not know)."""
     check_mbox(path)
     with open(path, "rb") as fh:
         data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -162,11 +201,18 @@ def mbox_messages(path: Path) -> tuple[int, Iterator[SourceMessage]]:
 
     def gen() -> Iterator[SourceMessage]:
         first = ""
+        warned = warn
         try:
             for n, (start, stop) in enumerate(spans, start=1):
                 from_line, _, raw = data[start:stop].partition(b"\n")
                 first = first or hashlib.sha256(raw).hexdigest()[:32]
-                date = _from_line_date(from_line.decode("latin-1")) or _header_date(raw)
+                line = from_line.decode("latin-1").rstrip("\r")
+                date, doubt = from_line_date(line)
+                if doubt is not None and warned is not None:
+                    warned(f"{path}#{n}: From line {line!r}: {doubt} (said for the first "
+                           f"such line only)")
+                    warned = None
+                date = date or _header_date(raw)
                 yield SourceMessage(f"{path}#{n}", raw, mbox_flags(raw), date,
                                     key=mbox_key(first, n - 1, raw))
         finally:
@@ -253,6 +299,15 @@ def folder_role(target: str, folder: str) -> str:
     return FOLDER_ROLES.get(folder.lower(), "")
 
 
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during an import: ``report`` holds what landed before it (the
+    messages of every batch appended; a batch being appended may have landed too)."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        super().__init__("import interrupted")
+        self.report = report
+
+
 def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: str,
                mailbox: str, *, batch: int = 100, progress: Callable[[int], None] | None = None,
                on_reject: Callable[[str, str], None] | None = None) -> dict[str, Any]:
@@ -313,6 +368,10 @@ def _deliver_batches(store: Any, items: Iterable[SourceMessage], account: str, m
         with suppress(Exception):
             store.store_payloads(checked)
 
+    def report() -> dict[str, Any]:
+        return {"imported": imported, "already_imported": already, "rejected": len(rejected),
+                "rejections": rejected}
+
     try:
         for checked, new_keys, count, landed in _checked_batches(
                 store, items, account, mailbox, batch, created, rejected, on_reject):
@@ -323,10 +382,11 @@ def _deliver_batches(store: Any, items: Iterable[SourceMessage], account: str, m
             pending = (written, checked, new_keys, count)
         if pending is not None:
             deliver(pending)
+    except KeyboardInterrupt:
+        raise ImportInterrupted(report()) from None
     finally:
         ahead.shutdown(wait=True)
-    return {"imported": imported, "already_imported": already, "rejected": len(rejected),
-            "rejections": rejected}
+    return report()
 
 
 def _checked_batches(store: Any, items: Iterable[SourceMessage], account: str, mailbox: str,
@@ -340,8 +400,9 @@ def _checked_batches(store: Any, items: Iterable[SourceMessage], account: str, m
         checked = []
         already = 0
         for m in chunk:
-            if resuming and m.key is not None and m.error is None:
-                if store.already_delivered(account, m.key):
+            key = target_key(m.key, mailbox)
+            if resuming and key is not None and m.error is None:
+                if store.already_delivered(account, key):
                     already += 1
                     continue
                 resuming = False
@@ -354,7 +415,7 @@ def _checked_batches(store: Any, items: Iterable[SourceMessage], account: str, m
                     created.add(target)
                 checked.append(store.check(account=account, mailbox=target, raw=m.raw,
                                            flags=list(m.flags), internal_date=m.internal_date,
-                                           idempotency_key=m.key))
+                                           idempotency_key=key))
             except LetterlogError as e:
                 rejected.append({"message": m.name, "error": str(e)})
                 if on_reject is not None:

@@ -25,13 +25,39 @@ def _reject(name: str, problem: str) -> None:
     typer.echo(f"letterlog: error: {name}: {problem}", err=True)
 
 
+def _warn(problem: str) -> None:
+    typer.echo(f"letterlog: warning: {problem}", err=True)
+
+
 def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, account: str,
          mailbox: str, batch: int) -> None:
-    from adapters.cli.importer import run_import
+    from adapters.cli.importer import ImportInterrupted
 
     total, items = source(path)  # the path is checked here, before any progress shows
     store = state.store()
     store.check_delivery(account=account, mailbox=mailbox)
+    try:
+        report = _imported(store, total, items, account, mailbox, batch)
+    except ImportInterrupted as e:
+        done = e.report
+        typer.echo(f"letterlog: interrupted: {done['imported']} of {total} messages imported "
+                   f"so far ({done['already_imported']} were there already, {done['rejected']}"
+                   f" rejected); run the same command again to resume (what landed is "
+                   f"skipped, nothing is imported twice)", err=True)
+        raise typer.Exit(130) from None
+    text = f"imported {report['imported']} messages, rejected {report['rejected']}"
+    if report["already_imported"]:
+        text += (f"; {report['already_imported']} already imported into {account} {mailbox} "
+                 f"(from this source before: not imported again)")
+    out(report, text)
+    if report["rejected"]:
+        raise typer.Exit(1)
+
+
+def _imported(store: Any, total: int, items: Iterator[Any], account: str, mailbox: str,
+              batch: int) -> dict[str, Any]:
+    from adapters.cli.importer import run_import
+
     if not progress_enabled():  # nobody watches: no progress bar, and rich is not imported
         report = run_import(store, total, items, account, mailbox, batch=batch,
                             on_reject=_reject)
@@ -51,18 +77,19 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
             task = bar.add_task("import", total=total)
             report = run_import(store, total, items, account, mailbox, batch=batch,
                                 progress=lambda n: bar.advance(task, n), on_reject=_reject)
-    out(report, f"imported {report['imported']} messages, rejected {report['rejected']}")
-    if report["rejected"]:
-        raise typer.Exit(1)
+    return report
 
 
 @import_app.command("mbox")
 def import_mbox(path: PathArg, account: AccountOption, mailbox: MailboxOption = "INBOX",
                 batch: BatchOption = 100) -> None:
-    """Import every message of an mbox file, with its From-line date and Status flags."""
+    """Import every message of an mbox file, with its From-line date and Status flags.
+    Importing it again into the same mailbox adds nothing; into another mailbox, a copy."""
+    from functools import partial
+
     from adapters.cli.importer import mbox_messages
 
-    _run(mbox_messages, path, account, mailbox, batch)
+    _run(partial(mbox_messages, warn=_warn), path, account, mailbox, batch)
 
 
 @import_app.command("maildir")

@@ -23,14 +23,34 @@ import time
 from typing import Any
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Any:
+    """SIGINT ignored while the follower is started (from the main thread; elsewhere the
+    follower ignores it itself). A terminal's Ctrl-C reaches the whole process group: the
+    writer decides what an interrupt means (an import says what landed), and the follower,
+    told by its input closing, catches up and exits quietly, never with a traceback."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class Follower:
     """The writer's handle on a follower process: ``start``, ``wake`` after each append,
     ``stop`` (closes its input: it catches up once more and exits)."""
 
     def __init__(self, settings_json: str, linger: float = 0.0) -> None:
-        self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            [sys.executable, "-m", "adapters.readside.follower",
-             *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
+        with _sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
+            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                [sys.executable, "-m", "adapters.readside.follower",
+                 *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
         self._input: Any = self.proc.stdin
         try:
             self._input.write(settings_json.encode() + b"\n")
@@ -85,6 +105,9 @@ def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int
 
 
 def main() -> int:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer's to act on (``Follower``)
     fd = sys.stdin.fileno()
     line = b""
     while b"\n" not in line:  # unbuffered: what follows the line is left for ``follow``

@@ -3,6 +3,8 @@ over, each fixed and checked here as a user runs it (a subprocess, a real data d
 
 from __future__ import annotations
 
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.conftest import make_mail
@@ -66,3 +68,116 @@ def test_flag_without_a_flag_says_how_to_clear_and_changes_nothing(tmp_path):
         assert p.returncode == 2 and needle in p.stderr and b"Traceback" not in p.stderr
     [shown] = jrun(data, "show", mid)
     assert shown["flags"] == ["\\Seen"]
+
+
+def _mbox(path: Path, count: int, from_line: str = "From a@b Thu Nov 26 10:00:00 2026") -> Path:
+    """An mbox of ``count`` messages, each unlike any other file's (its name in the subject)."""
+    with open(path, "wb") as fh:
+        for i in range(count):
+            raw = make_mail(f"{path.name} {i}", message_id=f"<{i}.{path.name}@x>").replace(
+                b"\r\n", b"\n")
+            fh.write(from_line.encode() + b"\n" + raw + b"\n")
+    return path
+
+
+def _utc(iso: str) -> str:
+    return datetime.fromisoformat(iso).astimezone(UTC).isoformat()
+
+
+def test_an_mbox_from_line_with_a_zone_gives_the_date_in_that_zone(tmp_path):
+    data = tmp_path / "d"
+    for n, (zone, expected) in enumerate([("+0100", "2026-11-26T09:00:00+00:00"),
+                                          ("-0500", "2026-11-26T15:00:00+00:00"),
+                                          ("EST", "2026-11-26T15:00:00+00:00"),
+                                          ("", "2026-11-26T10:00:00+00:00")]):
+        box = _mbox(tmp_path / f"{n}.mbox", 1, f"From a@b Thu Nov 26 10:00:00 2026 {zone}")
+        p = run(data, "import", "mbox", str(box), "--account", ADA, "--mailbox", "INBOX")
+        assert b"warning" not in p.stderr, zone
+        [m] = jrun(data, "search", ADA, "--subject", f"{n}.mbox")
+        assert _utc(m["internal_date"]) == expected, zone
+    # the zone before the year, as some writers put it
+    box = _mbox(tmp_path / "before.mbox", 1, "From a@b Thu Nov 26 10:00:00 +0200 2027")
+    run(data, "import", "mbox", str(box), "--account", ADA)
+    [m] = jrun(data, "search", ADA, "--subject", "before.mbox")
+    assert _utc(m["internal_date"]) == "2027-11-26T08:00:00+00:00"
+
+
+def test_an_unknown_zone_or_an_unreadable_from_line_is_said_once_naming_the_line(tmp_path):
+    data = tmp_path / "d"
+    box = _mbox(tmp_path / "cet.mbox", 3, "From a@b Thu Nov 26 10:00:00 CET 2026")
+    p = run(data, "import", "mbox", str(box), "--account", ADA)
+    [warning] = p.stderr.decode().splitlines()
+    assert warning.startswith(f"letterlog: warning: {box}#1: From line ") and "'CET'" in warning
+    assert "Thu Nov 26 10:00:00 CET 2026" in warning and "read as UTC" in warning
+    assert {_utc(m["internal_date"]) for m in jrun(data, "list", ADA)} == {
+        "2026-11-26T10:00:00+00:00"}
+    box = _mbox(tmp_path / "nodate.mbox", 2, "From a@b")
+    p = run(data, "import", "mbox", str(box), "--account", ADA, "--mailbox", "INBOX")
+    [warning] = p.stderr.decode().splitlines()
+    assert f"{box}#1: From line 'From a@b'" in warning and "Date: header" in warning
+
+
+def test_the_same_mbox_into_another_mailbox_is_imported_there_and_once_only(tmp_path):
+    data = tmp_path / "d"
+    box = _mbox(tmp_path / "in.mbox", 3)
+    [first] = jrun(data, "import", "mbox", str(box), "--account", ADA)
+    assert (first["imported"], first["already_imported"]) == (3, 0)
+    run(data, "mailbox", "create", ADA, "Archive")
+    [other] = jrun(data, "import", "mbox", str(box), "--account", ADA, "--mailbox", "Archive")
+    assert (other["imported"], other["already_imported"]) == (3, 0)
+    assert len(jrun(data, "list", ADA, "--mailbox", "Archive")) == 3
+    # again into either mailbox: nothing, and the text says why
+    p = run(data, "import", "mbox", str(box), "--account", ADA, "--mailbox", "Archive")
+    assert p.stdout.decode().strip() == (
+        f"imported 0 messages, rejected 0; 3 already imported into {ADA} Archive "
+        "(from this source before: not imported again)")
+    [again] = jrun(data, "import", "mbox", str(box), "--account", ADA)
+    assert (again["imported"], again["already_imported"]) == (0, 3)
+    assert len(jrun(data, "list", ADA)) == 3
+
+
+def test_ctrl_c_during_an_import_says_what_landed_and_how_to_resume(tmp_path):
+    import signal
+    import sqlite3
+    import subprocess
+    import time
+
+    from tests.factories import BIN
+
+    data, box = tmp_path / "d", _mbox(tmp_path / "big.mbox", 3000)
+    run(data, "init")
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
+    p = subprocess.Popen([*BIN, "--data", str(data), "import", "mbox", str(box), "--account",
+                          ADA, "--batch", "20"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+    def landed() -> int:  # the readiness probe: events in the log
+        try:
+            con = sqlite3.connect(f"file:{data / 'events.sqlite'}?mode=ro", uri=True)
+            try:
+                return int(con.execute("SELECT count(*) FROM stored_events").fetchone()[0])
+            finally:
+                con.close()
+        except sqlite3.OperationalError:
+            return 0
+
+    start = landed()
+    deadline = time.monotonic() + 60
+    while landed() < start + 40 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.poll() is None, "the import ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130 and stdout == b""
+    lines = stderr.decode().splitlines()
+    assert len(lines) == 1, stderr.decode()  # one line: no traceback, not even the follower's
+    [line] = lines
+    assert line.startswith("letterlog: interrupted: ") and " of 3000 messages imported" in line
+    assert "run the same command again to resume" in line and "Traceback" not in line
+    so_far = int(line.split("interrupted: ")[1].split()[0])
+    assert 0 < so_far < 3000
+    [resumed] = jrun(data, "import", "mbox", str(box), "--account", ADA, "--batch", "500")
+    assert resumed["imported"] + resumed["already_imported"] == 3000
+    assert resumed["already_imported"] >= so_far
+    [c] = jrun(data, "counters", ADA)
+    assert c["mailboxes"]["INBOX"]["messages"] == 3000
