@@ -492,9 +492,8 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                               "`letterlog erase export`), or move the store away first "
                               "and restore into an empty directory") from None
     _check_files(src, manifest, progress)
+    _remove_stale_staging(root)
     staging = root.with_name(f".{root.name}.restoring-{os.getpid()}")
-    if staging.exists():
-        shutil.rmtree(staging)
     private_dir(root.parent)
     os.mkdir(staging, DIR_MODE)
     os.chmod(staging, DIR_MODE)
@@ -535,6 +534,15 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                    "backup_created": manifest["created"],
                    "replaced": replacing, "erasures_from": record.sources})
     return result
+
+
+def _remove_stale_staging(root: Path) -> None:
+    """Staging directories a killed restore left beside ``root`` (copies of a backup: plain
+    text read models) are deleted once the process that made them is gone."""
+    for stale in root.parent.glob(f".{root.name}.restoring-*"):
+        pid = stale.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _open_restored(root: Path, record: ErasureRecord) -> dict[str, Any]:

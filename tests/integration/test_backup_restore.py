@@ -105,7 +105,11 @@ def test_an_online_backup_while_another_process_delivers_restores_identical(tmp_
     # the read models were copied before the log: never ahead of it
     assert manifest["order"][:2] == ["tables.sqlite", "events.sqlite"]
 
+    killed = tmp_path / ".restored.restoring-999999999"  # a killed restore's staging
+    killed.mkdir()
+    (killed / "tables.sqlite").write_bytes(b"plain text")
     result = jline(cli(restored, "--json", "restore-backup", str(copy)))
+    assert not killed.exists()
     assert result["position"] == position and result["replaced"] is False
     assert result["log"] == manifest["log"]  # the same log: every message the manifest counts
     assert digests(restored)[-1].endswith("identical")
