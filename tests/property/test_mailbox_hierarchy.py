@@ -103,7 +103,7 @@ class HierarchyMachine(RuleBasedStateMachine):
     @rule(name=NAMES)
     def delete(self, name: str) -> None:
         def command() -> Any:
-            entry = self.names[name] if name in self.names else None
+            entry = self.names.get(name)
             ids = sorted(self.messages[entry["id"]], key=str) if entry else []
             return self.mail.delete_mailbox(ADA, name, lambda _: ids)
 
