@@ -21,6 +21,18 @@ from domain.errors import InvalidCommand
 from domain.results import Reservation
 
 
+def _named(e: OSError, message_id: UUID, path: Path, tmp: Path | None) -> OSError:
+    """A failed write named as the user knows it: the output file and the message, never
+    the temporary file beside it (``.out.eml.x1y2.part``). A payload file that could not be
+    read keeps its name, said to be the message's payload."""
+    written = {None, str(tmp) if tmp else None, str(path), str(path.parent)}
+    if e.filename is not None and str(e.filename) not in written:
+        return OSError(e.errno, f"{e.strerror or e} (the payload of message {message_id}; "
+                                f"nothing written to {path}, not counted)", e.filename)
+    return OSError(e.errno, f"{e.strerror or e} (writing message {message_id}; "
+                            f"not counted)", str(path))
+
+
 def check_output(path: Path, force: bool) -> Path:
     """The target's directory, or InvalidCommand naming what is wrong with ``path``."""
     if path.is_dir():
@@ -61,13 +73,18 @@ class Extractor:
     def to_file(self, message_id: UUID, path: Path, *, force: bool = False) -> dict[str, Any]:
         parent = check_output(path, force)
         with self._reserved(message_id) as reservation:
-            fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".part")
-            tmp = Path(tmp_name)
+            tmp = None
             try:
+                fd, tmp_name = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.",
+                                                suffix=".part")
+                tmp = Path(tmp_name)
                 size = self._write(fd, self.mail.content(message_id))
                 self._place(tmp, path, force)
+            except OSError as e:
+                raise _named(e, message_id, path, tmp) from None
             finally:
-                tmp.unlink(missing_ok=True)
+                if tmp is not None:
+                    tmp.unlink(missing_ok=True)
             try:
                 change = self.mail.confirm_extraction(reservation)
             except BaseException:
