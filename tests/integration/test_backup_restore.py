@@ -257,3 +257,39 @@ def test_without_the_erasure_record_a_restore_brings_the_erased_message_back(tmp
                                   ["erase", "export", "-h"], ["erase", "reapply", "-h"]])
 def test_the_commands_answer_help(tmp_path, args):
     assert "Usage" in cli(tmp_path, *args).stdout
+
+
+def test_the_key_files_are_copied_together_while_writers_wait(tmp_path):
+    """While a key file is copied no writer can change either key file: a rotation (new KEK
+    in the vault, the key table re-wrapped, the old KEK removed) cannot fall between the two
+    copies. Checked from inside the copy: another connection tries to write each one."""
+    import sqlite3
+
+    from adapters.backup import backup
+
+    data = tmp_path / "data"
+    with Letterlog.open(data) as store:
+        deliver_marked(store)
+    tried: dict[str, list[str]] = {}
+
+    def progress(what: str, done: int, total: int) -> None:
+        if what in ("keys.sqlite", "vault.sqlite") and what not in tried:
+            tried[what] = []
+            for name in ("keys.sqlite", "vault.sqlite"):
+                con = sqlite3.connect(data / name, timeout=0.1, isolation_level=None)
+                try:
+                    con.execute("BEGIN IMMEDIATE")
+                    con.execute("ROLLBACK")
+                    tried[what].append(f"{name} writable")
+                except sqlite3.OperationalError as e:
+                    tried[what].append(f"{name} {e}")
+                finally:
+                    con.close()
+
+    manifest = backup(data, tmp_path / "backup", progress=progress)
+    assert manifest["order"][-2:] == ["keys.sqlite", "vault.sqlite"]
+    assert tried == {f: ["keys.sqlite database is locked", "vault.sqlite database is locked"]
+                     for f in ("keys.sqlite", "vault.sqlite")}
+    with sqlite3.connect(data / "vault.sqlite", timeout=0.1) as con:  # let go afterwards
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("ROLLBACK")
