@@ -79,8 +79,11 @@ def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptio
             if options.accounts_must_exist:
                 raise
             found = None
-        if found is None or not found.has_mailbox(mailbox):
-            mailbox = "INBOX"  # as dovecot-lda does for a mailbox that does not exist
+        if found is None or not found.has_mailbox(mailbox) or store.mail.mailbox(
+                found.mailbox(mailbox)[0]).deleted:
+            # as dovecot-lda does for a mailbox that does not exist, or is \Noselect (a name
+            # kept for the mailboxes below it: it takes no messages)
+            mailbox = "INBOX"
     key = None
     if key_prefix is not None:  # hashed: the key's claim is not sealed, the envelope is
         digest = hashlib.sha256(raw).hexdigest()

@@ -162,3 +162,22 @@ def _events(store, positions):
     app = store.mail.app
     notes = app.recorder.select_notifications(start=positions[0], limit=len(positions))
     return [app.mapper.to_domain_event(x) for x in notes]
+
+
+def test_an_mta_delivery_to_a_noselect_mailbox_goes_to_inbox(store):
+    from adapters.mta.delivery import MtaOptions, delivery_fields
+
+    for name in ("Lists", "Lists/rust"):
+        store.create_mailbox(ADA, name)
+    options = MtaOptions(detail_mailbox=True)
+
+    def placed(recipient):
+        return delivery_fields(store, make_mail("x"), recipient=recipient, options=options,
+                               key_prefix=None)["mailbox"]
+
+    assert placed("ada+Lists@example.org") == "Lists"
+    store.delete_mailbox(ADA, "Lists")  # \Noselect: Lists/rust is below it
+    assert placed("ada+Lists@example.org") == "INBOX"
+    assert placed("ada+Lists/rust@example.org") == "Lists/rust"
+    options = MtaOptions(mailbox="Lists")  # lda --mailbox Lists
+    assert placed(ADA) == "INBOX"
