@@ -7,7 +7,15 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.cli.common import fail, group, out, parse_time, progress_enabled, state
+from adapters.cli.common import (
+    AS_OF_HELP,
+    fail,
+    group,
+    out,
+    parse_as_of,
+    progress_enabled,
+    state,
+)
 
 app = group("Projections and the demo.")
 
@@ -41,7 +49,8 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
             until_position: Annotated[int | None, typer.Option(
                 metavar="P", help="time travel: a read-only view as at log position P")] = None,
             as_of: Annotated[str | None, typer.Option(
-                "--as-of", metavar="TIME", help="time travel: as at this ISO 8601 time")] = None,
+                "--as-of", metavar="P|DATE", help="time travel: a read-only view " + AS_OF_HELP
+            )] = None,
             view: Annotated[str | None, typer.Option(
                 metavar="NAME", help="the view's name (default p<position>)")] = None) -> None:
     """Rebuild projections from the log into fresh tables; switch readers atomically.
@@ -56,13 +65,15 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
         fail("--until-position and --as-of: give one of them")
     if view is not None and until_position is None and as_of is None:
         fail("--view: only with --until-position or --as-of")
-    when = parse_time(as_of, "--as-of")
+    when = parse_as_of(as_of)
+    if isinstance(when, int):  # a position: the same as --until-position
+        until_position, when = when, None
     names = None if all_ else [projection or ""]
     if names:
         known_projections(names)
     if engine == "spark":
         extra = [*(["--until-position", str(until_position)] if until_position is not None
-                   else []), *(["--as-of", as_of] if as_of else []),
+                   else []), *(["--as-of", when.isoformat()] if when is not None else []),
                  *(["--view", view] if view else [])]
         result = spark_job(["rebuild", *(names or ["--all"]), *extra], master)
     elif until_position is not None or when is not None:

@@ -137,6 +137,29 @@ def parse_day(value: str | None, what: str) -> datetime | None:
     return parse_time(value, what)
 
 
+AS_OF_HELP = ("as it was at log position P (a whole number: 5000) or at DATE (2026-03-01: "
+              "midnight UTC, or an ISO 8601 date-time with a timezone: the last event "
+              "recorded then)")
+
+
+def parse_as_of(value: str | None, what: str = "--as-of") -> int | datetime | None:
+    """``--as-of``, the same on every command: a whole number is a log position, anything
+    else must be a date (``2026-03-01``, midnight UTC) or an ISO 8601 date-time with a
+    timezone, which the command turns into the position of the last event recorded then
+    (``position_at``)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    if re.fullmatch(r"[+-]?\d+", text):
+        fail(f"{what}: {value!r} is not a log position (a whole number, 0 or more)")
+    if not re.match(r"\d{4}-\d{2}-\d{2}", text):
+        fail(f"{what}: {value!r} is neither a log position (a whole number: 5000) nor a date "
+             f"(2026-03-01, or 2026-03-01T12:00:00+00:00)")
+    return parse_day(text, what)
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 
 

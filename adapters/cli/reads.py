@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import (
+    AS_OF_HELP,
     FLAGS_HELP,
     MessageId,
     cell,
@@ -19,6 +20,7 @@ from adapters.cli.common import (
     group,
     human_size,
     out,
+    parse_as_of,
     parse_day,
     parse_size,
     parse_time,
@@ -34,9 +36,9 @@ Limit = Annotated[int, typer.Option(metavar="N", min=1, max=10_000,
                                     help="at most N messages (a page)")]
 BeforeUid = Annotated[int | None, typer.Option(
     metavar="UID", help="next page: messages with a UID below this (the last one shown)")]
-AsOf = Annotated[int | None, typer.Option(
-    "--as-of", metavar="P", help="as at log position P (this account's events folded "
-                                  "in-process)")]
+AsOf = Annotated[str | None, typer.Option(
+    "--as-of", metavar="P|DATE", help=AS_OF_HELP + "; this account's events folded "
+                                                   "in-process")]
 ViewOption = Annotated[str | None, typer.Option(
     "--view", metavar="NAME", help="read a view built by rebuild --until-position/--as-of")]
 COLUMNS = ((">", 6, "UID"), ("<", 16, "DATE"), ("<", 26, "FROM"), ("<", 44, "SUBJECT"),
@@ -89,10 +91,13 @@ def list_messages(account: Account, mailbox: MailboxOption = "INBOX", limit: Lim
                                                 before_uid=before_uid), limit)
 
 
-def _past(account: str, as_of: int | None, view: str | None) -> Any:
-    if as_of is None and view is None:
+def _past(account: str, as_of: str | None, view: str | None) -> Any:
+    when = parse_as_of(as_of)
+    if when is None and view is None:
         return state.read_models()
-    return state.reader().reading(view=view, as_of=as_of, account=account)
+    store = state.reader()
+    position = store.position_at(when) if isinstance(when, datetime) else when
+    return store.reading(view=view, as_of=position, account=account)
 
 
 @app.command()

@@ -181,3 +181,40 @@ def test_ctrl_c_during_an_import_says_what_landed_and_how_to_resume(tmp_path):
     assert resumed["already_imported"] >= so_far
     [c] = jrun(data, "counters", ADA)
     assert c["mailboxes"]["INBOX"]["messages"] == 3000
+
+
+def test_as_of_is_a_position_or_a_date_on_list_counters_status_and_rebuild(tmp_path):
+    data = tmp_path / "d"
+    first = _deliver(data, tmp_path, "first")
+    between = datetime.now(UTC)
+    second = _deliver(data, tmp_path, "second")
+    assert first["position"] < second["position"]
+    at = between.isoformat()
+    for as_of in (str(first["position"]), at):
+        assert [m["message_id"] for m in jrun(data, "list", ADA, "--as-of", as_of)] == [
+            first["message_id"]], as_of
+        [c] = jrun(data, "counters", ADA, "--as-of", as_of)
+        assert c["mailboxes"]["INBOX"]["messages"] == 1
+        [st] = jrun(data, "status", ADA, "--as-of", as_of)
+        assert st["position"] == first["position"]
+    # a day is midnight UTC: before the store existed, so the account did not exist then
+    p = run(data, "list", ADA, "--as-of", "2000-01-01", ok=False)
+    assert p.returncode == 2 and b"Traceback" not in p.stderr
+    # rebuild: a number is a position (as --until-position), a date the position then
+    [by_number] = jrun(data, "rebuild", "--all", "--as-of", str(first["position"]),
+                       "--view", "n")
+    [by_date] = jrun(data, "rebuild", "--all", "--as-of", at, "--view", "d")
+    assert by_number["position"] == by_date["position"] == first["position"]
+    assert len(jrun(data, "list", ADA, "--view", "d")) == 1
+
+
+def test_an_as_of_that_is_neither_a_position_nor_a_date_is_refused_naming_both(tmp_path):
+    data = tmp_path / "d"
+    _deliver(data, tmp_path, "m")
+    for args in (["list", ADA], ["rebuild", "--all"]):
+        for bad, needle in (("yesterday", b"neither a log position"),
+                            ("-3", b"not a log position"),
+                            ("2026-03-01T12:00:00", b"needs a timezone")):
+            p = run(data, *args, "--as-of", bad, ok=False)
+            assert p.returncode == 2 and needle in p.stderr, (args, bad, p.stderr)
+            assert p.stderr.count(b"\n") == 1
