@@ -34,6 +34,7 @@ from domain.commands import Deliver, build
 from domain.errors import (
     AccountNotFound,
     InvalidCommand,
+    InvalidState,
     MailboxExists,
     MailboxNotFound,
     MessageNotFound,
@@ -556,7 +557,10 @@ class Letterlog(ReadModelQueries):
                 raise MailboxNotFound(
                     f"mailbox: {cmd.mailbox!r} does not exist for {cmd.account}") from None
             return
-        account.mailbox(cmd.mailbox)
+        mailbox_id, _, _ = account.mailbox(cmd.mailbox)
+        if self.mail.mailbox(mailbox_id).deleted:
+            raise InvalidState(f"mailbox: {cmd.mailbox!r} is \\Noselect (deleted, kept as a"
+                               " name for the mailboxes below it): it takes no messages")
 
     # -- command-side views ---------------------------------------------------------------------
     def show(self, message_id: UUID) -> dict[str, Any]:

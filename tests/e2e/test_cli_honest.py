@@ -156,6 +156,10 @@ def test_mailbox_tree_rename_and_delete_with_inferiors(store):
     [done] = [mb for mb in jrun(data, "mailbox", "list", ADA) if mb["name"] == "Done"]
     assert done["noselect"] is True
     before = stored_event_count(data)
+    p = run(data, "deliver", "--account", ADA, "--mailbox", "Done", str(mail), ok=False)
+    assert p.returncode == 2 and b"Noselect" in p.stderr  # refused before any file
+    assert stored_event_count(data) == before
+    before = stored_event_count(data)
     p = run(data, "mailbox", "delete", ADA, "Done", ok=False)
     assert p.returncode == 2 and b"has inferiors (Done/2024)" in p.stderr
     assert stored_event_count(data) == before
