@@ -89,10 +89,27 @@ class EventRecord:
         try:
             return _DECODE(self.originator_id, self.originator_version, self.topic, self.state)
         except Exception as e:
+            if _unavailable(e):
+                raise  # the key store's database did not answer: not the event's fault
             raise CorruptEvent(
                 f"event at position {self.position} (aggregate {self.originator_id}, version "
                 f"{self.originator_version}, topic {self.topic!r}) cannot be decoded: {e}"
             ) from e
+
+
+def _unavailable(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is a database or connection failure -- the key
+    store's server down or restarting -- rather than something wrong with the event."""
+    seen: BaseException | None = error
+    for _ in range(5):
+        if seen is None:
+            return False
+        module = type(seen).__module__
+        if module.startswith(("psycopg", "sqlite3")) or isinstance(seen, ConnectionError
+                                                                   | TimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def record_from_notification(n: Any) -> EventRecord:

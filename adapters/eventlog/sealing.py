@@ -493,6 +493,7 @@ class _PostgresKeyTable:
     def __init__(self, conninfo: str) -> None:
         import psycopg
 
+        self._conninfo = conninfo
         self._conn = psycopg.connect(conninfo, autocommit=True)
         self._lock = threading.Lock()
         # CREATE TABLE IF NOT EXISTS is not safe against itself: two processes creating the
@@ -513,9 +514,20 @@ class _PostgresKeyTable:
                             "kek_id = EXCLUDED.kek_id", rows)
 
     def row(self, key_id: UUID) -> tuple[bytes | None, UUID | None] | None:
+        import psycopg
+
+        query = "SELECT key, kek_id FROM letterlog_data_keys WHERE key_id = %s"
         with self._lock:
-            row = self._conn.execute("SELECT key, kek_id FROM letterlog_data_keys "
-                                     "WHERE key_id = %s", (key_id,)).fetchone()
+            try:
+                row = self._conn.execute(query, (key_id,)).fetchone()
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                # the server restarted (or the connection was cut): a read is safe to repeat
+                # on a new connection; if the server is still down this raises, and the
+                # caller retries later (never a reason to call the event corrupt)
+                if not (self._conn.closed or self._conn.broken):
+                    raise
+                self._conn = psycopg.connect(self._conninfo, autocommit=True)
+                row = self._conn.execute(query, (key_id,)).fetchone()
         return None if row is None else (row[0], row[1])
 
     def rotate(self, key_ids: list[UUID], plan: Any) -> int:

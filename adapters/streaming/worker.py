@@ -181,6 +181,7 @@ class WorkerState:
         what = "hbase" if settings.table_store == "hbase" else "the table store"
         self.store_stall = Stall(what, self.slog)
         self.kafka_stall = Stall("kafka", self.slog)
+        self.keys_stall = Stall("the event store", self.slog)  # the data keys beside the log
         #: the partitions' end offsets as the broker last gave them (``refresh_highwaters``):
         #: the consumer's own stop moving while it does not fetch (a stalled store)
         self.highwaters: dict[tuple[str, int], int] = {}
@@ -262,7 +263,12 @@ class WorkerState:
                 result = await loop.run_in_executor(self.executor, self._apply, records,
                                                     decoded)
             except Exception as error:  # noqa: BLE001 - the store; poison never gets here
-                self.store_stall.failed(error, self.inflight)
+                from adapters.lifecycle.scheduled import dependency_of
+
+                # the tables, or the key store in the log's database (sealed records)
+                stall = self.keys_stall if dependency_of(error) == "the event store" \
+                    else self.store_stall
+                stall.failed(error, self.inflight)
                 self.inflight = None
                 delay = backoff.next()
                 # said once by the stall (and every minute while it lasts), not per try
@@ -272,6 +278,7 @@ class WorkerState:
                 continue
             self.inflight = None
             self.store_stall.ok()
+            self.keys_stall.ok()
             self.batches += 1
             self.records += result.records
             seconds = time.perf_counter() - started

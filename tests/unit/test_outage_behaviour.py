@@ -186,3 +186,18 @@ def test_the_verdict_counts_open_dead_letters():
     assert verdict(report).endswith("1 dead letter open (`letterlog dead-letters list`)")
     report["dead_letters"] = 0
     assert "dead letter" not in verdict(report)
+
+
+def test_a_key_store_that_does_not_answer_is_no_reason_to_call_an_event_corrupt():
+    import psycopg
+
+    from adapters.eventlog.records import _unavailable
+
+    try:
+        try:
+            raise psycopg.OperationalError("the connection is closed")
+        except psycopg.OperationalError as error:
+            raise LookupError("no key") from error
+    except LookupError as wrapped:
+        assert _unavailable(wrapped)
+    assert not _unavailable(ValueError("bad msgpack"))
