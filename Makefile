@@ -16,6 +16,7 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	rm -rf demo-data
+	$(VENV)/bin/letterlog --data demo-data init
 	$(VENV)/bin/letterlog --data demo-data demo
 
 test: $(STAMP)

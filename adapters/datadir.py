@@ -30,10 +30,13 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
         if root.exists() and not root.is_dir():
             raise StoreUnavailable(f"{root}: is not a directory (give --data a directory)")
         if not create:
+            make = f"`letterlog --data {root} init` makes one"
             if not root.is_dir():
-                raise StoreUnavailable(f"{root}: no letterlog store here (no such directory)")
+                raise StoreUnavailable(f"{root}: no letterlog store here (no such directory; "
+                                       f"{make})")
             if sqlite_log and not (root / "events.sqlite").is_file():
-                raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite)")
+                raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite; "
+                                       f"{make})")
         if not root.is_dir():
             private_dir(root)
         elif create and not any(os.scandir(root)) and os.stat(root).st_uid == os.geteuid():

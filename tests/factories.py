@@ -142,10 +142,22 @@ BIN = [sys.executable, "-m", "adapters.cli"]
 """The ``letterlog`` command, as the installed script runs it."""
 
 
+FIRST_WRITES = ("deliver", "import", "demo")
+"""Commands a user's first session starts with: ``run`` makes the store (``letterlog
+init``) before one of them meets a data directory that does not exist, as the user must
+(no command but ``init`` creates a store)."""
+
+
 def run(data: Path, *args: str, ok: bool = True,
         stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """``letterlog --data DATA ARGS`` in a subprocess; with ``ok`` it must exit 0."""
+    """``letterlog --data DATA ARGS`` in a subprocess; with ``ok`` it must exit 0. A first
+    write (``FIRST_WRITES``) into a DATA that does not exist yet runs ``init`` first."""
     env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
+    words = [a for a in args if not a.startswith("-")]
+    if words and words[0] in FIRST_WRITES and not data.exists():
+        made = subprocess.run([*BIN, "--data", str(data), "init"], capture_output=True,
+                              env=env, timeout=120)
+        assert made.returncode == 0, made.stderr.decode()
     p = subprocess.run([*BIN, "--data", str(data), *args], capture_output=True, env=env,
                        input=stdin, timeout=120)
     if ok:

@@ -78,6 +78,7 @@ def bench_startup(runs: int = 11, plot: Path | None = None) -> dict[str, Any]:
                   if not k.upper().startswith("LETTERLOG_") and k != "PYTHONDONTWRITEBYTECODE"},
                "LETTERLOG_DATA": str(data), "LETTERLOG_DURABILITY": "normal",
                "PYTHONPYCACHEPREFIX": str(Path(tmp) / "bytecode")}
+        subprocess.run([*cli, "init"], capture_output=True, env=env, check=True)
         out = subprocess.run([*cli, "--json", "deliver", "--account", "ada@example.org",
                               str(mail)], capture_output=True, env=env, check=True).stdout
         mid = out.decode().split('"message_id": "', 1)[1].split('"', 1)[0]

@@ -48,10 +48,11 @@ class State:
         self._store: Any = None
         self._current: Any = None
 
-    def store(self, *, create: bool = True, read_models: bool = True) -> Any:
-        """The store, opened once. ``create``: a command that can start a store (deliver,
-        import, mailbox create, demo) creates the data directory if missing; any other
-        command finds a directory holding no store an error naming it, and creates nothing.
+    def store(self, *, create: bool = False, read_models: bool = True) -> Any:
+        """The store, opened once. Only ``init`` passes ``create`` (it makes the data
+        directory and the store); every other command, writes included (deliver, import,
+        mailbox create, demo), finds a directory holding no store an error naming it and
+        ``letterlog init``, and creates nothing: a mistyped ``--data`` starts no store.
         ``read_models=False``: a command that reads only the log (``show``) neither opens
         nor catches up the read models."""
         if self._store is None:

@@ -54,6 +54,7 @@ def heavy(modules: set[str]) -> set[str]:
 def data(tmp_path: Path) -> Path:
     """A store with two delivered messages, one labelled ``work``; INBOX subscribed."""
     data = tmp_path / "d"
+    write(data, "init")
     for n, subject in enumerate(("Quarterly report", "Lunch")):
         mail = tmp_path / f"{n}.eml"
         mail.write_bytes(make_mail(subject))
@@ -115,6 +116,7 @@ def test_an_import_nobody_watches_draws_no_progress_and_loads_no_rich(tmp_path):
     mbox = tmp_path / "in.mbox"
     mbox.write_bytes(b"".join(b"From a@example.org Mon Jan  1 00:00:00 2024\n"
                               + make_mail(f"n{n}") + b"\n" for n in range(3)))
+    write(tmp_path / "d", "init")
     out, modules = probe(tmp_path / "d", "--json", "import", "mbox", str(mbox),
                          "--account", ADA)
     assert json.loads(out)["imported"] == 3

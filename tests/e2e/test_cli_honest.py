@@ -202,6 +202,7 @@ def test_deliver_reads_one_file_at_a_time(tmp_path):
         f.write_bytes(make_mail(f"big {i}", message_id=f"<big{i}@x>",
                                 body=(f"{i}" * 76 + "\r\n") * 80_000))
         files.append(str(f))
+    run(data, "init")
 
     def peak_kib(*paths: str) -> int:
         p = subprocess.Popen([*BIN, "--data", str(data), "deliver", "--account", ADA, *paths],

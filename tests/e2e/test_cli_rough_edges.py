@@ -218,3 +218,37 @@ def test_an_as_of_that_is_neither_a_position_nor_a_date_is_refused_naming_both(t
             p = run(data, *args, "--as-of", bad, ok=False)
             assert p.returncode == 2 and needle in p.stderr, (args, bad, p.stderr)
             assert p.stderr.count(b"\n") == 1
+
+
+def test_no_command_but_init_creates_a_store_a_mistyped_data_is_refused_naming_init(
+        tmp_path):
+    import subprocess
+
+    from tests.factories import BIN
+
+    mail = tmp_path / "m.eml"
+    mail.write_bytes(make_mail("m"))
+    box = _mbox(tmp_path / "in.mbox", 2)
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
+    for data in (tmp_path / "typo" / "data", tmp_path / "empty"):
+        for args in (["deliver", "--account", ADA, str(mail)],
+                     ["import", "mbox", str(box), "--account", ADA],
+                     ["mailbox", "create", ADA, "Archive", "--create-account"],
+                     ["demo", "--messages", "2"]):
+            p = subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
+                               env=env, timeout=120)
+            err = p.stderr.decode()
+            assert p.returncode == 2 and err.count("\n") == 1, (args, err)
+            assert err.startswith(f"letterlog: error: {data}: ") and "no letterlog store" in err
+            assert f"`letterlog --data {data} init` makes one" in err, err
+        assert not (tmp_path / "typo").exists()
+        assert list((tmp_path / "empty").iterdir()) == []
+    # init makes it (parents included); then the same commands work
+    data = tmp_path / "typo" / "data"
+    p = subprocess.run([*BIN, "--data", str(data), "init"], capture_output=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0 and (data / "events.sqlite").is_file()
+    p = subprocess.run([*BIN, "--data", str(data), "deliver", "--account", ADA, str(mail)],
+                       capture_output=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()

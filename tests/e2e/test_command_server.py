@@ -41,6 +41,15 @@ def environment(runtime: Path, **extra: str) -> dict[str, str]:
     return {**env, "XDG_RUNTIME_DIR": str(runtime), "LETTERLOG_DURABILITY": "normal", **extra}
 
 
+def initialised(data: Path, cwd: Path | None = None) -> Path:
+    """``letterlog init`` run alone (no command but init makes a store): ``data``."""
+    p = subprocess.run([sys.executable, "-m", "adapters.cli", "--data", str(data), "init"],
+                       capture_output=True, text=True, cwd=cwd, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"})
+    assert p.returncode == 0, p.stderr
+    return data
+
+
 def letterlog(env: dict[str, str], *args: str, cwd: Path | None = None,
               stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "adapters.cli", *args], capture_output=True,
@@ -78,7 +87,7 @@ def served(runtime: Path) -> Iterator[dict[str, str]]:
 @pytest.fixture
 def store(tmp_path: Path) -> tuple[Path, str]:
     """A store holding one message (delivered without a server); its data dir and id."""
-    data = tmp_path / "d"
+    data = initialised(tmp_path / "d")
     mail = tmp_path / "m.eml"
     mail.write_bytes(make_mail("Served"))
     p = letterlog(environment(tmp_path / "none"), "--data", str(data), "--json", "deliver",
@@ -116,6 +125,7 @@ def test_writes_land_in_the_store_with_the_callers_cwd_environment_and_umask(ser
     work.mkdir()
     (work / "m.eml").write_bytes(make_mail("Relative"))
     env = {**served, "LETTERLOG_DATA": "relative-data"}
+    initialised(Path("relative-data"), cwd=work)
     p = subprocess.run(
         [sys.executable, "-c", "import os, sys; os.umask(0o077); "
          "from adapters.cli import main; sys.argv[0] = 'letterlog'; main()",
@@ -132,7 +142,7 @@ def test_writes_land_in_the_store_with_the_callers_cwd_environment_and_umask(ser
 
 
 def test_standard_input_is_the_callers(served, tmp_path):
-    data = tmp_path / "d"
+    data = initialised(tmp_path / "d")
     p = letterlog(served, "--data", str(data), "--json", "deliver", "--account", ADA,
                   "/dev/stdin", stdin=make_mail("From stdin"))
     assert p.returncode == 0, p.stderr
@@ -308,7 +318,7 @@ RAW = make_mail("Gr\u00fc\u00dfe", body="line one\r\nno newline at the end: \u00
 
 @pytest.mark.parametrize("stdin_is", ["pipe", "file"])
 def test_dev_stdin_is_the_callers_standard_input_in_the_server(served, tmp_path, stdin_is):
-    data = tmp_path / "d"
+    data = initialised(tmp_path / "d")
     source = tmp_path / "in.eml"
     source.write_bytes(RAW)
     with source.open("rb") as f:
@@ -326,7 +336,7 @@ def test_a_path_to_one_of_the_clients_own_descriptors_is_read_by_the_client(serv
                                                                            path):
     """bash's ``<(...)`` names a descriptor only the client has: such a command is not
     forwarded (the server would read nothing there, or another file) and runs here."""
-    data = tmp_path / "d"
+    data = initialised(tmp_path / "d")
     argv = ["--data", str(data), "--json", "deliver", "--account", ADA]
     read, write = os.pipe()
     try:

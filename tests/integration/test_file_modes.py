@@ -55,6 +55,7 @@ def test_every_file_a_store_makes_is_private_under_umask_022(tmp_path):
     big.write_bytes(make_mail("big", body="x" * 40_000))  # > inline limit: a payload file
     small = tmp_path / "small.eml"
     small.write_bytes(make_mail("small", message_id="<s@x>"))
+    cli(data, "init")  # makes the data directory (parents included) and the store
     cli(data, "deliver", "--account", ADA, "--label", "l", str(big), str(small))
     cli(data, "deliver", "--account", BOB, str(big))
     cli(data, "--json", "list", ADA)

@@ -75,6 +75,7 @@ def deliver_while_down(env: dict[str, str], tmp_path: Path) -> dict[str, float]:
         f = tmp_path / f"m{i}.eml"
         f.write_bytes(make_mail(f"while HBase is down {i}", message_id=f"<down{i}@x>"))
         files.append(str(f))
+    cli(env, "init")  # only init makes a store
     delivered, cli_seconds = cli(env, "deliver", "--account", ACCOUNT, *files)
     assert len(delivered) == 3 and all(d["uid"] for d in delivered)
     box = mailbox.mbox(tmp_path / "in.mbox")
