@@ -118,7 +118,8 @@ def dead_letters_discard(
 
 @dead_app.command("redrive")
 def dead_letters_redrive() -> None:
-    """Apply every dead letter again (after a fix); the ones that succeed are closed."""
+    """Apply every dead letter again (after a fix); the ones that succeed are closed (exit 1
+    if some still fail: each failure counts in `times`)."""
     from adapters.readside.catalog import Catalog
     from adapters.streaming.deadletters import redrive
 
@@ -128,6 +129,9 @@ def dead_letters_redrive() -> None:
     report = redrive(store, physical=catalog.physical)
     out({k: v for k, v in report.items() if k != "details"},
         f"redriven {report['redriven']}, still failing {report['failed']}")
+    if report["failed"]:
+        fail(f"{report['failed']} dead letter{'s' if report['failed'] != 1 else ''} still "
+             "fail (`letterlog dead-letters list` shows them and their errors)", 1)
 
 
 # -- lag --------------------------------------------------------------------------------------

@@ -288,7 +288,7 @@ def redrive(store: TableStore, *, projections: Sequence[Projection] = ALL,
             clock: Callable[[], float] = time.time) -> dict[str, Any]:
     """Applies every dead letter again (after a fix) through the partition's own projections;
     closes the ones that now succeed (recorded as ``redriven``) and records another attempt
-    on the others.
+    on the others (``times`` counts it).
 
     ``topics``: the Kafka topics whose records may be applied (None: any); ``topic`` limits
     the dead letters taken. Re-applying is idempotent, so a redrive that crashes before
@@ -326,8 +326,10 @@ def redrive(store: TableStore, *, projections: Sequence[Projection] = ALL,
                                       "error": str(error)})
             column, value = _attempt(cells, now, f"redrive by {operator()}", 1, str(error))
             version = int(now * 1000)
+            times = int(cells.get(DL_TIMES, b"1")) + 1  # a redrive's try counts as one more
             store.apply([Put(table, row, DL_ERROR, str(error).encode(), version),
                          Put(table, row, DL_LAST_SEEN, now_iso(now).encode(), version),
+                         Put(table, row, DL_TIMES, b"%d" % times, version),
                          Put(table, row, column, value, version)])
             continue
         _close(store, letter, cells, "redriven", "applied again by redrive",

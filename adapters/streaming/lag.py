@@ -116,7 +116,8 @@ def verdict(report: dict[str, Any]) -> str:
     if report["problems"]:
         return "unknown: " + "; ".join(report["problems"] + ([letters] if letters else []))
     if relay is None or kafka is None:
-        return "no scale-out path configured (LETTERLOG_KAFKA_BOOTSTRAP is not set)"
+        return ("no scale-out path configured (LETTERLOG_KAFKA_BOOTSTRAP is not set)"
+                + (f"; {letters}" if letters else ""))
     behind = []
     if relay["events"]:
         behind.append(f"the relay {relay['events']} events ({relay['seconds']:.1f} s)")

@@ -287,6 +287,7 @@ class OutboxRelay:
         self._partition_of: dict[bytes, int] = {}  # key -> partition, for ``_known``
         self._known: tuple[int, ...] = ()  # the topic's partitions the cache was built for
         self._inflight: float | None = None  # when the Kafka call now waited on started
+        self._reading: float | None = None  # when the log read now waited on started
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -464,9 +465,11 @@ class OutboxRelay:
         call in flight for long is reported as Kafka not answering."""
         next_report = 0.0
         while not (stop.is_set() or done.is_set()):
-            inflight = self._inflight
+            inflight, reading = self._inflight, self._reading
             if inflight is not None:
                 kafka.waiting(inflight)
+            if reading is not None:
+                database.waiting(reading)
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + every
                 self._report(slog, database)
@@ -493,6 +496,12 @@ class OutboxRelay:
         """One progress line and the relay's gauges (position, head, lag)."""
         metrics = _relay_metrics()
         position = self._position
+        reading = self._reading
+        if reading is not None and time.monotonic() - reading >= 5.0:
+            # the loop's own read of the log hangs: asking the log again would hang too
+            slog.info("progress", position=position, published=self.published,
+                      behind_events="unknown", behind_seconds="unknown")
+            return
         try:
             if position is None:
                 position = self.position.load()
@@ -518,7 +527,11 @@ class OutboxRelay:
             if stop is not None and stop.is_set():
                 break
             limit = self.batch if max_events is None else min(self.batch, max_events - total)
-            notifications = self.read(position + 1, limit)
+            self._reading = time.monotonic()  # a read that hangs (a pool waiting to connect)
+            try:
+                notifications = self.read(position + 1, limit)
+            finally:
+                self._reading = None
             if not notifications:
                 break
             records: list[tuple[int, bytes, bytes]] = []

@@ -1,7 +1,8 @@
 """Dead letters on real HBase, acted on through ``letterlog dead-letters`` (subprocesses with
 ``LETTERLOG_TABLE_STORE=hbase``): a record a broken projector set aside is redriven once the
 projector is fixed and then applied exactly once; a garbage record is discarded, and the
-decision is kept."""
+decision is kept. A redrive that leaves letters failing exits 1 and counts its try in
+``times``."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
+def cli(env: dict[str, str], *args: str, code: int = 0) -> list[dict[str, Any]]:
     p = subprocess.run([sys.executable, "-m", "adapters.cli", "--json", "dead-letters", *args],
                        cwd=ROOT, env={**os.environ, **env}, capture_output=True, timeout=300)
-    assert p.returncode == 0, p.stderr.decode()
+    assert p.returncode == code, p.stderr.decode()
+    if code:
+        assert p.stderr.decode().count("\n") == 1 and "still fail" in p.stderr.decode()
     return [json.loads(line) for line in p.stdout.decode().splitlines() if line.strip()]
 
 
@@ -58,8 +61,16 @@ def test_redrive_after_a_fix_applies_once_and_a_discard_is_recorded(hbase_server
         letters = {d.position: d.id for d in list_dead_letters(store)}
         assert set(letters) == {first, None}
 
-        [report] = cli(env, "redrive")  # the CLI's projectors are the fixed ones
+        # `lag` counts them in its verdict (here without Kafka or a log: still said)
+        lag = subprocess.run([sys.executable, "-m", "adapters.cli", "--json", "lag"], cwd=ROOT,
+                             env={**os.environ, **env}, capture_output=True, timeout=300)
+        report = json.loads(lag.stdout)
+        assert report["dead_letters"] == 2 and "2 dead letters open" in report["verdict"]
+        times = {d["id"]: d["times"] for d in cli(env, "list")}
+        [report] = cli(env, "redrive", code=1)  # the CLI's projectors are the fixed ones
         assert (report["redriven"], report["failed"]) == (1, 1)
+        [left] = cli(env, "list")  # the garbage record failed once more: counted
+        assert left["times"] == times[letters[None]] + 1
         [discarded] = cli(env, "discard", letters[None], "--reason", "garbage in the topic")
         assert discarded["id"] == letters[None]
 
