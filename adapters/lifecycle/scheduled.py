@@ -1,7 +1,7 @@
 """``letterlog purger``: the purge jobs on a schedule, through any outage of their servers.
 
 A run that fails because PostgreSQL (the log), HBase (the tables) or another server does not
-answer is retried with capped, jittered backoff (``telemetry.Backoff``) on a store opened
+answer is retried with capped, jittered backoff (``outages.Backoff``) on a store opened
 afresh; the purger says once that the server is not answering, reminds every minute while it
 stays so, says when it answers again, and never exits on an outage (supervisord would give up
 on a process that keeps dying). Only a mistake no retry fixes ends it: settings that do not
@@ -35,7 +35,7 @@ FATAL: tuple[type[BaseException], ...] = (SettingsError, StoreUnavailable)
 
 class KeyValueLog:
     """A stdlib logger behind the ``warning(event, **fields)`` of a structlog logger (what
-    ``telemetry.Stall`` calls): ``event key=value ...``."""
+    ``outages.Stall`` calls): ``event key=value ...``."""
 
     def __init__(self, target: logging.Logger) -> None:
         self.target = target
@@ -83,7 +83,7 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
                first_backoff: float = 1.0, max_backoff: float = 30.0) -> None:
     """Runs the purge jobs every ``interval`` seconds (default: the store's
     ``purge_interval_seconds``) until ``stop`` is set; see the module docstring."""
-    from adapters.streaming.telemetry import Backoff, Stall, quiet_libraries
+    from adapters.outages import Backoff, Stall, quiet_libraries
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     quiet_libraries()

@@ -18,72 +18,30 @@ the file is removed when the process exits.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import logging
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from adapters.filemodes import private_dir, private_file
+from adapters.outages import (  # noqa: F401  (their home is adapters.outages)
+    LIBRARY_WINDOW,
+    REMIND_EVERY,
+    Backoff,
+    LibraryRateLimit,
+    Stall,
+    _limit,
+    quiet_libraries,
+    watching,
+)
 
 __all__ = ["Backoff", "LibraryRateLimit", "Stall", "configure_logging", "logger",
            "pace_kafka_metadata", "quiet_libraries", "read_endpoints", "serve_metrics"]
 
 _configured = False
-#: while a dependency stays down, its ``Stall`` says so again this often (seconds)
-REMIND_EVERY = 60.0
-#: a library logger repeats the same message at most once per this many seconds
-LIBRARY_WINDOW = 60.0
-
-
-class LibraryRateLimit(logging.Filter):
-    """Passes every ``letterlog.*`` record; of any other logger's, the first of each (logger,
-    level, message template) per ``window`` seconds, with how many like it were held back
-    since the last one that passed."""
-
-    def __init__(self, window: float = LIBRARY_WINDOW,
-                 clock: Any = time.monotonic) -> None:
-        super().__init__()
-        self.window = window
-        self.clock = clock
-        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}
-        self._lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name == "letterlog" or record.name.startswith("letterlog."):
-            return True
-        key = (record.name, record.levelno, str(record.msg))
-        now = self.clock()
-        with self._lock:
-            since, held = self._seen.get(key, (None, 0))
-            if since is not None and now - since < self.window:
-                self._seen[key] = (since, held + 1)
-                return False
-            if len(self._seen) > 10_000:  # messages built without a template: forget them
-                self._seen.clear()
-            self._seen[key] = (now, 0)
-        if held:
-            record.msg = f"{record.msg} [{held} more like it in the last {self.window:.0f} s]"
-        return True
-
-
-_limit = LibraryRateLimit()
-
-
-def quiet_libraries() -> None:
-    """Puts the rate limit on every handler of the root logger and of ``letterlog`` (call it
-    again after a framework installed its own handlers, as faust's worker does)."""
-    for name in ("", "letterlog"):
-        for handler in logging.getLogger(name).handlers:
-            if _limit not in handler.filters:
-                handler.addFilter(_limit)
-    last = logging.lastResort  # what prints a record no handler took
-    if last is not None and _limit not in last.filters:
-        last.addFilter(_limit)
 
 
 _paced = False
@@ -115,27 +73,6 @@ def pace_kafka_metadata(pause: float = 1.0) -> None:
 
     AIOKafkaClient._metadata_update = paced  # type: ignore[method-assign]
     _paced = True
-
-
-class Backoff:
-    """Waits between retries of a call to a server that does not answer: exponential from
-    ``first`` seconds, capped at ``cap``, each wait drawn at random below its bound (full
-    jitter: processes that lost the same server do not come back in step)."""
-
-    def __init__(self, first: float = 0.2, cap: float = 30.0) -> None:
-        from tenacity import wait_random_exponential
-
-        self._wait = wait_random_exponential(multiplier=first, max=cap, min=first)
-        self.attempt = 0
-
-    def next(self) -> float:
-        from types import SimpleNamespace
-
-        self.attempt += 1
-        return float(self._wait(SimpleNamespace(attempt_number=self.attempt)))  # type: ignore[arg-type]
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 def configure_logging(level: int = logging.INFO) -> None:
@@ -209,70 +146,3 @@ def read_endpoints(data: Path) -> list[dict[str, Any]]:
             continue
         found.append(entry)
     return found
-
-
-class Stall:
-    """Warns once when a dependency has failed for ``after`` seconds, again every
-    ``remind_every`` seconds while it keeps failing (``... still not answering``), and once
-    when it answers again: ``failed(error)`` after each failed call, ``ok()`` after each good
-    one."""
-
-    def __init__(self, what: str, log: Any, after: float = 5.0,
-                 remind_every: float = REMIND_EVERY) -> None:
-        self.what = what
-        self.log = log
-        self.after = after
-        self.remind_every = remind_every
-        self.since: float | None = None
-        self.warned = False
-        self._said = 0.0  # when the last warning was logged
-        self._lock = threading.Lock()
-
-    @property
-    def down(self) -> bool:
-        return self.warned
-
-    def failed(self, error: BaseException, started: float | None = None) -> None:
-        """A call failed; ``started``: when it was made (``time.monotonic()``), so a call that
-        hung for a while before failing counts from its start."""
-        with self._lock:
-            now = time.monotonic()
-            first = started if started is not None else now
-            if self.since is None or first < self.since:
-                self.since = first
-            if not self.warned and now - self.since >= self.after:
-                self.warned, self._said = True, now
-                self.log.warning(f"{self.what} not answering", seconds=round(now - self.since, 1),
-                                 error=_short(error))
-            elif self.warned and now - self._said >= self.remind_every:
-                self._said = now
-                self.log.warning(f"{self.what} still not answering",
-                                 seconds=round(now - self.since, 1), error=_short(error))
-
-    def waiting(self, started: float) -> None:
-        """A call made at ``started`` has not returned yet: warn if that is ``after`` ago."""
-        if time.monotonic() - started >= self.after:
-            self.failed(TimeoutError(f"a call has waited {time.monotonic() - started:.0f} s"),
-                        started)
-
-    def ok(self) -> None:
-        with self._lock:
-            if self.warned and self.since is not None:
-                self.log.warning(f"{self.what} answering again",
-                                 seconds=round(time.monotonic() - self.since, 1))
-            self.since, self.warned = None, False
-
-
-def _short(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:300]}"
-
-
-@contextlib.contextmanager
-def watching(stall: Stall) -> Any:
-    try:
-        yield
-    except Exception as error:
-        stall.failed(error)
-        raise
-    stall.ok()
