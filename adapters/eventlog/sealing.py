@@ -234,6 +234,8 @@ class Vault:
 # A KEK no key refers to and older than this is an interrupted rotation's leftover (a new
 # KEK is stored a moment before the keys wrapped by it): removed by the next destroy.
 ORPHAN_AGE_S = 3600.0
+# A key read while another process rotates its batch is read again, at most this many times.
+RACES = 5
 
 
 class _KeyTable(Protocol):
@@ -288,19 +290,22 @@ class WrappedKeyStore:
         return self._pool.take(self._commit)
 
     def get(self, key_id: UUID) -> bytes | None:
-        row = self.table.row(key_id)
-        if row is None:
-            return None
-        wrapped, kek_id = row
-        if wrapped is None:
-            return DESTROYED
-        if kek_id is None:
-            return bytes(wrapped)  # not wrapped yet (a store opened by an older version)
-        kek = self.vault.get(kek_id)
-        if kek is None:
-            raise KeyStoreMissing(f"data key {key_id}: its key-encryption key {kek_id} is not "
-                                  f"in the vault {self.vault.path} (the wrong vault, or lost)")
-        return unwrap(kek, key_id, wrapped)
+        for _ in range(RACES):
+            row = self.table.row(key_id)
+            if row is None:
+                return None
+            wrapped, kek_id = row
+            if wrapped is None:
+                return DESTROYED
+            if kek_id is None:
+                return bytes(wrapped)  # not wrapped yet (a store opened by an older version)
+            kek = self.vault.get(kek_id)
+            if kek is not None:
+                return unwrap(kek, key_id, wrapped)
+            # another process rotated the batch between the two reads (the row read was
+            # wrapped under the KEK it has just removed): read the row again
+        raise KeyStoreMissing(f"data key {key_id}: its key-encryption key {kek_id} is not "
+                              f"in the vault {self.vault.path} (the wrong vault, or lost)")
 
     def destroy(self, key_ids: Iterable[UUID]) -> int:
         ids = list(dict.fromkeys(key_ids))

@@ -113,3 +113,25 @@ def test_a_sealed_part_names_the_vault_it_needs_when_its_kek_is_missing(tmp_path
     with pytest.raises(sealing.KeyStoreMissing, match="vault"):
         elsewhere.get(key_id)
     elsewhere.close()
+
+
+def test_a_key_read_while_another_process_rotates_its_batch_still_opens(tmp_path: Path) -> None:
+    """The reader's row is wrapped under a KEK the other process removes before the reader
+    looks it up in the vault (two purgers at once met this): the reader reads the row again."""
+    writer = SqliteKeyStore(tmp_path / "keys.sqlite")
+    (kept, key), (doomed, _) = writer.new_key(), writer.new_key()
+    reader = SqliteKeyStore(tmp_path / "keys.sqlite")
+    read_row = reader.table.row
+    rotated = []
+
+    def row_then_rotation(key_id: UUID):
+        row = read_row(key_id)
+        if not rotated:
+            rotated.append(writer.destroy([doomed]))  # between the reader's two reads
+        return row
+
+    reader.table.row = row_then_rotation  # type: ignore[method-assign]
+    assert reader.get(kept) == key and rotated == [1]
+    assert reader.get(doomed) == sealing.DESTROYED
+    reader.close()
+    writer.close()
