@@ -269,6 +269,14 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
     with _write_locked([root / n for n in later]):  # 4. the keys, at one moment
         for name in later:
             _copy_sqlite(root / name, out / name, progress)
+    shredded = _destroy_keys_of_purged(out) if log and (out / LOG).is_file() else 0
+    files = [sqlite_entry(LOG) if f["path"] == LOG else f for f in files]  # as opened there
+    for name in later:  # the key files were written here: folded back into the files
+        con = sqlite3.connect(out / name)
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            con.close()
     for name in later:
         files.append(sqlite_entry(name))
     skipped = sorted(p.name for p in root.iterdir()
@@ -286,12 +294,52 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
         "files": files,
         "bytes": sum(f["size"] for f in files),
         "skipped": skipped,
+        "keys_destroyed_in_copy": shredded,
         "seconds": round(time.monotonic() - began, 3),
     }
     for dirpath, _, _ in os.walk(out):
         _fsync_dir(Path(dirpath))
     _write_json(out / MANIFEST, manifest)
     return manifest
+
+
+def _sealed_parts(log: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """``(message id, event, personal part)`` of every event of ``log`` that carries one."""
+    from adapters.eventlog.reader import read_events
+
+    for _, event in read_events(log):
+        part = getattr(event, "personal", None)
+        if part is not None and getattr(part, "key_id", None) is not None:
+            yield event.originator_id, event, part
+
+
+def _destroy_keys_of_purged(out: Path) -> int:
+    """In the copy: the key of every message its log says is purged is destroyed. An
+    erasure appends ``Purged`` before it destroys the key: one that fell between the copy
+    of the log and that of the keys would otherwise leave the copy a key the live store no
+    longer has."""
+    from adapters.eventlog.reader import read_events
+    from adapters.eventlog.store import open_log, sqlite_env
+
+    log = open_log(sqlite_env(str(out / LOG), "normal"))
+    try:
+        purged = {e.originator_id for _, e in read_events(log)
+                  if type(e).__qualname__ == "Message.Purged"}
+        keys = {part.key_id for message_id, _, part in _sealed_parts(log)
+                if message_id in purged and not part.shredded}
+        return log.keys.destroy(keys)
+    finally:
+        log.close()
+
+
+def erased_while_copied(store: Any) -> list[Any]:
+    """Messages the restored log holds as not purged whose key the copy has destroyed: an
+    erasure that fell between the copy of the log and that of the keys (its ``Purged`` is
+    after the log's copy). They are erased again so that the store says what happened."""
+    purged = {e.originator_id for _, e in store.events()
+              if type(e).__qualname__ == "Message.Purged"}
+    return sorted({message_id for message_id, _, part in _sealed_parts(store.log)
+                   if part.shredded and message_id not in purged})
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
@@ -550,7 +598,11 @@ def _open_restored(root: Path, record: ErasureRecord) -> dict[str, Any]:
 
     with Letterlog.open(root, create=False) as store:
         caught_up = store.catch_up()  # the read models were copied before the log
+        during = erased_while_copied(store)
+        for message_id in during:
+            store.erase_message(message_id)
         again = reapply(store, record)
+        again["erased_while_copied"] = [str(m) for m in during]
         head = store.max_position()
     facts = None
     if (root / LOG).is_file():

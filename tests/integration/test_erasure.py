@@ -7,6 +7,7 @@ import contextlib
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
@@ -34,19 +35,25 @@ def marked_mail(tag: str, *, attachment: bool) -> tuple[bytes, list[bytes]]:
     return msg.as_bytes(), [x.encode() for x in markers]
 
 
-def files_holding(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
-    """Every file under ``root`` with the markers found in it (a file that vanishes while
-    this reads, as a server's cleaner deletes it, holds nothing any more)."""
-    found: dict[str, list[bytes]] = {}
+def every_file(root: Path) -> Iterator[tuple[Path, bytes]]:
+    """Each file under ``root`` and its bytes, as an attacker with a copy reads them (a file
+    that vanishes while this reads, as a server's cleaner deletes it, holds nothing any
+    more; one a server keeps from other users is left out)."""
     for path in sorted(root.rglob("*")):
         if path.is_file():
             try:
-                data = path.read_bytes()
-            except FileNotFoundError:
+                yield path, path.read_bytes()
+            except (FileNotFoundError, PermissionError):
                 continue
-            hits = [m for m in markers if m in data]
-            if hits:
-                found[str(path.relative_to(root))] = hits
+
+
+def files_holding(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
+    """Every file under ``root`` with the markers found in it."""
+    found: dict[str, list[bytes]] = {}
+    for path, data in every_file(root):
+        hits = [m for m in markers if m in data]
+        if hits:
+            found[str(path.relative_to(root))] = hits
     return found
 
 
@@ -189,13 +196,7 @@ def decompressed_frames(data: bytes) -> bytes:
 def files_holding_any_form(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
     """``files_holding`` for the markers plain, base64-encoded, and inside any zstd frame."""
     found: dict[str, list[bytes]] = {}
-    for path in sorted(root.rglob("*")):
-        if not path.is_file():
-            continue
-        try:
-            data = path.read_bytes()
-        except (FileNotFoundError, PermissionError):
-            continue
+    for path, data in every_file(root):
         data += decompressed_frames(data)
         hits = [m for m in markers if any(f in data for f in encoded_forms(m))]
         if hits:

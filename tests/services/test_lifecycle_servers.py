@@ -19,6 +19,7 @@ from adapters.tables.hbase import HBaseTableStore
 from projections.keys import PURGE_SHARDS
 from tests.integration.test_erasure import (
     deliver_marked,
+    every_file,
     files_holding,
     files_holding_any_form,
     marked_mail,
@@ -90,13 +91,7 @@ def key_candidates(root: Path, key_id: UUID) -> list[bytes]:
     every run of bytes after each place the id appears (a row of the key table in a heap
     page, a WAL record, a replica or a backup)."""
     found = []
-    for path in sorted(root.rglob("*")):
-        if not path.is_file():
-            continue
-        try:
-            data = path.read_bytes()
-        except (FileNotFoundError, PermissionError):
-            continue
+    for _, data in every_file(root):
         at = data.find(key_id.bytes)
         while at >= 0:
             found.append(data[at + 16:at + 16 + 96])
