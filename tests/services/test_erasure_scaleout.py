@@ -32,6 +32,7 @@ from adapters.streaming.worker import kafka_lag
 from tests.factories import database, scale_out_env, until
 from tests.integration.test_erasure import (
     deliver_marked,
+    encoded_forms,
     files_holding,
     files_holding_any_form,
     marked_mail,
@@ -92,7 +93,8 @@ def _run(tmp_path: Path, monkeypatch: Any, hbase: Any, postgres_server: Any,
         store = Letterlog.open(data)
         try:
             _scenario(store, env, worker, data, Path(hbase.workdir) / "data" / "hbase",
-                      wait_for_cleaners)
+                      wait_for_cleaners,
+                      servers=[Path(postgres_server.workdir), Path(kafka_server.workdir)])
         finally:
             worker.stop()
             store.close()
@@ -117,7 +119,7 @@ def _wait_for_worker(store: Letterlog, worker: Worker) -> None:
 
 
 def _scenario(store: Letterlog, env: dict[str, str], worker: Worker, data: Path,
-              root: Path, wait_for_cleaners: bool) -> None:
+              root: Path, wait_for_cleaners: bool, servers: list[Path]) -> None:
     account_ids, account_markers = deliver_marked(store)  # erase-account
     one, one_markers = marked_mail("one", attachment=True)  # erase-message
     kept, kept_markers = marked_mail("kept", attachment=True)  # stays
@@ -159,6 +161,11 @@ def _scenario(store: Letterlog, env: dict[str, str], worker: Worker, data: Path,
     print(f"erase complete: {took:.1f} s; {scale}")
 
     assert files_holding_any_form(data, erased) == {}  # payloads, vault, relay position...
+    for server in servers:  # PostgreSQL (heap, pg_wal) and Kafka's segments: sealed only
+        assert files_holding_any_form(server, erased) == {}, server
+    logged = worker.log.read_bytes()  # the worker's log never held a message's text
+    assert not [m for m in erased + kept_markers if any(f in logged
+                                                          for f in encoded_forms(m))]
     assert files_holding_any_form(data / "payloads", kept_markers[-1:]), "a live one is kept"
     assert files_holding(root, kept_markers[:1]), "the live message's row is still there"
     after = cli(env, "erase", "status")
