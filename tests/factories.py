@@ -92,8 +92,11 @@ def scale_out_env(data: Path, *, dsn: str, hbase: Any, kafka_bootstrap: str, pre
                   topic: str, **settings: str) -> dict[str, str]:
     """The ``LETTERLOG_`` variables of a process on the scale-out path: the log (and its data
     keys) in PostgreSQL, the tables in HBase under ``prefix``, the events in Kafka ``topic``;
-    ``settings`` adds more (``stream_group="g"`` is ``LETTERLOG_STREAM_GROUP=g``)."""
-    env = {"LETTERLOG_DATA": str(data), "LETTERLOG_EVENT_STORE": "postgres",
+    ``settings`` adds more (``stream_group="g"`` is ``LETTERLOG_STREAM_GROUP=g``). The key
+    vault is named, so that a process given another data directory (a relay, a worker) opens
+    the same one, as every process of a deployment must."""
+    env = {"LETTERLOG_DATA": str(data), "LETTERLOG_KEY_VAULT": str(data / "vault.sqlite"),
+           "LETTERLOG_EVENT_STORE": "postgres",
            "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_TABLE_STORE": "hbase",
            "LETTERLOG_HBASE_HOST": hbase.thrift_host,
            "LETTERLOG_HBASE_PORT": str(hbase.thrift_port),
