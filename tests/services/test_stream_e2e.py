@@ -102,9 +102,11 @@ class Pipeline:
 
         self.tables = HBaseTableStore(hbase.thrift_host, hbase.thrift_port,
                                       table_prefix=self.prefix)
-        # the worker reads the log's settings too: the data keys are beside the log
+        # the worker reads the log's settings too: the data keys are beside the log, their
+        # key-encryption keys in the store's vault (every process opens the same one)
         self.worker = Worker(scale_out_env(
             root / "worker", dsn=dsn, hbase=hbase, kafka_bootstrap=bootstrap,
+            key_vault=str(root / "data" / "vault.sqlite"),
             prefix=self.prefix, topic=self.topic, stream_group=self.group, stream_batch="40",
             stream_within="0.2", stream_commit_interval="0.5", stream_session_timeout="6",
         ), root / "worker.log")
