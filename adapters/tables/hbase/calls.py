@@ -126,7 +126,8 @@ class HBaseCalls:
         except TRANSPORT_ERRORS as error:
             attempts = retrying.statistics.get("attempt_number", "?")
             raise TableStoreUnavailable(
-                f"{where or self._where()} is not answering ({op}: {attempts} attempts in "
+                f"{where or self._where()} is unreachable or not answering ({op}: {attempts} "
+                f"attempts in "
                 f"{time.monotonic() - started:.1f} s, LETTERLOG_HBASE_TIMEOUT "
                 f"{self._timeout_ms / 1000:g} s): "
                 f"{type(error).__name__}: {first_line(error_message(error))}"
