@@ -88,10 +88,19 @@ def key_for(key_id: UUID) -> bytes | None:
     stores = list(_OPEN)
     if not stores:
         raise KeyStoreMissing("a sealed event needs its key store: open the store with one")
+    failed: Exception | None = None
     for store in stores:
-        key = store.get(key_id)
+        try:
+            key = store.get(key_id)
+        except KeyStoreMissing:
+            raise
+        except Exception as error:  # another store (another log's, its server gone): not ours
+            failed = failed or error
+            continue
         if key is not None:
             return key or None
+    if failed is not None:
+        raise failed
     raise KeyStoreMissing(f"data key {key_id} is in no open key store: open the key store "
                           "beside the log this event came from")
 

@@ -85,3 +85,24 @@ def test_reading_a_sealed_value_with_no_key_store_open_is_an_error() -> None:
     finally:
         for store in open_stores:
             sealing.register(store)
+
+
+def test_a_broken_key_store_of_another_log_does_not_hide_the_key_in_this_one() -> None:
+    """Every open key store is asked (a process may hold several logs); one whose server is
+    gone (a dropped database) must not stop the lookup in the store that has the key."""
+
+    class Gone:
+        def get(self, key_id):
+            raise ConnectionError("the server is gone")
+
+    keys, p = MemoryKeyStore(), personal()
+    stored = MsgpackTranscoder(keys).encode({"personal": p})
+    gone = Gone()
+    sealing.register(gone)  # type: ignore[arg-type]
+    try:
+        assert MsgpackTranscoder().decode(stored)["personal"] == p
+        keys.close()
+        with pytest.raises(ConnectionError):  # no store has it: the failure is said
+            MsgpackTranscoder().decode(stored)
+    finally:
+        sealing._OPEN.discard(gone)
