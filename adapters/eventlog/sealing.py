@@ -149,6 +149,20 @@ def unwrap(kek: bytes, key_id: UUID, wrapped: bytes) -> bytes:
     return AESGCM(kek).decrypt(bytes(wrapped[:NONCE]), bytes(wrapped[NONCE:]), key_id.bytes)
 
 
+def _private_sqlite(path: str, synchronous: str) -> sqlite3.Connection:
+    """A key file: 0600 before SQLite makes it (and its -wal, -shm), WAL, ``secure_delete``
+    (a deleted key's bytes are zeroed)."""
+    if path != ":memory:" and not path.startswith("file:"):
+        from adapters.filemodes import private_file
+
+        private_file(path)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA secure_delete=ON")
+    return conn
+
+
 class KeyVaultBusy(RuntimeError):
     """The vault's write-ahead log could not be truncated in time: a destroyed
     key-encryption key may still be in ``vault.sqlite-wal`` until the next checkpoint."""
@@ -163,18 +177,10 @@ class Vault:
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            from adapters.filemodes import private_file
-
-            private_file(self.path)
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                     timeout=30)
+        self._conn = _private_sqlite(self.path, synchronous)
         self._lock = threading.Lock()
         self._cache: dict[UUID, bytes] = {}
         with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute("CREATE TABLE IF NOT EXISTS keks (kek_id BLOB PRIMARY KEY, "
                                "kek BLOB NOT NULL, created REAL NOT NULL) WITHOUT ROWID")
 
@@ -380,17 +386,9 @@ class _SqliteKeyTable:
     """``keys.sqlite``: WAL, ``secure_delete``, the WAL truncated after each rotation."""
 
     def __init__(self, path: str, synchronous: str) -> None:
-        if path != ":memory:" and not path.startswith("file:"):
-            from adapters.filemodes import private_file
-
-            private_file(path)  # 0600 before SQLite makes it (and its -wal, -shm)
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                                     timeout=30)
+        self._conn = _private_sqlite(path, synchronous)
         self._lock = threading.Lock()
         with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute("CREATE TABLE IF NOT EXISTS data_keys "
                                "(key_id BLOB PRIMARY KEY, key BLOB) WITHOUT ROWID")
             columns = {r[1] for r in self._conn.execute("PRAGMA table_info(data_keys)")}
