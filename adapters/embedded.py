@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from uuid import UUID
 
 from adapters.datadir import check_data_dir
-from adapters.eventlog.reader import account_events, read_events
+from adapters.eventlog.reader import read_events
+from adapters.eventlog.records import account_events
 from adapters.filemodes import private_file
 from adapters.readside.queries import ReadModelQueries
 from adapters.settings import Settings, load_settings

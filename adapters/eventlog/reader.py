@@ -165,25 +165,6 @@ def row_decoder(log: Any) -> Callable[[Row], tuple[int, Any]]:
     return decoded
 
 
-def account_events(log: Any, account: bytes, stop: int | None = None,
-                   batch: int = 2000) -> Iterator[tuple[int, Any]]:
-    """The events of one account (its 16-byte id) up to ``stop``: every stored event's
-    account is read from its msgpack without building the event, and only the account's
-    events are decoded."""
-    from adapters.eventlog.records import account_key
-
-    decode = row_decoder(log)
-    for rows in row_pages(log, 1, stop, batch):
-        for row in rows:
-            position, originator_id, version, topic, state = row
-            try:
-                key = account_key(_uuid_of(originator_id), topic, state)
-            except Exception as e:
-                raise _corrupt(position, originator_id, version, topic, e) from e
-            if key == account:
-                yield decode(row)
-
-
 def read_events(log: Any, start: int = 1, stop: int | None = None,
                 batch: int = 1000) -> Iterator[tuple[int, Any]]:
     """The events of ``log`` (an eventsourcing application) from ``start`` to ``stop``

@@ -7,11 +7,13 @@ value: msgpack ``{"p": position, "id": originator id (16 bytes), "v": originator
 ``decode_record`` turns a value back into ``(position, domain event)`` exactly as the event
 store's mapper would (through ``log_reader.EventDecoder``, without the mapper's per-event
 overhead); anything malformed raises ``CorruptEvent`` naming what it could. ``account_key``
-finds a stored event's key without building the event.
+finds a stored event's key without building the event; ``account_events`` reads one account's
+events by it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -20,7 +22,7 @@ import msgpack
 from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import resolve_topic
 
-from adapters.eventlog.reader import EventDecoder
+from adapters.eventlog.reader import EventDecoder, _corrupt, _uuid_of, row_decoder, row_pages
 from adapters.eventlog.transcoder import MsgpackTranscoder, uuid_from_int
 from domain.errors import CorruptEvent
 
@@ -139,3 +141,20 @@ def decode_value(value: bytes) -> EventRecord:
 def decode_record(value: bytes) -> tuple[int, Any]:
     rec = decode_value(value)
     return rec.position, rec.event()
+
+
+def account_events(log: Any, account: bytes, stop: int | None = None,
+                   batch: int = 2000) -> Iterator[tuple[int, Any]]:
+    """The events of one account (its 16-byte id) up to ``stop``: every stored event's
+    account is read from its msgpack without building the event, and only the account's
+    events are decoded."""
+    decode = row_decoder(log)
+    for rows in row_pages(log, 1, stop, batch):
+        for row in rows:
+            position, originator_id, version, topic, state = row
+            try:
+                key = account_key(_uuid_of(originator_id), topic, state)
+            except Exception as e:
+                raise _corrupt(position, originator_id, version, topic, e) from e
+            if key == account:
+                yield decode(row)

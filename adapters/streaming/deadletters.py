@@ -22,7 +22,7 @@ import json
 import re
 import socket
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -45,8 +45,7 @@ from projections.names import (
     DL_TIMES,
     DL_VALUE,
 )
-from projections.registry import ALL, Projection
-from projections.runner import ProjectionRunner, identity
+from projections.runner import identity
 from projections.tablestore import DeleteRow, Mutation, Put, Row, TableSpec, TableStore
 
 __all__ = [
@@ -56,13 +55,14 @@ __all__ = [
     "NoSuchDeadLetter",
     "dead_letter_row",
     "discard",
+    "attempt_cell",
+    "close_letter",
     "discard_dead_letter",
     "get_dead_letter",
     "list_closed",
     "list_dead_letters",
     "parse_id",
     "record_failures",
-    "redrive",
 ]
 
 Physical = Callable[[str], str]
@@ -170,7 +170,8 @@ def _from_cells(row: bytes, cells: Row) -> DeadLetter:
     )
 
 
-def _attempt(known: Row, now: float, source: str, tries: int, error: str) -> tuple[bytes, bytes]:
+def attempt_cell(known: Row, now: float, source: str, tries: int,
+                 error: str) -> tuple[bytes, bytes]:
     number = sum(1 for c in known if c.startswith(DL_ATTEMPT)) + 1
     return (DL_ATTEMPT + b"%06d" % number,
             json.dumps({"at": now_iso(now), "by": source, "tries": tries, "error": error},
@@ -192,7 +193,7 @@ def record_failures(store: TableStore, table: str,
                  DL_FIRST_SEEN: known.get(DL_FIRST_SEEN, now_iso(now).encode()),
                  DL_LAST_SEEN: now_iso(now).encode(),
                  DL_TIMES: b"%d" % (int(known.get(DL_TIMES, b"0")) + 1)}
-        column, value = _attempt(known, now, source, tries, error)
+        column, value = attempt_cell(known, now, source, tries, error)
         cells[column] = value
         if record.key is not None:
             cells[DL_KEY] = record.key
@@ -239,7 +240,7 @@ def get_dead_letter(store: TableStore, letter_id: str, *,
                            "shows the open ones, `--closed` the others)")
 
 
-def _close(store: TableStore, letter: DeadLetter, cells: Row, outcome: str, reason: str, *,
+def close_letter(store: TableStore, letter: DeadLetter, cells: Row, outcome: str, reason: str, *,
            physical: Physical, now: float) -> None:
     """Records how ``letter`` was closed, then deletes it from ``dead_letters``."""
     closed = physical(CLOSED.name)
@@ -270,7 +271,7 @@ def discard(store: TableStore, letter_ids: Sequence[str] | None, *, reason: str 
                 raise NoSuchDeadLetter(f"ID: no open dead letter {letter_id!r}")
             rows.append((row, _from_cells(row, store.get(table, row))))
     for row, letter in rows:
-        _close(store, letter, store.get(table, row), "discarded", reason, physical=physical,
+        close_letter(store, letter, store.get(table, row), "discarded", reason, physical=physical,
                now=clock())
     return [letter for _, letter in rows]
 
@@ -280,60 +281,3 @@ def discard_dead_letter(store: TableStore, topic: str, partition: int, offset: i
                         clock: Callable[[], float] = time.time) -> None:
     """``discard`` of one dead letter, by its parts."""
     discard(store, [f"{topic}/{partition}@{offset}"], physical=physical, clock=clock)
-
-
-def redrive(store: TableStore, *, projections: Sequence[Projection] = ALL,
-            physical: Physical = identity, topics: Collection[str] | None = None,
-            topic: str | None = None, limit: int | None = None,
-            clock: Callable[[], float] = time.time) -> dict[str, Any]:
-    """Applies every dead letter again (after a fix) through the partition's own projections;
-    closes the ones that now succeed (recorded as ``redriven``) and records another attempt
-    on the others (``times`` counts it).
-
-    ``topics``: the Kafka topics whose records may be applied (None: any); ``topic`` limits
-    the dead letters taken. Re-applying is idempotent, so a redrive that crashes before
-    closing a letter and runs again changes nothing more; ``counters`` skips an event older
-    than what its account's row holds already (rebuild ``counters`` if such an event
-    mattered). Returns ``{"redriven": n, "failed": n, "details": [...]}``."""
-    from adapters.streaming.projector import REDO, _BatchStore, partition_projections
-
-    table = physical(DEAD_LETTERS.name)
-    report: dict[str, Any] = {"redriven": 0, "failed": 0, "details": []}
-    # through the same door as the workers: a row a crash left half-written is completed
-    # before it is read, tracking is written after the data
-    reads = frozenset(physical(t) for p in projections for t in p.reads)
-    batch = _BatchStore(store, physical(n.TRACKING), reads, physical(REDO.name))
-    if reads:
-        store.create_table(replace(REDO, name=physical(REDO.name)))
-    for letter in list_dead_letters(store, physical=physical, topic=topic, limit=limit):
-        row = dead_letter_row(letter.topic, letter.partition, letter.offset)
-        cells = store.get(table, row)
-        try:
-            if topics is not None and letter.topic not in topics:
-                raise CorruptEvent(f"record from topic {letter.topic!r}, not one of "
-                                   f"{sorted(topics)}")
-            position, event = decode_record(letter.value)
-            renamed = partition_projections(projections, letter.topic, letter.partition)
-            batch.begin()
-            runner = ProjectionRunner(batch, renamed, physical)
-            runner.rewind(position - 1)
-            runner.apply_events([(position, event)])
-            batch.flush()
-        except CorruptEvent as error:
-            now = clock()
-            report["failed"] += 1
-            report["details"].append({**letter.as_dict(), "redriven": False,
-                                      "error": str(error)})
-            column, value = _attempt(cells, now, f"redrive by {operator()}", 1, str(error))
-            version = int(now * 1000)
-            times = int(cells.get(DL_TIMES, b"1")) + 1  # a redrive's try counts as one more
-            store.apply([Put(table, row, DL_ERROR, str(error).encode(), version),
-                         Put(table, row, DL_LAST_SEEN, now_iso(now).encode(), version),
-                         Put(table, row, DL_TIMES, b"%d" % times, version),
-                         Put(table, row, column, value, version)])
-            continue
-        _close(store, letter, cells, "redriven", "applied again by redrive",
-               physical=physical, now=clock())
-        report["redriven"] += 1
-        report["details"].append({**letter.as_dict(), "redriven": True, "position": position})
-    return report

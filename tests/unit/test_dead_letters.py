@@ -13,9 +13,8 @@ from adapters.streaming.deadletters import (
     list_closed,
     list_dead_letters,
     parse_id,
-    redrive,
 )
-from adapters.streaming.projector import StreamProjector
+from adapters.streaming.projector import StreamProjector, redrive
 from adapters.tables.memory import InMemoryTableStore
 from domain.errors import InvalidCommand
 from projections.registry import ALL
