@@ -7,7 +7,8 @@ Every runtime starts here:
 - the outbox relay (``letterlog relay``): ``relay(settings)``;
 - a stream worker (``letterlog worker``, ``faust -A adapters.streaming.worker``):
   ``stream_tables(settings)`` is the table store it writes (HBase, or
-  ``<data>/stream-tables.sqlite``), ``worker_app(settings)`` the faust app;
+  ``<data>/stream-tables.sqlite``; the worker module, an entry point, builds its faust app
+  from these parts);
 - a replay job: ``event_log(settings)`` to read, ``stream_tables(settings)`` to write.
 
 Nothing here runs at import time; each function connects when called.
@@ -198,10 +199,3 @@ def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
                        or DEFAULT_PARTITIONS)
     return OutboxRelay(read, settings.kafka_bootstrap, settings.kafka_topic, position,
                        head=recorder.max_notification_id, on_close=on_close, **options)
-
-
-def worker_app(settings: Settings, **kwargs: Any) -> Any:
-    """The faust app of a stream worker (``adapters.streaming.worker.create_app``)."""
-    from adapters.streaming.worker import create_app
-
-    return create_app(settings, **kwargs)

@@ -63,11 +63,6 @@ T = TypeVar("T")
 log = logging.getLogger("letterlog")
 
 
-PURGED_FROM = (pn.MESSAGES, pn.LABEL_INDEX, pn.THREADS, pn.PAYLOAD_REFS, pn.PURGE_QUEUE,
-               pn.COUNTERS)
-"""The tables a purge deletes cells from (compacted after a purge run on HBase)."""
-
-
 def _usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -497,7 +492,7 @@ class Letterlog(ReadModelQueries):
         compact = getattr(tables, "major_compact", None)
         if compact is not None and self.settings.table_store != "hbase":  # else: workers
             # write the deletes later; `erase complete` compacts after them (lifecycle/scaleout)
-            purged = [physical(t) for t in PURGED_FROM] + in_views
+            purged = [physical(t) for t in pn.PURGED_FROM] + in_views
             tables.flush(purged)
             compact(purged)
 

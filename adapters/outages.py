@@ -150,3 +150,25 @@ def watching(stall: Stall) -> Any:
         stall.failed(error)
         raise
     stall.ok()
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    seen: BaseException | None = error
+    while seen is not None and seen not in found and len(found) < 10:
+        found.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return found
+
+
+def dependency_of(error: BaseException, table_store: str = "hbase") -> str:
+    """Which server a failed run was waiting on, from the error and its causes."""
+    from projections.tablestore import TableStoreError
+
+    modules = [type(e).__module__ for e in _chain(error)]
+    if any(isinstance(e, TableStoreError) for e in _chain(error)) or any(
+            m.startswith(("thriftpy2", "happybase")) for m in modules):
+        return "hbase" if table_store == "hbase" else "the table store"
+    if any(m.startswith(("psycopg", "eventsourcing", "sqlite3")) for m in modules):
+        return "the event store"
+    return "the purge run"

@@ -33,6 +33,8 @@ PROJECTIONS: Final = (MAILBOXES, MAILBOX_NAMES, MESSAGES, LABEL_INDEX, COUNTERS,
                       SUBSCRIPTIONS, ACCOUNTS, PAYLOAD_REFS, PURGE_QUEUE)
 """Every projection's name (``projections.registry.ALL``, in its order): each tracks the
 position it has applied in TRACKING under its name."""
+PURGED_FROM: Final = (MESSAGES, LABEL_INDEX, THREADS, PAYLOAD_REFS, PURGE_QUEUE, COUNTERS)
+"""The tables a purge deletes cells from (compacted after a purge run on HBase)."""
 # not read models: the table store's own bookkeeping
 CATALOG: Final = "catalog"  # logical table -> physical table (blue/green rebuilds)
 DEAD_LETTERS: Final = "dead_letters"  # poison stream records set aside

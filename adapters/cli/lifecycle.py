@@ -114,11 +114,13 @@ def purger(queue: QueueOption = None,
     that fails because a server (PostgreSQL, HBase) does not answer is retried with backoff;
     the purger never exits on an outage."""
     from adapters.cli.stream import _stop_on_signals
+    from adapters.embedded import Letterlog
     from adapters.lifecycle.scheduled import run_purger
 
     queues = _check_queues(queue)
     stop: threading.Event = _stop_on_signals()
-    run_purger(state.data, queues, interval, stop)
+    run_purger(state.data, queues, interval, stop,
+               open_store=lambda data: Letterlog.open(data, create=False))
 
 
 def _erased(result: dict[str, Any], what: str) -> None:

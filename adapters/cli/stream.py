@@ -27,11 +27,11 @@ def _stop_on_signals() -> Any:
 def relay(once: Annotated[bool, typer.Option(help="publish what is there, then exit")] = False
           ) -> None:
     """Outbox relay: publish the event log to Kafka (LETTERLOG_KAFKA_BOOTSTRAP), resumably."""
+    from adapters.bootstrap import relay as make_relay
     from adapters.settings import load_settings
-    from adapters.streaming.relay import OutboxRelay
 
     settings = load_settings(data=state.data)
-    with OutboxRelay.from_settings(settings) as r:
+    with make_relay(settings) as r:
         if once:
             n = r.run_once()
             out({"published": n}, f"published {n} events")

@@ -230,7 +230,6 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
     ``read_side(target, deadline)`` waits until the relay and the workers have applied the
     log up to ``target`` or ``deadline`` (``time.monotonic``) passes: '' when they have,
     else why not (``adapters.streaming.lag.wait_until_applied``)."""
-    from adapters.embedded import PURGED_FROM
     from projections import names as pn
     from projections.keys import payload_row
 
@@ -263,7 +262,7 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
     from adapters.readside.views import erased_view_tables
 
     # saved views lost the purged rows at the erasure (Letterlog.erase_from_views)
-    names = [host.physical(t) for t in PURGED_FROM] + erased_view_tables(tables)
+    names = [host.physical(t) for t in pn.PURGED_FROM] + erased_view_tables(tables)
     compacted = time.monotonic()
     try:
         progress(f"flushing {len(names)} tables")

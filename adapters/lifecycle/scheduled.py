@@ -23,9 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters.outages import dependency_of
 from domain.errors import SettingsError, StoreUnavailable
 
-__all__ = ["KeyValueLog", "dependency_of", "run_purger"]
+__all__ = ["KeyValueLog", "run_purger"]
 
 log = logging.getLogger("letterlog.purger")
 
@@ -50,36 +51,8 @@ class KeyValueLog:
         self.target.warning("%s", self._line(event, fields))
 
 
-def _chain(error: BaseException) -> list[BaseException]:
-    found: list[BaseException] = []
-    seen: BaseException | None = error
-    while seen is not None and seen not in found and len(found) < 10:
-        found.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    return found
-
-
-def dependency_of(error: BaseException, table_store: str = "hbase") -> str:
-    """Which server a failed run was waiting on, from the error and its causes."""
-    from projections.tablestore import TableStoreError
-
-    modules = [type(e).__module__ for e in _chain(error)]
-    if any(isinstance(e, TableStoreError) for e in _chain(error)) or any(
-            m.startswith(("thriftpy2", "happybase")) for m in modules):
-        return "hbase" if table_store == "hbase" else "the table store"
-    if any(m.startswith(("psycopg", "eventsourcing", "sqlite3")) for m in modules):
-        return "the event store"
-    return "the purge run"
-
-
-def _open(data: Path) -> Any:
-    from adapters.embedded import Letterlog
-
-    return Letterlog.open(data, create=False)
-
-
 def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
-               stop: threading.Event, *, open_store: Callable[[Path], Any] = _open,
+               stop: threading.Event, *, open_store: Callable[[Path], Any],
                first_backoff: float = 1.0, max_backoff: float = 30.0) -> None:
     """Runs the purge jobs every ``interval`` seconds (default: the store's
     ``purge_interval_seconds``) until ``stop`` is set; see the module docstring."""

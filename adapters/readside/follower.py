@@ -1,12 +1,13 @@
-"""``python -m adapters.readside.follower``: the second process of
-``Letterlog.projecting_in_a_second_process`` (ADR 0027).
+"""The writer's handle on the second process of ``Letterlog.projecting_in_a_second_process``
+(ADR 0027): ``Follower`` starts ``python -m adapters.readside.follower_process`` and wakes it
+after each append.
 
-Its standard input carries, first, one line of JSON: the settings of the store to follow.
-Then every byte that arrives means "the log has grown": the follower catches the read models
-up with the log, as far as it has grown by then, and blocks on its input again (no polling:
-an idle follower costs nothing). End of input means the writer is done: the follower catches
-up once more and exits 0. Catch-ups take the projection host's file lock, so this process
-and any other writer of the same read models never project at once.
+The follower's standard input carries, first, one line of JSON: the settings of the store to
+follow. Then every byte that arrives means "the log has grown": the follower catches the read
+models up with the log, as far as it has grown by then, and blocks on its input again (no
+polling: an idle follower costs nothing). End of input means the writer is done: the follower
+catches up once more and exits 0. Catch-ups take the projection host's file lock, so that
+process and any other writer of the same read models never project at once.
 
 A started interpreter of its own (not a ``multiprocessing`` child): no SQLite connection is
 inherited, nothing of the parent's main module is imported again.
@@ -15,11 +16,8 @@ inherited, nothing of the parent's main module is imported again.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import subprocess
 import sys
-import time
 from typing import Any
 
 
@@ -49,7 +47,7 @@ class Follower:
     def __init__(self, settings_json: str, linger: float = 0.0) -> None:
         with _sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                [sys.executable, "-m", "adapters.readside.follower",
+                [sys.executable, "-m", "adapters.readside.follower_process",
                  *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
         self._input: Any = self.proc.stdin
         try:
@@ -75,50 +73,3 @@ class Follower:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
-
-
-def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int:
-    """Follows the log named by ``settings_json`` while ``wakeups`` (a file descriptor)
-    delivers bytes, until it is at its end; returns how many events it projected.
-    ``linger``: seconds to wait after each catch-up, so that a writer waking it once per
-    message (an LMTP server) has it project many messages per catch-up, not one."""
-    from adapters.bootstrap import event_log, projection_host
-    from adapters.settings import load_settings
-
-    settings = load_settings(**json.loads(settings_json))
-    log = event_log(settings)
-    try:
-        host = projection_host(settings, log)
-        try:
-            projected = int(host.catch_up())
-            while True:
-                more = os.read(wakeups, 65536)  # blocks until the writer appended, or is done
-                projected += int(host.catch_up())
-                if not more:
-                    return projected
-                if linger:  # let the next wake-ups gather: one catch-up for all of them
-                    time.sleep(linger)
-        finally:
-            host.close()
-    finally:
-        log.close()
-
-
-def main() -> int:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer's to act on (``Follower``)
-    fd = sys.stdin.fileno()
-    line = b""
-    while b"\n" not in line:  # unbuffered: what follows the line is left for ``follow``
-        chunk = os.read(fd, 1)
-        if not chunk:
-            return 0  # the writer went away before saying what to follow
-        line += chunk
-    linger = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else 0.0
-    follow(line, fd, linger)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

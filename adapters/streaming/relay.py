@@ -1,6 +1,6 @@
 """The outbox relay: the notification log, in position order, onto one Kafka topic.
 
-    relay = OutboxRelay.from_settings(settings)      # or OutboxRelay(read, bootstrap, topic, pos)
+    relay = adapters.bootstrap.relay(settings)       # or OutboxRelay(read, bootstrap, topic, pos)
     with relay:
         relay.run(stop)                              # or relay.run_once()
 
@@ -288,14 +288,6 @@ class OutboxRelay:
         self._known: tuple[int, ...] = ()  # the topic's partitions the cache was built for
         self._inflight: float | None = None  # when the Kafka call now waited on started
         self._reading: float | None = None  # when the log read now waited on started
-
-    # -- building ---------------------------------------------------------------------------
-    @classmethod
-    def from_settings(cls, settings: Any, log: Any = None, **options: Any) -> OutboxRelay:
-        """``adapters.bootstrap.relay``: a relay for ``settings`` (``LETTERLOG_*``)."""
-        from adapters.bootstrap import relay
-
-        return relay(settings, log, **options)
 
     # -- life cycle -------------------------------------------------------------------------
     def __enter__(self) -> OutboxRelay:

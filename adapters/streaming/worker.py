@@ -263,7 +263,7 @@ class WorkerState:
                 result = await loop.run_in_executor(self.executor, self._apply, records,
                                                     decoded)
             except Exception as error:  # noqa: BLE001 - the store; poison never gets here
-                from adapters.lifecycle.scheduled import dependency_of
+                from adapters.outages import dependency_of
 
                 # the tables, or the key store in the log's database (sealed records)
                 stall = self.keys_stall if dependency_of(error) == "the event store" \

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from adapters.bootstrap import relay as make_relay
 from adapters.devservers._common import free_port
 from adapters.embedded import Letterlog
-from adapters.streaming.relay import OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from tests.conftest import make_mail
 from tests.factories import scale_out_env, until
@@ -118,7 +118,7 @@ def test_deliveries_are_acknowledged_with_the_gateway_frozen_and_hbase_catches_u
     with Letterlog.open(**{**settings, "table_store": "embedded",
                            "data": str(tmp_path / "relay")}) as store:
         head = store.max_position()
-        with OutboxRelay.from_settings(store.settings, log=store, partitions=2) as relay:
+        with make_relay(store.settings, log=store, partitions=2) as relay:
             assert relay.run_once() == head
     worker = Worker({**world, "LETTERLOG_DATA": str(tmp_path / "worker")},
                     tmp_path / "worker.log").start()

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
+from adapters.bootstrap import relay as make_relay
 from adapters.devservers import HBaseServer
 from adapters.embedded import Letterlog
-from adapters.streaming.relay import OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from tests.factories import database, scale_out_env, until
 from tests.integration.test_erasure import (
@@ -101,7 +101,7 @@ def _run(tmp_path: Path, monkeypatch: Any, hbase: Any, postgres_server: Any,
 
 
 def _publish(store: Letterlog) -> None:
-    with OutboxRelay.from_settings(store.settings, log=store, partitions=4,
+    with make_relay(store.settings, log=store, partitions=4,
                                    batch=100) as relay:
         relay.run_once()
 

@@ -12,9 +12,9 @@ from uuid import UUID
 
 import pytest
 
+from adapters.bootstrap import relay as make_relay
 from adapters.embedded import Letterlog
 from adapters.readside.host import ProjectionHost
-from adapters.streaming.relay import OutboxRelay
 from adapters.tables.hbase import HBaseTableStore
 from projections.keys import PURGE_SHARDS
 from tests.integration.test_erasure import (
@@ -71,7 +71,7 @@ def test_the_log_and_the_kafka_records_hold_no_personal_data(scale_out, postgres
                                                              kafka_server):
     store = scale_out
     ids, markers = deliver_marked(store)
-    relay = OutboxRelay.from_settings(store.settings, log=store.log, partitions=1, batch=100)
+    relay = make_relay(store.settings, log=store.log, partitions=1, batch=100)
     try:
         assert relay.run_once() > 0
     finally:
@@ -131,7 +131,7 @@ def test_an_erased_messages_key_opens_from_no_byte_postgres_or_kafka_keeps(
     store = scale_out
     ids, markers = deliver_marked(store)
     other = store.deliver(account="keep@example.org", raw=marked_mail("k", attachment=False)[0])
-    relay = OutboxRelay.from_settings(store.settings, log=store.log, partitions=1, batch=100)
+    relay = make_relay(store.settings, log=store.log, partitions=1, batch=100)
     try:
         assert relay.run_once() > 0
     finally:

@@ -17,6 +17,7 @@ from uuid import UUID
 
 import pytest
 
+from adapters.bootstrap import relay as make_relay
 from adapters.embedded import Letterlog
 from adapters.eventlog.records import (
     account_of,
@@ -64,7 +65,7 @@ def relay_for(store: Letterlog, bootstrap: str, topic: str, **options: Any) -> O
     settings = load_settings(data=store.settings.data, event_store="postgres",
                              postgres_dsn=store.settings.postgres_dsn,
                              kafka_bootstrap=bootstrap, kafka_topic=topic)
-    return OutboxRelay.from_settings(settings, store.log, **options)
+    return make_relay(settings, store.log, **options)
 
 
 def history(store: Letterlog, rounds: int = 3, offset: int = 0) -> None:
@@ -190,7 +191,7 @@ def test_relay_needs_a_bootstrap(tmp_path: Path) -> None:
     from domain.errors import SettingsError
 
     with pytest.raises(SettingsError, match="LETTERLOG_KAFKA_BOOTSTRAP"):
-        OutboxRelay.from_settings(load_settings(data=tmp_path))
+        make_relay(load_settings(data=tmp_path))
 
 
 # --------------------------------------------------------------------------- the relay
@@ -391,7 +392,7 @@ def test_the_embedded_sqlite_store_relays_with_a_position_file(
         history(s, rounds=1)
         positions = log_positions(s)
     settings = load_settings(data=data, kafka_bootstrap=bootstrap, kafka_topic=topic)
-    with OutboxRelay.from_settings(settings, partitions=2) as relay:  # opens its own log
+    with make_relay(settings, partitions=2) as relay:  # opens its own log
         assert relay.run_once() == len(positions)
     assert json.loads((data / f"relay-{topic}.position").read_text())["position"] == \
         positions[-1]

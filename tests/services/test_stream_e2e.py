@@ -23,6 +23,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from adapters.bootstrap import relay as make_relay
 from adapters.embedded import Letterlog
 from adapters.readside.host import verify_tables
 from adapters.streaming.projector import list_dead_letters
@@ -115,7 +116,7 @@ class Pipeline:
             self.worker.env["LETTERLOG_HBASE_THRIFT2_PORT"] = str(hbase.thrift2_port)
 
     def relay(self, **options: Any) -> OutboxRelay:
-        return OutboxRelay.from_settings(self.letterlog.settings, log=self.letterlog,
+        return make_relay(self.letterlog.settings, log=self.letterlog,
                                          partitions=PARTITIONS, batch=100, **options)
 
     def publish(self) -> int:

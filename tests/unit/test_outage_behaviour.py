@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from adapters.lifecycle.scheduled import dependency_of, run_purger
+from adapters.lifecycle.scheduled import run_purger
+from adapters.outages import dependency_of
 from adapters.streaming.lag import verdict
 from adapters.streaming.processes import programs
 from adapters.streaming.telemetry import Backoff, LibraryRateLimit, Stall
