@@ -192,6 +192,7 @@ def _complete_scale_out(store: Any) -> Any:
     with progress lines on stderr. None on an embedded store."""
     if store.settings.table_store != "hbase":
         return None
+    from adapters import bootstrap
     from adapters.lifecycle.scaleout import complete
     from adapters.streaming.lag import wait_until_applied
 
@@ -199,8 +200,8 @@ def _complete_scale_out(store: Any) -> Any:
         typer.echo(f"erase complete: {line}", err=True)
 
     def read_side(target: int, deadline: float) -> str:
-        return wait_until_applied(store.settings, store.log, target, deadline=deadline,
-                                  progress=progress)
+        return wait_until_applied(store.settings, store.log, target, parts=bootstrap,
+                                  deadline=deadline, progress=progress)
 
     return complete(store, wait=store.settings.erase_complete_wait_seconds,
                     read_side=read_side, progress=progress)
@@ -270,8 +271,9 @@ def _scale_out_status(store: Any) -> dict[str, Any] | None:
     records = scale_out_pending(store)
     workers = "no relay and workers configured (LETTERLOG_KAFKA_BOOTSTRAP)"
     if records and store.settings.kafka_bootstrap:
+        from adapters import bootstrap
         from adapters.streaming.lag import snapshot
 
-        report = snapshot(store.settings, store.settings.stream.group)
+        report = snapshot(store.settings, store.settings.stream.group, bootstrap)
         workers = report["verdict"]
     return {"pending": records, "workers": workers}

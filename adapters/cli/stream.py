@@ -146,13 +146,14 @@ def lag(watch: Annotated[bool, typer.Option("--watch", help="again every INTERVA
     """How far the read side is behind: log head, relay, consumer lag, projections."""
     import time
 
+    from adapters import bootstrap
     from adapters.settings import load_settings
     from adapters.streaming.lag import render, snapshot
     settings = load_settings(data=state.data)
     group = settings.stream.group
     try:
         while True:
-            report = snapshot(settings, group, timeout=timeout)
+            report = snapshot(settings, group, bootstrap, timeout=timeout)
             if state.json:
                 out(report)
             else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.probing import run_in_thread
 from projections import names as n
@@ -31,16 +31,23 @@ def _ask(what: str, fn: Callable[[], Any], timeout: float, problems: list[str]) 
     return None
 
 
-def _log_and_relay(settings: Any) -> dict[str, Any]:
-    from adapters.bootstrap import event_log
-    from adapters.bootstrap import relay as make_relay
+class Parts(Protocol):
+    """What lag needs built (``adapters.bootstrap`` is one): the entry point hands it over."""
 
-    log = event_log(settings)
+    def event_log(self, settings: Any) -> Any: ...
+
+    def relay(self, settings: Any, log: Any = None, **options: Any) -> Any: ...
+
+    def stream_tables(self, settings: Any) -> Any: ...
+
+
+def _log_and_relay(settings: Any, parts: Parts) -> dict[str, Any]:
+    log = parts.event_log(settings)
     try:
         head = int(log.recorder.max_notification_id() or 0)
         if not settings.kafka_bootstrap:
             return {"head": head, "relay": None}
-        relay = make_relay(settings, log=log)
+        relay = parts.relay(settings, log=log)
         try:
             position = relay.position.load()
             events, seconds = relay.lag()
@@ -52,12 +59,10 @@ def _log_and_relay(settings: Any) -> dict[str, Any]:
         log.close()
 
 
-def _tracking(settings: Any) -> tuple[dict[str, dict[str, int]], int]:
+def _tracking(settings: Any, parts: Parts) -> tuple[dict[str, dict[str, int]], int]:
     """Each projection's tracked position per partition, and how many dead letters are open
     (records the workers set aside: the read side lacks their events until a redrive)."""
-    from adapters.bootstrap import stream_tables
-
-    store = stream_tables(settings)
+    store = parts.stream_tables(settings)
     try:
         dead = 0
         if store.table_exists(n.DEAD_LETTERS):
@@ -74,19 +79,21 @@ def _tracking(settings: Any) -> tuple[dict[str, dict[str, int]], int]:
         store.close()
 
 
-def snapshot(settings: Any, group: str, timeout: float = 5.0) -> dict[str, Any]:
-    """Everything ``letterlog lag`` shows, as a dict (see the module docstring)."""
+def snapshot(settings: Any, group: str, parts: Parts, timeout: float = 5.0) -> dict[str, Any]:
+    """Everything ``letterlog lag`` shows, as a dict (see the module docstring); ``parts``
+    builds the log, the relay and the table store (``adapters.bootstrap``)."""
     from adapters.streaming.worker import kafka_lag
 
     problems: list[str] = []
     started = time.monotonic()
-    log = _ask("event store", lambda: _log_and_relay(settings), timeout, problems) or {}
+    log = _ask("event store", lambda: _log_and_relay(settings, parts), timeout, problems) or {}
     kafka = None
     if settings.kafka_bootstrap:
         kafka = _ask("kafka", lambda: kafka_lag(settings.kafka_bootstrap, settings.kafka_topic,
                                                 group, timeout=timeout), timeout + 1, problems)
     store = "hbase" if settings.table_store == "hbase" else "stream table store"
-    tracked, dead = _ask(store, lambda: _tracking(settings), timeout, problems) or (None, None)
+    tracked, dead = (_ask(store, lambda: _tracking(settings, parts), timeout, problems)
+                     or (None, None))
     report = {"at": datetime.now(UTC).isoformat(timespec="seconds"),
               "log_head": log.get("head"), "relay": log.get("relay"), "kafka": kafka,
               "projections": tracked, "dead_letters": dead, "problems": problems,
@@ -160,18 +167,16 @@ def render(report: dict[str, Any]) -> list[str]:
 
 
 # -- waiting for the read side (`letterlog erase complete` on scale-out) ---------------------
-def relay_position(settings: Any, log: Any) -> int:
+def relay_position(settings: Any, log: Any, parts: Parts) -> int:
     """The log position up to which the relay has published (its recorded position)."""
-    from adapters.bootstrap import relay as make_relay
-
-    relay = make_relay(settings, log=log)
+    relay = parts.relay(settings, log=log)
     try:
         return int(relay.position.load())
     finally:
         relay.position.release()
 
 
-def wait_until_applied(settings: Any, log: Any, target: int, *, deadline: float,
+def wait_until_applied(settings: Any, log: Any, target: int, *, parts: Parts, deadline: float,
                        progress: Callable[[str], None]) -> str:
     """Waits until the relay has published up to ``target`` and then the workers' consumer
     group has committed every record Kafka held at that moment (a worker commits a record
@@ -182,7 +187,7 @@ def wait_until_applied(settings: Any, log: Any, target: int, *, deadline: float,
         return "LETTERLOG_KAFKA_BOOTSTRAP is not set: no relay and workers to wait for"
     said = 0.0
     while True:
-        published = relay_position(settings, log)
+        published = relay_position(settings, log, parts)
         if published >= target:
             break
         if time.monotonic() >= deadline:

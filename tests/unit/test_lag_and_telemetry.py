@@ -6,6 +6,7 @@ import json
 import os
 import urllib.request
 
+from adapters import bootstrap
 from adapters.settings import load_settings
 from adapters.streaming.lag import render, snapshot, verdict
 from adapters.streaming.telemetry import Stall, read_endpoints, serve_metrics
@@ -39,7 +40,7 @@ def test_the_text_has_every_part_and_ends_with_the_verdict():
 
 
 def test_without_kafka_the_snapshot_says_there_is_no_scale_out_path(tmp_path):
-    r = snapshot(load_settings(data=tmp_path), "g", timeout=10)
+    r = snapshot(load_settings(data=tmp_path), "g", bootstrap, timeout=10)
     assert r["log_head"] == 0 and r["kafka"] is None and r["problems"] == []
     assert r["verdict"].startswith("no scale-out path configured")
 
@@ -50,11 +51,11 @@ def test_erasures_pending_completion_are_shown(tmp_path):
     from adapters.lifecycle.scaleout import record_erasure
 
     store = SimpleNamespace(settings=SimpleNamespace(data=tmp_path), max_position=lambda: 7)
-    r = snapshot(load_settings(data=tmp_path), "g", timeout=10)
+    r = snapshot(load_settings(data=tmp_path), "g", bootstrap, timeout=10)
     assert r["erasures_pending"] == {"count": 0, "position": None}
     assert not any(line.startswith("erasures") for line in render(r))
     record_erasure(store, ["ab" * 32], 0.0, 1)
-    r = snapshot(load_settings(data=tmp_path), "g", timeout=10)
+    r = snapshot(load_settings(data=tmp_path), "g", bootstrap, timeout=10)
     assert r["erasures_pending"] == {"count": 1, "position": 7}
     assert "erasures      1 pending completion (up to position 7)" in "\n".join(render(r))
 
