@@ -5,7 +5,7 @@ Every runtime starts here:
 - embedded (``Letterlog.open``, the CLI): ``letterlog(settings)``: the event log, the payload
   store, the command side (``Mailstore``) and the read models (``ProjectionHost``);
 - the outbox relay (``letterlog relay``): ``relay(settings)``;
-- a stream worker (``letterlog worker``, ``faust -A adapters.streaming.worker``):
+- a stream worker (``letterlog worker``, ``faust -A adapters.cli.worker``):
   ``stream_tables(settings)`` is the table store it writes (HBase, or
   ``<data>/stream-tables.sqlite``; the worker module, an entry point, builds its faust app
   from these parts);

@@ -3,7 +3,7 @@ happybase batch writes of the same cells, in the same run.
 
 * **End to end**: the cached benchmark log (``adapters.bench.benchlog.bench_log``: at least
   ``events`` events through the real aggregates) is published by an ``OutboxRelay`` to a
-  fresh topic while ``workers`` stream workers (``python -m adapters.streaming.worker``
+  fresh topic while ``workers`` stream workers (``python -m adapters.cli.worker``
   subprocesses, one consumer group) project it into fresh HBase tables. The clock runs from
   the relay's start until Kafka reports every record committed by the group (offsets are
   committed only after the cells are written). The tables are then checked cell for cell
@@ -212,7 +212,7 @@ def _workers(n: int, env: dict[str, str], logs: Path) -> list[subprocess.Popen[b
     procs = []
     for i in range(n):
         out = open(logs / f"worker-{i}.log", "wb")  # noqa: SIM115 - the child owns it
-        procs.append(subprocess.Popen([sys.executable, "-m", "adapters.streaming.worker"],
+        procs.append(subprocess.Popen([sys.executable, "-m", "adapters.cli.worker"],
                                       cwd=ROOT, env={**os.environ, **env},
                                       stdout=out, stderr=subprocess.STDOUT))
         out.close()

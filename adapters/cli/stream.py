@@ -50,8 +50,8 @@ def worker(loglevel: Annotated[str, typer.Option(metavar="LEVEL",
     """faust projector worker: Kafka → the same projectors → HBase (run N of them)."""
     import os
 
+    from adapters.cli.worker import main as run
     from adapters.settings import load_settings
-    from adapters.streaming.worker import main as run
 
     os.umask(0o077)  # a process of its own: faust's files in <data>/faust private as well
     raise typer.Exit(run(load_settings(data=state.data), loglevel=loglevel))

@@ -1,5 +1,5 @@
 """The writer's handle on the second process of ``Letterlog.projecting_in_a_second_process``
-(ADR 0027): ``Follower`` starts ``python -m adapters.readside.follower_process`` and wakes it
+(ADR 0027): ``Follower`` starts ``python -m adapters.cli.follower`` and wakes it
 after each append.
 
 The follower's standard input carries, first, one line of JSON: the settings of the store to
@@ -47,7 +47,7 @@ class Follower:
     def __init__(self, settings_json: str, linger: float = 0.0) -> None:
         with _sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                [sys.executable, "-m", "adapters.readside.follower_process",
+                [sys.executable, "-m", "adapters.cli.follower",
                  *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
         self._input: Any = self.proc.stdin
         try:

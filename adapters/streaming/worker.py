@@ -1,9 +1,10 @@
 """The faust app: one thin agent feeding ``StreamProjector`` (``adapters.streaming.projector``).
 
-Run N workers (same group id, topic with at least N partitions; ``docs/streaming.md``)::
+Run N workers (same group id, topic with at least N partitions; ``docs/streaming.md``) through
+the entry point ``adapters.cli.worker``, which builds the app from the settings::
 
-    faust -A adapters.streaming.worker worker -l info      # settings from LETTERLOG_* variables
-    python -m adapters.streaming.worker                    # the same, through main()
+    faust -A adapters.cli.worker worker -l info            # settings from LETTERLOG_* variables
+    python -m adapters.cli.worker                          # the same, through its main()
 
 Records reach the agent a batch at a time: faust's Kafka consumer is ``BatchConsumer``, whose
 fetch loop hands the records of the letterlog topic over as lists of up to ``batch`` faust
@@ -21,8 +22,7 @@ idempotent tables absorb the repeat. A batch fetched before a rebalance (another
 dropped unapplied and unacknowledged. A failing table store is retried (backoff, forever:
 nothing can progress without it) without acknowledging anything.
 
-Nothing connects or reads settings at import time: ``faust -A adapters.streaming.worker`` gets
-``app`` through the module ``__getattr__``, which builds it from ``load_settings()`` then.
+Nothing here connects, reads settings or builds a part: ``create_app`` is handed ``parts``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import faust
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -43,14 +43,13 @@ from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
 
 from adapters.filemodes import private_dir
-from adapters.settings import Settings, StreamOptions, load_settings
+from adapters.settings import Settings, StreamOptions
 from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector
-from domain.errors import SettingsError
 from projections.tablestore import TableStore
 
 log = logging.getLogger("letterlog.stream")
 
-__all__ = ["create_app", "kafka_lag", "main", "publish_lag"]
+__all__ = ["WorkerParts", "create_app", "kafka_lag", "publish_lag"]
 
 AGENT_NAME = "letterlog-projector"
 
@@ -159,15 +158,27 @@ def _hold(spec: str) -> Callable[[BatchResult], None] | None:
     return after_write
 
 
+class WorkerParts(Protocol):
+    """What a worker needs built from its settings (``adapters.bootstrap`` is one): handed
+    over by the entry point (``adapters.cli.worker``), never fetched from here."""
+
+    def key_store(self, settings: Settings) -> Any: ...
+
+    def event_log(self, settings: Settings) -> Any: ...
+
+    def stream_tables(self, settings: Settings, timeout: float | None = None) -> TableStore: ...
+
+
 class WorkerState:
     """The projector and its thread, built on first use (in the thread: it connects)."""
 
-    def __init__(self, settings: Settings, options: StreamOptions,
+    def __init__(self, settings: Settings, options: StreamOptions, parts: WorkerParts,
                  store_factory: Callable[[], TableStore] | None = None,
                  after_write: Callable[[BatchResult], None] | None = None) -> None:
         self.settings = settings
         self.options = options
-        self.store_factory = store_factory or (lambda: _stream_tables(settings))
+        self.parts = parts
+        self.store_factory = store_factory or (lambda: _stream_tables(settings, parts))
         self.after_write = after_write or _hold(options.test_hold)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="stream-apply")
         self.decoder = ThreadPoolExecutor(1, thread_name_prefix="stream-decode")
@@ -209,11 +220,10 @@ class WorkerState:
 
     def _open(self) -> StreamProjector:
         if self.projector is None:
-            from adapters.bootstrap import key_store
             from adapters.readside.catalog import Catalog
 
             # Records carry personal data sealed: their keys are in the key store beside the log.
-            self.keys = key_store(self.settings)
+            self.keys = self.parts.key_store(self.settings)
             store = self.store_factory()
             # physical table names through the catalog, as the read side resolves them: a
             # rebuild switched in (blue/green) is followed from the next batch on
@@ -230,11 +240,10 @@ class WorkerState:
         """Events ``first..last`` from the log itself: what a partition that applied them to
         tables a rebuild switched out replays into the new ones (the projector's handover).
         The log is opened on first use (a worker that never meets a gap never opens it)."""
-        from adapters.bootstrap import event_log
         from adapters.eventlog.reader import read_events
 
         if self.log is None:
-            self.log = event_log(self.settings)
+            self.log = self.parts.event_log(self.settings)
         return read_events(self.log, first, last)
 
     def _apply(self, records: list[Record], decoded: Decoded | None) -> BatchResult:
@@ -563,17 +572,18 @@ class _App(faust.App):
 WORKER_HBASE_TIMEOUT = 60.0
 
 
-def _stream_tables(settings: Settings) -> TableStore:
-    from adapters.bootstrap import stream_tables
-
-    return stream_tables(settings, timeout=max(WORKER_HBASE_TIMEOUT, settings.hbase_timeout))
+def _stream_tables(settings: Settings, parts: WorkerParts) -> TableStore:
+    return parts.stream_tables(settings,
+                               timeout=max(WORKER_HBASE_TIMEOUT, settings.hbase_timeout))
 
 
 def create_app(settings: Settings, options: StreamOptions | None = None, *,
+               parts: WorkerParts,
                store_factory: Callable[[], TableStore] | None = None,
                after_write: Callable[[BatchResult], None] | None = None) -> faust.App:
-    """The faust app for ``settings``. ``store_factory`` replaces the table store from
-    settings (``adapters.bootstrap.stream_tables``); ``options`` replace ``settings.stream``;
+    """The faust app for ``settings``; ``parts`` builds the key store, the log and the table
+    store (``adapters.bootstrap``). ``store_factory`` replaces the table store from
+    settings (``parts.stream_tables``); ``options`` replace ``settings.stream``;
     ``after_write`` is ``StreamProjector``'s hook. Without ``kafka_bootstrap`` the app can
     only be driven through ``agent.test_context()`` (faust's default broker address, never
     contacted)."""
@@ -614,7 +624,7 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     batches = app.channel(maxsize=1)  # lists of messages; faust clears it on a rebalance
     app.letterlog_feed = BatchFeed(batches, [settings.kafka_topic],  # type: ignore[attr-defined]
                                    options.batch, options.within)
-    state = WorkerState(settings, options, store_factory, after_write)
+    state = WorkerState(settings, options, parts, store_factory, after_write)
 
     @app.agent(batches, name=AGENT_NAME)
     async def project(stream: Any) -> Any:  # a faust.Stream of lists of messages
@@ -661,39 +671,3 @@ def create_app(settings: Settings, options: StreamOptions | None = None, *,
     app.letterlog = state  # type: ignore[attr-defined]
     app.letterlog_agent = project  # type: ignore[attr-defined]
     return app
-
-
-def main(settings: Settings | None = None, options: StreamOptions | None = None,
-         loglevel: str = "info") -> int:
-    """Runs one worker until SIGINT/SIGTERM (the ``letterlog worker`` entry point)."""
-    settings = settings or load_settings()
-    if not settings.kafka_bootstrap:
-        raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the stream worker needs Kafka (host:port)")
-    options = options or settings.stream
-    from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
-
-    app = create_app(settings, options)
-    worker = faust.Worker(app, loglevel=loglevel)
-    configure_logging()
-    port = serve_metrics("worker", Path(settings.data), settings.metrics_port, options.instance)
-    logger("letterlog.stream").info("worker starting", group=options.group,
-                                    instance=options.instance or None, metrics_port=port)
-    try:
-        worker.execute_from_commandline()
-    except SystemExit as done:
-        return int(done.code or 0)
-    return 0
-
-
-def __getattr__(name: str) -> Any:
-    """``faust -A adapters.streaming.worker``: the app, built on first access."""
-    if name == "app":
-        app = create_app(load_settings())
-        globals()["app"] = app
-        return app
-    raise AttributeError(name)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
-

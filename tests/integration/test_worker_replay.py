@@ -4,6 +4,7 @@ log its settings name, with their sealed personal parts opened, as the projector
 
 from __future__ import annotations
 
+from adapters import bootstrap
 from adapters.embedded import Letterlog
 from adapters.settings import StreamOptions, load_settings
 from adapters.streaming.worker import WorkerState
@@ -18,7 +19,7 @@ def test_a_worker_replays_a_range_of_the_log_its_settings_name(tmp_path):
             mail.deliver(account="ada@example.org", raw=make_mail(f"Plan {i}",
                                                                   message_id=f"<{i}@x>"))
         head = mail.max_position()
-    state = WorkerState(load_settings(data=tmp_path), StreamOptions(),
+    state = WorkerState(load_settings(data=tmp_path), StreamOptions(), bootstrap,
                         store_factory=InMemoryTableStore)
     assert state.log is None  # not opened until a gap needs it
     replayed = list(state._replay(2, head))

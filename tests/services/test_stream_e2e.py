@@ -44,7 +44,7 @@ PARTITIONS = 4
 
 
 class Worker:
-    """``python -m adapters.streaming.worker`` as a subprocess, its output in a log file."""
+    """``python -m adapters.cli.worker`` as a subprocess, its output in a log file."""
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.env = env
@@ -56,7 +56,7 @@ class Worker:
         out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
         out.write(f"\n===== worker start {extra} =====\n".encode())
         out.flush()
-        self.proc = subprocess.Popen([sys.executable, "-m", "adapters.streaming.worker"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "adapters.cli.worker"],
                                      cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         out.close()
         return self

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from adapters import bootstrap
 from adapters.settings import StreamOptions, load_settings
 from adapters.streaming.projector import list_dead_letters
 from adapters.streaming.worker import create_app, publish_lag
@@ -46,7 +47,8 @@ def run_agent(store: Any, scenario: Callable[[Any, Any], Awaitable[None]],
 
     async def main(data: str) -> None:
         app = create_app(load_settings(kafka_topic=TOPIC, data=data),
-                         kw.pop("options", OPTIONS), store_factory=lambda: store, **kw)
+                         kw.pop("options", OPTIONS), parts=bootstrap,
+                         store_factory=lambda: store, **kw)
         app.flow_control.resume()
         async with app.letterlog_agent.test_context() as agent:
             await scenario(app, agent)
@@ -180,7 +182,7 @@ def test_the_app_opens_its_table_store_before_its_consumer_starts():
         return store
 
     async def main(data: str) -> None:
-        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS,
+        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS, parts=bootstrap,
                          store_factory=factory)
         assert app.letterlog.projector is None and not store.list_tables()
         await app.on_start()
@@ -293,7 +295,7 @@ def test_the_consumer_hands_fetched_records_over_in_tracked_batches(history):
                      for r in rs]}
 
     async def main(data: str) -> None:
-        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS,
+        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS, parts=bootstrap,
                          store_factory=InMemoryTableStore)
         consumer = app.consumer
         assert isinstance(consumer, BatchConsumer)

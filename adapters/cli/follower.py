@@ -1,4 +1,4 @@
-"""``python -m adapters.readside.follower_process``: the follower itself, an entry point
+"""``python -m adapters.cli.follower``: the follower itself, an entry point
 (``adapters.readside.follower.Follower`` starts it; its module docstring says what the input
 carries). It opens the store named on its first input line through the composition root and
 catches the read models up each time its input says the log has grown.
