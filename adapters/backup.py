@@ -52,6 +52,8 @@ STEP_PAGES = 1024  # pages per backup step (progress between steps)
 LOCK_WAIT_S = 60.0  # how long a backup tries to lock the key files before it gives up
 
 Progress = Callable[[str, int, int], None]
+OpenStore = Callable[..., Any]
+"""Opens a store: ``(data, create=False, read_models=...) -> Letterlog`` (``Letterlog.open``)."""
 """``progress(what, done, total)``: bytes (or pages) of the part being copied."""
 
 
@@ -417,14 +419,13 @@ def erasure_record(store: Any) -> ErasureRecord:
                          [str(store.settings.data)])
 
 
-def read_erasure_record(source: str | os.PathLike[str]) -> ErasureRecord:
+def read_erasure_record(source: str | os.PathLike[str],
+                        open_store: OpenStore) -> ErasureRecord:
     """The record in a file ``letterlog erase export`` wrote, or that of the store in the
     data directory ``source`` (opened read-only as far as it goes: no read models)."""
     path = Path(source)
     if path.is_dir():
-        from adapters.embedded import Letterlog
-
-        with Letterlog.open(path, create=False, read_models=False) as store:
+        with open_store(path, create=False, read_models=False) as store:
             return erasure_record(store)
     try:
         obj = json.loads(path.read_text())
@@ -501,14 +502,16 @@ def _check_files(source: Path, manifest: dict[str, Any], progress: Progress) -> 
 
 
 def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
-            force: bool = False, reapply_from: Iterable[str | os.PathLike[str]] = (),
+            open_store: OpenStore, force: bool = False,
+            reapply_from: Iterable[str | os.PathLike[str]] = (),
             progress: Progress = _no_progress) -> dict[str, Any]:
     """Puts the backup in ``source`` in place as the store in ``data``.
 
     ``data`` must be absent or empty, or hold a store and ``force`` be given; no process may
     have that store open. The erasures recorded in the store being replaced, and in each of
     ``reapply_from`` (records ``letterlog erase export`` wrote, or data directories), that
-    the backup predates are made again on the restored store."""
+    the backup predates are made again on the restored store. ``open_store`` opens a store
+    (``Letterlog.open``: the entry point hands it over)."""
     src, root = Path(source).absolute(), Path(data).absolute()
     manifest = read_manifest(src)
     if root == src or src in root.parents or root in src.parents:
@@ -530,10 +533,10 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                             "processes before restoring over it")
     record = ErasureRecord()
     for extra in reapply_from:  # read before anything changes: a bad one changes nothing
-        record.merge(read_erasure_record(extra))
+        record.merge(read_erasure_record(extra, open_store))
     if replacing:
         try:
-            record.merge(read_erasure_record(root))
+            record.merge(read_erasure_record(root, open_store))
         except LetterlogError as e:
             raise BackupError(f"{root}: cannot read the erasures recorded in the store being "
                               f"replaced ({e}); give them with --reapply-erasures FILE (from "
@@ -567,7 +570,7 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
     os.rename(staging, root)
     _fsync_dir(root.parent)
     try:
-        result = _open_restored(root, record)
+        result = _open_restored(root, record, open_store)
     except BaseException as e:
         if replacing:
             raise BackupError(f"{root}: restored, but making the recorded erasures again "
@@ -593,10 +596,9 @@ def _remove_stale_staging(root: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def _open_restored(root: Path, record: ErasureRecord) -> dict[str, Any]:
-    from adapters.embedded import Letterlog
-
-    with Letterlog.open(root, create=False) as store:
+def _open_restored(root: Path, record: ErasureRecord,
+                   open_store: OpenStore) -> dict[str, Any]:
+    with open_store(root, create=False) as store:
         caught_up = store.catch_up()  # the read models were copied before the log
         during = erased_while_copied(store)
         for message_id in during:

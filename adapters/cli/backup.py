@@ -70,10 +70,11 @@ def restore_backup(
     """Put the backup in DIR in place as the store in --data; erasures the store being
     replaced (and --reapply-erasures) made after the backup are made again."""
     from adapters.backup import restore
+    from adapters.embedded import Letterlog
 
     bar, update = _progress("restore")
     with bar:
-        result = restore(directory, state.data, force=force,
+        result = restore(directory, state.data, open_store=Letterlog.open, force=force,
                          reapply_from=reapply_erasures or (), progress=update)
     log = result["log"]
     out(result, f"restored {result['restored']} from {result['from']} ("

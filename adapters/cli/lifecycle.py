@@ -226,8 +226,9 @@ def erase_reapply(source: Annotated[str, typer.Argument(
     """Make again the erasures recorded in FROM (after restoring an older copy of the log:
     see docs/operations.md); exit 3 if a reader kept a file from being cleaned in time."""
     from adapters.backup import read_erasure_record, reapply
+    from adapters.embedded import Letterlog
 
-    result = reapply(state.reader(), read_erasure_record(source))
+    result = reapply(state.reader(), read_erasure_record(source, Letterlog.open))
     out(result, f"erased again: {len(result['messages_erased_again'])} messages, "
                 f"{result['keys_destroyed_again']} data keys")
     if not result["erasure_complete"]:
