@@ -2,8 +2,10 @@
 
 Every runtime starts here:
 
-- embedded (``Letterlog.open``, the CLI): ``letterlog(settings)``: the event log, the payload
-  store, the command side (``Mailstore``) and the read models (``ProjectionHost``);
+- embedded (``Letterlog.open``, the embedders' and the CLI's door):
+  ``letterlog(settings, facade=Letterlog)``: the event log, the payload store, the command
+  side (``Mailstore``) and the read models (``ProjectionHost``), handed to the facade class
+  ``Letterlog.open`` passes (this module imports no entry point, the facade included);
 - the outbox relay (``letterlog relay``): ``relay(settings)``;
 - a stream worker (``letterlog worker``, ``faust -A adapters.cli.worker``):
   ``stream_tables(settings)`` is the table store it writes (HBase, or
@@ -16,6 +18,7 @@ Nothing here runs at import time; each function connects when called.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
     from adapters.readside.host import ProjectionHost
     from adapters.streaming.relay import OutboxRelay
+    from domain.directory import Directory
     from domain.ports import PayloadStore
     from domain.service import Mailstore
     from projections.tablestore import TableStore
@@ -143,13 +147,13 @@ def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
                           root / ".projections.lock", max_position)
 
 
-def letterlog(settings: Settings, *, log: MailLog | None = None,
+def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | None = None,
               payloads: PayloadStore | None = None, read_models: bool = True) -> Letterlog:
-    """An embedded store; caught up before it is returned. ``read_models=False``: the log
-    and the command side only (a writer whose read models others keep). With
-    ``table_store=hbase`` the read models are HBase's, connected on first read."""
-    from adapters.embedded import Letterlog
-
+    """An embedded store (an instance of ``facade``, the class ``Letterlog.open`` hands over:
+    this module never imports the facade); caught up before it is returned.
+    ``read_models=False``: the log and the command side only (a writer whose read models
+    others keep). With ``table_store=hbase`` the read models are HBase's, connected on first
+    read."""
     log = log if log is not None else event_log(settings)
     payloads = payloads if payloads is not None else payload_store(settings)
     mail = mailstore(settings, log, payloads)
@@ -157,10 +161,10 @@ def letterlog(settings: Settings, *, log: MailLog | None = None,
         # Scale-out: stream workers project into HBase; this process only reads it, and
         # connects on its first read: commands need only the log and the payload store, so
         # deliveries go on while HBase (or Kafka, or the workers) are down.
-        return Letterlog(settings, log, payloads, mail,
-                         read_side=partial(projection_host, settings, log))
+        return facade(settings, log, payloads, mail,
+                      read_side=partial(projection_host, settings, log))
     host = projection_host(settings, log) if read_models else None
-    store = Letterlog(settings, log, payloads, mail, host)
+    store = facade(settings, log, payloads, mail, host)
     store.catch_up()
     return store
 
@@ -199,3 +203,29 @@ def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
                        or DEFAULT_PARTITIONS)
     return OutboxRelay(read, settings.kafka_bootstrap, settings.kafka_topic, position,
                        head=recorder.max_notification_id, on_close=on_close, **options)
+
+
+def directory(settings: Settings) -> Directory:
+    """The user directory of ``settings.directory``: the passwd-file (``passwd_file``,
+    default ``<data>/users.passwd``, where a missing file is a directory of no users yet) or
+    LDAP (``ldap_url``, users under ``ldap_base_dn``, groups under ``ldap_group_base_dn``)."""
+    if settings.directory == "ldap":
+        from adapters.directory.ldap import LdapDirectory
+
+        return LdapDirectory(settings.ldap_url, settings.ldap_base_dn,
+                             group_base_dn=settings.ldap_group_base_dn or None,
+                             bind_dn=settings.ldap_bind_dn, password=settings.ldap_password,
+                             timeout=settings.ldap_timeout)
+    from adapters.directory.passwdfile import PasswdFileDirectory
+
+    if settings.passwd_file is not None:
+        return PasswdFileDirectory(settings.passwd_file)
+    return PasswdFileDirectory(Path(settings.data) / "users.passwd", missing_is_empty=True)
+
+
+def group_resolver(settings: Settings) -> Callable[[str], frozenset[str]]:
+    """User name -> the names of the user's groups, asked of the directory each time (none
+    for a user it does not know; ``DirectoryUnavailable`` if it does not answer)."""
+    from domain.directory import groups_of
+
+    return partial(groups_of, directory(settings))

@@ -108,7 +108,7 @@ class Letterlog(ReadModelQueries):
         settings = load_settings(**overrides)
         check_data_dir(Path(settings.data), settings.event_store == "sqlite", create,
                        allow_shared=settings.allow_shared_keys)
-        return letterlog(settings, read_models=read_models)
+        return letterlog(settings, facade=cls, read_models=read_models)
 
     @property
     def projections(self) -> Any | None:

@@ -127,13 +127,15 @@ def _generate(path: Path, events: int, seed: int, accounts: int) -> dict[str, An
 def open_reader(events_path: Path) -> Any:
     """A ``Letterlog`` on the log alone (no read models opened, nothing caught up)."""
     from adapters.bootstrap import letterlog
+    from adapters.embedded import Letterlog
     from adapters.eventlog.store import open_log, sqlite_env
     from adapters.payloads.memory import InMemoryPayloadStore
     from adapters.settings import load_settings
 
     settings = load_settings(data=events_path.parent, durability="normal", event_store="sqlite")
     log = open_log(sqlite_env(str(events_path), "normal"))
-    return letterlog(settings, log=log, payloads=InMemoryPayloadStore(), read_models=False)
+    return letterlog(settings, facade=Letterlog, log=log, payloads=InMemoryPayloadStore(),
+                     read_models=False)
 
 
 def select_unpack(events_path: Path, progress: Callable[[int], None] | None = None) -> int:

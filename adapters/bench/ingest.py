@@ -51,11 +51,12 @@ def _open_log_only(directory: Path, durability: str) -> Any:
     """A store that appends to the log and keeps no read models in this process: the command
     side of a deployment whose stream workers project (``table_store=hbase``)."""
     from adapters.bootstrap import letterlog
+    from adapters.embedded import Letterlog
     from adapters.settings import load_settings
 
     directory.mkdir(parents=True)
     settings = load_settings(data=directory, durability=durability, event_store="sqlite")
-    return letterlog(settings, read_models=False)
+    return letterlog(settings, facade=Letterlog, read_models=False)
 
 
 def _parse_rate(blobs: Sequence[bytes]) -> float:

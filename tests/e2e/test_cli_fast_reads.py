@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from adapters.bootstrap import letterlog
+from adapters.embedded import Letterlog
 from adapters.settings import load_settings
 from tests.conftest import make_mail
 
@@ -100,7 +101,7 @@ def test_the_fast_read_prints_what_the_store_prints(data, args):
 def test_a_read_finding_the_read_models_behind_catches_up_first(data, tmp_path):
     """Events appended by a writer that keeps no read models: the next read sees them."""
     late = make_mail("Arrived while nobody projected")
-    writer = letterlog(load_settings(data=data), read_models=False)
+    writer = letterlog(load_settings(data=data), facade=Letterlog, read_models=False)
     try:
         writer.deliver(account=ADA, raw=late)
     finally:
