@@ -26,6 +26,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check domain projections adapters spark_replay tests
 	$(VENV)/bin/mypy domain projections
+	$(VENV)/bin/lint-imports --no-cache
 
 services: $(STAMP)
 	$(PY) -m adapters.devservers up
