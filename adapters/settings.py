@@ -87,7 +87,8 @@ class Settings(BaseModel):
         "answer; then a read fails (exit 1). Stream workers wait at least 60 s"))
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
-    spark_master: str = Field("local[2]", description="Spark master URL for --engine spark")
+    spark_master: str | None = Field(None, description="Spark master URL for --engine spark "
+                                     "(default: spark-defaults.conf's, else local[2,2])")
     metrics_port: int = Field(0, ge=-1, le=65535,
                               description="relay/worker Prometheus port on 127.0.0.1; "
                                           "0: a free one, -1: none")

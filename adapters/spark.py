@@ -14,12 +14,13 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -27,6 +28,9 @@ from domain.errors import SettingsError
 
 SUBMIT = Path(__file__).resolve().parent.parent / "spark_replay" / "submit.py"
 LOCALHOST = "127.0.0.1"
+DEFAULT_MASTER = "local[2,2]"
+"""Two cores; a failed task is tried twice (``local[N]`` never retries one)."""
+_PROPERTY = re.compile(r"([^\s=:]+)\s*[\s=:]\s*(.*)")
 RUN_DIRS = (".spark-runs-", ".spark-warm-up-")
 """The scratch directories a Spark rebuild makes in the data directory: each task's folded
 tables (plain text: subjects, senders) as a run file, merged by the driver."""
@@ -97,20 +101,67 @@ def java_home() -> Path:
 
 
 def spark_env(workdir: Path | None = None) -> dict[str, str]:
-    """What a Spark JVM or driver needs here: JAVA_HOME, SPARK_HOME, SPARK_LOCAL_IP (and with
-    ``workdir`` worker and log directories in it)."""
-    env = {"JAVA_HOME": str(java_home()), "SPARK_HOME": str(spark_home()),
-           "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", LOCALHOST)}
+    """What a Spark JVM or driver needs here: JAVA_HOME (a JDK 17 unless set), SPARK_HOME
+    (the pyspark package unless set); with ``workdir`` (the test cluster's JVMs) also
+    worker and log directories in it and SPARK_LOCAL_IP 127.0.0.1 unless set."""
+    env = {"JAVA_HOME": os.environ.get("JAVA_HOME") or str(java_home()),
+           "SPARK_HOME": os.environ.get("SPARK_HOME") or str(spark_home())}
     if workdir is not None:
         env.update(SPARK_WORKER_DIR=str(workdir / "work"), SPARK_LOG_DIR=str(workdir / "logs"),
-                   SPARK_PID_DIR=str(workdir))
+                   SPARK_PID_DIR=str(workdir),
+                   SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", LOCALHOST))
     return env
 
 
-def submit_command(args: Sequence[str], master: str) -> list[str]:
-    return [str(spark_home() / "bin" / "spark-submit"), "--master", master,
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
-            "--conf", "spark.ui.showConsoleProgress=false", str(SUBMIT), *args]
+def parse_conf(items: Sequence[str]) -> list[tuple[str, str]]:
+    """``--conf K=V`` options as pairs; ``SettingsError`` naming a malformed one."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or key != key.strip():
+            raise SettingsError(f"--conf: {item!r} is not KEY=VALUE (e.g. "
+                                "spark.executor.memory=4g)")
+        pairs.append((key, value))
+    return pairs
+
+
+def resolve_master(master: str | None, settings_master: str | None) -> str:
+    """``--master``, else ``LETTERLOG_SPARK_MASTER``, else ``spark.master`` in the operator's
+    ``spark-defaults.conf``, else ``local[2,2]``."""
+    env = dict(os.environ, **spark_env())
+    return master or settings_master or defaults_file(env).get("spark.master") or DEFAULT_MASTER
+
+
+def conf_dir(environ: Mapping[str, str]) -> Path | None:
+    """Where Spark reads ``spark-defaults.conf`` and ``log4j2.properties``."""
+    if environ.get("SPARK_CONF_DIR"):
+        return Path(environ["SPARK_CONF_DIR"])
+    if environ.get("SPARK_HOME"):
+        return Path(environ["SPARK_HOME"]) / "conf"
+    return None
+
+
+def defaults_file(environ: Mapping[str, str]) -> dict[str, str]:
+    """``spark-defaults.conf`` as Spark reads it (``key value`` or ``key=value`` lines)."""
+    found = conf_dir(environ)
+    path = found / "spark-defaults.conf" if found else None
+    if path is None or not path.is_file():
+        return {}
+    values = {}
+    for line in path.read_text(errors="replace").splitlines():
+        found = _PROPERTY.match(line.strip())
+        if found and not line.strip().startswith(("#", "!")):
+            values[found.group(1)] = found.group(2).strip()
+    return values
+
+
+def submit_command(args: Sequence[str], master: str,
+                   conf: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """``spark-submit --master M [--conf K=V ...] submit.py ARGS``: nothing else is set on
+    the command line, so ``spark-defaults.conf`` applies to what ``conf`` leaves."""
+    options = [part for key, value in conf for part in ("--conf", f"{key}={value}")]
+    return [str(spark_home() / "bin" / "spark-submit"), "--master", master, *options,
+            str(SUBMIT), *args]
 
 
 def submit_env(data: Path | None = None) -> dict[str, str]:
@@ -123,12 +174,13 @@ def submit_env(data: Path | None = None) -> dict[str, str]:
 
 
 def submit(args: Sequence[str], master: str | None, *, data: Path | None,
-           fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:
+           fail: Callable[[str, int], NoReturn],
+           conf: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """Runs the job to completion; its JSON result, or ``fail(message, code)``."""
     from adapters.settings import load_settings
 
-    master = master or load_settings(data=data).spark_master
-    return _result(subprocess.run(submit_command(args, master), env=submit_env(data),
+    master = resolve_master(master, load_settings(data=data).spark_master)
+    return _result(subprocess.run(submit_command(args, master, conf), env=submit_env(data),
                                   stdin=subprocess.DEVNULL, capture_output=True, check=False),
                    fail)
 

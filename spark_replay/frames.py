@@ -127,7 +127,7 @@ def projection_dataframe(spark: Any, settings: Settings, name: str) -> Any:
 def export(settings: Settings, what: str, directory: str, *, personal: bool = False,
            master: str | None = None, spark: Any = None) -> dict[str, Any]:
     """``what`` (``events`` or a projection's name) as Parquet files under ``directory``."""
-    from spark_replay.session import spark_session
+    from spark_replay.session import effective_conf, spark_session
 
     session = spark or spark_session(master)
     if what == "events":
@@ -137,4 +137,4 @@ def export(settings: Settings, what: str, directory: str, *, personal: bool = Fa
     frame.write.mode("overwrite").partitionBy(by).parquet(directory)
     rows = session.read.parquet(directory).count()
     return {"exported": what, "directory": directory, "rows": rows, "partitioned_by": by,
-            "personal": personal and what == "events"}
+            "personal": personal and what == "events", "spark_conf": effective_conf(session)}

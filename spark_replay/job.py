@@ -215,7 +215,7 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
     ``by_account_only``: every projection folded by account, or not (``None``: by the
     session's cores, ``SPLIT_FROM_CORES``; ADR 0019)."""
     from adapters.embedded import Letterlog
-    from spark_replay.session import spark_session
+    from spark_replay.session import effective_conf, spark_session
 
     session = spark or spark_session(master)
     fold = SparkFold(session, settings, partitions, fail_partition, by_account_only)
@@ -226,5 +226,6 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
             stop = until if until is not None else store.position_at(_instant(as_of))
             result = dict(store.projections.build_view(view or f"p{stop}", names, stop, fold))
             store.erase_from_views()  # messages purged since ``stop`` leave the view at once
-    result.update(fold.stats, engine="spark", master=session.sparkContext.master)
+    result.update(fold.stats, engine="spark", master=session.sparkContext.master,
+                  spark_conf=effective_conf(session))
     return result

@@ -24,7 +24,7 @@ from typing import Any
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark_replay", description=__doc__.split("\n")[0])
-    parser.add_argument("--master", help="Spark master URL (spark-submit's --master wins)")
+    parser.add_argument("--master", help="Spark master URL (else spark-submit's --master)")
     sub = parser.add_subparsers(dest="command", required=True)
     rebuild = sub.add_parser("rebuild", help="rebuild projections, blue/green")
     rebuild.add_argument("projections", nargs="*")

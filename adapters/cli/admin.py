@@ -38,7 +38,11 @@ def _progress(label: str) -> Any:
 
 
 MasterOption = Annotated[str | None, typer.Option(
-    metavar="URL", help="Spark master URL (default $LETTERLOG_SPARK_MASTER, else local[2])")]
+    metavar="URL", help="Spark master URL (default $LETTERLOG_SPARK_MASTER, else "
+                        "spark-defaults.conf's spark.master, else local[2,2])")]
+ConfOption = Annotated[list[str] | None, typer.Option(
+    "--conf", metavar="KEY=VALUE", help="a Spark setting passed to spark-submit (repeatable); "
+                                        "it and spark-defaults.conf win over letterlog's defaults")]
 
 
 @app.command()
@@ -46,6 +50,7 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
             engine: Annotated[str, typer.Option(
                 metavar="ENGINE", help="embedded (this process) or spark")] = "embedded",
             master: MasterOption = None,
+            conf: ConfOption = None,
             until_position: Annotated[int | None, typer.Option(
                 metavar="P", help="time travel: a read-only view as at log position P")] = None,
             as_of: Annotated[str | None, typer.Option(
@@ -61,6 +66,8 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
         fail(f"--engine: {engine!r} is not embedded or spark")
     if master is not None and engine != "spark":
         fail("--master: only with --engine spark")
+    if conf and engine != "spark":
+        fail("--conf: only with --engine spark")
     if until_position is not None and as_of is not None:
         fail("--until-position and --as-of: give one of them")
     if view is not None and until_position is None and as_of is None:
@@ -75,7 +82,7 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
         extra = [*(["--until-position", str(until_position)] if until_position is not None
                    else []), *(["--as-of", when.isoformat()] if when is not None else []),
                  *(["--view", view] if view else [])]
-        result = spark_job(["rebuild", *(names or ["--all"]), *extra], master)
+        result = spark_job(["rebuild", *(names or ["--all"]), *extra], master, conf)
     elif until_position is not None or when is not None:
         store = state.reader()
         stop = until_position if until_position is not None else store.position_at(when)
@@ -102,11 +109,17 @@ def known_projections(names: list[str]) -> None:
         fail(str(e).strip("\"'"))
 
 
-def spark_job(args: list[str], master: str | None) -> dict[str, Any]:
+def spark_job(args: list[str], master: str | None,
+              conf: list[str] | None = None) -> dict[str, Any]:
     """The Spark job (``spark_replay/submit.py``) in a driver process of its own."""
-    from adapters.spark import submit
+    from adapters.spark import parse_conf, submit
+    from domain.errors import SettingsError
 
-    return submit(args, master, data=state.data, fail=fail)
+    try:
+        pairs = parse_conf(conf or [])
+    except SettingsError as e:
+        fail(str(e))
+    return submit(args, master, data=state.data, fail=fail, conf=pairs)
 
 
 HOLDS_PERSONAL_DATA = ("messages",)
@@ -123,7 +136,7 @@ def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
            personal: Annotated[bool, typer.Option(
                "--personal", help="open the events' sealed personal parts (the export is a "
                                   "copy that erasing a message cannot reach)")] = False,
-           master: MasterOption = None) -> None:
+           master: MasterOption = None, conf: ConfOption = None) -> None:
     """Write the events or a projection's cells as Parquet (on Spark), for Spark SQL."""
     if format_ != "parquet":
         fail(f"--format: {format_!r} is not parquet")
@@ -138,7 +151,7 @@ def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
                    f"); erasing a message does not reach this copy: delete it when done",
                    err=True)
     result = spark_job(["export", what, str(directory.resolve()),
-                        *(["--personal"] if personal else [])], master)
+                        *(["--personal"] if personal else [])], master, conf)
     out(result, f"exported {result['rows']} rows of {what} to {result['directory']}")
 
 

@@ -39,6 +39,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Import", "imports", ("import",)),
     ("Projections", "admin", ("rebuild", "verify", "compact", "export", "demo")),
     ("Views", "views", ("view",)),
+    ("Spark", "sparkship", ("spark",)),
     ("Backup", "backup", ("backup", "restore-backup")),
     ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account",
                                 "erase")),
@@ -46,6 +47,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Benchmarks", "bench", ("bench",)),
     ("Command server", "server", ("server",)),
     ("Mail from an MTA", "mta", ("lda", "lmtp", "init")),
+    ("Users", "users", ("users",)),
 )
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
 

@@ -15,7 +15,7 @@ from adapters.cli.app import app
 def submitted(monkeypatch):
     jobs: list[list[str]] = []
 
-    def job(args, master):
+    def job(args, master, conf=None):
         jobs.append(args)
         return {"rows": 3, "directory": args[2]}
 
