@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,postgres,hbase,kafka,spark,bench,ops]'
+	$(PY) -m pip install -q -e '.[test,postgres,hbase,kafka,spark,bench,ops,directory]'
 	touch $(STAMP)
 
 venv: $(STAMP)

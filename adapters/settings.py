@@ -124,6 +124,25 @@ class Settings(BaseModel):
     allow_shared_keys: bool = Field(
         False, description="open a store whose data directory or key store (keys.sqlite) "
                            "group or others may read or write, with a warning (else refused)")
+    # the user directory (docs/permissions.md "Users and the directory", ADR 0051)
+    directory: Literal["passwd-file", "ldap"] = Field(
+        "passwd-file", description="where users and groups come from")
+    passwd_file: Path | None = Field(None, description=(
+        "Dovecot-format passwd-file (default <data>/users.passwd; missing there: no users)"))
+    ldap_url: str = Field("ldap://127.0.0.1:389", pattern=r"^ldaps?://",
+                          description="LDAP server, ldap://host:port")
+    ldap_base_dn: str = Field("", description="users: entries with a uid under this DN")
+    ldap_group_base_dn: str = Field("", description="groups (groupOfNames, posixGroup) "
+                                    "under this DN (default ldap_base_dn)")
+    ldap_bind_dn: str = Field("", description="bind as (empty: anonymous)")
+    ldap_password: str = Field("", description="the bind DN's password")
+    ldap_timeout: float = Field(10.0, gt=0, le=600, description="seconds the LDAP server has "
+                                "to connect and to answer each request")
+    user_purge_interval_days: float = Field(7.0, gt=0, description=(
+        "letterlog purger runs the user purge job this often"))
+    user_purge_min_ratio: float = Field(0.5, ge=0, le=1, description=(
+        "the user purge refuses a directory answering fewer users than this share of the "
+        "last accepted answer"))
     stream: StreamOptions = StreamOptions()
 
     def message_limits(self) -> MessageLimits:
@@ -138,6 +157,8 @@ class Settings(BaseModel):
     def _coherent(self) -> Settings:
         if self.event_store == "postgres" and not self.postgres_dsn:
             raise ValueError("event_store=postgres needs LETTERLOG_POSTGRES_DSN")
+        if self.directory == "ldap" and not self.ldap_base_dn.strip():
+            raise ValueError("directory=ldap needs LETTERLOG_LDAP_BASE_DN (where the users are)")
         return self
 
 

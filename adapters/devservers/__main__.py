@@ -1,10 +1,10 @@
 """Install or run the real servers from the command line (no third-party CLI library).
 
-python -m adapters.devservers install [--only pg,hbase,kafka,dovecot,spark,postfix]
-    apt (PostgreSQL, Dovecot, Postfix, a JDK 17 if missing, Maven if missing) + Maven jars;
+python -m adapters.devservers install [--only pg,hbase,kafka,dovecot,spark,ldap,postfix]
+    apt (PostgreSQL, Dovecot, Postfix, slapd, a JDK 17 if missing, Maven if missing) + Maven jars;
     starts nothing. (Postfix is installed only: the tests start their own instances, `up`
     does not run it.)
-python -m adapters.devservers up [--only pg,hbase,kafka,dovecot,spark] [--env-file PATH]
+python -m adapters.devservers up [--only pg,hbase,kafka,dovecot,spark,ldap] [--env-file PATH]
     [--detach]
     start them under supervisord (a crashed server is restarted, the others keep running) on
     the data kept in the root (default <checkout>/.letterlog-services), write
@@ -35,6 +35,7 @@ from ._common import Service, ServiceFailed
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
+from .ldap import LdapServer
 from .postfix import PostfixServer
 from .postgres import PostgresServer
 from .spark import SparkCluster
@@ -59,8 +60,11 @@ ALIASES = {
     "dovecot": "dovecot",
     "spark": "spark",
     "postfix": "postfix",
+    "ldap": "ldap",
+    "slapd": "ldap",
+    "openldap": "ldap",
 }
-ORDER = ("pg", "hbase", "kafka", "dovecot", "spark")
+ORDER = ("pg", "hbase", "kafka", "dovecot", "spark", "ldap")
 #: what `install` knows: `up` supervises ORDER only (the Postfix tests start their own)
 INSTALL_ORDER = (*ORDER, "postfix")
 
@@ -91,6 +95,8 @@ def make(name: str) -> Service:
         return SparkCluster()
     if name == "postfix":
         return PostfixServer()
+    if name == "ldap":
+        return LdapServer()
     return KafkaServer()
 
 
@@ -114,6 +120,9 @@ def env_lines(servers: dict[str, Service]) -> list[str]:
     sp = servers.get("spark")
     if isinstance(sp, SparkCluster):
         lines += [f"LETTERLOG_SPARK_MASTER={sp.master_url}"]
+    ld = servers.get("ldap")
+    if isinstance(ld, LdapServer):
+        lines += [f"{k}={v}" for k, v in ld.settings_env().items()]
     return lines
 
 
@@ -309,6 +318,7 @@ CONTENTS = {
     "kafka": "Kafka: the event topics and the consumer groups' offsets",
     "dovecot": "Dovecot: its mail",
     "spark": "Spark: the workers' files and logs",
+    "ldap": "slapd: the user directory (users and groups)",
     "services.env": "the LETTERLOG_... settings `up` wrote",
     "servers.json": "the servers' ports and passwords",
 }
@@ -385,10 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="install packages and jars; start nothing")
     p_install.add_argument(
-        "--only", help="comma list of pg,hbase,kafka,dovecot,spark,postfix (default: all)")
+        "--only", help="comma list of pg,hbase,kafka,dovecot,spark,ldap,postfix (default: all)")
     p_up = sub.add_parser("up", help="start servers and stay in the foreground until Ctrl-C")
     p_up.add_argument("--only",
-                      help="comma list of pg,hbase,kafka,dovecot,spark (default: all)")
+                      help="comma list of pg,hbase,kafka,dovecot,spark,ldap (default: all)")
     p_up.add_argument(
         "--env-file",
         type=Path,

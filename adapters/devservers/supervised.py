@@ -4,11 +4,11 @@
 Each server is prepared as for the test fixtures (configuration; initdb and the Kafka storage
 format only the first time), then its long-running programs (``postgres``, ``hbase-master``,
 ``hbase-thrift``, ``hbase-thrift2``, ``kafka``, ``dovecot``, ``spark-master``,
-``spark-worker``) go into one supervisord configuration in ``<root>`` and are started through
-supervisord in the servers' own order, each waited on by the same real probes. From then on
-supervisord restarts a program that crashes (``adapters.supervision.START_RETRIES`` tries with
-growing back-off if it keeps dying while starting, then ``FATAL``), leaves the others alone,
-and appends to the same log files.
+``spark-worker``, ``slapd``) go into one supervisord configuration in ``<root>`` and are
+started through supervisord in the servers' own order, each waited on by the same real
+probes. From then on supervisord restarts a program that crashes
+(``adapters.supervision.START_RETRIES`` tries with growing back-off if it keeps dying while
+starting, then ``FATAL``), leaves the others alone, and appends to the same log files.
 
 ``<root>`` is one per installation (``default_root``, see
 docs/adr/0041-dev-servers-keep-their-data.md). ``<root>/servers.json`` (private) holds what
@@ -42,6 +42,7 @@ from ._common import LOCALHOST, Service, ServiceFailed, port_open
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
+from .ldap import LdapServer
 from .postgres import PostgresServer
 from .spark import SparkCluster
 
@@ -152,6 +153,7 @@ PORTS: dict[str, dict[str, str]] = {
     "kafka": {"port": "kafka (broker)", "controller_port": "kafka (controller)"},
     "spark": {"spark_master": "spark-master", "spark_master_ui": "spark-master (web UI)",
               "spark_worker_ui": "spark-worker (web UI)", "spark_worker": "spark-worker"},
+    "ldap": {"port": "slapd"},
 }
 
 
@@ -171,6 +173,9 @@ def make(name: str, root: Path, kept: dict[str, Any]) -> Service:
             k in kept for k in PORTS["spark"]) else None
         return SparkCluster(workdir=root / name, keep_workdir=True,
                             ports=ports)
+    if name == "ldap":
+        return LdapServer(workdir=root / name, keep_workdir=True, **args,
+                          password=kept.get("password"))
     return DovecotServer(workdir=root / name, keep_workdir=True)
 
 
@@ -185,6 +190,8 @@ def _kept_of(name: str, server: Service) -> dict[str, Any]:
         return {"port": server.port, "controller_port": server.controller_port}
     if isinstance(server, SparkCluster):
         return dict(zip(PORTS["spark"], server.ports, strict=True))
+    if isinstance(server, LdapServer):
+        return {"port": server.port, "password": server.password}
     return {}
 
 
@@ -203,6 +210,8 @@ def ports(service: Service) -> dict[str, int]:
         return {"kafka": service.port}
     if isinstance(service, SparkCluster):
         return {"spark-master": service.port}
+    if isinstance(service, LdapServer):
+        return {"slapd": service.port}
     return {}
 
 
@@ -217,7 +226,7 @@ def _first_start(name: str, server: Service) -> bool:
 
 
 class SupervisedServices:
-    """Servers ``names`` (of pg, hbase, kafka, dovecot, spark) under one supervisord in
+    """Servers ``names`` (of pg, hbase, kafka, dovecot, spark, ldap) under one supervisord in
     ``root``, on the data an earlier start left there."""
 
     def __init__(self, names: Sequence[str], root: Path | None = None,

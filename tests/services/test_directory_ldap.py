@@ -1,0 +1,166 @@
+"""The LDAP user directory against a real slapd (Debian's package) run under supervisord by
+the project's own dev-server code: users and groups (groupOfNames and posixGroup) through
+ldap3, `letterlog users list`, and a directory that stops answering."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ldap3.core.exceptions import LDAPNoSuchObjectResult
+
+from adapters.devservers import LdapServer
+from adapters.devservers.supervised import SupervisedServices
+from adapters.directory.ldap import LdapDirectory
+from domain.directory import DirectoryUnavailable, DirectoryUser
+from tests.services.conftest import in_ci
+
+pytestmark = pytest.mark.services
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def slapd() -> Iterator[SupervisedServices]:
+    """slapd as `python -m adapters.devservers up --only ldap` runs it, in a root of its own
+    (short: it holds supervisord's socket)."""
+    root = Path(tempfile.mkdtemp(prefix="ll-ldap-"))
+    services = SupervisedServices(["ldap"], root)
+    try:
+        services.start()
+    except Exception as error:  # noqa: BLE001 - reported as the fixtures do
+        services.stop()
+        message = f"slapd did not start: {error}"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    try:
+        yield services
+    finally:
+        services.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def server(services: SupervisedServices) -> LdapServer:
+    ldap = services.servers["ldap"]
+    assert isinstance(ldap, LdapServer)
+    return ldap
+
+
+@pytest.fixture
+def people(slapd: SupervisedServices) -> Iterator[LdapServer]:
+    """ada, grace and gone under ou=people; sales (groupOfNames: ada, gone) and ops
+    (posixGroup: grace) under ou=groups; all removed afterwards."""
+    ldap = server(slapd)
+    added: list[str] = []
+    conn = ldap.connection()
+    try:
+        for uid in ("ada", "grace", "gone"):
+            dn = f"uid={uid},{ldap.people_dn}"
+            conn.add(dn, ["inetOrgPerson"], {"uid": uid, "cn": uid.title(), "sn": uid})
+            added.append(dn)
+        sales = f"cn=sales,{ldap.groups_dn}"
+        conn.add(sales, ["groupOfNames"], {"cn": "sales", "member": [
+            f"uid=ada,{ldap.people_dn}", f"UID=gone, {ldap.people_dn}"]})
+        ops = f"cn=ops,{ldap.groups_dn}"
+        conn.add(ops, ["posixGroup"], {"cn": "ops", "gidNumber": 5000, "memberUid": ["grace"]})
+        added += [sales, ops]
+    finally:
+        conn.unbind()
+    yield ldap
+    conn = ldap.connection()  # afresh: a test may have restarted slapd
+    for dn in reversed(added):
+        with contextlib.suppress(LDAPNoSuchObjectResult):  # a test deleted it already
+            conn.delete(dn)
+    conn.unbind()
+
+
+def directory(ldap: LdapServer, **options: Any) -> LdapDirectory:
+    return LdapDirectory(ldap.url, ldap.people_dn, group_base_dn=ldap.groups_dn,
+                         bind_dn=ldap.admin_dn, password=ldap.password, **options)
+
+
+def letterlog(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "adapters.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def store_env(ldap: LdapServer, data: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LETTERLOG_")}
+    return {**env, **ldap.settings_env(), "LETTERLOG_DATA": str(data)}
+
+
+def test_users_and_their_groups_of_both_kinds(people):
+    assert directory(people).users() == [
+        DirectoryUser("ada", frozenset({"sales"})),
+        DirectoryUser("gone", frozenset({"sales"})),
+        DirectoryUser("grace", frozenset({"ops"})),
+    ]
+    assert directory(people).user("grace") == DirectoryUser("grace", frozenset({"ops"}))
+    assert directory(people).user("ada") == DirectoryUser("ada", frozenset({"sales"}))
+    assert directory(people).user("nobody") is None
+    assert directory(people).user("*") is None  # a filter character is a name, not a wildcard
+
+
+def test_users_list_shows_what_the_directory_answers(people, tmp_path):
+    listed = letterlog(store_env(people, tmp_path / "data"), "--json", "users", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line) for line in listed.stdout.splitlines()] == [
+        {"name": "ada", "groups": ["sales"]}, {"name": "gone", "groups": ["sales"]},
+        {"name": "grace", "groups": ["ops"]}]
+    text = letterlog(store_env(people, tmp_path / "data"), "users", "list")
+    assert text.stdout.splitlines()[1].split() == ["ada", "sales"]
+    assert f"3 users from {people.url} ({people.people_dn})" in text.stderr
+
+
+def test_a_wrong_password_or_base_dn_is_a_failure_never_an_empty_answer(people):
+    wrong = LdapDirectory(people.url, people.people_dn, bind_dn=people.admin_dn,
+                          password="not-it")
+    with pytest.raises(DirectoryUnavailable, match="failed: .*[Ii]nvalid[ _]?[Cc]redentials"):
+        wrong.users()
+    missing = directory(people)
+    missing.base_dn = f"ou=nobody,{people.suffix}"
+    with pytest.raises(DirectoryUnavailable, match="failed: .*[Nn]o[ _]?[Ss]uch[ _]?[Oo]bject"):
+        missing.users()
+
+
+def test_a_stopped_slapd_is_unavailable_and_users_list_exits_1(slapd, people, tmp_path):
+    slapd.supervisor.stop("slapd")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(DirectoryUnavailable, match="failed: .*[Rr]efused") as caught:
+            directory(people, timeout=2).users()
+        assert time.monotonic() - t0 < 10 and not caught.value.timed_out
+        listed = letterlog(store_env(people, tmp_path / "data"), "users", "list")
+        assert listed.returncode == 1
+        assert listed.stderr.startswith("letterlog: error: the user directory ldap://")
+        assert "temporary" in listed.stderr and "Traceback" not in listed.stderr
+    finally:
+        slapd.supervisor.start("slapd")
+        people.await_ready()
+    assert len(directory(people).users()) == 3
+
+
+def test_a_slapd_that_does_not_answer_times_out(slapd, people):
+    pid = slapd.supervisor.info("slapd")["pid"]
+    os.kill(pid, signal.SIGSTOP)  # connections are accepted by the kernel, never answered
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(DirectoryUnavailable, match="did not answer in time") as caught:
+            directory(people, timeout=1).users()
+        seconds = time.monotonic() - t0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert caught.value.timed_out and seconds < 5, seconds
+    assert len(directory(people).users()) == 3

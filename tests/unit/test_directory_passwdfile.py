@@ -1,0 +1,81 @@
+"""The passwd-file directory (Dovecot's format): users, their ACL groups, and bad lines
+named by file and line number (never by their content, which holds a password hash)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.directory.passwdfile import PasswdFileDirectory, parse
+from domain.directory import DirectoryInvalid, DirectoryUnavailable, DirectoryUser, groups_of
+
+USERS = """\
+# letterlog users
+ada@example.org:{SHA512-CRYPT}$6$s:1000:1000:Ada:/home/ada::userdb_acl_groups=sales,support
+grace@example.org:{PLAIN}pw:1001:1001::/home/grace::userdb_quota_rule=*:storage=1G nologin
+
+bob:{PLAIN}x
+carol:{PLAIN}y::::::acl_groups=sales
+"""
+
+
+def test_reads_users_and_their_groups_in_name_order():
+    assert parse(USERS) == [
+        DirectoryUser("ada@example.org", frozenset({"sales", "support"})),
+        DirectoryUser("bob"),
+        DirectoryUser("carol", frozenset({"sales"})),
+        DirectoryUser("grace@example.org"),
+    ]
+
+
+def test_an_extra_field_may_hold_colons_and_bare_keys():
+    [user] = parse("u:p:::::: userdb_mail=maildir:~/Maildir nopassword userdb_acl_groups=ops\n")
+    assert user == DirectoryUser("u", frozenset({"ops"}))
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ("no-colon-here", "no ':'"),
+    (":{PLAIN}pw", "user name is empty"),
+    ("a b:{PLAIN}pw", "user name"),
+    ("ada:{PLAIN}pw:x1000:1000", "uid 'x1000' is not a number"),
+    ("ada:{PLAIN}pw:1000:staff", "gid 'staff' is not a number"),
+    ("ada:{PLAIN}pw::::::userdb_acl_groups=sales,,ops", "comma-separated list"),
+    ("ada:{PLAIN}pw::::::=value", "not key=value"),
+])
+def test_a_bad_line_is_named_by_file_and_number_never_by_its_content(line, says):
+    text = "good:{PLAIN}pw\n# comment\n" + line + "\n"
+    with pytest.raises(DirectoryInvalid, match=rf"^users\.passwd:3: .*{says}") as caught:
+        parse(text, "users.passwd")
+    assert "{PLAIN}pw" not in str(caught.value)
+
+
+def test_a_user_named_twice_is_an_error_naming_both_lines():
+    with pytest.raises(DirectoryInvalid, match=r"f:3: user 'ada' is named again \(first on "
+                                               r"line 1\)"):
+        parse("ada:x\nbob:y\nada:z\n", "f")
+
+
+def test_the_file_is_read_again_on_every_question(tmp_path: Path):
+    path = tmp_path / "users.passwd"
+    path.write_text("ada:x::::::userdb_acl_groups=sales\n")
+    directory = PasswdFileDirectory(path)
+    assert groups_of(directory, "ada") == {"sales"}
+    assert directory.user("bob") is None and groups_of(directory, "bob") == frozenset()
+    path.write_text("ada:x\nbob:y::::::userdb_acl_groups=ops\n")
+    assert [u.name for u in directory.users()] == ["ada", "bob"]
+    assert directory.user("bob") == DirectoryUser("bob", frozenset({"ops"}))
+
+
+def test_a_missing_file_is_unavailable_unless_it_is_the_stores_default(tmp_path: Path):
+    missing = tmp_path / "nope.passwd"
+    with pytest.raises(DirectoryUnavailable, match="nope.passwd failed: no such file"):
+        PasswdFileDirectory(missing).users()
+    assert PasswdFileDirectory(missing, missing_is_empty=True).users() == []
+
+
+def test_bytes_that_are_not_utf8_are_named_by_line(tmp_path: Path):
+    path = tmp_path / "users.passwd"
+    path.write_bytes(b"ada:x\nb\xffb:y\n")
+    with pytest.raises(DirectoryInvalid, match=r"users.passwd:2: not UTF-8"):
+        PasswdFileDirectory(path).users()
