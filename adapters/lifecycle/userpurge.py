@@ -1,0 +1,189 @@
+"""The user purge job (IBM Sterling's UserPurgeJob): removes the virtual roots and
+permission (ACL) records of users the user directory no longer knows.
+
+``purge_users`` asks the directory once, decides with ``domain.userpurge.plan_user_purge``
+and removes each record through the store's administrator commands (``delete_root``,
+``acl_delete``: events in the log, so every removal is auditable and an administrator can
+set the record again; the report lists each removed record with its rights).
+
+It never decides from an answer it cannot trust: a directory that fails or times out
+(``DirectoryUnavailable``), a malformed one (``DirectoryInvalid``), one that answers no
+user, or fewer than ``user_purge_min_ratio`` of the users of the last accepted answer. Then
+it removes nothing and the report says why. The last accepted count is remembered in
+``<data>/user-purge.json`` (private, replaced atomically), with the time of the last
+accepted run (``letterlog purger`` runs the job when ``user_purge_interval_days`` have
+passed since) and the last refusal. A dry run reads and decides only: it writes nothing,
+that file included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from adapters.filemodes import create_private
+from domain.directory import Directory, DirectoryError
+from domain.errors import NotFound
+from domain.userpurge import AclEntry, plan_user_purge
+
+MEMORY_FILE = "user-purge.json"
+
+
+class PermissionRecords(Protocol):
+    """The records the job removes: the store's administrator commands."""
+
+    def roots(self) -> dict[str, str]: ...  # user -> "account/path"
+
+    def delete_root(self, user: str) -> Any: ...
+
+    def acl_entries(self) -> list[AclEntry]: ...  # (account, mailbox, identifier, rights)
+
+    def acl_delete(self, account: str, mailbox: str, identifier: str) -> Any: ...
+
+
+class PurgeMemory:
+    """``<data>/user-purge.json``: the user count of the last accepted answer, when that
+    run was, and the last refusal."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def read(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.path.read_text()))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as error:
+            raise DirectoryError(f"{self.path}: the user purge's memory cannot be read "
+                                 f"({error}); nothing was purged") from None
+
+    def previous_users(self) -> int | None:
+        users = self.read().get("users")
+        return int(users) if users is not None else None
+
+    def last_run(self) -> datetime | None:
+        at = self.read().get("accepted_at")
+        return datetime.fromisoformat(at) if at else None
+
+    def _write(self, body: dict[str, Any]) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        fd = create_private(tmp)
+        try:
+            os.write(fd, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+    def accepted(self, users: int, at: datetime, source: str) -> None:
+        body = self.read()
+        body.update(users=users, accepted_at=at.isoformat(), source=source)
+        self._write(body)
+
+    def refused(self, reason: str, at: datetime) -> None:
+        body = self.read()
+        body["last_refusal"] = {"at": at.isoformat(), "reason": reason}
+        self._write(body)
+
+
+@dataclass
+class UserPurgeReport:
+    """What a run did, or why it did nothing."""
+
+    status: str  # "purged", "refused" or "dry-run"
+    directory: str
+    directory_users: int | None
+    previous_users: int | None
+    memory: str
+    reason: str | None = None
+    roots_removed: list[dict[str, str]] = field(default_factory=list)
+    acl_removed: list[dict[str, str]] = field(default_factory=list)
+    position: int | None = None  # the log position of the last removal
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "dry_run": self.dry_run, "reason": self.reason,
+                "directory": self.directory, "directory_users": self.directory_users,
+                "previous_users": self.previous_users, "memory": self.memory,
+                "roots_removed": self.roots_removed, "acl_removed": self.acl_removed,
+                "position": self.position}
+
+    def line(self) -> str:
+        if self.status == "refused":
+            return (f"user purge{' (dry run)' if self.dry_run else ''} refused, nothing "
+                    f"removed: {self.reason}")
+        verb = "would remove" if self.dry_run else "removed"
+        return (f"user purge{' (dry run)' if self.dry_run else ''}: the directory answered "
+                f"{self.directory_users} users (last accepted: "
+                f"{self.previous_users if self.previous_users is not None else 'none'}); "
+                f"{verb} {len(self.roots_removed)} virtual roots and "
+                f"{len(self.acl_removed)} ACL entries of unknown users")
+
+
+def _source(directory: Directory) -> str:
+    return str(getattr(directory, "source", type(directory).__name__))
+
+
+def purge_users(directory: Directory, records: PermissionRecords, memory: PurgeMemory, *,
+                min_ratio: float, dry_run: bool = False, accept_shrink: bool = False,
+                now: datetime | None = None) -> UserPurgeReport:
+    """One run of the job (see the module docstring). Never raises for a directory that
+    fails: the report says ``refused`` and why."""
+    now = now or datetime.now(UTC)
+    source = _source(directory)
+    previous = memory.previous_users()
+    report = UserPurgeReport("dry-run" if dry_run else "purged", source, None, previous,
+                             str(memory.path), dry_run=dry_run)
+    try:
+        known = [user.name for user in directory.users()]
+    except DirectoryError as error:
+        return _refused(report, memory, str(error), now, dry_run)
+    plan = plan_user_purge(known, previous, min_ratio, records.roots(),
+                           records.acl_entries(), accept_shrink=accept_shrink)
+    report.directory_users = plan.directory_users
+    if plan.refused is not None:
+        return _refused(report, memory, plan.refused, now, dry_run)
+    for user, root in plan.roots:
+        if not dry_run and not _removed(records.delete_root, user, report=report):
+            continue
+        report.roots_removed.append({"user": user, "root": root})
+    for account, mailbox, identifier, rights in plan.acl:
+        if not dry_run and not _removed(records.acl_delete, account, mailbox, identifier,
+                                        report=report):
+            continue
+        report.acl_removed.append({"account": account, "mailbox": mailbox,
+                                   "identifier": identifier, "rights": rights})
+    if not dry_run:
+        memory.accepted(plan.directory_users, now, source)
+    return report
+
+
+def _removed(command: Any, *args: str, report: UserPurgeReport) -> bool:
+    """Runs one removal; False if the record is gone already (removed meanwhile)."""
+    try:
+        change = command(*args)
+    except NotFound:
+        return False
+    position = getattr(change, "position", None)
+    if position is not None:
+        report.position = max(report.position or 0, int(position))
+    return getattr(change, "changed", True) is not False
+
+
+def _refused(report: UserPurgeReport, memory: PurgeMemory, reason: str, now: datetime,
+             dry_run: bool) -> UserPurgeReport:
+    report.status, report.reason = "refused", reason
+    if not dry_run:
+        memory.refused(reason, now)
+    return report
+
+
+def due(memory: PurgeMemory, interval: timedelta, now: datetime) -> bool:
+    """Whether ``interval`` has passed since the last accepted run (always, before one)."""
+    last = memory.last_run()
+    return last is None or now - last >= interval

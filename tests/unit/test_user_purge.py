@@ -1,0 +1,188 @@
+"""The user purge job on fakes: what it removes (only users the directory does not know),
+what it never removes (groups, anyone, authenticated), and when it refuses to decide (a
+directory that failed, answered no one, or far fewer users than last time)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from adapters.lifecycle.userpurge import PurgeMemory, due, purge_users
+from domain.directory import DirectoryUnavailable, DirectoryUser
+from domain.errors import NotFound
+from domain.userpurge import plan_user_purge, user_of
+
+
+@dataclass
+class FakeDirectory:
+    names: list[str]
+    down: bool = False
+
+    source = "fake directory"
+
+    def users(self) -> list[DirectoryUser]:
+        if self.down:
+            raise DirectoryUnavailable(self.source, "timed out", timed_out=True)
+        return [DirectoryUser(n) for n in sorted(self.names)]
+
+    def user(self, name: str) -> DirectoryUser | None:
+        return next((u for u in self.users() if u.name == name), None)
+
+
+@dataclass
+class Changed:
+    position: int
+    changed: bool = True
+
+
+@dataclass
+class FakeRecords:
+    """The store's four administrator methods, in memory."""
+
+    root: dict[str, str] = field(default_factory=dict)
+    acl: list[tuple[str, str, str, str]] = field(default_factory=list)
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+
+    def roots(self) -> dict[str, str]:
+        return dict(self.root)
+
+    def delete_root(self, user: str) -> Changed:
+        self.calls.append(("delete_root", user))
+        if user not in self.root:
+            raise NotFound(user)
+        del self.root[user]
+        return Changed(len(self.calls))
+
+    def acl_entries(self) -> list[tuple[str, str, str, str]]:
+        return list(self.acl)
+
+    def acl_delete(self, account: str, mailbox: str, identifier: str) -> Changed:
+        self.calls.append(("acl_delete", account, mailbox, identifier))
+        self.acl = [e for e in self.acl if e[:3] != (account, mailbox, identifier)]
+        return Changed(len(self.calls))
+
+
+def records() -> FakeRecords:
+    return FakeRecords(
+        root={"ada": "ada@example.org/INBOX", "gone": "shared@example.org/Projects",
+              "Grace": "grace@example.org"},
+        acl=[("shared@example.org", "Projects", "ada", "lr"),
+             ("shared@example.org", "Projects", "gone", "lrswi"),
+             ("shared@example.org", "Projects", "-gone", "w"),
+             ("shared@example.org", "Projects", "$sales", "lr"),
+             ("shared@example.org", "Projects", "-$interns", "r"),
+             ("shared@example.org", "Projects", "anyone", "l"),
+             ("shared@example.org", "Projects", "authenticated", "lr"),
+             ("shared@example.org", "Archive", "grace", "lr")])
+
+
+def run(directory, recs, tmp_path: Path, **options):
+    options.setdefault("min_ratio", 0.5)
+    return purge_users(directory, recs, PurgeMemory(tmp_path / "user-purge.json"), **options)
+
+
+@pytest.mark.parametrize(("identifier", "user"), [
+    ("ada", "ada"), ("-ada", "ada"), ("$sales", None), ("-$sales", None), ("anyone", None),
+    ("authenticated", None), ("-anyone", None), ("Anyone", None), ("-", None),
+])
+def test_which_user_an_identifier_names(identifier, user):
+    assert user_of(identifier) == user
+
+
+def test_removes_the_roots_and_rights_of_unknown_users_only(tmp_path):
+    recs = records()
+    report = run(FakeDirectory(["ada", "grace"]), recs, tmp_path)
+    assert report.status == "purged" and report.directory_users == 2
+    assert report.roots_removed == [{"user": "gone", "root": "shared@example.org/Projects"}]
+    assert [(e["identifier"], e["rights"]) for e in report.acl_removed] == [
+        ("-gone", "w"), ("gone", "lrswi")]
+    assert set(recs.root) == {"ada", "Grace"}  # a user known in another case is kept
+    assert {e[2] for e in recs.acl} == {"ada", "$sales", "-$interns", "anyone",
+                                        "authenticated", "grace"}
+    assert report.position == 3
+    assert PurgeMemory(tmp_path / "user-purge.json").previous_users() == 2
+
+
+def test_a_dry_run_decides_the_same_and_writes_nothing(tmp_path):
+    recs = records()
+    report = run(FakeDirectory(["ada", "grace"]), recs, tmp_path, dry_run=True)
+    assert report.dry_run and report.status == "dry-run"
+    assert [r["user"] for r in report.roots_removed] == ["gone"]
+    assert len(report.acl_removed) == 2
+    assert recs.calls == [] and recs.root == records().root
+    assert not (tmp_path / "user-purge.json").exists()
+
+
+def test_a_directory_that_fails_removes_nothing_and_says_why(tmp_path):
+    recs = records()
+    report = run(FakeDirectory(["ada"], down=True), recs, tmp_path)
+    assert report.status == "refused" and recs.calls == []
+    assert "did not answer in time" in report.reason and report.line().startswith(
+        "user purge refused, nothing removed")
+    memory = PurgeMemory(tmp_path / "user-purge.json").read()
+    assert memory["last_refusal"]["reason"] == report.reason and "users" not in memory
+
+
+def test_an_answer_of_no_user_is_refused_even_the_first_time(tmp_path):
+    recs = records()
+    report = run(FakeDirectory([]), recs, tmp_path)
+    assert report.status == "refused" and "no user at all" in report.reason
+    assert recs.calls == []
+
+
+def test_far_fewer_users_than_last_time_is_refused_and_the_count_kept(tmp_path):
+    everyone = [f"user{i}" for i in range(10)] + ["ada", "grace"]
+    assert run(FakeDirectory(everyone), FakeRecords(), tmp_path).status == "purged"
+    recs = records()
+    report = run(FakeDirectory(["ada", "grace", "user1", "user2", "user3"]), recs, tmp_path)
+    assert report.status == "refused" and recs.calls == []
+    assert "answered 5 users, fewer than 50% of the 12" in report.reason
+    assert "at least 6 needed" in report.reason
+    assert PurgeMemory(tmp_path / "user-purge.json").previous_users() == 12
+    # exactly at the threshold is accepted
+    six = ["ada", "grace", "user1", "user2", "user3", "user4"]
+    assert run(FakeDirectory(six), records(), tmp_path).status == "purged"
+    assert PurgeMemory(tmp_path / "user-purge.json").previous_users() == 6
+
+
+def test_an_administrator_may_accept_a_directory_that_really_shrank(tmp_path):
+    PurgeMemory(tmp_path / "user-purge.json").accepted(100, datetime.now(UTC), "x")
+    report = run(FakeDirectory(["ada", "grace"]), records(), tmp_path, accept_shrink=True)
+    assert report.status == "purged" and len(report.roots_removed) == 1
+    assert run(FakeDirectory([]), records(), tmp_path, accept_shrink=True).status == "refused"
+
+
+def test_a_record_removed_meanwhile_is_not_reported(tmp_path):
+    recs = records()
+
+    class Racing(FakeRecords):
+        def roots(self) -> dict[str, str]:
+            found = super().roots()
+            self.root.pop("gone")  # another administrator deletes it first
+            return found
+
+    racing = Racing(root=recs.root, acl=recs.acl)
+    report = run(FakeDirectory(["ada", "grace"]), racing, tmp_path)
+    assert report.roots_removed == [] and len(report.acl_removed) == 2
+
+
+def test_the_job_is_due_after_its_interval_since_the_last_accepted_run(tmp_path):
+    memory = PurgeMemory(tmp_path / "user-purge.json")
+    now = datetime(2026, 11, 26, tzinfo=UTC)
+    week = timedelta(days=7)
+    assert due(memory, week, now)
+    memory.accepted(3, now, "x")
+    memory.refused("down", now + timedelta(days=3))  # a refusal does not count as a run
+    assert not due(memory, week, now + timedelta(days=6))
+    assert due(memory, week, now + week)
+
+
+def test_the_plan_is_the_same_for_any_order_of_records():
+    acl = records().acl
+    a = plan_user_purge(["ada"], None, 0.5, records().root, acl)
+    b = plan_user_purge(["ada"], None, 0.5, dict(reversed(list(records().root.items()))),
+                        list(reversed(acl)))
+    assert a == b
