@@ -112,15 +112,19 @@ def purger(queue: QueueOption = None,
            ) -> None:
     """Run the purge jobs on a schedule until SIGTERM/SIGINT; one log line per run. A run
     that fails because a server (PostgreSQL, HBase) does not answer is retried with backoff;
-    the purger never exits on an outage."""
+    the purger never exits on an outage. The user purge job runs too, every
+    LETTERLOG_USER_PURGE_INTERVAL_DAYS (see `letterlog users purge`)."""
+    from adapters.bootstrap import directory
     from adapters.cli.stream import _stop_on_signals
     from adapters.embedded import Letterlog
     from adapters.lifecycle.scheduled import run_purger
+    from adapters.lifecycle.userpurge import ScheduledUserPurge
 
     queues = _check_queues(queue)
     stop: threading.Event = _stop_on_signals()
     run_purger(state.data, queues, interval, stop,
-               open_store=lambda data: Letterlog.open(data, create=False))
+               open_store=lambda data: Letterlog.open(data, create=False),
+               user_purge=ScheduledUserPurge(directory))
 
 
 def _erased(result: dict[str, Any], what: str) -> None:

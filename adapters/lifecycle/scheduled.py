@@ -10,6 +10,11 @@ validate, a data directory that holds no store or is open to others (``SettingsE
 
 One line per run (``purge run: purged=... expired=... kept=... payloads_freed=...``) through
 the stdlib logger ``letterlog.purger``.
+
+``user_purge`` (when given) runs after each purge run: the user purge job
+(``adapters/lifecycle/userpurge.py``), which acts only when ``user_purge_interval_days``
+have passed since its last accepted run; its line says what it removed, or (a warning) why
+it refused to decide, and a refused job is tried again at the next run.
 """
 
 from __future__ import annotations
@@ -53,7 +58,8 @@ class KeyValueLog:
 
 def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
                stop: threading.Event, *, open_store: Callable[[Path], Any],
-               first_backoff: float = 1.0, max_backoff: float = 30.0) -> None:
+               first_backoff: float = 1.0, max_backoff: float = 30.0,
+               user_purge: Callable[[Any, datetime], Any] | None = None) -> None:
     """Runs the purge jobs every ``interval`` seconds (default: the store's
     ``purge_interval_seconds``) until ``stop`` is set; see the module docstring."""
     from adapters.outages import Backoff, Stall, quiet_libraries
@@ -73,6 +79,7 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
                     store = open_store(data)
                     table_store = store.settings.table_store
                 report = store.purge(datetime.now(UTC), queues).as_dict()
+                users = user_purge(store, datetime.now(UTC)) if user_purge else None
             except FATAL:
                 raise
             except Exception as error:  # noqa: BLE001 - a server's outage: wait it out
@@ -91,6 +98,9 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
             log.info("purge run: purged=%d expired=%d kept=%d payloads_freed=%d "
                      "payload_bytes_freed=%d", report["purged"], report["expired"],
                      report["kept"], report["payloads_freed"], report["payload_bytes_freed"])
+            if users is not None:
+                log.log(logging.WARNING if users.status == "refused" else logging.INFO,
+                        "%s", users.line())
             if store.completion is not None and not store.completion.complete:
                 log.warning("%s", store.completion.line())
             stop.wait(interval if interval is not None else store.settings.purge_interval_seconds)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -95,7 +96,7 @@ class PurgeMemory:
 class UserPurgeReport:
     """What a run did, or why it did nothing."""
 
-    status: str  # "purged", "refused" or "dry-run"
+    status: str  # "purged", "dry-run", "refused" (and why), "nothing" (no record to check)
     directory: str
     directory_users: int | None
     previous_users: int | None
@@ -117,6 +118,8 @@ class UserPurgeReport:
         if self.status == "refused":
             return (f"user purge{' (dry run)' if self.dry_run else ''} refused, nothing "
                     f"removed: {self.reason}")
+        if self.status == "nothing":
+            return f"user purge: {self.reason}"
         verb = "would remove" if self.dry_run else "removed"
         return (f"user purge{' (dry run)' if self.dry_run else ''}: the directory answered "
                 f"{self.directory_users} users (last accepted: "
@@ -139,12 +142,17 @@ def purge_users(directory: Directory, records: PermissionRecords, memory: PurgeM
     previous = memory.previous_users()
     report = UserPurgeReport("dry-run" if dry_run else "purged", source, None, previous,
                              str(memory.path), dry_run=dry_run)
+    roots, acl = records.roots(), records.acl_entries()
+    if not roots and not acl:
+        report.status = "nothing"
+        report.reason = "no virtual root or ACL entry to check (the directory was not asked)"
+        return report
     try:
         known = [user.name for user in directory.users()]
     except DirectoryError as error:
         return _refused(report, memory, str(error), now, dry_run)
-    plan = plan_user_purge(known, previous, min_ratio, records.roots(),
-                           records.acl_entries(), accept_shrink=accept_shrink)
+    plan = plan_user_purge(known, previous, min_ratio, roots, acl,
+                           accept_shrink=accept_shrink)
     report.directory_users = plan.directory_users
     if plan.refused is not None:
         return _refused(report, memory, plan.refused, now, dry_run)
@@ -187,3 +195,22 @@ def due(memory: PurgeMemory, interval: timedelta, now: datetime) -> bool:
     """Whether ``interval`` has passed since the last accepted run (always, before one)."""
     last = memory.last_run()
     return last is None or now - last >= interval
+
+
+class ScheduledUserPurge:
+    """The user purge as ``letterlog purger`` runs it (``run_purger(user_purge=...)``):
+    called after each purge run with the open store, it runs the job when
+    ``user_purge_interval_days`` have passed since the last accepted run, and returns the
+    report (None when not due). ``make_directory`` builds the directory from the store's
+    settings (the entry point hands over ``bootstrap.directory``)."""
+
+    def __init__(self, make_directory: Callable[[Any], Directory]) -> None:
+        self.make_directory = make_directory
+
+    def __call__(self, store: Any, now: datetime) -> UserPurgeReport | None:
+        settings = store.settings
+        memory = PurgeMemory(Path(settings.data) / MEMORY_FILE)
+        if not due(memory, timedelta(days=settings.user_purge_interval_days), now):
+            return None
+        return purge_users(self.make_directory(settings), store, memory,
+                           min_ratio=settings.user_purge_min_ratio, now=now)

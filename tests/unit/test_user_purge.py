@@ -135,7 +135,7 @@ def test_an_answer_of_no_user_is_refused_even_the_first_time(tmp_path):
 
 def test_far_fewer_users_than_last_time_is_refused_and_the_count_kept(tmp_path):
     everyone = [f"user{i}" for i in range(10)] + ["ada", "grace"]
-    assert run(FakeDirectory(everyone), FakeRecords(), tmp_path).status == "purged"
+    assert run(FakeDirectory(everyone), records(), tmp_path).status == "purged"
     recs = records()
     report = run(FakeDirectory(["ada", "grace", "user1", "user2", "user3"]), recs, tmp_path)
     assert report.status == "refused" and recs.calls == []
@@ -186,3 +186,51 @@ def test_the_plan_is_the_same_for_any_order_of_records():
     b = plan_user_purge(["ada"], None, 0.5, dict(reversed(list(records().root.items()))),
                         list(reversed(acl)))
     assert a == b
+
+
+def test_with_no_record_to_check_the_directory_is_not_asked(tmp_path):
+    report = run(FakeDirectory([], down=True), FakeRecords(), tmp_path)
+    assert report.status == "nothing" and "not asked" in report.line()
+    assert not (tmp_path / "user-purge.json").exists()
+
+
+def test_the_purger_runs_the_job_when_due_and_logs_a_refusal_as_a_warning(tmp_path, caplog):
+    import logging
+    import threading
+    from types import SimpleNamespace
+
+    from adapters.lifecycle.scheduled import run_purger
+    from adapters.lifecycle.userpurge import ScheduledUserPurge
+
+    stop = threading.Event()
+    answers = [["ada", "grace"], ["ada", "grace"]]
+
+    class Store(FakeRecords):
+        settings = SimpleNamespace(data=tmp_path, table_store="embedded",
+                                   purge_interval_seconds=0, user_purge_interval_days=7,
+                                   user_purge_min_ratio=0.5)
+        completion = None
+        runs = 0
+
+        def purge(self, now, queues):
+            self.runs += 1
+            if self.runs == 3:
+                stop.set()
+            report = dict.fromkeys(("purged", "expired", "kept", "payloads_freed",
+                                    "payload_bytes_freed"), 0)
+            return SimpleNamespace(as_dict=lambda: report)
+
+        def close(self):
+            pass
+
+    store = Store(root=records().root, acl=records().acl)
+    directories = [FakeDirectory([], down=True), FakeDirectory(answers[0])]
+    with caplog.at_level(logging.INFO, logger="letterlog.purger"):
+        run_purger(tmp_path, None, None, stop, open_store=lambda data: store,
+                   user_purge=ScheduledUserPurge(lambda settings: directories.pop(0)))
+    said = [(r.levelno, r.getMessage()) for r in caplog.records
+            if r.getMessage().startswith("user purge")]
+    assert said[0][0] == logging.WARNING and "refused" in said[0][1]  # run 1: down
+    assert said[1][0] == logging.INFO and "removed 1 virtual roots" in said[1][1]  # run 2
+    assert len(said) == 2 and directories == []  # run 3: not due for 7 days
+    assert "gone" not in store.root
