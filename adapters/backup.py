@@ -39,15 +39,16 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from adapters import datadir
 from adapters.filemodes import DIR_MODE, create_private, private_dir
 from domain.errors import LetterlogError, StoreBusy
 
 FORMAT = "letterlog-backup/1"
 RECORD_FORMAT = "letterlog-erasures/1"
 MANIFEST = "manifest.json"
-LOG = "events.sqlite"
-READ_MODELS = ("tables.sqlite", "stream-tables.sqlite")
-PAYLOADS = "payloads"
+LOG = datadir.LOG
+READ_MODELS = (datadir.READ_MODELS, datadir.STREAM_TABLES)
+PAYLOADS = datadir.PAYLOADS
 STEP_PAGES = 1024  # pages per backup step (progress between steps)
 LOCK_WAIT_S = 60.0  # how long a backup tries to lock the key files before it gives up
 
@@ -519,7 +520,7 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                           "another")
     replacing = root.exists() and (not root.is_dir() or any(root.iterdir()))
     if replacing:
-        if not root.is_dir() or not any((root / n).exists() for n in (LOG, "vault.sqlite",
+        if not root.is_dir() or not any((root / n).exists() for n in (LOG, datadir.VAULT,
                                                                        PAYLOADS)):
             raise BackupError(f"{root}: exists and holds no letterlog store (no {LOG}); a "
                               "restore goes into a new or empty directory, or replaces a "

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from adapters import datadir
 from adapters.filemodes import private_dir
 from adapters.settings import Settings
 from domain.errors import SettingsError
@@ -61,10 +62,10 @@ def event_log_env(settings: Settings) -> dict[str, str]:
     from adapters.eventlog.store import postgres_env, sqlite_env
 
     root = private_dir(settings.data)
-    vault = str(settings.key_vault or root / "vault.sqlite")
+    vault = str(settings.key_vault or root / datadir.VAULT)
     if settings.event_store == "postgres":
         return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""), vault)
-    return {**sqlite_env(str(root / "events.sqlite"), settings.durability,
+    return {**sqlite_env(str(root / datadir.LOG), settings.durability,
                          settings.lock_timeout), "LETTERLOG_KEY_VAULT": vault}
 
 
@@ -86,7 +87,7 @@ def key_store(settings: Settings) -> KeyStore:
 def payload_store(settings: Settings) -> PayloadStore:
     from adapters.payloads.files import FilePayloadStore
 
-    return FilePayloadStore(Path(settings.data) / "payloads")
+    return FilePayloadStore(Path(settings.data) / datadir.PAYLOADS)
 
 
 def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mailstore:
@@ -125,7 +126,17 @@ def stream_tables(settings: Settings, *, timeout: float | None = None) -> TableS
     from adapters.tables.sqlite import SqliteTableStore
 
     private_dir(settings.data)
-    return SqliteTableStore(Path(settings.data) / "stream-tables.sqlite")
+    return SqliteTableStore(Path(settings.data) / datadir.STREAM_TABLES)
+
+
+def read_model_tables(settings: Settings) -> TableStore:
+    """The table store the read models are in: HBase (``table_store=hbase``, as the stream
+    workers write it) or the embedded ``<data>/tables.sqlite``."""
+    if settings.table_store == "hbase":
+        return stream_tables(settings)
+    from adapters.tables.sqlite import SqliteTableStore
+
+    return SqliteTableStore(Path(settings.data) / datadir.READ_MODELS)
 
 
 def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
@@ -133,18 +144,17 @@ def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
     process; or, with ``table_store=hbase``, HBase, read only (stream workers project)."""
     from adapters.eventlog.reader import read_events
     from adapters.readside.host import ProjectionHost
-    from adapters.tables.sqlite import SqliteTableStore
 
     events = partial(read_events, log)
 
     def max_position() -> int:
         return int(log.recorder.max_notification_id() or 0)
 
+    tables = read_model_tables(settings)
     if settings.table_store == "hbase":
-        return ProjectionHost(stream_tables(settings), events, None, max_position, live=False)
-    root = Path(settings.data)
-    return ProjectionHost(SqliteTableStore(root / "tables.sqlite"), events,
-                          root / ".projections.lock", max_position)
+        return ProjectionHost(tables, events, None, max_position, live=False)
+    return ProjectionHost(tables, events, Path(settings.data) / datadir.PROJECTIONS_LOCK,
+                          max_position)
 
 
 def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | None = None,

@@ -18,6 +18,15 @@ from domain.errors import StoreUnavailable
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
+# -- the data directory's names: the one place they are spelled --------------------------------
+LOG = "events.sqlite"  # the SQLite event log
+READ_MODELS = "tables.sqlite"  # the embedded read models
+STREAM_TABLES = "stream-tables.sqlite"  # a stream worker's tables when not HBase's
+KEYS = "keys.sqlite"  # the data keys, wrapped (beside an SQLite log)
+VAULT = "vault.sqlite"  # the key-encryption keys (LETTERLOG_KEY_VAULT may put it elsewhere)
+PAYLOADS = "payloads"  # the payload files
+PROJECTIONS_LOCK = ".projections.lock"  # held by whoever projects into the read models
+
 
 def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
                    allow_shared: bool = False) -> None:
@@ -34,7 +43,7 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
             if not root.is_dir():
                 raise StoreUnavailable(f"{root}: no letterlog store here (no such directory; "
                                        f"{make})")
-            if sqlite_log and not (root / "events.sqlite").is_file():
+            if sqlite_log and not (root / LOG).is_file():
                 raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite; "
                                        f"{make})")
         if not root.is_dir():
@@ -44,9 +53,9 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
         if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
             raise StoreUnavailable(f"{root}: not readable and writable by this user")
         if sqlite_log:
-            check_event_store(root / "events.sqlite")  # not a store at all: said first
+            check_event_store(root / LOG)  # not a store at all: said first
         check_private(root, what="the data directory", allow_shared=allow_shared)
-        for keys in ("keys.sqlite", "keys.sqlite-wal", "vault.sqlite", "vault.sqlite-wal"):
+        for keys in (KEYS, KEYS + "-wal", VAULT, VAULT + "-wal"):
             check_private(root / keys, what="the key store", allow_shared=allow_shared)
     except OSError as e:
         raise StoreUnavailable(f"{root}: cannot use as a data directory: "
@@ -80,8 +89,8 @@ def check_event_store(path: Path) -> None:
                                "(an SQLite database without letterlog's tables)")
 
 
-PARTS = (("events", ("events.sqlite",)), ("read_models", ("tables.sqlite",)),
-         ("payloads", ("payloads",)), ("keys", ("keys.sqlite", "vault.sqlite")))
+PARTS = (("events", (LOG,)), ("read_models", (READ_MODELS,)),
+         ("payloads", (PAYLOADS,)), ("keys", (KEYS, VAULT)))
 """The data directory's parts, by the names their files and directories start with (an
 SQLite file's WAL and shared-memory files go with it)."""
 

@@ -32,11 +32,6 @@ def open_event_log(wire: dict[str, Any]) -> Any:
 
 def open_tables(wire: dict[str, Any]) -> Any:
     """The table store the settings name: HBase, or the embedded ``tables.sqlite``."""
-    settings = from_wire(wire)
-    if settings.table_store == "hbase":
-        from adapters.bootstrap import stream_tables
+    from adapters.bootstrap import read_model_tables
 
-        return stream_tables(settings)
-    from adapters.tables.sqlite import SqliteTableStore
-
-    return SqliteTableStore(Path(settings.data) / "tables.sqlite")
+    return read_model_tables(from_wire(wire))

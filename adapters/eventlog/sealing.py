@@ -32,6 +32,8 @@ from uuid import UUID
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from adapters import datadir
+
 POOL = 256
 POOL_FIRST = 8
 NONCE = 12
@@ -488,7 +490,7 @@ def SqliteKeyStore(path: str | Path, *, synchronous: str = "FULL",  # noqa: N802
                    vault: str | Path | None = None) -> WrappedKeyStore:
     """``keys.sqlite`` (wrapped data keys) and ``vault.sqlite`` (their KEKs) beside it."""
     path = str(path)
-    vault_path = vault or os.path.join(os.path.dirname(os.path.abspath(path)), "vault.sqlite")
+    vault_path = vault or os.path.join(os.path.dirname(os.path.abspath(path)), datadir.VAULT)
     return WrappedKeyStore(_SqliteKeyTable(path, synchronous),
                            Vault(vault_path, synchronous=synchronous))
 

@@ -25,6 +25,7 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
+from adapters import datadir
 from adapters.eventlog import sealing
 from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.account import Account
@@ -271,7 +272,7 @@ def open_key_store(env: Any) -> sealing.KeyStore:
     if "SQLite" in module or env.get("SQLITE_DBNAME"):
         db = env.get("SQLITE_DBNAME") or ""
         if db and db != ":memory:" and "mode=memory" not in db:
-            path = os.path.join(os.path.dirname(os.path.abspath(db)), "keys.sqlite")
+            path = os.path.join(os.path.dirname(os.path.abspath(db)), datadir.KEYS)
             mode = SYNCHRONOUS.get((env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
             return sealing.SqliteKeyStore(path, synchronous=mode,
                                           vault=env.get("LETTERLOG_KEY_VAULT") or None)

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters import datadir
 from adapters.filemodes import create_private, private_dir
 
 PENDING_DIR = "erasures-pending"
@@ -38,7 +39,7 @@ EXIT_INCOMPLETE = 3
 """The exit status of an erasure (or purge run) that committed but could not finish within
 the bound: the keys are destroyed and ``Purged`` recorded; a file still holds the data."""
 
-STORE_FILES = ("tables.sqlite", "stream-tables.sqlite", "keys.sqlite")
+STORE_FILES = (datadir.READ_MODELS, datadir.STREAM_TABLES, datadir.KEYS)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def store_files(data: str | os.PathLike[str], vault: str | os.PathLike[str] | No
     the keys to it), those that exist."""
     root = Path(data)
     files = [root / name for name in STORE_FILES]
-    files.append(Path(vault) if vault else root / "vault.sqlite")
+    files.append(Path(vault) if vault else root / datadir.VAULT)
     return [f for f in files if f.is_file()]
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import syntax
 
+from adapters import datadir
 from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
 from adapters.mta.replies import Outcome, classify, delivered, temporary
 from domain.errors import LetterlogError, StoreUnavailable
@@ -106,7 +107,7 @@ class Writer:
 
     def _where(self) -> tuple[int, int]:
         try:
-            st = os.stat(self.data / "events.sqlite")
+            st = os.stat(self.data / datadir.LOG)
         except OSError as e:
             raise StoreUnavailable(f"{self.data}: no letterlog store here "
                                    f"({e.strerror or e})") from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from adapters import datadir
 from adapters.datadir import check_data_dir
 from adapters.envsettings import read_settings
 from adapters.readside.catalog import Catalog
@@ -58,11 +59,11 @@ def open_current(data: Path) -> CurrentTables | None:
     if settings is None or not settings.embedded:
         return None
     check_data_dir(data, sqlite_log=True, create=False)
-    if not (data / "tables.sqlite").is_file():
+    if not (data / datadir.READ_MODELS).is_file():
         return None
     try:
-        head = log_head(data / "events.sqlite")
-        tables = SqliteTableStore(data / "tables.sqlite")
+        head = log_head(data / datadir.LOG)
+        tables = SqliteTableStore(data / datadir.READ_MODELS)
     except sqlite3.Error:
         return None
     try:
