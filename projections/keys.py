@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TypeAlias
 from uuid import UUID
 
 from projections import names as n
+from projections.tablestore import Put
 
 RowReader: TypeAlias = Callable[[str, bytes], dict[bytes, bytes]]
 """Reads the current visible row ``(table, row key) -> {column: value}`` ({} if none)."""
@@ -229,4 +230,29 @@ def purge_pointer_row(queue: str, shard: int) -> bytes:
 
 
 def tracking_row(projection: str) -> bytes:
+    """A projection's row in ``tracking`` (a stream partition's projections are renamed
+    ``name@topic/partition``: each partition tracks its own)."""
     return projection.encode()
+
+
+# The tracking rule, in one place: the position a projection has applied is the cell
+# ``t:position`` of its row, value and version the position (at least 1: a version-0 cell
+# would not hide an older one); the generation its tables started at (a rebuild's switch) is
+# ``t:generation``, version generation + 1. Absent: 0.
+
+
+def tracking_position(table: str, projection: str, position: int) -> Put:
+    """The put recording that ``projection`` has applied the log up to ``position``."""
+    return Put(table, tracking_row(projection), n.TR_POSITION, b"%d" % position,
+               max(position, 1))
+
+
+def tracking_generation(table: str, projection: str, generation: int) -> Put:
+    """The put recording the generation ``projection``'s tables started at."""
+    return Put(table, tracking_row(projection), n.TR_GENERATION, b"%d" % generation,
+               generation + 1)
+
+
+def tracked(cells: Mapping[bytes, bytes], column: bytes = n.TR_POSITION) -> int:
+    """A tracking row's position (or, ``column=TR_GENERATION``, generation); 0 if absent."""
+    return int(cells.get(column, b"0"))

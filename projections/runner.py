@@ -43,7 +43,7 @@ from typing import Any
 from domain.errors import CorruptEvent
 from projections import names as n
 from projections.codec import put
-from projections.keys import RowReader, tracking_row
+from projections.keys import RowReader, tracked, tracking_position, tracking_row
 from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Folder, Projection
 from projections.tablestore import (
     MAX_VERSION,
@@ -377,7 +377,7 @@ class ProjectionRunner:
             found: dict[str, int] = {}
             for p in self.projections:
                 row = self.store.get(table, tracking_row(p.name), [n.TR_POSITION])
-                found[p.name] = int(row.get(n.TR_POSITION, b"0"))
+                found[p.name] = tracked(row)
             self._positions = found
         return dict(self._positions)
 
@@ -527,7 +527,7 @@ class ProjectionRunner:
         tracking = self._name(n.TRACKING)
         advanced = [p.name for p in self.projections if top > self._positions[p.name]]
         for name in advanced if self.track else ():
-            batch.append(Put(tracking, tracking_row(name), n.TR_POSITION, b"%d" % top, top))
+            batch.append(tracking_position(tracking, name, top))
         if loads:
             assert load is not None
             load(loads, batch)

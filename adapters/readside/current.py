@@ -24,7 +24,7 @@ from adapters.readside.catalog import Catalog
 from adapters.readside.queries import ReadModelQueries
 from adapters.tables.sqlite import SqliteTableStore
 from projections import names as n
-from projections.keys import tracking_row
+from projections.keys import tracked, tracking_row
 from projections.tablestore import TableNotFound, TableStore
 
 EVENTS_TABLE = "stored_events"  # the eventsourcing library's SQLite table
@@ -91,5 +91,5 @@ def log_head(events: Path) -> int:
 def tracked_position(tables: TableStore, physical: object) -> int:
     """The lowest position any projection has tracked (0 for one that tracked none)."""
     table = physical(n.TRACKING)  # type: ignore[operator]
-    return min(int(tables.get(table, tracking_row(name), [n.TR_POSITION]).get(
-        n.TR_POSITION, b"0")) for name in n.PROJECTIONS)
+    return min(tracked(tables.get(table, tracking_row(name), [n.TR_POSITION]))
+               for name in n.PROJECTIONS)

@@ -30,7 +30,7 @@ from domain.errors import InvalidCommand, NotFound, SettingsError
 from domain.values import account_id_for
 from projections import names as n
 from projections import queries as q
-from projections.keys import tracking_row
+from projections.keys import tracked, tracking_generation, tracking_position, tracking_row
 from projections.registry import ALL, TRACKING_SPEC, Projection, select
 from projections.runner import ProjectionRunner
 from projections.tablestore import (
@@ -203,7 +203,7 @@ class ProjectionHost:
         known = self.runner.positions()
         probe = ALL[0].name
         row = self.tables.get(self.physical(n.TRACKING), tracking_row(probe), [n.TR_POSITION])
-        return int(row.get(n.TR_POSITION, b"0")) > known.get(probe, 0)
+        return tracked(row) > known.get(probe, 0)
 
     def physical(self, logical: str) -> str:
         return self.catalog.physical(logical)
@@ -244,12 +244,10 @@ class ProjectionHost:
             runner.apply_events(self.events(start=head + 1))  # catch up what arrived meanwhile
             position = runner.position()
             tracking = [put for p in projections for put in (
-                Put(self.physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
-                    b"%d" % position, max(position, 1)),
+                tracking_position(self.physical(n.TRACKING), p.name, position),
                 # the generation these tables start at ``position``: stream workers check
                 # their own positions against it (adapters.streaming.projector, handover)
-                Put(self.physical(n.TRACKING), tracking_row(p.name), n.TR_GENERATION,
-                    b"%d" % generation, generation + 1))]
+                tracking_generation(self.physical(n.TRACKING), p.name, generation))]
             old = {t: self.physical(t) for t in rebuilt if t != n.TRACKING}
             self.catalog.switch({t: rebuilt[t] for t in old}, tracking)
             if self.live:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from adapters.probing import run_in_thread
 from projections import names as n
+from projections.keys import tracked
 
 __all__ = ["render", "snapshot", "wait_until_applied"]
 
@@ -73,7 +74,7 @@ def _tracking(settings: Any, parts: Parts) -> tuple[dict[str, dict[str, int]], i
         for row, cells in store.scan(n.TRACKING, columns=[n.TR_POSITION]):
             name, _, partition = row.decode().partition("@")
             if partition:
-                found.setdefault(name, {})[partition] = int(cells[n.TR_POSITION])
+                found.setdefault(name, {})[partition] = tracked(cells)
         return found, dead
     finally:
         store.close()

@@ -107,7 +107,7 @@ from adapters.streaming.deadletters import (
 )
 from domain.errors import CorruptEvent
 from projections import names as n
-from projections.keys import tracking_row
+from projections.keys import tracked, tracking_generation, tracking_row
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner, identity
 from projections.tablestore import (
@@ -347,8 +347,7 @@ class _BatchStore:
         if held:
             stamps: list[Mutation] = []
             if self.generation is not None:
-                stamp = b"%d" % self.generation
-                stamps = [Put(m.table, m.row, n.TR_GENERATION, stamp, self.generation + 1)
+                stamps = [tracking_generation(m.table, m.row.decode(), self.generation)
                           for m in held if m.column == n.TR_POSITION]
             try:
                 self.store.apply([*held, *stamps])
@@ -638,8 +637,7 @@ class StreamProjector:
                 row = self.store.get(tracking, tracking_row(p.name),
                                      [n.TR_POSITION, n.TR_GENERATION])
                 if n.TR_GENERATION in row:
-                    switches[p.name] = (int(row.get(n.TR_POSITION, b"0")),
-                                        int(row[n.TR_GENERATION]))
+                    switches[p.name] = (tracked(row), tracked(row, n.TR_GENERATION))
             self._switches = switches
         gaps = []
         for p in self.projections:
@@ -649,8 +647,8 @@ class StreamProjector:
             start, generation = switched
             name = partition_projections([p], *tp)[0].name
             row = self.store.get(tracking, tracking_row(name), [n.TR_POSITION, n.TR_GENERATION])
-            position = int(row.get(n.TR_POSITION, b"0"))
-            applied_in = int(row.get(n.TR_GENERATION, b"0"))
+            position = tracked(row)
+            applied_in = tracked(row, n.TR_GENERATION)
             if applied_in < generation and position > start:
                 gaps.append(_Gap(p, name, start, position, applied_in, generation))
         return gaps
@@ -680,8 +678,8 @@ class StreamProjector:
                         skipped += 1
                         log.warning("replay skips position %d: %s", item[0], error)
             replayed += len(chunk)
-        stamp = [Put(self.physical(n.TRACKING), tracking_row(g.name), n.TR_GENERATION,
-                     b"%d" % g.generation, g.generation + 1) for g in gaps]
+        stamp = [tracking_generation(self.physical(n.TRACKING), g.name, g.generation)
+                 for g in gaps]
         self.store.apply(stamp)
         log.warning("%s/%d: handover gap repaired: %d events replayed (%d skipped as corrupt)",
                     tp[0], tp[1], replayed, skipped)
