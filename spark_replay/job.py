@@ -49,10 +49,10 @@ from adapters.settings import Settings
 from adapters.spark import remove_stale_runs, run_directory
 from domain.errors import CorruptEvent, InvalidCommand
 from projections import names as n
-from projections.keys import tracking_row
+from projections.keys import tracking_position
 from projections.registry import Projection
 from projections.runner import ProjectionRunner
-from projections.tablestore import Put, TableStore
+from projections.tablestore import TableStore
 from spark_replay.fold import (
     BY_ACCOUNT,
     BY_POSITION,
@@ -105,8 +105,8 @@ class SparkFold:
                 store.merge_runs([t["run"] for t in tasks], tables)  # type: ignore[attr-defined]
             self.stats.update(_figures(tasks, t1 - t0, time.perf_counter() - t1,
                                        self.spark.sparkContext.defaultParallelism))
-            store.apply([Put(physical(n.TRACKING), tracking_row(p.name), n.TR_POSITION,
-                             b"%d" % stop, max(stop, 1)) for p in projections])
+            store.apply([tracking_position(physical(n.TRACKING), p.name, stop)
+                         for p in projections])
         finally:
             runs.close()  # the run files go, whatever happened
         return ProjectionRunner(store, projections, physical=physical)
