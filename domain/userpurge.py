@@ -62,7 +62,8 @@ def refusal(directory_users: int, previous_users: int | None, min_ratio: float) 
     if previous_users:
         floor = math.ceil(previous_users * min_ratio)
         if directory_users < floor:
-            return (f"the directory answered {directory_users} users, fewer than "
+            said = f"{directory_users} user" + ("s" if directory_users != 1 else "")
+            return (f"the directory answered {said}, fewer than "
                     f"{min_ratio:.0%} of the {previous_users} of the last accepted answer "
                     f"(at least {floor} needed: LETTERLOG_USER_PURGE_MIN_RATIO)")
     return None
