@@ -165,6 +165,23 @@ class DeleteRow:
 Mutation: TypeAlias = Put | DeleteColumn | DeleteRow
 
 
+# -- the cell-version rule (the module docstring's first three points), in one place ------------
+# (the rebuild fold, ``projections.runner``, keeps its own inlined copy in its hot loop; the
+# table store contract and ``verify`` hold it to the same results)
+
+
+def replaces(version: int, kept: int | None) -> bool:
+    """Does a put of ``version`` replace the cell kept at version ``kept`` (None: none)?
+    A higher version wins; of equal versions the later write."""
+    return kept is None or version >= kept
+
+
+def hidden(version: int, tomb: int) -> bool:
+    """Is a cell of ``version`` hidden by a delete of version ``tomb`` (-1: no delete)?
+    A delete hides every version up to its own, puts arriving after it included."""
+    return version <= tomb
+
+
 @dataclass(frozen=True, slots=True)
 class TableSpec:
     """A table and its column families; HBase pre-splits it by the salt byte (0..127)."""

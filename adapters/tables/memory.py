@@ -34,8 +34,10 @@ from projections.tablestore import (
     UnknownFamily,
     ValuesFromCells,
     family_of,
+    hidden,
     is_family_filter,
     key_range,
+    replaces,
     validate_table_name,
 )
 
@@ -52,23 +54,23 @@ class _Table:
     row_tombs: dict[bytes, int] = field(default_factory=dict)
 
     def put(self, m: Put) -> None:
-        if m.version <= self.row_tombs.get(m.row, -1):
+        if hidden(m.version, self.row_tombs.get(m.row, -1)):
             return
-        if m.version <= self.column_tombs.get(m.row, {}).get(m.column, -1):
+        if hidden(m.version, self.column_tombs.get(m.row, {}).get(m.column, -1)):
             return
         row = self.cells.get(m.row)
         if row is None:
             row = self.cells[m.row] = {}
             insort(self.keys, m.row)
         kept = row.get(m.column)
-        if kept is None or m.version >= kept[1]:
+        if replaces(m.version, None if kept is None else kept[1]):
             row[m.column] = (m.value, m.version)
 
     def delete_column(self, m: DeleteColumn) -> None:
         tombs = self.column_tombs.setdefault(m.row, {})
         tombs[m.column] = max(tombs.get(m.column, -1), m.version)
         row = self.cells.get(m.row)
-        if row is not None and m.column in row and row[m.column][1] <= m.version:
+        if row is not None and m.column in row and hidden(row[m.column][1], m.version):
             del row[m.column]
             self._forget_if_empty(m.row, row)
 
@@ -76,7 +78,7 @@ class _Table:
         self.row_tombs[m.row] = max(self.row_tombs.get(m.row, -1), m.version)
         row = self.cells.get(m.row)
         if row is not None:
-            for column in [c for c, (_, v) in row.items() if v <= m.version]:
+            for column in [c for c, (_, v) in row.items() if hidden(v, m.version)]:
                 del row[column]
             self._forget_if_empty(m.row, row)
 

@@ -53,6 +53,8 @@ from projections.tablestore import (
     TableStoreError,
     UnknownFamily,
     family_of,
+    hidden,
+    replaces,
 )
 
 _MAX_CALL_MUTATIONS = 1000
@@ -133,7 +135,7 @@ class HBaseWrites:
                 self._check_family(table, m.column)
                 key = (m.table, m.row, m.column)
                 known = puts.get(key)
-                if known is None or m.version >= known[0]:
+                if replaces(m.version, None if known is None else known[0]):
                     puts[key] = (m.version, m.value)
             elif isinstance(m, DeleteColumn):
                 self._check_family(table, m.column)
@@ -146,10 +148,10 @@ class HBaseWrites:
                 raise InvalidMutation(f"mutation: {m!r:.80} is not a Put, DeleteColumn, DeleteRow")
         for key, (version, _) in list(puts.items()):
             name, row, _column = key
-            if version <= max(column_deletes.get(key, -1), row_deletes.get((name, row), -1)):
+            if hidden(version, max(column_deletes.get(key, -1), row_deletes.get((name, row), -1))):
                 del puts[key]
         for key, version in list(column_deletes.items()):
-            if version <= row_deletes.get((key[0], key[1]), -1):
+            if hidden(version, row_deletes.get((key[0], key[1]), -1)):
                 del column_deletes[key]
         return _Reduced(tables, puts, column_deletes, row_deletes)
 
