@@ -98,7 +98,7 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
             log.info("purge run: purged=%d expired=%d kept=%d payloads_freed=%d "
                      "payload_bytes_freed=%d", report["purged"], report["expired"],
                      report["kept"], report["payloads_freed"], report["payload_bytes_freed"])
-            if users is not None:
+            if users is not None and users.status != "nothing":  # a store with no records
                 log.log(logging.WARNING if users.status == "refused" else logging.INFO,
                         "%s", users.line())
             if store.completion is not None and not store.completion.complete:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from adapters.filemodes import create_private
 from domain.directory import Directory, DirectoryError
@@ -35,6 +35,7 @@ from domain.userpurge import AclEntry, plan_user_purge
 MEMORY_FILE = "user-purge.json"
 
 
+@runtime_checkable
 class PermissionRecords(Protocol):
     """The records the job removes: the store's administrator commands."""
 
@@ -142,6 +143,11 @@ def purge_users(directory: Directory, records: PermissionRecords, memory: PurgeM
     previous = memory.previous_users()
     report = UserPurgeReport("dry-run" if dry_run else "purged", source, None, previous,
                              str(memory.path), dry_run=dry_run)
+    if not isinstance(records, PermissionRecords):
+        report.status = "nothing"
+        report.reason = ("this store keeps no virtual roots or ACL entries (the directory "
+                         "was not asked)")
+        return report
     roots, acl = records.roots(), records.acl_entries()
     if not roots and not acl:
         report.status = "nothing"

@@ -234,3 +234,11 @@ def test_the_purger_runs_the_job_when_due_and_logs_a_refusal_as_a_warning(tmp_pa
     assert said[1][0] == logging.INFO and "removed 1 virtual roots" in said[1][1]  # run 2
     assert len(said) == 2 and directories == []  # run 3: not due for 7 days
     assert "gone" not in store.root
+
+
+def test_a_store_without_roots_or_acls_is_left_alone(tmp_path):
+    class Bare:
+        pass
+
+    report = run(FakeDirectory([], down=True), Bare(), tmp_path)
+    assert report.status == "nothing" and "keeps no virtual roots" in report.reason
