@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from domain.errors import SettingsError
+from domain.errors import LetterlogError, SettingsError
 
 SUBMIT = Path(__file__).resolve().parent.parent / "spark_replay" / "submit.py"
 LOCALHOST = "127.0.0.1"
@@ -34,6 +34,8 @@ _PROPERTY = re.compile(r"([^\s=:]+)\s*[\s=:]\s*(.*)")
 RUN_DIRS = (".spark-runs-", ".spark-warm-up-")
 """The scratch directories a Spark rebuild makes in the data directory: each task's folded
 tables (plain text: subjects, senders) as a run file, merged by the driver."""
+LOGS = "spark-logs"
+"""The data directory's folder for the logs of failed Spark jobs started by the CLI."""
 _OWNER = ".owner"
 _UNOWNED_GRACE_S = 60.0  # a directory made but not locked yet: its driver is starting
 
@@ -77,6 +79,58 @@ def remove_stale_runs(data: Path) -> list[str]:
             except FileNotFoundError:
                 continue  # its job ended meanwhile
     return removed
+
+
+class SparkJobFailed(LetterlogError):
+    """The Spark job could not run or did not finish: the master unreachable, a task's
+    Python exception. Not the user's input: exit status 1."""
+
+    exit_code = 1
+
+
+def require_store(settings: Any) -> None:
+    """``StoreUnavailable`` (exit 2) unless ``settings.data`` holds a store: a rebuild or an
+    export never makes one (a mistyped ``--data`` is not an empty store at position 0)."""
+    from adapters.datadir import check_data_dir
+
+    check_data_dir(Path(settings.data), settings.event_store == "sqlite", False,
+                   allow_shared=settings.allow_shared_keys)
+
+
+def check_master(master: str, timeout: float = 5.0) -> None:
+    """``SparkJobFailed`` unless one of a ``spark://`` master's addresses answers a TCP
+    connection within ``timeout`` (Spark itself retries for about a minute, then logs only
+    that the masters are unresponsive); other masters are not checked."""
+    import socket
+
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError) as e:
+            errors.append(f"{address}: {getattr(e, 'strerror', None) or e}")
+    raise SparkJobFailed(f"the Spark master {master} is unreachable ({'; '.join(errors)})")
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_PY_RAISED = re.compile(r"^([A-Za-z_][\w.]*): (.+)$|^([A-Za-z_][\w.]*(?:Error|Exception))$")
+
+
+def python_exception(text: str) -> str | None:
+    """The Python exception a task raised, ``Type: message``, from the Java exception text
+    Spark wraps it in (``PythonException: Traceback ...``), or ``None``."""
+    start = text.rfind(_TRACEBACK)
+    if start < 0:
+        return None
+    for line in text[start + len(_TRACEBACK):].splitlines():
+        found = _PY_RAISED.match(line)
+        if found and not line.startswith((" ", "\t", "org.", "java.", "py4j.", "scala.")):
+            return line.strip()
+    return None
 
 
 def spark_home() -> Path:
@@ -173,16 +227,32 @@ def submit_env(data: Path | None = None) -> dict[str, str]:
     return env
 
 
-def submit(args: Sequence[str], master: str | None, *, data: Path | None,
+def submit(args: Sequence[str], master: str | None, *, data: Path,
            fail: Callable[[str, int], NoReturn],
            conf: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    """Runs the job to completion; its JSON result, or ``fail(message, code)``."""
+    """Runs the job to completion; its JSON result, or ``fail(message, code)``: one line,
+    naming the file that keeps Spark's whole log (``<data>/spark-logs/``; a successful
+    job's log is deleted)."""
+    from adapters.filemodes import create_private, private_dir
     from adapters.settings import load_settings
 
     master = resolve_master(master, load_settings(data=data).spark_master)
-    return _result(subprocess.run(submit_command(args, master, conf), env=submit_env(data),
-                                  stdin=subprocess.DEVNULL, capture_output=True, check=False),
-                   fail)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    log = private_dir(Path(data).resolve() / LOGS) / f"{args[0]}-{stamp}-{os.getpid()}.log"
+    fd = create_private(log)
+    try:
+        done = subprocess.run(submit_command(args, master, conf), env=submit_env(data),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=fd,
+                              check=False)
+    finally:
+        os.close(fd)
+    if done.returncode == 0:
+        log.unlink(missing_ok=True)
+    else:  # spark-submit passes the driver's stderr on to its stdout: both go in the log
+        with open(log, "ab") as fh:
+            fh.write(b"\n==> the driver's standard output <==\n" + done.stdout)
+    done.stderr = log.read_bytes() if log.exists() else b""
+    return _result(done, fail, log)
 
 
 def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:
@@ -193,17 +263,32 @@ def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> 
     return _result(done, fail)
 
 
-def _result(done: subprocess.CompletedProcess[bytes],
-            fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:
+def _result(done: subprocess.CompletedProcess[bytes], fail: Callable[[str, int], NoReturn],
+            log: Path | None = None) -> dict[str, Any]:
     stderr = (done.stderr or b"").decode(errors="replace")
-    errors = [line for line in stderr.splitlines()
+    output = stderr + "\n" + (done.stdout or b"").decode(errors="replace")
+    errors = [line for line in output.splitlines()
               if line.startswith("letterlog: error: ")]
     if done.returncode != 0:
+        where = f" (Spark's log: {log})" if log is not None else ""
         if errors:
-            fail(errors[-1].removeprefix("letterlog: error: "), done.returncode)
-        tail = "\n".join(stderr.splitlines()[-15:])
-        fail(f"the Spark job failed (exit {done.returncode}):\n{tail}", 1)
+            fail(errors[-1].removeprefix("letterlog: error: ") + where, done.returncode)
+        fail(f"the Spark job failed (exit {done.returncode}): {_cause(stderr)}{where}", 1)
     for line in reversed(done.stdout.decode(errors="replace").splitlines()):
         if line.startswith("{"):
             return dict(json.loads(line))
     fail("the Spark job printed no result", 1)
+
+
+def _cause(stderr: str) -> str:
+    """One line saying why a driver that printed no ``letterlog: error:`` line failed: a
+    Python exception, else the JVM's last exception or error line."""
+    found = python_exception(stderr)
+    if found:
+        return found
+    for line in reversed(stderr.splitlines()):
+        text = line.strip()
+        if text.startswith(("Exception in thread", "Error: ")) or re.match(
+                r"^[\w.$]+(Exception|Error): ", text):
+            return text
+    return "no error line in its log"

@@ -40,6 +40,9 @@ EVENTS = ("position long, aggregate string, version long, topic string, type str
 
 
 def _head(settings: Settings) -> int:
+    from adapters.spark import require_store
+
+    require_store(settings)  # an export never makes an empty store
     log = open_event_log(to_wire(settings))
     try:
         return int(log.recorder.max_notification_id() or 0)

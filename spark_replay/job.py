@@ -213,19 +213,26 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
     ``until`` (a position) or ``as_of`` (ISO 8601), builds the read-only view ``view``
     (default ``p<position>``) as the projections were then, and switches nothing.
     ``by_account_only``: every projection folded by account, or not (``None``: by the
-    session's cores, ``SPLIT_FROM_CORES``; ADR 0019)."""
+    session's cores, ``SPLIT_FROM_CORES``; ADR 0019). A data directory holding no store is
+    ``StoreUnavailable``, another rebuild of the store running ``RebuildRunning``, both
+    before Spark starts."""
     from adapters.embedded import Letterlog
+    from adapters.rebuild_lock import rebuild_lock
+    from adapters.spark import require_store
     from spark_replay.session import effective_conf, spark_session
 
-    session = spark or spark_session(master)
-    fold = SparkFold(session, settings, partitions, fail_partition, by_account_only)
-    with Letterlog.open(**settings.model_dump()) as store:
-        if until is None and as_of is None:
-            result = dict(store.projections.rebuild(names, progress, fold=fold))
-        else:
-            stop = until if until is not None else store.position_at(_instant(as_of))
-            result = dict(store.projections.build_view(view or f"p{stop}", names, stop, fold))
-            store.erase_from_views()  # messages purged since ``stop`` leave the view at once
+    require_store(settings)  # before Spark starts: a missing store is the user's mistake
+    with rebuild_lock(settings.data):  # one at a time; the kernel frees it if we are killed
+        session = spark or spark_session(master)
+        fold = SparkFold(session, settings, partitions, fail_partition, by_account_only)
+        with Letterlog.open(create=False, **settings.model_dump()) as store:
+            if until is None and as_of is None:
+                result = dict(store.projections.rebuild(names, progress, fold=fold))
+            else:
+                stop = until if until is not None else store.position_at(_instant(as_of))
+                result = dict(store.projections.build_view(view or f"p{stop}", names, stop,
+                                                           fold))
+                store.erase_from_views()  # messages purged since ``stop`` leave the view
     result.update(fold.stats, engine="spark", master=session.sparkContext.master,
                   spark_conf=effective_conf(session))
     return result

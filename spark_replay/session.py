@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.spark import DEFAULT_MASTER, conf_dir, defaults_file
+from adapters.spark import DEFAULT_MASTER, check_master, conf_dir, defaults_file
 
 DEFAULTS_KEY = "spark.letterlog.defaults"
 """Where a session records which settings were letterlog's defaults (``effective_conf``)."""
@@ -97,6 +97,7 @@ def spark_session(master: str | None = None, app_name: str = "letterlog-replay",
     configured = {**configured_conf(), **(conf or {})}
     if master is not None:
         configured["spark.master"] = master
+    check_master(configured.get("spark.master", ""))  # at once, not after a minute of retries
     builder = SparkSession.builder
     if master is not None:
         builder = builder.master(master)

@@ -7,7 +7,9 @@ Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
     bench [--events N] [--plot PNG] [--no-hbase] [--no-other-layout] [--repeat N]
                                                    (python -m spark_replay only)
 
-Each prints one JSON object on stdout. ``letterlog rebuild --engine spark`` and ``letterlog
+Each prints one JSON object on stdout. A missing data directory or event store is refused
+(exit 2) before Spark starts; a second rebuild of a store while one runs too
+(``adapters.rebuild_lock``). ``letterlog rebuild --engine spark`` and ``letterlog
 export`` run this file through the pyspark package's ``spark-submit``; it runs as well with
 ``python -m spark_replay``. A letterlog error (a corrupt event, a bad argument) is one line
 ``letterlog: error: ...`` on stderr and exit code 2.
@@ -82,7 +84,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(sys.argv[1:] if argv is None else argv)
     except (LetterlogError, KeyError) as e:
         sys.stderr.write(f"letterlog: error: {str(e).strip(chr(34) + chr(39))}\n")
-        return 2
+        return int(getattr(e, "exit_code", 2))
+    except Exception as e:  # the job failed in Spark: its traceback, then one line last
+        import traceback
+
+        from adapters.spark import python_exception
+
+        traceback.print_exc()
+        text = str(e)
+        cause = python_exception(text) or next(
+            (line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
+        sys.stderr.write(f"letterlog: error: the Spark job failed: {cause}\n")
+        return 1
     sys.stdout.write(json.dumps(result, default=str, sort_keys=True) + "\n")
     sys.stdout.flush()
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -79,6 +80,7 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
     if names:
         known_projections(names)
     if engine == "spark":
+        _ready_for_spark(rebuilding=True)
         extra = [*(["--until-position", str(until_position)] if until_position is not None
                    else []), *(["--as-of", when.isoformat()] if when is not None else []),
                  *(["--view", view] if view else [])]
@@ -86,11 +88,12 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
     elif until_position is not None or when is not None:
         store = state.reader()
         stop = until_position if until_position is not None else store.position_at(when)
-        result = store.build_view(view or f"p{stop}", names, stop)
+        with _one_rebuild():
+            result = store.build_view(view or f"p{stop}", names, stop)
     else:
         store = state.reader()
         bar, update = _progress("rebuilding")
-        with bar:
+        with _one_rebuild(), bar:
             result = store.rebuild(names, update)
     if "view" in result:
         out(result, f"view {result['view']}: {', '.join(result['projections'])} as at "
@@ -98,6 +101,35 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
         return
     out(result, f"rebuilt {', '.join(result['projections'])} up to position {result['position']} "
                 f"in {result['seconds']} s")
+
+
+def _ready_for_spark(*, rebuilding: bool) -> None:
+    """Refuses (exit 2, before Spark starts) a data directory holding no store, and a
+    rebuild while another runs on the same store."""
+    from adapters.rebuild_lock import check_not_running
+    from adapters.settings import load_settings
+    from adapters.spark import require_store
+    from domain.errors import LetterlogError
+
+    try:
+        require_store(load_settings(data=state.data))
+        if rebuilding:
+            check_not_running(state.data)
+    except LetterlogError as e:
+        fail(str(e))
+
+
+def _one_rebuild() -> contextlib.ExitStack:
+    """The store's rebuild lock, held, for a rebuild in this process (exit 2 if another
+    runs)."""
+    from adapters.rebuild_lock import RebuildRunning, rebuild_lock
+
+    held = contextlib.ExitStack()
+    try:
+        held.enter_context(rebuild_lock(state.data))
+    except RebuildRunning as e:
+        fail(str(e))
+    return held
 
 
 def known_projections(names: list[str]) -> None:
@@ -145,6 +177,7 @@ def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
         if personal:
             fail("--personal: only the events have personal parts (a projection's cells "
                  "are exported as the tables hold them)")
+    _ready_for_spark(rebuilding=False)
     if personal or what in HOLDS_PERSONAL_DATA:
         typer.echo(f"letterlog: warning: {directory} will hold personal data in plain text "
                    f"({'the events opened' if personal else 'subjects, senders, attachment names'}"

@@ -20,6 +20,7 @@ def submitted(monkeypatch):
         return {"rows": 3, "directory": args[2]}
 
     monkeypatch.setattr(admin, "spark_job", job)
+    monkeypatch.setattr(admin, "_ready_for_spark", lambda **_: None)
     return jobs
 
 
