@@ -259,46 +259,52 @@ class WorkerState:
                                                           records)
 
     async def apply(self, records: list[Record], decoded: Decoded | None = None) -> BatchResult:
-        """Applies in the worker thread; a failing store is retried with backoff.
+        """Applies in the worker thread; a failing store is retried with backoff, for ever
+        (tenacity: exponential with full jitter from ``retry_delay`` up to 30 s).
         ``decoded``: the records decoded already (``decode``)."""
-        from adapters.streaming.telemetry import Backoff
+        from tenacity import AsyncRetrying, RetryCallState, wait_random_exponential
 
         loop = asyncio.get_running_loop()
-        backoff = Backoff(self.options.retry_delay, 30.0)
-        while True:
-            started = time.perf_counter()
-            self.inflight = time.monotonic()
-            try:
+
+        def failed(state: RetryCallState) -> None:
+            from adapters.outages import dependency_of
+
+            error = state.outcome.exception() if state.outcome else None
+            if error is None:
+                return
+            # the tables, or the key store in the log's database (sealed records)
+            stall = self.keys_stall if dependency_of(error) == "the event store" \
+                else self.store_stall
+            stall.failed(error, self.inflight)
+            self.inflight = None
+            # said once by the stall (and every minute while it lasts), not per try
+            log.debug("applying %d records failed (%s: %s); retrying in %.1fs",
+                      len(records), type(error).__name__, error,
+                      state.next_action.sleep if state.next_action else 0.0)
+
+        delay = self.options.retry_delay
+        async for attempt in AsyncRetrying(  # poison never gets here: the store's failures
+                wait=wait_random_exponential(multiplier=delay, min=delay, max=30.0),
+                before_sleep=failed):
+            with attempt:
+                started = time.perf_counter()
+                self.inflight = time.monotonic()
                 result = await loop.run_in_executor(self.executor, self._apply, records,
                                                     decoded)
-            except Exception as error:  # noqa: BLE001 - the store; poison never gets here
-                from adapters.outages import dependency_of
-
-                # the tables, or the key store in the log's database (sealed records)
-                stall = self.keys_stall if dependency_of(error) == "the event store" \
-                    else self.store_stall
-                stall.failed(error, self.inflight)
-                self.inflight = None
-                delay = backoff.next()
-                # said once by the stall (and every minute while it lasts), not per try
-                log.debug("applying %d records failed (%s: %s); retrying in %.1fs",
-                          len(records), type(error).__name__, error, delay)
-                await asyncio.sleep(delay)
-                continue
-            self.inflight = None
-            self.store_stall.ok()
-            self.keys_stall.ok()
-            self.batches += 1
-            self.records += result.records
-            seconds = time.perf_counter() - started
-            log.info("batch %d: %d records (%d new, %d duplicates, %d dead letters) in %.2fs, "
-                     "%.0f records/s", self.batches, result.records, result.applied,
-                     result.duplicates, result.dead_letters, seconds,
-                     result.records / seconds if seconds else 0.0)
-            metrics = _metrics()
-            metrics["applied"].inc(result.applied)
-            metrics["dead"].inc(result.dead_letters)
-            return result
+        self.inflight = None
+        self.store_stall.ok()
+        self.keys_stall.ok()
+        self.batches += 1
+        self.records += result.records
+        seconds = time.perf_counter() - started
+        log.info("batch %d: %d records (%d new, %d duplicates, %d dead letters) in %.2fs, "
+                 "%.0f records/s", self.batches, result.records, result.applied,
+                 result.duplicates, result.dead_letters, seconds,
+                 result.records / seconds if seconds else 0.0)
+        metrics = _metrics()
+        metrics["applied"].inc(result.applied)
+        metrics["dead"].inc(result.dead_letters)
+        return result
 
     async def warm_up(self) -> None:
         """Connects and creates the tables before the first batch arrives: the app calls it
