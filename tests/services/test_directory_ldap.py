@@ -23,8 +23,10 @@ from ldap3.core.exceptions import LDAPNoSuchObjectResult
 from adapters.devservers import LdapServer
 from adapters.devservers.supervised import SupervisedServices
 from adapters.directory.ldap import LdapDirectory
+from adapters.lifecycle.userpurge import PurgeMemory, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
 from tests.services.conftest import in_ci
+from tests.unit.test_user_purge import FakeRecords, records
 
 pytestmark = pytest.mark.services
 
@@ -164,3 +166,61 @@ def test_a_slapd_that_does_not_answer_times_out(slapd, people):
         os.kill(pid, signal.SIGCONT)
     assert caught.value.timed_out and seconds < 5, seconds
     assert len(directory(people).users()) == 3
+
+
+# -- the user purge against slapd (the store's records: the unit tests' in-memory fake) ----------
+
+def purge(ldap: LdapServer, recs: FakeRecords, tmp_path: Path, **options: Any) -> Any:
+    return purge_users(directory(ldap, timeout=2), recs, PurgeMemory(tmp_path / "count.json"),
+                       min_ratio=0.5, **options)
+
+
+def test_the_purge_removes_the_records_of_a_user_deleted_from_slapd(people, tmp_path):
+    recs = records()
+    first = purge(people, recs, tmp_path)
+    assert first.status == "purged" and first.directory_users == 3
+    assert first.roots_removed == [] and first.acl_removed == []  # gone still exists
+    conn = people.connection()
+    conn.delete(f"uid=gone,{people.people_dn}")
+    conn.unbind()
+    dry = purge(people, recs, tmp_path, dry_run=True)
+    assert [r["user"] for r in dry.roots_removed] == ["gone"] and recs.calls == []
+    assert PurgeMemory(tmp_path / "count.json").previous_users() == 3
+    done = purge(people, recs, tmp_path)
+    assert done.status == "purged" and done.directory_users == 2
+    assert done.roots_removed == [{"user": "gone", "root": "shared@example.org/Projects"}]
+    assert {e["identifier"] for e in done.acl_removed} == {"gone", "-gone"}
+    assert "gone" not in recs.root and {e[2] for e in recs.acl} >= {"$sales", "anyone", "ada"}
+    assert PurgeMemory(tmp_path / "count.json").previous_users() == 2
+
+
+def test_the_purge_refuses_a_stopped_slapd_and_keeps_everything(slapd, people, tmp_path):
+    assert purge(people, records(), tmp_path).status == "purged"  # 3 users remembered
+    recs = records()
+    slapd.supervisor.stop("slapd")
+    try:
+        report = purge(people, recs, tmp_path)
+    finally:
+        slapd.supervisor.start("slapd")
+        people.await_ready()
+    assert report.status == "refused" and recs.calls == [] and recs.root == records().root
+    assert "failed" in report.reason and "temporary" in report.reason
+    assert report.line().startswith("user purge refused, nothing removed: the user directory")
+    memory = PurgeMemory(tmp_path / "count.json").read()
+    assert memory["users"] == 3 and memory["last_refusal"]["reason"] == report.reason
+
+
+def test_the_purge_refuses_an_emptied_or_shrunken_subtree(people, tmp_path):
+    assert purge(people, records(), tmp_path).status == "purged"  # 3 users remembered
+    conn = people.connection()
+    for uid in ("gone", "grace"):
+        conn.delete(f"uid={uid},{people.people_dn}")
+    recs = records()
+    shrunk = purge(people, recs, tmp_path)
+    assert shrunk.status == "refused" and recs.calls == []
+    assert "answered 1 user, fewer than 50% of the 3" in shrunk.reason
+    conn.delete(f"uid=ada,{people.people_dn}")
+    conn.unbind()
+    empty = purge(people, recs, tmp_path, accept_shrink=True)
+    assert empty.status == "refused" and "no user at all" in empty.reason
+    assert recs.calls == [] and PurgeMemory(tmp_path / "count.json").previous_users() == 3
