@@ -11,7 +11,9 @@ Every runtime starts here:
   ``stream_tables(settings)`` is the table store it writes (HBase, or
   ``<data>/stream-tables.sqlite``; the worker module, an entry point, builds its faust app
   from these parts);
-- a replay job: ``event_log(settings)`` to read, ``stream_tables(settings)`` to write.
+- a replay job: ``event_log(settings)`` to read, ``stream_tables(settings)`` to write;
+- the user directory (``letterlog users``, the user purge in ``letterlog purger``, a
+  caller's groups): ``directory(settings)``, ``group_resolver(settings)``.
 
 Nothing here runs at import time; each function connects when called.
 """
