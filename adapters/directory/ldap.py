@@ -80,7 +80,10 @@ class LdapDirectory:
                       f"(&(objectClass=posixGroup)(memberUid={uid})))")
             groups = {cn for group in self._search(conn, self.group_base_dn, wanted, ["cn"])
                       for cn in _values(group, "cn")[:1]}
-            return DirectoryUser(name, frozenset(groups))
+            # the name as the directory spells it (uid matches without regard to case)
+            stored = next((v for e in found for v in _values(e, "uid")
+                           if v.casefold() == name.casefold()), name)
+            return DirectoryUser(stored, frozenset(groups))
 
         return self._asking(ask)
 

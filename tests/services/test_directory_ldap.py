@@ -13,18 +13,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ldap3.core.exceptions import LDAPNoSuchObjectResult
+from ldap3.utils.dn import escape_rdn
 
 from adapters.devservers import LdapServer
 from adapters.devservers.supervised import SupervisedServices
 from adapters.directory.ldap import LdapDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
+from tests.contracts.directory_contract import DirectoryContract
 from tests.services.conftest import in_ci
 from tests.unit.test_user_purge import FakeRecords, records
 
@@ -86,6 +89,55 @@ def people(slapd: SupervisedServices) -> Iterator[LdapServer]:
         with contextlib.suppress(LDAPNoSuchObjectResult):  # a test deleted it already
             conn.delete(dn)
     conn.unbind()
+
+
+class TestLdapDirectory(DirectoryContract):
+    """The directory contract on slapd: each test's users and groups in units of their own
+    (``ou=<random>`` under ou=people and ou=groups), groups alternately ``groupOfNames`` and
+    ``posixGroup``."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, slapd: SupervisedServices) -> Iterator[None]:
+        self.ldap = server(slapd)
+        self.added: list[str] = []
+        yield
+        conn = self.ldap.connection()
+        for dn in reversed(self.added):
+            conn.delete(dn)
+        conn.unbind()
+
+    def make_directory(self, users: Mapping[str, set[str]]) -> LdapDirectory:
+        unit = f"ou={uuid.uuid4().hex[:10]}"
+        people, groups = f"{unit},{self.ldap.people_dn}", f"{unit},{self.ldap.groups_dn}"
+        conn = self.ldap.connection()
+
+        def add(dn: str, classes: list[str], attributes: dict[str, Any]) -> None:
+            conn.add(dn, classes, attributes)
+            self.added.append(dn)
+
+        add(people, ["organizationalUnit"], {})
+        add(groups, ["organizationalUnit"], {})
+        dns = {}
+        for name in users:
+            dns[name] = f"uid={escape_rdn(name)},{people}"
+            add(dns[name], ["inetOrgPerson"], {"uid": name, "cn": name, "sn": "x"})
+        names = sorted({g for groups_of_one in users.values() for g in groups_of_one})
+        for index, group in enumerate(names):
+            members = sorted(n for n, gs in users.items() if group in gs)
+            if index % 2:
+                add(f"cn={group},{groups}", ["posixGroup"],
+                    {"cn": group, "gidNumber": 6000 + index, "memberUid": members})
+            else:
+                add(f"cn={group},{groups}", ["groupOfNames"],
+                    {"cn": group, "member": [dns[n] for n in members]})
+        conn.unbind()
+        return LdapDirectory(self.ldap.url, people, group_base_dn=groups,
+                             bind_dn=self.ldap.admin_dn, password=self.ldap.password)
+
+    def test_a_name_in_another_case_is_found_as_the_directory_spells_it(self) -> None:
+        directory = self.make_directory({"ada@example.org": {"sales"}})
+        assert directory.user("ADA@Example.org") == DirectoryUser("ada@example.org",
+                                                                   frozenset({"sales"}))
 
 
 def directory(ldap: LdapServer, **options: Any) -> LdapDirectory:

@@ -9,6 +9,7 @@ import pytest
 
 from adapters.directory.passwdfile import PasswdFileDirectory, parse
 from domain.directory import DirectoryInvalid, DirectoryUnavailable, DirectoryUser, groups_of
+from tests.contracts.directory_contract import DirectoryContract
 
 USERS = """\
 # letterlog users
@@ -79,3 +80,16 @@ def test_bytes_that_are_not_utf8_are_named_by_line(tmp_path: Path):
     path.write_bytes(b"ada:x\nb\xffb:y\n")
     with pytest.raises(DirectoryInvalid, match=r"users.passwd:2: not UTF-8"):
         PasswdFileDirectory(path).users()
+
+
+class TestPasswdFileDirectory(DirectoryContract):
+    @pytest.fixture(autouse=True)
+    def _file(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "users.passwd"
+
+    def make_directory(self, users):
+        self.path.write_text("".join(
+            f"{name}:{{PLAIN}}pw:::::" + (f":userdb_acl_groups={','.join(sorted(groups))}"
+                                         if groups else "") + "\n"
+            for name, groups in users.items()))
+        return PasswdFileDirectory(self.path)
