@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.bench.mailgen import PEOPLE, bench_messages
 from adapters.bench.sealing import seal_cost, with_share
+from adapters.mailgen import PEOPLE, bench_messages
 
 
 def _rate(n: int, seconds: float) -> float:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.bench.ingest import bar_plot
-from adapters.bench.mailgen import PEOPLE, bench_messages
 from adapters.lifecycle.jobs import BATCH
+from adapters.mailgen import PEOPLE, bench_messages
 
 SHARED_PAYLOADS = 20
 

@@ -15,6 +15,18 @@ app = group("Benchmarks.")
 bench_app = group("Benchmarks (JSON, baseline in the same run).")
 app.add_typer(bench_app, name="bench")
 
+
+
+@bench_app.callback()
+def _benchmarks_installed() -> None:
+    """Benchmarks (JSON, baseline in the same run)."""
+    import importlib.util
+
+    if importlib.util.find_spec("adapters.bench") is None:  # a wheel: they stay in the repo
+        fail("the benchmarks are not part of the installed package; run them from a "
+             "checkout of letterlog (`make bench`, `make bench-all`)")
+
+
 BenchJson = Annotated[bool, typer.Option("--json", help="one JSON line (always JSON)")]
 PlotOption = Annotated[Path | None, typer.Option(metavar="FILE", help="write a PNG plot")]
 
