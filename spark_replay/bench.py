@@ -105,7 +105,7 @@ def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_event
         runs.append({"master": master, "label": label, "session_start_s": round(started, 2),
                      "warm_up_s": round(warmed, 2), "seconds": round(seconds, 2),
                      "layout": _layout(by_account_only), "digests": digests,
-                     **{k: v for k, v in fold.stats.items() if k != "task_attempts"}})
+                     **{k: v for k, v in fold.stats.items() if k != "kept_attempts"}})
     spark.stop()
     return runs
 

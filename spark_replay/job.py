@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -53,6 +54,7 @@ from projections.keys import tracking_position
 from projections.registry import Projection
 from projections.runner import ProjectionRunner
 from projections.tablestore import TableStore
+from spark_replay.executors import attempts, registered
 from spark_replay.fold import (
     BY_ACCOUNT,
     BY_POSITION,
@@ -104,7 +106,7 @@ class SparkFold:
             if target == "sqlite" and tasks:
                 store.merge_runs([t["run"] for t in tasks], tables)  # type: ignore[attr-defined]
             self.stats.update(_figures(tasks, t1 - t0, time.perf_counter() - t1,
-                                       self.spark.sparkContext.defaultParallelism))
+                                       self.stats.get("cores") or 1))
             store.apply([tracking_position(physical(n.TRACKING), p.name, stop)
                          for p in projections])
         finally:
@@ -113,17 +115,21 @@ class SparkFold:
 
     def run(self, projections: tuple[Projection, ...], physical: dict[str, str], target: str,
             spool: str | None, stop: int) -> list[dict[str, Any]]:
-        """The Spark job proper; one summary per partition (successful attempts only)."""
-        parts = self.partitions or PARTITIONS_PER_CORE * self.spark.sparkContext.defaultParallelism
+        """The Spark job proper; one summary per partition (successful attempts only).
+        The layout and the partitions follow the cores of the executors registered
+        (``executors.registered``: a bounded wait for those expected)."""
+        sc = self.spark.sparkContext
+        self.stats.update(registered(sc))
+        cores = self.stats["cores"]
+        parts = self.partitions or PARTITIONS_PER_CORE * cores
         wire = to_wire(self.settings)
         by_account_only = self.by_account_only
         if by_account_only is None:
-            by_account_only = self.spark.sparkContext.defaultParallelism < SPLIT_FROM_CORES
+            by_account_only = cores < SPLIT_FROM_CORES
         self.stats["layout"] = "by_account_only" if by_account_only else "split"
         reading = [p.name for p in projections if p.reads or by_account_only]
         others = [p.name for p in projections if p.name not in reading]
 
-        sc = self.spark.sparkContext
         spans = ranges(1, stop, parts)
         folds = []
         if reading:  # first: the task a heavy account lands in starts in the first wave
@@ -137,10 +143,15 @@ class SparkFold:
             folds.append(sc.parallelize(spans, len(spans)).mapPartitions(
                 fold_ranges(wire, others, physical, target, spool, self.fail_partition)))
         folded = sc.union(folds)
+        group = f"letterlog-rebuild-{uuid.uuid4().hex}"
+        sc.setJobGroup(group, "letterlog rebuild")
         try:
             rows = folded.collect()
         except Exception as error:
             raise _translated(error) from None
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        self.stats.update(attempts(sc, group))
         return sorted((dict(zip(SUMMARY_NAMES, r, strict=True)) for r in rows),
                       key=lambda r: r["partition"])
 
@@ -167,8 +178,9 @@ def _translated(error: Exception) -> Exception:
 
 
 def _skew(counts: list[int]) -> float | None:
-    counts = [c for c in counts if c]
-    return round(max(counts) * len(counts) / sum(counts), 3) if counts else None
+    """The largest partition over the mean of all of them, empty ones included (1: even;
+    the number of partitions: one partition holds everything)."""
+    return round(max(counts) * len(counts) / sum(counts), 3) if sum(counts) else None
 
 
 def _figures(tasks: list[dict[str, Any]], job_s: float, merge_s: float,
@@ -191,7 +203,7 @@ def _figures(tasks: list[dict[str, Any]], job_s: float, merge_s: float,
             "skew_max_over_mean": folds.get(BY_ACCOUNT, {}).get("skew_max_over_mean"),
             "longest_task_over_fair_share":
                 round(max(seconds) * cores / sum(seconds), 3) if sum(seconds) else None,
-            "task_attempts": {t["partition"]: t["attempt"] for t in tasks}}
+            "kept_attempts": {t["partition"]: t["attempt"] for t in tasks}}
 
 
 def _instant(text: str | None) -> datetime:

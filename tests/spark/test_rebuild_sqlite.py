@@ -43,7 +43,11 @@ def test_spark_rebuild_switches_to_tables_identical_to_the_live_ones(spark, data
     assert after["messages"] == result["tables"]["messages"] != before["messages"]
     assert result["layout"] == "by_account_only"  # 2 cores: below SPLIT_FROM_CORES
     assert sum(result["folds"]["by_account"]["partition_events"]) == result["position"]
-    assert len(result["task_attempts"]) == result["spark_partitions"]  # no task id twice
+    assert len(result["kept_attempts"]) == result["spark_partitions"]  # no task id twice
+    # every attempt of every stage counted (the shuffle's map tasks too), none failed
+    assert result["task_attempts"] > result["spark_partitions"]
+    assert result["failed_task_attempts"] == 0 and result["stage_attempts"] == 2
+    assert result["cores"] == 2 and result["master"] == "local[2,2]"
     reports = _verify(data)
     assert reports and all(r.identical for r in reports), [r.as_dict() for r in reports]
     assert any(r.live_cells for r in reports)
@@ -53,7 +57,8 @@ def test_a_task_that_fails_once_is_retried_and_the_rebuild_is_still_identical(sp
     result = rebuild(load_settings(data=data), ["counters", "messages"], spark=spark,
                      fail_partition=1, by_account_only=False)  # the split: both folds
     assert set(result["folds"]) == {"by_account", "by_position"}
-    assert result["task_attempts"][1] == 1  # the second attempt's run was merged
+    assert result["kept_attempts"][1] == 1  # the second attempt's run was merged
+    assert result["failed_task_attempts"] == 1  # and the first attempt is counted
     assert all(r.identical for r in _verify(data))
 
 
@@ -69,6 +74,9 @@ def test_a_heavy_account_spreads_over_every_position_task_and_only_counters_stay
     assert before["folds"].keys() == {"by_account"}
     heaviest = max(before["partition_events"])
     assert heaviest > before["position"] / 2  # the heavy account's task holds most events
+    # skew over every partition, the empty ones too: more than half of 4 partitions' events
+    # in one is a skew above 2 (the mean of the non-empty ones would hide it)
+    assert before["skew_max_over_mean"] == round(heaviest * 4 / before["position"], 3) > 2
     after = rebuild(load_settings(data=data), spark=spark, partitions=4, by_account_only=False)
     position = after["position"]
     spread = after["folds"]["by_position"]["partition_events"]
@@ -76,7 +84,7 @@ def test_a_heavy_account_spreads_over_every_position_task_and_only_counters_stay
     counted = after["folds"]["by_account"]["partition_events"]
     assert 0 < sum(counted) < position  # only the events counters handles
     assert max(counted) < heaviest
-    assert len(after["task_attempts"]) == after["spark_partitions"]  # no task id twice
+    assert len(after["kept_attempts"]) == after["spark_partitions"]  # no task id twice
     assert all(r.identical for r in _verify(data))
 
 
