@@ -25,13 +25,13 @@ from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Upload
+from domain.speedups import uuid_of_int
 from domain.unit_of_work import Commands
 from domain.values import (
     ExtractionPolicy,
     MessageState,
     account_id_for,
     name_uuid,
-    uuid_of_int,
 )
 
 if TYPE_CHECKING:

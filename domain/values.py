@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Literal
 
 from domain.errors import InvalidCommand
+from domain.speedups import uuid_of_int
 
 SYSTEM_FLAGS = frozenset({"\\Seen", "\\Answered", "\\Flagged", "\\Deleted", "\\Draft"})
 # RFC 3501 atom: no specials, no controls, no spaces; keywords may not start with a backslash.
@@ -30,15 +31,6 @@ _NAMESPACE_BYTES = NAMESPACE.bytes
 _VERSION_BITS = ~((0xC000 << 48) | (0xF000 << 64))  # RFC 4122 variant and version fields
 _VERSION_5 = (0x8000 << 48) | (5 << 76)
 _SPACE = re.compile(r"\s")  # the characters str.isspace() is true for
-
-
-def uuid_of_int(value: int) -> uuid.UUID:
-    """``uuid.UUID(int=value)`` without its argument checks (``value`` is 128 bits): a
-    delivery makes several ids, and the checks cost as much as the rest of making one."""
-    made = object.__new__(uuid.UUID)
-    object.__setattr__(made, "int", value)
-    object.__setattr__(made, "is_safe", uuid.SafeUUID.unknown)
-    return made
 
 
 def name_uuid(name: str) -> uuid.UUID:

@@ -31,6 +31,7 @@ from uuid import UUID
 
 import orjson
 
+from domain.speedups import uuid_of_bytes
 from projections import names as n
 from projections.tablestore import Put
 
@@ -66,26 +67,15 @@ def encode_uuid(value: UUID) -> bytes:
     return value.bytes
 
 
-_new_object = object.__new__
-_set_uuid_int = UUID.__dict__["int"].__set__  # UUID's slots, set as UUID.__init__ sets them
-_set_uuid_safe = UUID.__dict__["is_safe"].__set__
-_UUID_SAFE_UNKNOWN = UUID(int=0).is_safe
-_int_of = int.from_bytes
+uuid_of_16_bytes = uuid_of_bytes
+"""``decode_uuid`` for a caller that checked ``len(data) == 16`` on a ``bytes`` value."""
 
 
 def decode_uuid(data: bytes) -> UUID:
     """``UUID(bytes=data)`` without its keyword checks (a listing builds two a row)."""
     if type(data) is not bytes or len(data) != 16:
         return UUID(bytes=data)  # raises the usual error
-    return uuid_of_16_bytes(data)
-
-
-def uuid_of_16_bytes(data: bytes) -> UUID:
-    """``decode_uuid`` for a caller that checked ``len(data) == 16`` on a ``bytes`` value."""
-    u = _new_object(UUID)
-    _set_uuid_int(u, _int_of(data))
-    _set_uuid_safe(u, _UUID_SAFE_UNKNOWN)
-    return u
+    return uuid_of_bytes(data)
 
 
 _REF = struct.Struct(">16sQ")

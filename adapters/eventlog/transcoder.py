@@ -24,7 +24,7 @@ import struct
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
-from uuid import UUID, SafeUUID
+from uuid import UUID
 
 import msgpack
 from eventsourcing.persistence import Transcoder
@@ -33,6 +33,7 @@ from adapters.compression import compress as _compress
 from adapters.compression import decompress as _decompress
 from adapters.eventlog import sealing
 from domain.personal import Personal
+from domain.speedups import uuid_of_bytes, uuid_of_int
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _Q = struct.Struct(">q")
@@ -68,20 +69,8 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__} in an event")
 
 
-_new = object.__new__
-_set_int = UUID.__dict__["int"].__set__  # UUID's slots, set as UUID.__init__ sets them
-_set_safe = UUID.__dict__["is_safe"].__set__
-_UNKNOWN = SafeUUID.unknown
+uuid_from_int = uuid_of_int  # decoding builds a few UUIDs per event (domain.speedups)
 _from_bytes = int.from_bytes
-
-
-def uuid_from_int(value: int) -> UUID:
-    """``UUID(int=value)`` for a value known to be in range, without its checks (about a
-    third of the cost; decoding builds a few UUIDs per event)."""
-    u = _new(UUID)
-    _set_int(u, value)
-    _set_safe(u, _UNKNOWN)
-    return u
 
 
 _DATETIMES: dict[bytes, datetime] = {}  # the events of one command share their times
@@ -92,15 +81,13 @@ _UUIDS: dict[bytes, UUID] = {}
 
 def ext_hook(code: int, data: bytes) -> Any:
     """msgpack's ext_hook for the extension types above (``unpackb`` passes it)."""
-    # Called a few times per event: UUIDs and date-times built inline, no further calls.
+    # Called a few times per event: a UUID seen before (most are) and date-times built inline.
     if code == _UUID:
         u = _UUIDS.get(data)
         if u is None:
             if len(data) != 16:
                 raise ValueError(f"a UUID is 16 bytes, not {len(data)}")
-            u = _new(UUID)
-            _set_int(u, _from_bytes(data))
-            _set_safe(u, _UNKNOWN)
+            u = uuid_of_bytes(data)
             if len(_UUIDS) >= 65536:
                 _UUIDS.clear()
             _UUIDS[data] = u

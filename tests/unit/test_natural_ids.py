@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.errors import InvalidCommand
-from domain.values import NAMESPACE, account_id_for, name_uuid, normalise_address, uuid_of_int
+from domain.speedups import uuid_of_int
+from domain.values import NAMESPACE, account_id_for, name_uuid, normalise_address
 
 
 @given(st.text())
