@@ -121,7 +121,7 @@ def dead_letters_redrive() -> None:
     """Apply every dead letter again (after a fix); the ones that succeed are closed (exit 1
     if some still fail: each failure counts in `times`)."""
     from adapters.readside.catalog import Catalog
-    from adapters.streaming.projector import redrive
+    from adapters.streaming.redrive import redrive
 
     store = _stream_store()
     catalog = Catalog(store)  # into the tables readers and workers use (after a rebuild too)

@@ -18,7 +18,7 @@ Tracking per partition
 
 Tracking after the data
     ``apply`` writes tracking rows only after every data write of the batch has returned
-    (``_BatchStore`` holds them back). On HBase one ``apply`` is several independent
+    (``BatchStore`` holds them back). On HBase one ``apply`` is several independent
     ``mutateRowsTs`` calls (one per version) sent concurrently, so a tracking row written in
     the same call could land before the cells it vouches for; a worker killed in between
     would then skip events whose cells never arrived.
@@ -81,7 +81,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -89,20 +88,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import msgpack
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from adapters.eventlog.records import decode_record
+from adapters.streaming.batchstore import REDO, BatchStore
 from adapters.streaming.deadletters import (
     DEAD_LETTERS,
     DeadLetter,
-    attempt_cell,
-    close_letter,
-    dead_letter_row,
     discard_dead_letter,
     list_dead_letters,
-    now_iso,
-    operator,
     record_failures,
 )
 from domain.errors import CorruptEvent
@@ -111,13 +105,6 @@ from projections.keys import tracked, tracking_generation, tracking_row
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner, identity
 from projections.tablestore import (
-    Cells,
-    DeleteColumn,
-    DeleteRow,
-    Mutation,
-    Put,
-    Row,
-    TableSpec,
     TableStore,
 )
 
@@ -135,21 +122,14 @@ __all__ = [
     "discard_dead_letter",
     "list_dead_letters",
     "partition_projections",
-    "redrive",
 ]
 
 TP = tuple[str, int]
 Physical = Callable[[str], str]
 
-REDO = TableSpec(n.STREAM_REDO, (n.F_REDO,), split_by_salt=False)
-
-
 class HandoverGap(RuntimeError):
     """Events a partition applied to tables switched out after the rebuild read the log
     (see the module docstring): not poison, not a store failure, nothing is written."""
-REDO_MUTATIONS = n.REDO_MUTATIONS
-
-
 # -- values -----------------------------------------------------------------------------------
 
 
@@ -194,189 +174,6 @@ def _event_time(event: Any) -> float | None:
     return None
 
 
-# -- the store as one batch sees it -----------------------------------------------------------
-
-
-@dataclass
-class _CachedRow:
-    cells: Cells
-    row_tomb: int = -1
-    column_tombs: dict[bytes, int] = field(default_factory=dict)
-
-    def apply(self, m: Mutation) -> None:
-        """HBase semantics: the highest version wins, a delete hides versions <= its own."""
-        if type(m) is Put:
-            if m.version <= max(self.row_tomb, self.column_tombs.get(m.column, -1)):
-                return
-            kept = self.cells.get(m.column)
-            if kept is None or m.version >= kept[1]:
-                self.cells[m.column] = (m.value, m.version)
-        elif type(m) is DeleteColumn:
-            self.column_tombs[m.column] = max(m.version, self.column_tombs.get(m.column, -1))
-            kept = self.cells.get(m.column)
-            if kept is not None and kept[1] <= m.version:
-                del self.cells[m.column]
-        elif type(m) is DeleteRow:
-            self.row_tomb = max(self.row_tomb, m.version)
-            self.cells = {c: cell for c, cell in self.cells.items() if cell[1] > m.version}
-
-
-def _redo_key(table: str, row: bytes) -> bytes:
-    return table.encode() + b"\x00" + row
-
-
-def _encode_redo(mutations: list[Mutation]) -> bytes:
-    out = []
-    for m in mutations:
-        if type(m) is Put:
-            out.append((0, m.column, m.value, m.version))
-        elif type(m) is DeleteColumn:
-            out.append((1, m.column, b"", m.version))
-        else:
-            out.append((2, b"", b"", m.version))
-    return bytes(msgpack.packb(out, use_bin_type=True))
-
-
-def _decode_redo(table: str, row: bytes, data: bytes) -> list[Mutation]:
-    out: list[Mutation] = []
-    for kind, column, value, version in msgpack.unpackb(data, raw=False):
-        if kind == 0:
-            out.append(Put(table, row, column, value, version))
-        elif kind == 1:
-            out.append(DeleteColumn(table, row, column, version))
-        else:
-            out.append(DeleteRow(table, row, version))
-    return out
-
-
-class _BatchStore:
-    """The table store as a batch writes it (see the module docstring):
-
-    * tracking rows are held back until ``flush`` (after every data write of the batch);
-    * rows of ``cached`` tables (those a projection reads) are written through a redo record
-      when they hold several versions, and a redo record left by a crash is completed before
-      such a row is read;
-    * those rows are read once and kept current with what this batch writes. The cache lives
-      for one batch (``begin`` clears it): within a batch this worker owns the partitions,
-      hence the rows. After a failed write it is dropped, since what reached the store is
-      unknown."""
-
-    def __init__(self, store: TableStore, tracking: str, cached: frozenset[str],
-                 redo: str, generation: int | None = None) -> None:
-        self.store = store
-        self.tracking = tracking
-        self.cached = cached
-        self.redo = redo
-        self.generation = generation  # written beside each tracked position (if known)
-        self._lock = threading.Lock()
-        self._rows: dict[tuple[str, bytes], _CachedRow] = {}
-        self._held: dict[tuple[bytes, bytes], Put] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-    def begin(self) -> None:
-        with self._lock:
-            self._rows.clear()
-
-    def apply(self, mutations: Iterable[Mutation]) -> None:
-        data: list[Mutation] = []
-        held: list[Put] = []
-        guarded: dict[tuple[str, bytes], list[Mutation]] = {}
-        tracking, cached = self.tracking, self.cached
-        for m in mutations:
-            if m.table == tracking and type(m) is Put:
-                held.append(m)
-                continue
-            data.append(m)
-            if m.table in cached:
-                guarded.setdefault((m.table, m.row), []).append(m)
-        if data:
-            try:
-                self._write(data, guarded)
-            except BaseException:
-                with self._lock:
-                    self._rows.clear()
-                raise
-            if guarded:
-                with self._lock:
-                    for key, ms in guarded.items():
-                        row = self._rows.get(key)
-                        if row is not None:
-                            for m in ms:
-                                row.apply(m)
-        if held:
-            with self._lock:
-                for m in held:
-                    cell = (m.row, m.column)
-                    kept = self._held.get(cell)
-                    if kept is None or m.version >= kept.version:
-                        self._held[cell] = m
-
-    def _write(self, data: list[Mutation],
-               guarded: dict[tuple[str, bytes], list[Mutation]]) -> None:
-        # a row of one version and one kind of mutation is one atomic call on any adapter;
-        # several versions (Thrift1: a call each) or puts and deletes (Thrift2: a putMultiple
-        # and a deleteMultiple) are several
-        torn = {key: ms for key, ms in guarded.items()
-                if len({(m.version, type(m) is Put) for m in ms}) > 1}
-        if not torn:
-            self.store.apply(data)
-            return
-        version = max(m.version for ms in torn.values() for m in ms)
-        self.store.apply([Put(self.redo, _redo_key(t, r), REDO_MUTATIONS, _encode_redo(ms),
-                              version) for (t, r), ms in torn.items()])
-        self.store.apply(data)
-        self.store.apply([DeleteRow(self.redo, _redo_key(t, r), version) for t, r in torn])
-
-    def _complete(self, table: str, row: bytes) -> None:
-        """Finishes the write a crash interrupted, if any (then the row is whole again)."""
-        key = _redo_key(table, row)
-        found = self.store.get_cells(self.redo, key, [REDO_MUTATIONS])
-        if REDO_MUTATIONS in found:
-            value, version = found[REDO_MUTATIONS]
-            log.warning("%s row %r: completing a write interrupted at version %d",
-                        table, row, version)
-            self.store.apply(_decode_redo(table, row, value))
-            self.store.apply([DeleteRow(self.redo, key, version)])
-
-    def flush(self) -> None:
-        """Writes the tracking rows held back (call once the batch's data is written)."""
-        with self._lock:
-            held, self._held = list(self._held.values()), {}
-        if held:
-            stamps: list[Mutation] = []
-            if self.generation is not None:
-                stamps = [tracking_generation(m.table, m.row.decode(), self.generation)
-                          for m in held if m.column == n.TR_POSITION]
-            try:
-                self.store.apply([*held, *stamps])
-            except BaseException:
-                with self._lock:
-                    for m in held:
-                        self._held.setdefault((m.row, m.column), m)
-                raise
-
-    def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
-        if columns is not None or table not in self.cached:
-            return self.store.get_cells(table, row, columns)
-        key = (table, row)
-        with self._lock:
-            cached = self._rows.get(key)
-            if cached is not None:
-                return dict(cached.cells)
-        self._complete(table, row)
-        cells = self.store.get_cells(table, row)
-        with self._lock:
-            cached = self._rows.setdefault(key, _CachedRow(dict(cells)))
-            return dict(cached.cells)
-
-    def get(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
-        if columns is not None or table not in self.cached:
-            return self.store.get(table, row, columns)
-        return {c: v for c, (v, _) in self.get_cells(table, row).items()}
-
-
 # -- one partition ----------------------------------------------------------------------------
 
 Item = tuple[Record, int, Any]  # record, position, event
@@ -386,9 +183,9 @@ Poison = tuple[Record, str, int | None]  # record, error, position if known
 class _Partition:
     """The runners of one partition: ``plain`` projections (absolute cells only) fold the
     batch; read-modify-write ones (``rmw``) apply it live, their rows through the redo
-    record (``_BatchStore``)."""
+    record (``BatchStore``)."""
 
-    def __init__(self, store: _BatchStore, tp: TP, plain: Sequence[Projection],
+    def __init__(self, store: BatchStore, tp: TP, plain: Sequence[Projection],
                  rmw: Sequence[Projection], physical: Physical) -> None:
         topic, partition = tp
         self.runners: list[tuple[ProjectionRunner, bool]] = []
@@ -531,7 +328,7 @@ class StreamProjector:
         self.physical = physical
         cached = frozenset(physical(t) for p in self._rmw for t in p.reads)
         generation = None if self.catalog is None else self.catalog.generation
-        self._store = _BatchStore(self.store, physical(n.TRACKING), cached,
+        self._store = BatchStore(self.store, physical(n.TRACKING), cached,
                                   physical(REDO.name), generation)
         self._partitions: dict[TP, _Partition] = {}
         self._switches: dict[str, tuple[int, int]] | None = None
@@ -826,58 +623,3 @@ class StreamProjector:
             parts[f"{tp[0]}/{tp[1]}"] = {"highwater": highwater, "next_offset": next_offset,
                                          "events": events, "seconds": round(seconds, 3)}
         return {"events": total_events, "seconds": round(worst, 3), "partitions": parts}
-
-
-def redrive(store: TableStore, *, projections: Sequence[Projection] = ALL,
-            physical: Physical = identity, topics: Collection[str] | None = None,
-            topic: str | None = None, limit: int | None = None,
-            clock: Callable[[], float] = time.time) -> dict[str, Any]:
-    """Applies every dead letter again (after a fix) through the partition's own projections;
-    closes the ones that now succeed (recorded as ``redriven``) and records another attempt
-    on the others (``times`` counts it).
-
-    ``topics``: the Kafka topics whose records may be applied (None: any); ``topic`` limits
-    the dead letters taken. Re-applying is idempotent, so a redrive that crashes before
-    closing a letter and runs again changes nothing more; ``counters`` skips an event older
-    than what its account's row holds already (rebuild ``counters`` if such an event
-    mattered). Returns ``{"redriven": n, "failed": n, "details": [...]}``."""
-    table = physical(DEAD_LETTERS.name)
-    report: dict[str, Any] = {"redriven": 0, "failed": 0, "details": []}
-    # through the same door as the workers: a row a crash left half-written is completed
-    # before it is read, tracking is written after the data
-    reads = frozenset(physical(t) for p in projections for t in p.reads)
-    batch = _BatchStore(store, physical(n.TRACKING), reads, physical(REDO.name))
-    if reads:
-        store.create_table(replace(REDO, name=physical(REDO.name)))
-    for letter in list_dead_letters(store, physical=physical, topic=topic, limit=limit):
-        row = dead_letter_row(letter.topic, letter.partition, letter.offset)
-        cells = store.get(table, row)
-        try:
-            if topics is not None and letter.topic not in topics:
-                raise CorruptEvent(f"record from topic {letter.topic!r}, not one of "
-                                   f"{sorted(topics)}")
-            position, event = decode_record(letter.value)
-            renamed = partition_projections(projections, letter.topic, letter.partition)
-            batch.begin()
-            runner = ProjectionRunner(batch, renamed, physical)
-            runner.rewind(position - 1)
-            runner.apply_events([(position, event)])
-            batch.flush()
-        except CorruptEvent as error:
-            now = clock()
-            report["failed"] += 1
-            report["details"].append({**letter.as_dict(), "redriven": False,
-                                      "error": str(error)})
-            column, value = attempt_cell(cells, now, f"redrive by {operator()}", 1, str(error))
-            version = int(now * 1000)
-            times = int(cells.get(n.DL_TIMES, b"1")) + 1  # a redrive's try counts as one more
-            store.apply([Put(table, row, n.DL_ERROR, str(error).encode(), version),
-                         Put(table, row, n.DL_LAST_SEEN, now_iso(now).encode(), version),
-                         Put(table, row, n.DL_TIMES, b"%d" % times, version),
-                         Put(table, row, column, value, version)])
-            continue
-        close_letter(store, letter, cells, "redriven", "applied again by redrive",
-               physical=physical, now=clock())
-        report["redriven"] += 1
-        report["details"].append({**letter.as_dict(), "redriven": True, "position": position})
-    return report

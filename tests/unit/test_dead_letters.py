@@ -14,7 +14,8 @@ from adapters.streaming.deadletters import (
     list_dead_letters,
     parse_id,
 )
-from adapters.streaming.projector import StreamProjector, redrive
+from adapters.streaming.projector import StreamProjector
+from adapters.streaming.redrive import redrive
 from adapters.tables.memory import InMemoryTableStore
 from domain.errors import InvalidCommand
 from projections.registry import ALL

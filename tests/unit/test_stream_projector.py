@@ -18,14 +18,14 @@ from adapters.eventlog.records import account_of, record_from_notification
 from adapters.eventlog.store import MailLog
 from adapters.payloads.memory import InMemoryPayloadStore
 from adapters.readside.host import verify_tables
+from adapters.streaming.batchstore import BatchStore
 from adapters.streaming.projector import (
     Record,
     StreamProjector,
-    _BatchStore,
     discard_dead_letter,
     list_dead_letters,
-    redrive,
 )
+from adapters.streaming.redrive import redrive
 from adapters.tables.memory import InMemoryTableStore
 from domain.service import Mailstore
 from projections import messages
@@ -294,7 +294,7 @@ def test_a_counters_row_torn_by_a_crash_is_completed_by_the_next_worker(history,
 def test_the_batch_cache_keeps_read_rows_current_with_hbase_semantics():
     store = InMemoryTableStore()
     store.create_table(TableSpec("counters", ("c",), split_by_salt=False))
-    cached = _BatchStore(store, "tracking", frozenset({"counters"}), "stream_redo")
+    cached = BatchStore(store, "tracking", frozenset({"counters"}), "stream_redo")
     store.create_table(TableSpec("stream_redo", ("r",), split_by_salt=False))
     store.apply([Put("counters", b"r", b"c:a", b"1", 5)])
     assert cached.get_cells("counters", b"r") == {b"c:a": (b"1", 5)}
