@@ -25,7 +25,6 @@ imports it first.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import json
 import os
@@ -168,8 +167,7 @@ def forward(argv: list[str]) -> int | None:
     try:
         with sock:
             try:
-                sent = sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                                 array.array("i", (0, 1, 2)))])
+                sent = socket.send_fds(sock, [message], [0, 1, 2])
                 sock.sendall(message[sent:])  # a large environment may not go in one send
             except OSError:  # e.g. a closed standard stream: run here, as without a server
                 return None
@@ -269,11 +267,7 @@ def _changed(files: dict[str, int]) -> str | None:
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     """The request and the three descriptors; None for a connection that sends nothing
     (``running`` probes so)."""
-    fds = array.array("i")
-    head, ancillary, _, _ = conn.recvmsg(_LENGTH.size, socket.CMSG_LEN(3 * fds.itemsize))
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    head, fds, _, _ = socket.recv_fds(conn, _LENGTH.size, 3)
     if not head:
         return None
     if len(head) != _LENGTH.size:
