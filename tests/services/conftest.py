@@ -1,4 +1,5 @@
-"""Session-scoped real servers: `postgres_server`, `hbase_server`, `kafka_server`.
+"""Session-scoped real servers: `postgres_server`, `hbase_server`, `kafka_server`, and
+`slapd` (under supervisord, with `people` in it).
 
 Each fixture starts its server once per test session (installing it first if needed) and
 yields the started object from `adapters.devservers`. If a server cannot start, the test is
@@ -17,20 +18,26 @@ is not retried.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from adapters.devservers import (
     HBaseServer,
     KafkaServer,
+    LdapServer,
     PostfixServer,
     PostgresServer,
     ServiceFailed,
 )
 from adapters.devservers._common import Service
+from adapters.devservers.supervised import SupervisedServices
 from tests.factories import database
 
 _lock = threading.Lock()
@@ -113,3 +120,59 @@ def pg_dsn(postgres_server: PostgresServer) -> Iterator[str]:
     """A fresh database on the PostgreSQL server (its DSN), dropped after the test."""
     with database(postgres_server) as dsn:
         yield dsn
+
+
+# -- slapd: the user directory, supervised as `python -m adapters.devservers up` runs it ----------
+
+@pytest.fixture(scope="session")
+def slapd() -> Iterator[SupervisedServices]:
+    """slapd under supervisord in a root of its own (short: it holds supervisord's socket);
+    a test may stop and start the program ``slapd`` (then ``ldap_of(slapd).await_ready()``)."""
+    root = Path(tempfile.mkdtemp(prefix="ll-ldap-"))
+    services = SupervisedServices(["ldap"], root)
+    try:
+        services.start()
+    except Exception as error:  # noqa: BLE001 - reported as the other fixtures do
+        services.stop()
+        _unavailable(f"slapd did not start: {error}")
+    try:
+        yield services
+    finally:
+        services.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def ldap_of(services: SupervisedServices) -> LdapServer:
+    ldap = services.servers["ldap"]
+    assert isinstance(ldap, LdapServer)
+    return ldap
+
+
+@pytest.fixture
+def people(slapd: SupervisedServices) -> Iterator[LdapServer]:
+    """ada, grace and gone under ou=people; sales (groupOfNames: ada, gone) and ops
+    (posixGroup: grace) under ou=groups; all removed afterwards."""
+    from ldap3.core.exceptions import LDAPNoSuchObjectResult
+
+    ldap = ldap_of(slapd)
+    added: list[str] = []
+    conn = ldap.connection()
+    try:
+        for uid in ("ada", "grace", "gone"):
+            dn = f"uid={uid},{ldap.people_dn}"
+            conn.add(dn, ["inetOrgPerson"], {"uid": uid, "cn": uid.title(), "sn": uid})
+            added.append(dn)
+        sales = f"cn=sales,{ldap.groups_dn}"
+        conn.add(sales, ["groupOfNames"], {"cn": "sales", "member": [
+            f"uid=ada,{ldap.people_dn}", f"UID=gone, {ldap.people_dn}"]})
+        ops = f"cn=ops,{ldap.groups_dn}"
+        conn.add(ops, ["posixGroup"], {"cn": "ops", "gidNumber": 5000, "memberUid": ["grace"]})
+        added += [sales, ops]
+    finally:
+        conn.unbind()
+    yield ldap
+    conn = ldap.connection()  # afresh: a test may have restarted slapd
+    for dn in reversed(added):
+        with contextlib.suppress(LDAPNoSuchObjectResult):  # a test deleted it already
+            conn.delete(dn)
+    conn.unbind()

@@ -4,14 +4,11 @@ ldap3, `letterlog users list`, and a directory that stops answering."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -19,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ldap3.core.exceptions import LDAPNoSuchObjectResult
 from ldap3.utils.dn import escape_rdn
 
 from adapters.devservers import LdapServer
@@ -28,67 +24,12 @@ from adapters.directory.ldap import LdapDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
 from tests.contracts.directory_contract import DirectoryContract
-from tests.services.conftest import in_ci
+from tests.services.conftest import ldap_of
 from tests.unit.test_user_purge import FakeRecords, records
 
 pytestmark = pytest.mark.services
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def slapd() -> Iterator[SupervisedServices]:
-    """slapd as `python -m adapters.devservers up --only ldap` runs it, in a root of its own
-    (short: it holds supervisord's socket)."""
-    root = Path(tempfile.mkdtemp(prefix="ll-ldap-"))
-    services = SupervisedServices(["ldap"], root)
-    try:
-        services.start()
-    except Exception as error:  # noqa: BLE001 - reported as the fixtures do
-        services.stop()
-        message = f"slapd did not start: {error}"
-        if in_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    try:
-        yield services
-    finally:
-        services.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def server(services: SupervisedServices) -> LdapServer:
-    ldap = services.servers["ldap"]
-    assert isinstance(ldap, LdapServer)
-    return ldap
-
-
-@pytest.fixture
-def people(slapd: SupervisedServices) -> Iterator[LdapServer]:
-    """ada, grace and gone under ou=people; sales (groupOfNames: ada, gone) and ops
-    (posixGroup: grace) under ou=groups; all removed afterwards."""
-    ldap = server(slapd)
-    added: list[str] = []
-    conn = ldap.connection()
-    try:
-        for uid in ("ada", "grace", "gone"):
-            dn = f"uid={uid},{ldap.people_dn}"
-            conn.add(dn, ["inetOrgPerson"], {"uid": uid, "cn": uid.title(), "sn": uid})
-            added.append(dn)
-        sales = f"cn=sales,{ldap.groups_dn}"
-        conn.add(sales, ["groupOfNames"], {"cn": "sales", "member": [
-            f"uid=ada,{ldap.people_dn}", f"UID=gone, {ldap.people_dn}"]})
-        ops = f"cn=ops,{ldap.groups_dn}"
-        conn.add(ops, ["posixGroup"], {"cn": "ops", "gidNumber": 5000, "memberUid": ["grace"]})
-        added += [sales, ops]
-    finally:
-        conn.unbind()
-    yield ldap
-    conn = ldap.connection()  # afresh: a test may have restarted slapd
-    for dn in reversed(added):
-        with contextlib.suppress(LDAPNoSuchObjectResult):  # a test deleted it already
-            conn.delete(dn)
-    conn.unbind()
 
 
 class TestLdapDirectory(DirectoryContract):
@@ -98,7 +39,7 @@ class TestLdapDirectory(DirectoryContract):
 
     @pytest.fixture(autouse=True)
     def _server(self, slapd: SupervisedServices) -> Iterator[None]:
-        self.ldap = server(slapd)
+        self.ldap = ldap_of(slapd)
         self.added: list[str] = []
         yield
         conn = self.ldap.connection()
