@@ -173,12 +173,20 @@ def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | Non
         # Scale-out: stream workers project into HBase; this process only reads it, and
         # connects on its first read: commands need only the log and the payload store, so
         # deliveries go on while HBase (or Kafka, or the workers) are down.
-        return facade(settings, log, payloads, mail,
-                      read_side=partial(projection_host, settings, log))
+        scaled = facade(settings, log, payloads, mail,
+                        read_side=partial(projection_host, settings, log))
+        scaled.group_resolver = _groups(settings)
+        return scaled
     host = projection_host(settings, log) if read_models else None
     store = facade(settings, log, payloads, mail, host)
+    store.group_resolver = _groups(settings)
     store.catch_up()
     return store
+
+
+def _groups(settings: Settings) -> Callable[[str], frozenset[str]]:
+    """A caller's groups, from the user directory built on first use."""
+    return lambda user: group_resolver(settings)(user)
 
 
 def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:

@@ -78,3 +78,15 @@ class StoreNotPrivate(StoreUnavailable):
     """The data directory or its key store is open to other users (group or other
     permission bits): refused, naming the file, its mode and the ``chmod`` that fixes it,
     unless ``LETTERLOG_ALLOW_SHARED_KEYS=true`` (then only a warning)."""
+
+
+class PermissionDenied(LetterlogError):
+    """The caller lacks a right (RFC 4314) the command needs; ``missing`` names it (``"a"``
+    ... or ``"administrator"`` for a command only the administrator may run). Nothing is
+    written. A mailbox the caller may not look up (``l``) is never named by this error: it
+    is refused as not found, exactly as a mailbox that does not exist."""
+
+    def __init__(self, message: str, missing: str = "", command: str = "") -> None:
+        super().__init__(message)
+        self.missing = missing
+        self.command = command

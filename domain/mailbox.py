@@ -7,6 +7,8 @@ holding the highest UID is expunged or moved away.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +16,9 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import InvalidState
+from domain.rights import validate_identifier
+
+_NO_ACL: Mapping[str, str] = MappingProxyType({})
 
 
 class Mailbox(MailAggregate):
@@ -26,6 +31,13 @@ class Mailbox(MailAggregate):
 
     def __init__(self) -> None:
         """State is set by the creation event's ``apply``."""
+
+    @property
+    def acl(self) -> Mapping[str, str]:
+        """Identifier -> rights (RFC 4314). Replaced by each change, never changed in place
+        (so copies share it); none on a mailbox whose ACL was never set."""
+        acl: Mapping[str, str] = self.__dict__.get("_acl", _NO_ACL)
+        return acl
 
     class Created(Aggregate.Created):
         account_id: UUID
@@ -69,6 +81,24 @@ class Mailbox(MailAggregate):
         def apply(self, aggregate: Any) -> None:
             aggregate.deleted = True
 
+    class AclChanged(Aggregate.Event):
+        """The rights of ``identifier`` on this mailbox went from ``old_rights`` to
+        ``new_rights`` (either may be empty: an entry added, an entry removed)."""
+
+        account_id: UUID
+        name: str
+        identifier: str
+        old_rights: str
+        new_rights: str
+
+        def apply(self, aggregate: Any) -> None:
+            acl = dict(aggregate.acl)
+            if self.new_rights:
+                acl[self.identifier] = self.new_rights
+            else:
+                acl.pop(self.identifier, None)
+            aggregate._acl = acl
+
     @classmethod
     def create(
         cls, mailbox_id: UUID, account_id: UUID, name: str, role: str, uidvalidity: int
@@ -108,7 +138,22 @@ class Mailbox(MailAggregate):
             new_uidvalidity=new_uidvalidity,
         )
 
+    def set_rights(self, identifier: str, rights: str) -> bool:
+        """Sets the rights of ``identifier`` (``""``: removes its entry); False when that is
+        what they are already (nothing happens)."""
+        ident = validate_identifier(identifier)
+        old = self.acl.get(ident, "")
+        if old == rights:
+            return False
+        if self.deleted:
+            raise InvalidState(f"mailbox: {self.name!r} was deleted; it has no rights to set")
+        self.trigger_event(self.AclChanged, account_id=self.account_id, name=self.name,
+                           identifier=ident, old_rights=old, new_rights=rights)
+        return True
+
     def delete(self) -> None:
         if self.deleted:
             raise InvalidState(f"mailbox: {self.name!r} was already deleted")
+        for identifier in sorted(self.acl):  # its ACL goes first, each entry with its rights
+            self.set_rights(identifier, "")
         self.trigger_event(self.Deleted, account_id=self.account_id, name=self.name)

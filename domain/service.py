@@ -23,6 +23,7 @@ from uuid import UUID
 
 from eventsourcing.application import Application
 
+from domain.access import AccessCommands
 from domain.current import CurrentAggregates
 from domain.delivery import (
     CheckedDelivery,
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 
-class Mailstore(DeliveryCommands, MessageCommands, MailboxCommands):
+class Mailstore(DeliveryCommands, MessageCommands, MailboxCommands, AccessCommands):
     """The embedded command API over an eventsourcing Application and a payload store."""
 
     def __init__(

@@ -186,6 +186,29 @@ def payload_ref_column(message_id: UUID) -> bytes:
     return n.REF_PREFIX + message_id.bytes
 
 
+# -- acl, visible_mailboxes, roots ------------------------------------------------------------
+
+
+def acl_column(identifier: str) -> bytes:
+    return n.ACL_PREFIX + identifier.encode()
+
+
+def visible_prefix(identifier: str) -> bytes:
+    """Every mailbox ``identifier`` (a user, ``$group``, ``anyone``, ``authenticated``, or
+    one of those negated) has ``l`` on: one scan."""
+    ident = identifier.encode()
+    return salted(ident) + ident + b"\x00"
+
+
+def visible_row(identifier: str, mailbox_id: UUID) -> bytes:
+    return visible_prefix(identifier) + mailbox_id.bytes
+
+
+def root_row(user: str) -> bytes:
+    """A user's name folded to lower case (users compare without regard to case)."""
+    return user.casefold().encode()
+
+
 # -- purge_queue, purge_pointer --------------------------------------------------------------
 
 

@@ -28,9 +28,13 @@ ACCOUNTS: Final = "accounts"
 PAYLOAD_REFS: Final = "payload_refs"
 PURGE_QUEUE: Final = "purge_queue"
 PURGE_POINTER: Final = "purge_pointer"
+ACL: Final = "acl"  # a mailbox's ACL entries (RFC 4314)
+VISIBLE_MAILBOXES: Final = "visible_mailboxes"  # identifier -> the mailboxes it may look up
+ROOTS: Final = "roots"  # user -> virtual root
 TRACKING: Final = "tracking"
 PROJECTIONS: Final = (MAILBOXES, MAILBOX_NAMES, MESSAGES, LABEL_INDEX, COUNTERS, THREADS,
-                      SUBSCRIPTIONS, ACCOUNTS, PAYLOAD_REFS, PURGE_QUEUE)
+                      SUBSCRIPTIONS, ACCOUNTS, PAYLOAD_REFS, PURGE_QUEUE, ACL,
+                      VISIBLE_MAILBOXES, ROOTS)
 """Every projection's name (``projections.registry.ALL``, in its order): each tracks the
 position it has applied in TRACKING under its name."""
 PURGED_FROM: Final = (MESSAGES, LABEL_INDEX, THREADS, PAYLOAD_REFS, PURGE_QUEUE, COUNTERS)
@@ -58,6 +62,9 @@ F_REF: Final = "r"  # payload_refs
 F_QUEUE: Final = "q"  # purge_queue
 F_POINTER: Final = "p"  # purge_pointer
 F_TRACK: Final = "t"  # tracking
+F_ACL: Final = "a"  # acl
+F_VISIBLE: Final = "v"  # visible_mailboxes
+F_ROOT: Final = "r"  # roots
 F_CATALOG: Final = "c"  # catalog
 F_DEAD: Final = "d"  # dead_letters, dead_letters_closed
 F_REDO: Final = "r"  # stream_redo
@@ -124,6 +131,13 @@ PQ_ACCOUNT: Final = b"q:account"
 PP_BUCKET: Final = b"p:bucket"
 
 QUEUES: Final = (QUEUE_DELETED, QUEUE_EXPIRED, QUEUE_EXPIRING, QUEUE_INCOMPLETE)
+
+# -- acl, visible_mailboxes, roots -------------------------------------------------------------
+
+ACL_PREFIX: Final = b"a:"  # + identifier (UTF-8) -> rights (RFC 4314 order)
+VIS_ACCOUNT: Final = b"v:account"  # the mailbox's account id (16 bytes)
+ROOT_USER: Final = b"r:user"  # the user's name as set
+ROOT_ROOT: Final = b"r:root"  # account[/path]
 
 # -- tracking ----------------------------------------------------------------------------------
 

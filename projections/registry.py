@@ -16,8 +16,10 @@ from domain.account import Account
 from domain.delivery_key import DeliveryKey
 from domain.mailbox import Mailbox
 from domain.message import Message
+from domain.roots import VirtualRoot
 from projections import (
     accounts,
+    acl,
     counters,
     label_index,
     mailbox_names,
@@ -25,8 +27,10 @@ from projections import (
     messages,
     payload_refs,
     purge_queue,
+    roots,
     subscriptions,
     threads,
+    visible_mailboxes,
 )
 from projections import names as n
 from projections.keys import RowReader
@@ -76,6 +80,10 @@ ALL: tuple[Projection, ...] = (
     Projection("payload_refs", payload_refs.TABLES, payload_refs.project, (),
                payload_refs.HANDLED),
     Projection("purge_queue", purge_queue.TABLES, purge_queue.project, (), purge_queue.HANDLED),
+    Projection("acl", acl.TABLES, acl.project, (), acl.HANDLED),
+    Projection("visible_mailboxes", visible_mailboxes.TABLES, visible_mailboxes.project, (),
+               visible_mailboxes.HANDLED),
+    Projection("roots", roots.TABLES, roots.project, (), roots.HANDLED),
 )
 
 BY_NAME: dict[str, Projection] = {p.name: p for p in ALL}
@@ -98,7 +106,8 @@ def _event_classes(*aggregates: type) -> frozenset[type]:
     return frozenset(found)
 
 
-DOMAIN_EVENTS: frozenset[type] = _event_classes(Account, Mailbox, Message, DeliveryKey)
+DOMAIN_EVENTS: frozenset[type] = _event_classes(Account, Mailbox, Message, DeliveryKey,
+                                                VirtualRoot)
 """Every event class of letterlog's aggregates; anything else in the log is corrupt."""
 
 

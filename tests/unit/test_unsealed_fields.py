@@ -33,6 +33,10 @@ MAILBOX_NAME = "a mailbox name (chosen by the user, not taken from a message)"
 LABEL = "a label or flag (chosen by the user or a client, not taken from a message)"
 ADDRESS = "the account's address (chosen by the operator, not taken from a message)"
 SEALED = "SEALED: the message's personal data (ADR 0021)"
+USER = "a user's name (from the user directory, chosen by the operator)"
+IDENTIFIER = "an ACL identifier: a user's name, $group, anyone or authenticated"
+RIGHTS = "RFC 4314 rights letters (a fixed set)"
+ROOT = "a virtual root: the account's address and a mailbox name"
 
 _MESSAGE = "domain.message:Message"
 _ACCOUNT = "domain.account:Account"
@@ -77,6 +81,20 @@ UNSEALED: dict[tuple[str, str], str] = {
     (f"{_MAILBOX}.Renamed", "new_uidvalidity"): NUMBER,
     (f"{_MAILBOX}.Deleted", "account_id"): ID,
     (f"{_MAILBOX}.Deleted", "name"): MAILBOX_NAME,
+    (f"{_MAILBOX}.AclChanged", "account_id"): ID,
+    (f"{_MAILBOX}.AclChanged", "name"): MAILBOX_NAME,
+    (f"{_MAILBOX}.AclChanged", "identifier"): IDENTIFIER,
+    (f"{_MAILBOX}.AclChanged", "old_rights"): RIGHTS,
+    (f"{_MAILBOX}.AclChanged", "new_rights"): RIGHTS,
+    # VirtualRoot
+    ("domain.roots:VirtualRoot.Created", "user"): USER,
+    ("domain.roots:VirtualRoot.Set", "user"): USER,
+    ("domain.roots:VirtualRoot.Set", "account_id"): ID,
+    ("domain.roots:VirtualRoot.Set", "root"): ROOT,
+    ("domain.roots:VirtualRoot.Set", "old_root"): ROOT,
+    ("domain.roots:VirtualRoot.Deleted", "user"): USER,
+    ("domain.roots:VirtualRoot.Deleted", "account_id"): ID,
+    ("domain.roots:VirtualRoot.Deleted", "old_root"): ROOT,
     # DeliveryKey
     ("domain.delivery_key:DeliveryKey.Claimed", "account_id"): ID,
     ("domain.delivery_key:DeliveryKey.Claimed", "key"): HASH + " of the caller's idempotency key",

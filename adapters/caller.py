@@ -1,0 +1,407 @@
+"""The store acting as a user: ``Letterlog.as_user(user)`` / ``Letterlog.open(..., user=)``.
+
+A ``CallerView`` offers the store's commands and queries; each first checks, on the command
+side's aggregates, that the caller has the rights ``domain.rights.COMMAND_RIGHTS`` names,
+then runs the store's own method. A refusal is ``PermissionDenied`` naming the missing
+right, raised before anything is written. A mailbox the caller may not look up (no ``l``),
+one outside its virtual root, and one that does not exist are refused alike
+(``MailboxNotFound``, the same words), and so are messages in them (``MessageNotFound``).
+What the table does not name is the administrator's only.
+
+Names: the caller's root is ``account[/path]`` (``set_root``; default: its own account, when
+its name is an address). Mailboxes of the root's account are named by the caller at or below
+the path (``Letterlog``'s (account, mailbox) arguments, or ``resolve(path)`` from a path
+relative to the root); mailboxes of other accounts the caller may look up are
+``shared/<account>/<mailbox>`` in its listing (``mailboxes()``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, BinaryIO
+from uuid import UUID
+
+from domain.errors import (
+    InvalidCommand,
+    MailboxNotFound,
+    MessageNotFound,
+    NotFound,
+    PermissionDenied,
+)
+from domain.mailbox import Mailbox
+from domain.rights import (
+    COMMAND_RIGHTS,
+    RIGHT_NAMES,
+    Caller,
+    flag_rights,
+    missing,
+    rights_of,
+    rights_string,
+)
+from domain.roots import SHARED, parse_root
+from domain.values import DELIMITER, FlagMode, apply_flag_mode, normalise_address, validate_flags
+
+if TYPE_CHECKING:
+    from adapters.embedded import Letterlog
+    from domain.results import Change, Delivery, Upload
+
+
+class CallerView:
+    """``store`` as ``caller``: the same commands, each checked first."""
+
+    def __init__(self, store: Letterlog, caller: Caller) -> None:
+        self.store = store
+        self.caller = caller
+
+    @property
+    def user(self) -> str:
+        return self.caller.user or ""
+
+    def __enter__(self) -> CallerView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or not callable(getattr(self.store, name, None)):
+            raise AttributeError(name)
+        raise PermissionDenied(
+            f"permission denied: {name} is the administrator's; {self.user} may not run it",
+            missing="administrator", command=name)
+
+    # -- names: the root, and paths relative to it -------------------------------------------
+    def root(self) -> tuple[str, str]:
+        """(account, path) of the caller's root; path "" is the whole account."""
+        found = self.store.mail.root(self.user)
+        if found:
+            return parse_root(found)
+        try:
+            return normalise_address(self.user), ""
+        except InvalidCommand:
+            return "", ""  # a user who is no address and has no root: shared mailboxes only
+
+    def resolve(self, path: str) -> tuple[str, str]:
+        """A path as the caller names it -> (account, mailbox): relative to its root
+        (``/`` is the root mailbox itself), or ``shared/<account>/<mailbox>``. Nothing above
+        the root can be named (``..`` is no name)."""
+        parts = path.strip(DELIMITER).split(DELIMITER)
+        if parts[0] == SHARED and len(parts) >= 3:
+            return parts[1], DELIMITER.join(parts[2:])
+        account, base = self.root()
+        if path.strip(DELIMITER) == "" and base:
+            return account, base
+        if not account or any(p in ("", ".", "..") for p in parts):
+            raise MailboxNotFound(f"mailbox: {path!r} does not exist")
+        relative = DELIMITER.join(parts)
+        return account, f"{base}{DELIMITER}{relative}" if base else relative
+
+    def path_of(self, account: str, mailbox: str) -> str:
+        """The name the caller lists ``mailbox`` of ``account`` by (``resolve``'s inverse)."""
+        root_account, base = self.root()
+        if account == root_account and self._under(base, mailbox):
+            if not base:
+                return mailbox
+            return DELIMITER if mailbox == base else mailbox[len(base) + 1:]
+        return f"{SHARED}{DELIMITER}{account}{DELIMITER}{mailbox}"
+
+    @staticmethod
+    def _under(base: str, mailbox: str) -> bool:
+        return not base or mailbox == base or mailbox.startswith(base + DELIMITER)
+
+    # -- the checks -------------------------------------------------------------------------
+    def _hidden(self, account: str, mailbox: str) -> MailboxNotFound:
+        return MailboxNotFound(f"mailbox: {mailbox!r} does not exist for {account}")
+
+    def _mailbox(self, account: str, mailbox: str) -> tuple[str, Mailbox, frozenset[str]]:
+        """The mailbox, its account's address and the caller's rights on it; refused as
+        not found when missing, outside the root or not to be looked up by the caller."""
+        try:
+            address = normalise_address(account)
+            mb = self.store.mail.mailbox_of(address, mailbox)
+        except NotFound:
+            raise self._hidden(account, mailbox) from None
+        root_account, base = self.root()
+        if address == root_account and not self._under(base, mb.name):
+            raise self._hidden(account, mailbox)
+        return address, mb, rights_of(self.caller, address, mb.acl)
+
+    def _need(self, command: str, role: str, account: str, mailbox: str,
+              needed: str | None = None) -> tuple[str, Mailbox]:
+        address, mb, rights = self._mailbox(account, mailbox)
+        need = needed if needed is not None else COMMAND_RIGHTS[command][role]
+        lacking = missing(need, rights)
+        if lacking:
+            if "l" not in rights:
+                raise self._hidden(account, mailbox)
+            names = ", ".join(f"'{r}' ({RIGHT_NAMES[r]})" for r in lacking)
+            raise PermissionDenied(
+                f"permission denied: {self.user} lacks {names} on {mb.name!r} of {address}"
+                f" ({command} needs {need!r})", missing=lacking, command=command)
+        return address, mb
+
+    def _message(self, command: str, message_id: UUID, role: str = "mailbox",
+                 needed: str | None = None) -> tuple[str, Mailbox]:
+        hidden = MessageNotFound(f"message {message_id} does not exist")
+        try:
+            m = self.store.mail.message(message_id)
+            if m.mailbox_id is None:
+                raise hidden
+            mb = self.store.mail.mailbox(m.mailbox_id)
+            address = self.store.mail.uow.account_by_id(m.account_id).address
+        except NotFound:
+            raise hidden from None
+        try:
+            return self._need(command, role, address, mb.name, needed)
+        except MailboxNotFound:
+            raise hidden from None
+
+    def _own_address(self) -> str:
+        try:
+            return normalise_address(self.user)
+        except InvalidCommand:
+            return ""
+
+    def _owner(self, command: str, account: str) -> str:
+        """Account-wide reads and writes: the account's owner only."""
+        address = normalise_address(account)
+        if self.user.casefold() != address:
+            raise PermissionDenied(
+                f"permission denied: {command} of {address} is for its owner; {self.user} is"
+                " not", missing="owner", command=command)
+        return address
+
+    # -- commands ---------------------------------------------------------------------------
+    def deliver(self, **fields: Any) -> Delivery:
+        self._need("deliver", "mailbox", fields.get("account", ""),
+                   fields.get("mailbox", "INBOX"))
+        return self.store.deliver(**fields)
+
+    def begin_upload(self, **fields: Any) -> Upload:
+        self._need("begin_upload", "mailbox", fields.get("account", ""),
+                   fields.get("mailbox", "INBOX"))
+        return self.store.begin_upload(**fields)
+
+    def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:
+        self._message("append_chunk", message_id)
+        return self.store.append_chunk(message_id, index, data)
+
+    def complete_upload(self, message_id: UUID) -> Delivery:
+        self._message("complete_upload", message_id)
+        return self.store.complete_upload(message_id)
+
+    def extract(self, message_id: UUID) -> bytes:
+        self._message("extract", message_id)
+        return self.store.extract(message_id)
+
+    def extract_to(self, message_id: UUID, path: str | os.PathLike[str], *,
+                   force: bool = False) -> dict[str, Any]:
+        self._message("extract", message_id)
+        return self.store.extract_to(message_id, path, force=force)
+
+    def extract_to_stream(self, message_id: UUID, out: BinaryIO) -> dict[str, Any]:
+        self._message("extract", message_id)
+        return self.store.extract_to_stream(message_id, out)
+
+    def show(self, message_id: UUID) -> dict[str, Any]:
+        self._message("show", message_id)
+        return self.store.show(message_id)
+
+    def flag(self, message_id: UUID, flags: Iterable[str], mode: str = "add") -> Change:
+        flags = list(flags)
+        try:
+            current = self.store.mail.message(message_id).flags
+            wanted = validate_flags(flags)
+            changed = apply_flag_mode(current, wanted, FlagMode(mode)) ^ frozenset(current)
+        except (NotFound, InvalidCommand, ValueError):
+            changed = frozenset(flags)
+        self._message("flag", message_id, needed=flag_rights(changed) or "w")
+        return self.store.flag(message_id, flags, mode)
+
+    def label(self, message_id: UUID, add: Iterable[str] = (),
+              remove: Iterable[str] = ()) -> Change:
+        self._message("label", message_id)
+        return self.store.label(message_id, add, remove)
+
+    def set_policy(self, message_id: UUID, extract_limit: int | None = None,
+                   extract_until: datetime | None = None) -> Change:
+        self._message("set_policy", message_id)
+        return self.store.set_policy(message_id, extract_limit, extract_until)
+
+    def move(self, message_id: UUID, mailbox: str) -> Change:
+        address, _ = self._message("move", message_id, "source")
+        self._need("move", "target", address, mailbox)
+        return self.store.move(message_id, mailbox)
+
+    def copy(self, message_id: UUID, mailbox: str) -> Delivery:
+        address, _ = self._message("copy", message_id, "source")
+        self._need("copy", "target", address, mailbox)
+        return self.store.copy(message_id, mailbox)
+
+    def delete(self, message_id: UUID) -> Change:
+        self._message("delete", message_id)
+        return self.store.delete(message_id)
+
+    def restore(self, message_id: UUID) -> Change:
+        self._message("restore", message_id)
+        return self.store.restore(message_id)
+
+    def expunge(self, message_ids: Iterable[UUID]) -> Change:
+        ids = list(message_ids)
+        for message_id in ids:
+            self._message("expunge", message_id)
+        return self.store.expunge(ids)
+
+    def _parent(self, command: str, account: str, mailbox: str) -> None:
+        """``k`` on the mailbox above ``mailbox`` (a top-level one: the owner only, inside
+        the root)."""
+        parent, sep, _ = mailbox.rpartition(DELIMITER)
+        if sep:
+            self._need(command, "parent", account, parent)
+            return
+        address = normalise_address(account)
+        root_account, base = self.root()
+        if address == root_account and base:
+            raise self._hidden(account, mailbox)
+        if self.user.casefold() != address:
+            raise PermissionDenied(
+                f"permission denied: {self.user} may not create top-level mailboxes of"
+                f" {address} ({command} needs 'k' on the parent; only the owner has it at"
+                " the top)", missing="k", command=command)
+
+    def create_mailbox(self, account: str, mailbox: str, role: str = "", *,
+                       create_account: bool = False) -> Change:
+        if create_account:
+            raise PermissionDenied(f"permission denied: creating an account is the "
+                                   f"administrator's; {self.user} may not",
+                                   missing="administrator", command="create_mailbox")
+        self._parent("create_mailbox", account, mailbox)
+        return self.store.create_mailbox(account, mailbox, role)
+
+    def rename_mailbox(self, account: str, mailbox: str, new_name: str) -> Change:
+        self._need("rename_mailbox", "mailbox", account, mailbox)
+        self._parent("rename_mailbox", account, new_name)
+        return self.store.rename_mailbox(account, mailbox, new_name)
+
+    def delete_mailbox(self, account: str, mailbox: str) -> Change:
+        self._need("delete_mailbox", "mailbox", account, mailbox)
+        return self.store.delete_mailbox(account, mailbox)
+
+    def subscribe(self, account: str, mailbox: str) -> Change:
+        self._need("subscribe", "mailbox", account, mailbox)
+        return self.store.subscribe(account, mailbox)
+
+    def unsubscribe(self, account: str, mailbox: str) -> Change:
+        self._need("unsubscribe", "mailbox", account, mailbox)
+        return self.store.unsubscribe(account, mailbox)
+
+    # -- ACLs (RFC 4314: GETACL and SETACL need 'a'; MYRIGHTS any right) -------------------
+    def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
+        self._need("acl_get", "mailbox", account, mailbox)
+        return self.store.acl_get(account, mailbox)
+
+    def acl_set(self, account: str, mailbox: str, identifier: str, rights: str) -> Change:
+        self._need("acl_set", "mailbox", account, mailbox)
+        return self.store.acl_set(account, mailbox, identifier, rights)
+
+    def acl_delete(self, account: str, mailbox: str, identifier: str) -> Change:
+        self._need("acl_delete", "mailbox", account, mailbox)
+        return self.store.acl_delete(account, mailbox, identifier)
+
+    def my_rights(self, account: str, mailbox: str) -> str:
+        """The caller's rights on the mailbox (RFC 4314 MYRIGHTS); none at all is not
+        found."""
+        address, mb, rights = self._mailbox(account, mailbox)
+        if not rights:
+            raise self._hidden(account, mailbox)
+        return rights_string(rights)
+
+    # -- queries ----------------------------------------------------------------------------
+    def messages(self, account: str, mailbox: str = "INBOX", **options: Any) -> Any:
+        self._need("messages", "mailbox", account, mailbox)
+        return self.store.messages(account, mailbox, **options)
+
+    def search(self, account: str, mailbox: str = "INBOX", **options: Any) -> Any:
+        self._need("search", "mailbox", account, mailbox)
+        return self.store.search(account, mailbox, **options)
+
+    def mailbox_status(self, account: str, mailbox: str = "INBOX") -> dict[str, Any]:
+        self._need("mailbox_status", "mailbox", account, mailbox)
+        return self.store.mailbox_status(account, mailbox)
+
+    def body(self, account: str, mailbox: str, uid: int) -> Iterator[bytes]:
+        self._need("body", "mailbox", account, mailbox)
+        return self.store.body(account, mailbox, uid)
+
+    def counters(self, account: str) -> dict[str, Any]:
+        return self.store.counters(self._owner("counters", account))
+
+    def usage(self, account: str) -> dict[str, Any]:
+        return self.store.usage(self._owner("usage", account))
+
+    def subscriptions(self, account: str) -> list[str]:
+        return self.store.subscriptions(self._owner("subscriptions", account))
+
+    def label_messages(self, account: str, label: str, **options: Any) -> Any:
+        return self.store.label_messages(self._owner("label_messages", account), label,
+                                         **options)
+
+    def mailbox_list(self, account: str | None = None) -> list[dict[str, Any]]:
+        """The mailboxes the caller may look up (``l``) of ``account``, or (None) every one
+        it may use: those at or below its root and the shared ones. Each with ``path``
+        (its name for the caller, relative to the root) and ``rights``."""
+        return [row for row in self.mailboxes()
+                if account is None or row["account"] == normalise_address(account)]
+
+    def mailboxes(self) -> list[dict[str, Any]]:
+        """Every mailbox the caller may look up: its root's (relative paths), then the
+        other accounts' (``shared/<account>/<mailbox>``), from the ``visible_mailboxes``
+        index (one scan per identifier naming the caller)."""
+        from projections.access_queries import visible_mailboxes
+
+        store = self.store
+        root_account, base = self.root()
+        out: list[dict[str, Any]] = []
+        if root_account:
+            try:
+                rows = store.mailbox_list(root_account)
+            except NotFound:
+                rows = []
+            for row in rows:
+                if not self._under(base, row["name"]):
+                    continue
+                mb = store.mail.mailbox(UUID(row["mailbox_id"]))
+                rights = rights_of(self.caller, root_account, mb.acl)
+                if "l" in rights:
+                    out.append({**row, "account": root_account, "rights": rights_string(rights),
+                                "path": self.path_of(root_account, row["name"])})
+        host = store._read()
+        found = list(store._query(lambda: visible_mailboxes(
+            host.tables, self.caller.identifiers(), host.physical)))
+        own = self._own_address()
+        if own and own != root_account:  # a root elsewhere: its own account is shared/
+            with contextlib.suppress(NotFound):
+                found += [UUID(r["mailbox_id"]) for r in store.mailbox_list(own)]
+        shared: list[dict[str, Any]] = []
+        for mailbox_id in dict.fromkeys(found):
+            try:
+                mb = store.mail.mailbox(mailbox_id)
+                address = store.mail.uow.account_by_id(mb.account_id).address
+            except NotFound:
+                continue
+            if address == root_account or mb.deleted:
+                continue
+            rights = rights_of(self.caller, address, mb.acl)
+            if "l" in rights:
+                shared.append({"name": mb.name, "mailbox_id": str(mailbox_id),
+                               "account": address, "role": mb.role,
+                               "uidvalidity": mb.uidvalidity, "uidnext": mb.uidnext,
+                               "noselect": mb.deleted, "rights": rights_string(rights),
+                               "path": self.path_of(address, mb.name)})
+        return out + sorted(shared, key=lambda r: str(r["path"]))
