@@ -5,23 +5,23 @@ and, under ``stream``, how a stream worker consumes (``LETTERLOG_STREAM_<NAME>``
 ``LETTERLOG_STREAM_BATCH``). ``adapters.bootstrap`` builds every process's parts from it.
 Invalid settings fail at start-up with a ``SettingsError`` that names the variable.
 
-The environment is read by ``environment()`` with the standard library, as pydantic-settings
-would read it for these fields (prefix, names in any case, ``LETTERLOG_STREAM_<FIELD>`` or a
-JSON ``LETTERLOG_STREAM`` for the nested options, other variables ignored), and pydantic
-validates: importing pydantic-settings (and the asyncio it imports) cost every write command
-about a quarter of its start-up.
-tests/unit/test_settings.py checks that both read a table of environments alike.
+The environment is read by pydantic-settings (prefix, names in any case,
+``LETTERLOG_STREAM_<FIELD>`` or a JSON ``LETTERLOG_STREAM`` for the nested options, other
+variables ignored). Importing it costs a command started without the command server about
+40-55 ms of CPU (measured); with the server running (``letterlog server start``, ADR 0032)
+commands start forked from a process that imported it once. The fast read path
+(``adapters.readside.current``) reads its four settings with ``adapters.envsettings`` and
+is held to these settings by tests/unit/test_settings.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as EnvironmentUnreadable
 
 from adapters.envsettings import DEFAULTS, PREFIX
 from domain.errors import SettingsError
@@ -57,10 +57,11 @@ class StreamOptions(BaseModel):
         return value
 
 
-class Settings(BaseModel):
+class Settings(BaseSettings):
     """Every setting (``load_settings`` reads them from ``LETTERLOG_<NAME>``)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore",
+                                      env_nested_delimiter="_", env_nested_max_split=1)
 
     # these four defaults live in adapters.envsettings (the fast read path reads them too)
     data: Path = Field(Path(DEFAULTS["data"]), description="data directory (embedded stores)")
@@ -168,46 +169,15 @@ def _message(err: Any) -> str:
     return str(err["msg"]).removeprefix("Value error, ")
 
 
-NESTED = ("stream",)  # fields that are option groups: LETTERLOG_STREAM_<OPTION>
-
-
-def environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The settings ``environ`` (default: this process's) gives: ``LETTERLOG_<FIELD>`` in
-    any case; for an option group, ``LETTERLOG_<GROUP>_<OPTION>`` or the whole group as a
-    JSON object in ``LETTERLOG_<GROUP>`` (the single options win); anything else ignored."""
-    values: dict[str, Any] = {}
-    groups: dict[str, dict[str, str]] = {}
-    for key, value in (os.environ if environ is None else environ).items():
-        if not key.upper().startswith(PREFIX):
-            continue
-        name = key[len(PREFIX):].lower()
-        if name in NESTED:
-            try:
-                values[name] = json.loads(value)
-            except ValueError:
-                raise SettingsError(f"invalid settings: {key}: not a JSON object") from None
-        elif name in Settings.model_fields:
-            values[name] = value
-        else:
-            group, _, option = name.partition("_")
-            if group in NESTED and option:
-                groups.setdefault(group, {})[option] = value
-    for group, options in groups.items():
-        whole = values.get(group)
-        values[group] = {**whole, **options} if isinstance(whole, dict) else options
-    return values
-
-
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment, ``overrides`` (field names) taking precedence; an
     option group given as a dict is merged into the environment's."""
-    values = environment()
-    for name, value in overrides.items():
-        if isinstance(value, dict) and isinstance(values.get(name), dict):
-            value = {**values[name], **value}
-        values[name] = value
     try:
-        return Settings(**values)
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except EnvironmentUnreadable as e:  # a JSON option group that is not JSON
+        field = str(e).split('"')[1] if '"' in str(e) else ""
+        name = f"{PREFIX}{field.upper()}" if field else "settings"
+        raise SettingsError(f"invalid settings: {name}: not a JSON object") from None
     except ValidationError as e:
         parts = []
         for err in e.errors():

@@ -6,8 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from adapters.bootstrap import postgres_env_from_dsn
 from adapters.settings import Settings, load_settings
@@ -91,7 +89,6 @@ def test_settings_take_the_read_paths_defaults_and_choices():
     from typing import get_args
 
     from adapters.envsettings import CHOICES, DEFAULTS
-    from adapters.settings import Settings
 
     fields = Settings.model_fields
     assert {name: str(fields[name].default) for name in DEFAULTS} == DEFAULTS
@@ -105,66 +102,38 @@ def test_the_read_path_declines_any_setting_it_does_not_read():
     assert read_settings({"LETTERLOG_DATA": "/d", "PATH": "/bin"}).data == Path("/d")
 
 
-# -- the environment reader agrees with pydantic-settings ---------------------------------------
-# Settings used to be a pydantic-settings ``BaseSettings``; its environment is read by the
-# standard library now (start-up). The same fields under that library are the reference.
+# -- the environment, as pydantic-settings reads it for Settings --------------------------------
 
-class Reference(BaseSettings, Settings):
-    model_config = SettingsConfigDict(env_prefix="LETTERLOG_", extra="ignore",
-                                      env_nested_delimiter="_", env_nested_max_split=1)
-
-
-AS_PYDANTIC_SETTINGS_READS_THEM = [
-    *ENVIRONMENTS,
-    {"LETTERLOG_STREAM_BATCH": "0"},
-    {"LETTERLOG_STREAM_HBASE_POOL": "3", "letterlog_stream_within": "0.25"},
-    {"LETTERLOG_STREAM": '{"batch": 7, "threads": 2}'},
-    {"LETTERLOG_STREAM": '{"batch": 7, "threads": 2}', "LETTERLOG_STREAM_BATCH": "9"},
-    {"LETTERLOG_STREAM_NOSUCH": "1", "LETTERLOG_NOSUCH": "2"},
-    {"LETTERLOG_HBASE_THRIFT2_PORT": "9095", "LETTERLOG_HBASE_TABLE_PREFIX": "mail1"},
-    {"LETTERLOG_HBASE_TABLE_PREFIX": "no-dashes"},
-    {"LETTERLOG_HBASE_THRIFT2_PORT": ""},
-    {"LETTERLOG_POSTGRES_DSN": "", "LETTERLOG_KAFKA_BOOTSTRAP": "k:9092"},
-    {"LETTERLOG_EVENT_STORE": "postgres", "LETTERLOG_POSTGRES_DSN": "postgresql://u@h/db"},
-    {"LETTERLOG_MAX_PARTS": "5000", "LETTERLOG_PARSE_SECONDS": "0.5",
-     "LETTERLOG_DELETED_RETENTION_DAYS": "7"},
-    {"LETTERLOG_MAX_PARTS": "many"},
-    {"LETTERLOG_PURGE_THREADS": "17"},
-    {"LETTERLOG_HBASE_THRIFT2_IDL": "/opt/hbase.thrift", "LETTERLOG_METRICS_PORT": "-1"},
-    {"LETTERLOG_SPARK_MASTER": "spark://m:7077", "LETTERLOG_KAFKA_TOPIC": "a.b-c_1"},
-]
-
-
-def _reference_or_error(overrides: dict[str, object]) -> object:
-    """The reference's settings, or the variables its errors name (as load_settings names
-    them: LETTERLOG_ and the field's path, or "settings" for the whole)."""
-    try:
-        return Reference(**overrides).model_dump()  # type: ignore[arg-type]
-    except ValidationError as e:
-        return sorted("LETTERLOG_" + "_".join(map(str, err["loc"])).upper() if err["loc"]
-                      else "settings" for err in e.errors())
-
-
-def _ours_or_error(overrides: dict[str, object]) -> object:
-    try:
-        return load_settings(**overrides).model_dump()
-    except SettingsError as e:
-        problems = str(e).removeprefix("invalid settings: ").split("; ")
-        return sorted(problem.split(":")[0] for problem in problems)
-
-
-@pytest.mark.parametrize("env", AS_PYDANTIC_SETTINGS_READS_THEM)
-@pytest.mark.parametrize("overrides", [{}, {"durability": "normal", "stream": {"batch": 3}}],
-                         ids=["environment", "with-overrides"])
-def test_the_environment_is_read_as_pydantic_settings_reads_it(monkeypatch, env, overrides):
+@pytest.mark.parametrize(("env", "overrides", "expected"), [
+    ({"LETTERLOG_STREAM_HBASE_POOL": "3", "letterlog_stream_within": "0.25"}, {},
+     {"hbase_pool": 3, "within": 0.25}),
+    ({"LETTERLOG_STREAM": '{"batch": 7, "threads": 2}'}, {}, {"batch": 7, "threads": 2}),
+    ({"LETTERLOG_STREAM": '{"batch": 7, "threads": 2}', "LETTERLOG_STREAM_BATCH": "9"}, {},
+     {"batch": 9, "threads": 2}),
+    ({"LETTERLOG_STREAM_THREADS": "2"}, {"stream": {"batch": 3}}, {"batch": 3, "threads": 2}),
+    ({"LETTERLOG_STREAM_NOSUCH": "1", "LETTERLOG_NOSUCH": "2"}, {}, {"batch": 5000}),
+], ids=["options", "json-group", "option-beats-json", "override-merged", "unknown-ignored"])
+def test_option_groups_come_from_the_environment_and_overrides(monkeypatch, env, overrides,
+                                                              expected):
     for key in [k for k in os.environ if k.upper().startswith("LETTERLOG_")]:
         monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    expected = _reference_or_error(overrides)
-    assert _ours_or_error(overrides) == expected
-    if isinstance(expected, dict):  # and a value, not just the same shape
-        assert expected["stream"]["batch"] == (3 if overrides else expected["stream"]["batch"])
+    stream = load_settings(**overrides).stream
+    assert {name: getattr(stream, name) for name in expected} == expected
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"LETTERLOG_STREAM_BATCH": "0"}, "LETTERLOG_STREAM_BATCH"),
+    ({"LETTERLOG_MAX_PARTS": "many"}, "LETTERLOG_MAX_PARTS"),
+    ({"LETTERLOG_HBASE_TABLE_PREFIX": "no-dashes"}, "LETTERLOG_HBASE_TABLE_PREFIX"),
+    ({"LETTERLOG_PURGE_THREADS": "17"}, "LETTERLOG_PURGE_THREADS"),
+])
+def test_a_bad_value_names_its_variable(monkeypatch, env, named):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SettingsError, match=named):
+        load_settings()
 
 
 def test_an_option_group_that_is_not_json_is_named():
