@@ -70,7 +70,7 @@ class CallerView:
         self.store.close()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or not callable(getattr(self.store, name, None)):
+        if name.startswith("_"):
             raise AttributeError(name)
         raise PermissionDenied(
             f"permission denied: {name} is the administrator's; {self.user} may not run it",
@@ -182,6 +182,11 @@ class CallerView:
         self._need("deliver", "mailbox", fields.get("account", ""),
                    fields.get("mailbox", "INBOX"))
         return self.store.deliver(**fields)
+
+    def check_delivery(self, **fields: Any) -> None:
+        self._need("deliver", "mailbox", fields.get("account", ""),
+                   fields.get("mailbox", "INBOX"))
+        self.store.check_delivery(**fields)
 
     def begin_upload(self, **fields: Any) -> Upload:
         self._need("begin_upload", "mailbox", fields.get("account", ""),
@@ -379,7 +384,8 @@ class CallerView:
                 mb = store.mail.mailbox(UUID(row["mailbox_id"]))
                 rights = rights_of(self.caller, root_account, mb.acl)
                 if "l" in rights:
-                    out.append({**row, "account": root_account, "rights": rights_string(rights),
+                    out.append({**row, "account": root_account,
+                                "rights": rights_string(rights),
                                 "path": self.path_of(root_account, row["name"])})
         host = store._read()
         found = list(store._query(lambda: visible_mailboxes(
@@ -402,6 +408,7 @@ class CallerView:
                 shared.append({"name": mb.name, "mailbox_id": str(mailbox_id),
                                "account": address, "role": mb.role,
                                "uidvalidity": mb.uidvalidity, "uidnext": mb.uidnext,
-                               "noselect": mb.deleted, "rights": rights_string(rights),
+                               "noselect": mb.deleted, "subscribed": False,
+                               "rights": rights_string(rights),
                                "path": self.path_of(address, mb.name)})
         return out + sorted(shared, key=lambda r: str(r["path"]))

@@ -48,6 +48,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Command server", "server", ("server",)),
     ("Mail from an MTA", "mta", ("lda", "lmtp", "init")),
     ("Users", "users", ("users",)),
+    ("Access", "access", ("acl", "root")),
 )
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
 
@@ -170,8 +171,12 @@ def main_options(
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="print the version and exit")
     ] = False,
+    as_user: Annotated[str | None, typer.Option(
+        "--as", metavar="USER", help="act as USER: every command is checked against USER's "
+        "rights (docs/permissions.md); default: the administrator")] = None,
 ) -> None:
     state.data = data or DEFAULT_DATA
+    state.user = as_user
     state.json = state.json or as_json
     state.exact_bytes = exact_bytes
     os.environ["LETTERLOG_DATA"] = str(state.data)
@@ -210,7 +215,7 @@ def _machine_error(e: BaseException) -> int | None:
 
 def command_word(args: list[str]) -> str | None:
     """The command's name in a command line (the first word that is no option's)."""
-    takes_value = {"--data"}
+    takes_value = {"--data", "--as"}
     skip = False
     for a in args:
         if skip:

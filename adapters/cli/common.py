@@ -45,6 +45,7 @@ class State:
         self.data: Path = DEFAULT_DATA
         self.json = False
         self.exact_bytes = False
+        self.user: str | None = None  # --as USER: every command checked against its rights
         self._store: Any = None
         self._current: Any = None
 
@@ -58,7 +59,8 @@ class State:
         if self._store is None:
             from adapters.embedded import Letterlog
 
-            self._store = Letterlog.open(self.data, create=create, read_models=read_models)
+            self._store = Letterlog.open(self.data, create=create, read_models=read_models,
+                                         user=self.user)
         return self._store
 
     def reader(self) -> Any:
@@ -69,6 +71,8 @@ class State:
     def read_models(self) -> Any:
         """The read models for a read command: the tables alone when they are current with
         the log (the fast read path), else the store (``reader``), caught up on opening."""
+        if self.user is not None:  # a user's reads are checked by the store (CallerView)
+            return self.reader()
         if self._store is None and self._current is None:
             from adapters.readside.current import open_current
 

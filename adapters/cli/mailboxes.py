@@ -59,11 +59,16 @@ def mailbox_delete(account: Account, name: Name) -> None:
 
 
 @mailbox_app.command("list")
-def mailbox_list(account: Account) -> None:
+def mailbox_list(account: Annotated[str | None, typer.Argument(
+        metavar="[ACCOUNT]", help="the account's address (with --as USER: optional, every "
+        "mailbox USER may use, named relative to its root)")] = None) -> None:
     """List an account's mailboxes (\\Noselect: deleted, kept as a name for those below)."""
+    if account is None and state.user is None:
+        fail("ACCOUNT: give the account (or --as USER for the mailboxes USER may use)")
     for mb in state.reader().mailbox_list(account):
         noselect = "  " + NOSELECT if mb["noselect"] else ""
-        out(mb, f"{mb['name']:20} role={mb['role'] or '-':8} uidvalidity={mb['uidvalidity']} "
+        out(mb, f"{mb.get('path', mb['name']):20} role={mb['role'] or '-':8} "
+                f"uidvalidity={mb['uidvalidity']} "
                 f"uidnext={mb['uidnext']}{noselect}"
                 f"{'  (subscribed)' if mb['subscribed'] else ''}")
 
