@@ -118,8 +118,7 @@ class AccessCommands(Commands):
 
 def check_rights_string(rights: str) -> str:
     """``rights`` for ``acl set``: refused before anything is read when malformed."""
-    body = rights[1:] if rights[:1] in "+-" else rights
-    if not body and rights[:1] in "+-":
-        raise InvalidCommand("rights: nothing after the sign")
+    if rights in ("+", "-"):
+        raise InvalidCommand(f"rights: nothing after {rights!r}")
     apply_change("", rights)
     return rights

@@ -86,10 +86,31 @@ def fill(store: Any, messages: int = 30, *, hierarchy: bool = False) -> None:
     store.expunge([done[2].message_id])
     if hierarchy:
         _hierarchy(store, accounts[0])
+    _access(store, accounts)
     # the lifecycle: one message erased, the expunged one purged; their keys are destroyed,
     # so a replay reads their sealed parts as shredded and must still equal the live tables
     store.erase_message(done[3].message_id)
     store.purge(datetime.now(UTC) + timedelta(days=31))
+
+
+def _access(store: Any, accounts: list[str]) -> None:
+    """Rights (RFC 4314) and virtual roots: entries set, widened and narrowed, a group's and
+    a negative one, one deleted, one going with its deleted mailbox; roots set, one
+    deleted."""
+    ada, grace, linus = accounts
+    store.acl_set(ada, "Archive", grace, "lr")
+    store.acl_set(ada, "Archive", grace, "+wi")
+    store.acl_set(ada, "Archive", "$team", "lrs")
+    store.acl_set(ada, "Archive", "-" + linus, "l")
+    store.acl_set(ada, "Archive", "anyone", "l")
+    store.acl_set(grace, "Archive", ada, "lrswipkxtea")
+    store.acl_delete(ada, "Archive", "$team")
+    store.create_mailbox(linus, "Shared")
+    store.acl_set(linus, "Shared", "authenticated", "lr")
+    store.delete_mailbox(linus, "Shared")
+    store.set_root(grace, f"{ada}/Archive")
+    store.set_root(linus, linus)
+    store.delete_root(linus)
 
 
 def _hierarchy(store: Any, ada: str) -> None:

@@ -108,9 +108,22 @@ def story(mail: Any, rounds: int = 2, first: int = 0) -> None:
         for name in (top, f"{top}/x"):
             mail.create_mailbox(person, name)
         kept = mail.deliver(account=person, mailbox=f"{top}/x", raw=make_mail("kept")).message_id
+        mail.acl_set(person, f"{top}/x", "anyone", "lr")  # goes with its mailbox, below
         mail.rename_mailbox(person, top, f"Old {r}")
         commands.delete_mailbox(person, f"Old {r}", lambda _: [])
         commands.delete_mailbox(person, f"Old {r}/x", lambda _, kept=kept: [kept])
+        # rights (RFC 4314) and virtual roots: an entry set, widened and narrowed, a group's,
+        # a negative one, one deleted; a root set, and every other round deleted
+        other = PEOPLE[(r + 1) % 3]
+        mail.acl_set(person, "Archive", other, "lr")
+        mail.acl_set(person, "Archive", other, "+wi")
+        mail.acl_set(person, "Archive", "$team", "lrs")
+        mail.acl_set(person, "Archive", "-" + other, "w")
+        mail.acl_set(person, "Archive", other, "-i")
+        mail.acl_delete(person, "Archive", "$team")
+        mail.set_root(other, f"{person}/Archive")
+        if r % 2:
+            mail.delete_root(other)
 
 
 @pytest.fixture
