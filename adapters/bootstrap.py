@@ -96,7 +96,7 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
     """The command side on ``log`` and ``payloads``, with the settings' limits."""
     from domain.service import Mailstore
 
-    return Mailstore(
+    mail = Mailstore(
         log,
         payloads,
         limits=settings.message_limits(),
@@ -105,6 +105,12 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
         log_head=getattr(log, "head", None),
         reservation_ttl=timedelta(seconds=settings.extraction_reservation_seconds),
     )
+    from adapters.rules.matching import RegexMatcher  # event rules' bounded filters
+
+    mail.rule_matcher = RegexMatcher()
+    mail.rule_search_seconds = settings.rule_search_seconds
+    mail.rule_budget_seconds = settings.rule_budget_seconds
+    return mail
 
 
 def stream_tables(settings: Settings, *, timeout: float | None = None) -> TableStore:

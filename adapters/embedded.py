@@ -30,6 +30,7 @@ from adapters.eventlog.reader import read_events
 from adapters.eventlog.records import account_events
 from adapters.filemodes import private_file
 from adapters.readside.queries import ReadModelQueries
+from adapters.rules.api import RulesAPI
 from adapters.settings import Settings, load_settings
 from domain.commands import Deliver, build
 from domain.errors import (
@@ -71,7 +72,7 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-class Letterlog(ReadModelQueries):
+class Letterlog(ReadModelQueries, RulesAPI):
     """Commands and queries of one letterlog store.
 
     Built by ``adapters.bootstrap.letterlog`` (``Letterlog.open``): the event log, the payload

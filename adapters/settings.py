@@ -108,6 +108,27 @@ class Settings(BaseSettings):
     extraction_reservation_seconds: float = Field(
         600.0, gt=0, description="an extraction neither confirmed nor released lapses after")
     expired_ttl_days: float = Field(30.0, ge=0, description="expired messages purged after")
+    # event rules (docs/event-rules.md)
+    rule_search_seconds: float = Field(0.05, gt=0, le=10, description=(
+        "time one rule filter's regular expression may take on one text"))
+    rule_budget_seconds: float = Field(0.5, gt=0, le=60, description=(
+        "time every rule filter of one arrival may take together"))
+    dispatch_timeout_seconds: float = Field(10.0, gt=0, description=(
+        "a webhook call's connect and read timeout"))
+    dispatch_attempts: int = Field(5, ge=1, le=100, description=(
+        "calls of a rule event's application per dispatch before it is recorded failed"))
+    dispatch_backoff_seconds: float = Field(0.5, ge=0, description=(
+        "first wait between two calls of an application (doubled each time, jittered)"))
+    dispatch_interval_seconds: float = Field(2.0, gt=0, description=(
+        "how often letterlog dispatcher looks for pending rule events"))
+    rule_event_pending_ttl_days: float = Field(30.0, ge=0, description=(
+        "a rule event still pending is purged after"))
+    rule_event_processing_ttl_days: float = Field(30.0, ge=0, description=(
+        "a rule event still processing is purged after"))
+    rule_event_complete_ttl_days: float = Field(7.0, ge=0, description=(
+        "a completed rule event is purged after"))
+    rule_event_failed_ttl_days: float = Field(30.0, ge=0, description=(
+        "a failed rule event is purged after"))
     incomplete_ttl_days: float = Field(2.0, ge=0, description="unfinished uploads purged after")
     payload_grace_hours: float = Field(12.0, ge=0,
                                        description="an unreferenced payload is kept this long")

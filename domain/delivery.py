@@ -25,6 +25,7 @@ from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Upload
+from domain.rulecommands import arrival_rule_events
 from domain.speedups import uuid_of_int
 from domain.unit_of_work import Commands
 from domain.values import (
@@ -309,6 +310,10 @@ class DeliveryCommands(Commands):
             aggregates.extend(a for a in fresh if a not in mailboxes.values())
         aggregates.extend(mailboxes.values())
         aggregates.extend(claims)
+        names = {mb.id: mb.name for mb in mailboxes.values()}
+        aggregates.extend(arrival_rule_events(self, [  # event rules (domain.rulecommands)
+            (m, names[mb.id], "delivered", prepared[i][0])
+            for m, (i, mb, _) in zip(messages, placed, strict=True)]))
         aggregates.extend(messages)
         positions = uow.save(*aggregates)
         mine = positions[-len(messages):]
@@ -384,7 +389,8 @@ class DeliveryCommands(Commands):
                 labels=sorted(m.labels), flags=sorted(m.flags), policy=m.policy,
                 internal_date=m.internal_date,
             ))
-            positions = uow.save(mailbox, m)
+            raised = arrival_rule_events(self, [(m, mailbox.name, "delivered", raw)])
+            positions = uow.save(mailbox, *raised, m)
             return Delivery(m.id, mailbox.id, uid, mailbox.uidvalidity, facts.size,
                             facts.sha256, positions[-1], positions[-1])
 

@@ -90,3 +90,15 @@ class PermissionDenied(LetterlogError):
         super().__init__(message)
         self.missing = missing
         self.command = command
+
+
+class RuleNotFound(NotFound):
+    """An event rule that does not exist (or was deleted)."""
+
+
+class RuleExists(LetterlogError):
+    """An event rule of that name exists already; nothing is written."""
+
+
+class RuleEventNotFound(NotFound):
+    """A rule event (raised by an event rule for a message) that does not exist."""

@@ -18,6 +18,7 @@ from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Reservation
+from domain.rulecommands import arrival_rule_events
 from domain.unit_of_work import Commands
 from domain.values import FlagMode, MessageState, apply_flag_mode
 
@@ -82,7 +83,9 @@ class MessageCommands(Commands):
             source_uid = msg.uid
             uid = target.allocate_uids([msg.id])  # also within one mailbox (RFC 6851)
             msg.move(target.id, uid, target.uidvalidity)
-            return Change(uow.save(target, msg), {  # COPYUID: uidvalidity, source and new UID
+            raised = arrival_rule_events(self, [(msg, target.name, "moved", None)])
+            # COPYUID: uidvalidity, source and new UID
+            return Change(uow.save(target, *raised, msg), {
                 "mailbox_id": str(target.id), "uidvalidity": target.uidvalidity,
                 "source_uid": source_uid, "uid": uid})
 
@@ -116,7 +119,8 @@ class MessageCommands(Commands):
                 personal=_personal_of(src).copy_for_another_message(),
                 copied_from=src.id,
             ))
-            positions = uow.save(target, new)
+            raised = arrival_rule_events(self, [(new, target.name, "copied", None)])
+            positions = uow.save(target, *raised, new)
             return Delivery(copy_id, target.id, uid, target.uidvalidity, src.size,
                             src.sha256, positions[-1], positions[-1], source_uid=src.uid)
 

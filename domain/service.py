@@ -39,6 +39,7 @@ from domain.payloads import INLINE_LIMIT
 from domain.ports import PayloadStore
 from domain.results import Change, Delivery
 from domain.rfc5322 import MessageLimits
+from domain.rulecommands import RuleCommands
 from domain.unit_of_work import UnitOfWork, utcnow
 
 __all__ = [
@@ -54,7 +55,8 @@ __all__ = [
 ]
 
 
-class Mailstore(DeliveryCommands, MessageCommands, MailboxCommands, AccessCommands):
+class Mailstore(DeliveryCommands, MessageCommands, MailboxCommands, AccessCommands,
+                RuleCommands):
     """The embedded command API over an eventsourcing Application and a payload store."""
 
     def __init__(

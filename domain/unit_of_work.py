@@ -185,6 +185,12 @@ class UnitOfWork:
 class Commands:
     """What the command handlers share: the unit of work, payloads, limits and the clock."""
 
+    # event rules (domain.rules): the bounded pattern matcher, set by the composition root,
+    # and the time one filter search and one arrival's whole evaluation may take
+    rule_matcher: Any = None
+    rule_search_seconds: float = 0.05
+    rule_budget_seconds: float = 0.5
+
     def __init__(
         self,
         uow: UnitOfWork,

@@ -34,7 +34,7 @@ ROOTS: Final = "roots"  # user -> virtual root
 TRACKING: Final = "tracking"
 PROJECTIONS: Final = (MAILBOXES, MAILBOX_NAMES, MESSAGES, LABEL_INDEX, COUNTERS, THREADS,
                       SUBSCRIPTIONS, ACCOUNTS, PAYLOAD_REFS, PURGE_QUEUE, ACL,
-                      VISIBLE_MAILBOXES, ROOTS)
+                      VISIBLE_MAILBOXES, ROOTS, "rules", "rule_events")
 """Every projection's name (``projections.registry.ALL``, in its order): each tracks the
 position it has applied in TRACKING under its name."""
 PURGED_FROM: Final = (MESSAGES, LABEL_INDEX, THREADS, PAYLOAD_REFS, PURGE_QUEUE, COUNTERS)
@@ -175,3 +175,31 @@ DL_REASON: Final = b"d:reason"
 # -- stream_redo -------------------------------------------------------------------------------
 
 REDO_MUTATIONS: Final = b"r:m"
+
+# -- rules, rule_events (event rules: domain.rules) --------------------------------------------
+
+RULES: Final = "rules"  # rule id -> the rule as it stands
+RULE_EVENTS: Final = "rule_events"  # rule event id -> what was raised, its status
+F_RULE: Final = "r"  # rules
+F_RULE_EVENT: Final = "e"  # rule_events
+RU_NAME: Final = b"r:name"
+RU_SPEC: Final = b"r:spec"  # JSON: mailboxes, include, exclude, application, properties
+RU_ENABLED: Final = b"r:enabled"
+RU_VERSION: Final = b"r:version"  # the rule book's version that set it
+RE_RULE: Final = b"e:rule"
+RE_RULE_ID: Final = b"e:rule_id"
+RE_RULE_VERSION: Final = b"e:rule_version"
+RE_MESSAGE: Final = b"e:message"  # 16 bytes
+RE_ACCOUNT: Final = b"e:account"  # 16 bytes
+RE_MAILBOX_ID: Final = b"e:mailbox_id"  # 16 bytes
+RE_MAILBOX: Final = b"e:mailbox"
+RE_UID: Final = b"e:uid"
+RE_TRIGGER: Final = b"e:trigger"  # delivered, copied, moved
+RE_APPLICATION: Final = b"e:application"  # JSON
+RE_PROPERTIES: Final = b"e:properties"  # JSON
+RE_RAISED_AT: Final = b"e:raised_at"
+RE_STATUS: Final = b"e:status"
+RE_ATTEMPTS: Final = b"e:attempts"
+RE_REASON: Final = b"e:reason"
+RE_WHERE: Final = b"e:where"
+RE_UPDATED_AT: Final = b"e:updated_at"

@@ -17,6 +17,7 @@ from domain.delivery_key import DeliveryKey
 from domain.mailbox import Mailbox
 from domain.message import Message
 from domain.roots import VirtualRoot
+from domain.rules import RuleBook, RuleEvent
 from projections import (
     accounts,
     acl,
@@ -28,6 +29,8 @@ from projections import (
     payload_refs,
     purge_queue,
     roots,
+    rule_events,
+    rules,
     subscriptions,
     threads,
     visible_mailboxes,
@@ -84,6 +87,9 @@ ALL: tuple[Projection, ...] = (
     Projection("visible_mailboxes", visible_mailboxes.TABLES, visible_mailboxes.project, (),
                visible_mailboxes.HANDLED),
     Projection("roots", roots.TABLES, roots.project, (), roots.HANDLED),
+    Projection("rules", rules.TABLES, rules.project, (), rules.HANDLED),
+    Projection("rule_events", rule_events.TABLES, rule_events.project, (),
+               rule_events.HANDLED),
 )
 
 BY_NAME: dict[str, Projection] = {p.name: p for p in ALL}
@@ -107,7 +113,8 @@ def _event_classes(*aggregates: type) -> frozenset[type]:
 
 
 DOMAIN_EVENTS: frozenset[type] = _event_classes(Account, Mailbox, Message, DeliveryKey,
-                                                VirtualRoot)
+                                                VirtualRoot,
+                                                RuleBook, RuleEvent)
 """Every event class of letterlog's aggregates; anything else in the log is corrupt."""
 
 

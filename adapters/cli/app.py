@@ -48,6 +48,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Command server", "server", ("server",)),
     ("Mail from an MTA", "mta", ("lda", "lmtp", "init")),
     ("Users", "users", ("users",)),
+    ("Event rules", "rules", ("rule", "events", "dispatcher")),
     ("Access", "access", ("acl", "root")),
 )
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}

@@ -33,6 +33,9 @@ MAILBOX_NAME = "a mailbox name (chosen by the user, not taken from a message)"
 LABEL = "a label or flag (chosen by the user or a client, not taken from a message)"
 ADDRESS = "the account's address (chosen by the operator, not taken from a message)"
 SEALED = "SEALED: the message's personal data (ADR 0021)"
+RULE = "an event rule's definition (an administrator's words, not taken from a message)"
+REASON = ("why a rule event failed: the rule's own pattern and field, the application's URL "
+          "or topic and its answer (never the message's text: ADR 0052)")
 USER = "a user's name (from the user directory, chosen by the operator)"
 IDENTIFIER = "an ACL identifier: a user's name, $group, anyone or authenticated"
 RIGHTS = "RFC 4314 rights letters (a fixed set)"
@@ -99,6 +102,21 @@ UNSEALED: dict[tuple[str, str], str] = {
     ("domain.delivery_key:DeliveryKey.Claimed", "account_id"): ID,
     ("domain.delivery_key:DeliveryKey.Claimed", "key"): HASH + " of the caller's idempotency key",
     ("domain.delivery_key:DeliveryKey.Claimed", "message_id"): ID,
+    # RuleBook, RuleEvent (event rules, ADR 0052): an administrator's definitions; what a
+    # rule raised holds ids, the mailbox's name and the rule's own words, never the message's
+    **{(f"domain.rules:RuleBook.{cls}", name): RULE
+       for cls, names in (("RuleCreated", ("name", "rule_id", "spec", "secret")),
+                          ("RuleChanged", ("name", "rule_id", "spec")),
+                          ("RuleEnabled", ("name", "rule_id", "enabled")),
+                          ("RuleDeleted", ("name", "rule_id"))) for name in names},
+    **{("domain.rules:RuleEvent.Raised", name): kind for name, kind in (
+        ("account_id", ID), ("message_id", ID), ("mailbox_id", ID), ("mailbox", MAILBOX_NAME),
+        ("uid", NUMBER), ("trigger", ENUM), ("rule", RULE), ("rule_id", ID),
+        ("rule_version", NUMBER), ("application", RULE), ("properties", RULE),
+        ("status", ENUM), ("reason", REASON))},
+    **{("domain.rules:RuleEvent.StatusChanged", name): kind for name, kind in (
+        ("account_id", ID), ("message_id", ID), ("status", ENUM), ("attempts", NUMBER),
+        ("reason", REASON), ("where", "the dispatcher's host name and pid"))},
     # Message: arrival (Delivered, UploadCompleted)
     ("domain.message:Arrival", "account_id"): ID,
     ("domain.message:Arrival", "mailbox_id"): ID,

@@ -1,0 +1,209 @@
+"""``letterlog rule create|change|show|list|enable|disable|delete``, ``letterlog events
+list|show|resend`` and ``letterlog dispatcher [--once]``: event rules (docs/event-rules.md).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from adapters.cli.common import fail, group, out, parse_time, parse_uuid, state
+
+app = group("Event rules, the events they raise, and the dispatcher.")
+rule_app = group("Event rules: which arrivals raise an event for which application "
+                 "(see docs/event-rules.md).")
+events_app = group("Events raised by event rules: list, show, resend.")
+app.add_typer(rule_app, name="rule")
+app.add_typer(events_app, name="events")
+
+Mailboxes = Annotated[list[str] | None, typer.Option(
+    "--mailbox", metavar="NAME", help="a mailbox the rule watches (repeat; none: all)")]
+Pattern = Annotated[str | None, typer.Option(
+    "--mailbox-pattern", metavar="REGEX", help="watch the mailboxes whose name matches")]
+Include = Annotated[list[str] | None, typer.Option(
+    "--include", metavar="[FIELD:]REGEX",
+    help="raise only for a message matching one of these (FIELD: sender, subject, name — "
+         "the attachment file names, the default — or header:NAME)")]
+Exclude = Annotated[list[str] | None, typer.Option(
+    "--exclude", metavar="[FIELD:]REGEX", help="never raise for a message matching one")]
+WebhookURL = Annotated[str | None, typer.Option(
+    "--webhook", metavar="URL", help="POST each event to this URL")]
+Topic = Annotated[str | None, typer.Option(
+    "--kafka-topic", metavar="TOPIC", help="publish each event to this Kafka topic")]
+Properties = Annotated[list[str] | None, typer.Option(
+    "--property", metavar="K=V", help="handed to the application with each event")]
+
+
+def _properties(items: list[str] | None) -> dict[str, str]:
+    found = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"--property {item!r}: write KEY=VALUE")
+        found[key] = value
+    return found
+
+
+def _terms(mailbox: list[str] | None, mailbox_pattern: str | None, include: list[str] | None,
+           exclude: list[str] | None, webhook: str | None, kafka_topic: str | None,
+           prop: list[str] | None) -> dict[str, Any]:
+    return {"mailboxes": mailbox or [], "mailbox_pattern": mailbox_pattern,
+            "include": include or [], "exclude": exclude or [], "webhook": webhook,
+            "kafka_topic": kafka_topic, "properties": _properties(prop)}
+
+
+def _show_rule(rule: dict[str, Any]) -> None:
+    if state.json:
+        out(rule)
+        return
+    sel = rule["mailboxes"]
+    where = {"all": "all mailboxes", "list": ", ".join(sel.get("names", [])),
+             "pattern": f"/{sel.get('pattern')}/"}[sel["kind"]]
+    app_ = rule["application"]
+    target = app_.get("url") or f"kafka topic {app_.get('topic')}"
+    state_ = "enabled" if rule["enabled"] else "disabled (raises nothing)"
+    typer.echo(f"{rule['name']}  {state_}  mailboxes: {where}  -> {app_['kind']} {target}")
+    for side in ("include", "exclude"):
+        for f in rule[side]:
+            field = f"header:{f['header']}" if f["field"] == "header" else f["field"]
+            typer.echo(f"  {side} {field} /{f['pattern']}/")
+    for k, v in sorted(rule["properties"].items()):
+        typer.echo(f"  property {k}={v}")
+
+
+@rule_app.command("create")
+def rule_create(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern = None,
+                include: Include = None, exclude: Exclude = None, webhook: WebhookURL = None,
+                kafka_topic: Topic = None, prop: Properties = None) -> None:
+    """A new rule, enabled: from now on each arrival (delivered, copied, moved) in a watched
+    mailbox that the filters let through raises an event for the application."""
+    store = state.reader()
+    change = store.create_rule(name, **_terms(mailbox, mailbox_pattern, include, exclude,
+                                              webhook, kafka_topic, prop))
+    out({"rule": name, "created": True, **change.extra}, f"rule {name} created")
+
+
+@rule_app.command("change")
+def rule_change(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern = None,
+                include: Include = None, exclude: Exclude = None, webhook: WebhookURL = None,
+                kafka_topic: Topic = None, prop: Properties = None) -> None:
+    """Replace a rule's definition (events it raised before keep theirs)."""
+    change = state.reader().change_rule(name, **_terms(
+        mailbox, mailbox_pattern, include, exclude, webhook, kafka_topic, prop))
+    out({"rule": name, "changed": change.changed},
+        f"rule {name} {'changed' if change.changed else 'unchanged'}")
+
+
+@rule_app.command("show")
+def rule_show(name: str) -> None:
+    """One rule: its mailboxes, filters, application, properties, enabled or not."""
+    _show_rule(state.reader().rule(name))
+
+
+@rule_app.command("list")
+def rule_list() -> None:
+    """Every rule."""
+    rules = state.reader().rules()
+    for rule in rules:
+        _show_rule(rule)
+    if not state.json:
+        typer.echo(f"{len(rules)} rules", err=True)
+
+
+@rule_app.command("enable")
+def rule_enable(name: str) -> None:
+    """Enable a rule: arrivals from now on raise events again."""
+    change = state.reader().enable_rule(name)
+    out({"rule": name, "changed": change.changed}, f"rule {name} enabled")
+
+
+@rule_app.command("disable")
+def rule_disable(name: str) -> None:
+    """Disable a rule: it raises nothing until enabled (events raised before stay)."""
+    change = state.reader().disable_rule(name)
+    out({"rule": name, "changed": change.changed},
+        f"rule {name} disabled: it raises nothing until `letterlog rule enable {name}`")
+
+
+@rule_app.command("delete")
+def rule_delete(name: str) -> None:
+    """Delete a rule (events it raised before stay, and are still dispatched)."""
+    state.reader().delete_rule(name)
+    out({"rule": name, "deleted": True}, f"rule {name} deleted")
+
+
+def _show_event(e: dict[str, Any]) -> None:
+    if state.json:
+        out(e)
+        return
+    reason = f"  {e['reason']}" if e["reason"] else ""
+    typer.echo(f"{e['id']}  {e['status']:10} {e['attempts']:>3}  {e['rule']}  {e['trigger']} "
+               f"{e['mailbox']} uid {e['uid']}  message {e['message_id']}  "
+               f"{e['raised_at']}{reason}")
+
+
+@events_app.command("list")
+def events_list(
+    message: Annotated[str | None, typer.Option(metavar="MESSAGE_ID")] = None,
+    rule: Annotated[str | None, typer.Option(metavar="NAME")] = None,
+    status: Annotated[str | None, typer.Option(
+        metavar="STATUS", help="pending, processing, complete or failed")] = None,
+    since: Annotated[str | None, typer.Option(
+        metavar="ISO8601", help="raised at or after")] = None,
+) -> None:
+    """Rule events, oldest first: id, status, attempts, rule, arrival, message, reason."""
+    events = state.reader().rule_events(
+        message=parse_uuid(message) if message else None, rule=rule, status=status,
+        since=parse_time(since, "--since"))
+    for e in events:
+        _show_event(e)
+    if not state.json:
+        typer.echo(f"{len(events)} events", err=True)
+
+
+@events_app.command("show")
+def events_show(event_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """One rule event, with its application, properties and status."""
+    e = state.reader().rule_event(parse_uuid(event_id, "ID"))
+    if state.json:
+        out(e)
+        return
+    for k, v in e.items():
+        typer.echo(f"{k:13} {v}")
+
+
+@events_app.command("resend")
+def events_resend(
+    event_ids: Annotated[list[str] | None, typer.Argument(metavar="ID...")] = None,
+    status: Annotated[str | None, typer.Option(
+        metavar="STATUS", help="every event of this status (failed)")] = None,
+) -> None:
+    """Make events pending again: the dispatcher hands them over once more."""
+    if not event_ids and status is None:
+        fail("events resend: name event ids, or --status failed")
+    ids = [parse_uuid(i, "ID") for i in event_ids or []]
+    changed = state.reader().resend(ids, status=status)
+    out({"resent": changed}, f"{len(changed)} events pending again")
+
+
+@app.command()
+def dispatcher(once: Annotated[bool, typer.Option(
+        help="hand over what is pending, then exit")] = False) -> None:
+    """Hand pending rule events to their applications (webhook, Kafka), recording each
+    outcome in the log; one dispatcher per store."""
+    from adapters.rules.dispatcher import Dispatcher
+
+    store = state.reader()
+    d = Dispatcher(store)
+    try:
+        if once:
+            counts = d.run_once()
+            out(counts, f"{counts['dispatched']} events handed over: {counts['complete']} "
+                        f"complete, {counts['failed']} failed")
+            return
+        from adapters.cli.stream import _stop_on_signals
+
+        d.run(_stop_on_signals())
+    finally:
+        d.close()

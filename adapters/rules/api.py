@@ -1,0 +1,142 @@
+"""The event rules' part of the ``Letterlog`` facade: rules, rule events, resend, dispatch.
+
+Commands go through the command side (``domain.rulecommands``) and are projected like every
+other command; reads come from the ``rules`` and ``rule_events`` read models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from domain.errors import InvalidCommand, RuleEventNotFound, RuleNotFound
+from domain.results import Change
+from domain.rules import FAILED, STATUSES, parse_filter
+from projections import rule_queries as rq
+
+
+def _filters(items: Iterable[str | Mapping[str, str]]) -> list[dict[str, str]]:
+    return [parse_filter(f) if isinstance(f, str) else dict(f) for f in items]
+
+
+def definition(*, mailboxes: Iterable[str] = (), mailbox_pattern: str | None = None,
+               include: Iterable[str | Mapping[str, str]] = (),
+               exclude: Iterable[str | Mapping[str, str]] = (),
+               webhook: str | None = None, kafka_topic: str | None = None,
+               properties: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A rule's definition from the API's (and the CLI's) terms."""
+    if (webhook is None) == (kafka_topic is None):
+        raise InvalidCommand("application: give a webhook URL or a Kafka topic (one of them)")
+    application = ({"kind": "webhook", "url": webhook} if webhook is not None
+                   else {"kind": "kafka", "topic": str(kafka_topic)})
+    return {"mailboxes": list(mailboxes), "mailbox_pattern": mailbox_pattern,
+            "include": _filters(include), "exclude": _filters(exclude),
+            "application": application, "properties": dict(properties or {})}
+
+
+class RulesAPI:
+    """Mixed into ``Letterlog`` (which provides ``mail``, ``_command`` and ``_read``)."""
+
+    mail: Any
+
+    def _command(self, command: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def _read(self) -> Any:
+        raise NotImplementedError
+
+    def _query(self, fn: Any) -> Any:
+        raise NotImplementedError
+
+    # -- rules ----------------------------------------------------------------------------
+    def create_rule(self, name: str, *, secret: str | None = None, **terms: Any) -> Change:
+        """A new rule (enabled). ``terms``: mailboxes, mailbox_pattern, include, exclude
+        (``[sender:|subject:|name:|header:NAME:]REGEX`` or dicts), webhook or kafka_topic,
+        properties."""
+        result: Change = self._command(self.mail.create_rule, name, secret=secret,
+                                       **definition(**terms))
+        return result
+
+    def change_rule(self, name: str, **terms: Any) -> Change:
+        """Replaces the rule's definition (events raised before keep theirs)."""
+        result: Change = self._command(self.mail.change_rule, name, **definition(**terms))
+        return result
+
+    def enable_rule(self, name: str) -> Change:
+        result: Change = self._command(self.mail.enable_rule, name, True)
+        return result
+
+    def disable_rule(self, name: str) -> Change:
+        result: Change = self._command(self.mail.enable_rule, name, False)
+        return result
+
+    def delete_rule(self, name: str) -> Change:
+        result: Change = self._command(self.mail.delete_rule, name)
+        return result
+
+    def rules(self) -> list[dict[str, Any]]:
+        host = self._read()
+        found: list[dict[str, Any]] = self._query(lambda: rq.rules(host.tables, host.physical))
+        return found
+
+    def rule(self, name: str) -> dict[str, Any]:
+        for rule in self.rules():
+            if rule["name"] == name:
+                return rule
+        raise RuleNotFound(f"rule {name!r} does not exist")
+
+    # -- rule events ------------------------------------------------------------------------
+    def rule_events(self, *, message: UUID | None = None, rule: str | None = None,
+                    status: str | None = None, since: datetime | None = None
+                    ) -> list[dict[str, Any]]:
+        if status is not None and status not in STATUSES:
+            raise InvalidCommand(f"status: {status!r}; one of {', '.join(STATUSES)}")
+        found = self._query(lambda: list(rq.rule_events(
+            self._read().tables, message=message, rule=rule, status=status, since=since,
+            physical=self._read().physical)))
+        return sorted(found, key=lambda e: (e["raised_at"], e["id"]))
+
+    def rule_event(self, event_id: UUID) -> dict[str, Any]:
+        found = self._query(lambda: rq.rule_event(self._read().tables, event_id,
+                                                      self._read().physical))
+        if found is None:
+            raise RuleEventNotFound(f"rule event {event_id} does not exist")
+        return found
+
+    def rule_event_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = self._query(lambda: rq.status_counts(self._read().tables,
+                                                                     self._read().physical))
+        return counts
+
+    def resend(self, event_ids: Sequence[UUID] = (), *, status: str | None = None
+               ) -> list[str]:
+        """Sets the events (or every event of ``status``, e.g. failed) pending again: the
+        dispatcher hands them over once more. Returns the ids that changed."""
+        if status is not None and status not in (FAILED, "complete", "processing"):
+            raise InvalidCommand(f"status: {status!r}; resend takes failed, complete or "
+                                 "processing")
+        ids = list(event_ids)
+        for event_id in ids:
+            self.rule_event(event_id)  # RuleEventNotFound before anything is written
+        if status is not None:
+            ids += [UUID(e["id"]) for e in self.rule_events(status=status)]
+        changed = []
+        for event_id in ids:
+            if self._command(self.mail.resend_rule_event, event_id).changed:
+                changed.append(str(event_id))
+        return changed
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def dispatch_pending(self, applications: Mapping[str, Any] | None = None
+                         ) -> dict[str, int]:
+        """Hands every pending rule event to its application, in this process (what
+        ``letterlog dispatcher --once`` does); returns how many ended complete or failed."""
+        from adapters.rules.dispatcher import Dispatcher
+
+        dispatcher = Dispatcher(self, applications)
+        try:
+            return dispatcher.run_once()
+        finally:
+            dispatcher.close()

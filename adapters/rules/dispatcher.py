@@ -1,0 +1,155 @@
+"""The dispatcher: hands each pending rule event to its processing application and records
+the outcome in the log, at least once.
+
+For each pending event: append ``Processing``, call the application (a webhook; a Kafka
+topic), append ``Completed`` or ``Failed`` (reason, attempts). Status is in the log, so a
+rebuild or a replay never dispatches again. A dispatcher that dies between the call and its
+record leaves the event ``processing``: one dispatcher runs at a time per store (an ``flock``
+on ``<data>/dispatcher.lock``, freed by the kernel when the holder dies), so the next one to
+take the lock finds such events orphaned and hands them over again; the event id, sent as
+the idempotency key, lets the application drop the repeat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+from uuid import UUID
+
+from adapters.filemodes import private_file
+from adapters.rules.webhook import Outcome, Webhook
+from domain.errors import StoreBusy
+from domain.rules import PENDING, PROCESSING
+
+LOCK_NAME = "dispatcher.lock"
+
+
+class DispatcherRunning(StoreBusy):
+    """Another dispatcher holds the store's dispatcher lock; nothing was done."""
+
+
+class Application(Protocol):
+    def deliver(self, application: dict[str, Any], document: dict[str, Any],
+                secret: str) -> Outcome: ...
+
+
+@contextlib.contextmanager
+def dispatcher_lock(data: str | os.PathLike[str]) -> Iterator[None]:
+    path = private_file(Path(data) / LOCK_NAME)
+    with open(path, "r+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = path.read_text().strip()
+            raise DispatcherRunning(
+                f"{path.parent}: a dispatcher is running ({holder or 'pid unknown'}); one at "
+                "a time per store: `letterlog processes stop` or wait for it") from None
+        fh.truncate(0)
+        fh.write(f"pid {os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.truncate(0)
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def document(event: Mapping[str, Any]) -> dict[str, Any]:
+    """What the application receives (no personal data of the message: ids and names)."""
+    keys = ("id", "rule", "rule_id", "rule_version", "trigger", "message_id", "account_id",
+            "mailbox", "mailbox_id", "uid", "raised_at", "properties")
+    return {k: event[k] for k in keys}
+
+
+class Dispatcher:
+    def __init__(self, store: Any, applications: Mapping[str, Application] | None = None,
+                 *, where: str | None = None) -> None:
+        settings = store.settings
+        self.store = store
+        self.where = where or f"{socket.gethostname()}:{os.getpid()}"
+        self._owned: list[Any] = []
+        if applications is None:
+            hook = Webhook(timeout=settings.dispatch_timeout_seconds,
+                           attempts=settings.dispatch_attempts,
+                           backoff=settings.dispatch_backoff_seconds)
+            self._owned.append(hook)
+            applications = {"webhook": hook, "kafka": _LazyKafka(settings, self._owned)}
+        self.applications = dict(applications)
+
+    def close(self) -> None:
+        for owned in self._owned:
+            owned.close()
+
+    def run_once(self) -> dict[str, int]:
+        """Hands over every pending (and orphaned processing) event; returns counts."""
+        with dispatcher_lock(self.store.settings.data):
+            return self._pass()
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Until ``stop`` (or a signal): a pass every ``dispatch_interval_seconds``."""
+        stop = stop or threading.Event()
+        with dispatcher_lock(self.store.settings.data):
+            while not stop.is_set():
+                self.store.catch_up()
+                self._pass()
+                stop.wait(self.store.settings.dispatch_interval_seconds)
+
+    def _pass(self) -> dict[str, int]:
+        counts = {"dispatched": 0, "complete": 0, "failed": 0}
+        todo = [e for e in self.store.rule_events() if e["status"] in (PENDING, PROCESSING)]
+        book = self.store.mail.rule_book()
+        secrets: dict[str, str] = dict(book.secrets) if book is not None else {}
+        for event in todo:
+            outcome = self.dispatch(event, secrets.get(event["rule_id"], ""))
+            counts["dispatched"] += 1
+            counts["complete" if outcome.ok else "failed"] += 1
+        return counts
+
+    def dispatch(self, event: Mapping[str, Any], secret: str) -> Outcome:
+        event_id = UUID(event["id"])
+        mail = self.store.mail
+        current = mail.rule_event(event_id)  # the log's word, not the read model's
+        if current.status not in (PENDING, PROCESSING):
+            return Outcome(current.status == "complete", 0)
+        self.store._command(mail.rule_event_processing, event_id, self.where)
+        kind = event["application"].get("kind", "")
+        app = self.applications.get(kind)
+        if app is None:
+            outcome = Outcome(False, 0, f"no processing application {kind!r} here")
+        else:
+            try:
+                outcome = app.deliver(event["application"], document(event), secret)
+            except Exception as e:  # an application's own failure is the event's failure
+                outcome = Outcome(False, 1, f"{type(e).__name__}: {e}")
+        if outcome.ok:
+            self.store._command(mail.rule_event_completed, event_id, outcome.attempts,
+                                self.where)
+        else:
+            self.store._command(mail.rule_event_failed, event_id, outcome.attempts,
+                                outcome.reason or "failed", self.where)
+        return outcome
+
+
+class _LazyKafka:
+    """The Kafka application, built on first use (aiokafka is an optional dependency)."""
+
+    def __init__(self, settings: Any, owned: list[Any]) -> None:
+        self.settings = settings
+        self.owned = owned
+        self.app: Any = None
+
+    def deliver(self, application: dict[str, Any], document: dict[str, Any],
+                secret: str) -> Outcome:
+        if self.app is None:
+            from adapters.rules.kafka import KafkaTopic
+
+            self.app = KafkaTopic(self.settings)
+            self.owned.append(self.app)
+        result: Outcome = self.app.deliver(application, document, secret)
+        return result

@@ -1,0 +1,187 @@
+"""Rule commands (create, change, enable, disable, delete), the rule events an arrival raises,
+and the steps a dispatcher records (processing, complete, failed) and a resend.
+
+``arrival_rule_events`` is called by deliver, copy and move before their one append: the
+rule events it returns are saved with the message's own event, so what a rule raised is
+decided once, by the command, from the rule book as the command found it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from email.parser import BytesHeaderParser
+from email.policy import compat32
+from typing import Any
+from uuid import UUID, uuid4
+
+from domain.errors import RuleEventNotFound, RuleNotFound
+from domain.message import Message
+from domain.results import Change
+from domain.rules import (
+    RULEBOOK_ID,
+    Evaluation,
+    MessageView,
+    RuleBook,
+    RuleEvent,
+    decide,
+    rule_spec,
+)
+from domain.unit_of_work import Commands, UnitOfWork
+
+
+def rule_book(uow: UnitOfWork) -> RuleBook | None:
+    try:
+        return uow.get(RuleBook, RULEBOOK_ID, RuleNotFound, "the rule book")
+    except RuleNotFound:
+        return None
+
+
+def _needs_headers(book: RuleBook) -> bool:
+    return any(f["field"] == "header"
+               for rule in book.rules.values() if rule["enabled"]
+               for side in ("include", "exclude") for f in rule["spec"][side])
+
+
+def header_view(raw: bytes | None) -> dict[str, tuple[str, ...]]:
+    """Every header of ``raw`` by lower-case name (only parsed when a rule filters on one)."""
+    if not raw:
+        return {}
+    head = BytesHeaderParser(policy=compat32).parsebytes(raw, headersonly=True)
+    out: dict[str, list[str]] = {}
+    for name, value in head.items():
+        out.setdefault(name.lower(), []).append(str(value))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def view_of(sender: str, subject: str, names: Iterable[str],
+            headers: Mapping[str, tuple[str, ...]] | None = None) -> MessageView:
+    envelope = {"from": (sender,), "subject": (subject,)}
+    return MessageView(sender=sender, subject=subject, names=tuple(names),
+                       headers=dict(headers) if headers is not None else envelope)
+
+
+def view_of_message(msg: Message) -> MessageView:
+    """A stored message's attributes (its sealed part, in memory): the envelope headers
+    stand for the named headers (the raw header block is not kept in memory)."""
+    personal = msg.personal or {}
+    env = personal.get("envelope") or {}
+    return view_of(str(env.get("from") or ""), str(env.get("subject") or ""),
+                   personal.get("attachment_names") or ())
+
+
+def arrival_rule_events(cmds: Commands, arrivals: Sequence[tuple[Message, str, str,
+                        MessageView | bytes | None]]) -> list[RuleEvent]:
+    """The rule events of messages arriving: (message as it stands after the arrival, the
+    mailbox's name, the trigger, a view of the message or its raw bytes)."""
+    book = rule_book(cmds.uow)
+    if book is None or not book.rules:
+        return []
+    headers = _needs_headers(book)
+    out: list[RuleEvent] = []
+    for msg, mailbox, trigger, seen in arrivals:
+        if isinstance(seen, MessageView):
+            view = seen
+        else:
+            base = view_of_message(msg)
+            view = view_of(base.sender, base.subject, base.names,
+                           header_view(seen) if headers else None)
+        evaluation = Evaluation(cmds.rule_matcher, cmds.rule_search_seconds,
+                                cmds.rule_budget_seconds)
+        for verdict in decide(book, mailbox, view, evaluation):
+            assert msg.mailbox_id is not None
+            out.append(RuleEvent.raise_for(
+                verdict, account_id=msg.account_id, message_id=msg.id,
+                mailbox_id=msg.mailbox_id, mailbox=mailbox, uid=msg.uid, trigger=trigger))
+    return out
+
+
+class RuleCommands(Commands):
+    """create_rule, change_rule, enable_rule, delete_rule; the dispatcher's steps; resend."""
+
+    def rule_book(self) -> RuleBook | None:
+        return rule_book(self.uow)
+
+    def create_rule(self, name: str, *, secret: str | None = None, **definition: Any) -> Change:
+        spec = rule_spec(name, self._matcher(), **definition)
+        uow = self.uow
+
+        def attempt() -> Change:
+            book = rule_book(uow) or RuleBook.start()
+            rule_id = uuid4()
+            book.create(name, rule_id, spec, secret or secrets.token_hex(32))
+            return Change(uow.save(book), {"rule_id": str(rule_id)})
+
+        return uow.run(attempt)
+
+    def change_rule(self, name: str, **definition: Any) -> Change:
+        spec = rule_spec(name, self._matcher(), **definition)
+        return self._on_book(lambda book: book.change(name, spec))
+
+    def enable_rule(self, name: str, enabled: bool = True) -> Change:
+        return self._on_book(lambda book: book.enable(name, enabled))
+
+    def delete_rule(self, name: str) -> Change:
+        def delete(book: RuleBook) -> bool:
+            book.delete(name)
+            return True
+
+        return self._on_book(delete)
+
+    def _on_book(self, change: Any) -> Change:
+        uow = self.uow
+
+        def attempt() -> Change:
+            book = rule_book(uow)
+            if book is None:
+                raise RuleNotFound("no rule exists")
+            return Change(uow.save(book)) if change(book) else Change()
+
+        return uow.run(attempt)
+
+    def _matcher(self) -> Any:
+        if self.rule_matcher is None:
+            raise RuleNotFound("rules: no pattern matcher is configured")
+        return self.rule_matcher
+
+    # -- rule events ------------------------------------------------------------------------
+    def rule_event(self, event_id: UUID) -> RuleEvent:
+        return self.uow.get(RuleEvent, event_id, RuleEventNotFound, f"rule event {event_id}")
+
+    def _on_event(self, event_id: UUID, step: Any) -> Change:
+        uow = self.uow
+
+        def attempt() -> Change:
+            event = self.rule_event(event_id)
+            return Change(uow.save(event)) if step(event) is not False else Change()
+
+        return uow.run(attempt)
+
+    def rule_event_processing(self, event_id: UUID, where: str) -> Change:
+        return self._on_event(event_id, lambda e: e.processing(where))
+
+    def rule_event_completed(self, event_id: UUID, attempts: int, where: str) -> Change:
+        return self._on_event(event_id, lambda e: e.completed(attempts, where))
+
+    def rule_event_failed(self, event_id: UUID, attempts: int, reason: str,
+                          where: str) -> Change:
+        return self._on_event(event_id, lambda e: e.failed(attempts, reason, where))
+
+    def resend_rule_event(self, event_id: UUID) -> Change:
+        return self._on_event(event_id, lambda e: e.resend())
+
+    def discard_rule_events(self, event_ids: Sequence[UUID], reason: str) -> Change:
+        uow = self.uow
+
+        def attempt() -> Change:
+            events = []
+            for event_id in event_ids:
+                try:
+                    event = self.rule_event(event_id)
+                except RuleEventNotFound:
+                    continue
+                if event.discard(reason):
+                    events.append(event)
+            return Change(uow.save(*events)) if events else Change()
+
+        return uow.run(attempt)
