@@ -76,6 +76,18 @@ class UnitOfWork:
         # an append once it has passed, and waits for one in progress to finish.
         self.append_guard: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
 
+    def allocated_to(self, mailbox_id: UUID) -> list[UUID]:
+        """Every message ever given a UID in the mailbox, read from the mailbox's own events
+        in the log (never a read model, which may lag): a superset of what it holds now, so
+        a caller checks each message's aggregate."""
+        found: dict[UUID, None] = {}
+        to_event = self.app.mapper.to_domain_event
+        for stored in self.app.recorder.select_events(mailbox_id):
+            event = to_event(stored)
+            if isinstance(event, Mailbox.UidsAllocated):
+                found.update(dict.fromkeys(event.message_ids))
+        return list(found)
+
     def head(self) -> int:
         """The log's last position."""
         return int(self._head() or 0)
