@@ -162,7 +162,8 @@ HOLDS_PERSONAL_DATA = ("messages",)
 def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
                                                help="a projection's name, or events")],
            directory: Annotated[Path, typer.Argument(metavar="DIR",
-                                                     help="output directory (replaced)")],
+                                                     help="output directory (events: "
+                                                          "appended; a projection: replaced)")],
            format_: Annotated[str, typer.Option("--format", metavar="FORMAT",
                                                 help="parquet")] = "parquet",
            personal: Annotated[bool, typer.Option(
