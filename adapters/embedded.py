@@ -358,12 +358,7 @@ class Letterlog(ReadModelQueries, RulesAPI):
         return self._command(self.mail.unsubscribe, account, mailbox)
 
     def delete_mailbox(self, account: str, mailbox: str) -> Change:
-        return self._command(self.mail.delete_mailbox, account, mailbox, self._message_ids_in)
-
-    def _message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
-        if self.projections is None:
-            return []
-        return list(self._read().message_ids_in(mailbox_id))  # caught up if a follower runs
+        return self._command(self.mail.delete_mailbox, account, mailbox)
 
     # -- access: ACL entries and virtual roots (the administrator; docs/permissions.md) ------
     group_resolver: Callable[[str], frozenset[str]] | None = None  # bootstrap: the directory

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from typing import Any
-from uuid import UUID
 
 from domain.account import Account
 from domain.commands import CreateMailbox, DeleteMailbox, RenameMailbox, Subscribe, build
@@ -68,11 +66,11 @@ class MailboxCommands(Commands):
 
         return uow.run(attempt)
 
-    def delete_mailbox(
-        self, account: str, mailbox: str, message_ids: Callable[[UUID], Iterable[UUID]]
-    ) -> Change:
-        """Deletes a mailbox as RFC 3501 DELETE does. Its messages (``message_ids``) are
-        expunged. Without inferiors its name goes too. With inferiors (``mailbox/...``) the
+    def delete_mailbox(self, account: str, mailbox: str) -> Change:
+        """Deletes a mailbox as RFC 3501 DELETE does. Its messages are expunged: those whose
+        aggregate says they are in it, of every message the mailbox's own events ever gave
+        a UID (decided from the log, not from a read model that may lag). Without inferiors
+        its name goes too. With inferiors (``mailbox/...``) the
         name stays as a ``\\Noselect`` mailbox: it holds no messages and takes none, and a
         later delete removes it once the inferiors are gone (refused before:
         ``MailboxHasInferiors``). ``Mailbox.Deleted`` is appended after the expunges, so the
@@ -94,7 +92,7 @@ class MailboxCommands(Commands):
                 acc.unregister_mailbox(cmd.mailbox)
                 return Change(uow.save(acc), {"expunged": 0, "noselect": False})
             now = self.clock()
-            msgs = [uow.message(i) for i in message_ids(mailbox_id)]
+            msgs = [uow.message(i) for i in uow.allocated_to(mailbox_id)]
             expunged = [m for m in msgs if m.mailbox_id == mailbox_id and m.expunge(now)]
             mb.delete()
             if inferiors:

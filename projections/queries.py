@@ -7,7 +7,7 @@ reads an aggregate or the log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -184,15 +184,6 @@ def _rows_for(missing: int, *, read: int, listed: int) -> int:
     """How many rows to scan next for ``missing`` listed messages, at the listed share seen
     so far (at most 1000 rows a scan)."""
     return min(1000, max(missing, -(-missing * read // max(listed, 1))))
-
-
-def message_ids_in(
-    store: TableStore, mailbox_id: UUID, physical: Physical = _same
-) -> Iterator[UUID]:
-    """Every message still in a mailbox (soft-deleted ones too)."""
-    prefix = messages_prefix(mailbox_id)
-    for _, cells in store.scan(physical(n.MESSAGES), prefix=prefix, columns=[n.DATA_MESSAGE]):
-        yield UUID(bytes=cells[n.DATA_MESSAGE])
 
 
 def _placed(store: TableStore, refs: list[tuple[UUID, UUID, int]],

@@ -29,7 +29,6 @@ from adapters.tables.sqlite import SqliteTableStore
 from domain.errors import InvalidCommand, NotFound, SettingsError
 from domain.values import account_id_for
 from projections import names as n
-from projections import queries as q
 from projections.keys import tracked, tracking_generation, tracking_position, tracking_row
 from projections.registry import ALL, TRACKING_SPEC, Projection, select
 from projections.runner import ProjectionRunner
@@ -67,8 +66,6 @@ class ReadView:
     def position(self) -> int:
         return self._position
 
-    def message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
-        return list(q.message_ids_in(self.tables, mailbox_id, self.physical))
 
 Events = Callable[..., Iterator[tuple[int, Any]]]
 Progress = Callable[[int, int], None]
@@ -335,10 +332,6 @@ class ProjectionHost:
             position = self.runner.position() if self.live else self.max_position()
             return verify_tables(self.tables, self.physical, self.events, projections,
                                  position, progress, max_diffs)
-
-    # -- queries ---------------------------------------------------------------------------------
-    def message_ids_in(self, mailbox_id: UUID) -> list[UUID]:
-        return list(q.message_ids_in(self.tables, mailbox_id, self.physical))
 
 
 class _NoCatalog:

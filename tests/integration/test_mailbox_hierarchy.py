@@ -181,3 +181,27 @@ def test_an_mta_delivery_to_a_noselect_mailbox_goes_to_inbox(store):
     assert placed("ada+Lists/rust@example.org") == "Lists/rust"
     options = MtaOptions(mailbox="Lists")  # lda --mailbox Lists
     assert placed(ADA) == "INBOX"
+
+
+def test_a_delete_expunges_from_the_log_not_from_read_models_that_lag(tmp_path):
+    """The command side alone (no read models in this process, as on scale-out where the
+    workers have not projected yet) deletes a mailbox with every message in it, a message
+    moved in included and one moved out left alone; the read models agree once caught up."""
+    data = tmp_path / "data"
+    Letterlog.open(data, durability="normal").close()
+    with Letterlog.open(data, durability="normal", read_models=False) as writer:
+        writer.create_mailbox(ADA, "Old", create_account=True)
+        writer.create_mailbox(ADA, "Keep")
+        inside = [writer.deliver(account=ADA, mailbox="Old", raw=make_mail(f"in {i}"))
+                  for i in range(3)]
+        moved_in = writer.deliver(account=ADA, mailbox="Keep", raw=make_mail("moved in"))
+        writer.move(moved_in.message_id, "Old")
+        writer.move(inside[0].message_id, "Keep")  # moved out: stays
+        change = writer.delete_mailbox(ADA, "Old")
+    assert change.extra == {"expunged": 3, "noselect": False}
+    with Letterlog.open(data, durability="normal") as reader:
+        assert "Old" not in listing(reader)
+        kept = reader.messages(ADA, "Keep")
+        assert [m.message_id for m in kept] == [inside[0].message_id]
+        for gone in (*inside[1:], moved_in):
+            assert reader.show(gone.message_id)["state"] == "expunged"

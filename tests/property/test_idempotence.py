@@ -251,7 +251,7 @@ def mailstore_events(commands: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
                     elif action == "rename":
                         mail.rename_mailbox(address, name, name + "~")
                     elif action == "delete":
-                        mail.delete_mailbox(address, name, lambda _: list(delivered))
+                        mail.delete_mailbox(address, name)
                     else:
                         getattr(mail, action)(address, name)
                 elif op == "tick":

@@ -103,9 +103,7 @@ class HierarchyMachine(RuleBasedStateMachine):
     @rule(name=NAMES)
     def delete(self, name: str) -> None:
         def command() -> Any:
-            entry = self.names.get(name)
-            ids = sorted(self.messages[entry["id"]], key=str) if entry else []
-            return self.mail.delete_mailbox(ADA, name, lambda _: ids)
+            return self.mail.delete_mailbox(ADA, name)
 
         if name not in self.names:
             return self._refused(MailboxNotFound, command)

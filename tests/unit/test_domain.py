@@ -75,7 +75,7 @@ def test_rename_keeps_uidvalidity_and_recreate_gives_a_greater_one(mail):
     first = mail.account(ADA).mailbox("Work")
     mail.rename_mailbox(ADA, "Work", "Jobs")
     renamed = mail.account(ADA).mailbox("Jobs")
-    mail.delete_mailbox(ADA, "Jobs", lambda _mb: [])
+    mail.delete_mailbox(ADA, "Jobs")
     mail.create_mailbox(ADA, "Jobs", create_account=True)
     recreated = mail.account(ADA).mailbox("Jobs")
     assert renamed == first
@@ -276,13 +276,13 @@ def test_mailbox_names_are_unique_and_inbox_is_protected(mail):
     with pytest.raises(InvalidCommand, match="INBOX"):
         mail.rename_mailbox(ADA, "INBOX", "Other")
     with pytest.raises(InvalidCommand, match="INBOX"):
-        mail.delete_mailbox(ADA, "INBOX", lambda _mb: [])
+        mail.delete_mailbox(ADA, "INBOX")
 
 
 def test_deleting_a_mailbox_expunges_its_messages(mail):
     mail.create_mailbox(ADA, "Old", create_account=True)
     d = mail.deliver(account=ADA, mailbox="Old", raw=make_mail())
-    change = mail.delete_mailbox(ADA, "Old", lambda _mb: [d.message_id])
+    change = mail.delete_mailbox(ADA, "Old")
     assert change.extra["expunged"] == 1
     assert mail.message(d.message_id).state == "expunged"
     with pytest.raises(MailboxNotFound):
