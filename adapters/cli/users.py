@@ -78,13 +78,18 @@ def users_purge(
     result = report.as_dict()
     if state.json:
         out(result)
-    else:
+    else:  # each line ends with the command that sets the record again
+        import shlex
+
         verb = "would remove" if report.dry_run else "removed"
         for r in report.roots_removed:
-            typer.echo(f"{verb} root     {r['user']} -> {r['root']}")
+            again = shlex.join(["letterlog", "root", "set", r["user"], r["root"]])
+            typer.echo(f"{verb} root {r['user']} -> {r['root']}  (again: {again})")
         for e in report.acl_removed:
-            typer.echo(f"{verb} acl      {e['account']} {e['mailbox']} {e['identifier']} "
-                       f"{e['rights']}")
+            again = shlex.join(["letterlog", "acl", "set", e["account"], e["mailbox"],
+                                e["identifier"], e["rights"]])
+            typer.echo(f"{verb} acl {e['account']} {e['mailbox']} {e['identifier']} "
+                       f"{e['rights']}  (again: {again})")
     if report.status == "refused":
         fail(report.line(), 1)
     if not state.json:

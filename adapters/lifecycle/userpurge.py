@@ -123,10 +123,14 @@ class UserPurgeReport:
             return f"user purge: {self.reason}"
         verb = "would remove" if self.dry_run else "removed"
         return (f"user purge{' (dry run)' if self.dry_run else ''}: the directory answered "
-                f"{self.directory_users} users (last accepted: "
+                f"{_count(self.directory_users or 0, 'user')} (last accepted: "
                 f"{self.previous_users if self.previous_users is not None else 'none'}); "
-                f"{verb} {len(self.roots_removed)} virtual roots and "
-                f"{len(self.acl_removed)} ACL entries of unknown users")
+                f"{verb} {_count(len(self.roots_removed), 'virtual root')} and "
+                f"{_count(len(self.acl_removed), 'ACL entry', 'ACL entries')} of unknown users")
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _source(directory: Directory) -> str:
