@@ -49,7 +49,7 @@ def users_list() -> None:
     typer.echo(f"{'USER':{width}}  GROUPS")
     for user in users:
         typer.echo(f"{user.name:{width}}  {', '.join(sorted(user.groups)) or '-'}")
-    typer.echo(f"{len(users)} users from {source}", err=True)
+    typer.echo(f"{len(users)} user{'' if len(users) == 1 else 's'} from {source}", err=True)
 
 
 @users_app.command("purge")
