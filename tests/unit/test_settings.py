@@ -33,6 +33,10 @@ def test_environment_selects_postgres(monkeypatch):
     ({"LETTERLOG_EVENT_STORE": "postgres"}, "LETTERLOG_POSTGRES_DSN"),
     ({"LETTERLOG_HBASE_PORT": "99999"}, "LETTERLOG_HBASE_PORT"),
     ({"LETTERLOG_DURABILITY": "sometimes"}, "LETTERLOG_DURABILITY"),
+    ({"LETTERLOG_DIRECTORY": "ldap"}, "LETTERLOG_LDAP_BASE_DN"),
+    ({"LETTERLOG_DIRECTORY": "nis"}, "LETTERLOG_DIRECTORY"),
+    ({"LETTERLOG_LDAP_URL": "http://x"}, "LETTERLOG_LDAP_URL"),
+    ({"LETTERLOG_USER_PURGE_MIN_RATIO": "2"}, "LETTERLOG_USER_PURGE_MIN_RATIO"),
 ])
 def test_invalid_settings_fail_naming_the_setting(monkeypatch, env, needle):
     for k, v in env.items():
@@ -60,6 +64,8 @@ ENVIRONMENTS = [
     {"LETTERLOG_HBASE_PORT": "99999"},
     {"LETTERLOG_STREAM_BATCH": "5"},
     {"LETTERLOG_INLINE_LIMIT": "1"},
+    {"LETTERLOG_DIRECTORY": "ldap", "LETTERLOG_LDAP_BASE_DN": "ou=people,dc=example,dc=org"},
+    {"LETTERLOG_DIRECTORY": "ldap"},
     {"OTHER": "x", "LETTERLOGDATA": "y"},
 ]
 
