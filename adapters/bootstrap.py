@@ -113,6 +113,23 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
     return mail
 
 
+def quotas(settings: Settings, mail: Mailstore, log: MailLog, host: Any) -> None:
+    """The quota rule of ``mail``: the default limits, and a ledger that takes an account's
+    usage from the embedded ``counters`` (``host``'s, else ``tables.sqlite`` read only, else
+    none) and folds the log after it (ADR 0050)."""
+    from adapters.quota import LogUsage, TablesSnapshot, counters_snapshot
+    from domain.quota import Quotas, UsageLedger
+
+    snapshot: Any = None
+    if host is not None:
+        snapshot = partial(counters_snapshot, host)
+    elif settings.table_store == "embedded" and settings.event_store == "sqlite":
+        snapshot = TablesSnapshot(Path(settings.data) / datadir.READ_MODELS)
+    ledger = UsageLedger(LogUsage(log, snapshot), mail.uow.head)
+    mail.quotas = Quotas(settings.quota_limits(), ledger)
+    mail.uow.after_save = mail.quotas.saved
+
+
 def stream_tables(settings: Settings, *, timeout: float | None = None) -> TableStore:
     """The tables the stream workers write: HBase for ``table_store=hbase``; else
     ``<data>/stream-tables.sqlite`` (never the file the embedded projector writes).
@@ -179,12 +196,14 @@ def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | Non
         # Scale-out: stream workers project into HBase; this process only reads it, and
         # connects on its first read: commands need only the log and the payload store, so
         # deliveries go on while HBase (or Kafka, or the workers) are down.
+        quotas(settings, mail, log, None)
         scaled = facade(settings, log, payloads, mail,
                         read_side=partial(projection_host, settings, log))
         scaled.group_resolver = _groups(settings)
         return scaled
     host = projection_host(settings, log) if read_models else None
     store = facade(settings, log, payloads, mail, host)
+    quotas(settings, mail, log, host)
     store.group_resolver = _groups(settings)
     store.catch_up()
     return store

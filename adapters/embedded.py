@@ -336,6 +336,15 @@ class Letterlog(ReadModelQueries, RulesAPI):
     def complete_upload(self, message_id: UUID) -> Delivery:
         return self._command(self.mail.complete_upload, message_id)
 
+    def set_quota(self, account: str, *, bytes: int | None = None,
+                  messages: int | None = None) -> Change:
+        """The account's own quota (``domain.quota``: a limit, 0 unlimited, -1 default)."""
+        return self._command(self.mail.set_quota, account, bytes=bytes, messages=messages)
+
+    def quota(self, account: str) -> dict[str, Any]:
+        """The account's limits and usage, exact up to the log's head (the command side)."""
+        return self.mail.quota(account)
+
     def create_mailbox(self, account: str, mailbox: str, role: str = "", *,
                        create_account: bool = False) -> Change:
         """Creates ``mailbox`` for an existing account (``AccountNotFound`` otherwise,

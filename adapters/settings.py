@@ -27,6 +27,7 @@ from adapters.envsettings import DEFAULTS, PREFIX
 from domain.errors import SettingsError
 
 if TYPE_CHECKING:
+    from domain.quota import Limits as QuotaLimits
     from domain.rfc5322 import MessageLimits
 
 
@@ -165,7 +166,27 @@ class Settings(BaseSettings):
     user_purge_min_ratio: float = Field(0.5, ge=0, le=1, description=(
         "the user purge refuses a directory answering fewer users than this share of the "
         "last accepted answer"))
+    # quotas (docs/permissions.md "Quotas", ADR 0050): an account's own quota wins
+    quota_bytes: int = Field(0, ge=0, description=(
+        "bytes an account may hold unless it has its own quota; 0: unlimited; 10M, 1G"))
+    quota_messages: int = Field(0, ge=0, description=(
+        "messages an account may hold unless it has its own quota; 0: unlimited"))
+    quota_exceeded: Literal["temporary", "permanent"] = Field("temporary", description=(
+        "what lda and lmtp answer over quota: temporary (4.2.2, exit 75: the MTA retries) "
+        "or permanent (5.2.2, exit 77: it bounces)"))
     stream: StreamOptions = StreamOptions()
+
+    @field_validator("quota_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        from domain.quota import parse_size
+
+        return parse_size(value) if isinstance(value, str) else value
+
+    def quota_limits(self) -> QuotaLimits:
+        from domain.quota import Limits
+
+        return Limits(self.quota_bytes, self.quota_messages)
 
     def message_limits(self) -> MessageLimits:
         from domain.rfc5322 import MessageLimits

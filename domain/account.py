@@ -14,6 +14,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import InvalidCommand, MailboxExists, MailboxNotFound
+from domain.quota import Limits, account_limits
 from domain.values import DELIMITER, Role, account_id_for, name_uuid, normalise_address
 
 
@@ -100,6 +101,18 @@ class Account(MailAggregate):
 
         def apply(self, aggregate: Any) -> None:
             aggregate.labels.pop(self.label, None)
+
+    class QuotaSet(Aggregate.Event):
+        """The account's own quota: bytes and messages, each a limit, ``0`` for none, or
+        ``-1`` for the default setting (``domain.quota``); with the values before."""
+
+        bytes: int
+        messages: int
+        old_bytes: int
+        old_messages: int
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.quota = [self.bytes, self.messages]  # a list: snapshots hold it
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -211,6 +224,15 @@ class Account(MailAggregate):
     def define_labels(self, labels: frozenset[str]) -> None:
         for label in sorted(labels - self.labels.keys()):
             self.trigger_event(self.LabelDefined, label=label, attributes={})
+
+    def set_quota(self, limits: Limits) -> bool:
+        """The account's own quota (``-1`` fields: the default setting); False if unchanged."""
+        old = account_limits(self)
+        if limits == old:
+            return False
+        self.trigger_event(self.QuotaSet, bytes=limits.bytes, messages=limits.messages,
+                           old_bytes=old.bytes, old_messages=old.messages)
+        return True
 
     def set_label_attributes(self, label: str, attributes: dict[str, Any]) -> bool:
         if self.labels.get(label) == attributes:

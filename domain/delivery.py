@@ -24,10 +24,10 @@ from domain.errors import IdempotencyKeyReused, InvalidCommand, InvalidState, Ma
 from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
+from domain.quota_commands import QuotaCommands
 from domain.results import Change, Delivery, Upload
 from domain.rulecommands import arrival_rule_events
 from domain.speedups import uuid_of_int
-from domain.unit_of_work import Commands
 from domain.values import (
     ExtractionPolicy,
     MessageState,
@@ -150,7 +150,7 @@ def _same_bytes(command: Deliver, sha256: str, claimed_sha256: str) -> None:
             f"a key must name one message (e.g. the MTA's queue id with the recipient)")
 
 
-class DeliveryCommands(Commands):
+class DeliveryCommands(QuotaCommands):
     """deliver, deliver_many, check, deliver_checked; begin_upload, append_chunk,
     complete_upload."""
 
@@ -282,6 +282,11 @@ class DeliveryCommands(Commands):
                 mailboxes[key] = uow.mailbox_named(account, c.mailbox, fresh)
             account.define_labels(frozenset(c.labels))
             groups.setdefault(key, []).append(i)
+        quotas = self.quotas
+        for address, (account, _) in accounts.items():
+            if quotas.applies(account):
+                sizes = [prepared[i][1].size for i in todo if commands[i].account == address]
+                quotas.check(account, len(sizes), sum(sizes))
         placed: list[tuple[int, Mailbox, int]] = []
         for key, idx in groups.items():
             mailbox = mailboxes[key]
@@ -383,6 +388,8 @@ class DeliveryCommands(Commands):
             if mailbox is None:
                 raise MailboxNotFound(f"message {message_id} has no mailbox")
             account = uow.account_by_id(m.account_id)
+            if self.quotas.applies(account):
+                self.quotas.check(account, 1, facts.size)
             uid = mailbox.allocate_uids([m.id])
             m.complete_upload(delivery_fields(
                 account, mailbox, uid, m.id, raw if inline else None, facts, inline,

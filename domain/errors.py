@@ -45,6 +45,22 @@ class IdempotencyKeyReused(LetterlogError):
     written; a key never makes a different message count as already delivered."""
 
 
+class QuotaExceeded(LetterlogError):
+    """A delivery, upload or copy would take an account past its quota (bytes or messages);
+    nothing is written. Names the account, the limit, the usage and what was asked."""
+
+    def __init__(self, account: str, resource: str, limit: int, used: int, adding: int
+                 ) -> None:
+        self.account, self.resource, self.limit = account, resource, limit
+        self.used, self.adding = used, adding
+        super().__init__(
+            f"quota: {account} is over its {resource} quota: {used} of {limit} {resource} "
+            f"used, {adding} more refused; nothing was stored")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int, int, int]]:
+        return type(self), (self.account, self.resource, self.limit, self.used, self.adding)
+
+
 class ExtractionRefused(LetterlogError):
     """The extraction policy does not allow another extraction (limit reached, date passed)."""
 

@@ -101,6 +101,9 @@ class MessageCommands(Commands):
             if src.state not in (MessageState.ACTIVE.value, MessageState.EXPIRED.value):
                 raise InvalidState(f"message {src.id} is {src.state}; cannot copy")
             target = self._target(src, cmd.mailbox)
+            account = uow.account_by_id(src.account_id)
+            if self.quotas.applies(account):  # a copy takes room; a move takes none
+                self.quotas.check(account, 1, src.size)
             uid = target.allocate_uids([copy_id])
             new = Message.deliver(copy_id, Arrival(
                 account_id=src.account_id,

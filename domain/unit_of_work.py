@@ -44,6 +44,7 @@ from domain.mailbox import Mailbox
 from domain.message import Message
 from domain.payloads import INLINE_LIMIT
 from domain.ports import PayloadStore
+from domain.quota import Limits, Quotas
 from domain.results import Change
 from domain.rfc5322 import MessageLimits
 from domain.values import Role, account_id_for
@@ -75,6 +76,8 @@ class UnitOfWork:
         # Around every append: a delivery agent's deadline (``adapters.mta``) refuses to start
         # an append once it has passed, and waits for one in progress to finish.
         self.append_guard: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+        # After every append, with what it saved: the quota ledger folds it (domain.quota).
+        self.after_save: Callable[[Saved], None] | None = None
 
     def allocated_to(self, mailbox_id: UUID) -> list[UUID]:
         """Every message ever given a UID in the mailbox, read from the mailbox's own events
@@ -126,6 +129,8 @@ class UnitOfWork:
         saved = [(r.notification.id, r.domain_event) for r in recordings]
         self.current.saved(aggregates, [position for position, _ in saved])
         self._last.saved = saved
+        if self.after_save is not None:
+            self.after_save(saved)
         return tuple(position for position, _ in saved)
 
     def take_saved(self) -> Saved:
@@ -221,6 +226,7 @@ class Commands:
         self.inline_limit = inline_limit
         self.deleted_retention = deleted_retention
         self.clock = clock
+        self.quotas = Quotas(Limits(), None)  # bootstrap gives the default and a ledger
 
     # the aggregates a caller may look at (the command side's own views)
     def message(self, message_id: UUID) -> Message:

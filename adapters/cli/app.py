@@ -50,6 +50,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Users", "users", ("users",)),
     ("Event rules", "rules", ("rule", "events", "dispatcher")),
     ("Access", "access", ("acl", "root")),
+    ("Quotas", "quota", ("quota",)),
 )
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
 

@@ -156,13 +156,25 @@ def thread(message_id: MessageId) -> None:
 def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> None:
     """Messages, unread and bytes per mailbox and per label."""
     c = _past(account, as_of, view).counters(account)
+    quota = _quota(account) if as_of is None and view is None else None
     if state.json:
-        out(c)
+        out({**c, "quota": quota} if quota is not None else c)
         return
     for kind, singular in (("mailboxes", "mailbox"), ("labels", "label")):
         for name, v in sorted(c[kind].items()):
             typer.echo(f"{singular:8} {cell(name, 24)} messages={v['messages']} "
                        f"unread={v['unread']} size={human_size(v['bytes'])}")
+    if quota is not None:
+        from adapters.cli.quota import quota_text
+
+        typer.echo(quota_text(quota))
+
+
+def _quota(account: str) -> dict[str, Any] | None:
+    """The account's quota and usage (the command side's: exact up to the log's head)."""
+    from adapters.cli.quota import quota_of
+
+    return quota_of(account)
 
 
 @app.command()
@@ -177,14 +189,19 @@ def du(account: Annotated[str | None, typer.Argument(
         _store_du()
         return
     u = state.read_models().usage(account)
+    quota = _quota(account)
     if state.json:
-        out(u)
+        out({**u, "quota": quota} if quota is not None else u)
         return
     typer.echo(f"{'MAILBOX':24}  {'MESSAGES':>8}  {'DELETED':>7}  {'DELIVERED':>10}  "
                f"{'STORED':>10}")
     for name, r in [*u["mailboxes"].items(), ("(total)", u["total"])]:
         typer.echo(f"{cell(name, 24)}  {r['messages']:>8}  {r['deleted']:>7}  "
                    f"{human_size(r['delivered']):>10}  {human_size(r['stored']):>10}")
+    if quota is not None:
+        from adapters.cli.quota import quota_text
+
+        typer.echo(quota_text(quota))
 
 
 def _store_du() -> None:

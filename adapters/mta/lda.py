@@ -37,6 +37,20 @@ class Envelope:
     queue_id: str = ""
 
 
+def quota_permanent(data: Path, error: BaseException) -> bool:
+    """Whether an over-quota ``error`` is to be answered as permanent (a setting)."""
+    from domain.errors import QuotaExceeded
+
+    if not isinstance(error, QuotaExceeded):
+        return False
+    from adapters.settings import load_settings
+
+    try:
+        return load_settings(data=data).quota_exceeded == "permanent"
+    except Exception:  # noqa: BLE001 - settings that cannot be read: the safe answer
+        return False
+
+
 def read_message(fd: int, limit: int) -> bytes:
     """All of ``fd`` (read directly: no reopening of /dev/stdin, which may belong to another
     user), or a ``MessageRejected`` as soon as it passes ``limit`` bytes."""
@@ -66,7 +80,7 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
     try:
         return _deliver(data, envelope, options, fd, deadline)
     except BaseException as e:  # noqa: BLE001 - every failure is an answer to the MTA
-        return classify(e, data)
+        return classify(e, data, quota_permanent=quota_permanent(data, e))
     finally:
         deadline.finish()
 

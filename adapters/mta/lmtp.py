@@ -212,7 +212,9 @@ class Writer:
                          f"as {d.message_id}")
 
     def _failed(self, error: BaseException) -> Outcome:
-        outcome = classify(error, self.data)
+        store = self._store
+        permanent = store is not None and store.settings.quota_exceeded == "permanent"
+        outcome = classify(error, self.data, quota_permanent=permanent)
         if outcome.temporary and not isinstance(error, LetterlogError):
             self.close_store()  # an I/O error, a full disk...: open afresh next time
         if outcome.temporary:

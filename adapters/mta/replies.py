@@ -21,6 +21,7 @@ from domain.errors import (
     AccountNotFound,
     InvalidCommand,
     MessageRejected,
+    QuotaExceeded,
     SettingsError,
     StoreBusy,
     StoreUnavailable,
@@ -30,6 +31,7 @@ EX_OK = 0
 EX_USAGE = 64
 EX_DATAERR = 65
 EX_NOUSER = 67
+EX_NOPERM = 77
 EX_TEMPFAIL = 75
 
 
@@ -91,9 +93,21 @@ def no_space_left(path: Path) -> bool:
     return False
 
 
-def classify(error: BaseException, data: Path | None = None) -> Outcome:
+def over_quota(error: QuotaExceeded, permanent: bool = False) -> Outcome:
+    """The account is over its quota: temporary (452 4.2.2, exit 75: the MTA keeps the
+    message and retries, room may be freed) unless the administrator chose permanent
+    (552 5.2.2, exit 77: the MTA bounces it; ``LETTERLOG_QUOTA_EXCEEDED=permanent``)."""
+    if permanent:
+        return Outcome(EX_NOPERM, 552, "5.2.2", one_line(f"mailbox full: {error}"))
+    return temporary(f"mailbox full, try again later: {error}", "4.2.2", 452)
+
+
+def classify(error: BaseException, data: Path | None = None, *,
+             quota_permanent: bool = False) -> Outcome:
     """The outcome of a delivery that raised ``error`` (``data``: the store's directory, to
-    tell a full disk from other I/O errors)."""
+    tell a full disk from other I/O errors; ``quota_permanent``: what over quota means)."""
+    if isinstance(error, QuotaExceeded):
+        return over_quota(error, quota_permanent)
     outcome = _classify(error)
     if outcome.temporary and outcome.status != "4.3.1" and data is not None \
             and no_space_left(data):

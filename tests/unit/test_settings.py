@@ -134,6 +134,8 @@ def test_option_groups_come_from_the_environment_and_overrides(monkeypatch, env,
     ({"LETTERLOG_MAX_PARTS": "many"}, "LETTERLOG_MAX_PARTS"),
     ({"LETTERLOG_HBASE_TABLE_PREFIX": "no-dashes"}, "LETTERLOG_HBASE_TABLE_PREFIX"),
     ({"LETTERLOG_PURGE_THREADS": "17"}, "LETTERLOG_PURGE_THREADS"),
+    ({"LETTERLOG_QUOTA_BYTES": "ten"}, "LETTERLOG_QUOTA_BYTES"),
+    ({"LETTERLOG_QUOTA_EXCEEDED": "bounce"}, "LETTERLOG_QUOTA_EXCEEDED"),
 ])
 def test_a_bad_value_names_its_variable(monkeypatch, env, named):
     for key, value in env.items():
@@ -150,3 +152,12 @@ def test_an_option_group_that_is_not_json_is_named():
     finally:
         del os.environ["LETTERLOG_STREAM"]
 
+
+def test_quota_settings_take_sizes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LETTERLOG_QUOTA_BYTES", "10M")
+    monkeypatch.setenv("LETTERLOG_QUOTA_MESSAGES", "5000")
+    monkeypatch.setenv("LETTERLOG_QUOTA_EXCEEDED", "permanent")
+    settings = load_settings()
+    assert (settings.quota_bytes, settings.quota_messages) == (10 * 1024 * 1024, 5000)
+    assert settings.quota_exceeded == "permanent"
+    assert load_settings(quota_bytes="1G").quota_limits().bytes == 1024**3

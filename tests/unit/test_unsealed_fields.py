@@ -69,6 +69,10 @@ UNSEALED: dict[tuple[str, str], str] = {
     (f"{_ACCOUNT}.LabelDefined", "label"): LABEL,
     (f"{_ACCOUNT}.LabelDefined", "attributes"): "a label's attributes (set by the user)",
     (f"{_ACCOUNT}.LabelRemoved", "label"): LABEL,
+    (f"{_ACCOUNT}.QuotaSet", "bytes"): NUMBER,
+    (f"{_ACCOUNT}.QuotaSet", "messages"): NUMBER,
+    (f"{_ACCOUNT}.QuotaSet", "old_bytes"): NUMBER,
+    (f"{_ACCOUNT}.QuotaSet", "old_messages"): NUMBER,
     # Mailbox
     (f"{_MAILBOX}.Created", "account_id"): ID,
     (f"{_MAILBOX}.Created", "name"): MAILBOX_NAME,

@@ -1,0 +1,137 @@
+"""Quotas on the embedded store: decided on the command side, exact up to the log's head;
+a refusal writes nothing; expunges free room at once; concurrent writers overshoot by at
+most the documented bound; the quota events survive a rebuild and verify identical."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from adapters.embedded import Letterlog
+from domain.errors import QuotaExceeded
+
+GRACE = "grace@example.org"
+
+
+def mail(n: int, size: int = 100) -> bytes:
+    return (b"From: ada@example.org\r\nSubject: m%d\r\n\r\n" % n) + b"x" * size + b"\r\n"
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with Letterlog.open(tmp_path / "data", durability="normal") as s:
+        yield s
+
+
+def _tables(path: Path) -> dict[str, int]:
+    con = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {n: con.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
+    finally:
+        con.close()
+
+
+def test_a_delivery_past_the_message_limit_is_refused_and_writes_nothing(store, tmp_path):
+    store.deliver(account=GRACE, raw=mail(1))
+    store.set_quota(GRACE, messages=1)
+    head, tables = store.max_position(), _tables(tmp_path / "data" / "tables.sqlite")
+    with pytest.raises(QuotaExceeded) as refused:
+        store.deliver(account=GRACE, raw=mail(2))
+    assert (refused.value.account, refused.value.resource) == (GRACE, "messages")
+    assert (refused.value.limit, refused.value.used) == (1, 1)
+    assert store.max_position() == head
+    assert _tables(tmp_path / "data" / "tables.sqlite") == tables
+
+
+def test_bytes_limit_counts_what_is_held_and_refuses_a_whole_batch(store):
+    first = store.deliver(account=GRACE, raw=mail(1, 1000))
+    store.set_quota(GRACE, bytes=first.size * 2)
+    store.deliver(account=GRACE, raw=mail(2, 1000 - 1))  # fits: one byte to spare
+    head = store.max_position()
+    with pytest.raises(QuotaExceeded, match="bytes quota"):
+        store.deliver_many([{"account": GRACE, "raw": mail(3, 0)},
+                            {"account": GRACE, "raw": mail(4, 0)}])
+    assert store.max_position() == head
+
+
+def test_a_copy_into_a_full_account_is_refused_a_move_takes_no_room(store):
+    d = store.deliver(account=GRACE, raw=mail(1))
+    store.create_mailbox(GRACE, "Archive")
+    store.set_quota(GRACE, messages=1)
+    with pytest.raises(QuotaExceeded):
+        store.copy(d.message_id, "Archive")
+    assert store.move(d.message_id, "Archive").changed
+
+
+def test_an_expunge_or_a_purge_frees_room_at_once(store):
+    d = store.deliver(account=GRACE, raw=mail(1))
+    store.set_quota(GRACE, messages=1)
+    with pytest.raises(QuotaExceeded):
+        store.deliver(account=GRACE, raw=mail(2))
+    store.expunge([d.message_id])
+    e = store.deliver(account=GRACE, raw=mail(2))
+    store.erase_message(e.message_id)
+    store.deliver(account=GRACE, raw=mail(3))
+    assert store.quota(GRACE)["messages"]["used"] == 1
+
+
+def test_the_default_applies_unless_the_account_has_its_own(tmp_path):
+    with Letterlog.open(tmp_path / "data", durability="normal", quota_messages=1) as s:
+        s.deliver(account=GRACE, raw=mail(1))
+        with pytest.raises(QuotaExceeded):
+            s.deliver(account=GRACE, raw=mail(2))
+        s.set_quota(GRACE, messages=0)  # unlimited
+        s.deliver(account=GRACE, raw=mail(2))
+        s.set_quota(GRACE, messages=-1)  # back to the default
+        assert s.quota(GRACE)["messages"] == {"limit": 1, "own": -1, "used": 2}
+
+
+def test_quota_events_survive_rebuild_and_verify_identical(store, tmp_path):
+    store.deliver(account=GRACE, raw=mail(1))
+    store.set_quota(GRACE, bytes=10 * 1024 * 1024, messages=5)
+    before = store.quota(GRACE)
+    store.rebuild(None)
+    assert all(r.identical for r in store.verify(None))
+    store.close()
+    with Letterlog.open(tmp_path / "data", read_models=False) as again:
+        assert again.quota(GRACE) == before
+
+
+def _deliver_some(data: str, n: int, worker: int, mailbox: str) -> int:
+    done = 0
+    with Letterlog.open(data, durability="normal", read_models=False) as s:
+        for i in range(n):
+            try:
+                s.deliver(account=GRACE, raw=mail(worker * 1000 + i), mailbox=mailbox)
+                done += 1
+            except QuotaExceeded:
+                pass
+    return done
+
+
+@pytest.mark.parametrize("mailboxes", [1, 3])
+def test_concurrent_writers_overshoot_at_most_one_message_each(tmp_path, mailboxes):
+    """Into one mailbox: never past the limit (writers conflict on its UIDs and decide
+    again). Into several: at most one message per other writer (the bound the docs state)."""
+    data = tmp_path / "data"
+    names = ["INBOX", *[f"Box{i}" for i in range(1, mailboxes)]]
+    with Letterlog.open(data, durability="normal") as s:
+        s.deliver(account=GRACE, raw=mail(0))
+        for name in names[1:]:
+            s.create_mailbox(GRACE, name)
+        s.set_quota(GRACE, messages=10)
+    writers = 3
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(writers) as pool:
+        done = pool.starmap(_deliver_some, [(str(data), 8, w, names[w % len(names)])
+                                            for w in range(writers)])
+    with Letterlog.open(data) as s:
+        held = s.quota(GRACE)["messages"]["used"]
+        listed = sum(c["messages"] for c in s.counters(GRACE)["mailboxes"].values())
+    assert held == listed == 1 + sum(done)
+    bound = 0 if mailboxes == 1 else writers - 1
+    assert 10 <= held <= 10 + bound
