@@ -333,6 +333,28 @@ def test_a_locked_tables_sqlite_delays_no_mail(
     route.assert_nothing_bounced()
 
 
+def test_over_quota_postfix_keeps_the_mail_until_an_expunge_frees_room(
+        open_route: Callable[..., Route], corpus: Path) -> None:
+    """Over quota is temporary by default (4.2.2; lda exit 75, LMTP 452): Postfix defers
+    the mail, and its retry lands once an expunge has freed room (ADR 0050)."""
+    route = open_route(timeout=LOCK_TIMEOUT)
+    first, second = [(corpus / name).read_bytes() for name in FAULT_PICKS]
+    send_all(route, [first])
+    route.server.wait_queue_empty(timeout=60)
+    route.letterlog("quota", "set", ACCOUNT, "--messages", "1")
+    qids = send_all(route, [second])
+    route.server.wait_deferred(qids, timeout=DEFER_TIMEOUT)
+    statuses = route.server.statuses(qids[0], since=route.mark)
+    assert statuses and all(s["status"] == "deferred" and s["dsn"] == "4.2.2"
+                            for s in statuses), statuses
+    assert route.contents() == [lf(first)]
+    route.letterlog("expunge", route.stored()[0]["message_id"])
+    route.server.flush()
+    route.server.wait_queue_empty(timeout=60)
+    assert route.contents() == [lf(second)]
+    route.assert_nothing_bounced()
+
+
 # --------------------------------------------------------------------------- retries
 
 
