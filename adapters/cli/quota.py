@@ -57,12 +57,13 @@ def quota_text(q: dict[str, Any]) -> str:
 
 
 def quota_of(account: str) -> dict[str, Any] | None:
-    """The account's quota and usage from the command side (None: no such account)."""
-    from domain.errors import AccountNotFound
+    """The account's quota and usage from the command side (None: no such account, or a
+    caller (``--as USER``) that may not read quotas: the administrator's)."""
+    from domain.errors import AccountNotFound, PermissionDenied
 
     try:
         return dict(state.store(read_models=False).quota(account))
-    except AccountNotFound:
+    except (AccountNotFound, PermissionDenied):
         return None
 
 
