@@ -135,3 +135,15 @@ def test_concurrent_writers_overshoot_at_most_one_message_each(tmp_path, mailbox
     assert held == listed == 1 + sum(done)
     bound = 0 if mailboxes == 1 else writers - 1
     assert 10 <= held <= 10 + bound
+
+
+def test_an_upload_that_would_pass_the_limit_is_refused_at_completion(store):
+    first = store.deliver(account=GRACE, raw=mail(1, 1000))
+    store.set_quota(GRACE, bytes=first.size + 500)
+    upload = store.begin_upload(account=GRACE)
+    store.append_chunk(upload.message_id, 0, mail(2, 1000))
+    head = store.max_position()
+    with pytest.raises(QuotaExceeded, match="bytes quota"):
+        store.complete_upload(upload.message_id)
+    assert store.max_position() == head
+    assert store.quota(GRACE)["bytes"]["used"] == first.size
