@@ -9,7 +9,8 @@ decided once, by the command, from the rule book as the command found it.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from email.parser import BytesHeaderParser
 from email.policy import compat32
 from typing import Any
@@ -170,18 +171,26 @@ class RuleCommands(Commands):
     def resend_rule_event(self, event_id: UUID) -> Change:
         return self._on_event(event_id, lambda e: e.resend())
 
-    def discard_rule_events(self, event_ids: Sequence[UUID], reason: str) -> Change:
+    def discard_rule_events(self, event_ids: Sequence[UUID], reason: str, *,
+                            queue: str = "", since: Sequence[datetime | None] = (),
+                            check: Callable[[RuleEvent], bool] = lambda e: True) -> Change:
+        """Discards the events that ``check`` (the purge's double check, on the event as
+        the log has it) accepts; ``queue`` and ``since`` (one per id): the purge queue
+        entries that led to it. ``extra["discarded"]``: the ids discarded."""
         uow = self.uow
 
         def attempt() -> Change:
             events = []
-            for event_id in event_ids:
+            whens = list(since) or [None] * len(event_ids)
+            for event_id, when in zip(event_ids, whens, strict=True):
                 try:
                     event = self.rule_event(event_id)
                 except RuleEventNotFound:
                     continue
-                if event.discard(reason):
+                if check(event) and event.discard(reason, queue, when):
                     events.append(event)
-            return Change(uow.save(*events)) if events else Change()
+            if not events:
+                return Change()
+            return Change(uow.save(*events), {"discarded": [str(e.id) for e in events]})
 
         return uow.run(attempt)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -340,6 +341,7 @@ class RuleEvent(MailAggregate):
     rule_id: str
     application: dict[str, Any]
     status: str
+    status_since: datetime  # a purge by status counts its TTL from it
     attempts: int
     reason: str
 
@@ -368,6 +370,7 @@ class RuleEvent(MailAggregate):
             aggregate.rule_id = self.rule_id
             aggregate.application = self.application
             aggregate.status = self.status
+            aggregate.status_since = self.timestamp
             aggregate.attempts = 0
             aggregate.reason = self.reason
 
@@ -383,6 +386,7 @@ class RuleEvent(MailAggregate):
 
         def apply(self, aggregate: Any) -> None:
             aggregate.status = self.status
+            aggregate.status_since = self.timestamp
             aggregate.attempts = self.attempts
             aggregate.reason = self.reason
 
@@ -400,7 +404,11 @@ class RuleEvent(MailAggregate):
 
     class Discarded(StatusChanged):
         """Purged (its status's TTL passed, or its message was purged): gone from the
-        read model. ``reason`` says which."""
+        read model. ``reason`` says which; ``queue`` and ``since``: the purge queue entry
+        that led to it (none for a message's purge)."""
+
+        queue: str
+        since: datetime | None
 
     @classmethod
     def raise_for(cls, verdict: Verdict, *, account_id: UUID, message_id: UUID,
@@ -437,8 +445,19 @@ class RuleEvent(MailAggregate):
         self._step(self.Resent, PENDING, self.attempts)
         return True
 
-    def discard(self, reason: str) -> bool:
+    def discard(self, reason: str, queue: str = "", since: datetime | None = None) -> bool:
         if self.status == DISCARDED:
             return False
-        self._step(self.Discarded, DISCARDED, self.attempts, reason)
+        self.trigger_event(self.Discarded, account_id=self.account_id,
+                           message_id=self.message_id, status=DISCARDED,
+                           attempts=self.attempts, reason=reason, where="", queue=queue,
+                           since=since)
         return True
+
+
+def status_queue(status: str) -> str:
+    """The purge queue of rule events in ``status`` (``rule-complete``...)."""
+    return f"rule-{status}"
+
+
+STATUS_QUEUES = {status_queue(s): s for s in STATUSES}

@@ -203,3 +203,4 @@ RE_ATTEMPTS: Final = b"e:attempts"
 RE_REASON: Final = b"e:reason"
 RE_WHERE: Final = b"e:where"
 RE_UPDATED_AT: Final = b"e:updated_at"
+RULE_EVENT_QUEUE: Final = "rule_event_queue"  # purge_queue's layout, one queue per status

@@ -113,8 +113,7 @@ def _event_classes(*aggregates: type) -> frozenset[type]:
 
 
 DOMAIN_EVENTS: frozenset[type] = _event_classes(Account, Mailbox, Message, DeliveryKey,
-                                                VirtualRoot,
-                                                RuleBook, RuleEvent)
+                                                VirtualRoot, RuleBook, RuleEvent)
 """Every event class of letterlog's aggregates; anything else in the log is corrupt."""
 
 

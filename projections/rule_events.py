@@ -9,6 +9,13 @@ arrival of a message in a mailbox). Family ``e``: what was raised (``e:rule``, `
 (processing, complete, failed, resent). ``Discarded`` (a purge by status, or the message's
 purge) deletes the row at its position.
 
+``rule_event_queue``: the purge queues by status, in ``purge_queue``'s layout (row key
+``rule-<status> + 0x00 + shard + minute bucket of since + event id``; ``q:since``): every
+event above puts the rule event in the queue of its new status, from the event's time. An
+entry is a hint: the purge job double-checks the status and its age against the log;
+``Discarded`` deletes the entry that led to it, and entries of earlier statuses stay (a run
+past the peek-back window never reads them again), as in ``purge_queue``.
+
 No cell holds personal data of the message: the rule decided on the command side, and only
 ids, the mailbox's name and the rule's own definition are in the event (ADR 0052).
 """
@@ -18,18 +25,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from domain.rules import RuleEvent
+from domain.rules import RuleEvent, status_queue
 from projections import names as n
 from projections.codec import encode_datetime, encode_int, encode_json, encode_str, put
-from projections.keys import RowReader
+from projections.keys import RowReader, purge_row
 from projections.tablestore import DeleteRow, Mutation, TableSpec
 
 T = n.RULE_EVENTS
-TABLES = (TableSpec(T, (n.F_RULE_EVENT,), split_by_salt=False),)
+Q = n.RULE_EVENT_QUEUE
+TABLES = (TableSpec(T, (n.F_RULE_EVENT,), split_by_salt=False),
+          TableSpec(Q, (n.F_QUEUE,), split_by_salt=False))
 
 
 def _status(e: Any, row: bytes, p: int, attempts: int, where: str) -> list[Mutation]:
-    return [put(T, row, n.RE_STATUS, encode_str(e.status), p),
+    entry = purge_row(status_queue(e.status), e.originator_id, e.timestamp)
+    return [put(Q, entry, n.PQ_SINCE, encode_datetime(e.timestamp), p),
+            put(T, row, n.RE_STATUS, encode_str(e.status), p),
             put(T, row, n.RE_ATTEMPTS, encode_int(attempts), p),
             put(T, row, n.RE_REASON, encode_str(e.reason), p),
             put(T, row, n.RE_WHERE, encode_str(where), p),
@@ -60,7 +71,10 @@ def _step(e: RuleEvent.StatusChanged, p: int) -> list[Mutation]:
 
 
 def _discarded(e: RuleEvent.Discarded, p: int) -> list[Mutation]:
-    return [DeleteRow(T, e.originator_id.bytes, p)]
+    done: list[Mutation] = [DeleteRow(T, e.originator_id.bytes, p)]
+    if e.queue and e.since is not None:
+        done.append(DeleteRow(Q, purge_row(e.queue, e.originator_id, e.since), p))
+    return done
 
 
 _HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {

@@ -45,11 +45,24 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                  ] = None,
                  lda_messages: Annotated[int | None, typer.Option(
                      metavar="N", min=1, help="with --peer: processes a side of the lda leg "
-                                              "(default 300)")] = None) -> None:
+                                              "(default 300)")] = None,
+                 rules: Annotated[int | None, typer.Option(
+                     metavar="N", min=0, max=1000,
+                     help="instead: single deliveries with no rules and with N event rules, "
+                          "and the dispatch rate to a local endpoint")] = None) -> None:
     """Deliveries/s (single command and batched import) vs raw SQLite, same durability;
     with --peer dovecot also import, LMTP servers (one and four connections), one lda
-    process per message, and bytes on disk, against Dovecot."""
+    process per message, and bytes on disk, against Dovecot; with --rules N what N event
+    rules cost a delivery (docs/event-rules.md)."""
     from adapters.bench.ingest import bench_ingest as run
+
+    if rules is not None:
+        from adapters.bench.rules import bench_rules
+
+        if peer is not None:
+            fail("--rules: not with --peer")
+        _bench(bench_rules(messages=messages, rules=rules), as_json)
+        return
 
     if peer not in (None, "dovecot"):
         fail(f"--peer: unknown peer {peer!r} (choose dovecot)")

@@ -187,6 +187,23 @@ def events_resend(
     out({"resent": changed}, f"{len(changed)} events pending again")
 
 
+@events_app.command("purge")
+def events_purge(
+    dry_run: Annotated[bool, typer.Option(help="count what would go; write nothing")] = False,
+    now: Annotated[str | None, typer.Option(
+        metavar="ISO8601", help="with --dry-run: as if it were then")] = None,
+) -> None:
+    """Purge rule events whose status is older than its TTL (pending, processing,
+    complete, failed: LETTERLOG_RULE_EVENT_<STATUS>_TTL_DAYS) and those of purged
+    messages (the purger runs this after each purge run)."""
+    if now is not None and not dry_run:
+        fail("--now: only with --dry-run")
+    report = state.reader().purge_rule_events(parse_time(now, "--now"), dry_run=dry_run)
+    by_queue = ", ".join(f"{q['queue']} {q['purged']}" for q in report["queues"])
+    out(report, f"{report['purged']} rule events purged ({by_queue}, of purged messages "
+                f"{report['message_gone']}){' (dry run)' if dry_run else ''}")
+
+
 @app.command()
 def dispatcher(once: Annotated[bool, typer.Option(
         help="hand over what is pending, then exit")] = False) -> None:
@@ -204,6 +221,15 @@ def dispatcher(once: Annotated[bool, typer.Option(
             return
         from adapters.cli.stream import _stop_on_signals
 
-        d.run(_stop_on_signals())
+        report = None
+        try:
+            from adapters.streaming.telemetry import RuleEventMetrics, serve_metrics
+
+            port = serve_metrics("dispatcher", store.settings.data,
+                                 store.settings.metrics_port)
+            report = RuleEventMetrics() if port is not None else None
+        except ImportError:  # prometheus-client is in the kafka extra
+            pass
+        d.run(_stop_on_signals(), report)
     finally:
         d.close()

@@ -154,17 +154,34 @@ def lag(watch: Annotated[bool, typer.Option("--watch", help="again every INTERVA
     try:
         while True:
             report = snapshot(settings, group, bootstrap, timeout=timeout)
+            report["rule_events"] = _rule_event_counts(report["problems"])
             if state.json:
                 out(report)
             else:
                 typer.echo(f"-- {report['at']}" if watch else "", nl=watch)
-                for line in render(report):
+                lines = render(report)
+                counts = report["rule_events"]
+                if counts is not None:  # before the verdict
+                    lines.insert(-1, "rule events   " + ", ".join(
+                        f"{k} {v}" for k, v in counts.items()))
+                for line in lines:
                     typer.echo(line)
             if not watch:
                 break
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
+
+
+def _rule_event_counts(problems: list[str]) -> dict[str, int] | None:
+    """Rule events per status, from the read side (docs/event-rules.md); None, and a problem
+    named, when it cannot be read."""
+    try:
+        counts: dict[str, int] = state.reader().rule_event_counts()
+    except Exception as e:  # lag reports what it cannot read, it does not fail on it
+        problems.append(f"rule events: {type(e).__name__}: {e}")
+        return None
+    return counts
 
 
 # -- processes under supervisord ----------------------------------------------------------------
@@ -196,13 +213,16 @@ def processes_start(
                                         help="run the outbox relay (to Kafka)")] = True,
     lmtp: Annotated[str | None, typer.Option(
         metavar="HOST:PORT|unix:PATH", help="run `letterlog lmtp --listen` there too")] = None,
+    dispatcher: Annotated[bool, typer.Option(
+        "--dispatcher/--no-dispatcher",
+        help="run `letterlog dispatcher` too (event rules)")] = False,
 ) -> None:
-    """Start the relay, N workers, the purger (and the LMTP server) under supervisord
-    (restarted on a crash)."""
+    """Start the relay, N workers, the purger (the LMTP server, the event rules'
+    dispatcher) under supervisord (restarted on a crash)."""
     from adapters.streaming.processes import start
 
     for row in _supervised(lambda: start(state.data, workers, purger, relay=relay,
-                                         lmtp=lmtp)):
+                                         lmtp=lmtp, dispatcher=dispatcher)):
         out(row, _proc_line(row))
 
 

@@ -79,6 +79,9 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
                     store = open_store(data)
                     table_store = store.settings.table_store
                 report = store.purge(datetime.now(UTC), queues).as_dict()
+                rule_events = getattr(store, "purge_rule_events", None)
+                if rule_events is not None and not queues:  # event rules: by status too
+                    report["rule_events"] = rule_events(datetime.now(UTC))
                 users = user_purge(store, datetime.now(UTC)) if user_purge else None
             except FATAL:
                 raise

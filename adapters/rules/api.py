@@ -40,6 +40,7 @@ class RulesAPI:
     """Mixed into ``Letterlog`` (which provides ``mail``, ``_command`` and ``_read``)."""
 
     mail: Any
+    settings: Any
 
     def _command(self, command: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -140,3 +141,18 @@ class RulesAPI:
             return dispatcher.run_once()
         finally:
             dispatcher.close()
+
+    # -- purge by status ----------------------------------------------------------------------
+    def purge_rule_events(self, now: datetime | None = None, *, dry_run: bool = False
+                          ) -> dict[str, Any]:
+        """Rule events whose status is older than its TTL (LETTERLOG_RULE_EVENT_*_TTL_DAYS),
+        and those of purged messages, discarded (``adapters.lifecycle.rule_events``)."""
+        from datetime import UTC, timedelta
+
+        from adapters.lifecycle.rule_events import RuleEventPurge, ttls
+
+        settings = self.settings
+        job = RuleEventPurge(self, ttls=ttls(settings),
+                             peek_back=timedelta(minutes=settings.purge_peek_back_minutes),
+                             clock=lambda: datetime.now(UTC))
+        return job.run(now or datetime.now(UTC), dry_run=dry_run)

@@ -17,7 +17,7 @@ import fcntl
 import os
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from uuid import UUID
@@ -91,13 +91,17 @@ class Dispatcher:
         with dispatcher_lock(self.store.settings.data):
             return self._pass()
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """Until ``stop`` (or a signal): a pass every ``dispatch_interval_seconds``."""
+    def run(self, stop: threading.Event | None = None,
+            report: Callable[[dict[str, int], dict[str, int]], None] | None = None) -> None:
+        """Until ``stop`` (or a signal): a pass every ``dispatch_interval_seconds``;
+        ``report(counts per status, this pass's counts)`` after each (the metrics)."""
         stop = stop or threading.Event()
         with dispatcher_lock(self.store.settings.data):
             while not stop.is_set():
                 self.store.catch_up()
-                self._pass()
+                handed = self._pass()
+                if report is not None:
+                    report(self.store.rule_event_counts(), handed)
                 stop.wait(self.store.settings.dispatch_interval_seconds)
 
     def _pass(self) -> dict[str, int]:

@@ -36,7 +36,7 @@ def supervisor_for(data: Path) -> Supervisor:
 
 
 def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = True,
-             lmtp: str | None = None) -> list[Program]:
+             lmtp: str | None = None, dispatcher: bool = False) -> list[Program]:
     data = Path(data).resolve()
     logs = data / "supervisor"
 
@@ -57,11 +57,14 @@ def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = Tr
               for i in range(workers)]
     if purger:
         found.append(letterlog("purger", "purger", priority=30))
+    if dispatcher:  # event rules: hands rule events to their applications
+        found.append(letterlog("dispatcher", "dispatcher", priority=40))
     return found
 
 
 def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 120.0, *,
-          relay: bool = True, lmtp: str | None = None) -> list[dict[str, Any]]:
+          relay: bool = True, lmtp: str | None = None,
+          dispatcher: bool = False) -> list[dict[str, Any]]:
     """Writes the configuration, starts supervisord (it starts every program) and waits
     until each counts as started (alive ``start_seconds``) or has failed for good."""
     supervisor = supervisor_for(data)
@@ -69,7 +72,8 @@ def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 12
         raise SupervisorError(f"already running under {supervisor.root} (`letterlog "
                               "processes status`; `letterlog processes stop` first)")
     private_dir(data)
-    write_config(supervisor.root, programs(data, workers, purger, relay, lmtp), autostart=True)
+    write_config(supervisor.root, programs(data, workers, purger, relay, lmtp,
+                                                   dispatcher), autostart=True)
     supervisor.launch(dict(os.environ))
     deadline = time.monotonic() + timeout
     while True:

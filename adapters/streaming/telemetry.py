@@ -146,3 +146,24 @@ def read_endpoints(data: Path) -> list[dict[str, Any]]:
             continue
         found.append(entry)
     return found
+
+
+class RuleEventMetrics:
+    """The dispatcher's metrics (event rules, docs/event-rules.md):
+    ``letterlog_rule_events{status}`` (events per status in the read model, after each
+    pass) and ``letterlog_rule_events_dispatched_total{outcome}`` (complete, failed)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Gauge
+
+        self.by_status = Gauge("letterlog_rule_events", "rule events per status",
+                               ["status"])
+        self.dispatched = Counter("letterlog_rule_events_dispatched",
+                                  "rule events handed to their application", ["outcome"])
+
+    def __call__(self, counts: dict[str, int], handed: dict[str, int]) -> None:
+        for status, n in counts.items():
+            self.by_status.labels(status=status).set(n)
+        for outcome in ("complete", "failed"):
+            if handed.get(outcome):
+                self.dispatched.labels(outcome=outcome).inc(handed[outcome])

@@ -4,6 +4,7 @@ dispatcher against a real HTTP endpoint (failures, a timeout, resend), rebuild a
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,56 @@ def test_failed_events_are_resent(tmp_path: Path) -> None:
         assert [e["attempts"] for e in store.rule_events()] == [3, 3]
         assert store.rule_event_counts() == {"pending": 0, "processing": 0, "complete": 2,
                                              "failed": 0}
+
+
+def test_rule_events_are_purged_by_status_after_their_ttls(tmp_path: Path) -> None:
+    with Letterlog.open(tmp_path / "d", dispatch_attempts=1,
+                        rule_event_complete_ttl_days=7, rule_event_failed_ttl_days=30,
+                        rule_event_pending_ttl_days=20) as store, Endpoint() as hook:
+        store.create_rule("ok", webhook=hook.url)
+        store.create_rule("down", webhook="http://127.0.0.1:1/unreachable")
+        for i in range(2):
+            store.deliver(account=ACCOUNT, raw=invoice(i))
+        store.dispatch_pending()
+        store.disable_rule("down")
+        store.deliver(account=ACCOUNT, raw=invoice(9))  # pending
+        assert store.rule_event_counts() == {"pending": 1, "processing": 0, "complete": 2,
+                                             "failed": 2}
+        now = datetime.now(UTC)
+        head = store.max_position()
+        dry = store.purge_rule_events(now + timedelta(days=8), dry_run=True)
+        assert dry["purged"] == 2 and store.max_position() == head
+        assert store.purge_rule_events(now + timedelta(days=1))["purged"] == 0
+        assert store.purge_rule_events(now + timedelta(days=8))["purged"] == 2
+        assert store.rule_event_counts() == {"pending": 1, "processing": 0, "complete": 0,
+                                             "failed": 2}
+        assert store.purge_rule_events(now + timedelta(days=8))["purged"] == 0  # once
+        store.purge_rule_events(now + timedelta(days=21))
+        assert store.rule_event_counts()["pending"] == 0
+        store.purge_rule_events(now + timedelta(days=31))
+        assert store.rule_events() == []
+        assert all(not r.differences for r in store.verify())
+
+
+def test_a_resent_event_counts_its_ttl_from_its_new_status(tmp_path: Path) -> None:
+    with Letterlog.open(tmp_path / "d", dispatch_attempts=1) as store:
+        store.create_rule("down", webhook="http://127.0.0.1:1/unreachable")
+        store.deliver(account=ACCOUNT, raw=invoice(1))
+        store.dispatch_pending()
+        store.resend(status="failed")
+        # the failed queue's entry is stale now: the double check keeps the event
+        report = store.purge_rule_events(datetime.now(UTC) + timedelta(days=31))
+        by_queue = {q["queue"]: q for q in report["queues"]}
+        assert by_queue["rule-failed"]["kept"] == 1
+        assert by_queue["rule-pending"]["purged"] == 1
+
+
+def test_the_events_of_an_erased_message_go_with_it(store: Any) -> None:
+    store.create_rule("r", webhook="http://127.0.0.1:1/h")
+    gone = store.deliver(account=ACCOUNT, raw=invoice(1))
+    kept = store.deliver(account=ACCOUNT, raw=invoice(2))
+    store.erase_message(gone.message_id)
+    report = store.purge_rule_events()
+    assert report["message_gone"] == 1
+    assert [e["message_id"] for e in store.rule_events()] == [str(kept.message_id)]
+    assert all(not r.differences for r in store.verify())

@@ -121,6 +121,8 @@ UNSEALED: dict[tuple[str, str], str] = {
     **{("domain.rules:RuleEvent.StatusChanged", name): kind for name, kind in (
         ("account_id", ID), ("message_id", ID), ("status", ENUM), ("attempts", NUMBER),
         ("reason", REASON), ("where", "the dispatcher's host name and pid"))},
+    ("domain.rules:RuleEvent.Discarded", "queue"): ENUM,
+    ("domain.rules:RuleEvent.Discarded", "since"): DATE,
     # Message: arrival (Delivered, UploadCompleted)
     ("domain.message:Arrival", "account_id"): ID,
     ("domain.message:Arrival", "mailbox_id"): ID,

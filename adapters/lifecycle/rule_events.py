@@ -1,0 +1,143 @@
+"""The purge of rule events by status (Sterling's UnprocessedEventPurgeJob,
+ProcessingEventPurgeJob, CompletedEventPurgeJob, FailedEventPurgeJob), with the message
+purge's technique: one queue per status (``rule_event_queue``: ``rule-pending``,
+``rule-processing``, ``rule-complete``, ``rule-failed``), 16 shards, one-minute buckets, a
+pointer per queue and shard (``purge_pointer``), a peek-back window, and a double check of
+each candidate against the log (its status now, and how long it has had it) before it is
+discarded (``RuleEvent.Discarded``: gone from the read model, the queue entry with it).
+
+A second pass discards the rule events of messages purged or erased since (their message
+is gone: nothing left to process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from itertools import groupby
+from typing import Any
+from uuid import UUID
+
+from domain.errors import MessageNotFound
+from domain.rules import STATUS_QUEUES, RuleEvent
+from domain.values import MessageState
+from projections import names as n
+from projections.codec import decode_datetime
+from projections.keys import (
+    PURGE_SHARDS,
+    minute_bucket,
+    purge_bucket_prefix,
+    purge_pointer_row,
+    purge_row_parts,
+)
+from projections.purge_queue import POINTER_SPEC
+from projections.tablestore import Put
+
+BATCH = 200
+
+
+@dataclass
+class StatusReport:
+    queue: str
+    scanned: int = 0
+    purged: int = 0
+    kept: int = 0
+
+
+def ttls(settings: Any) -> dict[str, timedelta]:
+    days = {"rule-pending": settings.rule_event_pending_ttl_days,
+            "rule-processing": settings.rule_event_processing_ttl_days,
+            "rule-complete": settings.rule_event_complete_ttl_days,
+            "rule-failed": settings.rule_event_failed_ttl_days}
+    return {queue: timedelta(days=d) for queue, d in days.items()}
+
+
+class RuleEventPurge:
+    def __init__(self, store: Any, *, ttls: dict[str, timedelta], peek_back: timedelta,
+                 clock: Callable[[], datetime]) -> None:
+        self.store = store
+        self.ttls = ttls
+        self.peek_back = peek_back
+        self.clock = clock
+
+    def run(self, now: datetime, *, dry_run: bool = False) -> dict[str, Any]:
+        self.store.catch_up()
+        host = self.store._read()
+        self.tables, self.physical = host.tables, host.physical
+        self.tables.create_table(POINTER_SPEC)
+        reports = [self._queue(queue, now, dry_run) for queue in STATUS_QUEUES]
+        gone = self._messages_gone(dry_run)
+        return {"now": now.isoformat(), "dry_run": dry_run,
+                "queues": [asdict(r) for r in reports], "purged": sum(r.purged for r in
+                                                                     reports) + gone,
+                "message_gone": gone}
+
+    def _queue(self, queue: str, now: datetime, dry_run: bool) -> StatusReport:
+        report = StatusReport(queue)
+        status = STATUS_QUEUES[queue]
+        ttl = self.ttls[queue]
+        horizon = minute_bucket(now - ttl)
+
+        def due(e: RuleEvent) -> bool:  # the double check, on the log's word
+            return e.status == status and e.status_since + ttl <= now
+
+        for shard in range(PURGE_SHARDS):
+            pointer = self._pointer(queue, shard)
+            peek = int(self.peek_back.total_seconds() // 60)
+            start = 0 if pointer is None else max(0, pointer - peek)
+            for bucket, entries in self._buckets(queue, shard, start, horizon):
+                for i in range(0, len(entries), BATCH):
+                    batch = entries[i:i + BATCH]
+                    report.scanned += len(batch)
+                    if dry_run:
+                        found = [self.store.mail.rule_event(eid) for eid, _ in batch]
+                        report.purged += sum(1 for e in found if due(e))
+                        continue
+                    change = self.store._command(
+                        self.store.mail.discard_rule_events, [eid for eid, _ in batch],
+                        f"purged: {status} for {ttl}", queue=queue,
+                        since=[since for _, since in batch], check=due)
+                    purged = len(change.extra.get("discarded", ()))
+                    report.purged += purged
+                    report.kept += len(batch) - purged
+                if not dry_run:
+                    self._advance(queue, shard, bucket)
+            if not dry_run:
+                self._advance(queue, shard, horizon)
+        return report
+
+    def _messages_gone(self, dry_run: bool) -> int:
+        mail = self.store.mail
+        gone: list[UUID] = []
+        for e in self.store.rule_events():
+            try:
+                state = mail.uow.message(UUID(e["message_id"])).state
+            except MessageNotFound:
+                state = MessageState.PURGED.value
+            if state == MessageState.PURGED.value:
+                gone.append(UUID(e["id"]))
+        if dry_run or not gone:
+            return len(gone)
+        change = self.store._command(mail.discard_rule_events, gone, "its message was purged")
+        return len(change.extra.get("discarded", ()))
+
+    def _buckets(self, queue: str, shard: int, start: int,
+                 horizon: int) -> Iterator[tuple[int, list[tuple[UUID, datetime]]]]:
+        rows = self.tables.scan(self.physical(n.RULE_EVENT_QUEUE),
+                                start=purge_bucket_prefix(queue, shard, start),
+                                stop=purge_bucket_prefix(queue, shard, horizon + 1))
+        parsed = ((purge_row_parts(row), cells) for row, cells in rows)
+        for bucket, group in groupby(parsed, key=lambda item: item[0][2]):
+            yield bucket, [(parts[3], decode_datetime(cells[n.PQ_SINCE]))
+                           for parts, cells in group]
+
+    def _pointer(self, queue: str, shard: int) -> int | None:
+        value = self.tables.get(n.PURGE_POINTER, purge_pointer_row(queue, shard),
+                                [n.PP_BUCKET]).get(n.PP_BUCKET)
+        return None if value is None else int(value)
+
+    def _advance(self, queue: str, shard: int, bucket: int) -> None:
+        bucket = min(bucket, minute_bucket(self.clock()))
+        self.tables.apply([Put(n.PURGE_POINTER, purge_pointer_row(queue, shard),
+                               n.PP_BUCKET, b"%d" % bucket, bucket)])
