@@ -1,0 +1,67 @@
+"""`letterlog users list|purge` and the purger's user purge on the default directory (the
+store's `users.passwd`), run as an administrator would (subprocess, real data directory)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+from tests.factories import BIN, jrun, run, stored_event_count
+
+SHARED = "shared@example.org"
+
+
+def store(tmp_path):
+    """A store whose roots and rights name ada (known) and gone (not in users.passwd)."""
+    data = tmp_path / "d"
+    run(data, "init")
+    run(data, "mailbox", "create", SHARED, "Projects", "--create-account")
+    run(data, "root", "set", "gone", f"{SHARED}/Projects")
+    run(data, "root", "set", "ada", SHARED)
+    for identifier, rights in (("gone", "lrs"), ("ada", "lr"), ("$sales", "lr")):
+        run(data, "acl", "set", SHARED, "Projects", identifier, rights)
+    (data / "users.passwd").write_text(
+        "ada:{PLAIN}x::::::userdb_acl_groups=sales\ngrace:{PLAIN}y\n")
+    return data
+
+
+def test_users_list_shows_the_stores_passwd_file(tmp_path):
+    data = store(tmp_path)
+    assert jrun(data, "users", "list") == [{"name": "ada", "groups": ["sales"]},
+                                           {"name": "grace", "groups": []}]
+    (data / "users.passwd").write_text("ada:x:1000:staff\n")
+    bad = run(data, "users", "list", ok=False)
+    assert bad.returncode == 2 and b"Traceback" not in bad.stderr
+    assert bad.stderr.decode().strip() == (
+        f"letterlog: error: {data / 'users.passwd'}:1: user 'ada': gid 'staff' is not a number")
+
+
+def test_users_purge_dry_run_then_purge(tmp_path):
+    data = store(tmp_path)
+    events = stored_event_count(data)
+    [dry] = jrun(data, "users", "purge", "--dry-run")
+    assert dry["status"] == "dry-run" and [r["user"] for r in dry["roots_removed"]] == ["gone"]
+    assert stored_event_count(data) == events and not (data / "user-purge.json").exists()
+    text = run(data, "users", "purge").stdout.decode()
+    assert f"(again: letterlog root set gone {SHARED}/Projects)" in text
+    assert "removed 1 virtual root and 1 ACL entry of unknown users" in text
+    assert stored_event_count(data) == events + 2
+    assert [r for r in jrun(data, "root", "list") if "gone" in str(r)] == []
+
+
+def test_the_purger_runs_the_user_purge_when_due(tmp_path):
+    data = store(tmp_path)
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
+    proc = subprocess.Popen([*BIN, "--data", str(data), "purger", "--interval", "3600"],
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    first = proc.stderr.readline().decode()  # readiness: the purge run's line, then the user's
+    users = proc.stderr.readline().decode()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert "purge run: purged=0" in first
+    assert "user purge: the directory answered 2 users (last accepted: none); removed 1 " \
+           "virtual root and 1 ACL entry of unknown users" in users
+    [again] = jrun(data, "users", "purge", "--dry-run")
+    assert again["previous_users"] == 2 and again["roots_removed"] == []
