@@ -50,11 +50,30 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _source_requirements() -> list[str] | None:
+    """letterlog's requirements from the ``pyproject.toml`` beside its packages (a checkout
+    installed in editable mode: its installed metadata is as old as the last install), in
+    the metadata's form (``name; extra == "x"``); ``None`` for an installed wheel."""
+    import tomllib
+
+    path = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    if not path.is_file():
+        return None
+    project = tomllib.loads(path.read_text()).get("project", {})
+    if project.get("name") != "letterlog":
+        return None
+    found = [text.split("#")[0].strip() for text in project.get("dependencies", [])]
+    for extra, texts in project.get("optional-dependencies", {}).items():
+        found += [f'{text.split("#")[0].strip()}; extra == "{extra}"' for text in texts]
+    return found
+
+
 def requirements(dist: str, extras: Iterable[str] = ()) -> list[tuple[str, list[str]]]:
     """``dist``'s run-time requirements (with ``extras``) as (name, their extras)."""
     wanted = {_normal(e) for e in extras}
     found = []
-    for text in metadata.requires(dist) or []:
+    texts = (_source_requirements() if dist == "letterlog" else None) or metadata.requires(dist)
+    for text in texts or []:
         match = _REQUIREMENT.match(text)
         if match is None:
             continue
@@ -117,7 +136,9 @@ def _tar_distributions(path: Path, dists: Sequence[metadata.Distribution]) -> in
 def package(directory: Path, extras: Sequence[str] = (),
             include: Sequence[str] = ()) -> dict[str, Any]:
     """Writes the three files into ``directory``; what they are and how to submit them."""
-    known = {_normal(e) for e in (metadata.metadata("letterlog").get_all("Provides-Extra") or [])}
+    known = {_normal(e.split(";")[1].split('"')[1]) for e in (_source_requirements() or [])
+             if ";" in e} or {_normal(e) for e in (
+                 metadata.metadata("letterlog").get_all("Provides-Extra") or [])}
     for extra in extras:
         if _normal(extra) not in known:
             raise SettingsError(f"--extra: {extra!r} is not one of letterlog's extras "

@@ -125,3 +125,14 @@ def test_packaged_letterlog_runs_on_executors_whose_python_has_nothing_installed
     verify = subprocess.run([*LETTERLOG, "--data", str(tmp_path / "data"), "verify", "--all"],
                             capture_output=True, text=True, check=False, timeout=600)
     assert verify.returncode == 0, verify.stderr
+
+
+def test_the_package_follows_the_checkouts_pyproject_not_a_stale_install():
+    """An editable install's metadata is as old as its last ``pip install``: a dependency
+    added to pyproject.toml since must still be packed for the executors."""
+    from adapters.spark_package import requirements
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {name.lower().replace("_", "-") for name, _ in requirements("letterlog")}
+    assert {d.split("#")[0].strip().split(">")[0].split("<")[0].split("=")[0].split("[")[0]
+            .strip().lower().replace("_", "-") for d in declared} <= names
