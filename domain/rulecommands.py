@@ -16,9 +16,10 @@ from email.policy import compat32
 from typing import Any
 from uuid import UUID, uuid4
 
-from domain.errors import RuleEventNotFound, RuleNotFound
+from domain.errors import MailboxNotFound, RuleEventNotFound, RuleNotFound
 from domain.message import Message
 from domain.results import Change
+from domain.rights import Caller, rights_of
 from domain.rules import (
     RULEBOOK_ID,
     Evaluation,
@@ -29,6 +30,7 @@ from domain.rules import (
     rule_spec,
 )
 from domain.unit_of_work import Commands, UnitOfWork
+from domain.values import account_id_for, normalise_address
 
 
 def rule_book(uow: UnitOfWork) -> RuleBook | None:
@@ -89,12 +91,30 @@ def arrival_rule_events(cmds: Commands, arrivals: Sequence[tuple[Message, str, s
                            header_view(seen) if headers else None)
         evaluation = Evaluation(cmds.rule_matcher, cmds.rule_search_seconds,
                                 cmds.rule_budget_seconds)
-        for verdict in decide(book, mailbox, view, evaluation):
+        for verdict in decide(book, mailbox, view, evaluation, _reader_check(cmds.uow, msg)):
             assert msg.mailbox_id is not None
             out.append(RuleEvent.raise_for(
                 verdict, account_id=msg.account_id, message_id=msg.id,
                 mailbox_id=msg.mailbox_id, mailbox=mailbox, uid=msg.uid, trigger=trigger))
     return out
+
+
+def _reader_check(uow: UnitOfWork, msg: Message) -> Callable[[str], bool]:
+    """Whether a user may read (``r``) the mailbox ``msg`` arrives in: its ACL as it stands
+    (the user's own name, ``anyone`` and ``authenticated``; groups come from the directory,
+    which a delivery does not ask)."""
+    def may_read(user: str) -> bool:
+        if msg.mailbox_id is None:
+            return False
+        if account_id_for(normalise_address(user)) == msg.account_id:
+            return True  # the account's owner
+        try:
+            acl = getattr(uow.mailbox(msg.mailbox_id), "acl", {})
+        except MailboxNotFound:  # made by this very command: no ACL yet
+            return False
+        return "r" in rights_of(Caller(user), "", acl)
+
+    return may_read
 
 
 class RuleCommands(Commands):

@@ -25,7 +25,7 @@ a resend); the dispatcher appends each step as an event.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -109,8 +109,10 @@ def rule_spec(
     exclude: Iterable[Mapping[str, str]] = (),
     application: Mapping[str, str],
     properties: Mapping[str, str] | None = None,
+    run_as: str | None = None,
 ) -> dict[str, Any]:
-    """A rule's definition, checked (``InvalidCommand`` naming the field)."""
+    """A rule's definition, checked (``InvalidCommand`` naming the field). ``run_as``: a
+    user; the rule then raises only for mailboxes that user may read (``r``, RFC 4314)."""
     if not name or len(name) > 200 or not name.isprintable() or name != name.strip():
         raise InvalidCommand(f"rule name {name!r}: 1 to 200 printable characters, no "
                              "leading or trailing space")
@@ -144,7 +146,14 @@ def rule_spec(
     for k, v in props.items():
         if not isinstance(k, str) or not isinstance(v, str) or not k:
             raise InvalidCommand(f"property {k!r}: names and values are strings")
-    return {"mailboxes": selection, **filters, "application": app, "properties": props}
+    spec = {"mailboxes": selection, **filters, "application": app, "properties": props}
+    if run_as is not None:
+        user = run_as.strip()
+        if not user or user[0] in "-$" or user in ("anyone", "authenticated") \
+                or not user.isprintable() or " " in user:
+            raise InvalidCommand(f"run as: {run_as!r} is not a user")
+        spec["run_as"] = user
+    return spec
 
 
 def _check_pattern(matcher: PatternMatcher, what: str, pattern: str) -> None:
@@ -300,9 +309,11 @@ class Evaluation:
 
 
 def decide(book: RuleBook | None, mailbox: str, view: MessageView,
-           evaluation: Evaluation) -> list[Verdict]:
+           evaluation: Evaluation,
+           may_read: Callable[[str], bool] = lambda user: True) -> list[Verdict]:
     """The rules that apply to a message arriving in ``mailbox`` (enabled rules only, in
-    name order): included by a filter (or no include filter) and excluded by none."""
+    name order): included by a filter (or no include filter) and excluded by none; a rule
+    that runs as a user only where ``may_read(user)``."""
     if book is None:
         return []
     out: list[Verdict] = []
@@ -311,6 +322,8 @@ def decide(book: RuleBook | None, mailbox: str, view: MessageView,
         if not rule["enabled"]:
             continue
         spec = rule["spec"]
+        if "run_as" in spec and not may_read(spec["run_as"]):
+            continue
         try:
             if not evaluation.selects(spec["mailboxes"], mailbox):
                 continue

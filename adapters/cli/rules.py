@@ -33,6 +33,8 @@ Topic = Annotated[str | None, typer.Option(
     "--kafka-topic", metavar="TOPIC", help="publish each event to this Kafka topic")]
 Properties = Annotated[list[str] | None, typer.Option(
     "--property", metavar="K=V", help="handed to the application with each event")]
+RunAs = Annotated[str | None, typer.Option(
+    "--run-as", metavar="USER", help="raise only for mailboxes USER may read (ACL right r)")]
 
 
 def _properties(items: list[str] | None) -> dict[str, str]:
@@ -47,10 +49,10 @@ def _properties(items: list[str] | None) -> dict[str, str]:
 
 def _terms(mailbox: list[str] | None, mailbox_pattern: str | None, include: list[str] | None,
            exclude: list[str] | None, webhook: str | None, kafka_topic: str | None,
-           prop: list[str] | None) -> dict[str, Any]:
+           prop: list[str] | None, run_as: str | None) -> dict[str, Any]:
     return {"mailboxes": mailbox or [], "mailbox_pattern": mailbox_pattern,
             "include": include or [], "exclude": exclude or [], "webhook": webhook,
-            "kafka_topic": kafka_topic, "properties": _properties(prop)}
+            "kafka_topic": kafka_topic, "properties": _properties(prop), "run_as": run_as}
 
 
 def _show_rule(rule: dict[str, Any]) -> None:
@@ -70,27 +72,31 @@ def _show_rule(rule: dict[str, Any]) -> None:
             typer.echo(f"  {side} {field} /{f['pattern']}/")
     for k, v in sorted(rule["properties"].items()):
         typer.echo(f"  property {k}={v}")
+    if rule.get("run_as"):
+        typer.echo(f"  runs as {rule['run_as']}: only mailboxes that user may read")
 
 
 @rule_app.command("create")
 def rule_create(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern = None,
                 include: Include = None, exclude: Exclude = None, webhook: WebhookURL = None,
-                kafka_topic: Topic = None, prop: Properties = None) -> None:
+                kafka_topic: Topic = None, prop: Properties = None,
+                run_as: RunAs = None) -> None:
     """A new rule, enabled: from now on each arrival (delivered, copied, moved) in a watched
     mailbox that the filters let through raises an event for the application."""
     store = state.reader()
     change = store.create_rule(name, **_terms(mailbox, mailbox_pattern, include, exclude,
-                                              webhook, kafka_topic, prop))
+                                              webhook, kafka_topic, prop, run_as))
     out({"rule": name, "created": True, **change.extra}, f"rule {name} created")
 
 
 @rule_app.command("change")
 def rule_change(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern = None,
                 include: Include = None, exclude: Exclude = None, webhook: WebhookURL = None,
-                kafka_topic: Topic = None, prop: Properties = None) -> None:
+                kafka_topic: Topic = None, prop: Properties = None,
+                run_as: RunAs = None) -> None:
     """Replace a rule's definition (events it raised before keep theirs)."""
     change = state.reader().change_rule(name, **_terms(
-        mailbox, mailbox_pattern, include, exclude, webhook, kafka_topic, prop))
+        mailbox, mailbox_pattern, include, exclude, webhook, kafka_topic, prop, run_as))
     out({"rule": name, "changed": change.changed},
         f"rule {name} {'changed' if change.changed else 'unchanged'}")
 

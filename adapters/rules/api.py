@@ -25,7 +25,8 @@ def definition(*, mailboxes: Iterable[str] = (), mailbox_pattern: str | None = N
                include: Iterable[str | Mapping[str, str]] = (),
                exclude: Iterable[str | Mapping[str, str]] = (),
                webhook: str | None = None, kafka_topic: str | None = None,
-               properties: Mapping[str, str] | None = None) -> dict[str, Any]:
+               properties: Mapping[str, str] | None = None,
+               run_as: str | None = None) -> dict[str, Any]:
     """A rule's definition from the API's (and the CLI's) terms."""
     if (webhook is None) == (kafka_topic is None):
         raise InvalidCommand("application: give a webhook URL or a Kafka topic (one of them)")
@@ -33,7 +34,8 @@ def definition(*, mailboxes: Iterable[str] = (), mailbox_pattern: str | None = N
                    else {"kind": "kafka", "topic": str(kafka_topic)})
     return {"mailboxes": list(mailboxes), "mailbox_pattern": mailbox_pattern,
             "include": _filters(include), "exclude": _filters(exclude),
-            "application": application, "properties": dict(properties or {})}
+            "application": application, "properties": dict(properties or {}),
+            "run_as": run_as}
 
 
 class RulesAPI:

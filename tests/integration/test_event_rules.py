@@ -229,3 +229,20 @@ def test_the_events_of_an_erased_message_go_with_it(store: Any) -> None:
     assert report["message_gone"] == 1
     assert [e["message_id"] for e in store.rule_events()] == [str(kept.message_id)]
     assert all(not r.differences for r in store.verify())
+
+
+def test_a_rule_run_as_a_user_raises_only_where_that_user_may_read(store: Any) -> None:
+    store.create_mailbox(ACCOUNT, "Team", create_account=True)
+    store.create_rule("bob's", run_as="bob@example.org", webhook="http://127.0.0.1:1/h")
+    assert store.rule("bob's")["run_as"] == "bob@example.org"
+    store.deliver(account=ACCOUNT, raw=invoice(1), mailbox="Team")
+    store.deliver(account="bob@example.org", raw=invoice(2))  # bob's own INBOX
+    assert [e["mailbox"] for e in store.rule_events()] == ["INBOX"]
+    store.acl_set(ACCOUNT, "Team", "bob@example.org", "lr")
+    shared = store.deliver(account=ACCOUNT, raw=invoice(3), mailbox="Team")
+    store.acl_set(ACCOUNT, "Team", "-anyone", "r")  # a negative right wins
+    store.deliver(account=ACCOUNT, raw=invoice(4), mailbox="Team")
+    team = [e["message_id"] for e in store.rule_events() if e["mailbox"] == "Team"]
+    assert team == [str(shared.message_id)]
+    with pytest.raises(InvalidCommand):
+        store.create_rule("groups", run_as="$staff", webhook="http://127.0.0.1:1/h")
