@@ -55,6 +55,16 @@ class CallerView:
     def __init__(self, store: Letterlog, caller: Caller) -> None:
         self.store = store
         self.caller = caller
+        self._seen: dict[Any, Any] = {}  # what the checks read, while the log ends at
+        self._seen_at = -1  # this position (nobody has appended since: still current)
+
+    def _current(self) -> dict[Any, Any]:
+        """The checks' memo of roots and mailboxes, dropped whenever the log has grown (one
+        cheap query for its head, as the command side's own cache does)."""
+        head = self.store.mail.uow.head()
+        if head != self._seen_at:
+            self._seen, self._seen_at = {}, head
+        return self._seen
 
     @property
     def user(self) -> str:
@@ -79,6 +89,13 @@ class CallerView:
     # -- names: the root, and paths relative to it -------------------------------------------
     def root(self) -> tuple[str, str]:
         """(account, path) of the caller's root; path "" is the whole account."""
+        seen = self._current()
+        if "root" not in seen:
+            seen["root"] = self._root()
+        root: tuple[str, str] = seen["root"]
+        return root
+
+    def _root(self) -> tuple[str, str]:
         found = self.store.mail.root(self.user)
         if found:
             return parse_root(found)
@@ -124,7 +141,11 @@ class CallerView:
         not found when missing, outside the root or not to be looked up by the caller."""
         try:
             address = normalise_address(account)
-            mb = self.store.mail.mailbox_of(address, mailbox)
+            seen = self._current()
+            key = ("mailbox", address, mailbox)
+            if key not in seen:
+                seen[key] = self.store.mail.mailbox_of(address, mailbox)
+            mb = seen[key]
         except NotFound:
             raise self._hidden(account, mailbox) from None
         root_account, base = self.root()
