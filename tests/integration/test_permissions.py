@@ -321,3 +321,27 @@ def test_every_method_a_user_may_call_has_a_line_in_the_table():
     aliases = {"check_delivery": "deliver", "extract_to": "extract",
                "extract_to_stream": "extract"}
     assert {aliases.get(name, name) for name in checked} <= set(COMMAND_RIGHTS)
+
+
+# -- the user purge job on a real store -----------------------------------------------------
+
+
+def test_the_user_purge_removes_a_gone_users_root_and_rights_as_events(store, tmp_path):
+    from adapters.directory.passwdfile import PasswdFileDirectory
+    from adapters.lifecycle.userpurge import PurgeMemory, purge_users
+
+    passwd = tmp_path / "users.passwd"
+    passwd.write_text(f"{ADA}:{{PLAIN}}x\n")  # bob is gone; ada stays
+    store.acl_set(ADA, "Team", BOB, "lr")
+    store.acl_set(ADA, "Team", "$sales", "lr")
+    store.acl_set(ADA, "Team", ADA, "lrs")
+    store.set_root(BOB, f"{ADA}/Team")
+    report = purge_users(PasswdFileDirectory(passwd), store, PurgeMemory(tmp_path / "m.json"),
+                         min_ratio=0.5, accept_shrink=True)
+    assert report.status == "purged", report.reason
+    assert store.roots() == {}
+    assert store.acl_entries() == [(ADA, "Team", "$sales", "lr"), (ADA, "Team", ADA, "lrs")]
+    removed = [e for _, e in store.events() if isinstance(e, Mailbox.AclChanged)
+               and not e.new_rights]
+    assert [(e.identifier, e.old_rights) for e in removed] == [(BOB, "lr")]
+    assert all(r.identical for r in store.verify())
