@@ -44,7 +44,8 @@ from spark_replay.settings import open_event_log, to_wire
 from spark_replay.source import raw_events
 
 EVENTS = ("position long, aggregate string, version long, topic string, type string, "
-          "account string, time timestamp, date date, mailbox_id string, message_id string, "
+          "account string, account_address string, time timestamp, date date, "
+          "mailbox_id string, mailbox string, message_id string, "
           "uid long, size long, state string, flags array<string>, labels array<string>, "
           "copied_from string, fields string")
 
@@ -82,7 +83,8 @@ def _jsonable(value: Any, personal: bool = False) -> Any:
 
 _TYPED = (("position", "int64"), ("aggregate", "string"), ("version", "int64"),
           ("topic", "string"), ("type", "string"), ("account", "string"),
-          ("time", "timestamp"), ("date", "date32"), ("mailbox_id", "string"),
+          ("account_address", "string"), ("time", "timestamp"), ("date", "date32"),
+          ("mailbox_id", "string"), ("mailbox", "string"),
           ("message_id", "string"), ("uid", "int64"), ("size", "int64"),
           ("state", "string"), ("flags", "strings"), ("labels", "strings"),
           ("copied_from", "string"), ("fields", "string"))
@@ -96,7 +98,7 @@ def _arrow_type(kind: str) -> Any:
 
 
 def _row(position: int, version: int, topic: str, account: bytes, event: Any,
-         personal: bool) -> tuple[Any, ...]:
+         personal: bool, names: dict[str, dict[str, str | None]]) -> tuple[Any, ...]:
     """One event as the values of ``_TYPED`` (see ``EVENTS``)."""
     attrs = vars(event)
     fields = json.dumps(_jsonable({k: v for k, v in attrs.items() if k not in (
@@ -108,18 +110,44 @@ def _row(position: int, version: int, topic: str, account: bytes, event: Any,
         value = attrs.get(name)
         return None if value is None else str(value)
 
-    def names(name: str) -> list[str] | None:
+    def listed(name: str) -> list[str] | None:
         value = attrs.get(name)
         return None if value is None else sorted(str(v) for v in value)
 
-    return (position, str(event.originator_id), version, topic, kind, str(UUID(bytes=account)),
-            at, at.date(), text("mailbox_id"),
+    account_id, mailbox_id = str(UUID(bytes=account)), text("mailbox_id")
+    if mailbox_id is None and kind.startswith("Mailbox."):
+        mailbox_id = str(event.originator_id)
+    return (position, str(event.originator_id), version, topic, kind, account_id,
+            names["accounts"].get(account_id), at, at.date(), mailbox_id,
+            names["mailboxes"].get(mailbox_id) if mailbox_id else None,
             str(event.originator_id) if kind.startswith("Message.") else None,
-            attrs.get("uid"), attrs.get("size"), text("state"), names("flags"),
-            names("labels"), text("copied_from"), fields)
+            attrs.get("uid"), attrs.get("size"), text("state"), listed("flags"),
+            listed("labels"), text("copied_from"), fields)
 
 
-def _decode_events(wire: dict[str, Any], personal: bool) -> Any:
+def _names(settings: Settings) -> dict[str, dict[str, str | None]]:
+    """The accounts' addresses and the mailboxes' names, as the read models hold them now
+    (a mailbox renamed since an event shows its current name; a deleted one none)."""
+    from adapters.embedded import Letterlog
+    from projections import names as n
+    from projections.queries import account_address
+
+    accounts: dict[str, str | None] = {}
+    mailboxes: dict[str, str | None] = {}
+    with Letterlog.open(create=False, **settings.model_dump()) as store:
+        host = store.projections
+        for row, cells in host.tables.scan(host.physical(n.MAILBOXES)):
+            if n.MB_ACCOUNT not in cells or cells.get(n.MB_DELETED) == b"1":
+                continue
+            mailboxes[str(UUID(bytes=row))] = cells.get(n.MB_NAME, b"").decode()
+            account = UUID(bytes=cells[n.MB_ACCOUNT])
+            if str(account) not in accounts:
+                accounts[str(account)] = account_address(host.tables, account, host.physical)
+    return {"accounts": accounts, "mailboxes": mailboxes}
+
+
+def _decode_events(wire: dict[str, Any], personal: bool,
+                   names: dict[str, dict[str, str | None]]) -> Any:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
@@ -138,7 +166,7 @@ def _decode_events(wire: dict[str, Any], personal: bool) -> Any:
                     _, event = decode((position, uuid_from_int(int.from_bytes(aggregate, "big")),
                                        version, topic, state))
                     for i, item in enumerate(_row(position, version, topic, account, event,
-                                                  personal)):
+                                                  personal, names)):
                         out[i].append(item)
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(values, kind) for values, kind in zip(out, types, strict=True)],
@@ -156,7 +184,7 @@ def events_dataframe(spark: Any, settings: Settings, *, personal: bool = False,
     wire = to_wire(settings)
     head = _head(settings) if stop is None else stop
     return (raw_events(spark, wire, head, start=start)
-            .mapInArrow(_decode_events(wire, personal), EVENTS))
+            .mapInArrow(_decode_events(wire, personal, _names(settings)), EVENTS))
 
 
 def projection_dataframe(spark: Any, settings: Settings, name: str) -> Any:

@@ -276,10 +276,13 @@ def _run(args: list[str]) -> int:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         return _error(" ".join(e.format_message().split()) + hint, e.exit_code)
     except LetterlogError as e:
+        from domain.directory import DirectoryUnavailable
         from projections.tablestore import TableStoreUnavailable
 
-        # a busy store, or a table store that does not answer: the machine, not the input
-        return _error(str(e), 1 if isinstance(e, StoreBusy | TableStoreUnavailable) else 2)
+        # a busy store, or a table store or user directory that does not answer: the
+        # machine, not the input
+        temporary = StoreBusy | TableStoreUnavailable | DirectoryUnavailable
+        return _error(str(e), 1 if isinstance(e, temporary) else 2)
     except (KeyboardInterrupt, Abort):
         return _error("interrupted", 130)
     except Exception as e:

@@ -70,3 +70,17 @@ def test_the_purger_runs_the_user_purge_when_due(tmp_path):
            "virtual root and 1 ACL entry of unknown users" in users
     [again] = jrun(data, "users", "purge", "--dry-run")
     assert again["previous_users"] == 2 and again["roots_removed"] == []
+
+
+def test_a_caller_whose_directory_does_not_answer_is_a_temporary_failure(tmp_path):
+    data = tmp_path / "d"
+    with Letterlog.open(data, durability="normal") as s:
+        s.create_mailbox(SHARED, "Projects", create_account=True)
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal", "LETTERLOG_DIRECTORY": "ldap",
+           "LETTERLOG_LDAP_URL": "ldap://127.0.0.1:1", "LETTERLOG_LDAP_BASE_DN": "dc=x"}
+    p = subprocess.run([*BIN, "--data", str(data), "--as", "bob", "mailbox", "list", SHARED],
+                       capture_output=True, env=env, timeout=120)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith("letterlog: error: the user directory ldap://127.0.0.1:1 (dc=x) "
+                          "failed") and "temporary" in err
