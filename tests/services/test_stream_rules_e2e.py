@@ -5,7 +5,9 @@ for cell, to a fold of the log: statuses, attempts, resends and purges included.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -43,3 +45,46 @@ def test_rule_events_reach_hbase_identical_to_a_fold_of_the_log(pipeline):  # no
     pipeline.assert_tables_equal_the_fold()
     names = set(pipeline.tables.list_tables())
     assert any(t.endswith("rule_events") for t in names), names
+
+
+def test_the_kafka_application_publishes_each_event_keyed_and_signed(tmp_path, kafka_server):
+    import asyncio
+    import secrets as tokens
+
+    from aiokafka import AIOKafkaConsumer
+
+    from adapters.embedded import Letterlog
+    from adapters.rules.webhook import signature
+
+    topic = f"rules-{tokens.token_hex(4)}"
+    with Letterlog.open(tmp_path / "data", kafka_bootstrap=kafka_server.bootstrap) as store:
+        store.create_rule("to-kafka", kafka_topic=topic, secret="k3y",
+                          properties={"team": "ops"})
+        for i in range(3):
+            store.deliver(account="ada@example.org",
+                          raw=make_mail(f"n{i}", message_id=f"<{i}@x>"))
+        assert store.dispatch_pending() == {"dispatched": 3, "complete": 3, "failed": 0}
+        ids = sorted(e["id"] for e in store.rule_events(status="complete"))
+
+    async def read() -> list[Any]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=kafka_server.bootstrap,
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            got: list[Any] = []
+            while len(got) < 3:
+                batch = await consumer.getmany(timeout_ms=10_000)
+                assert batch, "no record within 10 s"
+                for records in batch.values():
+                    got.extend(records)
+            return got
+        finally:
+            await consumer.stop()
+
+    records = asyncio.run(read())
+    assert sorted(r.key.decode() for r in records) == ids
+    for r in records:
+        headers = dict(r.headers)
+        assert headers["Idempotency-Key"] == r.key
+        assert headers["X-Letterlog-Signature"].decode() == signature("k3y", r.value)
+        assert json.loads(r.value)["properties"] == {"team": "ops"}
