@@ -91,7 +91,9 @@ class TablesSnapshot:
             from adapters.readside.current import CurrentTables, tracked_position
             from adapters.tables.sqlite import SqliteTableStore
 
-            tables = SqliteTableStore(self.path)
+            # a writer holding tables.sqlite (a rebuild, a long report) must not delay mail:
+            # refused at once, the usage is then folded from the log
+            tables = SqliteTableStore(self.path, busy_timeout=0.05)
             catalog = Catalog(tables)
             catalog.refresh()
             host = CurrentTables(tables, catalog, 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,24 @@ def test_an_upload_that_would_pass_the_limit_is_refused_at_completion(store):
         store.complete_upload(upload.message_id)
     assert store.max_position() == head
     assert store.quota(GRACE)["bytes"]["used"] == first.size
+
+
+def test_a_locked_tables_sqlite_delays_no_quota_check(tmp_path):
+    """A writer without read models (lda) takes usage from tables.sqlite; while another
+    writer holds it, the usage comes from the log instead, at once and still exact."""
+    data = tmp_path / "data"
+    with Letterlog.open(data, durability="normal") as s:
+        s.deliver(account=GRACE, raw=mail(1))
+        s.set_quota(GRACE, messages=2)
+    holder = sqlite3.connect(data / "tables.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with Letterlog.open(data, durability="normal", read_models=False) as lda:
+            started = time.monotonic()
+            lda.deliver(account=GRACE, raw=mail(2))
+            with pytest.raises(QuotaExceeded):
+                lda.deliver(account=GRACE, raw=mail(3))
+            assert time.monotonic() - started < 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
