@@ -240,10 +240,11 @@ def submit(args: Sequence[str], master: str | None, *, data: Path,
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log = private_dir(Path(data).resolve() / LOGS) / f"{args[0]}-{stamp}-{os.getpid()}.log"
     fd = create_private(log)
+    result = log.with_suffix(".json")
     try:
-        done = subprocess.run(submit_command(args, master, conf), env=submit_env(data),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=fd,
-                              check=False)
+        done = subprocess.run(submit_command(["--result", str(result), *args], master, conf),
+                              env=submit_env(data), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=fd, check=False)
     finally:
         os.close(fd)
     if done.returncode == 0:
@@ -252,19 +253,26 @@ def submit(args: Sequence[str], master: str | None, *, data: Path,
         with open(log, "ab") as fh:
             fh.write(b"\n==> the driver's standard output <==\n" + done.stdout)
     done.stderr = log.read_bytes() if log.exists() else b""
-    return _result(done, fail, log)
+    return _result(done, fail, result, log)
 
 
 def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:
     """``python -m spark_replay ARGS`` (a driver that starts its own sessions: the bench);
     its progress goes to this process's stderr."""
-    done = subprocess.run([sys.executable, "-m", "spark_replay", *args], env=submit_env(),
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, check=False)
-    return _result(done, fail)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="letterlog-spark-") as where:
+        result = Path(where) / "result.json"
+        done = subprocess.run([sys.executable, "-m", "spark_replay", "--result", str(result),
+                               *args], env=submit_env(), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, check=False)
+        return _result(done, fail, result)
 
 
 def _result(done: subprocess.CompletedProcess[bytes], fail: Callable[[str, int], NoReturn],
-            log: Path | None = None) -> dict[str, Any]:
+            result: Path, log: Path | None = None) -> dict[str, Any]:
+    """The result the driver wrote to ``result`` (``--result``), or ``fail`` with its error
+    line, its exception or the named log."""
     stderr = (done.stderr or b"").decode(errors="replace")
     output = stderr + "\n" + (done.stdout or b"").decode(errors="replace")
     errors = [line for line in output.splitlines()
@@ -274,10 +282,12 @@ def _result(done: subprocess.CompletedProcess[bytes], fail: Callable[[str, int],
         if errors:
             fail(errors[-1].removeprefix("letterlog: error: ") + where, done.returncode)
         fail(f"the Spark job failed (exit {done.returncode}): {_cause(stderr)}{where}", 1)
-    for line in reversed(done.stdout.decode(errors="replace").splitlines()):
-        if line.startswith("{"):
-            return dict(json.loads(line))
-    fail("the Spark job printed no result", 1)
+    try:
+        found = dict(json.loads(result.read_text()))
+    except (OSError, ValueError) as e:
+        fail(f"the Spark job ended without writing its result ({e})", 1)
+    result.unlink(missing_ok=True)
+    return found
 
 
 def _cause(stderr: str) -> str:

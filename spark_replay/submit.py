@@ -7,12 +7,13 @@ Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
     bench [--events N] [--plot PNG] [--no-hbase] [--no-other-layout] [--repeat N]
                                                    (python -m spark_replay only)
 
-Each prints one JSON object on stdout. A missing data directory or event store is refused
-(exit 2) before Spark starts; a second rebuild of a store while one runs too
-(``adapters.rebuild_lock``). ``letterlog rebuild --engine spark`` and ``letterlog
-export`` run this file through the pyspark package's ``spark-submit``; it runs as well with
-``python -m spark_replay``. A letterlog error (a corrupt event, a bad argument) is one line
-``letterlog: error: ...`` on stderr and exit code 2.
+Each prints one JSON object on stdout and, with ``--result FILE``, writes it to FILE (what
+``letterlog`` hands the driver and reads back: no scraping of Spark's output). A missing
+data directory or event store is refused (exit 2) before Spark starts; a second rebuild of a
+store while one runs too (``adapters.rebuild_lock``). ``letterlog rebuild --engine spark``
+and ``letterlog export`` run this file through the pyspark package's ``spark-submit``; it
+runs as well with ``python -m spark_replay``. A letterlog error (a corrupt event, a bad
+argument) is one line ``letterlog: error: ...`` on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from typing import Any
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark_replay", description=__doc__.split("\n")[0])
     parser.add_argument("--master", help="Spark master URL (else spark-submit's --master)")
+    parser.add_argument("--result", metavar="FILE",
+                        help="also write the JSON result to FILE (written whole, then renamed)")
     sub = parser.add_subparsers(dest="command", required=True)
     rebuild = sub.add_parser("rebuild", help="rebuild projections, blue/green")
     rebuild.add_argument("projections", nargs="*")
@@ -80,8 +83,9 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     from domain.errors import LetterlogError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        result = run(sys.argv[1:] if argv is None else argv)
+        result = run(argv)
     except (LetterlogError, KeyError) as e:
         sys.stderr.write(f"letterlog: error: {str(e).strip(chr(34) + chr(39))}\n")
         return int(getattr(e, "exit_code", 2))
@@ -96,7 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             (line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
         sys.stderr.write(f"letterlog: error: the Spark job failed: {cause}\n")
         return 1
-    sys.stdout.write(json.dumps(result, default=str, sort_keys=True) + "\n")
+    text = json.dumps(result, default=str, sort_keys=True)
+    target = _parser().parse_known_args(argv)[0].result
+    if target:
+        from pathlib import Path
+
+        spare = Path(f"{target}.tmp")
+        spare.write_text(text + "\n")
+        spare.replace(target)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
     return 0
 
