@@ -14,6 +14,7 @@ check (``usage_change`` is the fold), never a read model that may lag.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -98,10 +99,12 @@ class UsageLedger:
     position); brought up to the head before each check. Own appends are folded from the
     events just saved (no read back) when nobody appended in between."""
 
-    def __init__(self, source: UsageSource, head: Callable[[], int]) -> None:
+    def __init__(self, source: UsageSource, head: Callable[[], int],
+                 max_accounts: int = 10_000) -> None:
         self.source = source
         self._head = head
-        self._usage: dict[UUID, Usage] = {}
+        self._max = max_accounts  # the least recently checked are forgotten past this
+        self._usage: OrderedDict[UUID, Usage] = OrderedDict()
         self._known = 0
         self._lock = threading.Lock()
 
@@ -110,6 +113,9 @@ class UsageLedger:
             head = self._head()
             if account_id not in self._usage:
                 self._add(account_id)
+                while len(self._usage) > self._max:
+                    self._usage.popitem(last=False)
+            self._usage.move_to_end(account_id)
             if head > self._known:
                 self._fold(self._known + 1, head, self._usage)
                 self._known = head
@@ -147,8 +153,8 @@ class UsageLedger:
                 self._known = saved[-1][0]
                 return
             for _, event in saved:
-                account = getattr(event, "account_id", None)
-                if account in self._usage:
+                account: UUID | None = getattr(event, "account_id", None)
+                if account is not None and account in self._usage:
                     messages, size = usage_change(event)
                     if messages or size:
                         self._usage[account] = self._usage[account].plus(messages, size)

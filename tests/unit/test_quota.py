@@ -104,3 +104,19 @@ def test_over_quota_is_temporary_by_default_and_permanent_if_chosen():
     permanent = classify(error, quota_permanent=True)
     assert (permanent.exit_status, permanent.smtp, permanent.status) == (77, 552, "5.2.2")
     assert ACCOUNT in permanent.text
+
+
+def test_the_ledger_forgets_the_least_recently_checked_accounts_and_reads_them_again():
+    h = History()
+    source = FakeSource()
+    ledger = UsageLedger(source, lambda: len(source.log), max_accounts=1)
+    h.deliver(ACCOUNT, size=10)
+    h.deliver("ada@example.org", size=20)
+    source.log = list(h.events)
+    grace, ada = h.account(ACCOUNT).id, h.account("ada@example.org").id
+    assert ledger.usage(grace) == Usage(1, 10)
+    assert ledger.usage(ada) == Usage(1, 20)
+    assert list(ledger._usage) == [ada]
+    h.deliver(ACCOUNT, size=5)
+    source.log = list(h.events)
+    assert ledger.usage(grace) == Usage(2, 15)  # folded again from its snapshot (none)
