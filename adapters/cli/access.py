@@ -14,6 +14,7 @@ import typer
 from adapters.cli.common import group, out, state
 
 app = group("Rights on mailboxes and virtual roots.")
+SECTION = (160, 'Access')  # the root help's section (adapters.cli.table)
 acl_app = group("RFC 4314 rights on a mailbox (l r s w i p k x t e a) for a user, $group, "
                 "anyone or authenticated; '-ID' is a negative entry.")
 root_app = group("Virtual roots: the mailbox a user sees as its top (ACCOUNT[/PATH]).")

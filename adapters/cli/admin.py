@@ -19,6 +19,7 @@ from adapters.cli.common import (
 )
 
 app = group("Projections and the demo.")
+SECTION = (50, 'Projections')  # the root help's section (adapters.cli.table)
 
 Projection = Annotated[str | None, typer.Argument(metavar="PROJECTION",
                                                   help="projection name")]

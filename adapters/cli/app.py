@@ -1,8 +1,12 @@
 """The ``letterlog`` command line: the root command, its global options and error handling.
 
 Commands live in one module per group (``messages``, ``mailboxes``, ``reads``, ``imports``,
-``admin``, ``lifecycle``, ``stream``, ``bench``); a module is imported only when one of its
-commands runs (or for ``--help``): a simple command pays for typer and what it uses.
+``admin``, ``lifecycle``, ``stream``, ``bench``, ...); a module is imported only when one of
+its commands runs (or for ``--help``): a simple command pays for typer and what it uses.
+Which module holds which command is read from ``adapters/cli/commands.py``, generated from
+the modules themselves (their ``SECTION`` and what their typer app registers) by
+``python -m adapters.cli.table --write``; ``tests/unit/test_cli_table.py`` fails when it is
+out of date. A new command module declares ``SECTION = (order, "Title")``.
 
 Exit status: 0 done; 1 done in part (a file or message was rejected, ``verify`` found a
 difference) or the machine failed (disk full, I/O error, HBase not answering within
@@ -26,32 +30,11 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from adapters.cli import coercion
+from adapters.cli.commands import SECTIONS  # generated from the commands (cli/table.py)
 from adapters.cli.common import DEFAULT_DATA, group, state
 
 coercion.install()  # plain parameters are converted without pydantic (see coercion.py)
 
-SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("Messages", "messages", ("deliver", "extract", "show", "flag", "label", "move", "copy",
-                              "delete", "restore", "expunge", "policy")),
-    ("Mailboxes", "mailboxes", ("mailbox", "subscribe", "unsubscribe")),
-    ("Reading", "reads", ("list", "search", "labelled", "thread", "counters", "du", "status",
-                          "subscriptions", "purge-queue", "body")),
-    ("Import", "imports", ("import",)),
-    ("Projections", "admin", ("rebuild", "verify", "compact", "export", "demo")),
-    ("Views", "views", ("view",)),
-    ("Spark", "sparkship", ("spark",)),
-    ("Backup", "backup", ("backup", "restore-backup")),
-    ("Lifecycle", "lifecycle", ("purge", "purger", "erase-message", "erase-account",
-                                "erase")),
-    ("Scale-out", "stream", ("relay", "worker", "lag", "processes", "dead-letters")),
-    ("Benchmarks", "bench", ("bench",)),
-    ("Command server", "server", ("server",)),
-    ("Mail from an MTA", "mta", ("lda", "lmtp", "init")),
-    ("Users", "users", ("users",)),
-    ("Event rules", "rules", ("rule", "events", "dispatcher")),
-    ("Access", "access", ("acl", "root")),
-    ("Quotas", "quota", ("quota",)),
-)
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
 
 

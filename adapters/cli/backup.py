@@ -13,6 +13,7 @@ import typer
 from adapters.cli.common import group, human_size, out, progress_enabled, state
 
 app = group("Backup and restore of an embedded store.")
+SECTION = (80, 'Backup')  # the root help's section (adapters.cli.table)
 
 
 def _progress(label: str) -> Any:

@@ -12,6 +12,7 @@ import typer
 from adapters.cli.common import fail, group, state
 
 app = group("Benchmarks.")
+SECTION = (110, 'Benchmarks')  # the root help's section (adapters.cli.table)
 bench_app = group("Benchmarks (JSON, baseline in the same run).")
 app.add_typer(bench_app, name="bench")
 

@@ -11,6 +11,7 @@ import typer
 from adapters.cli.common import group, out, progress_enabled, state
 
 app = group("Import mail.")
+SECTION = (40, 'Import')  # the root help's section (adapters.cli.table)
 import_app = group("Import mbox files or Maildir folders (exit 1 if any message was "
                    "rejected).")
 app.add_typer(import_app, name="import")

@@ -25,6 +25,7 @@ from adapters.cli.common import (
 )
 
 app = group("Purge and erasure.")
+SECTION = (90, 'Lifecycle')  # the root help's section (adapters.cli.table)
 purge_app = group("Run the purge jobs (see docs/lifecycle.md).")
 app.add_typer(purge_app, name="purge")
 erase_app = group("Finish erasures, and show those not yet finished (see docs/lifecycle.md).")

@@ -9,6 +9,7 @@ import typer
 from adapters.cli.common import fail, group, out, state
 
 app = group("Mailboxes and subscriptions.")
+SECTION = (20, 'Mailboxes')  # the root help's section (adapters.cli.table)
 mailbox_app = group("Create, rename, delete and list mailboxes.")
 app.add_typer(mailbox_app, name="mailbox")
 

@@ -25,6 +25,7 @@ from adapters.cli.common import (
 from domain.errors import MessageRejected
 
 app = group("Messages.")
+SECTION = (10, 'Messages')  # the root help's section (adapters.cli.table)
 
 UntilOption = Annotated[str | None, typer.Option(
     "--extract-until", metavar="ISO8601",

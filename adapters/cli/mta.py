@@ -14,6 +14,7 @@ import typer
 from adapters.cli.common import group, out, state
 
 app = group("Mail from an MTA.")
+SECTION = (130, 'Mail from an MTA')  # the root help's section (adapters.cli.table)
 
 RecipientDelimiter = Annotated[str, typer.Option(
     metavar="C", help="separates user and detail in user+detail@domain ('' for none)")]

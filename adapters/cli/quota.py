@@ -15,6 +15,7 @@ import typer
 from adapters.cli.common import fail, group, human_size, out, state
 
 app = group("Quotas: per-account limits on bytes and messages.")
+SECTION = (170, 'Quotas')  # the root help's section (adapters.cli.table)
 quota_app = group("An account's quota (bytes, messages) and its usage; `set` gives the "
                   "account its own (see docs/permissions.md, Quotas).")
 app.add_typer(quota_app, name="quota")

@@ -29,6 +29,7 @@ from adapters.cli.common import (
 )
 
 app = group("Reading the read models.")
+SECTION = (30, 'Reading')  # the root help's section (adapters.cli.table)
 
 Account = Annotated[str, typer.Argument(metavar="ACCOUNT", help="the account's address")]
 MailboxOption = Annotated[str, typer.Option(metavar="NAME", help="mailbox name")]

@@ -11,6 +11,7 @@ import typer
 from adapters.cli.common import fail, group, out, parse_time, parse_uuid, state
 
 app = group("Event rules, the events they raise, and the dispatcher.")
+SECTION = (150, 'Event rules')  # the root help's section (adapters.cli.table)
 rule_app = group("Event rules: which arrivals raise an event for which application "
                  "(see docs/event-rules.md).")
 events_app = group("Events raised by event rules: list, show, resend.")
@@ -151,8 +152,10 @@ def _show_event(e: dict[str, Any]) -> None:
 
 @events_app.command("list")
 def events_list(
-    message: Annotated[str | None, typer.Option(metavar="MESSAGE_ID")] = None,
-    rule: Annotated[str | None, typer.Option(metavar="NAME")] = None,
+    message: Annotated[str | None, typer.Option(
+        metavar="MESSAGE_ID", help="only the events of this message")] = None,
+    rule: Annotated[str | None, typer.Option(metavar="NAME", help="only this rule's events")
+                    ] = None,
     status: Annotated[str | None, typer.Option(
         metavar="STATUS", help="pending, processing, complete or failed")] = None,
     since: Annotated[str | None, typer.Option(

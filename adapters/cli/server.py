@@ -14,6 +14,7 @@ from adapters.cli.common import fail, group, out
 from adapters.probing import alive
 
 app = group("The command server.")
+SECTION = (120, 'Command server')  # the root help's section (adapters.cli.table)
 server_app = group("Start, stop or describe the command server: a warm process that runs "
                    "every letterlog command in a fork of itself, so commands start fast.")
 app.add_typer(server_app, name="server")

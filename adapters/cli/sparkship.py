@@ -11,6 +11,7 @@ import typer
 from adapters.cli.common import fail, group, out
 
 app = group("Spark.")
+SECTION = (70, 'Spark')  # the root help's section (adapters.cli.table)
 spark_app = group("Spark: package letterlog for a cluster.")
 app.add_typer(spark_app, name="spark")
 

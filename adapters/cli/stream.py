@@ -9,6 +9,7 @@ import typer
 from adapters.cli.common import fail, group, out, state
 
 app = group("Scale-out processes.")
+SECTION = (100, 'Scale-out')  # the root help's section (adapters.cli.table)
 dead_app = group("Poison records the stream workers set aside.")
 app.add_typer(dead_app, name="dead-letters")
 

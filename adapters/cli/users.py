@@ -17,6 +17,7 @@ import typer
 from adapters.cli.common import fail, group, out, state
 
 app = group("Users and groups of the user directory.")
+SECTION = (140, 'Users')  # the root help's section (adapters.cli.table)
 users_app = group("Users and groups from the user directory (LETTERLOG_DIRECTORY), and the "
                   "user purge job (see docs/permissions.md).")
 app.add_typer(users_app, name="users")

@@ -10,6 +10,7 @@ import typer
 from adapters.cli.common import group, human_size, out, state
 
 app = group("Saved views.")
+SECTION = (60, 'Views')  # the root help's section (adapters.cli.table)
 view_app = group("List and drop saved views (rebuild --until-position P --view NAME).")
 app.add_typer(view_app, name="view")
 
