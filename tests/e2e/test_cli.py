@@ -37,7 +37,8 @@ def test_commands_and_queries(tmp_path, mail_file):
     assert c["mailboxes"]["Archive"]["messages"] == 1
     lines = run(data, "counters", "ada@example.org").stdout.decode().splitlines()
     assert [line.split()[:2] for line in lines] == [
-        ["mailbox", "Archive"], ["mailbox", "INBOX"], ["label", "work"]]
+        ["mailbox", "Archive"], ["mailbox", "INBOX"], ["label", "work"],
+        ["quota", "bytes"]]  # usage beside the limit (unlimited: the default)
     [st] = jrun(data, "status", "ada@example.org", "Archive")
     assert st["uidnext"] == 2
     reports = jrun(data, "verify", "--all")
