@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_mail
 from tests.e2e.mta_support import environment, letterlog
+from tests.factories import make_mail
 
 
 @pytest.fixture

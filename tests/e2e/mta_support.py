@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import IN_CI
+from tests.factories import IN_CI
 
 
 def environment(runtime: Path, **extra: str) -> dict[str, str]:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_mail
-from tests.factories import jrun, run, stored_event_count
+from tests.factories import jrun, make_mail, run, stored_event_count
 
 
 def test_deliver_extract_round_trip_and_json_fields(tmp_path, mail_file):

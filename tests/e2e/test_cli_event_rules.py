@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import make_mail
 from tests.e2e.mta_support import letterlog
+from tests.factories import make_mail
 from tests.webhook_endpoint import Endpoint
 
 

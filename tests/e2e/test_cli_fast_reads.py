@@ -16,7 +16,7 @@ import pytest
 from adapters.bootstrap import letterlog
 from adapters.embedded import Letterlog
 from adapters.settings import load_settings
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 HEAVY = {"eventsourcing", "pydantic", "pydantic_settings", "typer._adapters", "domain.message",

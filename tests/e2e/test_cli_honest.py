@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_mail
-from tests.factories import BIN, jrun, run, stored_event_count
+from tests.factories import BIN, jrun, make_mail, run, stored_event_count
 
 ADA = "ada@example.org"
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import make_mail
-from tests.factories import jrun, run
+from tests.factories import jrun, make_mail, run
 
 ADA = "ada@example.org"
 

@@ -7,8 +7,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.conftest import make_mail
-from tests.factories import jrun, run
+from tests.factories import jrun, make_mail, run
 
 ADA = "ada@example.org"
 

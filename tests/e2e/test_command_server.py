@@ -23,7 +23,7 @@ import pytest
 
 from adapters.cli import commandserver
 from adapters.probing import alive
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 CLIENT_PROBE = """

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CORPUS, make_mail
 from tests.e2e.mta_support import (
     fill,
     letterlog,
@@ -24,6 +23,7 @@ from tests.e2e.mta_support import (
     tmpfs,
     write_locked,
 )
+from tests.factories import CORPUS, make_mail
 
 BOB = "bob@example.org"
 

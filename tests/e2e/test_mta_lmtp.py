@@ -18,7 +18,6 @@ from signal import SIGTERM
 
 import pytest
 
-from tests.conftest import CORPUS, make_mail
 from tests.e2e.mta_support import (
     fill,
     letterlog,
@@ -28,6 +27,7 @@ from tests.e2e.mta_support import (
     tmpfs,
     write_locked,
 )
+from tests.factories import CORPUS, make_mail
 
 BOB, CAROL = "bob@example.org", "carol@example.org"
 

@@ -13,7 +13,7 @@ from adapters.embedded import Letterlog
 from adapters.eventlog.sealing import SqliteKeyStore
 from adapters.eventlog.transcoder import pack_state, packb, unpackb
 from domain.personal import Personal
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

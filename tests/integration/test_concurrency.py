@@ -10,7 +10,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from domain.errors import ExtractionRefused
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 pytestmark = pytest.mark.slow
 ADA = "ada@example.org"

@@ -11,7 +11,7 @@ from adapters.eventlog.store import open_log, sqlite_env
 from adapters.payloads.memory import InMemoryPayloadStore
 from domain.errors import InvalidCommand, MailboxNotFound
 from domain.service import Mailstore
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 
 def _store(path: Path) -> Mailstore:

@@ -20,7 +20,7 @@ from adapters.eventlog.reader import row_pages
 from adapters.eventlog.transcoder import unpackb
 from domain.message import Message
 from domain.rfc5322.defects import without_text
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 SECRET = "89DJ08/LLmRvYw"  # the malformed file name's text, as an old defect quoted it

@@ -13,7 +13,7 @@ from pathlib import Path
 from uuid import UUID
 
 from adapters.embedded import Letterlog
-from tests.conftest import make_mail
+from tests.factories import make_mail
 from tests.webhook_endpoint import Endpoint
 
 ROOT = Path(__file__).resolve().parents[2]

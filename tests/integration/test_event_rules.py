@@ -12,7 +12,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from domain.errors import InvalidCommand, RuleExists, RuleNotFound
-from tests.conftest import make_mail
+from tests.factories import make_mail
 from tests.webhook_endpoint import Endpoint
 
 ACCOUNT = "grace@example.org"

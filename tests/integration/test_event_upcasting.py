@@ -19,7 +19,7 @@ from adapters.eventlog.reader import row_pages
 from adapters.eventlog.transcoder import MsgpackTranscoder, unpackb
 from domain.message import ARRIVAL_FIELDS, Message
 from projections.registry import ALL, DOMAIN_EVENTS
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 ADDED_IN_V2 = ("reservation_id", "at")

@@ -12,7 +12,7 @@ import pytest
 from adapters.embedded import Letterlog
 from domain.errors import ExtractionRefused, InvalidCommand
 from domain.service import Mailstore
-from tests.conftest import make_mail, run_threads
+from tests.factories import make_mail, run_threads
 
 ADA = "ada@example.org"
 
@@ -143,7 +143,7 @@ def test_body_after_the_limit_is_refused_as_extract_is(store, raw):
 def test_body_after_the_extract_until_date_is_refused(tmp_path):
     from datetime import UTC, datetime
 
-    from tests.conftest import Clock
+    from tests.factories import Clock
 
     clock = Clock()
     clock.now = datetime.now(UTC)

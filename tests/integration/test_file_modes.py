@@ -17,8 +17,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from domain.errors import StoreNotPrivate, StoreUnavailable
-from tests.conftest import make_mail
-from tests.factories import BIN
+from tests.factories import BIN, make_mail
 
 ADA = "ada@example.org"
 BOB = "bob@example.org"

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from domain.errors import IdempotencyKeyReused, InvalidCommand
-from tests.conftest import in_processes, make_mail, run_threads
+from tests.factories import in_processes, make_mail, run_threads
 
 ADA = "ada@example.org"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from adapters.cli.importer import SourceMessage, run_import
 from adapters.embedded import Letterlog
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

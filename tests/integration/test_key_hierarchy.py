@@ -14,7 +14,7 @@ from cryptography.exceptions import InvalidTag
 from adapters.embedded import Letterlog
 from adapters.eventlog import sealing
 from adapters.eventlog.sealing import SqliteKeyStore, new_keys, unwrap
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 
 def rows(path: Path) -> dict[UUID, tuple[bytes | None, bytes | None]]:

@@ -20,7 +20,7 @@ from domain.errors import (
 from domain.mailbox import Mailbox
 from projections import names as n
 from projections.keys import account_row
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 TREE = ("Archive", "Archive/2024", "Archive/2024/Q1")

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from domain.errors import MessageRejected
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

@@ -17,7 +17,7 @@ from domain.errors import MailboxNotFound, MessageNotFound, PermissionDenied
 from domain.mailbox import Mailbox
 from domain.rights import COMMAND_RIGHTS, RIGHTS
 from domain.roots import VirtualRoot
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA, BOB, EVE = "ada@example.org", "bob@example.org", "eve@example.org"
 

@@ -11,7 +11,7 @@ import pytest
 import adapters.embedded
 from adapters.cli.importer import SourceMessage, run_import
 from adapters.embedded import Letterlog
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapters.embedded import Letterlog
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

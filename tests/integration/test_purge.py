@@ -13,7 +13,7 @@ import pytest
 from adapters.embedded import Letterlog
 from domain.message import Message
 from projections.keys import PURGE_SHARDS, minute_bucket, purge_shard
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 BIG = "x" * 20_000  # over the inline limit: goes to the payload store

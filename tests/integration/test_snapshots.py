@@ -12,7 +12,7 @@ from adapters.eventlog.store import open_log, sqlite_env
 from adapters.payloads.memory import InMemoryPayloadStore
 from domain.mailbox import Mailbox
 from domain.service import Mailstore
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 
 def _state(aggregate: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adapters.embedded import Letterlog
-from tests.conftest import in_processes, make_mail, run_threads
+from tests.factories import in_processes, make_mail, run_threads
 
 ADA = "ada@example.org"
 THREADS = 8

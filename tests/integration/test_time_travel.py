@@ -6,7 +6,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from domain.errors import InvalidCommand, NotFound
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

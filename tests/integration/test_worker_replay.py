@@ -10,7 +10,7 @@ from adapters.settings import StreamOptions, load_settings
 from adapters.streaming.worker import WorkerState
 from adapters.tables.memory import InMemoryTableStore
 from domain.message import Message
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 
 def test_a_worker_replays_a_range_of_the_log_its_settings_name(tmp_path):

@@ -218,7 +218,7 @@ def mailstore_events(commands: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
     from adapters.payloads.memory import InMemoryPayloadStore
     from domain.errors import LetterlogError, MailboxNotFound
     from domain.service import Mailstore
-    from tests.conftest import Clock, make_mail
+    from tests.factories import Clock, make_mail
 
     clock = Clock()
     mail = Mailstore(MailLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"}),

@@ -33,7 +33,7 @@ from projections.keys import account_row
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import table_digest
-from tests.conftest import Clock, make_mail
+from tests.factories import Clock, make_mail
 
 ADA = "ada@example.org"
 NAMES = st.sampled_from(["a", "b", "c", "a/b", "a/c", "b/a", "a/b/c", "c/a/b", "INBOX"])

@@ -15,7 +15,7 @@ from adapters.eventlog.store import MailLog
 from adapters.payloads.memory import InMemoryPayloadStore
 from domain.errors import ExtractionRefused
 from domain.service import Mailstore
-from tests.conftest import Clock, make_mail
+from tests.factories import Clock, make_mail
 
 ADA = "ada@example.org"
 FLAGS = st.lists(st.sampled_from(["\\Seen", "\\Flagged", "\\Answered", "$Forwarded", "work"]),

@@ -16,7 +16,7 @@ from adapters.embedded import Letterlog
 from domain.errors import MailboxNotFound, MessageNotFound, NotFound, PermissionDenied
 from domain.rights import RIGHTS, Caller, flag_rights, rights_of
 from projections.registry import TABLE_SPECS
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA, BOB = "ada@example.org", "bob@example.org"
 rights = st.sets(st.sampled_from(RIGHTS)).map(lambda s: "".join(sorted(s)))

@@ -25,8 +25,7 @@ from adapters.bootstrap import relay as make_relay
 from adapters.devservers._common import free_port
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
-from tests.conftest import make_mail
-from tests.factories import scale_out_env, until
+from tests.factories import make_mail, scale_out_env, until
 from tests.services.test_stream_e2e import Worker
 
 pytestmark = pytest.mark.services

@@ -32,8 +32,7 @@ import pytest
 
 from adapters.devservers import KafkaServer, PostgresServer
 from adapters.devservers._common import free_ports
-from tests.conftest import make_mail
-from tests.factories import scale_out_env, until
+from tests.factories import make_mail, scale_out_env, until
 
 pytestmark = pytest.mark.services
 

@@ -16,8 +16,7 @@ from adapters.bootstrap import postgres_env_from_dsn
 from adapters.embedded import Letterlog
 from adapters.eventlog.store import MailLog, postgres_env
 from domain.errors import ExtractionRefused
-from tests.conftest import make_mail
-from tests.factories import on_backends
+from tests.factories import make_mail, on_backends
 
 ADA = "ada@example.org"
 

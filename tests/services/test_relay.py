@@ -35,7 +35,7 @@ from adapters.streaming.relay import (
     RelayBusy,
     RelayError,
 )
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 services = pytest.mark.services
 ACCOUNTS = ["ada@example.org", "grace@example.org", "alan@example.org", "edsger@example.org"]

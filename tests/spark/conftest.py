@@ -57,7 +57,7 @@ def fill(store: Any, messages: int = 30, *, hierarchy: bool = False) -> None:
     """Every kind of command on a few accounts (delivered, flagged, labelled, moved,
     copied, deleted, restored, expunged, erased, purged), through the embedded API;
     ``hierarchy``: mailbox trees renamed and deleted too (``_hierarchy``)."""
-    from tests.conftest import make_mail
+    from tests.factories import make_mail
 
     accounts = ["ada@example.org", "grace@example.org", "linus@example.org"]
     for account in accounts:
@@ -114,7 +114,7 @@ def _access(store: Any, accounts: list[str]) -> None:
 
 
 def _hierarchy(store: Any, ada: str) -> None:
-    from tests.conftest import make_mail
+    from tests.factories import make_mail
 
     # the hierarchy: a tree renamed, its top deleted (\Noselect), a leaf deleted with its
     # messages (no counters cell left), then the \Noselect top removed

@@ -92,7 +92,7 @@ def test_the_events_export_is_typed_and_its_time_is_a_utc_timestamp(spark, data,
 
 
 def test_the_events_export_appends_what_is_new_once_and_a_rerun_adds_nothing(spark, tmp_path):
-    from tests.conftest import make_mail
+    from tests.factories import make_mail
 
     data, out = tmp_path / "data", tmp_path / "events"
     make_store(data, messages=30)  # 30 deliveries, two of them copied (i = 13, 26)

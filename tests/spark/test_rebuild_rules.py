@@ -13,7 +13,7 @@ import pytest
 from adapters.embedded import Letterlog
 from adapters.settings import load_settings
 from spark_replay.job import rebuild
-from tests.conftest import make_mail
+from tests.factories import make_mail
 from tests.webhook_endpoint import Endpoint
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

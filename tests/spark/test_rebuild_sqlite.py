@@ -11,7 +11,7 @@ from adapters.embedded import Letterlog
 from adapters.settings import load_settings
 from domain.errors import CorruptEvent
 from spark_replay.job import rebuild
-from tests.conftest import make_mail
+from tests.factories import make_mail
 from tests.spark.conftest import fill, make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

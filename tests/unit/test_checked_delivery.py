@@ -10,7 +10,7 @@ import pytest
 from domain.commands import Deliver, build
 from domain.errors import InvalidCommand, MessageRejected
 from domain.service import Mailstore
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 
 def _cmd(subject: str, **kw: object) -> Deliver:

@@ -18,7 +18,7 @@ from domain.errors import (
     MessageRejected,
 )
 from domain.message import Message
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

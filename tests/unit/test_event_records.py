@@ -18,7 +18,7 @@ from adapters.eventlog.records import (
 from adapters.eventlog.store import MailLog
 from domain.errors import CorruptEvent
 from domain.service import Mailstore
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 
 def _history(mail: Mailstore) -> None:

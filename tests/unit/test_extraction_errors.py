@@ -12,7 +12,7 @@ from uuid import UUID
 from adapters.cli.app import run
 from adapters.embedded import Letterlog
 from adapters.extraction import Extractor
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 
 def _message(data: Path) -> str:

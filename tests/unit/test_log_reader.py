@@ -23,7 +23,7 @@ from adapters.eventlog.transcoder import MsgpackTranscoder, packb
 from adapters.payloads.memory import InMemoryPayloadStore
 from domain.errors import CorruptEvent
 from domain.service import Mailstore
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

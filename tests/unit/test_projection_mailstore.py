@@ -17,7 +17,7 @@ from projections.codec import decode_counters, decode_names
 from projections.registry import TABLE_SPECS
 from projections.runner import ProjectionRunner
 from projections.tablestore import table_digest
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 ADA = "ada@example.org"
 

@@ -33,7 +33,7 @@ from projections import names as n
 from projections.registry import ALL
 from projections.runner import identity
 from projections.tablestore import DeleteColumn, Put, TableSpec
-from tests.conftest import make_mail
+from tests.factories import make_mail
 
 TOPIC = "letterlog-events"
 PEOPLE = ["ada@example.org", "grace@example.org", "alan@example.org"]
