@@ -10,7 +10,7 @@ import pytest
 from adapters.streaming.projector import StreamProjector
 from adapters.tables.sqlite import SqliteTableStore
 from tests.factories import jrun, run
-from tests.unit.test_stream_projector import TOPIC, poison
+from tests.stream_support import TOPIC, poison
 
 
 @pytest.fixture

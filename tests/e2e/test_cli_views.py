@@ -6,8 +6,8 @@ mail and no file under the data directory holds a byte of it; ``view list`` and
 from __future__ import annotations
 
 from projections.registry import TABLE_SPECS
+from tests.erasure_support import ACCOUNT, files_holding_any_form, marked_mail
 from tests.factories import jrun, run
-from tests.integration.test_erasure import ACCOUNT, files_holding_any_form, marked_mail
 
 
 def test_erase_account_reaches_a_saved_view_and_views_are_listed_and_dropped(tmp_path):

@@ -17,12 +17,12 @@ from uuid import UUID
 import pytest
 
 from adapters.embedded import Letterlog
-from tests.factories import BIN
-from tests.integration.test_erasure import (
+from tests.erasure_support import (
     deliver_marked,
     files_holding,
     opened_by_a_fresh_reader,
 )
+from tests.factories import BIN
 
 
 def cli(data: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -46,7 +46,7 @@ DELIVERING = """
 import sys, uuid
 from pathlib import Path
 from adapters.embedded import Letterlog
-from tests.integration.test_erasure import marked_mail
+from tests.erasure_support import marked_mail
 data, acks, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 with Letterlog.open(data) as store, open(acks, "a") as out:
     n = 0

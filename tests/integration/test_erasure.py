@@ -3,88 +3,20 @@ any file under the data directory: events, WAL files, tables, payloads, keys."""
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from email.message import EmailMessage
-from pathlib import Path
 
 import pytest
 
 from adapters.embedded import Letterlog
-
-ACCOUNT = "erasure@example.org"
-
-
-def marked_mail(tag: str, *, attachment: bool) -> tuple[bytes, list[bytes]]:
-    """A message whose subject, From address, body, attachment name and attachment (over
-    10 KiB) each carry a unique marker; and the markers."""
-    m = {k: f"{k}{tag}{uuid.uuid4().hex[:12]}" for k in ("subj", "from", "body", "name", "blob")}
-    msg = EmailMessage()
-    msg["From"] = f"{m['from']}@example.org"
-    msg["To"] = ACCOUNT
-    msg["Subject"] = m["subj"]
-    msg.set_content(f"Hello, {m['body']}.\n")
-    markers = [m["subj"], m["from"], m["body"]]
-    if attachment:
-        msg.add_attachment((m["blob"] + " ") * 1200, filename=f"{m['name']}.txt")
-        markers += [m["name"], m["blob"]]
-    return msg.as_bytes(), [x.encode() for x in markers]
-
-
-def every_file(root: Path) -> Iterator[tuple[Path, bytes]]:
-    """Each file under ``root`` and its bytes, as an attacker with a copy reads them (a file
-    that vanishes while this reads, as a server's cleaner deletes it, holds nothing any
-    more; one a server keeps from other users is left out)."""
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            try:
-                yield path, path.read_bytes()
-            except (FileNotFoundError, PermissionError):
-                continue
-
-
-def files_holding(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
-    """Every file under ``root`` with the markers found in it."""
-    found: dict[str, list[bytes]] = {}
-    for path, data in every_file(root):
-        hits = [m for m in markers if m in data]
-        if hits:
-            found[str(path.relative_to(root))] = hits
-    return found
-
-
-OPEN_EVERY_SEALED_PART = """
-import sys
-from adapters.embedded import Letterlog
-with Letterlog.open(sys.argv[1], read_models=False) as store:
-    for _, event in store.events():
-        part = getattr(event, "personal", None)
-        if part is not None and not part.shredded:
-            sys.stdout.write(repr(dict(part.data)))
-"""
-
-
-def opened_by_a_fresh_reader(data: Path, markers: list[bytes]) -> list[bytes]:
-    """The markers a new process reads from the log with the key store it finds beside it:
-    the attacker who has the files. Bytes gone from the disk are not enough; the sealed
-    parts must not open (their keys destroyed), and nothing held in memory can help."""
-    out = subprocess.run([sys.executable, "-c", OPEN_EVERY_SEALED_PART, str(data)],
-                         capture_output=True, check=True).stdout
-    return [m for m in markers if m in out]
-
-
-def deliver_marked(store: Letterlog) -> tuple[list[uuid.UUID], list[bytes]]:
-    small, small_markers = marked_mail("s", attachment=False)  # inline: body in the event
-    large, large_markers = marked_mail("l", attachment=True)  # in the payload store
-    assert len(small) < 10 * 1024 < len(large)
-    ids = [store.deliver(account=ACCOUNT, raw=raw).message_id for raw in (small, large)]
-    store.create_mailbox(ACCOUNT, "Archive")
-    store.move(ids[0], "Archive")  # the personal data is in a second event too
-    return ids, small_markers + large_markers
+from tests.erasure_support import (
+    ACCOUNT,
+    deliver_marked,
+    files_holding,
+    files_holding_any_form,
+    marked_mail,
+    opened_by_a_fresh_reader,
+)
 
 
 @pytest.fixture
@@ -164,44 +96,12 @@ def test_an_idempotency_key_is_kept_only_as_its_hash(data):
                    for n in files_holding(data, [marker.encode()]))
 
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def encoded_forms(marker: bytes) -> list[bytes]:
-    """``marker`` as it would sit in a file: plain, and base64 at each of the three byte
-    alignments (the middle of an encoded run, as in a MIME part)."""
-    import base64
-
-    forms = [marker]
-    for pad in range(3):
-        encoded = base64.b64encode(b"\0" * pad + marker)
-        forms.append(encoded[4 * ((pad + 2) // 3) if pad else 0:][:-4])
-    return [f for f in forms if len(f) >= 8]
 
 
-def decompressed_frames(data: bytes) -> bytes:
-    """Every zstd frame found anywhere in ``data`` (the personal parts, payload chunks),
-    decompressed: what an attacker reads out of a file without any key."""
-    import zstandard
-
-    out = []
-    at = data.find(ZSTD_MAGIC)
-    while at >= 0:
-        with contextlib.suppress(zstandard.ZstdError):
-            out.append(zstandard.ZstdDecompressor().decompressobj().decompress(data[at:]))
-        at = data.find(ZSTD_MAGIC, at + 1)
-    return b"".join(out)
 
 
-def files_holding_any_form(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
-    """``files_holding`` for the markers plain, base64-encoded, and inside any zstd frame."""
-    found: dict[str, list[bytes]] = {}
-    for path, data in every_file(root):
-        data += decompressed_frames(data)
-        hits = [m for m in markers if any(f in data for f in encoded_forms(m))]
-        if hits:
-            found[str(path.relative_to(root))] = hits
-    return found
 
 
 def test_the_forensic_scan_finds_markers_in_every_form_it_claims(tmp_path):

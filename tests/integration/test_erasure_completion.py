@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from adapters.embedded import Letterlog
-from tests.factories import run
-from tests.integration.test_erasure import (
+from tests.erasure_support import (
     ACCOUNT,
     deliver_marked,
     files_holding,
     files_holding_any_form,
     marked_mail,
 )
+from tests.factories import run
 
 WAIT = 2.0
 

@@ -11,7 +11,7 @@ import time
 
 from adapters.embedded import Letterlog
 from adapters.spark import remove_stale_runs, run_directory
-from tests.integration.test_erasure import ACCOUNT, files_holding, marked_mail
+from tests.erasure_support import ACCOUNT, files_holding, marked_mail
 
 HOLD_A_RUN_DIRECTORY = """
 import sys

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from domain.errors import NotFound
-from tests.integration.test_erasure import (
+from tests.erasure_support import (
     ACCOUNT,
     files_holding,
     files_holding_any_form,

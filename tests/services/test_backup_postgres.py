@@ -19,8 +19,8 @@ import pytest
 from adapters.devservers._common import free_port
 from adapters.devservers.postgres import _os_user
 from adapters.embedded import Letterlog
+from tests.erasure_support import marked_mail
 from tests.factories import until
-from tests.integration.test_erasure import marked_mail
 
 ACCOUNT = "pitr@example.org"
 

@@ -21,7 +21,7 @@ from adapters.streaming.deadletters import list_closed, list_dead_letters
 from adapters.streaming.projector import StreamProjector
 from projections.registry import ALL
 from projections.runner import identity
-from tests.unit.test_stream_projector import TOPIC, Log, failing_at, poison, story
+from tests.stream_support import TOPIC, Log, failing_at, poison, story
 
 pytestmark = pytest.mark.services
 

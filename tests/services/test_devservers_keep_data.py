@@ -38,7 +38,7 @@ from adapters.embedded import Letterlog
 from adapters.supervision import Supervisor
 from tests.factories import until
 from tests.services.conftest import in_ci
-from tests.unit.test_stream_projector import PEOPLE, story
+from tests.stream_support import PEOPLE, story
 
 pytestmark = pytest.mark.services
 

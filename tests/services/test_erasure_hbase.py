@@ -20,7 +20,7 @@ from adapters.devservers import HBaseServer
 from adapters.embedded import Letterlog
 from adapters.tables.hbase import HBaseTableStore
 from projections import names as pn
-from tests.integration.test_erasure import deliver_marked, files_holding
+from tests.erasure_support import deliver_marked, files_holding
 from tests.services.conftest import _fixture
 from tests.services.test_lifecycle_servers import project_into
 
@@ -89,7 +89,7 @@ def test_an_erasure_deletes_a_saved_views_rows_in_hbase(store, erasure_hbase):
     files lose them when the view's tables are major-compacted, as the live tables' do:
     ``erased_view_tables`` names them for that.)"""
     from adapters.readside.views import erased_view_tables
-    from tests.integration.test_erasure import ACCOUNT, marked_mail
+    from tests.erasure_support import ACCOUNT, marked_mail
 
     root = Path(erasure_hbase.workdir) / "data" / "hbase"
     raw, markers = marked_mail("h", attachment=True)

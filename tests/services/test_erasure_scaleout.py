@@ -29,14 +29,14 @@ from adapters.bootstrap import relay as make_relay
 from adapters.devservers import HBaseServer
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
-from tests.factories import database, scale_out_env, until
-from tests.integration.test_erasure import (
+from tests.erasure_support import (
     deliver_marked,
     encoded_forms,
     files_holding,
     files_holding_any_form,
     marked_mail,
 )
+from tests.factories import database, scale_out_env, until
 from tests.services.conftest import _fixture
 from tests.services.test_erasure_hbase import ERASURE_SITE
 from tests.services.test_stream_e2e import Worker

@@ -17,7 +17,7 @@ from adapters.embedded import Letterlog
 from adapters.readside.host import ProjectionHost
 from adapters.tables.hbase import HBaseTableStore
 from projections.keys import PURGE_SHARDS
-from tests.integration.test_erasure import (
+from tests.erasure_support import (
     deliver_marked,
     every_file,
     files_holding,

@@ -24,7 +24,7 @@ import pytest
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
 from tests.factories import scale_out_env, until
-from tests.unit.test_stream_projector import story
+from tests.stream_support import story
 
 pytestmark = pytest.mark.services
 

@@ -32,7 +32,7 @@ from adapters.streaming.worker import kafka_lag
 from projections.registry import ALL
 from projections.runner import identity
 from tests.factories import database, scale_out_env, until
-from tests.unit.test_stream_projector import story
+from tests.stream_support import story
 
 pytestmark = pytest.mark.services
 

@@ -112,7 +112,7 @@ def test_a_spark_view_built_after_an_erasure_has_none_of_it_and_leaves_no_run_fi
         spark, tmp_path):
     """A view as at a position before an erasure, built on Spark after it, loses the erased
     message as soon as it is built; the job's run files are gone when it returns."""
-    from tests.integration.test_erasure import ACCOUNT, files_holding_any_form, marked_mail
+    from tests.erasure_support import ACCOUNT, files_holding_any_form, marked_mail
 
     data = tmp_path / "data"
     raw, markers = marked_mail("s", attachment=False)

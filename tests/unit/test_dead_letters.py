@@ -20,7 +20,7 @@ from adapters.tables.memory import InMemoryTableStore
 from domain.errors import InvalidCommand
 from projections.registry import ALL
 from projections.runner import identity
-from tests.unit.test_stream_projector import (
+from tests.stream_support import (
     TOPIC,
     Log,
     assert_equal_to_fold,

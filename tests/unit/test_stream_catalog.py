@@ -19,7 +19,7 @@ from adapters.tables.memory import InMemoryTableStore
 from projections import names as n
 from projections.registry import ALL
 from projections.tablestore import TableStore, table_digest
-from tests.unit.test_stream_projector import TOPIC, Log, story
+from tests.stream_support import TOPIC, Log, story
 
 
 def worker(store: TableStore, replay: Any = None) -> StreamProjector:

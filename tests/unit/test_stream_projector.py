@@ -5,8 +5,6 @@ of the log gives."""
 from __future__ import annotations
 
 import threading
-import zlib
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 from unittest.mock import ANY
@@ -14,9 +12,6 @@ from unittest.mock import ANY
 import msgpack
 import pytest
 
-from adapters.eventlog.records import account_of, record_from_notification
-from adapters.eventlog.store import MailLog
-from adapters.payloads.memory import InMemoryPayloadStore
 from adapters.readside.host import verify_tables
 from adapters.streaming.batchstore import BatchStore
 from adapters.streaming.projector import (
@@ -27,103 +22,19 @@ from adapters.streaming.projector import (
 )
 from adapters.streaming.redrive import redrive
 from adapters.tables.memory import InMemoryTableStore
-from domain.service import Mailstore
-from projections import messages
 from projections import names as n
 from projections.registry import ALL
 from projections.runner import identity
 from projections.tablestore import DeleteColumn, Put, TableSpec
-from tests.factories import make_mail
-
-TOPIC = "letterlog-events"
-PEOPLE = ["ada@example.org", "grace@example.org", "alan@example.org"]
-
-
-class Log:
-    """A real command history and its notification log as Kafka records."""
-
-    def __init__(self, partitions: int = 3) -> None:
-        self.app = MailLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
-        self.mail = Mailstore(self.app, InMemoryPayloadStore())
-        self.partitions = partitions
-
-    def events(self, start: int = 1, stop: int | None = None) -> Iterator[tuple[int, Any]]:
-        for item in self.app.recorder.select_notifications(start=start, limit=1_000_000,
-                                                           stop=stop):
-            yield item.id, self.app.mapper.to_domain_event(item)
-
-    @property
-    def head(self) -> int:
-        return int(self.app.recorder.max_notification_id() or 0)
-
-    def records(self) -> list[Record]:
-        """Every event as the relay publishes it: keyed by account, partition by key hash,
-        offsets counted per partition."""
-        offsets = [0] * self.partitions
-        out = []
-        for item in self.app.recorder.select_notifications(start=1, limit=1_000_000):
-            key = account_of(self.app.mapper.to_domain_event(item)).bytes
-            partition = zlib.crc32(key) % self.partitions
-            out.append(Record(TOPIC, partition, offsets[partition],
-                              record_from_notification(item).encode(), key, 1.0))
-            offsets[partition] += 1
-        return out
-
-
-def story(mail: Any, rounds: int = 2, first: int = 0) -> None:
-    """Rounds ``first .. first + rounds - 1`` of a little of everything, for three people
-    (``mail``: a ``Mailstore`` or the embedded ``Letterlog``)."""
-    if first == 0:
-        for person in PEOPLE:
-            mail.create_mailbox(person, "Archive", create_account=True)
-    for r in range(first, first + rounds):
-        for i, person in enumerate(PEOPLE):
-            a = mail.deliver(account=person, raw=make_mail(f"Plan {r}", message_id=f"<{r}{i}a@x>"),
-                             labels=["work"]).message_id
-            b = mail.deliver(account=person,
-                             raw=make_mail(f"Re: Plan {r}", message_id=f"<{r}{i}b@x>",
-                                           in_reply_to=f"<{r}{i}a@x>",
-                                           references=f"<{r}{i}a@x>")).message_id
-            c = mail.deliver(account=person, raw=make_mail("Big", message_id=f"<{r}{i}c@x>",
-                                                           body="x" * 20_000)).message_id
-            mail.flag(a, ["\\Seen"])
-            mail.label(b, add=["urgent"])
-            mail.move(a, "INBOX")  # within one mailbox: a new UID
-            mail.move(b, "Archive")
-            commands = getattr(mail, "mail", mail)  # the Letterlog's Mailstore, or it
-            commands.deliver(account=person, raw=make_mail(f"Once {r}"),
-                             idempotency_key=f"once-{r}-{i}")  # a key claimed, and a retry
-            commands.deliver(account=person, raw=make_mail(f"Once {r}"),
-                             idempotency_key=f"once-{r}-{i}")
-            commands.release_extraction(commands.reserve_extraction(b), "failed")
-            b"".join(commands.extract(b))
-            mail.delete(a)
-            if r:
-                mail.restore(a)
-            mail.delete(c)
-            mail.expunge([c])
-        mail.subscribe(PEOPLE[r % 3], "Archive")
-        # a mailbox tree renamed, its top left \\Noselect, a leaf deleted with its message
-        commands, person, top = getattr(mail, "mail", mail), PEOPLE[r % 3], f"Tree {r}"
-        for name in (top, f"{top}/x"):
-            mail.create_mailbox(person, name)
-        mail.deliver(account=person, mailbox=f"{top}/x", raw=make_mail("kept"))
-        mail.acl_set(person, f"{top}/x", "anyone", "lr")  # goes with its mailbox, below
-        mail.rename_mailbox(person, top, f"Old {r}")
-        commands.delete_mailbox(person, f"Old {r}")
-        commands.delete_mailbox(person, f"Old {r}/x")  # expunges its one message
-        # rights (RFC 4314) and virtual roots: an entry set, widened and narrowed, a group's,
-        # a negative one, one deleted; a root set, and every other round deleted
-        other = PEOPLE[(r + 1) % 3]
-        mail.acl_set(person, "Archive", other, "lr")
-        mail.acl_set(person, "Archive", other, "+wi")
-        mail.acl_set(person, "Archive", "$team", "lrs")
-        mail.acl_set(person, "Archive", "-" + other, "w")
-        mail.acl_set(person, "Archive", other, "-i")
-        mail.acl_delete(person, "Archive", "$team")
-        mail.set_root(other, f"{person}/Archive")
-        if r % 2:
-            mail.delete_root(other)
+from tests.stream_support import (
+    TOPIC,
+    Log,
+    assert_equal_to_fold,
+    failing_at,
+    messages_event,
+    poison,
+    story,
+)
 
 
 @pytest.fixture
@@ -140,18 +51,12 @@ def fresh(**kw: Any) -> tuple[InMemoryTableStore, StreamProjector]:
     return store, projector
 
 
-def assert_equal_to_fold(store: InMemoryTableStore, history: Log) -> None:
-    reports = verify_tables(store, identity, history.events, ALL, history.head)
-    assert [r.table for r in reports if not r.identical] == [], [
-        r.differences for r in reports if not r.identical]
 
 
 def batches(records: list[Record], size: int) -> list[list[Record]]:
     return [records[i:i + size] for i in range(0, len(records), size)]
 
 
-def poison(offset: int, value: bytes = b"\x93not a record", topic: str = TOPIC) -> Record:
-    return Record(topic, 0, offset, value, b"k" * 16, 2.0)
 
 
 # -- applying ---------------------------------------------------------------------------------
@@ -345,20 +250,8 @@ def test_poison_records_become_dead_letters_and_the_rest_goes_on(history):
     assert letters[0].value == bad[0].value and letters[0].times == 1 and letters[0].first_seen
 
 
-def failing_at(position: int) -> tuple[Any, ...]:
-    """ALL, with the messages projector failing on the event at ``position``."""
-
-    def project(event, at, read):
-        if at == position:
-            raise ValueError("malformed event")
-        return messages.project(event, at, read)
-
-    return tuple(replace(p, project=project) if p.name == "messages" else p for p in ALL)
 
 
-def messages_event(history: Log, after: int = 40) -> int:
-    """The position of the first event after ``after`` that the messages table projects."""
-    return next(p for p, e in history.events(start=after) if type(e) in messages.HANDLED)
 
 
 def test_a_projector_failing_on_an_event_is_retried_then_dead_lettered(history):

@@ -21,7 +21,7 @@ from adapters.settings import StreamOptions, load_settings
 from adapters.streaming.projector import list_dead_letters
 from adapters.streaming.worker import create_app, publish_lag
 from adapters.tables.memory import InMemoryTableStore
-from tests.unit.test_stream_projector import TOPIC, Log, assert_equal_to_fold, story
+from tests.stream_support import TOPIC, Log, assert_equal_to_fold, story
 
 OPTIONS = StreamOptions(batch=10, within=0.02, retry_delay=0.01)
 
