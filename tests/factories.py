@@ -8,6 +8,7 @@ Test modules import these from here, never from one another.
 from __future__ import annotations
 
 import json
+import mailbox
 import os
 import secrets
 import sqlite3
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import pytest
 from adapters.eventlog.store import MailLog, postgres_env, sqlite_env
 from adapters.payloads.files import FilePayloadStore
 from adapters.payloads.memory import InMemoryPayloadStore
+from domain.errors import NotFound
 
 BACKENDS = ("memory", "sqlite", "postgres")
 """The event stores the domain suite runs on: eventsourcing's in-memory store, a SQLite file,
@@ -242,3 +245,61 @@ def in_processes(work: Callable[[Any], Any], args: list[Any]) -> list[Any]:
 
     with mp.get_context("spawn").Pool(len(args)) as pool:
         return pool.map(work, args)
+
+
+def corpus_messages(corpus: Path) -> Iterator[tuple[str, bytes]]:
+    """Each message of the mail corpus (a file, or one of an mbox) named, with its bytes."""
+    for path in sorted(corpus.iterdir()):
+        if path.suffix == ".mbox":
+            box = mailbox.mbox(str(path), create=False)
+            for key in box.keys():  # noqa: SIM118 - iterating a mailbox yields messages
+                yield f"{path.name}#{key}", box.get_bytes(key)
+        elif path.is_file() and path.name != "MANIFEST.tsv" and not path.name.startswith("."):
+            yield path.name, path.read_bytes()
+
+
+@dataclass
+class Changed:
+    position: int
+    changed: bool = True
+
+
+@dataclass
+class FakeRecords:
+    """The store's four administrator methods, in memory."""
+
+    root: dict[str, str] = field(default_factory=dict)
+    acl: list[tuple[str, str, str, str]] = field(default_factory=list)
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+
+    def roots(self) -> dict[str, str]:
+        return dict(self.root)
+
+    def delete_root(self, user: str) -> Changed:
+        self.calls.append(("delete_root", user))
+        if user not in self.root:
+            raise NotFound(user)
+        del self.root[user]
+        return Changed(len(self.calls))
+
+    def acl_entries(self) -> list[tuple[str, str, str, str]]:
+        return list(self.acl)
+
+    def acl_delete(self, account: str, mailbox: str, identifier: str) -> Changed:
+        self.calls.append(("acl_delete", account, mailbox, identifier))
+        self.acl = [e for e in self.acl if e[:3] != (account, mailbox, identifier)]
+        return Changed(len(self.calls))
+
+
+def records() -> FakeRecords:
+    return FakeRecords(
+        root={"ada": "ada@example.org/INBOX", "gone": "shared@example.org/Projects",
+              "Grace": "grace@example.org"},
+        acl=[("shared@example.org", "Projects", "ada", "lr"),
+             ("shared@example.org", "Projects", "gone", "lrswi"),
+             ("shared@example.org", "Projects", "-gone", "w"),
+             ("shared@example.org", "Projects", "$sales", "lr"),
+             ("shared@example.org", "Projects", "-$interns", "r"),
+             ("shared@example.org", "Projects", "anyone", "l"),
+             ("shared@example.org", "Projects", "authenticated", "lr"),
+             ("shared@example.org", "Archive", "grace", "lr")])

@@ -4,14 +4,18 @@ read-only, a lock held on one of the store's files, and reading the store back."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from signal import SIGTERM
 from typing import Any
 
 import pytest
@@ -104,3 +108,87 @@ def write_locked(path: Path) -> Iterator[None]:
     finally:
         con.execute("ROLLBACK")
         con.close()
+
+
+BOB = "bob@example.org"
+
+
+def lda(env: dict[str, str], data: Path, raw: bytes, *args: str, recipient: str = BOB,
+        timeout: float = 120) -> tuple[int, str]:
+    p = letterlog(env, data, "lda", "--recipient", recipient, *args, stdin=raw,
+                  timeout=timeout)
+    return p.returncode, p.stderr.decode()
+
+
+def assert_one_status_line(stderr: str, status: str) -> None:
+    """What Postfix puts in the DSN: one line, the RFC 3463 code first, no traceback."""
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    assert stderr.startswith(status + " "), stderr
+
+
+class Client:
+    """One LMTP connection, speaking line by line."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(60)
+        self.sock.connect(str(path))
+        self.file = self.sock.makefile("rb")
+        self.greeting = self.reply()
+
+    def reply(self) -> list[str]:
+        lines = []
+        while True:
+            line = self.file.readline().decode().rstrip("\r\n")
+            if not line:
+                raise ConnectionError("the server closed the connection")
+            lines.append(line)
+            if line[3:4] != "-":
+                return lines
+
+    def command(self, line: str) -> list[str]:
+        self.sock.sendall(line.encode() + b"\r\n")
+        return self.reply()
+
+    def send(self, sender: str, recipients: list[str], raw: bytes) -> list[str]:
+        """One transaction; the reply to each accepted recipient after DATA."""
+        assert self.command(f"MAIL FROM:<{sender}>")[0].startswith("250")
+        accepted = [r for r in recipients if self.command(f"RCPT TO:<{r}>")[0][:3] == "250"]
+        if not accepted:
+            return []
+        assert self.command("DATA")[0].startswith("354")
+        body = raw.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        body = b"\r\n".join(b"." + line if line.startswith(b".") else line
+                            for line in body.split(b"\r\n"))
+        if not body.endswith(b"\r\n"):
+            body += b"\r\n"
+        self.sock.sendall(body + b".\r\n")
+        return [self.reply()[0] for _ in accepted]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.command("QUIT")
+        self.sock.close()
+
+
+class Server:
+    def __init__(self, env: dict[str, str], data: Path, sock: Path, *args: str) -> None:
+        self.sock = sock
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "adapters.cli", "--data", str(data), "lmtp", "--listen",
+             f"unix:{sock}", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while True:  # ready: it greets a connection
+            assert self.proc.poll() is None, self.proc.communicate()
+            try:
+                c = Client(sock)
+                c.close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> int:
+        self.proc.send_signal(SIGTERM)
+        return self.proc.wait(60)

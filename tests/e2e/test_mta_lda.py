@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.mta_support import (
+    BOB,
+    assert_one_status_line,
     fill,
+    lda,
     letterlog,
     listing,
     remount,
@@ -24,21 +27,6 @@ from tests.e2e.mta_support import (
     write_locked,
 )
 from tests.factories import CORPUS, make_mail
-
-BOB = "bob@example.org"
-
-
-def lda(env: dict[str, str], data: Path, raw: bytes, *args: str, recipient: str = BOB,
-        timeout: float = 120) -> tuple[int, str]:
-    p = letterlog(env, data, "lda", "--recipient", recipient, *args, stdin=raw,
-                  timeout=timeout)
-    return p.returncode, p.stderr.decode()
-
-
-def assert_one_status_line(stderr: str, status: str) -> None:
-    """What Postfix puts in the DSN: one line, the RFC 3463 code first, no traceback."""
-    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
-    assert stderr.startswith(status + " "), stderr
 
 
 def test_a_message_on_standard_input_is_stored_byte_exact_with_its_envelope(env, data):

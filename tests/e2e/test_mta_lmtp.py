@@ -5,12 +5,8 @@ speaking the protocol line by line (smtplib's LMTP reads one reply after DATA)."
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +15,8 @@ from signal import SIGTERM
 import pytest
 
 from tests.e2e.mta_support import (
+    Client,
+    Server,
     fill,
     letterlog,
     listing,
@@ -32,72 +30,8 @@ from tests.factories import CORPUS, make_mail
 BOB, CAROL = "bob@example.org", "carol@example.org"
 
 
-class Client:
-    """One LMTP connection, speaking line by line."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(60)
-        self.sock.connect(str(path))
-        self.file = self.sock.makefile("rb")
-        self.greeting = self.reply()
-
-    def reply(self) -> list[str]:
-        lines = []
-        while True:
-            line = self.file.readline().decode().rstrip("\r\n")
-            if not line:
-                raise ConnectionError("the server closed the connection")
-            lines.append(line)
-            if line[3:4] != "-":
-                return lines
-
-    def command(self, line: str) -> list[str]:
-        self.sock.sendall(line.encode() + b"\r\n")
-        return self.reply()
-
-    def send(self, sender: str, recipients: list[str], raw: bytes) -> list[str]:
-        """One transaction; the reply to each accepted recipient after DATA."""
-        assert self.command(f"MAIL FROM:<{sender}>")[0].startswith("250")
-        accepted = [r for r in recipients if self.command(f"RCPT TO:<{r}>")[0][:3] == "250"]
-        if not accepted:
-            return []
-        assert self.command("DATA")[0].startswith("354")
-        body = raw.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
-        body = b"\r\n".join(b"." + line if line.startswith(b".") else line
-                            for line in body.split(b"\r\n"))
-        if not body.endswith(b"\r\n"):
-            body += b"\r\n"
-        self.sock.sendall(body + b".\r\n")
-        return [self.reply()[0] for _ in accepted]
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.command("QUIT")
-        self.sock.close()
 
 
-class Server:
-    def __init__(self, env: dict[str, str], data: Path, sock: Path, *args: str) -> None:
-        self.sock = sock
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "adapters.cli", "--data", str(data), "lmtp", "--listen",
-             f"unix:{sock}", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while True:  # ready: it greets a connection
-            assert self.proc.poll() is None, self.proc.communicate()
-            try:
-                c = Client(sock)
-                c.close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def stop(self) -> int:
-        self.proc.send_signal(SIGTERM)
-        return self.proc.wait(60)
 
 
 @pytest.fixture

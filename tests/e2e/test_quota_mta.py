@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.mta_support import letterlog, listing
-from tests.e2e.test_mta_lda import assert_one_status_line, lda
-from tests.e2e.test_mta_lmtp import Client, Server
+from tests.e2e.mta_support import Client, Server, assert_one_status_line, lda, letterlog, listing
 
 BOB = "bob@example.org"
 RAW = b"From: ada@example.net\r\nTo: bob@example.org\r\nSubject: hi\r\n\r\nHello\r\n"

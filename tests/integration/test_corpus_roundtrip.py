@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import mailbox
-from pathlib import Path
-
 import pytest
 
 from adapters.embedded import Letterlog
+from tests.factories import corpus_messages
 
 pytestmark = pytest.mark.slow
 
 
-def corpus_messages(corpus: Path):
-    for path in sorted(corpus.iterdir()):
-        if path.suffix == ".mbox":
-            box = mailbox.mbox(str(path), create=False)
-            for key in box.keys():  # noqa: SIM118 - iterating a mailbox yields messages
-                yield f"{path.name}#{key}", box.get_bytes(key)
-        elif path.is_file() and path.name != "MANIFEST.tsv" and not path.name.startswith("."):
-            yield path.name, path.read_bytes()
 
 
 def test_whole_corpus_delivers_and_extracts_byte_exact(corpus, tmp_path):

@@ -22,7 +22,7 @@ import pytest
 from adapters.embedded import Letterlog
 from adapters.eventlog.reader import row_pages
 from adapters.eventlog.transcoder import unpackb
-from tests.integration.test_corpus_roundtrip import corpus_messages
+from tests.factories import corpus_messages
 
 pytestmark = pytest.mark.slow
 

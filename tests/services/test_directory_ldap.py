@@ -24,8 +24,8 @@ from adapters.directory.ldap import LdapDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
 from tests.contracts.directory_contract import DirectoryContract
+from tests.factories import FakeRecords, records
 from tests.services.conftest import ldap_of
-from tests.unit.test_user_purge import FakeRecords, records
 
 pytestmark = pytest.mark.services
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_stream_catalog import (
+from tests.stream_support import (
     follows_a_switch,
     repairs_a_handover_gap,
     stops_at_a_handover_gap,

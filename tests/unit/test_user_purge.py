@@ -4,7 +4,7 @@ directory that failed, answered no one, or far fewer users than last time)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,8 +12,8 @@ import pytest
 
 from adapters.lifecycle.userpurge import PurgeMemory, due, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
-from domain.errors import NotFound
 from domain.userpurge import plan_user_purge, user_of
+from tests.factories import FakeRecords, records
 
 
 @dataclass
@@ -32,51 +32,10 @@ class FakeDirectory:
         return next((u for u in self.users() if u.name == name), None)
 
 
-@dataclass
-class Changed:
-    position: int
-    changed: bool = True
 
 
-@dataclass
-class FakeRecords:
-    """The store's four administrator methods, in memory."""
-
-    root: dict[str, str] = field(default_factory=dict)
-    acl: list[tuple[str, str, str, str]] = field(default_factory=list)
-    calls: list[tuple[str, ...]] = field(default_factory=list)
-
-    def roots(self) -> dict[str, str]:
-        return dict(self.root)
-
-    def delete_root(self, user: str) -> Changed:
-        self.calls.append(("delete_root", user))
-        if user not in self.root:
-            raise NotFound(user)
-        del self.root[user]
-        return Changed(len(self.calls))
-
-    def acl_entries(self) -> list[tuple[str, str, str, str]]:
-        return list(self.acl)
-
-    def acl_delete(self, account: str, mailbox: str, identifier: str) -> Changed:
-        self.calls.append(("acl_delete", account, mailbox, identifier))
-        self.acl = [e for e in self.acl if e[:3] != (account, mailbox, identifier)]
-        return Changed(len(self.calls))
 
 
-def records() -> FakeRecords:
-    return FakeRecords(
-        root={"ada": "ada@example.org/INBOX", "gone": "shared@example.org/Projects",
-              "Grace": "grace@example.org"},
-        acl=[("shared@example.org", "Projects", "ada", "lr"),
-             ("shared@example.org", "Projects", "gone", "lrswi"),
-             ("shared@example.org", "Projects", "-gone", "w"),
-             ("shared@example.org", "Projects", "$sales", "lr"),
-             ("shared@example.org", "Projects", "-$interns", "r"),
-             ("shared@example.org", "Projects", "anyone", "l"),
-             ("shared@example.org", "Projects", "authenticated", "lr"),
-             ("shared@example.org", "Archive", "grace", "lr")])
 
 
 def run(directory, recs, tmp_path: Path, **options):
