@@ -19,11 +19,9 @@ is not retried.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,61 +32,14 @@ from adapters.devservers import (
     LdapServer,
     PostfixServer,
     PostgresServer,
-    ServiceFailed,
 )
-from adapters.devservers._common import Service
 from adapters.devservers.supervised import SupervisedServices
 from tests.factories import database
-
-_lock = threading.Lock()
-_servers: dict[str, Service] = {}
-_failures: dict[str, str] = {}
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def _unavailable(message: str) -> None:
-    if in_ci():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-def get_server(name: str, factory: Callable[[], Service]) -> Service:
-    """Start (once per process) and return the named server; skip/fail if it cannot start."""
-    with _lock:
-        if name in _servers:
-            return _servers[name]
-        if name not in _failures:
-            svc = factory()
-            try:
-                svc.start()
-            except ServiceFailed as exc:
-                _failures[name] = f"{name} server did not start: {exc}"
-            except Exception as exc:  # noqa: BLE001 - report anything as "could not start"
-                _failures[name] = f"{name} server did not start: {type(exc).__name__}: {exc}"
-            else:
-                _servers[name] = svc
-                return svc
-    _unavailable(_failures[name])
-    raise AssertionError("unreachable")
-
-
-def release(name: str) -> None:
-    """Stop the named server (idempotent; the first session-end finalizer does it)."""
-    with _lock:
-        svc = _servers.pop(name, None)
-    if svc is not None:
-        svc.stop()
-
-
-def _fixture(name: str, factory: Callable[[], Service]) -> Iterator[Service]:
-    svc = get_server(name, factory)
-    try:
-        yield svc
-    finally:
-        release(name)  # session scope: runs once, at the end of the session
+from tests.services.servers import (
+    _fixture,
+    _unavailable,
+    ldap_of,
+)
 
 
 @pytest.fixture(scope="session")
@@ -142,10 +93,6 @@ def slapd() -> Iterator[SupervisedServices]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ldap_of(services: SupervisedServices) -> LdapServer:
-    ldap = services.servers["ldap"]
-    assert isinstance(ldap, LdapServer)
-    return ldap
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from adapters.devservers.supervised import status
 from adapters.embedded import Letterlog
 from adapters.supervision import Supervisor
 from tests.factories import until
-from tests.services.conftest import in_ci
+from tests.services.servers import in_ci
 from tests.stream_support import PEOPLE, story
 
 pytestmark = pytest.mark.services

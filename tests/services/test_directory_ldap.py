@@ -25,7 +25,7 @@ from adapters.lifecycle.userpurge import PurgeMemory, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
 from tests.contracts.directory_contract import DirectoryContract
 from tests.factories import FakeRecords, records
-from tests.services.conftest import ldap_of
+from tests.services.servers import ldap_of
 
 pytestmark = pytest.mark.services
 

@@ -21,7 +21,7 @@ from adapters.embedded import Letterlog
 from adapters.tables.hbase import HBaseTableStore
 from projections import names as pn
 from tests.erasure_support import deliver_marked, files_holding
-from tests.services.conftest import _fixture
+from tests.services.servers import _fixture
 from tests.services.test_lifecycle_servers import project_into
 
 pytestmark = pytest.mark.services

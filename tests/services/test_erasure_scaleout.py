@@ -37,7 +37,7 @@ from tests.erasure_support import (
     marked_mail,
 )
 from tests.factories import database, scale_out_env, until
-from tests.services.conftest import _fixture
+from tests.services.servers import _fixture
 from tests.services.test_erasure_hbase import ERASURE_SITE
 from tests.services.test_stream_e2e import Worker
 

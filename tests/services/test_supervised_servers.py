@@ -20,7 +20,7 @@ import pytest
 
 from adapters.devservers.supervised import SupervisedServices, status
 from adapters.supervision import Supervisor
-from tests.services.conftest import in_ci
+from tests.services.servers import in_ci
 
 pytestmark = pytest.mark.services
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_replay.session import defaults_file, safe_defaults
-from tests.spark.conftest import make_store
+from tests.spark.support import make_store
 
 pytestmark = [pytest.mark.spark]
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 from adapters.embedded import Letterlog
 from adapters.settings import load_settings
 from spark_replay.frames import events_dataframe, export, projection_dataframe
-from tests.spark.conftest import make_store
+from tests.spark.support import make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

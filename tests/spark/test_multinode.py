@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.services.conftest import in_ci
-from tests.spark.conftest import _need_pyspark, make_store
+from tests.services.servers import in_ci
 from tests.spark.netns import NamespacedCluster, can_make_namespaces
+from tests.spark.support import _need_pyspark, make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 LETTERLOG = [sys.executable, "-m", "adapters.cli"]

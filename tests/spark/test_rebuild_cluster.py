@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.conftest import make_store
+from tests.spark.support import make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 LETTERLOG = [sys.executable, "-m", "adapters.cli"]

@@ -12,7 +12,7 @@ from adapters.settings import load_settings
 from domain.errors import CorruptEvent
 from spark_replay.job import rebuild
 from tests.factories import make_mail
-from tests.spark.conftest import fill, make_store
+from tests.spark.support import fill, make_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ import pytest
 
 from adapters.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
 from adapters.spark import python_exception
-from tests.spark.conftest import make_store
+from tests.spark.support import make_store
 
 pytestmark = [pytest.mark.spark]
 LETTERLOG = [sys.executable, "-m", "adapters.cli"]
