@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,7 @@ from tests.services.servers import (
     _unavailable,
     ldap_of,
 )
+from tests.services.support import Pipeline
 
 
 @pytest.fixture(scope="session")
@@ -123,3 +125,16 @@ def people(slapd: SupervisedServices) -> Iterator[LdapServer]:
         with contextlib.suppress(LDAPNoSuchObjectResult):  # a test deleted it already
             conn.delete(dn)
     conn.unbind()
+
+
+@pytest.fixture
+def pipeline(request: Any, tmp_path: Path, postgres_server: Any, hbase_server: Any,
+             kafka_server: Any) -> Iterator[Pipeline]:
+    """Workers write through Thrift1 unless the test asks for ``"thrift2"`` (indirect)."""
+    with database(postgres_server) as dsn:
+        p = Pipeline(tmp_path, dsn, kafka_server.bootstrap, hbase_server,
+                     getattr(request, "param", "thrift1"))
+        try:
+            yield p
+        finally:
+            p.close()

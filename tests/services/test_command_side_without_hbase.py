@@ -26,7 +26,7 @@ from adapters.devservers._common import free_port
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
 from tests.factories import make_mail, scale_out_env, until
-from tests.services.test_stream_e2e import Worker
+from tests.services.support import Worker
 
 pytestmark = pytest.mark.services
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -26,6 +24,7 @@ from domain.directory import DirectoryUnavailable, DirectoryUser
 from tests.contracts.directory_contract import DirectoryContract
 from tests.factories import FakeRecords, records
 from tests.services.servers import ldap_of
+from tests.services.support import letterlog, store_env
 
 pytestmark = pytest.mark.services
 
@@ -86,14 +85,8 @@ def directory(ldap: LdapServer, **options: Any) -> LdapDirectory:
                          bind_dn=ldap.admin_dn, password=ldap.password, **options)
 
 
-def letterlog(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "adapters.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
 
 
-def store_env(ldap: LdapServer, data: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LETTERLOG_")}
-    return {**env, **ldap.settings_env(), "LETTERLOG_DATA": str(data)}
 
 
 def test_users_and_their_groups_of_both_kinds(people):

@@ -22,18 +22,10 @@ from adapters.tables.hbase import HBaseTableStore
 from projections import names as pn
 from tests.erasure_support import deliver_marked, files_holding
 from tests.services.servers import _fixture
-from tests.services.test_lifecycle_servers import project_into
+from tests.services.support import ERASURE_SITE, project_into
 
 pytestmark = pytest.mark.services
 
-ERASURE_SITE = {
-    "hbase.regionserver.logroll.period": "5000",  # a new WAL every 5 s
-    "hbase.regionserver.optionalcacheflushinterval": "5000",  # memstores flushed after 5 s
-    "hbase.regionserver.periodicmemstoreflusher.rangeofdelayseconds": "1",
-    "hbase.master.cleaner.interval": "1000",  # archived WALs and store files deleted
-    "hbase.master.logcleaner.ttl": "1",
-    "hbase.master.hfilecleaner.ttl": "1",
-}
 DEADLINE_S = 240.0
 
 

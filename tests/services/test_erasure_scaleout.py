@@ -38,8 +38,7 @@ from tests.erasure_support import (
 )
 from tests.factories import database, scale_out_env, until
 from tests.services.servers import _fixture
-from tests.services.test_erasure_hbase import ERASURE_SITE
-from tests.services.test_stream_e2e import Worker
+from tests.services.support import ERASURE_SITE, Worker
 
 pytestmark = pytest.mark.services
 

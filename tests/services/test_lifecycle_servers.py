@@ -14,7 +14,6 @@ import pytest
 
 from adapters.bootstrap import relay as make_relay
 from adapters.embedded import Letterlog
-from adapters.readside.host import ProjectionHost
 from adapters.tables.hbase import HBaseTableStore
 from projections.keys import PURGE_SHARDS
 from tests.erasure_support import (
@@ -24,18 +23,11 @@ from tests.erasure_support import (
     files_holding_any_form,
     marked_mail,
 )
+from tests.services.support import project_into
 
 pytestmark = pytest.mark.services
 
 
-def project_into(store: Letterlog, tables: HBaseTableStore) -> None:
-    """The same projectors as the stream workers, run in the store's process into HBase:
-    HBase is current before each command returns, so a purge job reads what it would read
-    there."""
-    assert store.projections is not None
-    store.projections.close()
-    store.projections = ProjectionHost(tables, store.events, None, store.max_position)
-    store.catch_up()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import pytest
 
 from adapters.rules.webhook import Webhook
 from tests.factories import make_mail
-from tests.services.test_stream_e2e import pipeline  # noqa: F401 - the fixture
 from tests.stream_support import story
 from tests.webhook_endpoint import Endpoint
 

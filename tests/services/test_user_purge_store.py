@@ -16,7 +16,7 @@ import pytest
 
 from adapters.devservers import LdapServer
 from adapters.embedded import Letterlog
-from tests.services.test_directory_ldap import letterlog, store_env
+from tests.services.support import letterlog, store_env
 
 pytestmark = pytest.mark.services
 
