@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv lint typecheck services bench bench-all clean
+.PHONY: demo test test-fast venv lint typecheck services bench bench-all clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m adapters.devservers install
 	$(PY) -m pytest -q
+
+# the unit and property tests, without servers (PostgreSQL, HBase, Kafka, Spark, Postfix,
+# Dovecot, slapd) or slow tests: under a minute, for the edit-test loop; `make test` is the suite
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not services and not spark and not slow" tests/unit tests/property
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check domain projections adapters spark_replay tests
