@@ -341,6 +341,11 @@ class Letterlog(ReadModelQueries, RulesAPI):
         """The account's own quota (``domain.quota``: a limit, 0 unlimited, -1 default)."""
         return self._command(self.mail.set_quota, account, bytes=bytes, messages=messages)
 
+    @property
+    def quota_defaults(self) -> tuple[int, int]:  # type: ignore[override]
+        """The default quota (settings), where an account has none of its own."""
+        return (self.settings.quota_bytes, self.settings.quota_messages)
+
     def quota(self, account: str) -> dict[str, Any]:
         """The account's limits and usage, exact up to the log's head (the command side)."""
         return self.mail.quota(account)

@@ -119,6 +119,7 @@ CT_DELETED: Final = b"d:"  # + message id (16 bytes): a soft-deleted message's m
 
 SUB_PREFIX: Final = b"s:"  # + mailbox name (UTF-8)
 ACC_ADDRESS: Final = b"a:address"
+ACC_QUOTA: Final = b"a:quota"  # the account's own quota: b"<bytes>,<messages>" (-1: default)
 LABEL_PREFIX: Final = b"l:"  # + label (UTF-8)
 REF_PREFIX: Final = b"r:"  # + message id (16 bytes)
 

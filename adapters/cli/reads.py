@@ -172,10 +172,13 @@ def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> N
 
 
 def _quota(account: str) -> dict[str, Any] | None:
-    """The account's quota and usage (the command side's: exact up to the log's head)."""
-    from adapters.cli.quota import quota_of
-
-    return quota_of(account)
+    """The account's quota beside its usage, as the read models show them (so ``counters``
+    and ``du`` stay on the fast read path); None for a user (``--as``): quotas are the
+    administrator's. ``letterlog quota get`` gives the command side's, exact to the log's
+    head."""
+    if state.user is not None:
+        return None
+    return dict(state.read_models().quota_shown(account))
 
 
 @app.command()

@@ -119,6 +119,35 @@ class ReadModelQueries:
         counts = self._query(lambda: q.listed_mail(host.tables, host.physical))
         return {"messages": counts.messages, "bytes": counts.bytes}
 
+    #: the default quota where an account has none of its own: bytes, messages (0: none).
+    #: The fast read path runs only where no LETTERLOG_QUOTA_* setting is given: none.
+    quota_defaults: tuple[int, int] = (0, 0)
+
+    def quota_shown(self, account: str) -> dict[str, Any]:
+        """The account's limits (its own from ``accounts``, else ``quota_defaults``) beside
+        its usage as ``counters`` counts it (listed messages and their bytes), as the read
+        models show them; the command side decides a delivery from the log
+        (``domain.quota``)."""
+        from projections import names as n
+        from projections.codec import decode_counters
+        from projections.keys import account_row
+
+        host = self._read()
+        acc = self._account_id(account)
+        mine = self._query(lambda: host.tables.get(host.physical(n.ACCOUNTS), acc.bytes,
+                                                   [n.ACC_QUOTA])).get(n.ACC_QUOTA)
+        own = [int(v) for v in mine.split(b",")] if mine else [-1, -1]  # -1: the default
+        row = self._query(lambda: host.tables.get(host.physical(n.COUNTERS),
+                                                  account_row(acc), [n.CT_COUNTS]))
+        boxes, _ = decode_counters(row)
+        used = {"bytes": sum(c[2] for c in boxes.values()),
+                "messages": sum(c[0] for c in boxes.values())}
+        shown: dict[str, Any] = {"account": normalise_address(account)}
+        for i, kind in enumerate(("bytes", "messages")):
+            limit = self.quota_defaults[i] if own[i] == -1 else own[i]
+            shown[kind] = {"limit": limit, "own": own[i], "used": used[kind]}
+        return shown
+
     def usage(self, account: str) -> dict[str, Any]:
         """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
         distinct payload once); and the account's total (each payload once overall)."""

@@ -122,3 +122,23 @@ def test_an_import_nobody_watches_draws_no_progress_and_loads_no_rich(tmp_path):
                          "--account", ADA)
     assert json.loads(out)["imported"] == 3
     assert "rich" not in {m.split(".")[0] for m in modules}  # a progress bar would load it
+
+
+def test_counters_and_du_show_the_quota_from_the_read_models_on_the_fast_path(tmp_path):
+    """The quota line comes from the read models (``accounts``' own limit, ``counters``'
+    usage), so ``counters`` and ``du`` stay on the fast path (the import test above) and
+    still show a limit set by command."""
+    from tests.factories import jrun, run
+
+    data = tmp_path / "d"
+    run(data, "init")
+    raw = tmp_path / "m.eml"
+    raw.write_bytes(make_mail("sized"))
+    jrun(data, "deliver", "--account", ADA, str(raw))
+    jrun(data, "quota", "set", ADA, "--bytes", "10M", "--messages", "5")
+    [c] = jrun(data, "counters", ADA)
+    assert c["quota"]["messages"] == {"limit": 5, "own": 5, "used": 1}
+    assert c["quota"]["bytes"]["limit"] == 10 * 1024 * 1024
+    assert c["quota"]["bytes"]["used"] == len(raw.read_bytes())
+    text = run(data, "du", ADA).stdout.decode().splitlines()[-1]
+    assert text.startswith("quota") and "messages 1 of 5" in text
