@@ -13,7 +13,7 @@ from adapters.eventlog.reader import _uuid_of, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from domain.quota import COUNTED, Usage
 from projections import names as n
-from projections.codec import decode_counters
+from projections.codec import listed_usage
 from projections.keys import account_row
 
 COUNTED_TOPICS = frozenset(f"{c.__module__}:{c.__qualname__}" for c in COUNTED)
@@ -30,12 +30,11 @@ def counters_snapshot(host: Any, account_id: UUID) -> tuple[int, Usage]:
     position = int(host.position())
     row = host.tables.get(host.physical(n.COUNTERS), account_row(account_id),
                           [n.CT_COUNTS])
-    boxes, _ = decode_counters(row)
+    messages, size = listed_usage(row)
     stored = row.get(n.CT_POS)
     if stored is not None:
         position = max(position, int(stored))
-    return position, Usage(sum(c[0] for c in boxes.values()),
-                           sum(c[2] for c in boxes.values()))
+    return position, Usage(messages, size)
 
 
 class LogUsage:

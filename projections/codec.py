@@ -302,3 +302,9 @@ def data_fields(value: bytes | None, summary: bytes | None = None) -> dict[str, 
             envelope.update(subject=subject)
             envelope["from"] = sender
     return found
+
+
+def listed_usage(row: dict[bytes, bytes]) -> tuple[int, int]:
+    """An account's ``counters`` row as quotas count it: (listed messages, their bytes)."""
+    boxes, _ = decode_counters(row)
+    return (sum(c[0] for c in boxes.values()), sum(c[2] for c in boxes.values()))

@@ -129,7 +129,7 @@ class ReadModelQueries:
         models show them; the command side decides a delivery from the log
         (``domain.quota``)."""
         from projections import names as n
-        from projections.codec import decode_counters
+        from projections.codec import listed_usage
         from projections.keys import account_row
 
         host = self._read()
@@ -139,9 +139,8 @@ class ReadModelQueries:
         own = [int(v) for v in mine.split(b",")] if mine else [-1, -1]  # -1: the default
         row = self._query(lambda: host.tables.get(host.physical(n.COUNTERS),
                                                   account_row(acc), [n.CT_COUNTS]))
-        boxes, _ = decode_counters(row)
-        used = {"bytes": sum(c[2] for c in boxes.values()),
-                "messages": sum(c[0] for c in boxes.values())}
+        messages, size = listed_usage(row)
+        used = {"bytes": size, "messages": messages}
         shown: dict[str, Any] = {"account": normalise_address(account)}
         for i, kind in enumerate(("bytes", "messages")):
             limit = self.quota_defaults[i] if own[i] == -1 else own[i]
