@@ -25,6 +25,25 @@ def _describe(info: dict[str, object], text: str) -> None:
         f"log {info['log']}")
 
 
+def _daemonize(keep: int) -> None:
+    """Become a daemon with python-daemon (PEP 3143): detached into a session of its own,
+    working directory ``/``, every descriptor but ``keep`` closed, standard input from
+    ``/dev/null``, output to the server's log (created private). The process that called
+    this exits inside it once the daemon is on its own. The umask and the signal handlers
+    stay as they were: files are created private explicitly and ``serve`` installs its
+    own handlers."""
+    import daemon
+
+    log = os.open(cs.log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    umask = os.umask(0o077)
+    os.umask(umask)
+    with os.fdopen(log, "ab", buffering=0) as stream:
+        context = daemon.DaemonContext(working_directory="/", umask=umask, prevent_core=False,
+                                       detach_process=True, files_preserve=[keep],
+                                       stdout=stream, stderr=stream, signal_map={})
+        context.open()  # the caller's process exits in here; the daemon carries on
+
+
 @server_app.command("start")
 def start(foreground: Annotated[bool, typer.Option(
         "--foreground", help="serve in this process until SIGTERM or Ctrl-C (for a "
@@ -45,23 +64,11 @@ def start(foreground: Annotated[bool, typer.Option(
         fail(f"the command server did not start: {e}")
     read, write = os.pipe()
     first = os.fork()
-    if first == 0:  # the daemon: a new session, stdio to the log, never returns here
+    if first == 0:  # becomes the daemon (python-daemon: two more forks, a new session)
         code = 1
         try:
             os.close(read)
-            os.setsid()
-            if os.fork() != 0:
-                code = 0
-                return
-            log = os.open(cs.log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                          0o600)
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            for fd in {null, log} - {0, 1, 2}:  # no command forked from it inherits them
-                os.close(fd)
-            os.chdir("/")
+            _daemonize(keep=write)
             cs.serve(ready=write, log=str(cs.log_path()))
             code = 0
         except BaseException:  # reported to the starter through the pipe (serve writes it)
