@@ -23,10 +23,12 @@ test: $(STAMP)
 	$(PY) -m adapters.devservers install
 	$(PY) -m pytest -q
 
-# the unit and property tests, without servers (PostgreSQL, HBase, Kafka, Spark, Postfix,
-# Dovecot, slapd) or slow tests: under a minute, for the edit-test loop; `make test` is the suite
+# the unit, property and integration tests, without servers (PostgreSQL, HBase, Kafka, Spark,
+# Postfix, Dovecot, slapd) or slow tests (a second process, seconds of waiting): under two
+# minutes, for the edit-test loop; `make test` is the suite
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not services and not spark and not slow" tests/unit tests/property
+	$(PY) -m pytest -q -m "not services and not spark and not slow" \
+	  tests/unit tests/property tests/integration
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check domain projections adapters spark_replay tests

@@ -76,6 +76,7 @@ def wait_for(condition: Any, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_an_online_backup_while_another_process_delivers_restores_identical(tmp_path):
     data, copy, restored = tmp_path / "data", tmp_path / "backup", tmp_path / "restored"
     acks, stop = tmp_path / "acks", tmp_path / "stop"
@@ -133,6 +134,7 @@ def test_an_online_backup_while_another_process_delivers_restores_identical(tmp_
     opened_by_a_fresh_reader(restored, [])
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_quiet_store_restores_with_the_same_verify_digests(tmp_path):
     data, copy, restored = tmp_path / "data", tmp_path / "backup", tmp_path / "restored"
     with Letterlog.open(data) as store:
@@ -144,6 +146,7 @@ def test_a_quiet_store_restores_with_the_same_verify_digests(tmp_path):
     assert stat.S_IMODE(restored.stat().st_mode) == 0o700
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_restore_refuses_what_it_must_not_replace_and_changes_nothing(tmp_path):
     data, copy = tmp_path / "data", tmp_path / "backup"
     with Letterlog.open(data) as store:
@@ -214,6 +217,7 @@ def erased_after_backup(tmp_path: Path) -> tuple[Path, Path, list[bytes], list[b
     return data, copy, large, small
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_an_erasure_after_the_backup_stays_erased_when_restoring_over_the_store(tmp_path):
     data, copy, erased, kept = erased_after_backup(tmp_path)
     result = jline(cli(data, "--json", "restore-backup", str(copy), "--force"))
@@ -226,6 +230,7 @@ def test_an_erasure_after_the_backup_stays_erased_when_restoring_over_the_store(
     assert not list(tmp_path.glob(".data.*"))  # neither the staging nor the replaced store
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_an_exported_erasure_record_keeps_it_erased_in_a_new_place(tmp_path):
     data, copy, erased, kept = erased_after_backup(tmp_path)
     record = tmp_path / "erasures.json"
@@ -243,6 +248,7 @@ def test_an_exported_erasure_record_keeps_it_erased_in_a_new_place(tmp_path):
     assert files_holding(again, erased) == {}
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_without_the_erasure_record_a_restore_brings_the_erased_message_back(tmp_path):
     """The residual risk the docs state, shown: the backup alone predates the erasure."""
     data, copy, erased, _ = erased_after_backup(tmp_path)

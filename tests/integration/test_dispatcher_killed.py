@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from uuid import UUID
 
+import pytest
+
 from adapters.embedded import Letterlog
 from tests.factories import make_mail
 from tests.webhook_endpoint import Endpoint
@@ -23,6 +25,7 @@ def _cli(data: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "adapters.cli", "--data", str(data), *args]
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_dispatcher_killed_mid_call_resends_on_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
     release = threading.Event()

@@ -68,6 +68,7 @@ def jline(p: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     return dict(json.loads(line))
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_reader_holding_the_tables_makes_erase_exit_3_naming_it_and_purge_run_finishes(data):
     with Letterlog.open(data) as store:
         ids, markers = deliver_marked(store)
@@ -105,6 +106,7 @@ def test_a_reader_holding_the_tables_makes_erase_exit_3_naming_it_and_purge_run_
     assert files_holding_any_form(data, markers) == {}
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_erase_complete_finishes_what_a_reader_held(data):
     with Letterlog.open(data) as store:
         ids, markers = deliver_marked(store)
@@ -121,6 +123,7 @@ def test_erase_complete_finishes_what_a_reader_held(data):
     assert run(data, "erase", "status").returncode == 0
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 @pytest.mark.parametrize("held", ["keys.sqlite", "vault.sqlite"])
 def test_a_reader_of_the_key_store_delays_erase_only_by_the_bound(data, held):
     """The key table's and the vault's own checkpoints do not wait for a reader (the key
@@ -155,6 +158,7 @@ def test_without_a_reader_an_erasure_exits_0_and_leaves_nothing(data):
     assert list(data.glob("erasures-pending/*")) == []
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_purge_run_held_up_by_a_reader_exits_3_and_the_next_run_finishes(data, monkeypatch):
     with Letterlog.open(data) as store:
         ids, markers = deliver_marked(store)

@@ -48,6 +48,7 @@ def open_to_others(root: Path) -> list[str]:
     return offenders
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_every_file_a_store_makes_is_private_under_umask_022(tmp_path):
     data = tmp_path / "new" / "data"
     big = tmp_path / "big.eml"
@@ -112,6 +113,7 @@ assert record.stat().st_mode & 0o777 == 0o600, oct(record.stat().st_mode)
     assert open_to_others(data) == []
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 @pytest.mark.parametrize("name", ["keys.sqlite", "."])
 def test_a_store_open_to_others_is_refused_naming_the_file_and_the_fix(tmp_path, name):
     data = tmp_path / "data"

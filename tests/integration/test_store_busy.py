@@ -17,6 +17,7 @@ from domain.service import Mailstore
 ADA = "ada@example.org"
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_locked_sqlite_log_raises_store_busy_and_commands_retry(tmp_path: Path) -> None:
     path = tmp_path / "events.sqlite"
     env = sqlite_env(str(path), "normal") | {"SQLITE_LOCK_TIMEOUT": "1"}

@@ -47,6 +47,7 @@ def root() -> Iterator[Path]:
     Supervisor(path).shutdown(timeout=30)
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_killed_program_is_restarted_and_the_others_keep_running(root):
     beat = "import time; print('started', flush=True); time.sleep(3600)"
     write_config(root, [program(root, "a", beat), program(root, "b", beat)], autostart=True)
@@ -75,6 +76,7 @@ def test_a_program_that_keeps_dying_while_starting_ends_fatal(root):
         supervisor.await_running(60)
 
 
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_restarted_program_counts_as_running_only_after_its_start_seconds(root):
     beat = "import time; print('started', flush=True); time.sleep(3600)"
     write_config(root, [Program("slow", (sys.executable, "-c", beat), cwd=root,
