@@ -10,15 +10,18 @@ In one run, on the same cached benchmark log (``adapters.bench.benchlog.bench_lo
   the same ``ProjectionHost.rebuild`` with the Spark job as its fold, into a fresh tables file
   of its own. Every rebuilt file is compared with the single process's (table digests,
   cell versions included): ``identical`` says they matched. The headline legs run the
-  layout the job picks for the session's cores (``SparkFold`` default: every projection
-  folded by account below ``SPLIT_FROM_CORES`` cores, so on local[1] and local[2]); with
-  ``compare_layouts`` each session also rebuilds with the other layout (``local[1] split``,
-  ``local[2] split``), so the choice is measured in the same run;
-* ``repeat`` N: N rounds, each running every leg once in turn (single process, a local[1]
-  session, a local[2] session), so that the legs share the machine's changing load; the
-  fastest run of each leg counts (``runs_s`` lists them all: on a machine others share, the
-  fastest run is the one least disturbed). Session start and warm-up are the first
-  round's (later sessions reuse the JVM);
+  job's layout (every projection by position range, counters as mergeable parts, ADR
+  0061); with ``compare_layouts`` each session also rebuilds with the layout before
+  (``local[1] by account only``, ``local[2] by account only``), so the choice is measured
+  in the same run. Each leg reports ``largest_task_share`` (its largest task's share of
+  the job's task seconds) beside ``fair_share`` (one core's);
+* ``repeat`` N: every leg N times, the single process's runs between them so that the
+  legs share the machine's changing load; the fastest run of each leg counts (``runs_s``
+  lists them all: on a machine others share, the fastest run is the one least disturbed).
+  One session per master for all its runs (started and warmed up once: what one CLI call
+  starts, it starts once);
+* ``accounts``: the log's accounts (default the bench log's); ``1`` puts every event in
+  one account, the case ADR 0061 is about;
 * **HBase load** (``hbase=True``): the cells the fold of the first ``hbase_events`` events
   leaves, written through the project's HBase table store (what each Spark task does)
   against plain happybase batch puts of the same cells (``adapters.bench.stream``), on an
@@ -38,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from adapters.settings import load_settings
-from spark_replay.job import SPLIT_FROM_CORES
 
 
 def _rate(n: float, seconds: float) -> float:
@@ -80,10 +82,11 @@ def _remove(path: Path) -> None:
 
 
 def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_events: int,
-                  compare_layouts: bool) -> list[dict[str, Any]]:
-    """One session on ``master``, a warm-up, then a rebuild with the layout the job picks
-    there (labelled ``master``) and, with ``compare_layouts``, one with the other layout
-    (labelled ``master`` + its name)."""
+                  compare_layouts: bool, repeat: int, single: Any) -> list[dict[str, Any]]:
+    """One session on ``master`` for all its runs, a warm-up, then ``repeat`` rounds of: a
+    single-process run (``single()``), a rebuild with the job's layout (labelled
+    ``master``) and, with ``compare_layouts``, one with the layout before (``master`` + its
+    name)."""
     from spark_replay.job import SparkFold, warm_up
     from spark_replay.session import spark_session
 
@@ -93,25 +96,29 @@ def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_event
     t1 = time.perf_counter()
     warm_up(spark, settings, warm_events)
     warmed = time.perf_counter() - t1
-    picked = spark.sparkContext.defaultParallelism < SPLIT_FROM_CORES  # by account only?
-    layouts = [(picked, master)]
+    layouts = [(False, master)]
     if compare_layouts:
-        layouts.append((not picked, f"{master} {_layout(not picked)}"))
+        layouts.append((True, f"{master} {_layout(True)}"))
     runs = []
-    for by_account_only, label in layouts:
-        fold = SparkFold(spark, settings, by_account_only=by_account_only)
-        seconds, digests = _rebuild(reader, tmp / f"tables-{label}.sqlite", fold)
-        _remove(tmp / f"tables-{label}.sqlite")
-        runs.append({"master": master, "label": label, "session_start_s": round(started, 2),
-                     "warm_up_s": round(warmed, 2), "seconds": round(seconds, 2),
-                     "layout": _layout(by_account_only), "digests": digests,
-                     **{k: v for k, v in fold.stats.items() if k != "kept_attempts"}})
-    spark.stop()
+    try:
+        for _ in range(max(1, repeat)):
+            single()
+            for by_account_only, label in layouts:
+                fold = SparkFold(spark, settings, by_account_only=by_account_only)
+                seconds, digests = _rebuild(reader, tmp / f"tables-{label}.sqlite", fold)
+                _remove(tmp / f"tables-{label}.sqlite")
+                runs.append({"master": master, "label": label,
+                             "session_start_s": round(started, 2),
+                             "warm_up_s": round(warmed, 2), "seconds": round(seconds, 2),
+                             "layout": _layout(by_account_only), "digests": digests,
+                             **{k: v for k, v in fold.stats.items() if k != "kept_attempts"}})
+    finally:
+        spark.stop()
     return runs
 
 
 def _layout(by_account_only: bool) -> str:
-    return "by account only" if by_account_only else "split"
+    return "by account only" if by_account_only else "by position"
 
 
 MASTERS = ("local[1]", "local[2]")
@@ -119,10 +126,11 @@ MASTERS = ("local[1]", "local[2]")
 
 def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                         hbase: bool = True, hbase_events: int = 50_000,
-                        compare_layouts: bool = True, repeat: int = 1) -> dict[str, Any]:
+                        compare_layouts: bool = True, repeat: int = 1,
+                        accounts: int | None = None) -> dict[str, Any]:
     from adapters.bench.benchlog import bench_log, open_reader
 
-    log_path, meta = bench_log(events)
+    log_path, meta = bench_log(events, accounts)
     reader = open_reader(log_path)
     total = reader.max_position()
     settings = load_settings(data=log_path.parent, durability="normal", event_store="sqlite",
@@ -130,21 +138,22 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
     singles: list[tuple[float, dict[str, str]]] = []
     runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="letterlog-bench-spark-") as tmp:
-        for _ in range(max(1, repeat)):  # rounds: every leg once per round, interleaved
+        def single() -> None:
             singles.append(_rebuild(reader, Path(tmp) / "tables-single.sqlite", None))
             _remove(Path(tmp) / "tables-single.sqlite")
-            for master in MASTERS:
-                for run in _session_runs(master, settings, reader, Path(tmp),
-                                         min(total, WARM_UP_EVENTS), compare_layouts):
-                    runs.setdefault(run["label"], []).append(run)
-    single_s, single = min(singles, key=lambda r: r[0])
+
+        for master in MASTERS:  # one session each, its runs between single-process runs
+            for run in _session_runs(master, settings, reader, Path(tmp),
+                                     min(total, WARM_UP_EVENTS), compare_layouts, repeat,
+                                     single):
+                runs.setdefault(run["label"], []).append(run)
+    single_s, single_digests = min(singles, key=lambda r: r[0])
     legs = []
-    for found in runs.values():  # the fastest run of each leg; the first session's start
+    for found in runs.values():  # the fastest run of each leg
         best = dict(min(found, key=lambda r: r["seconds"]))
         best.update(runs_s=[r["seconds"] for r in found],
-                    session_start_s=found[0]["session_start_s"],
-                    warm_up_s=found[0]["warm_up_s"],
-                    identical_to_single_process=all(r["digests"] == single for r in found))
+                    identical_to_single_process=all(r["digests"] == single_digests
+                                                    for r in found))
         del best["digests"]
         legs.append(best)
     result: dict[str, Any] = {
@@ -154,19 +163,28 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                            "runs_s": [round(r[0], 2) for r in singles],
                            "events_per_s": _rate(total, single_s)},
         "repeat": repeat,
-        "spark": {}, "machine_cores": _cores()}
+        "spark": {}, "machine_cores": _cores(), "load_average": _load()}
     for leg in legs:
         leg["events_per_s"] = _rate(total, leg["seconds"])
         result["spark"][leg.pop("label")] = leg
     result.update(_ratios(result["spark"], single_s, ""))
-    result["layout"] = result["spark"]["local[2]"]["layout"]
+    two = result["spark"]["local[2]"]
+    result["layout"] = two["layout"]
+    # the largest task's share of the work on 2 cores, against a fair share (one core's)
+    result["largest_task_share_local2"] = two.get("largest_task_share")
+    result["fair_share_local2"] = two.get("fair_share")
+    result["largest_task_over_fair_share_local2"] = two.get("longest_task_over_fair_share")
     other = [label[len("local[1]"):] for label in result["spark"]
              if label.startswith("local[1] ")]
     if other:
-        result["other_layout"] = {"layout": other[0].strip(),
-                                  **_ratios(result["spark"], single_s, other[0])}
-    result["targets"] = {"speedup_local2_over_local1": 1.7,
-                         "ratio_spark_local1_over_single_process": 0.75,
+        result["other_layout"] = {
+            "layout": other[0].strip(), **_ratios(result["spark"], single_s, other[0]),
+            "largest_task_over_fair_share_local2":
+                result["spark"][f"local[2]{other[0]}"].get("longest_task_over_fair_share")}
+    one_account = meta.get("accounts") == 1
+    result["targets"] = {"speedup_local2_over_local1": 1.8,
+                         "ratio_spark_local2_over_single_process": 1.3 if one_account else 1.5,
+                         "largest_task_over_fair_share_local2": 1.5,
                          "hbase_load_ratio": 0.5}
     if hbase:
         from adapters.bench.hbase_load import hbase_load
@@ -176,6 +194,13 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
     if plot is not None:
         _plot(plot, result)
     return result
+
+
+def _load() -> list[float]:
+    """The machine's load average (1, 5, 15 minutes) when the bench ends."""
+    import os
+
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _ratios(spark: dict[str, Any], single_s: float, suffix: str) -> dict[str, float]:

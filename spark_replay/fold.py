@@ -33,6 +33,10 @@ from typing import Any
 
 BY_ACCOUNT = "by_account"
 BY_POSITION = "by_position"
+COUNTERS_MERGE = "counters_merge"
+SUMMARY_KEY = (b"", 0)
+"""The shuffle key a range task's summary travels under to the ``merge_counters`` tasks,
+which hand it on (no account id is empty)."""
 PAGE = 2000
 CELLS = "table string, row binary, column binary, value binary, version long"
 
@@ -77,22 +81,108 @@ def fold_cells(wire: dict[str, Any], names: list[str]) -> Callable[[Iterable[Any
 
 
 def fold_ranges(wire: dict[str, Any], names: list[str], physical: dict[str, str],
-                target: str, spool: str | None,
-                fail_partition: int | None = None) -> Callable[[Iterable[Any]], Iterator[Any]]:
+                target: str, spool: str | None, fail_partition: int | None = None,
+                counters: bool = False) -> Callable[[Iterable[Any]], Iterator[Any]]:
     """The function ``RDD.mapPartitions`` runs on each ``(start, stop)`` position range:
     the task reads its range from the log itself (``row_pages``, as the single process
     does: no Arrow, no JVM in between), folds it (``BY_POSITION``) and yields its summary
-    as a tuple in ``SUMMARY_NAMES``' order."""
+    as a tuple in ``SUMMARY_NAMES``' order. With ``counters``, the same pass also folds
+    the range's counters as mergeable parts (``projections.counters.CounterPartialFold``,
+    ADR 0061) and yields them as ``((account, start), part)`` for ``merge_counters``, and
+    its summary as ``(SUMMARY_KEY, summary)``."""
 
-    def run(ranges: Iterable[tuple[int, int]]) -> Iterator[tuple[Any, ...]]:
+    def run(ranges: Iterable[tuple[int, int]]) -> Iterator[Any]:
         for start, stop in ranges:
-            def events(log: Any, seen: list[int], start: int = start,
-                       stop: int = stop) -> Iterator[tuple[int, Any]]:
-                return _range_events(log, start, stop, seen)
+            partial = _counter_parts() if counters else None
+
+            def events(log: Any, seen: list[int], start: int = start, stop: int = stop,
+                       partial: Any = partial) -> Iterator[tuple[int, Any]]:
+                found = _range_events(log, start, stop, seen)
+                return found if partial is None else _teed(found, partial)
 
             for out in _fold_task(wire, names, physical, target, spool, fail_partition,
                                   BY_POSITION, events):
-                yield tuple(out[name] for name in SUMMARY_NAMES)
+                summary = tuple(out[name] for name in SUMMARY_NAMES)
+                if partial is None:
+                    yield summary
+                    continue
+                for account, part in partial.parts.items():
+                    yield (account, start), part
+                yield SUMMARY_KEY, summary
+
+    return run
+
+
+def _counter_parts() -> Any:
+    from projections.counters import CounterPartialFold
+
+    return CounterPartialFold()
+
+
+def _teed(items: Iterable[tuple[int, Any]], partial: Any) -> Iterator[tuple[int, Any]]:
+    """The events, each folded into the counters' parts on its way to the runner."""
+    from projections.runner import corrupt
+
+    for position, event in items:
+        try:
+            partial.project(event, position)
+        except Exception as error:
+            raise corrupt(position, event, f"projection 'counters' failed: {error}") from error
+        yield position, event
+
+
+def merge_counters(wire: dict[str, Any], physical: dict[str, str], target: str,
+                   spool: str | None, first: int
+                   ) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """The function ``RDD.mapPartitions`` runs after the shuffle of ``fold_ranges``' counters
+    parts by account (sorted by account, then range): merges each account's parts in log
+    order into its row (``merge_counter_parts``), writes the rows to the target as
+    ``_fold_task`` does, hands the range tasks' summaries on, and yields its own
+    (``COUNTERS_MERGE``, partition ``first`` + its index)."""
+
+    def run(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, ...]]:
+        from pyspark import TaskContext
+
+        from projections import names as n
+        from projections.counters import CounterRow, counter_mutations, merge_counter_parts
+        from projections.registry import select
+        from projections.runner import ProjectionRunner
+
+        context = TaskContext.get()
+        assert context is not None
+        part, attempt = first + context.partitionId(), context.attemptNumber()
+        t0 = time.perf_counter()
+        store, run_path, mapping = _target_store(wire, physical, target, spool,
+                                                 COUNTERS_MERGE, part, attempt)
+        merged = 0
+        try:
+            runner = ProjectionRunner(store, select(["counters"]),
+                                      physical=_named(mapping), track=False)
+            runner.create_tables()
+            table = _named(mapping)(n.COUNTERS)
+            batch: list[Any] = []
+            account, row = None, CounterRow()
+            for (key, _), value in pairs:
+                if key == SUMMARY_KEY[0]:
+                    yield value
+                    continue
+                if key != account:
+                    if account is not None:
+                        batch += counter_mutations(table, account, row)
+                    account, row = key, CounterRow()
+                    if len(batch) >= 50_000:
+                        store.apply(batch)
+                        batch = []
+                merge_counter_parts(row, value)
+                merged += 1
+            if account is not None:
+                batch += counter_mutations(table, account, row)
+            if batch:
+                store.apply(batch)
+        finally:
+            store.close()
+        yield (COUNTERS_MERGE, part, attempt, merged, 0, 0, run_path,
+               time.perf_counter() - t0)
 
     return run
 
@@ -144,7 +234,7 @@ def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str],
 
     from projections.registry import select
     from projections.runner import ProjectionRunner
-    from spark_replay.settings import open_event_log, open_tables
+    from spark_replay.settings import open_event_log
 
     context = TaskContext.get()
     assert context is not None
@@ -153,24 +243,10 @@ def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str],
         raise InjectedFault(f"injected failure: partition {part}, attempt {attempt}")
     t0 = time.perf_counter()
     log = open_event_log(wire)
-    run_path = ""
     seen = [0, 0, 0]  # events, first position, last position
     try:
-        store: Any
-        mapping: Callable[[str], str | None] = _identity
-        if target == "cells":
-            from adapters.tables.memory import InMemoryTableStore
-
-            store = InMemoryTableStore()
-        elif target == "sqlite":
-            from adapters.tables.sqlite import SqliteTableStore
-
-            assert spool is not None
-            run_path = str(Path(spool) / f"run-{kind}-{part}-{attempt}.sqlite")
-            store = SqliteTableStore(run_path, synchronous="OFF")
-        else:
-            store = open_tables(wire)
-            mapping = physical.get
+        store, run_path, mapping = _target_store(wire, physical, target, spool, kind, part,
+                                                 attempt)
         try:
             # untracked: the tasks share the fresh tables (HBase), and one task's
             # position must not make another skip its accounts' events; the driver
@@ -189,6 +265,25 @@ def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str],
     yield {"fold": kind, "partition": part, "attempt": attempt, "events": seen[0],
            "first": seen[1], "last": seen[2], "run": run_path,
            "seconds": time.perf_counter() - t0}
+
+
+def _target_store(wire: dict[str, Any], physical: dict[str, str], target: str,
+                  spool: str | None, kind: str, part: int, attempt: int
+                  ) -> tuple[Any, str, Callable[[str], str | None]]:
+    """Where a task writes: ``(store, run file or "", table names)``."""
+    if target == "cells":
+        from adapters.tables.memory import InMemoryTableStore
+
+        return InMemoryTableStore(), "", _identity
+    if target == "sqlite":
+        from adapters.tables.sqlite import SqliteTableStore
+
+        assert spool is not None
+        run_path = str(Path(spool) / f"run-{kind}-{part}-{attempt}.sqlite")
+        return SqliteTableStore(run_path, synchronous="OFF"), run_path, _identity
+    from spark_replay.settings import open_tables
+
+    return open_tables(wire), "", physical.get
 
 
 SUMMARY_NAMES = ("fold", "partition", "attempt", "events", "first", "last", "run", "seconds")

@@ -8,25 +8,22 @@ head at the start is this job:
 
 1. *extract*: positions ``1..head`` cut into ranges, each read by a task from the log
    (``source.keyed_ranges`` / ``fold.fold_ranges``, the project's page reader);
-2. *transform*: two folds in one Spark job (ADR 0019), their tasks in its last stage, each
-   running the projection runner in fold mode (``fold.py``):
-
-   * ``by_account``: the projections that read their own rows (``Projection.reads``:
-     ``counters``), over the events they handle: ``source.keyed_ranges`` reads them keyed
-     by ``(account, position)``, ``repartitionAndSortWithinPartitions`` puts every event of
-     an account in one partition, in log order, and ``fold.fold_accounts`` folds each;
-   * ``by_position``: every other projection over the log's position ranges, no shuffle
-     (``fold.fold_ranges``: each task reads its range from the log itself): they never
-     read, so each cell's highest version wins in any order, and the position ranges are
-     as even as the log (a heavy account spreads over every task).
+2. *transform* (ADR 0061, which revises ADR 0019): every projection over the log's position
+   ranges, no shuffle of events (``fold.fold_ranges``: each task reads its range from the
+   log itself and runs the projection runner in fold mode, ``fold.py``). The projections
+   that never read (all but ``counters``) fold in any order: each cell's highest version
+   wins. ``counters`` reads its own rows, so the same pass folds it as *mergeable parts*
+   per account (``projections.counters.CounterPartialFold``): sums of per-event deltas,
+   with what depends on the row the earlier ranges leave kept apart. Only the parts are
+   shuffled (``repartitionAndSortWithinPartitions`` by account, then range), and a small
+   task per core merges each account's parts in log order (``fold.merge_counters``). An
+   account holding the whole log is spread over every range task like any other.
 
    Plain RDDs (pickled rows between Python workers): measured 2.8x faster than the
    DataFrame route (Python data source, Arrow, DataFrame shuffle) for the shuffled part.
-   The ``by_account`` tasks come first in the job (lower partition numbers), so the one a
-   heavy account lands in starts in the first wave. ``by_account_only=True`` folds every
-   projection by account (the layout before ADR 0019's split), and is what runs by
-   default on fewer than ``SPLIT_FROM_CORES`` cores: there the split's second decode of
-   counters' events costs more than its balance gains (measured, ADR 0019);
+   ``by_account_only=True`` is the layout before: every event keyed by account
+   (``source.keyed_ranges``), shuffled, and every projection folded per account partition
+   (``fold.fold_accounts``); one account is then one task. The benchmark compares both.
 3. *load*: each task loads its folded tables (a run file for SQLite, merged by the driver
    inside SQLite afterwards; HBase directly, idempotent). Only one summary row per task
    comes back to the driver.
@@ -58,19 +55,16 @@ from spark_replay.executors import attempts, registered
 from spark_replay.fold import (
     BY_ACCOUNT,
     BY_POSITION,
+    COUNTERS_MERGE,
     SUMMARY_NAMES,
     fold_accounts,
     fold_ranges,
+    merge_counters,
 )
 from spark_replay.settings import to_wire
 from spark_replay.source import account_partition, keyed_ranges, ranges
 
 _CORRUPT = re.compile(r"CorruptEvent: (.*)")
-SPLIT_FROM_CORES = 4
-"""The split layout (ADR 0019) from this many cores (the session's default parallelism) up.
-Measured on 2 cores (100k bench log, quiet machine): by account only 9.8 s, split 17.6 s
-(its second decode of counters' events); modelled from the same run's task seconds, the
-split's balance pays for that from about 3-4 cores."""
 PARTITIONS_PER_CORE = 4
 """Fold partitions per core: tasks of unequal size (accounts of unequal size, hashed) even
 out when each core takes the next task as it finishes (measured: 2 hashed partitions on
@@ -85,7 +79,7 @@ class SparkFold:
     settings: Settings
     partitions: int | None = None
     fail_partition: int | None = None
-    by_account_only: bool | None = None  # None: by account below SPLIT_FROM_CORES cores
+    by_account_only: bool | None = None  # True: the old layout (every event by account)
     stats: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, store: TableStore, projections: tuple[Projection, ...],
@@ -115,33 +109,38 @@ class SparkFold:
 
     def run(self, projections: tuple[Projection, ...], physical: dict[str, str], target: str,
             spool: str | None, stop: int) -> list[dict[str, Any]]:
-        """The Spark job proper; one summary per partition (successful attempts only).
-        The layout and the partitions follow the cores of the executors registered
-        (``executors.registered``: a bounded wait for those expected)."""
+        """The Spark job proper; one summary per task (successful attempts only). The
+        partitions follow the cores of the executors registered (``executors.registered``:
+        a bounded wait for those expected)."""
         sc = self.spark.sparkContext
         self.stats.update(registered(sc))
         cores = self.stats["cores"]
         parts = self.partitions or PARTITIONS_PER_CORE * cores
         wire = to_wire(self.settings)
-        by_account_only = self.by_account_only
-        if by_account_only is None:
-            by_account_only = cores < SPLIT_FROM_CORES
-        self.stats["layout"] = "by_account_only" if by_account_only else "split"
-        reading = [p.name for p in projections if p.reads or by_account_only]
-        others = [p.name for p in projections if p.name not in reading]
-
+        by_account_only = bool(self.by_account_only)
+        self.stats["layout"] = "by_account_only" if by_account_only else "by_position"
         spans = ranges(1, stop, parts)
+        names = [p.name for p in projections]
         folds = []
-        if reading:  # first: the task a heavy account lands in starts in the first wave
-            handled = () if by_account_only else reading
+        if by_account_only:  # every projection, every event of an account in one task
             folds.append(sc.parallelize(spans, len(spans))
-                         .mapPartitions(keyed_ranges(wire, handled))
+                         .mapPartitions(keyed_ranges(wire, ()))
                          .repartitionAndSortWithinPartitions(parts, account_partition)
-                         .mapPartitions(fold_accounts(wire, reading, physical, target, spool,
+                         .mapPartitions(fold_accounts(wire, names, physical, target, spool,
                                                       self.fail_partition)))
-        if others:
-            folds.append(sc.parallelize(spans, len(spans)).mapPartitions(
-                fold_ranges(wire, others, physical, target, spool, self.fail_partition)))
+        else:  # every projection by position range; counters as mergeable parts
+            counters = n.COUNTERS in names
+            others = [name for name in names if name != n.COUNTERS]
+            folded_ranges = sc.parallelize(spans, len(spans)).mapPartitions(
+                fold_ranges(wire, others, physical, target, spool, self.fail_partition,
+                            counters=counters))
+            if counters:  # the parts of an account meet in one (small) task, in log order
+                merges = max(1, min(parts, cores))
+                folded_ranges = (folded_ranges
+                                 .repartitionAndSortWithinPartitions(merges, account_partition)
+                                 .mapPartitions(merge_counters(wire, physical, target, spool,
+                                                               len(spans))))
+            folds.append(folded_ranges)
         folded = sc.union(folds)
         group = f"letterlog-rebuild-{uuid.uuid4().hex}"
         sc.setJobGroup(group, "letterlog rebuild")
@@ -190,19 +189,25 @@ def _figures(tasks: list[dict[str, Any]], job_s: float, merge_s: float,
     seconds over the task seconds per core (above 1, one task bounds the job)."""
     seconds = [t["seconds"] for t in tasks]
     folds = {}
-    for kind in (BY_ACCOUNT, BY_POSITION):
+    for kind in (BY_ACCOUNT, BY_POSITION, COUNTERS_MERGE):
         mine = [t for t in tasks if t["fold"] == kind]
         if mine:
             folds[kind] = {"partition_events": [t["events"] for t in mine],
                            "skew_max_over_mean": _skew([t["events"] for t in mine]),
                            "task_seconds": [round(t["seconds"], 2) for t in mine]}
-    return {"spark_partitions": len(tasks), "spark_job_s": round(job_s, 3),
+    merges = sum(1 for t in tasks if t["fold"] == COUNTERS_MERGE)
+    return {"spark_partitions": len(tasks) - merges, "merge_partitions": merges,
+            "spark_job_s": round(job_s, 3),
             "task_seconds": [round(s, 2) for s in seconds],
             "merge_s": round(merge_s, 3), "partition_events": [t["events"] for t in tasks],
             "folds": folds,
             "skew_max_over_mean": folds.get(BY_ACCOUNT, {}).get("skew_max_over_mean"),
             "longest_task_over_fair_share":
                 round(max(seconds) * cores / sum(seconds), 3) if sum(seconds) else None,
+            # the largest task's share of the job's task seconds, beside a fair share (one
+            # core's): the issue's "largest task's share of the work"
+            "largest_task_share": round(max(seconds) / sum(seconds), 3) if sum(seconds) else None,
+            "fair_share": round(1 / cores, 3),
             "kept_attempts": {t["partition"]: t["attempt"] for t in tasks}}
 
 
@@ -224,10 +229,10 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
     """Rebuilds ``names`` (default all) on Spark, blue/green through the catalog; with
     ``until`` (a position) or ``as_of`` (ISO 8601), builds the read-only view ``view``
     (default ``p<position>``) as the projections were then, and switches nothing.
-    ``by_account_only``: every projection folded by account, or not (``None``: by the
-    session's cores, ``SPLIT_FROM_CORES``; ADR 0019). A data directory holding no store is
-    ``StoreUnavailable``, another rebuild of the store running ``RebuildRunning``, both
-    before Spark starts."""
+    ``by_account_only``: every projection folded by account (the layout before ADR 0061),
+    else (the default) by position range, counters as mergeable parts. A data directory
+    holding no store is ``StoreUnavailable``, another rebuild of the store running
+    ``RebuildRunning``, both before Spark starts."""
     from adapters.embedded import Letterlog
     from adapters.rebuild_lock import rebuild_lock
     from adapters.spark import require_store

@@ -5,6 +5,7 @@ Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
     rebuild (PROJECTION... | --all) [--until-position P | --as-of ISO8601] [--view NAME]
     export (PROJECTION | events) DIR [--personal]
     bench [--events N] [--plot PNG] [--no-hbase] [--no-other-layout] [--repeat N]
+          [--accounts N]
                                                    (python -m spark_replay only)
 
 Each prints one JSON object on stdout and, with ``--result FILE``, writes it to FILE (what
@@ -44,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=int, default=1,
                        help="run every rebuild N times; the fastest counts")
     bench.add_argument("--no-other-layout", action="store_true",
-                       help="skip the rebuilds with the layout the job does not pick")
+                       help="skip the rebuilds with the layout before (by account only)")
+    bench.add_argument("--accounts", type=int, default=None,
+                       help="accounts in the log (1: every event in one account)")
     export = sub.add_parser("export", help="write a projection or the events as Parquet")
     export.add_argument("what")
     export.add_argument("directory")
@@ -73,7 +76,7 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
         return bench_spark_rebuild(args.events, Path(args.plot) if args.plot else None,
                                    hbase=not args.no_hbase,
                                    compare_layouts=not args.no_other_layout,
-                                   repeat=args.repeat)
+                                   repeat=args.repeat, accounts=args.accounts)
     from spark_replay.frames import export
 
     return export(settings, args.what, args.directory, personal=args.personal,

@@ -96,13 +96,17 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
                       help="with --engine spark: also the HBase load vs raw happybase")]
                   = True,
                   other_layout: Annotated[bool, typer.Option(
-                      help="with --engine spark: also rebuild with the layout the job "
-                           "does not pick for these cores (split, below 4 cores)")]
+                      help="with --engine spark: also rebuild with the layout before "
+                           "(every projection by account)")]
                   = True,
                   repeat: Annotated[int, typer.Option(
                       metavar="N", min=1,
                       help="with --engine spark: every rebuild N times, the fastest counts")]
-                  = 1) -> None:
+                  = 1,
+                  accounts: Annotated[int | None, typer.Option(
+                      metavar="N", min=1,
+                      help="with --engine spark: accounts in the log (default: the bench "
+                           "log's; 1: every event in one account)")] = None) -> None:
     """Single-process rebuild of all projections vs reading and decoding the log; with
     --engine spark, against the Spark job on local[1] and local[2]."""
     if engine == "spark":
@@ -111,11 +115,14 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
         args = ["bench", "--events", str(events), *(["--plot", str(plot)] if plot else []),
                 *([] if hbase else ["--no-hbase"]),
                 *([] if other_layout else ["--no-other-layout"]),
-                "--repeat", str(repeat)]
+                "--repeat", str(repeat),
+                *(["--accounts", str(accounts)] if accounts is not None else [])]
         _bench(run_module(args, fail=fail), as_json)
         return
     if engine != "embedded":
         fail(f"--engine: {engine!r} is not embedded or spark")
+    if accounts is not None:
+        fail("--accounts: only with --engine spark")
     from adapters.bench.rebuild import bench_rebuild as run
 
     _bench(run(events=events, plot=plot), as_json)

@@ -57,7 +57,7 @@ def test_cli_rebuild_on_a_standalone_cluster_matches_the_live_tables(spark_clust
                      "--master", spark_cluster.master_url)
     result = json.loads(done.stdout)
     assert result["master"] == spark_cluster.master_url
-    covering = result["folds"]["by_position" if result["layout"] == "split" else "by_account"]
+    covering = result["folds"]["by_position" if result["layout"] == "by_position" else "by_account"]
     assert result["position"] == sum(covering["partition_events"])  # every event, once
     assert generation(tmp_path / "data") == before + 1
     assert any(r["cells"] for r in verified(tmp_path / "data"))

@@ -41,13 +41,16 @@ def test_spark_rebuild_switches_to_tables_identical_to_the_live_ones(spark, data
     after_generation, after = _catalog(data)
     assert after_generation == generation + 1
     assert after["messages"] == result["tables"]["messages"] != before["messages"]
-    assert result["layout"] == "by_account_only"  # 2 cores: below SPLIT_FROM_CORES
-    assert sum(result["folds"]["by_account"]["partition_events"]) == result["position"]
-    assert len(result["kept_attempts"]) == result["spark_partitions"]  # no task id twice
+    assert result["layout"] == "by_position"  # every projection, on any number of cores
+    assert sum(result["folds"]["by_position"]["partition_events"]) == result["position"]
+    assert result["merge_partitions"] == 2  # counters' parts merged, one task per core
+    # no task id twice
+    assert len(result["kept_attempts"]) == result["spark_partitions"] + 2
     # every attempt of every stage counted (the shuffle's map tasks too), none failed
     assert result["task_attempts"] > result["spark_partitions"]
     assert result["failed_task_attempts"] == 0 and result["stage_attempts"] == 2
     assert result["cores"] == 2 and result["master"] == "local[2,2]"
+    assert result["fair_share"] == 0.5 and 0 < result["largest_task_share"] <= 1
     reports = _verify(data)
     assert reports and all(r.identical for r in reports), [r.as_dict() for r in reports]
     assert any(r.live_cells for r in reports)
@@ -55,37 +58,40 @@ def test_spark_rebuild_switches_to_tables_identical_to_the_live_ones(spark, data
 
 def test_a_task_that_fails_once_is_retried_and_the_rebuild_is_still_identical(spark, data):
     result = rebuild(load_settings(data=data), ["counters", "messages"], spark=spark,
-                     fail_partition=1, by_account_only=False)  # the split: both folds
-    assert set(result["folds"]) == {"by_account", "by_position"}
+                     fail_partition=1)  # a position range: its counters' parts too
+    assert set(result["folds"]) == {"by_position", "counters_merge"}
     assert result["kept_attempts"][1] == 1  # the second attempt's run was merged
     assert result["failed_task_attempts"] == 1  # and the first attempt is counted
     assert all(r.identical for r in _verify(data))
 
 
-def test_a_heavy_account_spreads_over_every_position_task_and_only_counters_stay_by_account(
-        spark, tmp_path):
+def test_one_account_holding_every_event_is_spread_over_every_task(spark, tmp_path):
+    """Item 5 of issue 30: one account (every kind of command, a mailbox deleted, messages
+    deleted, restored, expunged, purged) is folded by position range for every projection,
+    counters as mergeable parts, and verifies identical; by account, it is one task."""
     data = tmp_path / "data"
     with Letterlog.open(data) as store:
-        fill(store, 12)
-        for i in range(60):  # one account now holds most of the log
-            store.deliver(account="heavy@example.org",
-                          raw=make_mail(f"Heavy {i}", message_id=f"<h{i}@example.org>"))
-    before = rebuild(load_settings(data=data), spark=spark, partitions=4, by_account_only=True)
-    assert before["folds"].keys() == {"by_account"}
-    heaviest = max(before["partition_events"])
-    assert heaviest > before["position"] / 2  # the heavy account's task holds most events
-    # skew over every partition, the empty ones too: more than half of 4 partitions' events
-    # in one is a skew above 2 (the mean of the non-empty ones would hide it)
-    assert before["skew_max_over_mean"] == round(heaviest * 4 / before["position"], 3) > 2
-    after = rebuild(load_settings(data=data), spark=spark, partitions=4, by_account_only=False)
+        fill(store, 24, hierarchy=True, accounts=["solo@example.org"])
+        for i in range(40):
+            store.deliver(account="solo@example.org",
+                          raw=make_mail(f"Solo {i}", message_id=f"<s{i}@example.org>"))
+    settings = load_settings(data=data)
+    before = rebuild(settings, spark=spark, partitions=4, by_account_only=True)
+    assert before["layout"] == "by_account_only"
+    counts = before["folds"]["by_account"]["partition_events"]
+    assert max(counts) == sum(counts) == before["position"]  # one task holds everything
+    assert all(r.identical for r in _verify(data))
+    after = rebuild(settings, spark=spark, partitions=4)
     position = after["position"]
+    assert after["layout"] == "by_position"
     spread = after["folds"]["by_position"]["partition_events"]
     assert sum(spread) == position and max(spread) <= -(-position // 4)  # each event once
-    counted = after["folds"]["by_account"]["partition_events"]
-    assert 0 < sum(counted) < position  # only the events counters handles
-    assert max(counted) < heaviest
-    assert len(after["kept_attempts"]) == after["spark_partitions"]  # no task id twice
-    assert all(r.identical for r in _verify(data))
+    assert len(spread) == 4 and min(spread) > 0
+    assert after["folds"]["counters_merge"]["partition_events"] == [4, 0] or \
+        sorted(after["folds"]["counters_merge"]["partition_events"]) == [0, 4]  # 4 parts
+    reports = _verify(data)
+    assert all(r.identical for r in reports), [r.as_dict() for r in reports]
+    assert any(r.table == "counters" and r.live_cells for r in reports)
 
 
 def test_an_undecodable_event_fails_the_job_naming_position_aggregate_and_version(
