@@ -22,7 +22,8 @@ from pathlib import Path
 
 from adapters.datadir import disk_bytes
 
-from ._common import Handle, Launch, Program, Service, apt_install, run_checked, terminate, wait_for
+from ._common import Handle, Launch, Program, Service, run_checked, terminate, wait_for
+from .toolchain import apt_install
 
 PACKAGES = ("dovecot-core", "dovecot-lmtpd")
 SYSTEM_USER = "letterlog-mail"

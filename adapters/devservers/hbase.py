@@ -43,18 +43,14 @@ from ._common import (
     Program,
     Service,
     ServiceFailed,
-    find_java,
     free_ports,
-    java_major,
-    jdk_module_flags,
     log_contains,
-    maven_lib,
-    pom_property,
     port_open,
     run_checked,
     terminate,
     wait_for,
 )
+from .toolchain import find_java, java_major, jdk_module_flags, maven_lib, pom_property
 
 __all__ = [
     "HBaseServer",

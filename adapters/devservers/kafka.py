@@ -25,15 +25,13 @@ from ._common import (
     Program,
     Service,
     ServiceFailed,
-    find_java,
     free_ports,
-    maven_lib,
-    pom_property,
     port_open,
     run_checked,
     terminate,
     wait_for,
 )
+from .toolchain import find_java, maven_lib, pom_property
 
 __all__ = ["KafkaServer", "KAFKA_POM", "install_kafka"]
 

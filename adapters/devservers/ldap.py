@@ -29,12 +29,12 @@ from ._common import (
     Launch,
     Program,
     Service,
-    apt_install,
     free_port,
     run_checked,
     terminate,
     wait_for,
 )
+from .toolchain import apt_install
 
 __all__ = ["LdapServer"]
 

@@ -55,13 +55,13 @@ from ._common import (
     Program,
     Service,
     ServiceFailed,
-    apt_install,
     free_port,
     run_checked,
     terminate,
     wait_for,
 )
 from .dovecot import ensure_system_user
+from .toolchain import apt_install
 
 PACKAGES = ("postfix",)
 #: debconf answer that installs the package without configuring a system instance

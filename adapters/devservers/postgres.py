@@ -24,12 +24,12 @@ from ._common import (
     Program,
     Service,
     ServiceFailed,
-    apt_install,
     free_port,
     run_checked,
     terminate,
     wait_for,
 )
+from .toolchain import apt_install
 
 __all__ = ["PostgresServer", "find_pg_bindir"]
 

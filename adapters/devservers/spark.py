@@ -23,12 +23,12 @@ from ._common import (
     Launch,
     Program,
     Service,
-    find_java,
     free_ports,
     log_contains,
     terminate,
     wait_for,
 )
+from .toolchain import find_java
 
 __all__ = ["SparkCluster"]
 
