@@ -12,6 +12,9 @@ Every runtime starts here:
   ``<data>/stream-tables.sqlite``; the worker module, an entry point, builds its faust app
   from these parts);
 - a replay job: ``event_log(settings)`` to read, ``stream_tables(settings)`` to write;
+- the purge jobs (``letterlog purge run``, ``letterlog purger``, through the facade):
+  ``shredding(settings, log, payloads)``, what follows a purge's append, and
+  ``purge_jobs(...)``, handed to the facade as a factory taking its read side;
 - the user directory (``letterlog users``, the user purge in ``letterlog purger``, a
   caller's groups): ``directory(settings)``, ``group_resolver(settings)``.
 
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     from adapters.embedded import Letterlog
     from adapters.eventlog.sealing import KeyStore
     from adapters.eventlog.store import MailLog
+    from adapters.lifecycle.jobs import PurgeJobs
+    from adapters.lifecycle.shredding import Shredding
     from adapters.readside.host import ProjectionHost
     from adapters.streaming.relay import OutboxRelay
     from domain.directory import Directory
@@ -182,6 +187,29 @@ def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
                           max_position)
 
 
+def shredding(settings: Settings, log: MailLog, payloads: PayloadStore) -> Shredding:
+    """What follows a purge's or an erasure's append (keys destroyed, payloads' grace,
+    views, WAL, compaction): ``adapters.lifecycle.shredding``."""
+    from adapters.lifecycle.shredding import Shredding
+
+    return Shredding(settings, log, payloads)
+
+
+def purge_jobs(settings: Settings, mail: Mailstore, payloads: PayloadStore,
+               shredded: Shredding, host: ProjectionHost) -> PurgeJobs:
+    """The purge jobs on the read side ``host``: the domain's ``Purging`` on ``mail``'s unit
+    of work, each append followed by ``shredded.purged``, each run by ``shredded.after``;
+    the host's catch-up before the queues and before the payloads."""
+    from adapters.lifecycle.jobs import PurgeJobs
+    from domain.purging import Purging
+
+    retention = settings.retention()
+    return PurgeJobs(Purging(mail.uow, retention, shredded.purged), host.tables,
+                     host.physical, payloads, retention=retention,
+                     threads=settings.purge_threads, catch_up=host.catch_up,
+                     after_run=partial(shredded.after, host))
+
+
 def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | None = None,
               payloads: PayloadStore | None = None, read_models: bool = True) -> Letterlog:
     """An embedded store (an instance of ``facade``, the class ``Letterlog.open`` hands over:
@@ -192,17 +220,20 @@ def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | Non
     log = log if log is not None else event_log(settings)
     payloads = payloads if payloads is not None else payload_store(settings)
     mail = mailstore(settings, log, payloads)
+    shred = shredding(settings, log, payloads)
+    jobs = partial(purge_jobs, settings, mail, payloads, shred)  # on the read side, once open
     if read_models and settings.table_store == "hbase":
         # Scale-out: stream workers project into HBase; this process only reads it, and
         # connects on its first read: commands need only the log and the payload store, so
         # deliveries go on while HBase (or Kafka, or the workers) are down.
         quotas(settings, mail, log, None)
         scaled = facade(settings, log, payloads, mail,
-                        read_side=partial(projection_host, settings, log))
+                        read_side=partial(projection_host, settings, log),
+                        shredding=shred, purge_jobs=jobs)
         scaled.group_resolver = _groups(settings)
         return scaled
     host = projection_host(settings, log) if read_models else None
-    store = facade(settings, log, payloads, mail, host)
+    store = facade(settings, log, payloads, mail, host, shredding=shred, purge_jobs=jobs)
     quotas(settings, mail, log, host)
     store.group_resolver = _groups(settings)
     store.catch_up()

@@ -10,10 +10,13 @@ check through it, so both refuse alike. A data directory it creates is 0700
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from adapters.filemodes import DIR_MODE, check_private, private_dir
+from adapters.filemodes import DIR_MODE, check_private, private_dir, private_file
 from domain.errors import StoreUnavailable
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -122,3 +125,15 @@ def disk_use(root: Path) -> dict[str, int]:
     use["total"] = sum(use.values())
     return use
 
+
+@contextmanager
+def exclusive(root: str | os.PathLike[str], name: str) -> Iterator[None]:
+    """A cross-process lock in the data directory, ``<root>/.<name>.lock`` (embedded mode:
+    e.g. ``views``, held while saved views are dropped or erased from)."""
+    path = private_file(Path(root) / f".{name}.lock")
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -13,22 +13,20 @@ before a command returns, the read models are caught up, so a reader sees its ow
 from __future__ import annotations
 
 import copy
-import fcntl
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from uuid import UUID
 
-from adapters.datadir import check_data_dir
+from adapters.datadir import check_data_dir, exclusive
 from adapters.eventlog.reader import read_events
 from adapters.eventlog.records import account_events
-from adapters.filemodes import private_file
 from adapters.readside.queries import ReadModelQueries
 from adapters.rules.api import RulesAPI
 from adapters.settings import Settings, load_settings
@@ -44,7 +42,6 @@ from domain.errors import (
 )
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
-from domain.personal import Personal
 from domain.ports import PayloadStore
 from domain.results import Upload
 from domain.service import Change, CheckedDelivery, Delivery, Mailstore
@@ -58,8 +55,8 @@ if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.completion import Completion
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
+    from adapters.lifecycle.shredding import Shredding
     from adapters.readside.host import ProjectionHost
-    from domain.purging import Purging
 
 T = TypeVar("T")
 log = logging.getLogger("letterlog")
@@ -82,7 +79,8 @@ class Letterlog(ReadModelQueries, RulesAPI):
 
     def __init__(self, settings: Settings, log: MailLog, payloads: PayloadStore,
                  mail: Mailstore, projections: ProjectionHost | None = None,
-                 read_side: Callable[[], ProjectionHost] | None = None) -> None:
+                 read_side: Callable[[], ProjectionHost] | None = None, *,
+                 shredding: Shredding, purge_jobs: Callable[[Any], PurgeJobs]) -> None:
         self.settings = settings
         self.log = log
         self.payloads = payloads
@@ -92,8 +90,8 @@ class Letterlog(ReadModelQueries, RulesAPI):
         self._read_side_lock = threading.Lock()
         self._follower: Any = None  # a second process projecting (``projecting_in_a_second..``)
         self._unread_writes = False  # commands left to the follower since a query caught up
-        self._unfinished = 0  # messages purged since the last completion (lifecycle/completion)
-        self.completion: Completion | None = None  # the last purge's or erasure's completion
+        self.shredding = shredding  # what follows a purge's or erasure's append (bootstrap)
+        self._purge_jobs = purge_jobs  # the purge jobs on a read side (bootstrap)
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -441,25 +439,16 @@ class Letterlog(ReadModelQueries, RulesAPI):
 
     # -- lifecycle: purge and erasure (see adapters/lifecycle) --------------------------------
     def retention(self) -> Retention:
-        s = self.settings
-        return Retention(expired=timedelta(days=s.expired_ttl_days),
-                         deleted=timedelta(days=s.deleted_retention_days),
-                         incomplete=timedelta(days=s.incomplete_ttl_days),
-                         payloads=timedelta(hours=s.payload_grace_hours),
-                         peek_back=timedelta(minutes=s.purge_peek_back_minutes))
+        return self.settings.retention()
 
-    def purging(self) -> Purging:
-        from domain.purging import Purging
-
-        return Purging(self.mail.uow, self.retention(), self._purged)
+    @property
+    def completion(self) -> Completion | None:
+        """The last purge run's or erasure's completion of the files (None before one)."""
+        return self.shredding.completion
 
     def purge_jobs(self) -> PurgeJobs:
-        from adapters.lifecycle.jobs import PurgeJobs
-
-        host = self._read()
-        return PurgeJobs(self.purging(), host.tables, host.physical, self.payloads,
-                         retention=self.retention(), threads=self.settings.purge_threads,
-                         catch_up=self.catch_up, after_run=self._after_purge)
+        """The purge jobs (built by bootstrap) on this store's read side."""
+        return self._purge_jobs(self._read())
 
     def purge(self, now: datetime | None = None, queues: Sequence[str] | None = None, *,
               dry_run: bool = False, progress: Any = None) -> PurgeReport:
@@ -508,7 +497,7 @@ class Letterlog(ReadModelQueries, RulesAPI):
 
         def erased(messages: Sequence[Message]) -> None:
             nonlocal destroyed
-            destroyed += self._destroy_keys(messages)
+            destroyed += self.shredding.destroy_keys(messages)
             released.extend(messages)
 
         from domain.purging import Purging
@@ -520,18 +509,16 @@ class Letterlog(ReadModelQueries, RulesAPI):
         if self.settings.table_store == "hbase":
             # the workers apply Purged later; `letterlog erase complete` decides the payloads
             # once they have, then compacts HBase (adapters/lifecycle/scaleout.py)
-            from adapters.lifecycle.scaleout import record_erasure
-
             if outcome.purged:
-                record_erasure(self, shas, began, len(outcome.purged))
+                self.shredding.record_scale_out(shas, began, len(outcome.purged))
             shas = set()
         host = self._read()
         refs = host.physical(pn.PAYLOAD_REFS)
         for sha in shas:
             if not host.tables.get(refs, payload_row(sha)):
                 freed += self.payloads.delete_unless_touched(sha, began) or 0
-        self._unfinished += len(outcome.purged)
-        self._after_purge()
+        self.shredding.unfinished += len(outcome.purged)
+        self.shredding.after(self._projections)
         return {"purged": [str(m.id) for m in outcome.purged],
                 "already_purged": [str(i) for i in outcome.kept],
                 "bytes": outcome.purged_bytes, "keys_destroyed": destroyed,
@@ -541,60 +528,14 @@ class Letterlog(ReadModelQueries, RulesAPI):
                     outcome.purged),  # `letterlog erase complete` finishes it
                 **(self.completion.as_dict() if self.completion else {})}
 
-    def _destroy_keys(self, messages: Sequence[Message]) -> int:
-        """Their personal data in the log can no longer be read (crypto-shredding); how many
-        keys were destroyed now."""
-        return self.log.keys.destroy(p.key_id for m in messages
-                              if isinstance(p := m.personal, Personal) and p.key_id is not None)
-
-    def _purged(self, messages: Sequence[Message]) -> None:
-        """After a purge job's append: keys destroyed; the payloads' grace period starts."""
-        self._unfinished += len(messages)
-        self._destroy_keys(messages)
-        for m in messages:
-            for sha in m.payloads_referred():
-                self.payloads.touch(sha)
-        if self.settings.table_store == "hbase" and messages:  # compacted by `erase complete`
-            from adapters.lifecycle.scaleout import record_erasure
-
-            record_erasure(self, (), time.time(), len(messages))
-
-    def _after_purge(self) -> None:
-        """No plain text lingers: the SQLite files' -wal are truncated, waiting for readers
-        at most ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete;
-        what is left unfinished is recorded: adapters/lifecycle/completion.py); HBase
-        flushes the tables a purge deletes from, then major-compacts them (background)."""
-        # saved views lose the purged messages too, before the files' WAL is truncated
-        in_views = self.erase_from_views()["tables"] if self._projections is not None else []
-        from adapters.spark import remove_stale_runs
-
-        remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
-        self.completion = self.complete_erasures(record=self._unfinished > 0)
-        self._unfinished = 0
-        if self._projections is None:
-            return
-        tables, physical = self._projections.tables, self._projections.physical
-        compact = getattr(tables, "major_compact", None)
-        if compact is not None and self.settings.table_store != "hbase":  # else: workers
-            # write the deletes later; `erase complete` compacts after them (lifecycle/scaleout)
-            purged = [physical(t) for t in pn.PURGED_FROM] + in_views
-            tables.flush(purged)
-            compact(purged)
-
     def complete_erasures(self, *, record: bool = False) -> Completion:
         """Finishes the erasures still pending on this store's SQLite files (``letterlog
         erase complete``); with ``record``, one left unfinished is recorded."""
-        from adapters.lifecycle.completion import complete
-
-        s = self.settings
-        return complete(s.data, s.key_vault, wait=s.erase_wait_seconds, record=record,
-                        position=self.max_position(), messages=self._unfinished)
+        return self.shredding.complete(record=record)
 
     def pending_erasures(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
-        from adapters.lifecycle.completion import PendingErasures
-
-        return [r for _, r in PendingErasures(self.settings.data).records()]
+        return self.shredding.pending()
 
     def check(self, **fields: Any) -> CheckedDelivery:
         """``deliver``'s fields checked and the message parsed (once), nothing written:
@@ -780,15 +721,7 @@ class Letterlog(ReadModelQueries, RulesAPI):
     def erase_from_views(self) -> dict[str, Any]:
         """Applies every purge and erasure in the log to every saved view that has not had
         it yet (after each purge run and erasure, and when a view is built)."""
-        from adapters.eventlog.reader import row_decoder, row_pages
-        from adapters.readside.views import erase_purged
-
-        tables, log = self._read().tables, self.log
-        with self.exclusive("views"):
-            return erase_purged(tables, self.max_position(),
-                                lambda start, stop: row_pages(log, start, stop, 2000),
-                                row_decoder(log),
-                                lambda i, version: log.repository.get(i, version=version))
+        return self.shredding.erase_from_views(self._read().tables)
 
     def verify(self, names: list[str] | None = None, progress: Any = None) -> list[Any]:
         return list(self._read().verify(names, progress))
@@ -806,16 +739,9 @@ class Letterlog(ReadModelQueries, RulesAPI):
         table store that compacts itself (HBase)."""
         return self._read().compact()
 
-    @contextmanager
-    def exclusive(self, name: str) -> Iterator[None]:
+    def exclusive(self, name: str) -> Any:
         """A cross-process lock in the data directory (embedded mode)."""
-        path = private_file(Path(self.settings.data) / f".{name}.lock")
-        with open(path, "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        return exclusive(self.settings.data, name)
 
 
 

@@ -27,6 +27,7 @@ from adapters.envsettings import DEFAULTS, PREFIX
 from domain.errors import SettingsError
 
 if TYPE_CHECKING:
+    from domain.lifecycle import Retention
     from domain.quota import Limits as QuotaLimits
     from domain.rfc5322 import MessageLimits
 
@@ -187,6 +188,18 @@ class Settings(BaseSettings):
         from domain.quota import Limits
 
         return Limits(self.quota_bytes, self.quota_messages)
+
+    def retention(self) -> Retention:
+        """How long each purge queue keeps what it holds (the purge jobs, ``purge-queue``)."""
+        from datetime import timedelta
+
+        from domain.lifecycle import Retention
+
+        return Retention(expired=timedelta(days=self.expired_ttl_days),
+                         deleted=timedelta(days=self.deleted_retention_days),
+                         incomplete=timedelta(days=self.incomplete_ttl_days),
+                         payloads=timedelta(hours=self.payload_grace_hours),
+                         peek_back=timedelta(minutes=self.purge_peek_back_minutes))
 
     def message_limits(self) -> MessageLimits:
         from domain.rfc5322 import MessageLimits

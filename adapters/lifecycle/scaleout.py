@@ -261,7 +261,7 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
                 outcome.payload_bytes_freed += freed
     from adapters.readside.views import erased_view_tables
 
-    # saved views lost the purged rows at the erasure (Letterlog.erase_from_views)
+    # saved views lost the purged rows at the erasure (Shredding.erase_from_views)
     names = [host.physical(t) for t in pn.PURGED_FROM] + erased_view_tables(tables)
     compacted = time.monotonic()
     try:

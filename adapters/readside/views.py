@@ -5,7 +5,8 @@ models as at log position ``P``, folded into tables of its own (``<table>__v_<NA
 named by a row of the ``views`` table. It holds what the live tables hold: subjects,
 senders, attachment names. So a purge or an erasure must reach every view too.
 
-``erase_purged`` does it, after every purge run and erasure (``Letterlog._after_purge``).
+``erase_purged`` does it, after every purge run and erasure
+(``adapters.lifecycle.shredding.Shredding.after``).
 Each view remembers the log position up to which purges were applied to it (``v:erased``;
 at first the view's own position: a fold up to ``P`` has applied every purge up to ``P``).
 Every message purged after that position is purged *in the view*: the message as it stood
@@ -26,7 +27,7 @@ is built (``Letterlog.build_view`` and the Spark job call ``erase_purged``).
 Applying the same purges twice changes nothing (row and column deletes are idempotent, and
 ``counters`` skips an event at or below the position it stored), but two runs at once
 could interleave ``counters``' read-modify-write: callers hold one lock around it
-(``Letterlog.exclusive("views")``).
+(``adapters.datadir.exclusive(data, "views")``).
 """
 
 from __future__ import annotations

@@ -152,6 +152,22 @@ def test_a_dry_run_decides_and_changes_nothing(store):
     assert store.purge_jobs().pointer("deleted", 0) is None
 
 
+def test_the_purge_jobs_are_handed_their_parts_and_never_call_back_into_the_facade(store):
+    """ADR 0056: bootstrap builds what the jobs call after an append, after a run and to
+    catch up (``lifecycle.shredding``, the read side); none of it is a method of the facade,
+    and a purge through them still destroys the keys and truncates the files."""
+    jobs = store.purge_jobs()
+    callbacks = (jobs.catch_up, jobs.after_run, jobs.purging.on_purged)
+    owners = [getattr(getattr(c, "func", c), "__self__", None) for c in callbacks]
+    assert owners[1] is owners[2] is store.shredding and owners[0] is store.projections
+    assert not any(isinstance(owner, Letterlog) for owner in owners)
+    [a] = deliver(store)
+    store.delete(a.message_id)
+    report = jobs.run(later(days=31))
+    assert report.total("purged") == 1 and store.completion is store.shredding.completion
+    assert store.completion is not None and store.shredding.unfinished == 0
+
+
 def test_the_pointer_moves_to_the_horizon_and_peek_back_finds_late_entries(tmp_path):
     for peek, found in ((60, 1), (0, 0)):
         store = Letterlog.open(tmp_path / f"d{peek}", durability="normal",

@@ -1,0 +1,129 @@
+"""What follows the append of a purge or an erasure: crypto-shredding, then the files.
+
+The purge jobs (``jobs.PurgeJobs``, through ``domain.purging.Purging``) and the facade's
+erasures hand what they purged to a ``Shredding``, never back to the facade:
+
+- ``purged`` (right after a purge job's append): the messages' data keys are destroyed
+  (their personal data in the log can no longer be read), their payloads' grace period
+  starts, and on scale-out what ``letterlog erase complete`` still owes is recorded
+  (``scaleout``);
+- ``after`` (once a run or an erasure is done): the saved views lose the purged messages,
+  run files a killed Spark job left are removed, the SQLite files' WAL is truncated and
+  what is left unfinished recorded (``completion``), and the embedded tables a purge deletes
+  from are flushed and compacted (HBase's are compacted by ``erase complete``).
+
+Built by ``adapters.bootstrap`` from the settings, the log and the payload store, and handed
+to the facade and the purge jobs (ADR 0056).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adapters.datadir import exclusive
+from domain.message import Message
+from domain.personal import Personal
+from projections import names as pn
+
+if TYPE_CHECKING:
+    from adapters.eventlog.store import MailLog
+    from adapters.lifecycle.completion import Completion
+    from adapters.settings import Settings
+    from domain.ports import PayloadStore
+    from projections.tablestore import TableStore
+
+__all__ = ["Shredding"]
+
+
+class Shredding:
+    """The aftermath of purges and erasures on one store (module docstring). ``completion``:
+    the last run's or erasure's completion of the files (None before the first)."""
+
+    def __init__(self, settings: Settings, log: MailLog, payloads: PayloadStore) -> None:
+        self.settings = settings
+        self.log = log
+        self.payloads = payloads
+        self.unfinished = 0  # messages purged since the last completion (completion.py)
+        self.completion: Completion | None = None
+
+    def max_position(self) -> int:
+        return int(self.log.recorder.max_notification_id() or 0)
+
+    # -- right after the append ----------------------------------------------------------
+    def destroy_keys(self, messages: Sequence[Message]) -> int:
+        """Their personal data in the log can no longer be read (crypto-shredding); how many
+        keys were destroyed now."""
+        return self.log.keys.destroy(p.key_id for m in messages
+                                     if isinstance(p := m.personal, Personal)
+                                     and p.key_id is not None)
+
+    def purged(self, messages: Sequence[Message]) -> None:
+        """After a purge job's append: keys destroyed; the payloads' grace period starts."""
+        self.unfinished += len(messages)
+        self.destroy_keys(messages)
+        for m in messages:
+            for sha in m.payloads_referred():
+                self.payloads.touch(sha)
+        if self.settings.table_store == "hbase" and messages:  # compacted by `erase complete`
+            self.record_scale_out((), time.time(), len(messages))
+
+    def record_scale_out(self, payloads: Iterable[str], began: float, messages: int) -> None:
+        """On scale-out: what ``letterlog erase complete`` owes for this purge or erasure."""
+        from adapters.lifecycle.scaleout import record_erasure
+
+        record_erasure(self, payloads, began, messages)
+
+    # -- once a run or an erasure is done -----------------------------------------------
+    def after(self, host: Any | None) -> None:
+        """No plain text lingers: the SQLite files' -wal are truncated, waiting for readers
+        at most ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete;
+        what is left unfinished is recorded: adapters/lifecycle/completion.py); the
+        embedded tables a purge deletes from are flushed, then major-compacted. ``host``:
+        the read models (None: this store keeps none)."""
+        # saved views lose the purged messages too, before the files' WAL is truncated
+        in_views = self.erase_from_views(host.tables)["tables"] if host is not None else []
+        from adapters.spark import remove_stale_runs
+
+        remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
+        self.completion = self.complete(record=self.unfinished > 0)
+        self.unfinished = 0
+        if host is None:
+            return
+        tables, physical = host.tables, host.physical
+        compact = getattr(tables, "major_compact", None)
+        if compact is not None and self.settings.table_store != "hbase":  # else: workers
+            # write the deletes later; `erase complete` compacts after them (lifecycle/scaleout)
+            purged = [physical(t) for t in pn.PURGED_FROM] + in_views
+            tables.flush(purged)
+            compact(purged)
+
+    def complete(self, *, record: bool = False) -> Completion:
+        """Finishes the erasures still pending on this store's SQLite files (``letterlog
+        erase complete``); with ``record``, one left unfinished is recorded."""
+        from adapters.lifecycle.completion import complete
+
+        s = self.settings
+        return complete(s.data, s.key_vault, wait=s.erase_wait_seconds, record=record,
+                        position=self.max_position(), messages=self.unfinished)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
+        from adapters.lifecycle.completion import PendingErasures
+
+        return [r for _, r in PendingErasures(self.settings.data).records()]
+
+    def erase_from_views(self, tables: TableStore) -> dict[str, Any]:
+        """Applies every purge and erasure in the log to every saved view in ``tables`` that
+        has not had it yet (after each purge run and erasure, and when a view is built)."""
+        from adapters.eventlog.reader import row_decoder, row_pages
+        from adapters.readside.views import erase_purged
+
+        log = self.log
+        with exclusive(self.settings.data, "views"):
+            return erase_purged(tables, self.max_position(),
+                                lambda start, stop: row_pages(log, start, stop, 2000),
+                                row_decoder(log),
+                                lambda i, version: log.repository.get(i, version=version))
