@@ -582,12 +582,13 @@ class SqliteTableStore:
                             _merge_table(conn, _Schema.of(logical, ()), schema)
             finally:
                 conn.execute("DETACH DATABASE run")
-        with self._transaction(conn):
+        with self._transaction(conn):  # from the tombstones (few), not every cell (many)
             for schema in schemas.values():
-                conn.execute(
-                    f"DELETE FROM {schema.cells} AS c WHERE EXISTS (SELECT 1 FROM "
-                    f"{schema.tombs} AS t WHERE t.row = c.row AND t.col IN (c.col, x'') "
-                    "AND t.version >= c.version)")
+                for match in ("c.col = t.col WHERE t.col != x''", "true WHERE t.col = x''"):
+                    conn.execute(
+                        f"DELETE FROM {schema.cells} WHERE (row, col) IN (SELECT c.row, c.col "
+                        f"FROM {schema.tombs} AS t JOIN {schema.cells} AS c ON c.row = t.row "
+                        f"AND {match} AND t.version >= c.version)")
 
     def _batches(self, mutations: Iterable[Mutation]) -> dict[str, _Batch]:
         batches: dict[str, _Batch] = {}
