@@ -1,9 +1,11 @@
 """The letterlog command line (typer): one module per group of commands, the importer, the
 demo and the command server.
 
-``main`` is what the ``letterlog`` program runs: it hands the command line to the user's
-command server when one is running (``commandserver``: standard library only, so a command
-run there costs this process no more than the interpreter's start), else runs it here.
+``main`` is what the ``letterlog`` program runs: an ``lda`` command line goes first to the
+data directory's LMTP server when one is listening there (``adapters.mta.handoff``: standard
+library only); any command line goes to the user's command server when one is running
+(``commandserver``: standard library only, so a command run there costs this process no
+more than the interpreter's start), else runs it here.
 
 May import: ``adapters.embedded``, ``adapters.bootstrap``, ``settings`` and the other
 sub-packages (``bench`` lazily, for ``letterlog bench``); never ``devservers``.
@@ -15,6 +17,12 @@ import sys
 
 
 def main() -> None:
+    if "lda" in sys.argv[1:]:  # first: a running ``letterlog lmtp`` delivers it (ADR 0060)
+        from adapters.mta.handoff import handoff
+
+        delivered = handoff(sys.argv[1:])
+        if delivered is not None:
+            sys.exit(delivered)
     from adapters.cli.commandserver import forward
 
     code = forward(sys.argv[1:])

@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -48,6 +49,32 @@ FOLLOWER_LINGER = 0.05
 would otherwise project one message at a time and take as much CPU as the deliveries
 (measured: 1.2-1.5 ms a message against 0.4-0.6 with 50 ms). The read models lag the log
 by up to that much more; a reader that needs them current catches up itself."""
+
+
+_NOT_FIELDS = frozenset({"options", "alive", "deadline"})
+"""What a handed-off lda's item carries besides ``delivery_fields``' arguments."""
+
+
+def _refusal(item: dict[str, Any]) -> Outcome | None:
+    """Why a handed-off lda's message must not be appended (checked right before the
+    append): its client is gone (Postfix killed it at its time limit, and bounces the
+    message: storing it would be bounce-then-deliver), or its deadline passed (its answer
+    is a temporary failure by now). None for LMTP's items and for an lda still waiting."""
+    alive = item.get("alive")
+    if alive is not None and not alive():
+        return temporary("the delivery agent went away before the append; nothing stored")
+    deadline = item.get("deadline")
+    if deadline is not None and time.monotonic() > deadline:
+        return temporary("delivery timed out (store busy or slow); nothing stored")
+    return None
+
+
+class _Refused(Exception):
+    """An append not started, and why (``_refusal``)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.text)
+        self.outcome = outcome
 
 
 class Writer:
@@ -142,7 +169,8 @@ class Writer:
         return None
 
     def submit(self, items: Sequence[dict[str, Any]]) -> list[concurrent.futures.Future[Outcome]]:
-        """Queues one delivery per item (``delivery_fields``' arguments) and a flush."""
+        """Queues one delivery per item (``delivery_fields``' arguments; a handed-off lda's
+        also its ``options``, ``alive`` and ``deadline``: ``_NOT_FIELDS``) and a flush."""
         futures: list[concurrent.futures.Future[Outcome]] = [
             concurrent.futures.Future() for _ in items]
         with self._lock:
@@ -162,27 +190,38 @@ class Writer:
             for _, future in batch:
                 future.set_result(outcome)
             return
-        store.mail.uow.append_guard = self._deadline(time.monotonic() + self.options.timeout)
+        at = time.monotonic() + self.options.timeout
         from domain.commands import Deliver, build
 
         checked, waiting = [], []
         for item, future in batch:
             try:
-                fields = delivery_fields(store, options=self.options, **item)
-                checked.append(store.mail.check(build(Deliver, **fields)))
-                waiting.append((fields, future))
+                args = {k: v for k, v in item.items() if k not in _NOT_FIELDS}
+                fields = delivery_fields(store, options=item.get("options", self.options),
+                                         **args)
+                c = store.mail.check(build(Deliver, **fields))
+                refusal = _refusal(item)  # a handed-off lda's client gone, or its time up
+                if refusal is not None:
+                    future.set_result(refusal)
+                    continue
+                checked.append(c)
+                waiting.append((fields, future, item))
             except BaseException as e:  # noqa: BLE001 - this message alone is refused
                 future.set_result(self._failed(e))
         if not checked:
             return
+        store.mail.uow.append_guard = self._guard(at, [item for _, _, item in waiting])
         try:
             results = store.deliver_checked(checked)
         except BaseException:  # noqa: BLE001 - one at a time, so each gets its own answer
             results = None
         if results is None or len(waiting) == 1:
-            for c, (fields, future) in zip(checked, waiting, strict=True):
+            for c, (fields, future, item) in zip(checked, waiting, strict=True):
+                store.mail.uow.append_guard = self._guard(at, [item])
                 try:
                     [d] = results if results is not None else store.deliver_checked([c])
+                except _Refused as e:
+                    future.set_result(e.outcome)
                 except BaseException as e:  # noqa: BLE001
                     future.set_result(self._failed(e))
                 else:
@@ -190,18 +229,24 @@ class Writer:
                     future.set_result(self._stored(d, fields))
             return
         self._wake()
-        for d, (fields, future) in zip(results, waiting, strict=True):
+        for d, (fields, future, _) in zip(results, waiting, strict=True):
             future.set_result(self._stored(d, fields))
 
     @staticmethod
-    def _deadline(at: float) -> Any:
-        """No append starts after ``at`` (the batch's replies have timed out by then: a
-        later commit would only be found as a duplicate by the MTA's retry)."""
+    def _guard(at: float, items: Sequence[dict[str, Any]]) -> Any:
+        """Checked before every attempt to append (``append_guard``): no append starts after
+        ``at`` (the batch's replies have timed out by then: a later commit would only be
+        found as a duplicate by the MTA's retry), nor for a handed-off lda whose client is
+        gone or whose own deadline passed (``_refusal``)."""
 
         @contextlib.contextmanager
         def guard() -> Any:
             if time.monotonic() > at:
                 raise TimeoutError("delivery timed out (store busy or slow)")
+            for item in items:
+                refusal = _refusal(item)
+                if refusal is not None:
+                    raise _Refused(refusal)
             yield
 
         return guard
@@ -391,6 +436,140 @@ class Handler:
                               "(store busy or slow); try again later")] * len(recipients)
 
 
+class Handoff:
+    """The lda's fast path, server half (ADR 0060): ``letterlog lda`` hands its message over
+    ``DATA/lda.sock`` (``adapters.mta.handoff``, the client) and this server's writer
+    delivers it with the store already open, with the lda's own options and envelope, the
+    same idempotency key as an lda delivering itself and the same checks, and answers with
+    lda's exit status and line. A request it cannot serve exactly as ``lda`` would (another
+    data directory or other settings, the server stopping) is refused before the message is
+    sent: the lda then delivers itself."""
+
+    def __init__(self, data: Path, writer: Writer, handler: Handler, max_size: int) -> None:
+        from adapters.mta import handoff
+
+        self.protocol = handoff
+        self.data = os.path.realpath(data)
+        self.writer = writer
+        self.handler = handler
+        self.max_size = max_size
+        self.settings = handoff.settings_environment(os.environ)
+
+    def path(self) -> str:
+        return os.path.join(self.data, self.protocol.SOCKET_NAME)
+
+    def listen(self) -> socket.socket | None:
+        """The listening socket, bound in place of any stale one (0600, in the private data
+        directory), or None if it cannot be (the lda then delivers itself)."""
+        path = self.path()
+        spare = f"{path}.{os.getpid()}.tmp"
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(spare)
+            sock.bind(spare)
+            os.chmod(spare, 0o600)
+            sock.listen(128)
+            os.replace(spare, path)
+        except OSError as e:
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(spare)
+            log.warning("no lda fast path: cannot listen on %s: %s", path, e)
+            return None
+        self.inode = os.stat(path).st_ino
+        return sock
+
+    def unlink(self) -> None:
+        with contextlib.suppress(OSError):
+            if os.stat(self.path()).st_ino == self.inode:
+                os.unlink(self.path())
+
+    def refusal(self, request: dict[str, str]) -> str | None:
+        if request.get("version") != self.protocol.VERSION:
+            return "another version"
+        if request.get("data") != self.data:
+            return "another data directory"
+        if request.get("settings") != self.settings:
+            return "other LETTERLOG_* settings"
+        if self.handler.stopping:
+            return "stopping"
+        return None
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn: socket.socket = writer.get_extra_info("socket")
+        watch: socket.socket | None = None
+        token = object()
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            if int.from_bytes(creds[4:8], sys.byteorder) != os.getuid():
+                return
+            request = self.protocol.decode(await asyncio.wait_for(
+                self._frame(reader, self.protocol.HEADER_LIMIT), 10.0))
+            refusal = self.refusal(request)
+            if refusal is not None:
+                writer.write(self.protocol.frame(f"no\0{refusal}".encode()))
+                await writer.drain()
+                return
+            self.handler.begin(token)
+            writer.write(self.protocol.frame(f"ok\0{self.max_size}".encode()))
+            timeout = float(request["timeout"])
+            raw = await asyncio.wait_for(self._frame(reader, self.max_size), timeout)
+            watch = socket.socket(fileno=os.dup(conn.fileno()))
+            outcome = await self._deliver(request, raw, timeout, watch)
+            writer.write(self.protocol.frame(f"{outcome.exit_status}\0{outcome.line}".encode()))
+            await writer.drain()
+        except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ValueError,
+                KeyError):
+            pass  # a client gone or confused: it delivered nothing, or answers 75 itself
+        finally:
+            self.handler.end(token)
+            if watch is not None:
+                watch.close()
+            writer.close()
+
+    @staticmethod
+    async def _frame(reader: asyncio.StreamReader, limit: int) -> bytes:
+        size = int.from_bytes(await reader.readexactly(4), "big")
+        if size > limit:
+            raise ValueError(f"a frame of {size} bytes")
+        return await reader.readexactly(size)
+
+    async def _deliver(self, request: dict[str, str], raw: bytes, timeout: float,
+                       watch: socket.socket) -> Outcome:
+        from adapters.mta.delivery import without_from_line
+
+        options = MtaOptions(
+            mailbox=request.get("mailbox") or None,
+            detail_mailbox=request.get("detail_mailbox") == "1",
+            accounts_must_exist=request.get("accounts_must_exist") == "1",
+            recipient_delimiter=request.get("recipient_delimiter", "+"),
+            envelope_headers=request.get("envelope_headers") == "1", timeout=timeout)
+        queue_id = request.get("queue_id", "")
+
+        def alive() -> bool:
+            try:
+                return watch.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+
+        item = {"raw": without_from_line(raw), "recipient": request["recipient"],
+                "key_prefix": f"lda:{queue_id}" if queue_id else None,
+                "sender": request.get("sender", ""),
+                "original_recipient": request.get("original_recipient", ""),
+                "queue_id": queue_id, "via": "lda", "options": options, "alive": alive,
+                "deadline": time.monotonic() + timeout}
+        [future] = self.writer.submit([item])
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future),
+                                          timeout + self.protocol.GRACE)
+        except TimeoutError:
+            return temporary(f"delivery timed out after {timeout:g} s (store busy or slow); "
+                             "try again later")
+
+
 def classify_size(size: int, limit: int) -> Outcome:
     from domain.errors import MessageRejected
 
@@ -442,6 +621,10 @@ async def _serve(data: Path, listen: str, options: MtaOptions) -> None:
         server = await loop.create_unix_server(protocol, where)
     else:
         server = await loop.create_server(protocol, where[0], where[1], reuse_address=True)
+    handoff = Handoff(data, writer, handler, max_size)
+    lda_sock = handoff.listen()
+    lda_server = None if lda_sock is None else await asyncio.start_unix_server(
+        handoff.serve, sock=lda_sock)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -451,6 +634,9 @@ async def _serve(data: Path, listen: str, options: MtaOptions) -> None:
         await stop.wait()
     finally:
         server.close()
+        if lda_server is not None:
+            lda_server.close()
+            handoff.unlink()
         handler.stopping = True  # no new transaction; the open ones finish
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(handler.idle.wait(), options.timeout)

@@ -92,13 +92,18 @@ class Route:
     """One store behind the Postfix instance, reached through ``path``."""
 
     server: PostfixServer
-    path: str  # "pipe" | "lmtp"
+    path: str  # "pipe" | "lmtp" | "served-pipe" (pipe, its lda handed to a running lmtp)
     data: Path
     lmtp_log: Path | None = None
     lmtp: subprocess.Popen[bytes] | None = None
     mounted: bool = False
     mark: int = 0  # the maillog's size when the route was opened
     holders: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def transport(self) -> str:
+        """How Postfix hands the mail over: ``pipe`` or ``lmtp``."""
+        return "pipe" if self.path == "served-pipe" else self.path
 
     def letterlog(self, *args: str, stdin: bytes | None = None,
                   check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -119,11 +124,11 @@ class Route:
 
     def contents(self, account: str = ACCOUNT, *, via_postfix: bool = True) -> list[bytes]:
         """What the account holds, Postfix's headers dropped, line ends LF, sorted."""
-        added = ADDED_HEADERS[self.path] if via_postfix else ()
+        added = ADDED_HEADERS[self.transport] if via_postfix else ()
         return sorted(lf(without_added(self.extract(m["message_id"]), added)[0])
                       for m in self.stored(account))
 
-    def start_lmtp(self, timeout: float) -> None:
+    def start_lmtp(self, timeout: float, *, transport: bool = True) -> None:
         port = free_port()
         self.lmtp_log = self.data.parent / f"{self.data.name}.lmtp.log"
         with open(self.lmtp_log, "ab") as log:
@@ -138,7 +143,8 @@ class Route:
 
         wait_for(lhlo, what="letterlog lmtp", timeout=60, log_paths=[self.lmtp_log],
                  procs=[self.lmtp], interval=0.1)
-        self.server.use_lmtp(f"inet:127.0.0.1:{port}")
+        if transport:
+            self.server.use_lmtp(f"inet:127.0.0.1:{port}")
 
     def hold_write_lock(self, db: str) -> None:
         """Another writer: ``BEGIN IMMEDIATE`` on ``DATA/db`` held until ``release_locks``."""
@@ -176,6 +182,18 @@ def _sh(*cmd: str) -> None:
     subprocess.run(list(cmd), check=True, capture_output=True, timeout=60)
 
 
+def handoff_only(where: Path) -> Path:
+    """A ``letterlog`` that cannot run lda itself (the application made unimportable: it
+    exits 75, Postfix defers): only a running ``letterlog lmtp`` can take its message, so a
+    message stored through it went the fast path."""
+    script = where / "letterlog-handoff-only"
+    script.write_text(f"#!{sys.executable}\nimport sys\n"
+                      "sys.modules['adapters.cli.app'] = None\n"
+                      "from adapters.cli import main\nmain()\n")
+    script.chmod(0o755)
+    return script
+
+
 @pytest.fixture(params=["pipe", "lmtp"])
 def path(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -199,7 +217,12 @@ def open_route(postfix_server: PostfixServer, path: str) -> Iterator[Callable[..
             route.mounted = True
         os.chown(data, mta.pw_uid, mta.pw_gid)
         route.letterlog("init")
-        if path == "pipe":
+        if path == "served-pipe":  # each lda hands its message to the server (ADR 0060)
+            route.start_lmtp(timeout or 60, transport=False)
+            postfix_server.use_pipe(data, argv=[
+                str(handoff_only(postfix_server.store_root)),
+                *postfix_server.lda_argv(data, timeout=timeout)[1:]])
+        elif path == "pipe":
             postfix_server.use_pipe(data, timeout=timeout)
         else:
             route.start_lmtp(timeout or 60)
@@ -223,6 +246,7 @@ def send_all(route: Route, messages: list[bytes], rcpt: str = RCPT) -> list[str]
 # --------------------------------------------------------------------------- delivery
 
 
+@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe"])
 def test_corpus_messages_arrive_byte_exact_with_their_envelope(
         open_route: Callable[..., Route], corpus: Path) -> None:
     route = open_route()
@@ -235,7 +259,7 @@ def test_corpus_messages_arrive_byte_exact_with_their_envelope(
     by_qid = {}
     for item in stored:
         body, [received] = without_added(route.extract(item["message_id"]),
-                                         ADDED_HEADERS[route.path])
+                                         ADDED_HEADERS[route.transport])
         qid = re.search(rb"with E?SMTP id (\w+)", received)
         assert qid, received
         by_qid[qid.group(1).decode()] = (body, item["message_id"])
@@ -245,7 +269,7 @@ def test_corpus_messages_arrive_byte_exact_with_their_envelope(
         envelope = route.show(message_id)["smtp_envelope"]
         assert (envelope["sender"], envelope["recipient"], envelope["detail"]) == (
             SENDER, RCPT, "lists")
-        if route.path == "pipe":
+        if route.transport == "pipe":
             assert envelope["original_recipient"] == RCPT
             assert envelope["queue_id"] == qids[name]
     route.assert_nothing_bounced()
@@ -316,6 +340,15 @@ def test_postfix_keeps_the_mail_while_the_store_fails_and_the_retry_stores_it_on
     route.server.wait_queue_empty(timeout=60)
     assert route.contents() == sorted(lf(m) for m in messages)
     route.assert_nothing_bounced()
+
+
+@pytest.mark.parametrize("path", ["served-pipe"])
+@pytest.mark.parametrize("fault", ["event_log_locked", "read_only_store"])
+def test_a_handed_off_lda_defers_while_the_store_fails_and_the_retry_stores_it_once(
+        open_route: Callable[..., Route], corpus: Path, fault: str) -> None:
+    """The fast path (ADR 0060) answers as lda itself: the server's failure is lda's 75."""
+    test_postfix_keeps_the_mail_while_the_store_fails_and_the_retry_stores_it_once(
+        open_route, corpus, fault)
 
 
 def test_a_locked_tables_sqlite_delays_no_mail(

@@ -1,0 +1,79 @@
+"""The lda's fast path, client half (ADR 0060): which command lines it takes as an lda of
+its own (anything else is left to the full command line parser), and what it sends."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from adapters.mta import handoff
+
+
+@pytest.fixture(autouse=True)
+def no_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in [k for k in os.environ if k.startswith("LETTERLOG_")]:
+        monkeypatch.delenv(key)
+
+
+def test_postfix_s_command_line_is_taken_with_every_option(tmp_path):
+    fields = handoff.parse([
+        f"--data={tmp_path}", "lda", "--recipient=bob+x@example.org", "--sender=",
+        "--original-recipient=bob@example.org", "--queue-id=4XyZ1", "--timeout", "30",
+        "--mailbox", "Lists", "--detail-mailbox", "--envelope-headers",
+        "--recipient-delimiter=-", "--json"])
+    assert fields is not None
+    assert {k: fields[k] for k in ("data", "recipient", "sender", "original_recipient",
+                                   "queue_id", "timeout", "mailbox", "detail_mailbox",
+                                   "envelope_headers", "recipient_delimiter", "json",
+                                   "accounts_must_exist")} == {
+        "data": os.path.realpath(tmp_path), "recipient": "bob+x@example.org", "sender": "",
+        "original_recipient": "bob@example.org", "queue_id": "4XyZ1", "timeout": "30",
+        "mailbox": "Lists", "detail_mailbox": "1", "envelope_headers": "1",
+        "recipient_delimiter": "-", "json": "1", "accounts_must_exist": "0"}
+    assert handoff.decode(handoff.encode(fields)) == fields
+
+
+@pytest.mark.parametrize("argv", [
+    ["lda"],                                            # no recipient: usage, 64
+    ["lda", "--recipient"],                             # no value
+    ["lda", "--recipient", "b@example.org", "--help"],
+    ["--as", "bob@example.org", "lda", "--recipient", "b@example.org"],
+    ["lda", "--recipient", "b@example.org", "--timeout", "0.5"],
+    ["lda", "--recipient", "b@example.org", "--timeout", "soon"],
+    ["lda", "--recipient", "b@example.org", "--unknown"],
+    ["deliver", "--account", "b@example.org"],
+    ["lda", "--recipient", "b@example.org", "extra"],
+])
+def test_anything_but_an_ordinary_lda_is_left_to_the_command_line(argv):
+    assert handoff.parse(argv) is None
+
+
+def test_the_environment_names_the_data_and_whether_accounts_must_exist(
+        monkeypatch, tmp_path):
+    monkeypatch.setenv("LETTERLOG_DATA", str(tmp_path))
+    monkeypatch.setenv("LETTERLOG_ACCOUNTS_MUST_EXIST", "yes")
+    fields = handoff.parse(["lda", "--recipient", "b@example.org"])
+    assert fields is not None
+    assert (fields["data"], fields["accounts_must_exist"]) == (os.path.realpath(tmp_path), "1")
+    monkeypatch.setenv("LETTERLOG_ACCOUNTS_MUST_EXIST", "perhaps")
+    assert handoff.parse(["lda", "--recipient", "b@example.org"]) is None
+
+
+def test_the_settings_compared_are_those_that_shape_a_delivery():
+    env = {"LETTERLOG_DATA": "/a", "LETTERLOG_MAX_PARTS": "7", "LETTERLOG_METRICS_PORT": "0",
+           "LETTERLOG_QUOTA_BYTES": "1G", "HOME": "/root"}
+    assert handoff.settings_environment(env) == (
+        "LETTERLOG_MAX_PARTS=7\nLETTERLOG_QUOTA_BYTES=1G")
+
+
+def test_without_a_server_nothing_is_read_and_lda_runs_itself(tmp_path):
+    read, write = os.pipe()
+    os.write(write, b"Subject: x\r\n\r\nx\r\n")
+    os.close(write)
+    try:
+        assert handoff.handoff(["--data", str(tmp_path), "lda", "--recipient",
+                                "b@example.org"], fd=read) is None
+        assert os.read(read, 100) == b"Subject: x\r\n\r\nx\r\n"
+    finally:
+        os.close(read)
