@@ -1,5 +1,6 @@
 """Waiting out a server that does not answer, quietly: capped, jittered back-off
-(``Backoff``), one warning when a dependency stops answering, a reminder at a bounded rate
+(``backoff_wait``, and ``waiting_out``, tenacity's retrying of a process that never gives up
+on an outage), one warning when a dependency stops answering, a reminder at a bounded rate
 and one line when it answers again (``Stall``), and a rate limit on the client libraries'
 own log lines (``quiet_libraries``). Shared by every long-running process: the relay and
 the stream workers, the purger (ADR 0048)."""
@@ -10,6 +11,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 #: while a dependency stays down, its ``Stall`` says so again this often (seconds)
@@ -64,25 +66,30 @@ def quiet_libraries() -> None:
         last.addFilter(_limit)
 
 
-class Backoff:
-    """Waits between retries of a call to a server that does not answer: exponential from
-    ``first`` seconds, capped at ``cap``, each wait drawn at random below its bound (full
-    jitter: processes that lost the same server do not come back in step)."""
+def backoff_wait(first: float = 0.2, cap: float = 30.0) -> Any:
+    """Tenacity's wait between retries of a call to a server that does not answer:
+    exponential from ``first`` seconds, capped at ``cap``, each wait drawn at random below its
+    bound (full jitter: processes that lost the same server do not come back in step)."""
+    from tenacity import wait_random_exponential
 
-    def __init__(self, first: float = 0.2, cap: float = 30.0) -> None:
-        from tenacity import wait_random_exponential
+    return wait_random_exponential(multiplier=first, max=cap, min=first)
 
-        self._wait = wait_random_exponential(multiplier=first, max=cap, min=first)
-        self.attempt = 0
 
-    def next(self) -> float:
-        from types import SimpleNamespace
+def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
+                after: Callable[[Any], None] | None = None,
+                before_sleep: Callable[[Any], None] | None = None) -> Any:
+    """Tenacity's ``Retrying`` as a long-running process waits out a server's outage: a
+    failure ``retry`` accepts is tried again after ``backoff_wait(first, cap)``, for ever;
+    the wait ends early when ``stop`` is set, and the attempts end once it is (the call then
+    returns None, an attempt's function is expected to return None at once when ``stop`` is
+    set). What ``retry`` refuses is raised as it is. ``after``: called with tenacity's
+    ``RetryCallState`` after each failed attempt it retries; ``before_sleep``: before each
+    wait (``state.next_action.sleep`` is the wait)."""
+    from tenacity import Retrying
 
-        self.attempt += 1
-        return float(self._wait(SimpleNamespace(attempt_number=self.attempt)))  # type: ignore[arg-type]
-
-    def reset(self) -> None:
-        self.attempt = 0
+    return Retrying(retry=retry, wait=backoff_wait(first, cap), sleep=stop.wait,
+                    stop=lambda state: stop.is_set(), after=after, before_sleep=before_sleep,
+                    retry_error_callback=lambda state: None)
 
 
 class Stall:

@@ -6,8 +6,10 @@ explicit step after each command; the domain never calls back up.
 
 ``UnitOfWork.run`` runs a command's attempt; a concurrency conflict (another writer saved one
 of its aggregates first) or a busy event store (another process holds the write lock) means
-nothing was written, so the attempt is run again on fresh aggregates. Aggregates come from the
-current-aggregate cache when the log has not moved (``domain.current``), else from the log.
+nothing was written, so the attempt is run again on fresh aggregates (tenacity: after a short
+random wait that grows with each try, ``conflict_wait``; at most ``max_retries`` tries).
+Aggregates come from the current-aggregate cache when the log has not moved
+(``domain.current``), else from the log.
 
 ``Commands`` is what every group of command handlers shares (``domain.delivery``,
 ``domain.messages``, ``domain.mailboxes``): the unit of work, the payload store, the clock and
@@ -29,6 +31,13 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
+from tenacity import (
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+)
 
 from domain.account import Account
 from domain.current import CurrentAggregates
@@ -52,6 +61,15 @@ from domain.values import Role, account_id_for
 T = TypeVar("T")
 
 Saved = Sequence[tuple[int, Any]]  # events just appended, with their log positions
+
+
+def conflict_wait(state: RetryCallState) -> float:
+    """Seconds to wait after the ``n``-th failed try of a command: random below n × 2 ms
+    after a concurrency conflict, below n × 10 ms while another process holds the store's
+    write lock (``StoreBusy``), so writers that collided do not try again in step."""
+    error = state.outcome.exception() if state.outcome is not None else None
+    step = 0.01 if isinstance(error, StoreBusy) else 0.002
+    return random.uniform(0, step * state.attempt_number)
 
 
 def utcnow() -> datetime:
@@ -101,23 +119,33 @@ class UnitOfWork:
         return None if find is None else find(aggregate_id, version)
 
     def run(self, attempt: Callable[[], T]) -> T:
-        for n in range(self.max_retries):
-            self.current.begin()
-            try:
-                result = attempt()
-                if isinstance(result, Change) and not result.positions:
-                    result = replace(result, head=self.head())
-                return result
-            except IntegrityError:
-                # Someone else appended to one of our aggregates first: reload and decide again.
-                self.current.drop()
-                time.sleep(random.uniform(0, 0.002 * (n + 1)))
-            except StoreBusy:
-                # Another process holds the write lock: nothing was written; wait, decide again.
-                time.sleep(random.uniform(0, 0.01 * (n + 1)))
-            finally:
-                self.current.end()
-        raise InvalidState(f"gave up after {self.max_retries} concurrency conflicts")
+        """Runs ``attempt`` (load, decide, save) until it saves without a conflict (module
+        docstring); ``InvalidState`` after ``max_retries`` tries that all met one. Any other
+        error is raised as it is, at once."""
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries), wait=conflict_wait,
+                            retry=retry_if_exception_type((IntegrityError, StoreBusy)),
+                            sleep=time.sleep)
+        try:
+            result: T = retrying(self._try, attempt)
+        except RetryError as gave_up:
+            raise InvalidState(f"gave up after {self.max_retries} concurrency conflicts"
+                               ) from gave_up.last_attempt.exception()
+        return result
+
+    def _try(self, attempt: Callable[[], T]) -> T:
+        """One try of a command, on the current aggregates."""
+        self.current.begin()
+        try:
+            result = attempt()
+            if isinstance(result, Change) and not result.positions:
+                result = replace(result, head=self.head())
+            return result
+        except IntegrityError:
+            # Someone else appended to one of our aggregates first: reload and decide again.
+            self.current.drop()
+            raise
+        finally:
+            self.current.end()
 
     def save(self, *aggregates: Any) -> tuple[int, ...]:
         try:

@@ -224,7 +224,8 @@ class OutboxRelay:
     def run(self, stop: threading.Event, poll_interval: float = 0.2,
             max_backoff: float = 30.0, report_every: float = 10.0) -> None:
         """Polls the log until ``stop`` is set. Broker or database outages are retried with
-        capped, jittered backoff (resuming from the recorded position); ``CorruptEvent`` and
+        capped, jittered backoff (tenacity, ``outages.waiting_out``: from ``poll_interval``
+        up to ``max_backoff``), resuming from the recorded position; ``CorruptEvent`` and
         ``RelayError`` end the loop by raising. A thread of its own logs a ``progress`` line
         and sets the gauges every ``report_every`` seconds, whatever the loop is waiting on;
         a warning when Kafka or the event store has not answered for 5 s (a publish that
@@ -245,38 +246,58 @@ class OutboxRelay:
                           psycopg_pool.PoolTimeout)
         except ImportError:
             pass
-        from adapters.streaming.telemetry import Backoff, Stall, logger
+        from tenacity import RetryCallState, retry_if_exception_type
 
-        backoff = Backoff(poll_interval, max_backoff)
+        from adapters.streaming.telemetry import Stall, logger, waiting_out
+
         slog = logger("letterlog.relay")
         kafka, database = Stall("kafka", slog), Stall("the event store", slog)
+        started = 0.0  # when the current attempt began
+        next_check = time.monotonic() + report_every
+
+        def cycle() -> int | None:
+            """One pass: everything after the position published (None: stopped)."""
+            nonlocal started, next_check
+            if stop.is_set():
+                return None
+            started = time.monotonic()
+            try:
+                count = self._pump(None, stop)
+                if count == 0 and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + report_every
+                    self._check_broker()
+                return count
+            finally:
+                self._inflight = None
+
+        def failed(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            if error is not None:
+                (kafka if isinstance(error, KafkaError) else database).failed(error, started)
+            self._stop_producer()
+
+        def waiting(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            log.debug("relay: %s: %s; retrying in %.1fs", type(error).__name__, error,
+                      state.next_action.sleep if state.next_action else 0.0)
+
+        # tenacity: a transient failure is retried after a capped, jittered wait, for ever
+        # (the waits start again from poll_interval after a good pass); anything else raises
+        retrying = waiting_out(stop, first=poll_interval, cap=max_backoff,
+                               retry=retry_if_exception_type(transient), after=failed,
+                               before_sleep=waiting)
         slog.info("relaying", topic=self.topic, bootstrap=self.bootstrap)
         done = threading.Event()
         reporter = threading.Thread(target=self._reporting, name="relay-progress", daemon=True,
                                     args=(stop, done, slog, report_every, kafka, database))
         reporter.start()
-        next_check = time.monotonic() + report_every
         try:
             while not stop.is_set():
-                started = time.monotonic()
-                try:
-                    count = self._pump(None, stop)
-                    if count == 0 and time.monotonic() >= next_check:
-                        next_check = time.monotonic() + report_every
-                        self._check_broker()
-                except transient as e:
-                    stall = kafka if isinstance(e, KafkaError) else database
-                    stall.failed(e, started)
-                    wait = backoff.next()
-                    log.debug("relay: %s: %s; retrying in %.1fs", type(e).__name__, e, wait)
-                    self._stop_producer()
-                    stop.wait(wait)
-                    continue
-                finally:
-                    self._inflight = None
+                count = retrying(cycle)
+                if count is None:  # stopped, maybe while waiting out an outage
+                    break
                 kafka.ok()
                 database.ok()
-                backoff.reset()
                 if count == 0:
                     stop.wait(poll_interval)
         finally:

@@ -7,8 +7,8 @@ a free port by default.
 While a server is down its client libraries (aiokafka, kafka, faust, happybase, thriftpy2)
 log each reconnection attempt; ``LibraryRateLimit`` lets through one line per logger and
 message per ``LIBRARY_WINDOW`` seconds and says how many it held back, so an outage cannot
-fill the disk. ``Backoff``: the waits between retries, exponential with full jitter
-(tenacity), capped.
+fill the disk. ``backoff_wait``: the waits between retries, exponential with full jitter
+(tenacity), capped; ``waiting_out``: the retrying of a process that waits out an outage.
 
 Each process that serves metrics writes ``<data>/run/<role>-<pid>.json`` (role, pid,
 instance, metrics port) so ``letterlog processes status`` and an operator can find the port;
@@ -30,15 +30,17 @@ from adapters.filemodes import private_dir, private_file
 from adapters.outages import (  # noqa: F401  (their home is adapters.outages)
     LIBRARY_WINDOW,
     REMIND_EVERY,
-    Backoff,
     LibraryRateLimit,
     Stall,
     _limit,
+    backoff_wait,
     quiet_libraries,
+    waiting_out,
     watching,
 )
 
-__all__ = ["Backoff", "LibraryRateLimit", "Stall", "configure_logging", "logger",
+__all__ = ["LibraryRateLimit", "Stall", "backoff_wait", "configure_logging", "logger",
+           "waiting_out",
            "pace_kafka_metadata", "quiet_libraries", "read_endpoints", "serve_metrics"]
 
 _configured = False

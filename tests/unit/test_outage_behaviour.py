@@ -17,9 +17,9 @@ from adapters.lifecycle.scheduled import run_purger
 from adapters.outages import dependency_of
 from adapters.streaming.lag import verdict
 from adapters.streaming.processes import programs
-from adapters.streaming.telemetry import Backoff, LibraryRateLimit, Stall
+from adapters.streaming.telemetry import LibraryRateLimit, Stall, backoff_wait
 from adapters.supervision import write_config
-from domain.errors import SettingsError
+from domain.errors import SettingsError, StoreUnavailable
 from projections.tablestore import TableStoreUnavailable
 
 
@@ -69,10 +69,12 @@ def test_library_lines_are_rate_limited_per_message_and_ours_never():
 
 
 def test_backoff_grows_with_jitter_and_stays_under_its_cap():
+    from types import SimpleNamespace
+
     waits = []
     for _ in range(20):
-        b = Backoff(0.2, 30.0)
-        waits.append([b.next() for _ in range(12)])
+        wait = backoff_wait(0.2, 30.0)  # tenacity's wait, as the relay and the purger use it
+        waits.append([wait(SimpleNamespace(attempt_number=n)) for n in range(1, 13)])
     assert all(0.2 <= w <= 30.0 for row in waits for w in row)
     assert len({row[-1] for row in waits}) > 1  # not in step
     assert max(row[0] for row in waits) <= 0.4 and max(row[-1] for row in waits) > 10
@@ -154,6 +156,116 @@ def test_the_purger_exits_on_a_mistake_no_retry_fixes(tmp_path: Path):
     with pytest.raises(SettingsError):
         run_purger(tmp_path, None, None, threading.Event(), open_store=open_store)
 
+
+
+class Waits(threading.Event):
+    """A stop event whose waits are recorded and do not block (what tenacity sleeps on)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(float(timeout or 0.0))
+        return self.is_set()
+
+
+def test_the_purger_retries_with_growing_capped_waits_and_stops_when_told(tmp_path: Path):
+    stop = Waits()
+    opened: list[Any] = []
+
+    class Down(FlakyStore):
+        closed = False
+
+        def purge(self, now: Any, queues: Any) -> Any:
+            if len(opened) == 6:
+                stop.set()  # told to stop in the middle of an outage
+            raise TableStoreUnavailable("HBase Thrift server at x:1 is not answering")
+
+        def close(self) -> None:
+            self.closed = True
+
+    def open_store(data: Path) -> Down:
+        opened.append(Down([], stop))
+        return opened[-1]
+
+    run_purger(tmp_path, None, None, stop, open_store=open_store, first_backoff=0.5,
+               max_backoff=2.0)  # returns: an outage never ends the purger, stop does
+    assert len(opened) == 6 and all(s.closed for s in opened)  # no attempt after stop
+    assert len(stop.waits) == 5  # one wait between two attempts, none after the last
+    bounds = [min(2.0, 0.5 * 2 ** i) for i in range(5)]
+    assert all(0.5 <= w <= b for w, b in zip(stop.waits, bounds, strict=True))
+
+
+def test_the_purger_never_retries_a_mistake_and_raises_it_as_it_is(tmp_path: Path):
+    stop, opened = Waits(), []
+
+    def open_store(data: Path) -> Any:
+        opened.append(data)
+        raise StoreUnavailable(f"{data}: no store here")
+
+    with pytest.raises(StoreUnavailable, match="no store here"):
+        run_purger(tmp_path, None, None, stop, open_store=open_store)
+    assert opened == [tmp_path] and stop.waits == []
+
+
+def _relay(passes: list[Any], stop: threading.Event) -> Any:
+    """An outbox relay whose passes over the log are ``passes`` (a count, or an error to
+    raise), without Kafka or a log; it records each producer it closes."""
+    from adapters.streaming.relay import OutboxRelay
+
+    class Relay(OutboxRelay):
+        stopped_producers = 0
+
+        def _pump(self, max_events: Any, stop_event: Any) -> int:
+            step = passes.pop(0)
+            if not passes:
+                stop.set()
+            if isinstance(step, BaseException):
+                raise step
+            return int(step)
+
+        def _check_broker(self) -> None:
+            pass
+
+        def _stop_producer(self) -> None:
+            self.stopped_producers += 1
+
+        def _reporting(self, *args: Any) -> None:
+            pass
+
+    return Relay(lambda start, limit: [], "kafka:9092", "t", position=None)  # type: ignore[arg-type]
+
+
+def test_the_relay_retries_an_outage_with_growing_capped_waits_then_resumes():
+    from aiokafka.errors import KafkaConnectionError
+
+    stop = Waits()
+    passes: list[Any] = [KafkaConnectionError("down")] * 4 + [3, 0]
+    relay = _relay(passes, stop)
+    relay.run(stop, poll_interval=0.25, max_backoff=1.0, report_every=3600)
+    assert passes == [] and relay.stopped_producers == 4  # closed after each failed pass
+    retries, idle = stop.waits[:4], stop.waits[4:]
+    bounds = [min(1.0, 0.25 * 2 ** i) for i in range(4)]
+    assert all(0.25 <= w <= b for w, b in zip(retries, bounds, strict=True))
+    assert idle == [0.25]  # the pass that found nothing waits the poll interval, not more
+
+
+def test_the_relay_stops_in_an_outage_when_told_and_raises_what_no_retry_fixes():
+    from aiokafka.errors import KafkaConnectionError
+
+    from adapters.streaming.relay import RelayError
+
+    stop = Waits()
+    relay = _relay([KafkaConnectionError("down")] * 3, stop)
+    relay.run(stop, poll_interval=0.01, report_every=3600)  # returns: stop ends the retries
+    assert relay.stopped_producers == 3 and len(stop.waits) == 2
+
+    stop = Waits()
+    relay = _relay([RelayError("topic cannot be created"), 1], stop)
+    with pytest.raises(RelayError, match="cannot be created"):
+        relay.run(stop, poll_interval=0.01, report_every=3600)
+    assert relay.stopped_producers == 0 and stop.waits == []
 
 def test_which_server_a_failure_names():
     import psycopg
