@@ -181,6 +181,7 @@ def merge_counters(wire: dict[str, Any], physical: dict[str, str], target: str,
                 store.apply(batch)
         finally:
             store.close()
+        _finished(run_path)
         yield (COUNTERS_MERGE, part, attempt, merged, 0, 0, run_path,
                time.perf_counter() - t0)
 
@@ -262,9 +263,22 @@ def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str],
             store.close()
     finally:
         log.close()
+    _finished(run_path)
     yield {"fold": kind, "partition": part, "attempt": attempt, "events": seen[0],
            "first": seen[1], "last": seen[2], "run": run_path,
            "seconds": time.perf_counter() - t0}
+
+
+DONE = ".done"
+
+
+def _finished(run_path: str) -> None:
+    """Marks a run file complete (``<run>.done``, after it is closed): the driver may merge
+    it while the job goes on (``job._Merger``). Any complete run of a task is a fold of
+    the same events, so merging one of an attempt that is not the one kept changes
+    nothing."""
+    if run_path:
+        Path(run_path + DONE).touch()
 
 
 def _target_store(wire: dict[str, Any], physical: dict[str, str], target: str,

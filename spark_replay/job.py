@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ from spark_replay.fold import (
     BY_ACCOUNT,
     BY_POSITION,
     COUNTERS_MERGE,
+    DONE,
     SUMMARY_NAMES,
     fold_accounts,
     fold_ranges,
@@ -80,6 +82,10 @@ class SparkFold:
     partitions: int | None = None
     fail_partition: int | None = None
     by_account_only: bool | None = None  # True: the old layout (every event by account)
+    merge_during_job: bool | None = None
+    """SQLite: merge each run as its task ends (``_Merger``); ``None``: when the driver has
+    a core the executors do not use (a cluster master, or a local one with fewer cores
+    than the machine: on 2 busy cores the merge only slows the tasks, measured)."""
     stats: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, store: TableStore, projections: tuple[Projection, ...],
@@ -92,13 +98,23 @@ class SparkFold:
         if target == "sqlite":
             remove_stale_runs(Path(self.settings.data))  # a killed driver's
             spool = runs.enter_context(run_directory(Path(self.settings.data)))
+        merger = None
+        if spool is not None and stop > 0 and self._overlap():
+            merger = runs.enter_context(_Merger(store, tables, Path(spool)))
         try:
             t0 = time.perf_counter()
             tasks = self.run(projections, {**tables, n.TRACKING: physical(n.TRACKING)},
                              target, spool, stop) if stop > 0 else []
             t1 = time.perf_counter()
-            if target == "sqlite" and tasks:
-                store.merge_runs([t["run"] for t in tasks], tables)  # type: ignore[attr-defined]
+            merged: set[str] = set()
+            if merger is not None:
+                merger.stop()
+                merged = merger.merged
+                self.stats.update(merged_during_job=len(merged),
+                                  merge_during_job_s=round(merger.seconds, 3))
+            rest = [t["run"] for t in tasks if t["run"] and t["run"] not in merged]
+            if target == "sqlite" and rest:
+                store.merge_runs(rest, tables)  # type: ignore[attr-defined]
             self.stats.update(_figures(tasks, t1 - t0, time.perf_counter() - t1,
                                        self.stats.get("cores") or 1))
             store.apply([tracking_position(physical(n.TRACKING), p.name, stop)
@@ -107,13 +123,26 @@ class SparkFold:
             runs.close()  # the run files go, whatever happened
         return ProjectionRunner(store, projections, physical=physical)
 
+    def _overlap(self) -> bool:
+        if self.merge_during_job is not None:
+            return self.merge_during_job
+        sc = self.spark.sparkContext
+        if "cores" not in self.stats:
+            self.stats.update(registered(sc))
+        if not str(sc.master).startswith("local"):
+            return True  # the driver's cores are not the executors'
+        import os
+
+        return len(os.sched_getaffinity(0)) > self.stats["cores"]
+
     def run(self, projections: tuple[Projection, ...], physical: dict[str, str], target: str,
             spool: str | None, stop: int) -> list[dict[str, Any]]:
         """The Spark job proper; one summary per task (successful attempts only). The
         partitions follow the cores of the executors registered (``executors.registered``:
         a bounded wait for those expected)."""
         sc = self.spark.sparkContext
-        self.stats.update(registered(sc))
+        if "cores" not in self.stats:
+            self.stats.update(registered(sc))
         cores = self.stats["cores"]
         parts = self.partitions or PARTITIONS_PER_CORE * cores
         wire = to_wire(self.settings)
@@ -153,6 +182,51 @@ class SparkFold:
         self.stats.update(attempts(sc, group))
         return sorted((dict(zip(SUMMARY_NAMES, r, strict=True)) for r in rows),
                       key=lambda r: r["partition"])
+
+
+class _Merger:
+    """Merges each run into the fresh tables as soon as its task has written it whole
+    (``<run>.done``), in a driver thread, while the job goes on (SQLite works outside the
+    GIL): the driver's load overlaps the tasks instead of following them. After the job
+    the driver merges what is left of the kept attempts' runs; merging is a union in which
+    the later version and the higher tombstone win, so the order does not matter."""
+
+    def __init__(self, store: Any, tables: dict[str, str], spool: Path) -> None:
+        self.store, self.tables, self.spool = store, tables, spool
+        self.merged: set[str] = set()
+        self.seconds = 0.0
+        self._stopping = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="letterlog-merge",
+                                        daemon=True)
+
+    def __enter__(self) -> _Merger:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stopping.wait(0.25):
+                for marker in sorted(self.spool.glob(f"run-*.sqlite{DONE}")):
+                    run = str(marker)[:-len(DONE)]
+                    if run in self.merged or self._stopping.is_set():
+                        continue
+                    t0 = time.perf_counter()
+                    self.store.merge_runs([run], self.tables)
+                    self.seconds += time.perf_counter() - t0
+                    self.merged.add(run)
+        except BaseException as error:  # handed to the driver's thread by ``stop``
+            self._error = error
+
+    def stop(self) -> None:
+        """Waits for the merge under way; raises what the thread failed with."""
+        self.__exit__()
+        if self._error is not None:
+            raise self._error
 
 
 def warm_up(spark: Any, settings: Settings, events: int) -> int:
@@ -225,12 +299,14 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
             spark: Any = None, partitions: int | None = None,
             fail_partition: int | None = None, progress: Any = None,
             until: int | None = None, as_of: str | None = None,
-            view: str | None = None, by_account_only: bool | None = None) -> dict[str, Any]:
+            view: str | None = None, by_account_only: bool | None = None,
+            merge_during_job: bool | None = None) -> dict[str, Any]:
     """Rebuilds ``names`` (default all) on Spark, blue/green through the catalog; with
     ``until`` (a position) or ``as_of`` (ISO 8601), builds the read-only view ``view``
     (default ``p<position>``) as the projections were then, and switches nothing.
     ``by_account_only``: every projection folded by account (the layout before ADR 0061),
-    else (the default) by position range, counters as mergeable parts. A data directory
+    else (the default) by position range, counters as mergeable parts;
+    ``merge_during_job``: see ``SparkFold``. A data directory
     holding no store is ``StoreUnavailable``, another rebuild of the store running
     ``RebuildRunning``, both before Spark starts."""
     from adapters.embedded import Letterlog
@@ -241,7 +317,8 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
     require_store(settings)  # before Spark starts: a missing store is the user's mistake
     with rebuild_lock(settings.data):  # one at a time; the kernel frees it if we are killed
         session = spark or spark_session(master)
-        fold = SparkFold(session, settings, partitions, fail_partition, by_account_only)
+        fold = SparkFold(session, settings, partitions, fail_partition, by_account_only,
+                         merge_during_job)
         with Letterlog.open(create=False, **settings.model_dump()) as store:
             if until is None and as_of is None:
                 result = dict(store.projections.rebuild(names, progress, fold=fold))

@@ -58,8 +58,10 @@ def test_spark_rebuild_switches_to_tables_identical_to_the_live_ones(spark, data
 
 def test_a_task_that_fails_once_is_retried_and_the_rebuild_is_still_identical(spark, data):
     result = rebuild(load_settings(data=data), ["counters", "messages"], spark=spark,
-                     fail_partition=1)  # a position range: its counters' parts too
+                     fail_partition=1,  # a position range: its counters' parts too
+                     merge_during_job=True)  # the runs merged as their tasks end
     assert set(result["folds"]) == {"by_position", "counters_merge"}
+    assert 0 <= result["merged_during_job"] <= len(result["kept_attempts"])
     assert result["kept_attempts"][1] == 1  # the second attempt's run was merged
     assert result["failed_task_attempts"] == 1  # and the first attempt is counted
     assert all(r.identical for r in _verify(data))
