@@ -15,6 +15,11 @@ process is the only writer (the embedded default). This cache skips that work sa
   so a decision taken on a stale copy fails with a concurrency conflict and is retried on
   freshly loaded aggregates.
 
+- It also remembers aggregates found *not* to exist (``absent``, ``missing``): a delivery
+  looks up the rule book and other aggregates that may never have been created, and each
+  miss would otherwise be a query of the log. The same rule holds: forgotten as soon as the
+  log moved under another writer, and an aggregate this process saves is no longer absent.
+
 Hand-outs are copies (``MailAggregate.__deepcopy__`` is cheap), so a command that fails half
 way never leaves a cached aggregate half-changed. What a save is given is kept as it is:
 an aggregate changes only by triggering events, and one with pending events is not
@@ -36,6 +41,7 @@ class CurrentAggregates:
         self._max_position = max_position
         self._maxsize = maxsize
         self._cache: OrderedDict[UUID, Any] = OrderedDict()
+        self._absent: set[UUID] = set()
         self._known: int | None = None
         self._lock = threading.RLock()  # commands may run in several threads
         self._local = threading.local()  # per thread: inside a checked command attempt?
@@ -73,6 +79,21 @@ class CurrentAggregates:
             self.hits += 1
             return deepcopy(agg)
 
+    def absent(self, aggregate_id: UUID) -> bool:
+        """Whether the aggregate is known not to exist (no event of it in the log)."""
+        if not self._checked:
+            return False
+        with self._lock:
+            return aggregate_id in self._absent
+
+    def missing(self, aggregate_id: UUID) -> None:
+        """The log, read within a checked attempt, has no event of the aggregate."""
+        if not self._checked:
+            return
+        with self._lock:
+            if self._known is not None and len(self._absent) < self._maxsize:
+                self._absent.add(aggregate_id)
+
     def saved(self, aggregates: Sequence[Any], positions: Sequence[int]) -> None:
         """After a save: remember the aggregates if nobody else appended in between."""
         if not positions:
@@ -86,6 +107,7 @@ class CurrentAggregates:
                 return
             self._known = positions[-1]
             for agg in aggregates:
+                self._absent.discard(agg.id)
                 if agg._pending_events:
                     continue  # not saved after all: not current
                 # Kept as it is, not copied: aggregates change only by new (pending) events,
@@ -100,4 +122,5 @@ class CurrentAggregates:
             if self._cache:
                 self.drops += 1
             self._cache.clear()
+            self._absent.clear()
             self._known = None

@@ -174,9 +174,12 @@ class UnitOfWork:
             if not isinstance(agg, cls):
                 raise error(f"{what} does not exist")
             return agg
+        if self.current.absent(aggregate_id):
+            raise error(f"{what} does not exist")
         try:
             agg = self.app.repository.get(aggregate_id)
         except AggregateNotFoundError:
+            self.current.missing(aggregate_id)
             raise error(f"{what} does not exist") from None
         if not isinstance(agg, cls):
             raise error(f"{what} does not exist")

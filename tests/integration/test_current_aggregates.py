@@ -127,3 +127,31 @@ def test_threads_sharing_one_store_never_reuse_a_uid(tmp_path: Path) -> None:
         t.join()
     assert errors == []
     assert sorted(uids) == list(range(2, 62))
+
+
+def test_what_was_absent_is_remembered_only_while_nobody_else_writes(
+        two_writers: tuple[Mailstore, Mailstore]) -> None:
+    """An aggregate found missing (a delivery key not yet claimed) is not looked up again
+    while the log stays where this writer left it, and is found once another writer made
+    it: a retry of the other writer's delivery is a duplicate here too."""
+    from domain.delivery_key import delivery_key_id
+    from domain.values import account_id_for
+
+    a, b = two_writers
+    a.deliver(account="ada@example.org", raw=make_mail("one"))
+    key = delivery_key_id(account_id_for("ada@example.org"), "mta-7")
+    assert a.uow.run(lambda: a.uow.claim_of(key)) is None
+    assert a.uow.run(lambda: a.current.absent(key))  # remembered, the log unmoved
+    first = b.deliver(account="ada@example.org", raw=make_mail("two"), idempotency_key="mta-7")
+    again = a.deliver(account="ada@example.org", raw=make_mail("two"), idempotency_key="mta-7")
+    assert again.duplicate and again.message_id == first.message_id
+    assert not a.uow.run(lambda: a.current.absent(key))
+
+
+def test_an_aggregate_this_writer_creates_is_no_longer_absent(tmp_path: Path) -> None:
+    mail = _store(tmp_path / "events.sqlite")
+    mail.deliver(account="ada@example.org", raw=make_mail("one"))
+    first = mail.deliver(account="ada@example.org", raw=make_mail("two"), idempotency_key="k")
+    again = mail.deliver(account="ada@example.org", raw=make_mail("two"), idempotency_key="k")
+    assert again.duplicate and (again.message_id, again.uid) == (first.message_id, first.uid)
+    assert mail.deliver(account="ada@example.org", raw=make_mail("three")).uid == 3
