@@ -13,8 +13,10 @@ Dovecot's, both storing every message durably (letterlog ``durability = full``, 
   process) says what bounds the ratio, and so does the protocol layer's own rate: letterlog's
   aiosmtpd session class with a handler that stores nothing (``adapters.bench.lmtp_floor``).
 * LDA: one process per message, as Postfix's pipe(8) runs them: ``letterlog lda`` against
-  ``dovecot-lda``, the message on standard input; letterlog without and with a command
-  server (``letterlog server start``), Dovecot before and after. Every letterlog process
+  ``dovecot-lda``, the message on standard input; letterlog alone, through a command server
+  (``letterlog server start``) and with a ``letterlog lmtp`` of the data directory running,
+  which takes each lda's message over ``DATA/lda.sock`` (the served lda, ADR 0060), Dovecot
+  before and after. Every letterlog process
   runs with ``XDG_RUNTIME_DIR`` set to a private directory of the run, so a user's own
   command server is never used (nor disturbed). The start-up of a process (``python -c
   pass``, ``letterlog --version`` alone and through the server) bounds it.
@@ -411,8 +413,9 @@ def _dovecot_lmtp_run(dovecot: Any, messages: list[tuple[str, bytes]],
 
 def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Path,
             env: dict[str, str]) -> dict[str, Any]:
-    """One process per message: ``letterlog lda`` without and with a command server against
-    ``dovecot-lda`` (before and after)."""
+    """One process per message: ``letterlog lda`` alone, through a command server and
+    handing its message to a running ``letterlog lmtp`` (the served lda of the target, ADR
+    0060), against ``dovecot-lda`` (before and after)."""
     from adapters.bench.common import command_server
 
     n = len(blobs)
@@ -458,20 +461,38 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
         "python_c_pass_ms": startup_ms([sys.executable, "-c", "pass"], alone),
         "letterlog_version_ms": startup_ms([*letterlog, "--version"], alone),
     }
+    forked_data = root / "lda-forked"
+    letterlog_init(forked_data, alone)
+    forked_messages = addressed(blobs, leg_accounts(names, "lda-f"))
+    with command_server(env, root / "run-lda-forked") as forking:
+        run_each(ours(forked_data, [(WARM_UP_ACCOUNT, blobs[0])]), forking,
+                 "letterlog lda warm-up, command server")
+        forked_rate = rate(n, run_each(ours(forked_data, forked_messages), forking,
+                                       "letterlog lda, command server"))
+        bounds["letterlog_version_with_server_ms"] = startup_ms([*letterlog, "--version"],
+                                                                forking)
+    counts = letterlog_counts(forked_data, [*per_account(forked_messages), WARM_UP_ACCOUNT])
+    check_count("letterlog lda warm-up, command server", counts.pop(WARM_UP_ACCOUNT), 1)
+    for account, expected in per_account(forked_messages).items():
+        check_count(f"letterlog lda, command server, {account}", counts[account], expected)
+
+    # the fast path (ADR 0060): a letterlog lmtp of the data directory takes each lda's
+    # message over DATA/lda.sock and delivers it with the store open
     served_data = root / "lda-served"
     letterlog_init(served_data, alone)
     served_messages = addressed(blobs, leg_accounts(names, "lda-s"))
-    with command_server(env, root / "run-lda-served") as served:
-        run_each(ours(served_data, [(WARM_UP_ACCOUNT, blobs[0])]), served,
-                 "letterlog lda warm-up, server")
-        served_rate = rate(n, run_each(ours(served_data, served_messages), served,
-                                       "letterlog lda, server"))
-        bounds["letterlog_version_with_server_ms"] = startup_ms([*letterlog, "--version"],
-                                                                served)
+    with letterlog_lmtp(served_data, root / "lda-served.sock", alone,
+                        root / "lda-served.log"):
+        if not (served_data / "lda.sock").is_socket():
+            raise RuntimeError("letterlog lmtp does not listen on DATA/lda.sock")
+        run_each(ours(served_data, [(WARM_UP_ACCOUNT, blobs[0])]), alone,
+                 "letterlog lda warm-up, lmtp server")
+        served_rate = rate(n, run_each(ours(served_data, served_messages), alone,
+                                       "letterlog lda, lmtp server"))
     counts = letterlog_counts(served_data, [*per_account(served_messages), WARM_UP_ACCOUNT])
-    check_count("letterlog lda warm-up, server", counts.pop(WARM_UP_ACCOUNT), 1)
+    check_count("letterlog lda warm-up, lmtp server", counts.pop(WARM_UP_ACCOUNT), 1)
     for account, expected in per_account(served_messages).items():
-        check_count(f"letterlog lda, server, {account}", counts[account], expected)
+        check_count(f"letterlog lda, lmtp server, {account}", counts[account], expected)
 
     after = addressed(blobs, leg_accounts(names, "lda-b"))
     dovecot_rates.append(rate(n, run_each(theirs(after), None, "dovecot-lda")))
@@ -481,6 +502,7 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
     bounds["dovecot_lda_ms_per_msg"] = round(1000 / dovecot_rate, 2)
     bounds["letterlog_lda_ms_per_msg"] = round(1000 / cold, 2)
     bounds["letterlog_lda_with_server_ms_per_msg"] = round(1000 / served_rate, 2)
+    bounds["letterlog_lda_with_command_server_ms_per_msg"] = round(1000 / forked_rate, 2)
     # the ratio if an lda through the server cost no more than a forwarded --version, and
     # if a process cost no more than the interpreter's start
     bounds["ratio_ceiling_version_with_server"] = round(
@@ -491,10 +513,12 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
         "lda_messages": n,
         "lda_msgs_per_s": cold,
         "lda_with_server_msgs_per_s": served_rate,
+        "lda_with_command_server_msgs_per_s": forked_rate,
         "dovecot_lda_msgs_per_s": dovecot_rate,
         "dovecot_lda_runs_before_and_after": dovecot_rates,
         "ratio_lda_vs_dovecot_lda": ratio(cold, dovecot_rate),
         "ratio_lda_with_server_vs_dovecot_lda": ratio(served_rate, dovecot_rate),
+        "ratio_lda_with_command_server_vs_dovecot_lda": ratio(forked_rate, dovecot_rate),
         "target_ratio_lda_with_server_vs_dovecot_lda": 0.5,
         "lda_bounds": bounds,
     }

@@ -193,7 +193,10 @@ def peer_plot(path: Path, result: dict[str, Any]) -> None:
             if floor is not None:
                 rates[f"LMTP protocol alone (stores nothing), {conns} conn."] = floor
         lda = {"letterlog lda": result["lda_msgs_per_s"],
-               "letterlog lda, command server": result["lda_with_server_msgs_per_s"],
+               "letterlog lda, command server": result.get(
+                   "lda_with_command_server_msgs_per_s", result["lda_with_server_msgs_per_s"]),
+               **({"letterlog lda, lmtp server (fast path)": result["lda_with_server_msgs_per_s"]}
+                  if "lda_with_command_server_msgs_per_s" in result else {}),
                "dovecot-lda": result["dovecot_lda_msgs_per_s"]}
     storage = {"letterlog": result["storage_amplification"],
                "dovecot": result["dovecot_storage_amplification"]}
