@@ -1,0 +1,83 @@
+"""Access: the store acting as a user (``as_user``), ACL entries and virtual roots, as the
+administrator sets them (docs/permissions.md).
+
+A part of the ``Letterlog`` facade (``adapters.embedded``; ``parts.FacadePart``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from adapters.facade.parts import FacadePart
+from domain.service import Change
+
+if TYPE_CHECKING:
+    from adapters.caller import CallerView
+
+
+class Access(FacadePart):
+    """Rights on mailboxes (RFC 4314) and users' virtual roots."""
+
+    group_resolver: Callable[[str], frozenset[str]] | None = None  # bootstrap: the directory
+
+    def as_user(self, user: str, groups: Iterable[str] | None = None) -> CallerView:
+        """This store acting as ``user``: every command and query checks its rights first
+        (``PermissionDenied``). ``groups``: the user's groups, else asked of the group
+        resolver (the user directory) when there is one, else none."""
+        from adapters.caller import CallerView
+        from domain.rights import Caller
+        from domain.roots import validate_user
+
+        name = validate_user(user)
+        if groups is None:
+            groups = self.group_resolver(name) if self.group_resolver is not None else ()
+        return CallerView(self, Caller(name, frozenset(groups)))
+
+    def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
+        """The mailbox's ACL: identifier -> rights (RFC 4314 order)."""
+        return self.mail.acl(account, mailbox)
+
+    def acl_set(self, account: str, mailbox: str, identifier: str, rights: str) -> Change:
+        """Sets (``lrs``), adds to (``+w``) or takes from (``-w``) the rights of
+        ``identifier`` on the mailbox (an event carrying the old and new rights)."""
+        from domain.access import check_rights_string
+
+        check_rights_string(rights)
+        return self._command(self.mail.acl_set, account, mailbox, identifier, rights)
+
+    def acl_delete(self, account: str, mailbox: str, identifier: str) -> Change:
+        """Removes the entry of ``identifier`` (the event keeps its rights)."""
+        return self._command(self.mail.acl_delete, account, mailbox, identifier)
+
+    def acl_entries(self) -> list[tuple[str, str, str, str]]:
+        """Every ACL entry of the store: (account, mailbox name, identifier, rights), from
+        the ``acl`` read model (names as they are now)."""
+        from projections.access_queries import acl_entries
+
+        host = self._read()
+        out = []
+        for mailbox_id, identifier, rights in self._query(
+                lambda: acl_entries(host.tables, host.physical)):
+            mb = self.mail.mailbox(mailbox_id)
+            address = self.mail.uow.account_by_id(mb.account_id).address
+            out.append((address, mb.name, identifier, rights))
+        return sorted(out)
+
+    def root(self, user: str) -> str | None:
+        """``user``'s virtual root (``account[/path]``), or None."""
+        return self.mail.root(user)
+
+    def roots(self) -> dict[str, str]:
+        """Every virtual root: user -> ``account[/path]`` (the ``roots`` read model)."""
+        from projections.access_queries import roots
+
+        host = self._read()
+        return dict(sorted(self._query(lambda: roots(host.tables, host.physical)).items()))
+
+    def set_root(self, user: str, root: str) -> Change:
+        """Sets ``user``'s virtual root to ``account[/path]`` (an event keeping the old)."""
+        return self._command(self.mail.set_root, user, root)
+
+    def delete_root(self, user: str) -> Change:
+        """Removes ``user``'s virtual root (the event keeps it); ``NotFound`` if none."""
+        return self._command(self.mail.delete_root, user)

@@ -1,0 +1,102 @@
+"""Deliveries: single, batched and checked ones, chunked uploads, and extraction (the exact
+bytes, counted against the message's policy: ``adapters.extraction``).
+
+A part of the ``Letterlog`` facade (``adapters.embedded``), which runs each command through
+``_command`` so the read models catch up after it (``parts.FacadePart``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+from uuid import UUID
+
+from adapters.facade.parts import FacadePart
+from domain.commands import Deliver, build
+from domain.errors import AccountNotFound, InvalidState, MailboxNotFound
+from domain.results import Upload
+from domain.service import Change, CheckedDelivery, Delivery
+
+
+class Deliveries(FacadePart):
+    """Commands that bring messages in (``deliver``, ``deliver_checked``, uploads), the checks
+    an importer or a delivery agent makes first, and extraction."""
+
+    def deliver(self, **fields: Any) -> Delivery:
+        return self._command(self.mail.deliver, **fields)
+
+    def deliver_many(self, items: Iterable[dict[str, Any]]) -> list[Delivery]:
+        return self._command(self.mail.deliver_many, [build(Deliver, **f) for f in items])
+
+    def deliver_checked(self, items: Sequence[CheckedDelivery], *,
+                        new_keys: bool = False) -> list[Delivery]:
+        """Checked deliveries in one atomic append (each message parsed once, by ``check``).
+        ``new_keys``: their idempotency keys are expected unclaimed, so they are not read
+        first (a claimed one is found by a refused append and a retry)."""
+        return self._command(self.mail.deliver_checked, items, new_keys=new_keys)
+
+    def check(self, **fields: Any) -> CheckedDelivery:
+        """``deliver``'s fields checked and the message parsed (once), nothing written:
+        ``deliver_checked`` delivers a batch of these in one append. MessageRejected or
+        InvalidCommand if unfit."""
+        return self.mail.check(build(Deliver, **fields))
+
+    def store_payloads(self, items: Sequence[CheckedDelivery]) -> None:
+        """Writes the payloads of the large messages among ``items`` ahead of their
+        ``deliver_checked`` (which then only touches them): an importer writes a batch's
+        while the batch before it is appended."""
+        self.mail.store_payloads(items)
+
+    def already_delivered(self, account: str, idempotency_key: str) -> bool:
+        """Whether a delivery to ``account`` with ``idempotency_key`` has landed (a read;
+        delivering it again would store nothing either way)."""
+        return self.mail.claimed(account, idempotency_key)
+
+    def check_delivery(self, **fields: Any) -> None:
+        """Raises what delivering any message with these fields would raise (a bad address,
+        mailbox name, flag, label or policy; a mailbox the account does not have); writes
+        nothing. ``fields`` are ``deliver``'s, without ``raw``."""
+        cmd = build(Deliver, raw=b"", **fields)
+        try:
+            account = self.mail.account(cmd.account)
+        except AccountNotFound:
+            if cmd.mailbox != "INBOX":
+                raise MailboxNotFound(
+                    f"mailbox: {cmd.mailbox!r} does not exist for {cmd.account}") from None
+            return
+        mailbox_id, _, _ = account.mailbox(cmd.mailbox)
+        if self.mail.mailbox(mailbox_id).deleted:
+            raise InvalidState(f"mailbox: {cmd.mailbox!r} is \\Noselect (deleted, kept as a"
+                               " name for the mailboxes below it): it takes no messages")
+
+    def begin_upload(self, **fields: Any) -> Upload:
+        return self._command(self.mail.begin_upload, **fields)
+
+    def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:
+        return self._command(self.mail.append_chunk, message_id, index, data)
+
+    def complete_upload(self, message_id: UUID) -> Delivery:
+        return self._command(self.mail.complete_upload, message_id)
+
+    def extract(self, message_id: UUID) -> bytes:
+        """The exact delivered bytes; counted against the policy once they are read (an
+        extraction that fails does not count)."""
+        from adapters.extraction import Extractor
+
+        return self._command(Extractor(self.mail).to_bytes, message_id)
+
+    def extract_to(self, message_id: UUID, path: str | os.PathLike[str], *,
+                   force: bool = False) -> dict[str, Any]:
+        """Writes the bytes to ``path`` (through a temporary file in its directory; an
+        existing file only with ``force``); counted once they are written. Returns size,
+        ``position``, the policy's count and the extractions to date."""
+        from adapters.extraction import Extractor
+
+        return self._command(Extractor(self.mail).to_file, message_id, Path(path), force=force)
+
+    def extract_to_stream(self, message_id: UUID, out: BinaryIO) -> dict[str, Any]:
+        """Writes the bytes to ``out``; counted once they are written and flushed."""
+        from adapters.extraction import Extractor
+
+        return self._command(Extractor(self.mail).to_stream, message_id, out)

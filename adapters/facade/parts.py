@@ -1,0 +1,47 @@
+"""What every part of the facade works on: ``Letterlog`` (``adapters.embedded``) sets these
+attributes and defines these methods; the parts (``deliveries``, ``messages``, ...) use them
+and are mixed into it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from adapters.eventlog.store import MailLog
+    from adapters.lifecycle.jobs import PurgeJobs
+    from adapters.lifecycle.shredding import Shredding
+    from adapters.readside.host import ProjectionHost
+    from adapters.settings import Settings
+    from domain.ports import PayloadStore
+    from domain.service import Mailstore
+
+T = TypeVar("T")
+
+
+class FacadePart:
+    """The store's parts (built by ``adapters.bootstrap``) and the facade's own steps."""
+
+    settings: Settings
+    log: MailLog
+    payloads: PayloadStore
+    mail: Mailstore  # the command side
+    shredding: Shredding  # what follows a purge's or an erasure's append
+    _projections: ProjectionHost | None  # the read models (None: none here, or not open yet)
+    _purge_jobs: Callable[[Any], PurgeJobs]  # the purge jobs on a read side
+
+    if TYPE_CHECKING:
+        @property
+        def projections(self) -> Any | None: ...
+
+        def _command(self, command: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+            """Runs a command of ``mail``, then the read models catch up with what it saved."""
+
+        def _read(self) -> Any:
+            """The read side, caught up with this process's own commands."""
+
+        def _query(self, fn: Callable[[], T]) -> T: ...
+
+        def catch_up(self) -> int: ...
+
+        def max_position(self) -> int: ...
