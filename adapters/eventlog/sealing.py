@@ -220,22 +220,28 @@ class Vault:
         self.checkpoint(wait)
 
     def checkpoint(self, wait: float = 10.0) -> None:
+        """Truncates the WAL, tried again every 50 ms while readers keep it busy (tenacity),
+        for ``wait`` seconds; then ``KeyVaultBusy``."""
+        from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
         deadline = time.monotonic() + wait
-        while True:
+
+        def busy() -> bool:
             with self._lock:  # SQLite's busy handler waits for readers, up to the deadline
                 ms = int(min(max(deadline - time.monotonic(), 0.0), 1.0) * 1000)
                 self._conn.execute(f"PRAGMA busy_timeout={ms}")
                 try:
-                    busy, _, _ = self._conn.execute(
-                        "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    return bool(self._conn.execute(
+                        "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
                 finally:
                     self._conn.execute("PRAGMA busy_timeout=30000")
-            if not busy:
-                return
-            if time.monotonic() >= deadline:
-                raise KeyVaultBusy(f"{self.path}: another process kept its write-ahead log "
-                                   f"from being truncated for {wait:g} s")
-            time.sleep(0.05)
+
+        def gave_up(state: Any) -> None:
+            raise KeyVaultBusy(f"{self.path}: another process kept its write-ahead log "
+                               f"from being truncated for {wait:g} s")
+
+        Retrying(retry=retry_if_result(bool), stop=stop_after_delay(wait), wait=wait_fixed(0.05),
+                 sleep=time.sleep, retry_error_callback=gave_up)(busy)
 
     def ids(self) -> dict[UUID, float]:
         with self._lock:

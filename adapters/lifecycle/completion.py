@@ -145,24 +145,34 @@ def truncate_wal(path: Path, deadline: float) -> bool:
                                isolation_level=None, timeout=0)  # never creates the file
     except sqlite3.Error:
         return not path.exists()
+    from tenacity import Retrying, retry_if_result
+
+    started = 0.0  # when the current attempt began
+
+    def truncated() -> bool:
+        nonlocal started
+        remaining = deadline - time.monotonic()
+        wait_ms = int(min(max(remaining, 0.0), 1.0) * 1000)
+        conn.execute(f"PRAGMA busy_timeout={wait_ms}")
+        started = time.monotonic()
+        try:
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError:  # locked by a writer beyond the busy wait
+            busy, frames, copied = 1, -1, -1
+        return not busy and frames in (0, -1) and copied in (0, -1) and _wal_empty(path)
+
+    def pause(state: Any) -> float:
+        """No wait after an attempt that SQLite's busy handler made wait; 50 ms after one answered
+        at once (another checkpoint)."""
+        return 0.05 if time.monotonic() - started < 0.05 else 0.0
+
     try:
         conn.execute("PRAGMA secure_delete=ON")
-        while True:
-            remaining = deadline - time.monotonic()
-            wait_ms = int(min(max(remaining, 0.0), 1.0) * 1000)
-            conn.execute(f"PRAGMA busy_timeout={wait_ms}")
-            started = time.monotonic()
-            try:
-                busy, frames, copied = conn.execute(
-                    "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            except sqlite3.OperationalError:  # locked by a writer beyond the busy wait
-                busy, frames, copied = 1, -1, -1
-            if not busy and frames in (0, -1) and copied in (0, -1) and _wal_empty(path):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            if time.monotonic() - started < 0.05:  # answered at once (another checkpoint)
-                time.sleep(0.05)
+        # tenacity: tried again until done or ``deadline`` (then False)
+        return bool(Retrying(retry=retry_if_result(lambda done: not done),
+                             stop=lambda state: time.monotonic() >= deadline, wait=pause,
+                             sleep=time.sleep, retry_error_callback=lambda state: False
+                             )(truncated))
     finally:
         conn.close()
 
