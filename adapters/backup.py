@@ -173,24 +173,29 @@ def _write_locked(paths: list[Path], wait: float = LOCK_WAIT_S) -> Iterator[None
     """A write transaction held on each SQLite file in ``paths`` (readers go on, writers
     wait), taken in name order; if one cannot be taken at once every lock is let go and all
     are tried again (no deadlock with a writer that holds one and waits for another)."""
-    deadline = time.monotonic() + wait
-    while True:
+    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
+
+    def lock_all() -> list[sqlite3.Connection]:
         held: list[sqlite3.Connection] = []
         try:
             for path in sorted(paths):
                 con = sqlite3.connect(path, isolation_level=None, timeout=0.2)
                 held.append(con)
                 con.execute("BEGIN IMMEDIATE")
-            break
-        except sqlite3.OperationalError as e:
+        except sqlite3.OperationalError:
             for con in held:
                 con.close()
-            if "locked" not in str(e) and "busy" not in str(e):
-                raise
-            if time.monotonic() >= deadline:
-                raise StoreBusy(f"could not lock the key files for {wait:g} s (a writer kept "
-                                f"them): try the backup again") from None
-            time.sleep(0.05)
+            raise
+        return held
+
+    def gave_up(state: Any) -> None:
+        raise StoreBusy(f"could not lock the key files for {wait:g} s (a writer kept "
+                        f"them): try the backup again") from None
+
+    # tenacity: every 50 ms while a writer holds one (busy, locked), for ``wait`` seconds
+    held = Retrying(retry=retry_if_exception(_busy), stop=stop_after_delay(wait),
+                    wait=wait_fixed(0.05), sleep=time.sleep,
+                    retry_error_callback=gave_up)(lock_all)
     try:
         yield
     finally:
@@ -198,6 +203,12 @@ def _write_locked(paths: list[Path], wait: float = LOCK_WAIT_S) -> Iterator[None
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
             con.close()
+
+
+def _busy(error: BaseException) -> bool:
+    """A lock another connection holds (tried again); any other SQLite error is raised."""
+    return isinstance(error, sqlite3.OperationalError) and (
+        "locked" in str(error) or "busy" in str(error))
 
 
 def _sqlite_files(root: Path) -> list[str]:

@@ -1,7 +1,7 @@
-"""The two WAL truncations that wait for readers (tenacity): the key vault's checkpoint
-tries again every 50 ms and raises ``KeyVaultBusy`` after its wait; the completion's
-``truncate_wal`` tries until its deadline and answers False, or True once the reader is
-gone."""
+"""Waiting for other connections, by tenacity: the key vault's checkpoint tries again every
+50 ms and raises ``KeyVaultBusy`` after its wait; the completion's ``truncate_wal`` tries
+until its deadline and answers False, or True once the reader is gone; a backup locking the
+key files tries again every 50 ms while a writer holds one, then ``StoreBusy``."""
 
 from __future__ import annotations
 
@@ -54,4 +54,30 @@ def test_truncate_wal_tries_until_its_deadline_then_succeeds_without_the_reader(
     reader.rollback()
     reader.close()
     assert truncate_wal(path, time.monotonic() + 2.0) is True
+    writer.close()
+
+
+def test_a_backup_retries_locking_the_key_files_while_a_writer_holds_one(tmp_path,
+                                                                         monkeypatch):
+    from adapters.backup import _write_locked
+    from domain.errors import StoreBusy
+
+    files = [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]
+    for f in files:
+        sqlite3.connect(f, isolation_level=None).execute("CREATE TABLE t (x)")
+    writer = sqlite3.connect(files[1], isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # holds the second: every try lets the first go again
+    slept: list[float] = []
+    real_sleep = time.sleep
+    monkeypatch.setattr("adapters.backup.time.sleep",
+                        lambda s: (slept.append(s), real_sleep(s)))
+    started = time.monotonic()
+    with (pytest.raises(StoreBusy, match="could not lock the key files for 0.6 s"),
+          _write_locked(files, wait=0.6)):
+        pass
+    assert 0.6 <= time.monotonic() - started < 5
+    assert len(slept) >= 2 and set(slept) == {0.05}  # tried again, 50 ms apart
+    writer.rollback()
+    with _write_locked(files, wait=0.6):  # the writer gone: both held at once
+        assert sqlite3.connect(files[0], timeout=0).execute("SELECT 1").fetchone() == (1,)
     writer.close()
