@@ -2,7 +2,7 @@
 
 ``bootstrap`` builds every part from ``settings`` (the one composition root); ``embedded``
 is the ``Letterlog`` facade an application imports. Sub-packages: ``eventlog`` (event store),
-``payloads``, ``tables``, ``readside``, ``streaming`` (Kafka, faust), ``lifecycle`` (purge
+``payloads``, ``tables``, ``readside``, ``streaming`` (Kafka), ``lifecycle`` (purge
 jobs), ``cli``, ``bench``, ``devservers``.
 
 May import: ``domain``, ``projections`` and client libraries; never ``spark_replay``. Inside:

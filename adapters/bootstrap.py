@@ -7,9 +7,9 @@ Every runtime starts here:
   side (``Mailstore``) and the read models (``ProjectionHost``), handed to the facade class
   ``Letterlog.open`` passes (this module imports no entry point, the facade included);
 - the outbox relay (``letterlog relay``): ``relay(settings)``;
-- a stream worker (``letterlog worker``, ``faust -A adapters.cli.worker``):
+- a stream worker (``letterlog worker``, ``python -m adapters.cli.worker``):
   ``stream_tables(settings)`` is the table store it writes (HBase, or
-  ``<data>/stream-tables.sqlite``; the worker module, an entry point, builds its faust app
+  ``<data>/stream-tables.sqlite``; the worker module, an entry point, builds its worker
   from these parts);
 - a replay job: ``event_log(settings)`` to read, ``stream_tables(settings)`` to write;
 - the purge jobs (``letterlog purge run``, ``letterlog purger``, through the facade):

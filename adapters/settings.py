@@ -37,13 +37,13 @@ class StreamOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    group: str = "letterlog-projector"  # the Kafka consumer group (faust app id)
+    group: str = "letterlog-projector"  # the Kafka consumer group
     batch: int = 5000  # records per batch at most (ADR 0038)
     within: float = 0.5  # seconds to wait for a batch to fill
     commit_interval: float = 1.0  # seconds between offset commits (of acknowledged records)
     session_timeout: float = 10.0  # a dead worker's partitions move after this long
     instance: str = ""  # static group membership: a restart under this id resumes at once
-    web_port: int = 0  # faust's web server (/metrics/, /lag/) on 127.0.0.1; 0: none
+    web_port: int = 0  # the worker's web server (/metrics/, /lag/) on 127.0.0.1; 0: none
     threads: int = 4  # partitions of one batch applied concurrently
     attempts: int = 3  # tries before a poison record becomes a dead letter
     hbase_pool: int = 8  # Thrift connections

@@ -1,4 +1,4 @@
-"""``bench_stream``: events/s end to end (relay -> Kafka -> faust worker -> HBase) against raw
+"""``bench_stream``: events/s end to end (relay -> Kafka -> stream worker -> HBase) against raw
 happybase batch writes of the same cells, in the same run.
 
 * **End to end**: the cached benchmark log (``adapters.bench.benchlog.bench_log``: at least
@@ -112,7 +112,7 @@ def _describe_group(bootstrap: str, group: str) -> dict[str, Any] | None:
 def group_assignment(described: dict[str, Any], topic: str) -> dict[str, list[int]]:
     """The partitions of ``topic`` each member of a described group was given: ``{member id:
     sorted partitions}``, decoded from the members' assignments as the coordinator keeps them
-    (the consumer protocol's ``MemberAssignment``, which faust's assignor sends too)."""
+    (the consumer protocol's ``MemberAssignment``, which aiokafka's assignors send)."""
     from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
     out: dict[str, list[int]] = {}
@@ -318,7 +318,7 @@ def _projector_in_process(reader: Any, head: int, host: str, port: int,
                           batch: int) -> dict[str, Any]:
     """The workers' ``StreamProjector`` alone, in this process, on the same records (keyed and
     partitioned as the relay does, in batches of ``batch``) into fresh tables on the same
-    HBase: what one worker could do with Kafka, faust and the relay taking no CPU."""
+    HBase: what one worker could do with Kafka and the relay taking no CPU."""
     from aiokafka.partitioner import DefaultPartitioner
 
     from adapters.bootstrap import stream_tables
@@ -555,7 +555,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         e2e = result["end_to_end"]["events_per_s"]
         raw = baselines["raw_batch"]["events_per_s"]
         result["ratio"] = round(e2e / raw, 3) if raw else None
-        # the floor: the projector alone, no Kafka, faust or relay, on the same HBase
+        # the floor: the projector alone, no Kafka or relay, on the same HBase
         alone = _projector_in_process(reader, head, host, port,
                                       thrift2_port if used == "thrift2" else None,
                                       prefix + "p", partitions, batch)
@@ -587,7 +587,7 @@ def _plot(path: Path, result: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    bars_of = [(f"end to end ({result['write_path']})\nrelay→Kafka→faust→HBase",
+    bars_of = [(f"end to end ({result['write_path']})\nrelay→Kafka→worker→HBase",
                 result["end_to_end"]["events_per_s"], "#4c72b0")]
     if "projector_in_process" in result:
         bars_of.append(("projector alone\n(no Kafka, one process)",

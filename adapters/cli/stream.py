@@ -1,4 +1,4 @@
-"""Scale-out processes: the outbox relay, the faust workers and their dead letters."""
+"""Scale-out processes: the outbox relay, the stream workers and their dead letters."""
 
 from __future__ import annotations
 
@@ -47,14 +47,14 @@ def relay(once: Annotated[bool, typer.Option(help="publish what is there, then e
 
 @app.command()
 def worker(loglevel: Annotated[str, typer.Option(metavar="LEVEL",
-                                                 help="faust log level")] = "info") -> None:
-    """faust projector worker: Kafka → the same projectors → HBase (run N of them)."""
+                                                 help="log level")] = "info") -> None:
+    """Projector worker: Kafka → the same projectors → HBase (run N of them, one group)."""
     import os
 
     from adapters.cli.worker import main as run
     from adapters.settings import load_settings
 
-    os.umask(0o077)  # a process of its own: faust's files in <data>/faust private as well
+    os.umask(0o077)  # a process of its own: whatever it writes in <data> private
     raise typer.Exit(run(load_settings(data=state.data), loglevel=loglevel))
 
 

@@ -1,10 +1,10 @@
-"""The stream projector: Kafka records in, table mutations out (no faust in here).
+"""The stream projector: Kafka records in, table mutations out (no Kafka client in here).
 
 ``StreamProjector.apply(records)`` takes one batch of event records (see
 ``adapters.eventlog.records``: key = account id, value = msgpack record) from any number of
 partitions, decodes them, runs the same pure projectors as every other host through
-``ProjectionRunner``, and writes the table store in batches. The faust agent in
-``adapters.streaming.worker`` only feeds it and acknowledges the records once ``apply`` has
+``ProjectionRunner``, and writes the table store in batches. The worker in
+``adapters.streaming.worker`` only feeds it and commits the records' offsets once ``apply`` has
 returned. Why it is built this way (``docs/streaming.md`` has the long form):
 
 Tracking per partition

@@ -1,57 +1,50 @@
-"""The faust app: one thin agent feeding ``StreamProjector`` (``adapters.streaming.projector``).
+"""A stream worker: an aiokafka consumer group member feeding ``StreamProjector``
+(``adapters.streaming.projector``), Kafka the same way the relay uses it (ADR 0059).
 
 Run N workers (same group id, topic with at least N partitions; ``docs/streaming.md``) through
-the entry point ``adapters.cli.worker``, which builds the app from the settings::
+the entry point ``adapters.cli.worker``, which builds the worker from the settings::
 
-    faust -A adapters.cli.worker worker -l info            # settings from LETTERLOG_* variables
+    letterlog worker                                       # settings from LETTERLOG_* variables
     python -m adapters.cli.worker                          # the same, through its main()
 
-Records reach the agent a batch at a time: faust's Kafka consumer is ``BatchConsumer``, whose
-fetch loop hands the records of the letterlog topic over as lists of up to ``batch`` faust
-messages (or what came within ``within`` seconds), tracked by the consumer, through an
-in-memory channel that faust suspends during a rebalance and clears when it starts
-(``BatchFeed``) -- instead of faust's per-message path (a task and four futures per message in
-its fetch loop, then an event, sensors and a stream step each), which took about a third of a
-busy worker's CPU. Each batch is decoded in a thread of its own while the batch before it is
-written, then applied in the apply thread (``loop.run_in_executor``: happybase blocks;
-``Pipeline``: batches applied one at a time, in order), and only when ``apply`` has returned --
-every cell, dead letter and tracking row written -- are the batch's records acknowledged
-(``Consumer.ack``), which is what lets faust commit their offsets. A worker that dies before
-that has committed nothing of the batch; the next owner of the partitions gets it again and the
-idempotent tables absorb the repeat. A batch fetched before a rebalance (another generation) is
-dropped unapplied and unacknowledged. A failing table store is retried (backoff, forever:
-nothing can progress without it) without acknowledging anything.
+``StreamWorker.run`` collects what ``AIOKafkaConsumer.getmany`` returns into batches of up to
+``batch`` records (or what came within ``within`` seconds of the first). Each batch is decoded
+in a thread of its own while the batch before it is written, then applied in the apply thread
+(``loop.run_in_executor``: happybase blocks; batches applied one at a time, in order), and
+only when ``apply`` has returned -- every cell, dead letter and tracking row written -- are
+the batch's offsets committed (``AIOKafkaConsumer.commit``; auto-commit is off). A worker that
+dies before that has committed nothing of the batch; the next owner of the partitions gets it
+again and the idempotent tables absorb the repeat. On a rebalance the listener
+(``Revocation``) waits for the batch being written and commits it before the partitions go;
+what was fetched but not applied is dropped (the partitions' next owner, this worker or
+another, reads it again from the committed offsets). A failing table store is retried
+(backoff, forever: nothing can progress without it) without committing anything.
 
-Nothing here connects, reads settings or builds a part: ``create_app`` is handed ``parts``.
+Nothing here connects, reads settings or builds a part: ``create_worker`` is handed ``parts``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-import faust
-from faust.transport.consumer import CONSUMER_FETCHING
-from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
-from faust.transport.drivers.aiokafka import Transport as AIOKafkaTransport
+from aiokafka import ConsumerRebalanceListener
 
-from adapters.filemodes import private_dir
 from adapters.settings import Settings, StreamOptions
 from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector
 from projections.tablestore import TableStore
 
 log = logging.getLogger("letterlog.stream")
 
-__all__ = ["WorkerParts", "create_app", "kafka_lag", "publish_lag"]
-
-AGENT_NAME = "letterlog-projector"
+__all__ = ["StreamWorker", "WorkerParts", "create_worker", "kafka_lag", "publish_lag"]
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -166,7 +159,8 @@ class WorkerParts(Protocol):
 
     def event_log(self, settings: Settings) -> Any: ...
 
-    def stream_tables(self, settings: Settings, timeout: float | None = None) -> TableStore: ...
+    def stream_tables(self, settings: Settings, *,
+                      timeout: float | None = None) -> TableStore: ...
 
 
 class WorkerState:
@@ -198,6 +192,8 @@ class WorkerState:
         self.highwaters: dict[tuple[str, int], int] = {}
         self._reported = (time.monotonic(), 0)
         self.inflight: float | None = None  # when the write now in progress started
+        #: the offsets this worker committed, per (topic, partition): the next to read
+        self.committed: dict[tuple[str, int], int] = {}
 
     def watch(self) -> None:
         """Warns when a write to the table store has hung for a while (a frozen HBase does not
@@ -206,13 +202,13 @@ class WorkerState:
         if started is not None:
             self.store_stall.waiting(started)
 
-    def report(self, app: faust.App) -> None:
+    def report(self, consumer: Any) -> None:
         """One ``progress`` line: batches and records so far, the rate since the last line,
         the lag of the partitions this worker holds."""
         now, records = time.monotonic(), self.records
         then, before = self._reported
         self._reported = (now, records)
-        lag = self.lag(app)
+        lag = self.lag(consumer)
         self.slog.info("progress", batches=self.batches, records=records,
                        per_s=round((records - before) / (now - then), 1) if now > then else 0.0,
                        behind_events=lag["events"], behind_seconds=lag["seconds"],
@@ -307,8 +303,8 @@ class WorkerState:
         return result
 
     async def warm_up(self) -> None:
-        """Connects and creates the tables before the first batch arrives: the app calls it
-        when it starts, before its consumer joins the group (a worker given partitions while
+        """Connects and creates the tables before the first batch arrives: the worker calls
+        it when it starts, before its consumer joins the group (a worker given partitions while
         it still creates tables held their first batch back for seconds). A store that is
         not there yet is retried by the first batch."""
         try:
@@ -316,11 +312,10 @@ class WorkerState:
         except Exception as error:  # noqa: BLE001 - the first batch retries it
             log.warning("table store not ready yet (%s: %s)", type(error).__name__, error)
 
-    async def refresh_highwaters(self, app: faust.App, timeout: float = 4.0) -> None:
+    async def refresh_highwaters(self, consumer: Any, timeout: float = 4.0) -> None:
         """Asks the broker for the end offsets of the partitions this worker holds (bounded
         by ``timeout``), so the lag gauges stay live while the consumer does not fetch; a
         broker that does not answer is reported (``kafka not answering``), once."""
-        consumer = app.consumer
         try:
             assigned = consumer.assignment()
         except Exception:  # noqa: BLE001 - not started, or rebalancing
@@ -329,7 +324,7 @@ class WorkerState:
             return
         started = time.monotonic()
         try:
-            ends = await asyncio.wait_for(consumer.highwaters(*assigned), timeout)
+            ends = await asyncio.wait_for(consumer.end_offsets(list(assigned)), timeout)
         except Exception as error:  # noqa: BLE001 - KafkaError, a timeout: the broker's silence
             if isinstance(error, asyncio.TimeoutError | TimeoutError):
                 error = TimeoutError(f"no end offsets from the broker in {timeout:.0f} s")
@@ -339,16 +334,17 @@ class WorkerState:
         self.highwaters.update({(tp.topic, tp.partition): int(end)
                                 for tp, end in ends.items() if end is not None})
 
-    def lag(self, app: faust.App) -> dict[str, Any]:
+    def lag(self, consumer: Any) -> dict[str, Any]:
+        """The lag of the partitions ``consumer`` holds: its highwaters (or the broker's end
+        offsets, ``refresh_highwaters``) against the offsets this worker committed."""
         if self.projector is None:
             return {"events": None, "seconds": None, "partitions": {}}
-        consumer = app.consumer
         highwaters: dict[tuple[str, int], int] = {}
         committed: dict[tuple[str, int], int | None] = {}
-        known = getattr(consumer, "_committed_offset", {})
+        known = self.committed
         try:
             assigned = consumer.assignment()
-        except Exception:  # noqa: BLE001 - not started (agent.test_context) or rebalancing
+        except Exception:  # noqa: BLE001 - not started, or rebalancing
             assigned = set()
         for tp in assigned:
             try:
@@ -360,218 +356,238 @@ class WorkerState:
                 highwater = max(asked, highwater or 0)
             if highwater is not None:
                 highwaters[(tp.topic, tp.partition)] = int(highwater)
-                committed[(tp.topic, tp.partition)] = known.get(tp)
+                committed[(tp.topic, tp.partition)] = known.get((tp.topic, tp.partition))
         return self.projector.lag(highwaters, committed)
 
     def forget(self, revoked: Any) -> None:
         for tp in revoked:
             self.highwaters.pop((tp.topic, tp.partition), None)
+            self.committed.pop((tp.topic, tp.partition), None)
         if self.projector is not None:
             self.projector.forget((tp.topic, tp.partition) for tp in revoked)
 
 
-class Pipeline:
-    """One batch applying while the consumer fetches the next: ``submit(messages)`` starts
-    applying a batch as soon as the one before it is done (batches are applied one at a time,
-    in order), and returns the result of the batch before, once it is written and its records
-    acknowledged. A batch's records are acknowledged the moment its ``apply`` returns, by
-    the batch's own task -- not when the next batch arrives: a rebalance waits for them.
+class Revocation(ConsumerRebalanceListener):  # type: ignore[misc]
+    """The consumer's rebalance listener (aiokafka's ``ConsumerRebalanceListener``):
+    before partitions go, the batch being written finishes and its offsets are committed
+    (the group waits for that, up to its rebalance timeout), what was fetched and not yet
+    applied is dropped (``StreamWorker.generation``), and the projector forgets the revoked
+    partitions' runners (they re-read their tracking if the partitions come back)."""
 
-    ``messages`` are faust ``Message``s the consumer tracks (``BatchFeed``); acknowledging
-    one (``Consumer.ack``) is what lets faust commit its offset. Messages fetched before the
-    latest rebalance (another ``generation_id``) are neither applied nor acknowledged: the
-    partition's owner now starts from the committed offset and gets them again."""
+    def __init__(self, worker: StreamWorker) -> None:
+        self.worker = worker
 
-    def __init__(self, state: WorkerState, app: faust.App) -> None:
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        worker = self.worker
+        worker.generation += 1  # what was collected before now is dropped, not applied
+        worker.joined.clear()  # and nothing is fetched until the new assignment
+        inflight = worker.inflight
+        if inflight is not None:
+            await asyncio.wait({inflight})  # written and committed (or failed: not committed)
+        worker.state.forget(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.worker.joined.set()
+        log.info("partitions assigned: %s",
+                 ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(assigned)) or "none")
+
+
+class StreamWorker:
+    """One member of the workers' consumer group: ``run(stop)`` until ``stop`` is set.
+
+    ``consumer`` is an ``AIOKafkaConsumer`` (or anything with its ``subscribe``, ``start``,
+    ``stop``, ``getmany``, ``commit``, ``assignment``, ``highwater``, ``end_offsets`` and
+    ``seek``), not yet started; the worker subscribes it to the topic with ``Revocation`` as
+    its listener."""
+
+    def __init__(self, state: WorkerState, consumer: Any, topic: str) -> None:
         self.state = state
-        self.app = app
-        self._inflight: asyncio.Future[BatchResult | None] | None = None
+        self.consumer = consumer
+        self.topic = topic
+        self.options = state.options
+        #: bumped when partitions are revoked: a batch collected in an older generation is
+        #: dropped unapplied and uncommitted
+        self.generation = 0
+        self.inflight: asyncio.Future[BatchResult | None] | None = None
+        #: set while the worker holds an assignment (cleared from a revocation to the next)
+        self.joined = asyncio.Event()
+        self.results: list[BatchResult] = []  # what each batch did (tests, the last few)
 
-    async def submit(self, messages: list[Any]) -> BatchResult | None:
-        previous = self._inflight
-        self._inflight = asyncio.ensure_future(self._run(previous, messages))
-        # shielded: a cancelled caller (the agent stopping) leaves the batch to finish
-        return None if previous is None else await asyncio.shield(previous)
+    async def run(self, stop: asyncio.Event) -> None:
+        """Opens the table store, joins the group, projects until ``stop`` is set; then
+        finishes (and commits) the batch being written and leaves."""
+        state = self.state
+        await state.warm_up()  # before joining: partitions go to a worker that is ready
+        timers: list[asyncio.Future[None]] = []
+        web = None
+        try:
+            self.consumer.subscribe([self.topic], listener=Revocation(self))
+            await self.consumer.start()
+            timers = [asyncio.ensure_future(self._every(5.0, self._report_lag, stop)),
+                      asyncio.ensure_future(self._every(10.0, self._report_progress, stop))]
+            web = await self._serve_web()
+            while not stop.is_set():
+                collected = await self._collect(stop)
+                if collected is None:
+                    continue
+                records, generation = collected
+                decoding = state.decode(records)  # while the batch before is written
+                if self.inflight is not None:
+                    await asyncio.wait({self.inflight})
+                if generation != self.generation or stop.is_set():
+                    self._rewind(records)
+                    continue
+                self.inflight = asyncio.ensure_future(self._write(records, decoding))
+            if self.inflight is not None:
+                await asyncio.wait({self.inflight})
+        finally:
+            for timer in timers:
+                timer.cancel()
+            if web is not None:
+                web.close()
+            await self.consumer.stop()
 
-    async def _run(self, previous: asyncio.Future[BatchResult | None] | None,
-                   messages: list[Any]) -> BatchResult | None:
-        records = [_record(m) for m in messages]
-        decoding = self.state.decode(records)  # while the batch before is written
-        if previous is not None:
-            await asyncio.wait({previous})
-            if previous.cancelled() or previous.exception() is not None \
-                    or previous.result() is None:
-                return None  # shutting down: leave this batch unacknowledged
-        generation = self.app.consumer_generation_id
-        current = [m for m in messages if m.generation_id in (None, generation)]
-        if not current:
-            return BatchResult()
+    async def _collect(self, stop: asyncio.Event) -> tuple[list[Record], int] | None:
+        """Up to ``batch`` records, in order per partition: what came until the batch was
+        full, ``within`` seconds passed since its first record, or a fetch brought nothing
+        new. None when nothing came (or a rebalance dropped what had)."""
+        batch, within = max(1, self.options.batch), self.options.within
+        try:
+            await asyncio.wait_for(self.joined.wait(), 1.0)
+        except TimeoutError:
+            return None  # not in the group yet, or rebalancing (``stop`` is checked again)
+        generation = self.generation
+        records: list[Record] = []
+        since = 0.0
+        while not stop.is_set():
+            wait = max(0.0, since + within - time.monotonic()) if records else 1.0
+            fetched = await self.consumer.getmany(timeout_ms=int(wait * 1000),
+                                                  max_records=batch - len(records))
+            got = [_record(m) for ms in fetched.values() for m in ms]
+            if generation != self.generation:  # a rebalance while collecting
+                self._rewind(records + got)
+                return None
+            if not got:
+                break
+            if not records:
+                since = time.monotonic()
+            records.extend(got)
+            if len(records) >= batch or time.monotonic() - since >= within:
+                break
+        return (records, generation) if records else None
+
+    def _rewind(self, records: list[Record]) -> None:
+        """Drops ``records`` unapplied: a partition this worker still holds is read again
+        from its first dropped record (one given back in a rebalance starts from its
+        committed offset anyway)."""
+        first: dict[tuple[str, int], int] = {}
+        for r in records:
+            key = (r.topic, r.partition)
+            first[key] = min(first.get(key, r.offset), r.offset)
+        if not first:
+            return
+        assigned = {(tp.topic, tp.partition): tp for tp in self.consumer.assignment()}
+        for key, offset in first.items():
+            if key in assigned:
+                self.consumer.seek(assigned[key], offset)
+        log.info("dropped %d records fetched before a rebalance", len(records))
+
+    async def _write(self, records: list[Record],
+                     decoding: asyncio.Future[Decoded] | None) -> BatchResult | None:
+        """Applies the batch (``WorkerState.apply``: retried while the store fails), then
+        commits its offsets."""
         decoded = None
         if decoding is not None:
             try:
                 decoded = await decoding
             except Exception as error:  # noqa: BLE001 - apply decodes them again
                 log.warning("decoding ahead failed (%s: %s)", type(error).__name__, error)
-        if len(current) < len(messages):
-            records, decoded = [_record(m) for m in current], None
         result = await self.state.apply(records, decoded)
-        ack = self.app.consumer.ack
-        for message in current:  # the offsets may be committed from here on
-            ack(message)
+        offsets: dict[tuple[str, int], int] = {}
+        for r in records:
+            key = (r.topic, r.partition)
+            offsets[key] = max(offsets.get(key, -1), r.offset + 1)
+        await self._commit(offsets)
+        self.results.append(result)
+        del self.results[:-100]
         try:
-            publish_lag(self.state.lag(self.app))
+            publish_lag(self.state.lag(self.consumer))
         except Exception as error:  # noqa: BLE001 - metrics never stop the projection
             log.warning("lag: %s", error)
         return result
 
+    async def _commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commits ``offsets`` (the next offset to read per partition). A commit the group
+        refuses (the partitions moved meanwhile) is logged: the records come again to their
+        next owner, and the idempotent tables absorb them."""
+        from aiokafka import TopicPartition
+
+        try:
+            await self.consumer.commit({TopicPartition(t, p): o
+                                        for (t, p), o in offsets.items()})
+        except Exception as error:  # noqa: BLE001 - CommitFailedError, a broker gone
+            log.warning("committing %d partitions' offsets failed (%s: %s); their records "
+                        "will be read again", len(offsets), type(error).__name__, error)
+            return
+        self.state.committed.update(offsets)
+
+    async def _every(self, seconds: float, job: Callable[[], Any],
+                     stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), seconds)
+            except TimeoutError:
+                pass
+            else:
+                return
+            try:
+                await job()
+            except Exception as error:  # noqa: BLE001 - reporting never stops the projection
+                log.warning("%s: %s", getattr(job, "__name__", "timer"), error)
+
+    async def _report_lag(self) -> None:
+        self.state.watch()
+        await self.state.refresh_highwaters(self.consumer)
+        publish_lag(self.state.lag(self.consumer))
+
+    async def _report_progress(self) -> None:
+        self.state.report(self.consumer)
+
+    async def _serve_web(self) -> asyncio.AbstractServer | None:
+        """``/metrics/`` (Prometheus) and ``/lag/`` (JSON) on 127.0.0.1:``web_port``; none
+        when it is 0."""
+        if not self.options.web_port:
+            return None
+        return await asyncio.start_server(self._answer, "127.0.0.1", self.options.web_port)
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
+            path = request.split(b" ", 2)[1].decode("latin-1").split("?")[0].rstrip("/")
+            if path == "/metrics":
+                from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+                _metrics()
+                status, kind, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest()
+            elif path == "/lag":
+                status, kind = "200 OK", "application/json"
+                body = json.dumps(self.state.lag(self.consumer)).encode()
+            else:
+                status, kind, body = "404 Not Found", "text/plain", b"not found\n"
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: "
+                         f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except Exception as error:  # noqa: BLE001 - a bad request never stops the worker
+            log.debug("web: %s", error)
+        finally:
+            writer.close()
+
 
 def _record(message: Any) -> Record:
+    """An aiokafka ``ConsumerRecord`` as the projector takes it (timestamp in seconds)."""
+    stamp = message.timestamp
     return Record(message.topic, message.partition, message.offset, message.value,
-                  message.key, message.timestamp)
-
-
-class BatchFeed:
-    """Where ``BatchConsumer`` hands the records of ``topics``: lists of up to ``batch``
-    faust ``Message``s, sent to ``channel`` (the agent's in-memory channel, whose queue faust
-    suspends during a rebalance and clears when it starts). The messages are tracked by the
-    consumer before they are sent (a rebalance waits for tracked messages to be acknowledged,
-    or dropped: the consumer holds them weakly)."""
-
-    def __init__(self, channel: Any, topics: Collection[str], batch: int, within: float) -> None:
-        self.channel = channel
-        self.topics = frozenset(topics)
-        self.batch = max(1, batch)
-        self.within = within
-
-    async def send(self, consumer: Any, messages: list[Any]) -> None:
-        track = consumer.track_message
-        for message in messages:
-            track(message)
-        try:
-            while not self.channel.subscriber_count:  # the agent not iterating yet
-                await asyncio.sleep(0.05)
-            await self.channel.send(value=messages)
-        except BaseException:
-            unacked = consumer._unacked_messages
-            for message in messages:
-                unacked.discard(message)
-            raise
-
-
-class BatchConsumer(AIOKafkaConsumer):
-    """faust's aiokafka consumer, but the records of the feed's topics (``app.letterlog_feed``,
-    a ``BatchFeed``) are handed over a fetch at a time instead of one message at a time
-    through the conductor (a task and four futures per message in ``_drain_messages``, an
-    event, sensors and a stream step each). What the fetch loop does otherwise is faust's:
-    flow control and rebalances (``_wait_next_records``, ``suspend_flow``, the generation
-    id), paused and buffered partitions, read offsets and gaps, the commit-every counter;
-    records of any other topic still go through ``callback`` one by one."""
-
-    async def _drain_messages(self, fetcher: Any) -> None:
-        feed: BatchFeed | None = getattr(self.app, "letterlog_feed", None)
-        if feed is None:
-            await super()._drain_messages(fetcher)
-            return
-        callback = self.callback
-        consumer_should_stop = self._stopped.is_set
-        fetcher_should_stop = fetcher._stopped.is_set
-        read_offset = self._read_offset
-        acks_enabled_for = self.app.topics.acks_enabled_for
-        to_message = self._to_message
-        pending: list[Any] = []
-        since = 0.0
-        try:
-            while not (consumer_should_stop() or fetcher_should_stop()):
-                self.diag.set_flag(CONSUMER_FETCHING)
-                wait = max(0.0, since + feed.within - time.monotonic()) if pending else 1.0
-                records, active = await self._wait_next_records(wait)
-                self.diag.unset_flag(CONSUMER_FETCHING)
-                if self.should_stop:
-                    return
-                if not self.flow_active:  # a rebalance: what was fetched is read again
-                    pending.clear()
-                    try:
-                        await self.perform_seek()
-                    except Exception as error:  # noqa: BLE001 - as faust's getmany
-                        self.log.warning("exception performing seek when flow not active %r",
-                                         error)
-                    continue
-                generation = self.app.consumer_generation_id
-                for tp, batch in (records or {}).items():
-                    if self.app.consumer_generation_id != generation:
-                        break
-                    if (active is not None and tp not in active
-                            and tp not in self._buffered_partitions):
-                        continue
-                    self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
-                    ours = tp.topic in feed.topics
-                    acks = acks_enabled_for(tp.topic)
-                    r_offset = read_offset[tp]
-                    for record in batch:
-                        offset = record.offset
-                        if r_offset is not None and offset < r_offset:
-                            continue  # read already (faust drops it too)
-                        if acks and r_offset and offset - r_offset > 1:
-                            await self._add_gap(tp, r_offset + 1, offset)
-                        message = to_message(tp, record)
-                        if ours:
-                            if not pending:
-                                since = time.monotonic()
-                            pending.append(message)
-                        else:
-                            await self.wait_first(callback(message), self.suspend_flow.wait())
-                        r_offset = offset
-                    read_offset[tp] = r_offset
-                # full batches go at once; the rest waits for more records until ``within``
-                # has passed since the first of them came, or a fetch brings nothing new
-                due = not records or time.monotonic() - since >= feed.within
-                while len(pending) >= feed.batch or (pending and due):
-                    chunk, pending = pending[:feed.batch], pending[feed.batch:]
-                    await self.wait_first(feed.send(self, chunk), self.suspend_flow.wait())
-                    if self.suspend_flow.is_set():
-                        pending.clear()
-                    elif pending and not due:
-                        since = time.monotonic()
-                commit_every = self._commit_every
-                if commit_every is not None and self._n_acked >= commit_every:
-                    self._n_acked = 0
-                    await self.commit()
-        except self.consumer_stopped_errors:
-            if self.transport.app.should_stop:
-                self.log.info("Broker stopped consumer, shutting down...")
-                return
-            raise
-        except asyncio.CancelledError:
-            if self.transport.app.should_stop:
-                self.log.info("Consumer shutting down for user cancel.")
-                return
-            raise
-        except Exception as exc:
-            self.log.exception("Drain messages raised: %r", exc)
-            raise
-        finally:
-            self.diag.unset_flag(CONSUMER_FETCHING)
-
-
-class _App(faust.App):
-    """A faust app whose Kafka consumer is ``BatchConsumer``, and which opens its table
-    store (``WorkerState.warm_up``: connections, tables, catalog) before its consumer starts,
-    i.e. before the worker joins the group and is given partitions."""
-
-    async def on_start(self) -> None:
-        await super().on_start()
-        from adapters.streaming.telemetry import quiet_libraries
-
-        quiet_libraries()  # on the handlers faust's worker installed by now
-        state: WorkerState | None = getattr(self, "letterlog", None)
-        if state is not None:
-            await state.warm_up()
-
-    def _new_transport(self) -> Any:
-        transport = super()._new_transport()
-        if isinstance(transport, AIOKafkaTransport):
-            transport.Consumer = BatchConsumer  # type: ignore[misc]
-        return transport
+                  message.key, stamp / 1000 if stamp is not None else None)
 
 
 #: a stream worker's HBase calls wait at least this long (a batch's write is large)
@@ -583,97 +599,44 @@ def _stream_tables(settings: Settings, parts: WorkerParts) -> TableStore:
                                timeout=max(WORKER_HBASE_TIMEOUT, settings.hbase_timeout))
 
 
-def create_app(settings: Settings, options: StreamOptions | None = None, *,
-               parts: WorkerParts,
-               store_factory: Callable[[], TableStore] | None = None,
-               after_write: Callable[[BatchResult], None] | None = None) -> faust.App:
-    """The faust app for ``settings``; ``parts`` builds the key store, the log and the table
+def create_worker(settings: Settings, options: StreamOptions | None = None, *,
+                  parts: WorkerParts,
+                  store_factory: Callable[[], TableStore] | None = None,
+                  after_write: Callable[[BatchResult], None] | None = None,
+                  consumer: Any = None) -> StreamWorker:
+    """The worker for ``settings``; ``parts`` builds the key store, the log and the table
     store (``adapters.bootstrap``). ``store_factory`` replaces the table store from
     settings (``parts.stream_tables``); ``options`` replace ``settings.stream``;
-    ``after_write`` is ``StreamProjector``'s hook. Without ``kafka_bootstrap`` the app can
-    only be driven through ``agent.test_context()`` (faust's default broker address, never
-    contacted)."""
+    ``after_write`` is ``StreamProjector``'s hook; ``consumer`` replaces the
+    ``AIOKafkaConsumer`` built from the settings (tests). Nothing connects before ``run``."""
     options = options or settings.stream
-    from adapters.streaming.telemetry import pace_kafka_metadata
+    state = WorkerState(settings, options, parts, store_factory, after_write)
+    if consumer is None:
+        from adapters.streaming.telemetry import pace_kafka_metadata
 
-    pace_kafka_metadata()  # aiokafka's fetcher would spin while the broker is gone
-    broker = f"kafka://{settings.kafka_bootstrap or 'localhost:9092'}"
-    faust_dir = Path(settings.data) / "faust"  # faust's own files, not the working directory
-    private_dir(faust_dir)
-    app = _App(
-        options.group,
-        broker=broker,
-        autodiscover=False,
-        key_serializer="raw",
-        value_serializer="raw",
-        consumer_auto_offset_reset="earliest",
-        broker_commit_interval=options.commit_interval,
-        broker_session_timeout=options.session_timeout,
+        pace_kafka_metadata()  # aiokafka's fetcher would spin while the broker is gone
+        consumer = _consumer(settings, options)
+    return StreamWorker(state, consumer, settings.kafka_topic)
+
+
+def _consumer(settings: Settings, options: StreamOptions) -> Any:
+    from aiokafka import AIOKafkaConsumer
+
+    session = options.session_timeout
+    return AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap or "localhost:9092",
+        group_id=options.group,
         # static membership (KIP-345): a worker restarted under the same instance id gets its
         # partitions back without waiting out the session of the one that died
-        consumer_group_instance_id=options.instance or None,
-        broker_heartbeat_interval=max(1.0, options.session_timeout / 10),
-        broker_rebalance_timeout=max(options.session_timeout, 10.0),
-        topic_disable_leader=True,
-        stream_wait_empty=True,
-        stream_buffer_maxsize=max(4096, 2 * options.batch),
-        stream_processing_timeout=3600.0,
-        web_enabled=bool(options.web_port),
-        web_port=options.web_port or 6066,
-        web_bind="127.0.0.1",
-        store="memory://",
-        datadir=str(faust_dir),
+        group_instance_id=options.instance or None,
+        client_id=f"letterlog-worker-{options.instance or os.getpid()}",
+        enable_auto_commit=False,  # offsets are committed after their batch is written
+        auto_offset_reset="earliest",
+        session_timeout_ms=int(session * 1000),
+        heartbeat_interval_ms=int(max(1.0, session / 10) * 1000),
+        rebalance_timeout_ms=int(max(session, 10.0) * 1000),
+        # a batch retried while the table store is down keeps the worker from fetching:
+        # it stays in the group for an hour of that
+        max_poll_interval_ms=3_600_000,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
     )
-    topic = app.topic(settings.kafka_topic, key_type=bytes, value_type=bytes,
-                      key_serializer="raw", value_serializer="raw")
-    app.topics.add(topic)  # subscribed; its records reach the agent through the feed
-    batches = app.channel(maxsize=1)  # lists of messages; faust clears it on a rebalance
-    app.letterlog_feed = BatchFeed(batches, [settings.kafka_topic],  # type: ignore[attr-defined]
-                                   options.batch, options.within)
-    state = WorkerState(settings, options, parts, store_factory, after_write)
-
-    @app.agent(batches, name=AGENT_NAME)
-    async def project(stream: Any) -> Any:  # a faust.Stream of lists of messages
-        pipeline = Pipeline(state, app)
-        async for messages in stream:
-            done = await pipeline.submit(list(messages))  # the batch before: written, acked
-            if done is not None:
-                yield done.as_dict()
-
-    async def report_lag() -> None:
-        state.watch()
-        try:
-            await state.refresh_highwaters(app)
-            publish_lag(state.lag(app))
-        except Exception as error:  # noqa: BLE001 - metrics never stop the projection
-            log.warning("lag: %s", error)
-
-    app.timer(5.0)(report_lag)
-
-    async def report_progress() -> None:
-        try:
-            state.report(app)
-        except Exception as error:  # noqa: BLE001 - reporting never stops the projection
-            log.warning("progress: %s", error)
-
-    app.timer(10.0)(report_progress)
-
-    async def on_revoked(sender: Any, revoked: Any, **kwargs: Any) -> None:
-        state.forget(revoked)
-
-    app.on_partitions_revoked.connect(on_revoked)  # type: ignore[arg-type]
-
-    @app.page("/metrics/")
-    async def metrics(web: Any, request: Any) -> Any:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-        _metrics()
-        return web.bytes(generate_latest(), content_type=CONTENT_TYPE_LATEST.split(";")[0])
-
-    @app.page("/lag/")
-    async def lag(web: Any, request: Any) -> Any:
-        return web.json(state.lag(app))
-
-    app.letterlog = state  # type: ignore[attr-defined]
-    app.letterlog_agent = project  # type: ignore[attr-defined]
-    return app

@@ -1,25 +1,29 @@
-"""The faust agent through ``agent.test_context()`` on the in-memory table store, fed batches
-of consumer messages as ``BatchConsumer`` hands them over: it projects batches, acknowledges
-records only after their batch is written (and only then can faust commit their offsets),
-retries a failing store without acknowledging, dead-letters poison without stopping, and
-drops batches fetched before a rebalance."""
+"""The stream worker (``StreamWorker``) on the in-memory table store, fed by a stand-in for
+aiokafka's consumer: it projects batches, commits a batch's offsets only after the batch is
+written, retries a failing store without committing, dead-letters poison without stopping,
+finishes and commits the batch being written before partitions are revoked, drops (and reads
+again) what it fetched before a rebalance, and opens its tables before it joins the group."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from adapters import bootstrap
 from adapters.settings import StreamOptions, load_settings
-from adapters.streaming.projector import list_dead_letters
-from adapters.streaming.worker import create_app, publish_lag
+from adapters.streaming.projector import Record, list_dead_letters
+from adapters.streaming.worker import StreamWorker, create_worker, publish_lag
 from adapters.tables.memory import InMemoryTableStore
 from tests.stream_support import TOPIC, Log, assert_equal_to_fold, story
 
@@ -33,6 +37,84 @@ def history() -> Log:
     return h
 
 
+class FakeConsumer:
+    """What the worker uses of ``AIOKafkaConsumer``, over records held in memory: positions,
+    seeks, commits, and rebalances (``rebalance``) calling the listener as aiokafka does."""
+
+    def __init__(self, partitions: int = 3, on_start: Callable[[], None] | None = None) -> None:
+        self.tps = {TopicPartition(TOPIC, p) for p in range(partitions)}
+        self.log: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {
+            tp: [] for tp in self.tps}
+        self.position = {tp: 0 for tp in self.tps}
+        self.committed: dict[TopicPartition, int] = {}
+        self.commits: list[dict[TopicPartition, int]] = []
+        self.seeks: list[tuple[TopicPartition, int]] = []
+        self.listener: Any = None
+        self.started = False
+        self.stopped = False
+        self.on_start = on_start
+
+    def feed(self, records: list[Record]) -> None:
+        for r in records:
+            self.log[TopicPartition(r.topic, r.partition)].append(ConsumerRecord(
+                r.topic, r.partition, r.offset, int((r.timestamp or 0) * 1000), 0, r.key,
+                r.value, None, 0, 0, []))
+
+    def subscribe(self, topics: list[str], listener: Any) -> None:
+        assert topics == [TOPIC]
+        self.listener = listener
+
+    async def start(self) -> None:
+        if self.on_start:
+            self.on_start()
+        self.started = True
+        await self.listener.on_partitions_assigned(set(self.tps))
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def getmany(self, timeout_ms: int = 0, max_records: int | None = None
+                      ) -> dict[TopicPartition, list[Any]]:
+        out: dict[TopicPartition, list[Any]] = {}
+        left = max_records or 10**9
+        for tp in sorted(self.tps):
+            got = [m for m in self.log[tp] if m.offset >= self.position[tp]][:left]
+            if got:
+                out[tp] = got
+                left -= len(got)
+                self.position[tp] = got[-1].offset + 1
+        if not out:
+            await asyncio.sleep(min(timeout_ms / 1000, 0.01))
+        return out
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        assert set(offsets) <= self.tps
+        self.commits.append(dict(offsets))
+        self.committed.update(offsets)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+        self.position[tp] = offset
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.tps)
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return self.log[tp][-1].offset + 1 if self.log[tp] else 0
+
+    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.highwater(tp) for tp in tps}
+
+    async def rebalance(self) -> None:
+        """Every partition revoked and given back: positions start from the commits."""
+        await self.listener.on_partitions_revoked(set(self.tps))
+        self.position = {tp: self.committed.get(tp, 0) for tp in self.tps}
+        await self.listener.on_partitions_assigned(set(self.tps))
+
+    def done(self) -> bool:
+        return all(self.committed.get(tp, 0) >= self.highwater(tp) for tp in self.tps)
+
+
 async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -41,159 +123,231 @@ async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
         await asyncio.sleep(0.01)
 
 
-def run_agent(store: Any, scenario: Callable[[Any, Any], Awaitable[None]],
-              **kw: Any) -> None:
-    """Builds the app inside the running loop (faust binds to it) and runs ``scenario``."""
+def run_worker(store: Any, scenario: Callable[[StreamWorker, FakeConsumer], Awaitable[None]],
+               consumer: FakeConsumer | None = None, **kw: Any) -> StreamWorker:
+    """Runs a worker on ``consumer`` while ``scenario`` feeds it, then stops it."""
+    consumer = consumer or FakeConsumer()
 
-    async def main(data: str) -> None:
-        app = create_app(load_settings(kafka_topic=TOPIC, data=data),
-                         kw.pop("options", OPTIONS), parts=bootstrap,
-                         store_factory=lambda: store, **kw)
-        app.flow_control.resume()
-        async with app.letterlog_agent.test_context() as agent:
-            await scenario(app, agent)
-            if agent._crash_reason:
-                raise agent._crash_reason
+    async def main(data: str) -> StreamWorker:
+        worker = create_worker(load_settings(kafka_topic=TOPIC, data=data),
+                               kw.pop("options", OPTIONS), parts=bootstrap,
+                               store_factory=kw.pop("store_factory", lambda: store),
+                               consumer=consumer, **kw)
+        stop = asyncio.Event()
+        running = asyncio.ensure_future(worker.run(stop))
+        try:
+            await scenario(worker, consumer)
+        finally:
+            stop.set()
+            await asyncio.wait_for(running, 30)
+        return worker
 
     with tempfile.TemporaryDirectory(prefix="letterlog-worker-") as data:
-        asyncio.run(main(data))
-        assert (Path(data) / "faust").is_dir()  # faust's files stay in the data directory
+        worker = asyncio.run(main(data))
+    assert consumer.stopped
+    return worker
 
 
-def message(app: Any, r: Any, generation: int | None = None) -> Any:
-    """A record as faust's consumer makes it (``Consumer._to_message``)."""
-    from faust.types import TP
-    from faust.types.tuples import ConsumerMessage
-
-    return ConsumerMessage(r.topic, r.partition, r.offset, r.timestamp or 0.0, 0, [], r.key,
-                           r.value, None, tp=TP(r.topic, r.partition),
-                           generation_id=app.consumer_generation_id if generation is None
-                           else generation)
+def committed_count(consumer: FakeConsumer) -> int:
+    """Records committed so far (offsets count from 0 in every partition)."""
+    return sum(consumer.committed.values())
 
 
-async def send(agent: Any, records: list[Any], app: Any = None) -> list[Any]:
-    """``records`` as faust messages, handed to the agent in batches of ``OPTIONS.batch``
-    (what ``BatchFeed.send`` does)."""
-    app = app or agent.app
-    messages = [message(app, r) for r in records]
-    for i in range(0, len(messages), OPTIONS.batch):
-        await agent.put(messages[i:i + OPTIONS.batch], wait=False)
-    return messages
-
-
-def all_acked(messages: list[Any]) -> Callable[[], bool]:
-    return lambda: all(m.acked for m in messages)
-
-
-def test_the_agent_projects_batches_into_the_table_store(history):
+def test_the_worker_projects_batches_into_the_table_store(history):
     store = InMemoryTableStore()
     records = history.records()
-
     sizes: list[int] = []
 
-    async def scenario(app, agent):
-        await until(all_acked(await send(agent, records)))
-        # each batch's result is yielded once the next batch comes (pipelining)
-        assert sum(r["records"] for r in agent.results.values()) == len(records) - sizes[-1]
+    async def scenario(worker, consumer):
+        consumer.feed(records)
+        await until(consumer.done)
 
-    run_agent(store, scenario, after_write=lambda result: sizes.append(result.records))
+    worker = run_worker(store, scenario, after_write=lambda result: sizes.append(result.records))
     assert sum(sizes) == len(records) and max(sizes) <= OPTIONS.batch
     assert len(sizes) >= len(records) // OPTIONS.batch
+    assert sum(r.records for r in worker.results) == len(records)
     assert_equal_to_fold(store, history)
 
 
-def test_records_are_acknowledged_only_after_their_batch_is_written(history):
+def test_offsets_are_committed_only_after_their_batch_is_written(history):
+    """When a batch's cells are written (``after_write``: tracking rows come next) none of its
+    offsets, nor any later one, is committed; right after, all of them are."""
     store = InMemoryTableStore()
-    records = history.records()[:25]
-    events: list[Any] = []
-    seen: list[tuple[int, list[bool]]] = []
+    records = history.records()[:35]
+    consumer = FakeConsumer()
+    seen: list[tuple[int, int]] = []
 
-    def after_write(result):  # the batch's cells are in the store; tracking comes next
-        seen.append((result.records, [m.acked for m in events]))
+    def after_write(result):
+        seen.append((result.records, committed_count(consumer)))
 
-    async def scenario(app, agent):
-        events.extend(await send(agent, records))
-        await until(all_acked(events))
+    async def scenario(worker, consumer):
+        consumer.feed(records)
+        await until(consumer.done)
 
-    run_agent(store, scenario, after_write=after_write)
-    assert len(seen) >= 3
+    run_worker(store, scenario, consumer, after_write=after_write)
+    assert len(seen) >= 4
     before = 0
-    for size, acked in seen:  # earlier batches acknowledged; this one and later ones not
-        assert acked == [True] * before + [False] * (len(records) - before)
+    for size, committed in seen:
+        assert committed == before
         before += size
-    assert before == len(records)
+    assert before == committed_count(consumer) == len(records)
+    assert all(o > 0 for c in consumer.commits for o in c.values())
 
 
-def test_a_failing_store_is_retried_and_nothing_is_acknowledged_meanwhile(history):
+def test_a_failing_store_is_retried_and_nothing_is_committed_meanwhile(history):
     records = history.records()
     failures = {"left": 3}
-    events: list[Any] = []
-    acked_during_failures: list[bool] = []
+    consumer = FakeConsumer()
+    committed_during_failures: list[int] = []
 
     class Flaky(InMemoryTableStore):
         def apply(self, mutations):
             mutations = list(mutations)
             if failures["left"] and any(m.table == "messages" for m in mutations):
                 failures["left"] -= 1
-                acked_during_failures.extend(m.acked for m in events[-10:])
+                committed_during_failures.append(committed_count(consumer))
                 raise OSError("hbase thrift: connection refused")
             super().apply(mutations)
 
     store = Flaky()
 
-    async def scenario(app, agent):
-        events.extend(await send(agent, records[:10]))  # exactly one batch
-        await until(all_acked(events))
-        events.extend(await send(agent, records[10:]))
-        await until(all_acked(events))
+    async def scenario(worker, consumer):
+        consumer.feed(records)
+        await until(consumer.done)
 
-    run_agent(store, scenario)
-    assert failures["left"] == 0 and acked_during_failures and not any(acked_during_failures)
+    run_worker(store, scenario, consumer)
+    assert failures["left"] == 0 and committed_during_failures == [0, 0, 0]
     assert_equal_to_fold(store, history)
 
 
 def test_a_poison_record_is_dead_lettered_and_the_stream_goes_on(history):
     store = InMemoryTableStore()
     records = history.records()
-    events: list[Any] = []
 
-    async def scenario(app, agent):
-        events.extend(await send(agent, records[:10]))
-        garbage = replace(records[0], value=b"\x00garbage", key=b"k" * 16, offset=10**6)
-        events.extend(await send(agent, [garbage]))
-        events.extend(await send(agent, records[10:]))
-        await until(all_acked(events))
+    async def scenario(worker, consumer):
+        consumer.feed(records[:10])
+        await until(consumer.done)
+        consumer.feed([replace(records[0], value=b"\x00garbage", key=b"k" * 16,
+                               partition=3, offset=0)])  # a partition of its own
+        await until(consumer.done)
+        consumer.feed(records[10:])
+        await until(consumer.done)
 
-    run_agent(store, scenario)
+    run_worker(store, scenario, FakeConsumer(partitions=4))
     [letter] = list_dead_letters(store)
     assert letter.topic == TOPIC and letter.value == b"\x00garbage"
     assert "not a letterlog event" in letter.error
     assert_equal_to_fold(store, history)
 
 
-def test_the_app_opens_its_table_store_before_its_consumer_starts():
-    """``App.on_start`` runs before the app's services (its Kafka consumer among them) are
-    started: the tables exist and the projector is open before the worker joins the group."""
+def test_the_worker_opens_its_table_store_before_it_joins_the_group():
     store = InMemoryTableStore()
     opened: list[bool] = []
+    at_start: list[set[str]] = []
 
     def factory() -> InMemoryTableStore:
         opened.append(True)
         return store
 
-    async def main(data: str) -> None:
-        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS, parts=bootstrap,
-                         store_factory=factory)
-        assert app.letterlog.projector is None and not store.list_tables()
-        await app.on_start()
-        assert opened == [True] and app.letterlog.projector is not None
-        assert {"messages", "catalog", "tracking"} <= set(store.list_tables())
-        assert not app.consumer._started.is_set()  # nothing joined yet
-        # no warm-up left among the tasks that run once the app has started (and joined)
-        assert not [t for t in app._app_tasks if "warm" in getattr(t, "__name__", "")]
+    consumer = FakeConsumer(on_start=lambda: at_start.append(set(store.list_tables())))
 
-    with tempfile.TemporaryDirectory(prefix="letterlog-worker-") as data:
-        asyncio.run(main(data))
+    async def scenario(worker, consumer):
+        await until(lambda: consumer.started)
+
+    worker = run_worker(store, scenario, consumer, store_factory=factory)
+    assert opened == [True] and worker.state.projector is not None
+    assert {"messages", "catalog", "tracking"} <= at_start[0]
+
+
+def test_a_rebalance_waits_for_the_batch_being_written_and_drops_what_was_fetched(history):
+    """Partitions revoked while a batch is written: the revocation returns only once that
+    batch is written and committed; the batch fetched meanwhile is not applied, and is read
+    again from the committed offsets."""
+    records = history.records()
+    release = threading.Event()
+    writing = threading.Event()
+    applied: list[int] = []
+
+    class Slow(InMemoryTableStore):
+        def apply(self, mutations):
+            mutations = list(mutations)
+            if not release.is_set() and any(m.table == "messages" for m in mutations):
+                writing.set()
+                release.wait(20)
+            super().apply(mutations)
+
+    store = Slow()
+
+    async def scenario(worker, consumer):
+        consumer.feed(records)
+        await until(writing.is_set)
+        await until(lambda: consumer.position != {tp: 0 for tp in consumer.tps}
+                    and sum(consumer.position.values()) > OPTIONS.batch)  # the next fetched
+        revoking = asyncio.ensure_future(consumer.rebalance())
+        await asyncio.sleep(0.2)
+        assert not revoking.done() and consumer.commits == []  # waits for the write
+        release.set()
+        await asyncio.wait_for(revoking, 10)
+        assert committed_count(consumer) == applied[0]  # the batch in flight: committed
+        await until(consumer.done)
+
+    worker = run_worker(store, scenario,
+                        after_write=lambda result: applied.append(result.records))
+    assert sum(applied) == len(records)  # the dropped batch applied once, after it
+    assert sum(r.records for r in worker.results) == len(records)
+    assert_equal_to_fold(store, history)
+
+
+def test_stopping_finishes_and_commits_the_batch_being_written(history):
+    records = history.records()[:10]
+    release = threading.Event()
+    writing = threading.Event()
+
+    class Slow(InMemoryTableStore):
+        def apply(self, mutations):
+            mutations = list(mutations)
+            if any(m.table not in ("tracking", "catalog") for m in mutations):
+                writing.set()
+                release.wait(20)
+            super().apply(mutations)
+
+    consumer = FakeConsumer()
+
+    async def scenario(worker, consumer):
+        consumer.feed(records)
+        await until(writing.is_set)
+        threading.Timer(0.2, release.set).start()
+
+    run_worker(Slow(), scenario, consumer)
+    assert consumer.done() and release.is_set()
+
+
+def test_lag_and_metrics_are_served_on_the_web_port(history):
+    records = history.records()[:20]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pages: dict[str, bytes] = {}
+
+    async def get(path: str) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        answer = await reader.read()
+        writer.close()
+        return answer
+
+    async def scenario(worker, consumer):
+        consumer.feed(records)
+        await until(consumer.done)
+        pages["lag"] = await get("/lag/")
+        pages["metrics"] = await get("/metrics/")
+
+    run_worker(InMemoryTableStore(), scenario,
+               options=OPTIONS.model_copy(update={"web_port": port}))
+    head, _, body = pages["lag"].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and json.loads(body)["events"] == 0
+    assert b"letterlog_stream_events_applied" in pages["metrics"]
 
 
 def test_lag_is_published_as_prometheus_gauges():
@@ -224,112 +378,3 @@ def test_bad_stream_variables_name_the_variable(monkeypatch):
     monkeypatch.setenv("LETTERLOG_STREAM_THREADS", "0")
     with pytest.raises(SettingsError, match="LETTERLOG_STREAM_THREADS: must be at least 1"):
         load_settings()
-
-
-def test_offsets_become_committable_only_once_their_batch_is_written(history):
-    """What faust commits is what ``Consumer.ack`` recorded: nothing of a batch before its
-    cells are written, the whole batch right after."""
-    store = InMemoryTableStore()
-    records = history.records()[:30]
-    committable: list[dict[int, int | None]] = []
-    apps: list[Any] = []
-
-    def offsets() -> dict[int, int | None]:
-        from faust.types import TP
-
-        consumer = apps[0].consumer
-        return {p: consumer._new_offset(TP(TOPIC, p)) for p in {r.partition for r in records}}
-
-    def after_write(result):
-        committable.append(offsets())
-
-    async def scenario(app, agent):
-        apps.append(app)
-        app.topics._acking_topics.add(TOPIC)  # as once subscribed (Conductor._update_indices)
-        messages = await send(agent, records)
-        await until(all_acked(messages))
-        committable.append(offsets())
-
-    run_agent(store, scenario, after_write=after_write)
-    # after each write only what earlier batches acknowledged (_new_offset consumes it)
-    first = committable[0]
-    assert all(v is None for v in first.values())
-    last = {p: max(r.offset for r in records if r.partition == p) + 1 for p in first}
-    reached: dict[int, int] = {}
-    for snapshot in committable:
-        reached.update({p: v for p, v in snapshot.items() if v is not None})
-    assert reached == last
-
-
-def test_a_batch_fetched_before_a_rebalance_is_neither_applied_nor_acknowledged(history):
-    store = InMemoryTableStore()
-    records = history.records()
-    applied: list[int] = []
-
-    async def scenario(app, agent):
-        stale = [message(app, r, generation=app.consumer_generation_id - 1)
-                 for r in records[:10]]
-        await agent.put(stale, wait=False)
-        fresh = await send(agent, records)
-        await until(all_acked(fresh))
-        assert not any(m.acked for m in stale)
-
-    run_agent(store, scenario, after_write=lambda result: applied.append(result.records))
-    assert sum(applied) == len(records)
-    assert_equal_to_fold(store, history)
-
-
-def test_the_consumer_hands_fetched_records_over_in_tracked_batches(history):
-    """``BatchConsumer._drain_messages`` on canned fetches: records in order, in batches of at
-    most ``batch``, each tracked when handed over; records read already are dropped."""
-    from aiokafka.structs import ConsumerRecord
-    from faust.types import TP
-
-    from adapters.streaming.worker import BatchConsumer, BatchFeed
-
-    records = [r for r in history.records() if r.partition == 0][:25]
-    tp = TP(TOPIC, 0)
-
-    def fetched(rs):
-        return {tp: [ConsumerRecord(TOPIC, 0, r.offset, 0, 0, r.key, r.value, None, 0, 0, [])
-                     for r in rs]}
-
-    async def main(data: str) -> None:
-        app = create_app(load_settings(kafka_topic=TOPIC, data=data), OPTIONS, parts=bootstrap,
-                         store_factory=InMemoryTableStore)
-        consumer = app.consumer
-        assert isinstance(consumer, BatchConsumer)
-        handed: list[list[Any]] = []
-
-        class Channel:
-            subscriber_count = 1
-
-            async def send(self, value):
-                assert all(m in consumer.unacked for m in value)  # tracked first
-                handed.append(value)
-
-        app.letterlog_feed = BatchFeed(Channel(), [TOPIC], OPTIONS.batch, OPTIONS.within)
-        fetches = [fetched(records[:13]), fetched(records[5:25]), {}]
-
-        class Fetcher:
-            _stopped = asyncio.Event()
-
-        async def next_records(timeout):
-            if not fetches:
-                Fetcher._stopped.set()
-                return {}, None
-            return fetches.pop(0), None
-
-        consumer._wait_next_records = next_records
-        consumer.highwater = lambda tp: records[-1].offset + 1
-        await consumer._drain_messages(Fetcher())
-        assert [len(b) for b in handed] and max(len(b) for b in handed) <= OPTIONS.batch
-        offsets = [m.offset for b in handed for m in b]
-        # the second fetch repeats offsets 5..12: those below the read offset are dropped
-        # (faust keeps the one equal to it, as its own fetch loop does)
-        expected = [r.offset for r in records[:13]] + [r.offset for r in records[12:25]]
-        assert offsets == expected
-        assert consumer._read_offset[tp] == records[-1].offset
-
-    with tempfile.TemporaryDirectory(prefix="letterlog-worker-") as data:
-        asyncio.run(main(data))
