@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 
 from adapters import datadir
 from adapters.filemodes import private_dir
+from adapters.lifecycle.shredding import Shredding  # small; every store has one (preloaded)
 from adapters.settings import Settings
 from domain.errors import SettingsError
 
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from adapters.eventlog.sealing import KeyStore
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.jobs import PurgeJobs
-    from adapters.lifecycle.shredding import Shredding
     from adapters.readside.host import ProjectionHost
     from adapters.streaming.relay import OutboxRelay
     from domain.directory import Directory
@@ -190,8 +190,6 @@ def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
 def shredding(settings: Settings, log: MailLog, payloads: PayloadStore) -> Shredding:
     """What follows a purge's or an erasure's append (keys destroyed, payloads' grace,
     views, WAL, compaction): ``adapters.lifecycle.shredding``."""
-    from adapters.lifecycle.shredding import Shredding
-
     return Shredding(settings, log, payloads)
 
 
