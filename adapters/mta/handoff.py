@@ -151,7 +151,8 @@ def _exactly(sock: object, size: int) -> bytes | None:
 
 
 def read_message(fd: int, limit: int) -> bytes | None:
-    """All of ``fd`` (as ``adapters.mta.lda.read_message``), or None past ``limit`` bytes."""
+    """All of ``fd``, read directly, or None as soon as it passes ``limit`` bytes (lda's
+    ``read_message`` turns None into its typed refusal)."""
     parts: list[bytes] = []
     size = 0
     while True:

@@ -15,7 +15,6 @@ delays nobody's mail.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,19 +53,14 @@ def quota_permanent(data: Path, error: BaseException) -> bool:
 def read_message(fd: int, limit: int) -> bytes:
     """All of ``fd`` (read directly: no reopening of /dev/stdin, which may belong to another
     user), or a ``MessageRejected`` as soon as it passes ``limit`` bytes."""
+    from adapters.mta.handoff import read_message as read_within
     from domain.errors import MessageRejected
 
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(parts)
-        size += len(chunk)
-        if size > limit:
-            raise MessageRejected(
-                f"message too large: more than {limit} bytes (max_message_size={limit})")
-        parts.append(chunk)
+    blob = read_within(fd, limit)
+    if blob is None:
+        raise MessageRejected(
+            f"message too large: more than {limit} bytes (max_message_size={limit})")
+    return blob
 
 
 def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0) -> Outcome:
