@@ -4,6 +4,8 @@ all, then ``InvalidState``; any other error is raised at once."""
 
 from __future__ import annotations
 
+import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +18,15 @@ from domain.unit_of_work import UnitOfWork, conflict_wait
 
 def unit_of_work(monkeypatch: pytest.MonkeyPatch, max_retries: int = 50) -> tuple[Any, list]:
     slept: list[float] = []
-    monkeypatch.setattr("domain.unit_of_work.time.sleep", slept.append)
+    real_sleep, here = time.sleep, threading.current_thread()
+
+    def sleep(seconds: float) -> None:  # patching time.sleep patches it for every thread
+        if threading.current_thread() is here:
+            slept.append(seconds)  # recorded, not slept
+        else:
+            real_sleep(seconds)  # a thread an earlier test left behind sleeps as it would
+
+    monkeypatch.setattr("domain.unit_of_work.time.sleep", sleep)
     return UnitOfWork(SimpleNamespace(), max_retries=max_retries, log_head=lambda: 0), slept
 
 

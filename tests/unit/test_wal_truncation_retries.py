@@ -6,12 +6,27 @@ key files tries again every 50 ms while a writer holds one, then ``StoreBusy``."
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from adapters.eventlog.sealing import KeyVaultBusy, Vault
 from adapters.lifecycle.completion import truncate_wal
+
+
+def recording(slept: list[float]) -> Callable[[float], None]:
+    """``time.sleep`` that records this thread's sleeps: patching ``time.sleep`` patches it
+    for every thread, and a thread an earlier test left behind may sleep meanwhile."""
+    real_sleep, here = time.sleep, threading.current_thread()
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is here:
+            slept.append(seconds)
+        real_sleep(seconds)
+
+    return sleep
 
 
 def reader_holding(path) -> sqlite3.Connection:
@@ -26,9 +41,7 @@ def test_the_vault_retries_while_a_reader_holds_its_wal_then_gives_up(tmp_path, 
     vault = Vault(tmp_path / "vault.sqlite")
     vault.checkpoint(1.0)  # nothing holds it: at once
     slept: list[float] = []
-    real_sleep = time.sleep
-    monkeypatch.setattr("adapters.eventlog.sealing.time.sleep",
-                        lambda s: (slept.append(s), real_sleep(s)))
+    monkeypatch.setattr("adapters.eventlog.sealing.time.sleep", recording(slept))
     reader = reader_holding(tmp_path / "vault.sqlite")
     vault._conn.execute("CREATE TABLE IF NOT EXISTS t (x)")  # a frame in the WAL
     started = time.monotonic()
@@ -68,9 +81,7 @@ def test_a_backup_retries_locking_the_key_files_while_a_writer_holds_one(tmp_pat
     writer = sqlite3.connect(files[1], isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # holds the second: every try lets the first go again
     slept: list[float] = []
-    real_sleep = time.sleep
-    monkeypatch.setattr("adapters.backup.time.sleep",
-                        lambda s: (slept.append(s), real_sleep(s)))
+    monkeypatch.setattr("adapters.backup.time.sleep", recording(slept))
     started = time.monotonic()
     with (pytest.raises(StoreBusy, match="could not lock the key files for 0.6 s"),
           _write_locked(files, wait=0.6)):
