@@ -172,6 +172,17 @@ def _deltas_of(event: object) -> Deltas | None:
     return deltas
 
 
+def _fold_deltas(event: object) -> Deltas | None:
+    """``_deltas_of``, with a message leaving the listed states taken off the counts (as
+    ``project`` does for it): the deltas both folds (``CounterFold``,
+    ``CounterPartialFold``) start from."""
+    deltas = _deltas_of(event)
+    e: Any = event
+    if deltas is not None and type(event) in _LEAVES and e.old_state in LISTED_STATES:
+        _count(deltas, -1, e.mailbox_id, e.labels, e.flags, e.size)
+    return deltas
+
+
 def _is_mailbox_column(column: bytes) -> bool:
     return column.startswith(n.CT_MAILBOX) and len(column) == len(n.CT_MAILBOX) + 16
 
@@ -271,13 +282,11 @@ class CounterFold:
         self._rows: dict[bytes, _Row] = {}
 
     def project(self, event: object, position: int, read: RowReader) -> list[Mutation]:
-        deltas = _deltas_of(event)
+        deltas = _fold_deltas(event)
         if deltas is None:
             return []
         kind = type(event)
         e: Any = event
-        if kind in _LEAVES and e.old_state in LISTED_STATES:
-            _count(deltas, -1, e.mailbox_id, e.labels, e.flags, e.size)
         row_key = e.account_id.bytes
         state = self._rows.get(row_key)
         if state is None:
@@ -452,13 +461,11 @@ class CounterPartialFold:
         self.parts: dict[bytes, CounterPart] = {}
 
     def project(self, event: object, position: int) -> None:
-        deltas = _deltas_of(event)
+        deltas = _fold_deltas(event)
         if deltas is None:
             return
         kind = type(event)
         e: Any = event
-        if kind in _LEAVES and e.old_state in LISTED_STATES:
-            _count(deltas, -1, e.mailbox_id, e.labels, e.flags, e.size)
         row_key = e.account_id.bytes
         # nothing below fails
         row = self.parts.get(row_key)

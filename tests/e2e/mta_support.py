@@ -113,6 +113,14 @@ def write_locked(path: Path) -> Iterator[None]:
 BOB = "bob@example.org"
 
 
+def envelope_of_first(env: dict[str, str], data: Path, account: str) -> dict[str, Any]:
+    """The stored envelope of ``account``'s first listed message, as ``show`` gives it, with
+    the fields an lda command line sets (its arrival time aside)."""
+    envelope = shown(env, data, listing(env, data, account)[0]["message_id"])["smtp_envelope"]
+    return {k: envelope[k] for k in ("sender", "recipient", "original_recipient", "detail",
+                                     "queue_id", "via", "arrived_at")}
+
+
 def lda(env: dict[str, str], data: Path, raw: bytes, *args: str, recipient: str = BOB,
         timeout: float = 120) -> tuple[int, str]:
     p = letterlog(env, data, "lda", "--recipient", recipient, *args, stdin=raw,
