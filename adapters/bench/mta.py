@@ -300,18 +300,38 @@ def _tail(log: Path, lines: int = 15) -> str:
 
 
 def protocol_floor(messages: Sequence[tuple[str, bytes]], connections: int, root: Path,
-                   env: dict[str, str]) -> float:
+                   env: dict[str, str]) -> tuple[float, float]:
     """Messages/s of letterlog's LMTP protocol layer storing nothing
-    (``adapters.bench.lmtp_floor``), same client and connections; its count checked."""
+    (``adapters.bench.lmtp_floor``), same client and connections, and its server's CPU ms
+    a message; its count checked."""
     sock, log = root / f"floor-{connections}.sock", root / f"floor-{connections}.log"
     with lmtp_process([sys.executable, "-m", "adapters.bench.lmtp_floor", str(sock)], sock,
-                      env, log):
+                      env, log) as proc:
         warm = warm_up_lmtp(sock, connections)
+        before = cpu_snapshot(proc.pid)
         seconds = lmtp_deliver(sock, messages, connections)
+        cpu = cpu_ms_per_message(before, cpu_snapshot(proc.pid), len(messages))["total"]
     answered = int(_tail(log, 1) or -1)
     check_count(f"LMTP protocol floor, {connections} connection(s)", answered,
                 warm + len(messages))
-    return rate(len(messages), seconds)
+    return rate(len(messages), seconds), cpu
+
+
+def lmtp_ceilings(connections: int, floor_msgs_per_s: float, floor_cpu_ms: float,
+                  server_cpu: dict[str, float], client_cpu_ms: float,
+                  cores: int) -> float:
+    """Messages/s the LMTP server could reach at best with today's store behind a protocol
+    layer as cheap as aiosmtpd storing nothing, from the same run's measurements. One
+    connection: a message's round trip is the floor's (client included) plus the writer's
+    CPU, in series (the projecting process is off the path). Several connections: the
+    machine's ``cores`` all busy, each message costing the floor server's CPU, the
+    writer's, the projecting process's and the client's."""
+    writer, projection = server_cpu.get("threads", 0.0), server_cpu.get("children", 0.0)
+    if connections == 1:
+        per_message_ms = 1000 / floor_msgs_per_s + writer
+        return round(1000 / per_message_ms, 1)
+    cpu_ms = floor_cpu_ms + writer + projection + client_cpu_ms
+    return round(min(floor_msgs_per_s, 1000 * cores / cpu_ms), 1)
 
 
 def letterlog_counts(data: Path, accounts: Sequence[str]) -> dict[str, int]:
@@ -368,8 +388,9 @@ def lmtp_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: P
         with letterlog_lmtp(data, root / f"lmtp-{conns}.sock", env,
                             root / f"lmtp-{conns}.log") as server:
             warm = warm_up_lmtp(root / f"lmtp-{conns}.sock", conns)
-            before = cpu_snapshot(server.pid)
+            before, client_before = cpu_snapshot(server.pid), time.process_time()
             seconds = lmtp_deliver(root / f"lmtp-{conns}.sock", messages, conns)
+            client_cpu = round(1000 * (time.process_time() - client_before) / n, 3)
             letterlog_cpu = cpu_ms_per_message(before, cpu_snapshot(server.pid), n)
         counts = letterlog_counts(data, [*accounts, WARM_UP_ACCOUNT])
         check_count(f"letterlog LMTP warm-up, {conns} connection(s)",
@@ -377,7 +398,7 @@ def lmtp_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: P
         for account, expected in per_account(messages).items():
             check_count(f"letterlog LMTP, {conns} connection(s), {account}",
                         counts[account], expected)
-        floor = protocol_floor(messages[:FLOOR_MESSAGES], conns, root, env)
+        floor, floor_cpu = protocol_floor(messages[:FLOOR_MESSAGES], conns, root, env)
         second = _dovecot_lmtp_run(dovecot, addressed(blobs, leg_accounts(names, f"d{conns}b")),
                                    conns)
         dovecot_rates = [first[0], second[0]]
@@ -393,6 +414,13 @@ def lmtp_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: P
         # CPU ms per message: letterlog's event loop (main), writer (threads) and projecting
         # process (children); Dovecot's master, lmtp, auth... processes (children)
         result[f"lmtp_{conns}conn_server_cpu_ms_per_msg"] = letterlog_cpu
+        result[f"lmtp_{conns}conn_client_cpu_ms_per_msg"] = client_cpu
+        result[f"lmtp_{conns}conn_protocol_floor_server_cpu_ms_per_msg"] = floor_cpu
+        # what today's store allows at best behind a free-as-the-floor protocol layer
+        ceiling = lmtp_ceilings(conns, floor, floor_cpu, letterlog_cpu, client_cpu,
+                                os.cpu_count() or 1)
+        result[f"lmtp_{conns}conn_ceiling_msgs_per_s"] = ceiling
+        result[f"ratio_ceiling_vs_dovecot_lmtp_{conns}conn"] = ratio(ceiling, theirs)
         result[f"dovecot_lmtp_{conns}conn_server_cpu_ms_per_msg"] = {
             k: round(statistics.fmean((first[1][k], second[1][k])), 3) for k in second[1]}
     result["target_ratio_lmtp_vs_dovecot_lmtp"] = 2.0

@@ -192,6 +192,9 @@ def peer_plot(path: Path, result: dict[str, Any]) -> None:
             floor = result.get(f"lmtp_{conns}conn_protocol_floor_msgs_per_s")
             if floor is not None:
                 rates[f"LMTP protocol alone (stores nothing), {conns} conn."] = floor
+            ceiling = result.get(f"lmtp_{conns}conn_ceiling_msgs_per_s")
+            if ceiling is not None:
+                rates[f"LMTP ceiling with today's store, {conns} conn."] = ceiling
         lda = {"letterlog lda": result["lda_msgs_per_s"],
                "letterlog lda, command server": result.get(
                    "lda_with_command_server_msgs_per_s", result["lda_with_server_msgs_per_s"]),

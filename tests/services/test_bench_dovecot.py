@@ -69,6 +69,13 @@ def test_bench_ingest_measures_letterlogs_lmtp_and_lda_against_dovecots(tmp_path
         floor = result[f"lmtp_{conns}conn_protocol_floor_msgs_per_s"]
         assert result[f"ratio_protocol_floor_vs_dovecot_lmtp_{conns}conn"] == round(
             floor / theirs, 3) > 0
+        assert result[f"lmtp_{conns}conn_client_cpu_ms_per_msg"] > 0
+        # /proc counts CPU in ticks of 10 ms: a dozen messages may not fill one
+        assert result[f"lmtp_{conns}conn_protocol_floor_server_cpu_ms_per_msg"] >= 0
+        ceiling = result[f"lmtp_{conns}conn_ceiling_msgs_per_s"]
+        assert 0 < ceiling <= floor  # the store behind the protocol only adds work
+        assert result[f"ratio_ceiling_vs_dovecot_lmtp_{conns}conn"] == round(
+            ceiling / theirs, 3)
     for way in ("lda", "lda_with_server"):
         assert result[f"ratio_{way}_vs_dovecot_lda"] == round(
             result[f"{way}_msgs_per_s"] / result["dovecot_lda_msgs_per_s"], 3) > 0

@@ -146,3 +146,15 @@ def test_runs_of_the_bench_find_no_command_server_of_the_users(tmp_path: Path) -
     env = private_runtime({"XDG_RUNTIME_DIR": "/run/user/0", "X": "1"}, tmp_path / "run")
     assert env == {"XDG_RUNTIME_DIR": str(tmp_path / "run"), "X": "1"}
     assert (tmp_path / "run").stat().st_mode & 0o777 == 0o700
+
+
+def test_the_lmtp_ceiling_adds_the_stores_work_to_the_protocol_floor() -> None:
+    from adapters.bench.mta import lmtp_ceilings
+
+    server = {"main": 0.6, "threads": 1.5, "children": 0.5, "total": 2.6}
+    # one connection: the floor's round trip (2 ms at 500 msgs/s) and the writer's 1.5 ms
+    assert lmtp_ceilings(1, 500.0, 0.4, server, 0.3, cores=2) == round(1000 / 3.5, 1)
+    # four connections on two cores: 0.4 + 1.5 + 0.5 + 0.3 ms of CPU a message
+    assert lmtp_ceilings(4, 2000.0, 0.4, server, 0.3, cores=2) == round(2000 / 2.7, 1)
+    # never above the protocol layer alone
+    assert lmtp_ceilings(4, 100.0, 0.4, server, 0.3, cores=64) == 100.0
