@@ -399,10 +399,17 @@ class PostfixServer(Service):
         it and smtpd answers again."""
         before = self._count_in_log("daemon started") + self._count_in_log("reload --")
         self._write_config()
-        self._postfix("reload")
-        wait_for(lambda: self._count_in_log("daemon started")
-                 + self._count_in_log("reload --") > before,
-                 what="postfix reload", timeout=30, log_paths=self.log_paths, interval=0.05)
+        for attempt in range(3):  # a reload the master did not log in 10 s is asked again
+            self._postfix("reload")
+            try:
+                wait_for(lambda: self._count_in_log("daemon started")
+                         + self._count_in_log("reload --") > before,
+                         what="postfix reload", timeout=10, log_paths=self.log_paths,
+                         interval=0.05)
+                break
+            except ServiceFailed:
+                if attempt == 2:
+                    raise
         wait_for(self._probe, what="postfix after reload", timeout=30,
                  log_paths=self.log_paths, interval=0.05)
 
