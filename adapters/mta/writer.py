@@ -10,6 +10,11 @@ broken it; a data directory that went away (an unmounted volume, a directory mov
 is noticed before each append, so nothing is written to files no longer in place. A
 handed-off lda's delivery is checked right before its append: its client still there and
 within its deadline (``_refusal``).
+
+Every MTA delivery carries an idempotency key, and nearly every key is new: the append is
+tried without reading the keys' claims first (``deliver_checked(new_keys=True)``). A key
+already claimed (the MTA retrying a delivery that was stored) makes that append fail whole,
+nothing written, and the retry reads the claims and answers the duplicate.
 """
 
 from __future__ import annotations
@@ -200,14 +205,15 @@ class Writer:
             return
         store.mail.uow.append_guard = self._guard(at, [item for _, _, item in waiting])
         try:
-            results = store.deliver_checked(checked)
+            results = store.deliver_checked(checked, new_keys=True)
         except BaseException:  # noqa: BLE001 - one at a time, so each gets its own answer
             results = None
         if results is None or len(waiting) == 1:
             for c, (fields, future, item) in zip(checked, waiting, strict=True):
                 store.mail.uow.append_guard = self._guard(at, [item])
                 try:
-                    [d] = results if results is not None else store.deliver_checked([c])
+                    [d] = results if results is not None else store.deliver_checked(
+                        [c], new_keys=True)
                 except _Refused as e:
                     future.set_result(e.outcome)
                 except BaseException as e:  # noqa: BLE001

@@ -153,6 +153,28 @@ def test_a_writer_holding_the_log_defers_and_a_late_commit_is_not_stored_twice(
     assert stored(env, data, BOB) == [raw]
 
 
+def test_a_retried_message_is_stored_once_beside_new_mail_in_the_same_append(
+        env, data, serve):
+    """The writer appends without reading the keys' claims first (nearly every key is new);
+    a retried message in the same append as new mail makes that append fail whole, and the
+    retry that reads the claims stores the new mail once and answers the retry as a
+    duplicate."""
+    server = serve(data)
+    client = Client(server.sock)
+    client.command("LHLO mta.example.org")
+    raw, other = make_mail("first"), make_mail("second")
+    assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+    replies = client.send("ada@example.net", [BOB, CAROL], raw)  # one append, two items
+    assert "already delivered" in replies[0] and replies[0].startswith("250 2.0.0"), replies
+    assert "already delivered" not in replies[1] and replies[1].startswith("250 2.0.0")
+    replies = client.send("ada@example.net", [BOB], other)  # same recipient, other bytes
+    assert "already delivered" not in replies[0] and replies[0].startswith("250 2.0.0")
+    client.close()
+    assert server.stop() == 0
+    assert sorted(stored(env, data, BOB)) == sorted([raw, other])
+    assert stored(env, data, CAROL) == [raw]
+
+
 def test_a_stop_finishes_the_transaction_in_flight(env, data, serve):
     server = serve(data)
     client = Client(server.sock)
