@@ -193,13 +193,18 @@ class SqliteTableStore:
                     raise self._missing(schema.name, error) from error
             write(conn, batches, self._missing)
 
-    def merge_runs(self, runs: Sequence[str | Path], tables: dict[str, str]) -> None:
+    def merge_runs(self, runs: Sequence[str | Path], tables: dict[str, str], *,
+                   last: bool = True) -> None:
         """Merges *runs* (other tables files, each holding logical tables already folded, as
         a Spark rebuild's tasks write them) into this store's tables ``tables[logical]``,
         inside SQLite (``ATTACH`` + ``INSERT ... SELECT`` in key order), one transaction per
         run (the target tables are a rebuild's fresh ones, read by no one before a switch).
         The outcome is ``apply`` of every run's puts and deletes: the higher tombstone and
-        the higher version win, and a put that another run's tombstone covers is removed."""
+        the higher version win, and a put that another run's tombstone covers is removed.
+        ``last=False``: more runs follow, and the removal of covered puts (a pass over every
+        tombstone) waits for the call with ``last`` (it gives the same tables once at the
+        end: a tombstone only rises, and a put it covers stays covered). Durability is the
+        store's own (WAL, its ``synchronous``): the file holds the live tables too."""
         conn = self._conn()
         schemas = {logical: self._schema(physical) for logical, physical in tables.items()}
         for run in runs:  # one transaction per run: the tables are not live before a switch
@@ -213,6 +218,8 @@ class SqliteTableStore:
                             merge_table(conn, Schema.of(logical, ()), schema)
             finally:
                 conn.execute("DETACH DATABASE run")
+        if not last:
+            return
         with self._transaction(conn):
             for schema in schemas.values():
                 drop_covered(conn, schema)

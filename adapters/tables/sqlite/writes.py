@@ -183,14 +183,21 @@ def insert_fresh(conn: sqlite3.Connection, schema: Schema, load: TableLoad) -> N
 
 
 def merge_table(conn: sqlite3.Connection, source: Schema, target: Schema) -> None:
-    """The attached run's ``source`` table into ``target``, as ``apply`` would write it."""
-    conn.execute(
-        f"INSERT INTO {target.tombs}(row, col, version) SELECT row, col, version "
-        f"FROM run.{source.tombs} WHERE true ORDER BY row, col "
-        "ON CONFLICT(row, col) DO UPDATE SET version = excluded.version "
-        "WHERE excluded.version > version")
-    conn.execute(f"{target.insert} SELECT row, col, value, version FROM run.{source.cells} "
-                 f"WHERE true ORDER BY row, col" + Schema.on_conflict)
+    """The attached run's ``source`` table into ``target``, as ``apply`` would write it. Into
+    an empty SQLite table (the first run a fresh table takes) a plain ``INSERT ... SELECT *``
+    of the whole table: SQLite copies the records as they are, pages in key order (its
+    transfer optimisation), half the time of the upsert; the run's keys are unique, so the
+    outcome is the same."""
+    for mine, theirs, upsert in (
+        (target.tombs, source.tombs, " WHERE true ORDER BY row, col "
+         "ON CONFLICT(row, col) DO UPDATE SET version = excluded.version "
+         "WHERE excluded.version > version"),
+        (target.cells, source.cells, " WHERE true ORDER BY row, col" + Schema.on_conflict),
+    ):
+        if conn.execute(f"SELECT 1 FROM {mine} LIMIT 1").fetchone() is None:
+            conn.execute(f"INSERT INTO {mine} SELECT * FROM run.{theirs}")
+        else:
+            conn.execute(f"INSERT INTO {mine} SELECT * FROM run.{theirs}{upsert}")
 
 
 def batched(schema_of: Callable[[str], Schema], mutations: Iterable[Mutation]) -> dict[str, Batch]:
