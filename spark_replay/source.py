@@ -46,10 +46,15 @@ class _Range(InputPartition):  # type: ignore[misc]
         self.stop = stop
 
 
-def ranges(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
-    """``start..stop`` (inclusive) cut into at most ``parts`` contiguous ranges."""
+def ranges(start: int, stop: int, parts: int, last: float = 1.0) -> list[tuple[int, int]]:
+    """``start..stop`` (inclusive) cut into at most ``parts`` contiguous ranges; ``last``:
+    the last range that many times the size of each other one."""
     if stop < start:
         return []
+    if last != 1.0 and parts > 1 and stop - start + 1 >= 2 * parts:
+        unit = (stop - start + 1) / (parts - 1 + last)
+        cuts = [start + round(unit * i) for i in range(parts)] + [stop + 1]
+        return [(lo, hi - 1) for lo, hi in zip(cuts, cuts[1:], strict=False)]
     size = -(-(stop - start + 1) // max(1, parts))
     return [(lo, min(lo + size - 1, stop)) for lo in range(start, stop + 1, size)]
 
