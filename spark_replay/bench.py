@@ -147,6 +147,9 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                                      min(total, WARM_UP_EVENTS), compare_layouts, repeat,
                                      single):
                 runs.setdefault(run["label"], []).append(run)
+    from adapters.bench.common import two_process_scaling
+
+    scaling = two_process_scaling()  # this machine's own ceiling for local[2] over local[1]
     single_s, single_digests = min(singles, key=lambda r: r[0])
     legs = []
     for found in runs.values():  # the fastest run of each leg
@@ -168,6 +171,7 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
         leg["events_per_s"] = _rate(total, leg["seconds"])
         result["spark"][leg.pop("label")] = leg
     result.update(_ratios(result["spark"], single_s, ""))
+    result["raw_two_process_scaling"] = scaling
     two = result["spark"]["local[2]"]
     result["layout"] = two["layout"]
     # the largest task's share of the work on 2 cores, against a fair share (one core's)
@@ -246,8 +250,9 @@ def _plot(path: Path, result: dict[str, Any]) -> None:
     ax.set_ylabel("events/s (rebuild of every projection)")
     ax.set_title(f"Rebuild, {result['events']:,} events, {result['machine_cores']} cores\n"
                  f"local[2]/local[1] = {result['speedup_local2_over_local1']}, "
-                 f"local[1]/single = {result['ratio_spark_local1_over_single_process']}",
-                 fontsize=9)
+                 f"local[1]/single = {result['ratio_spark_local1_over_single_process']}"
+                 + (f"; raw 2-process scaling {result['raw_two_process_scaling']['median']}"
+                    if "raw_two_process_scaling" in result else ""), fontsize=9)
     if "hbase" in result:
         h = result["hbase"]
         ax = axes[0][1]

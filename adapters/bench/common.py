@@ -91,6 +91,49 @@ def command_server(env: dict[str, str], runtime: Path) -> Iterator[dict[str, str
         subprocess.run([*cli, "server", "stop"], env=env, check=True, capture_output=True)
 
 
+def _cpu_work(rounds: int) -> float:
+    """Seconds of a fixed, CPU-bound Python workload (pack, unpack and compress records, as
+    a fold's decoding does), timed inside the process that runs it."""
+    import zlib
+
+    import msgpack
+
+    records = [{"position": i, "type": "Message.Delivered", "flags": ["\\Seen"],
+                "subject": "x" * 40} for i in range(2000)]
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        packed = msgpack.packb(records)
+        msgpack.unpackb(packed)
+        zlib.compress(packed, 1)
+    return time.perf_counter() - t0
+
+
+def _cpu_work_where(rounds: int) -> int:
+    _cpu_work(rounds)
+    return os.getpid()
+
+
+def two_process_scaling(rounds: int = 600, repeat: int = 3) -> dict[str, Any]:
+    """How much faster two processes do twice the work than one does it once, on this
+    machine, now: the raw ceiling of any 2-worker speedup (2.0 on two idle cores of their
+    own; less where the cores share a physical core, a cache or a hypervisor's time).
+    ``repeat`` alternations of one process then two; the median counts."""
+    import multiprocessing
+    import statistics
+
+    runs = []
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        pool.map(_cpu_work, [1, 1])  # both workers started and warm
+        while len(runs) < repeat:
+            one = pool.apply(_cpu_work, (rounds,))
+            t0 = time.perf_counter()
+            workers = pool.map(_cpu_work_where, [rounds, rounds], chunksize=1)
+            two = time.perf_counter() - t0
+            if len(set(workers)) == 2:  # else one worker did both: not two at once
+                runs.append(round(2 * one / two, 3))
+    return {"median": statistics.median(runs), "runs": runs}
+
+
 def load_avg() -> float:
     return round(os.getloadavg()[0], 2)
 
