@@ -32,18 +32,7 @@ def _mutations(seed: int) -> list[list[object]]:
 
 def test_runs_merge_to_what_one_store_applying_everything_holds(tmp_path: Path) -> None:
     for seed in range(5):
-        runs = _mutations(seed)
-        whole = SqliteTableStore(tmp_path / f"whole-{seed}.sqlite")
-        whole.create_table(SPEC)
-        paths = []
-        for i, mutations in enumerate(runs):
-            whole.apply(mutations)  # type: ignore[arg-type]
-            path = tmp_path / f"run-{seed}-{i}.sqlite"
-            run = SqliteTableStore(path)
-            run.create_table(SPEC)
-            run.apply(mutations)  # type: ignore[arg-type]
-            run.close()
-            paths.append(path)
+        whole, paths = _runs(tmp_path, seed)
         merged = SqliteTableStore(tmp_path / f"merged-{seed}.sqlite")
         merged.create_table(SPEC)
         merged.merge_runs(paths, {"t": "t"})
