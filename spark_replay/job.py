@@ -164,8 +164,9 @@ class SparkFold:
         wire = to_wire(self.settings)
         by_account_only = bool(self.by_account_only)
         self.stats["layout"] = "by_account_only" if by_account_only else "by_position"
-        spans = ranges(1, stop, parts, 1.0 if by_account_only else self.last_range)
-        self.stats["last_range"] = 1.0 if by_account_only else self.last_range
+        last_range = 1.0 if by_account_only else self.last_range
+        spans = ranges(1, stop, parts, last_range)
+        self.stats["last_range"] = last_range
         names = [p.name for p in projections]
         folds = []
         if by_account_only:  # every projection, every event of an account in one task

@@ -124,13 +124,17 @@ def two_process_scaling(rounds: int = 600, repeat: int = 3) -> dict[str, Any]:
     runs = []
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         pool.map(_cpu_work, [1, 1])  # both workers started and warm
-        while len(runs) < repeat:
+        for _ in range(3 * repeat):  # bounded: a pool may keep giving both to one worker
+            if len(runs) == repeat:
+                break
             one = pool.apply(_cpu_work, (rounds,))
             t0 = time.perf_counter()
             workers = pool.map(_cpu_work_where, [rounds, rounds], chunksize=1)
             two = time.perf_counter() - t0
             if len(set(workers)) == 2:  # else one worker did both: not two at once
                 runs.append(round(2 * one / two, 3))
+    if not runs:
+        raise RuntimeError("two_process_scaling: no run had two workers at once")
     return {"median": statistics.median(runs), "runs": runs}
 
 

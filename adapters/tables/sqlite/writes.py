@@ -194,10 +194,8 @@ def merge_table(conn: sqlite3.Connection, source: Schema, target: Schema) -> Non
          "WHERE excluded.version > version"),
         (target.cells, source.cells, " WHERE true ORDER BY row, col" + Schema.on_conflict),
     ):
-        if conn.execute(f"SELECT 1 FROM {mine} LIMIT 1").fetchone() is None:
-            conn.execute(f"INSERT INTO {mine} SELECT * FROM run.{theirs}")
-        else:
-            conn.execute(f"INSERT INTO {mine} SELECT * FROM run.{theirs}{upsert}")
+        empty = conn.execute(f"SELECT 1 FROM {mine} LIMIT 1").fetchone() is None
+        conn.execute(f"INSERT INTO {mine} SELECT * FROM run.{theirs}" + ("" if empty else upsert))
 
 
 def batched(schema_of: Callable[[str], Schema], mutations: Iterable[Mutation]) -> dict[str, Batch]:
