@@ -322,9 +322,17 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
     # more than one batch: a second process projects while this one appends (ADR 0027)
     pipelined = store.projecting_in_a_second_process() if total > batch else nullcontext()
     before = store.read_model_bytes()
-    with pipelined:
-        report = _deliver_batches(store, items, account, mailbox, batch, progress, on_reject)
-    report["read_models_compacted"] = _compacted(store, before)
+    report: dict[str, Any] | None = None
+    try:
+        with pipelined:
+            report = _deliver_batches(store, items, account, mailbox, batch, progress,
+                                      on_reject)
+        report["read_models_compacted"] = _compacted(store, before)
+    except ImportInterrupted:
+        raise
+    except KeyboardInterrupt:  # after the last batch: every message landed
+        raise ImportInterrupted(report or {"imported": 0, "already_imported": 0,
+                                           "rejected": 0, "rejections": []}) from None
     return report
 
 

@@ -34,9 +34,14 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
          mailbox: str, batch: int) -> None:
     from adapters.cli.importer import ImportInterrupted
 
-    total, items = source(path)  # the path is checked here, before any progress shows
-    store = state.store()
-    store.check_delivery(account=account, mailbox=mailbox)
+    try:
+        total, items = source(path)  # the path is checked here, before any progress shows
+        store = state.store()
+        store.check_delivery(account=account, mailbox=mailbox)
+    except KeyboardInterrupt:
+        typer.echo("letterlog: interrupted before the first message was imported; run the "
+                   "same command again to import", err=True)
+        raise typer.Exit(130) from None
     try:
         report = _imported(store, total, items, account, mailbox, batch)
     except ImportInterrupted as e:
