@@ -27,7 +27,7 @@ test: $(STAMP)
 # Postfix, Dovecot, slapd) or slow tests (a second process, seconds of waiting): under two
 # minutes, for the edit-test loop; `make test` is the suite
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not services and not spark and not slow" \
+	$(PY) -m pytest -q -m "not services and not spark and not slow and not bench" \
 	  tests/unit tests/property tests/integration
 
 lint: $(STAMP)

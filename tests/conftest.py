@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from adapters.eventlog.store import MailLog
 from adapters.payloads.files import FilePayloadStore
@@ -13,6 +15,15 @@ from adapters.payloads.memory import InMemoryPayloadStore
 from domain.service import Mailstore
 from tests.factories import BACKENDS, CORPUS, IN_CI, Clock, backend_params, event_log, payload_store
 from tests.services.conftest import postgres_server  # noqa: F401 - for every_backend tests
+
+# One hypothesis profile for every run (docs/testing.md): no wall-clock deadline and no
+# "too slow" health check, which fail a correct test on a busy machine; the examples are as
+# many as each test asks. ``HYPOTHESIS_PROFILE=thorough``: 500 where a test names no number.
+settings.register_profile("letterlog", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", parent=settings.get_profile("letterlog"),
+                          max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "letterlog"))
 
 
 @pytest.fixture

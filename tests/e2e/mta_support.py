@@ -128,6 +128,20 @@ def lda(env: dict[str, str], data: Path, raw: bytes, *args: str, recipient: str 
     return p.returncode, p.stderr.decode()
 
 
+def awaits_its_answer(pid: int, sent: int) -> bool:
+    """Whether process ``pid`` has read all ``sent`` bytes of its standard input and is
+    blocked waiting on a socket (``poll`` of a socket with a time-out, or ``recvfrom``): an
+    lda handing off a small message waits for the server's answer, the probe that its message
+    is in the server's hands. Linux's /proc (x86-64 syscall numbers)."""
+    try:
+        pos = next(line for line in Path(f"/proc/{pid}/fdinfo/0").read_text().splitlines()
+                   if line.startswith("pos:"))
+        syscall = Path(f"/proc/{pid}/syscall").read_text().split()
+    except (OSError, StopIteration):
+        return False
+    return int(pos.split()[1]) == sent and syscall[:1] in (["7"], ["45"])  # poll, recvfrom
+
+
 def assert_one_status_line(stderr: str, status: str) -> None:
     """What Postfix puts in the DSN: one line, the RFC 3463 code first, no traceback."""
     assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr

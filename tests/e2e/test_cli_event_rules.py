@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.mta_support import letterlog
 from tests.factories import make_mail
 from tests.webhook_endpoint import Endpoint
@@ -58,6 +60,7 @@ def test_mistakes_exit_2_with_one_line_and_write_nothing(data: Path,
     assert letterlog(env, data, "rule", "list").stdout == b""
 
 
+@pytest.mark.bench
 def test_bench_ingest_with_rules_prints_json(env: dict[str, str]) -> None:
     p = letterlog(env, Path("/nonexistent"), "bench", "ingest", "--rules", "3",
                   "--messages", "20", "--json", timeout=300)

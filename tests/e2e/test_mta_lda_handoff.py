@@ -20,18 +20,22 @@ from tests.e2e.mta_support import (
     BOB,
     Server,
     assert_one_status_line,
+    awaits_its_answer,
     envelope_of_first,
     lda,
     stored,
     write_locked,
 )
-from tests.factories import CORPUS, make_mail
+from tests.factories import CORPUS, make_mail, until
 
 # ``letterlog`` with the application made unimportable: only the fast path can deliver
 # (without it, lda fails to start and exits 75)
 HANDOFF_ONLY = ("import sys; "
                 "sys.modules['adapters.cli.app'] = None; sys.argv[0] = 'letterlog'; "
                 "from adapters.cli import main; main()")
+
+
+ATTEMPT_S = 1.0  # how long one append attempt waits for the lock with the server's --timeout 5
 
 
 def handoff_only(env: dict[str, str], data: Path, raw: bytes, *args: str,
@@ -119,7 +123,8 @@ def test_a_server_gone_mid_delivery_is_a_temporary_failure_and_the_retry_stores_
             [sys.executable, "-c", HANDOFF_ONLY, "--data", str(data), "lda", "--recipient",
              BOB, "--queue-id", "Q9"], stdin=message(tmp_path, raw), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=env)
-        time.sleep(1.5)
+        until(lambda: awaits_its_answer(client.pid, len(raw)), timeout=60,
+              what="the lda's message in the server's hands")
         server.proc.send_signal(signal.SIGKILL)
         _, err = client.communicate(timeout=60)
     assert client.returncode == 75
@@ -144,12 +149,18 @@ def test_a_client_gone_before_its_append_stores_nothing(env, data, server, tmp_p
             [sys.executable, "-c", HANDOFF_ONLY, "--data", str(data), "lda", "--recipient",
              BOB, "--queue-id", "Q7", "--timeout", "10"], stdin=message(tmp_path, raw),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(1.0)
+        until(lambda: awaits_its_answer(client.pid, len(raw)), timeout=60,
+              what="the lda's message in the server's hands")
         client.kill()
         client.communicate(timeout=30)
-        time.sleep(3.0)  # the server's attempt to append waits for the lock (2 s a try)
-    time.sleep(3.0)
+        # not a readiness wait: the lock outlasts the append attempt under way when the
+        # client died (1 s a try with --timeout 5), so that the next attempt's check finds
+        # the client gone; an attempt is bounded in wall time, whatever the load
+        time.sleep(ATTEMPT_S * 3)
+    # the barrier: the server's writer takes deliveries in order, so once a later one is
+    # answered, the killed client's delivery has been decided (dropped, or stored)
+    assert handoff_only(env, data, make_mail("after the lock")).returncode == 0
     assert server.stop() == 0
     assert b"nothing stored" not in server.proc.communicate()[1]  # (it logs no lda's fault)
     assert [m for m in stored(env, data, BOB) if b"client killed" in m] == []
-    assert len(stored(env, data, BOB)) == 1
+    assert len(stored(env, data, BOB)) == 2  # "opens the store" and "after the lock"

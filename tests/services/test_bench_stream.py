@@ -9,7 +9,7 @@ import pytest
 
 from adapters.bench.stream import bench_stream
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.bench]
 
 
 def test_bench_stream_warms_the_servers_up_then_times_the_pipeline(

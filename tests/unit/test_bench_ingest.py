@@ -14,6 +14,8 @@ import adapters.embedded
 from adapters.bench.ingest import bench_ingest
 from adapters.cli.app import app
 
+pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
+
 
 def test_bench_ingest_reports_rates_baselines_and_ratios(tmp_path: Path) -> None:
     result = bench_ingest(messages=30, batch=10, plot=tmp_path / "ingest.png")

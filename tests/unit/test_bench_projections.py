@@ -31,6 +31,8 @@ from domain.rfc5322 import inspect_message
 from domain.service import envelope_for_event, facts_for_event
 from projections import queries as q
 
+pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
+
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:

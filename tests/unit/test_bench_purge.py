@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from adapters.bench.purge import bench_purge
 from adapters.cli.app import app
+
+pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
 
 
 def test_bench_purge_purges_every_due_message_and_reports_its_references(tmp_path: Path) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from adapters.bench.startup import TARGET_MS, bench_startup
+
+pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
 
 
 def test_bench_startup_times_each_command_beside_its_floors(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
 from adapters.bench.stream import _cpu_seconds, _machine_cpu, group_assignment, worker_balance
 
+pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
+
 
 def _assignment(*topics: tuple[str, list[int]]) -> bytes:
     return ConsumerProtocolMemberAssignment(0, list(topics), b'{"faust": 1}').encode()
