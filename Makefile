@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv lint typecheck services bench bench-all clean
+.PHONY: demo test test-fast install-servers venv lint typecheck services bench bench-all clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,15 +19,24 @@ demo: $(STAMP)
 	$(VENV)/bin/letterlog --data demo-data init
 	$(VENV)/bin/letterlog --data demo-data demo
 
-test: $(STAMP)
+# the whole suite on every core and then some (pytest-xdist: most server tests wait, they do
+# not compute); tests that share a server run on one worker (tests/conftest.py, docs/testing.md)
+TEST_WORKERS ?= 4
+PYTEST_ARGS  ?=
+test: $(STAMP) install-servers
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# PostgreSQL, Postfix, Dovecot, slapd (Debian packages), HBase, Kafka (Maven jars): once
+install-servers: $(STAMP)
 	$(PY) -m adapters.devservers install
-	$(PY) -m pytest -q
 
 # the unit, property and integration tests, without servers (PostgreSQL, HBase, Kafka, Spark,
-# Postfix, Dovecot, slapd) or slow tests (a second process, seconds of waiting): under two
-# minutes, for the edit-test loop; `make test` is the suite
+# Postfix, Dovecot, slapd), slow tests (a second process, seconds of waiting) or the benchmark
+# harness, on both cores: about a minute, for the edit-test loop; `make test` is the suite
+FAST_WORKERS ?= 2
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not services and not spark and not slow and not bench" \
+	$(PY) -m pytest -q -n $(FAST_WORKERS) --dist loadgroup \
+	  -m "not services and not spark and not slow and not bench" \
 	  tests/unit tests/property tests/integration
 
 lint: $(STAMP)

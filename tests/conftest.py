@@ -31,6 +31,58 @@ def clock() -> Clock:
     return Clock()
 
 
+# -- running in parallel (pytest-xdist, ``--dist loadgroup``; docs/testing.md) --------------------
+# Each worker process starts the session's servers it needs once (tests/services/servers.py).
+# So that each server starts on one worker only, every test of a module that uses a server is
+# sent to that server's worker (its group); a module with module-scoped fixtures goes to one
+# worker too (a fixture built once); every other test goes to whichever worker is free.
+# Ordered: a group's fixtures are looked for in this order, the first found names the group.
+SERVER_GROUPS = (
+    ("hbase", ("hbase_server", "kafka_server", "pipeline", "erasure_hbase", "hbase")),
+    ("spark", ("spark", "spark_cluster")),
+    ("postfix", ("postfix_server", "open_route")),
+    ("ldap", ("slapd", "people")),
+)
+#: modules whose group is named here: those that start servers of their own (not through a
+#: session fixture), and the HBase and Kafka modules split in three workers, each with its
+#: own HBase (and Kafka): the stream pipeline's, and the erasure tests' (HBase's files)
+MODULE_GROUPS = {
+    "test_outages.py": "stream", "test_relay.py": "stream", "test_stream_e2e.py": "stream",
+    "test_stream_rules_e2e.py": "stream", "test_bench_stream.py": "stream",
+    "test_processes.py": "stream",
+    "test_erasure_hbase.py": "erasure", "test_erasure_scaleout.py": "erasure",
+    "test_supervised_servers.py": "supervised", "test_bench_dovecot.py": "dovecot",
+}
+
+
+def _module_group(items: list[pytest.Item]) -> str | None:
+    module = items[0].path.name
+    if module in MODULE_GROUPS:
+        return MODULE_GROUPS[module]
+    names = set().union(*(item.fixturenames for item in items))  # type: ignore[attr-defined]
+    for group, fixtures in SERVER_GROUPS:
+        if names.intersection(fixtures):
+            return group
+    if any(defs[-1].scope in ("module", "class", "package")
+           for item in items
+           for defs in item._fixtureinfo.name2fixturedefs.values()):  # type: ignore[attr-defined]
+        return items[0].nodeid.split("::")[0]
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not getattr(config, "workerinput", None) and config.getoption("dist", "no") == "no":
+        return  # not distributed: nothing to group
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+    for module_items in by_module.values():
+        group = _module_group(module_items)
+        if group is not None:
+            for item in module_items:
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked ``every_backend`` run once per event store of ``factories.BACKENDS``
     (PostgreSQL's run is marked ``services``)."""
