@@ -84,6 +84,7 @@ class Writer:
         self._store: Any = None
         self._follower: Any = None  # keeps the read models current (embedded tables)
         self._identity: tuple[int, int] | None = None
+        self._log_file: Path | None = None  # what ``_where`` stats (the settings decide)
 
     # -- the store ------------------------------------------------------------------------
     def _open(self) -> Any:
@@ -126,8 +127,15 @@ class Writer:
             self._follower.wake()
 
     def _where(self) -> tuple[int, int]:
+        """The identity of what holds the store here: the SQLite event log, or, with the log
+        in PostgreSQL, the data directory itself (it holds this host's files of the store)."""
+        if self._log_file is None:
+            from adapters.settings import load_settings
+
+            sqlite = load_settings(data=self.data).event_store == "sqlite"
+            self._log_file = self.data / datadir.LOG if sqlite else self.data
         try:
-            st = os.stat(self.data / datadir.LOG)
+            st = os.stat(self._log_file)
         except OSError as e:
             raise StoreUnavailable(f"{self.data}: no letterlog store here "
                                    f"({e.strerror or e})") from None
