@@ -70,6 +70,7 @@ def _module_group(items: list[pytest.Item]) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not getattr(config, "workerinput", None) and config.getoption("dist", "no") == "no":
         return  # not distributed: nothing to group

@@ -4,6 +4,7 @@ during the job or after it. No Spark here: the status tracker and the runs are s
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -53,13 +54,20 @@ class _Store:
 
 def test_the_merger_waits_for_an_idle_core_and_merges_each_run_once(tmp_path: Path) -> None:
     busy = [True]
+    asked = threading.Semaphore(0)  # released each time the merger asks for an idle core
     store = _Store()
     runs = [tmp_path / f"run-by_position-{i}-0.sqlite" for i in range(3)]
-    with _Merger(store, {"t": "t"}, tmp_path, lambda: not busy[0]) as merger:
+
+    def idle() -> bool:
+        asked.release()
+        return not busy[0]
+
+    with _Merger(store, {"t": "t"}, tmp_path, idle) as merger:
         for run in runs:
             run.touch()
             Path(str(run) + DONE).touch()
-        time.sleep(0.8)
+        for _ in range(3):  # it asked three times after every run was done, and was told no
+            assert asked.acquire(timeout=60)
         assert store.calls == []  # every core busy: nothing merged
         busy[0] = False
         deadline = time.monotonic() + 5

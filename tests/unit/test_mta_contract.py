@@ -90,16 +90,18 @@ def test_envelope_headers_take_the_message_line_ending():
 
 
 DEADLINE = textwrap.dedent("""
-    import sys, time
+    import sys, threading, time
     from adapters.mta.delivery import Deadline
-    d = Deadline(0.3, lambda: "4.3.0 timed out", grace=5).start()
+    d = Deadline(0.3, lambda: "4.3.0 timed out", grace=120)
     if sys.argv[1] == "commit-spans-the-deadline":
-        with d.append_guard():
-            time.sleep(0.8)   # an append that commits after the deadline
+        with d.append_guard():  # the append begun before the deadline's clock runs out
+            d.start()
+            time.sleep(0.8)     # and committing after it
         time.sleep(0.5)
         print("returned")
     else:
-        time.sleep(5)         # stuck before any append
+        d.start()
+        threading.Event().wait()  # stuck before any append, for ever
         print("returned")
 """)
 

@@ -1,13 +1,19 @@
 """No test module imports another test module or a conftest.py: what several need lives in
 tests/factories.py or a helper module (a name that does not start with ``test_``); fixtures
-stay in conftest.py files, where pytest finds them."""
+stay in conftest.py files, where pytest finds them. And the parallel suite's groups reach
+pytest-xdist."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 
 def imported_modules(source: str) -> list[str]:
@@ -52,3 +58,18 @@ def test_the_check_sees_imports_of_test_modules_and_conftests_at_any_depth():
     )
     assert forbidden_imports(source) == [
         "tests.conftest", "tests.e2e.test_cli", "tests.spark.conftest", "tests.unit.test_domain"]
+
+
+@pytest.mark.slow
+def test_a_module_with_module_scoped_fixtures_runs_on_one_parallel_worker() -> None:
+    """The parallel suite's grouping (tests/conftest.py, docs/testing.md) reaches xdist: each
+    node id carries its group, so that a module's module-scoped fixture (or a server) is built
+    on one worker only. (Once, xdist read the groups before the suite set them.)"""
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+                        "--dist", "loadgroup", "-v", "tests/unit/test_stream_worker.py"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stdout[-3000:]
+    ran = [line for line in p.stdout.splitlines() if " PASSED " in line]
+    assert len(ran) >= 5
+    assert all("@tests/unit/test_stream_worker.py" in line for line in ran), ran
+    assert len({line.split("]", 1)[0] for line in ran}) == 1, ran  # one worker: [gwN]
