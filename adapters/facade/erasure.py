@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
 
 
+FENCE_PASSES = 4
+"""How often ``erase_account`` reads the log again for deliveries that raced its appends;
+with deliveries that never pause it stops there: the fence is the last read's head."""
+
+
 class Erasure(FacadePart):
     """Messages leaving the store: when their queue's time is up, or at once on request."""
 
@@ -138,11 +143,12 @@ class Erasure(FacadePart):
 
         fault_point("erase:intent")
         purging = Purging(self.mail.uow, self.retention(), erased)
-        fence: int | None = None
+        fence: tuple[int, int] | None = None
         if account is None:
             outcome = purging.erase(message_ids)
         else:
-            outcome, fence = self._erase_fenced(purging, account)
+            outcome, *fenced = self._erase_fenced(purging, account)
+            fence = (fenced[0], fenced[1])
         fault_point("erase:keys")
         self.catch_up()
         freed = 0
@@ -167,29 +173,41 @@ class Erasure(FacadePart):
                 "bytes": outcome.purged_bytes, "keys_destroyed": destroyed,
                 "payload_bytes_freed": freed,
                 "position": self.max_position(),
-                **({"erased_through": fence} if fence is not None else {}),
+                **({"erased_through": fence[0], "found_while_erasing": fence[1]}
+                   if fence is not None else {}),
                 "scale_out_pending": self.settings.table_store == "hbase" and bool(
                     outcome.purged),  # `letterlog erase complete` finishes it
                 **(self.completion.as_dict() if self.completion else {})}
 
-    def _erase_fenced(self, purging: Any, account: UUID) -> tuple[Any, int]:
+    def _erase_fenced(self, purging: Any, account: UUID) -> tuple[Any, int, int]:
         """Every message of ``account`` in the log, purged; then the log read again from
         where the last read stopped, and so on until a read finds none new: its head is the
         fence (every delivery of the account at or before it is purged; a later one was
-        committed after the erasure's last append)."""
+        committed after the erasure's last append). Under deliveries that never pause, at
+        most ``FENCE_PASSES`` reads: the fence is then the last read's head, every delivery
+        up to it purged, later ones reported as after it. Also: how many were found by a
+        read after the first (delivered while the erasure ran)."""
         from domain.purging import Outcome
 
         total = Outcome()
         seen: set[UUID] = set()
-        scanned = 0
+        scanned, late, passes = 0, 0, 0
         while True:
             head = self.max_position()
             found = [e.originator_id for _, e in self.events(start=scanned + 1, stop=head)
                      if type(e) in (Message.Delivered, Message.UploadBegun)
                      and e.account_id == account and e.originator_id not in seen]
             scanned = head
-            if not found:  # read up to head, nothing new: the fence
-                return total, head
+            if not found or passes == FENCE_PASSES:  # the fence: every delivery up to head
+                if found:  # found by the last read: erased too (all up to head are)
+                    done = purging.erase(found)
+                    total.purged += done.purged
+                    total.kept += done.kept
+                    late += len(found)
+                return total, head, late
+            if passes:
+                late += len(found)
+            passes += 1
             seen.update(found)
             done = purging.erase(found)
             total.purged += done.purged
