@@ -23,6 +23,7 @@ Nothing here runs at import time; each function connects when called.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
@@ -229,13 +230,32 @@ def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | Non
                         read_side=partial(projection_host, settings, log),
                         shredding=shred, purge_jobs=jobs)
         scaled.group_resolver = _groups(settings)
+        _finish_interrupted(scaled)
         return scaled
     host = projection_host(settings, log) if read_models else None
     store = facade(settings, log, payloads, mail, host, shredding=shred, purge_jobs=jobs)
     quotas(settings, mail, log, host)
     store.group_resolver = _groups(settings)
     store.catch_up()
+    _finish_interrupted(store)
     return store
+
+
+def _finish_interrupted(store: Letterlog) -> None:
+    """An erasure or purge run a killed process left unfinished (its intent file in
+    ``<data>/erasures-intent/``, no longer locked) is finished by whoever opens the store
+    next (ADR 0063). A failure here (a server down) is logged: the command goes on, and the
+    next open, ``erase complete`` or purge run tries again."""
+    from adapters.lifecycle.intents import Intents
+
+    if not Intents(store.settings.data).any():
+        return
+    try:
+        store.finish_interrupted_erasures()
+    except Exception as error:  # noqa: BLE001 - logged; retried by the next open
+        logging.getLogger("letterlog").warning(
+            "an interrupted erasure could not be finished yet (%s: %s); `letterlog erase "
+            "complete` retries", type(error).__name__, error)
 
 
 def _groups(settings: Settings) -> Callable[[str], frozenset[str]]:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.filemodes import DIR_MODE, check_private, private_dir, private_file
-from domain.errors import StoreUnavailable
+from domain.errors import StoreNotPrivate, StoreUnavailable
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -32,7 +32,7 @@ PROJECTIONS_LOCK = ".projections.lock"  # held by whoever projects into the read
 
 
 def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
-                   allow_shared: bool = False) -> None:
+                   allow_shared: bool = False, vault: Path | None = None) -> None:
     """A data directory a store can use, or a ``StoreUnavailable`` naming what is wrong.
     The directory and its key store must be closed to other users (``StoreNotPrivate``;
     ``allow_shared``: a warning only). A directory it creates is 0700, and so is an empty
@@ -60,9 +60,36 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
         check_private(root, what="the data directory", allow_shared=allow_shared)
         for keys in (KEYS, KEYS + "-wal", VAULT, VAULT + "-wal"):
             check_private(root / keys, what="the key store", allow_shared=allow_shared)
+        check_vault(Path(vault) if vault else root / VAULT, allow_shared=allow_shared)
     except OSError as e:
         raise StoreUnavailable(f"{root}: cannot use as a data directory: "
                                f"{e.strerror or e}") from None
+
+
+def check_vault(path: Path, *, allow_shared: bool = False) -> None:
+    """The vault (``LETTERLOG_KEY_VAULT``, default ``<data>/vault.sqlite``) is checked like
+    the data directory: its directory, the file and its ``-wal``/``-shm`` closed to other
+    users (``StoreNotPrivate``, ``allow_shared``: a warning), and each owned by this user;
+    a ``-wal`` or ``-shm`` without the vault beside it (made by someone else, waiting for
+    the first KEKs) is refused too (ADR 0064)."""
+    check_private(path.parent, what="the key vault's directory", allow_shared=allow_shared)
+    for part in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        check_private(part, what="the key vault", allow_shared=allow_shared)
+        try:
+            owner = part.lstat().st_uid
+        except FileNotFoundError:
+            continue
+        if part.is_symlink():
+            raise StoreNotPrivate(f"{part}: the key vault is a symbolic link; letterlog "
+                                  f"opens only a file of its own: remove it")
+        if owner != os.geteuid():
+            raise StoreNotPrivate(f"{part}: the key vault belongs to another user (uid "
+                                  f"{owner}); letterlog opens only its own: remove it, or "
+                                  f"point LETTERLOG_KEY_VAULT at this user's file")
+        if part != path and not path.exists():
+            raise StoreNotPrivate(f"{part}: a write-ahead file without the key vault "
+                                  f"{path} beside it (made by another process before the "
+                                  f"vault): remove it")
 
 
 def check_event_store(path: Path) -> None:

@@ -98,7 +98,7 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
             overrides["data"] = Path(data)
         settings = load_settings(**overrides)
         check_data_dir(Path(settings.data), settings.event_store == "sqlite", create,
-                       allow_shared=settings.allow_shared_keys)
+                       allow_shared=settings.allow_shared_keys, vault=settings.key_vault)
         store = letterlog(settings, facade=cls, read_models=read_models)
         if user is None:
             return store

@@ -94,7 +94,7 @@ def require_store(settings: Any) -> None:
     from adapters.datadir import check_data_dir
 
     check_data_dir(Path(settings.data), settings.event_store == "sqlite", False,
-                   allow_shared=settings.allow_shared_keys)
+                   allow_shared=settings.allow_shared_keys, vault=settings.key_vault)
 
 
 def check_master(master: str, timeout: float = 5.0) -> None:

@@ -249,13 +249,22 @@ def erase_status() -> None:
     from adapters.lifecycle.completion import EXIT_INCOMPLETE
 
     store = state.reader()
+    store.finish_interrupted_erasures()  # what a killed process left (ADR 0063): finished
+    finished = getattr(store, "interrupted_finished", [])  # here or when the store opened
+    running = store.running_erasures()
     pending = store.pending_erasures()
     found = _scale_out_status(store)
     scale: dict[str, Any] = found or {"pending": [], "workers": ""}
+    if finished and not state.json:
+        typer.echo(f"letterlog: finished {len(finished)} erasure(s) or purge run(s) a killed "
+                   "process had left", err=True)
     if state.json:
-        out({"pending": pending, **({"scale_out": found} if found is not None else {})})
-    elif not pending and not scale["pending"]:
+        out({"pending": pending, "running": running, "finished_interrupted": finished,
+             **({"scale_out": found} if found is not None else {})})
+    elif not pending and not scale["pending"] and not running:
         typer.echo("no erasure pending")
+    for r in running if not state.json else []:
+        typer.echo(f"position={r['position']}  {r['kind']} running now (another process)")
     for r in pending if not state.json else []:
         held = "; ".join(f"{h['file']} (pids {', '.join(map(str, h['pids'])) or 'unknown'})"
                          for h in r["holders"])
@@ -264,7 +273,7 @@ def erase_status() -> None:
         typer.echo(f"{r['since']}  position={r['position']}  messages={r['messages']}  "
                    f"payloads={r['payloads']}  scale-out: waits for `letterlog erase complete`"
                    f" (read side: {scale['workers']})")
-    if pending or scale["pending"]:
+    if pending or scale["pending"] or running:
         raise typer.Exit(EXIT_INCOMPLETE)
 
 

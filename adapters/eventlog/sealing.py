@@ -33,6 +33,7 @@ from uuid import UUID
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from adapters import datadir
+from adapters.faults import fault_point
 
 POOL = 256
 POOL_FIRST = 8
@@ -185,12 +186,16 @@ class Vault:
         with self._lock:
             self._conn.execute("CREATE TABLE IF NOT EXISTS keks (kek_id BLOB PRIMARY KEY, "
                                "kek BLOB NOT NULL, created REAL NOT NULL) WITHOUT ROWID")
+            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(keks)")}
+            if "retiring" not in columns:  # a vault made before ADR 0063
+                self._conn.execute("ALTER TABLE keks ADD COLUMN retiring INTEGER")
 
     def add(self, keks: Iterable[tuple[UUID, bytes]]) -> None:
         rows = [(k.bytes, v, time.time()) for k, v in keks]
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany("INSERT INTO keks VALUES (?, ?, ?)", rows)
+            self._conn.executemany("INSERT INTO keks (kek_id, kek, created) VALUES (?, ?, ?)",
+                                   rows)
             self._conn.execute("COMMIT")
 
     def get(self, kek_id: UUID) -> bytes | None:
@@ -203,6 +208,22 @@ class Vault:
                 return None
             kek = self._cache[kek_id] = bytes(row[0])
         return kek
+
+    def mark_retiring(self, kek_ids: Iterable[UUID]) -> None:
+        """These KEKs are being rotated away: once no data key refers to them they are
+        removed by ``WrappedKeyStore.sweep`` (ADR 0063), even if the rotation's own removal
+        never ran (a process killed between the key table's commit and the vault's)."""
+        rows = [(k.bytes,) for k in kek_ids]
+        if rows:
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany("UPDATE keks SET retiring = 1 WHERE kek_id = ?", rows)
+                self._conn.execute("COMMIT")
+
+    def retiring(self) -> set[UUID]:
+        with self._lock:
+            return {UUID(bytes=bytes(r[0])) for r in self._conn.execute(
+                "SELECT kek_id FROM keks WHERE retiring = 1")}
 
     def remove(self, kek_ids: Iterable[UUID], *, wait: float = 10.0) -> None:
         """The KEKs deleted (their bytes zeroed) and the WAL truncated; ``KeyVaultBusy`` if a
@@ -344,6 +365,7 @@ class WrappedKeyStore:
                 if kek_id is not None and kek_id not in fresh:
                     fresh[kek_id] = new_keys(1)[0]
             self.vault.add(fresh.values())  # stored before any key is wrapped by them
+            self.vault.mark_retiring(fresh)  # removed once nothing refers to them (sweep)
             retired.extend(fresh)
             out = []
             for key_id, wrapped, kek_id in rows:
@@ -355,15 +377,26 @@ class WrappedKeyStore:
             return out
 
         destroyed = self.table.rotate(ids, plan)
+        fault_point("keys:rotated")  # the old KEKs are still in the vault: sweep removes them
+        self.sweep(retired)
+        return destroyed
+
+    def sweep(self, retired: Iterable[UUID] = ()) -> int:
+        """Removes from the vault every KEK no data key refers to any more that was being
+        rotated away (marked retiring before the rotation committed), or that ``retired``
+        names, or that is an interrupted refill's or rotation's leftover older than
+        ``ORPHAN_AGE_S``. Idempotent: an erasure killed after its rotation and before this
+        is finished by the next one (ADR 0063). How many KEKs were removed."""
         referenced = self.table.referenced()
         now = time.time()
-        orphans = [k for k, created in self.vault.ids().items()
-                   if k not in referenced and now - created > ORPHAN_AGE_S]
+        retiring = self.vault.retiring() | set(retired)
+        gone = [k for k, created in self.vault.ids().items() if k not in referenced
+                and (k in retiring or now - created > ORPHAN_AGE_S)]
         # committed: a reader of the vault delays only its WAL's truncation, which the
         # erasure's completion step waits for, reports and records (lifecycle/completion.py)
         with contextlib.suppress(KeyVaultBusy):
-            self.vault.remove(retired + orphans, wait=0)
-        return destroyed
+            self.vault.remove(gone, wait=0)
+        return len(gone)
 
     def _kek(self, kek_id: UUID) -> bytes:
         kek = self.vault.get(kek_id)

@@ -6,13 +6,13 @@ A part of the ``Letterlog`` facade (``adapters.embedded``; ``parts.FacadePart``)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from adapters.facade.parts import FacadePart
+from adapters.faults import fault_point
 from domain.errors import InvalidCommand
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
@@ -22,7 +22,13 @@ from projections.keys import payload_row
 
 if TYPE_CHECKING:
     from adapters.lifecycle.completion import Completion
+    from adapters.lifecycle.intents import Intent
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
+
+
+FENCE_PASSES = 4
+"""How often ``erase_account`` reads the log again for deliveries that raced its appends;
+with deliveries that never pause it stops there: the fence is the last read's head."""
 
 
 class Erasure(FacadePart):
@@ -48,7 +54,16 @@ class Erasure(FacadePart):
         unknown = [q for q in chosen if q not in ALL_QUEUES]
         if unknown:
             raise InvalidCommand(f"queue: {unknown[0]!r} is not one of {', '.join(ALL_QUEUES)}")
-        report = jobs.run(now or datetime.now(UTC), chosen, dry_run=dry_run, progress=progress)
+        if dry_run:
+            report = jobs.run(now or datetime.now(UTC), chosen, dry_run=True, progress=progress)
+        else:
+            from adapters.lifecycle.intents import Intents
+
+            self.finish_interrupted_erasures()
+            with Intents(self.settings.data).held("purge", self.max_position()):
+                fault_point("purge:intent")
+                report = jobs.run(now or datetime.now(UTC), chosen, progress=progress)
+                fault_point("purge:completed")
         report.position = self.max_position()  # the read models show the purge from here on
         if not dry_run and self.completion is not None:
             report.erasure = self.completion.as_dict()
@@ -79,28 +94,62 @@ class Erasure(FacadePart):
         return result
 
     def erase_account(self, address: str) -> dict[str, Any]:
-        """Purges every message of an account now, whatever the TTLs (right to erasure)."""
-        account = self.mail.account(address).id
-        return self._erase([e.originator_id for _, e in self.events()
-                            if type(e) in (Message.Delivered, Message.UploadBegun)
-                            and e.account_id == account])
+        """Purges every message of an account now, whatever the TTLs (right to erasure).
+        Fenced: every message of the account delivered at or before ``erased_through`` (a
+        log position after the erasure's own appends) is purged; one delivered while it
+        ran is either purged or after that position (ADR 0063)."""
+        return self._erase([], account=self.mail.account(address).id)
 
-    def _erase(self, message_ids: list[UUID]) -> dict[str, Any]:
+    # -- erasure as an intent that completes (ADR 0063, docs/lifecycle.md) -------------------
+    def _erase(self, message_ids: list[UUID], *, account: UUID | None = None,
+               resume: Intent | None = None) -> dict[str, Any]:
+        """The erasure under a durable intent (``adapters.lifecycle.intents``): written and
+        locked before anything is appended, removed once every step is done; a crash on the
+        way leaves it for the next process that opens the store (``resume``: that one)."""
+        from adapters.lifecycle.intents import Intents
+
+        if resume is None:
+            fields: dict[str, Any] = ({"account": str(account)} if account is not None
+                                      else {"messages": [str(i) for i in message_ids]})
+            intent = Intents(self.settings.data).begin(
+                "erase-account" if account is not None else "erase", self.max_position(),
+                **fields)
+        else:
+            intent = resume
+        try:
+            result = self._erase_steps(message_ids, account, intent.began)
+        except BaseException:
+            intent.release()  # an error, not a crash: the next open finishes it
+            raise
+        intent.finish()
+        return result
+
+    def _erase_steps(self, message_ids: list[UUID], account: UUID | None,
+                     began: float) -> dict[str, Any]:
         """Purged, keys destroyed, and their payloads deleted at once unless something refers
-        to them or a delivery re-used them since the erasure began (no grace period)."""
-        began = time.time()
+        to them or a delivery re-used them since the erasure began (no grace period). Every
+        step is idempotent; the fault points name the boundaries (``adapters.faults``)."""
         released: list[Message] = []
 
         destroyed = 0
 
         def erased(messages: Sequence[Message]) -> None:
             nonlocal destroyed
+            fault_point("erase:appended")
             destroyed += self.shredding.destroy_keys(messages)
             released.extend(messages)
 
         from domain.purging import Purging
 
-        outcome = Purging(self.mail.uow, self.retention(), erased).erase(message_ids)
+        fault_point("erase:intent")
+        purging = Purging(self.mail.uow, self.retention(), erased)
+        fence: tuple[int, int] | None = None
+        if account is None:
+            outcome = purging.erase(message_ids)
+        else:
+            outcome, *fenced = self._erase_fenced(purging, account)
+            fence = (fenced[0], fenced[1])
+        fault_point("erase:keys")
         self.catch_up()
         freed = 0
         shas = {sha for m in released for sha in m.payloads_referred()}
@@ -115,22 +164,107 @@ class Erasure(FacadePart):
         for sha in shas:
             if not host.tables.get(refs, payload_row(sha)):
                 freed += self.payloads.delete_unless_touched(sha, began) or 0
+        fault_point("erase:payloads")
         self.shredding.unfinished += len(outcome.purged)
         self.shredding.after(self._projections)
+        fault_point("erase:completed")
         return {"purged": [str(m.id) for m in outcome.purged],
                 "already_purged": [str(i) for i in outcome.kept],
                 "bytes": outcome.purged_bytes, "keys_destroyed": destroyed,
                 "payload_bytes_freed": freed,
                 "position": self.max_position(),
+                **({"erased_through": fence[0], "found_while_erasing": fence[1]}
+                   if fence is not None else {}),
                 "scale_out_pending": self.settings.table_store == "hbase" and bool(
                     outcome.purged),  # `letterlog erase complete` finishes it
                 **(self.completion.as_dict() if self.completion else {})}
 
+    def _erase_fenced(self, purging: Any, account: UUID) -> tuple[Any, int, int]:
+        """Every message of ``account`` in the log, purged; then the log read again from
+        where the last read stopped, and so on until a read finds none new: its head is the
+        fence (every delivery of the account at or before it is purged; a later one was
+        committed after the erasure's last append). Under deliveries that never pause, at
+        most ``FENCE_PASSES`` reads: the fence is then the last read's head, every delivery
+        up to it purged, later ones reported as after it. Also: how many were found by a
+        read after the first (delivered while the erasure ran)."""
+        from domain.purging import Outcome
+
+        total = Outcome()
+        seen: set[UUID] = set()
+        scanned, late, passes = 0, 0, 0
+        while True:
+            head = self.max_position()
+            found = [e.originator_id for _, e in self.events(start=scanned + 1, stop=head)
+                     if type(e) in (Message.Delivered, Message.UploadBegun)
+                     and e.account_id == account and e.originator_id not in seen]
+            scanned = head
+            if not found or passes == FENCE_PASSES:  # the fence: every delivery up to head
+                if found:  # found by the last read: erased too (all up to head are)
+                    done = purging.erase(found)
+                    total.purged += done.purged
+                    total.kept += done.kept
+                    late += len(found)
+                return total, head, late
+            if passes:
+                late += len(found)
+            passes += 1
+            seen.update(found)
+            done = purging.erase(found)
+            total.purged += done.purged
+            total.kept += done.kept
+
+    def finish_interrupted_erasures(self) -> list[dict[str, Any]]:
+        """Finishes every erasure or purge run a process left unfinished (killed: its intent
+        is in ``<data>/erasures-intent/``, unlocked): an erasure is made again from its ids,
+        every ``Purged`` since a purge run began has its key destroyed and its payloads'
+        grace started, the vault loses the KEKs rotated away, the files are checkpointed.
+        Run when a store opens, and by ``purge``, ``erase complete``, ``erase status``.
+        Without read models only the keys are done; the intent stays for the next one."""
+        from adapters.lifecycle.intents import Intents
+
+        intents = Intents(self.settings.data)
+        if not intents.any():
+            return []
+        done: list[dict[str, Any]] = []
+        for intent in intents.abandoned():
+            summary = {"kind": intent.kind, "position": intent.position}
+            try:
+                self.shredding.destroy_keys_purged_since(intent.position)
+                if self._projections is None and self._read_side is None:
+                    intent.release()  # keys done; the payloads and files need the read side
+                    summary["keys_only"] = True
+                elif intent.kind == "erase-account" and intent.body.get("account"):
+                    self._erase([], account=UUID(intent.body["account"]), resume=intent)
+                elif intent.kind == "erase":
+                    self._erase([UUID(i) for i in intent.body.get("messages", [])],
+                                resume=intent)
+                else:  # a purge run (or a record this version does not know): its Purged
+                    self.shredding.purged(self.shredding.purged_since(intent.position),
+                                          crash_points=False)
+                    self.shredding.after(self._projections)
+                    intent.finish()
+            except BaseException:
+                intent.release()
+                raise
+            done.append(summary)
+        self.interrupted_finished = [*getattr(self, "interrupted_finished", []), *done]
+        return done
+
     def complete_erasures(self, *, record: bool = False) -> Completion:
         """Finishes the erasures still pending on this store's SQLite files (``letterlog
-        erase complete``); with ``record``, one left unfinished is recorded."""
+        erase complete``), and any a killed process left (its intent); with ``record``, one
+        left unfinished is recorded."""
+        self.finish_interrupted_erasures()
         return self.shredding.complete(record=record)
 
     def pending_erasures(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
         return self.shredding.pending()
+
+    def running_erasures(self) -> list[dict[str, Any]]:
+        """Erasures and purge runs a live process is making now (their intents: kind,
+        position, when), after any a killed process left have been finished."""
+        from adapters.lifecycle.intents import Intents
+
+        self.finish_interrupted_erasures()
+        return Intents(self.settings.data).listing()

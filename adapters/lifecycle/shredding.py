@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.datadir import exclusive
+from adapters.faults import fault_point
 from domain.message import Message
 from domain.personal import Personal
 from projections import names as pn
@@ -60,15 +61,46 @@ class Shredding:
                                      if isinstance(p := m.personal, Personal)
                                      and p.key_id is not None)
 
-    def purged(self, messages: Sequence[Message]) -> None:
+    def purged(self, messages: Sequence[Message], *, crash_points: bool = True) -> None:
         """After a purge job's append: keys destroyed; the payloads' grace period starts."""
+        if crash_points:
+            fault_point("purge:appended")
         self.unfinished += len(messages)
         self.destroy_keys(messages)
         for m in messages:
             for sha in m.payloads_referred():
                 self.payloads.touch(sha)
+        if crash_points:
+            fault_point("purge:keys")
         if self.settings.table_store == "hbase" and messages:  # compacted by `erase complete`
             self.record_scale_out((), time.time(), len(messages))
+
+    def purged_since(self, position: int) -> list[Message]:
+        """Every message the log says was purged after ``position`` (``Message.Purged``
+        read by topic, nothing else decoded), loaded: what a killed purge run or erasure
+        that began at ``position`` may have left with its key (ADR 0063)."""
+        from eventsourcing.utils import get_topic
+
+        recorder, topic = self.log.recorder, get_topic(Message.Purged)
+        head = self.max_position()
+        ids: dict[Any, None] = {}
+        start = position + 1
+        while start <= head:
+            page = recorder.select_notifications(start, 5000, head, topics=[topic])
+            if not page:
+                break
+            ids.update(dict.fromkeys(n.originator_id for n in page))
+            start = page[-1].id + 1
+        return [self.log.repository.get(i) for i in ids]
+
+    def destroy_keys_purged_since(self, position: int) -> int:
+        """The keys of every message purged after ``position`` destroyed (again: idempotent),
+        and the vault rid of every KEK rotated away (``WrappedKeyStore.sweep``)."""
+        destroyed = self.destroy_keys(self.purged_since(position))
+        sweep = getattr(self.log.keys, "sweep", None)
+        if sweep is not None:
+            sweep()
+        return destroyed
 
     def record_scale_out(self, payloads: Iterable[str], began: float, messages: int) -> None:
         """On scale-out: what ``letterlog erase complete`` owes for this purge or erasure."""

@@ -1,0 +1,179 @@
+"""Erasure intents: what a purge run or an erasure must finish, durable before it starts.
+
+An erasure (``erase-message``, ``erase-account``, the erasures a restore makes again) or a
+purge run writes one small JSON file in ``<data>/erasures-intent/`` *before* it appends
+anything, fsyncs it and its directory, and holds an exclusive ``flock`` on it while it runs:
+
+- ``kind``: ``erase`` (the message ids asked for), ``erase-account`` (the account's id) or
+  ``purge``;
+- ``position``: the log's head when it began: every ``Message.Purged`` it appends comes
+  after it;
+- ``began``: when (payloads re-used since are kept).
+
+Once every step is done (``Purged`` appended, the data keys destroyed and their KEKs gone
+from the vault, the payloads deleted or their grace started, the SQLite files
+checkpointed) the file is removed. A process killed on the way leaves the file, and the
+kernel lets go of its lock: whoever opens the store next (any command, ``erase status``,
+``erase complete``, ``purge run``, the ``purger``) takes the lock without waiting and
+finishes it (``adapters.facade.erasure``): an erasure is made again from its ids (every
+step is idempotent), and every ``Purged`` after the position has its key destroyed. A file
+whose lock is held belongs to a running process and is left to it (ADR 0063).
+
+No content and no address: message and account ids only (the log holds them anyway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.filemodes import create_private, private_dir
+
+INTENT_DIR = "erasures-intent"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Intent:
+    """One intent, its file locked by this process until ``finish`` or ``release``."""
+
+    path: Path
+    fd: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return str(self.body.get("kind", ""))
+
+    @property
+    def position(self) -> int:
+        return int(self.body.get("position", 0))
+
+    @property
+    def began(self) -> float:
+        return float(self.body.get("began", 0.0))
+
+    def finish(self) -> None:
+        """Done: the file removed (durably), then its lock let go."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+            _fsync_dir(self.path.parent)
+        self.release()
+
+    def release(self) -> None:
+        """Not done (an error, not a crash): the file stays for whoever comes next."""
+        if self.fd >= 0:
+            os.close(self.fd)  # the lock goes with the descriptor
+            self.fd = -1
+
+
+class Intents:
+    """``<data>/erasures-intent/``."""
+
+    def __init__(self, data: str | os.PathLike[str]) -> None:
+        self.dir = Path(data) / INTENT_DIR
+
+    def any(self) -> bool:
+        """Whether any intent file exists (one ``listdir``: cheap enough for every open)."""
+        try:
+            return any(n.endswith(".json") for n in os.listdir(self.dir))
+        except FileNotFoundError:
+            return False
+
+    def begin(self, kind: str, position: int, **fields: Any) -> Intent:
+        """A new intent, durable (file and directory fsynced) and locked before it is
+        visible under its final name."""
+        private_dir(self.dir)
+        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = self.dir / f".{name}.tmp"
+        body = {"kind": kind, "position": position, "began": time.time(), **fields}
+        fd = create_private(tmp, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, json.dumps(body).encode())
+            os.fsync(fd)
+            final = self.dir / f"{name}.json"
+            os.replace(tmp, final)
+            _fsync_dir(self.dir)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+        return Intent(final, fd, body)
+
+    @contextlib.contextmanager
+    def held(self, kind: str, position: int, **fields: Any) -> Iterator[Intent]:
+        """``begin``; removed when the block ends normally, left (unlocked) if it raises."""
+        intent = self.begin(kind, position, **fields)
+        try:
+            yield intent
+        except BaseException:
+            intent.release()
+            raise
+        intent.finish()
+
+    def abandoned(self) -> list[Intent]:
+        """The intents no running process holds (their writer died), each locked now by
+        this process; the caller finishes or releases each."""
+        out = []
+        for path in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
+            try:
+                fd = os.open(path, os.O_RDWR)
+            except FileNotFoundError:
+                continue  # finished meanwhile
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)  # a live process holds it: its own to finish
+                continue
+            if not path.exists():  # finished (removed) between our open and our lock
+                os.close(fd)
+                continue
+            try:
+                body = json.loads(os.pread(fd, 1 << 20, 0) or b"{}")
+            except ValueError:
+                body = {}
+            out.append(Intent(path, fd, body if isinstance(body, dict) else {}))
+        return out
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every intent (``erase status``): kind, position, began, and whether a live process
+        holds it (``running``); ids are not listed."""
+        out = []
+        for path in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    running = False
+                except BlockingIOError:
+                    running = True
+                try:
+                    body = json.loads(os.pread(fd, 1 << 20, 0) or b"{}")
+                except ValueError:
+                    body = {}
+            finally:
+                os.close(fd)
+            out.append({"kind": body.get("kind", "?"), "position": body.get("position", 0),
+                        "began": body.get("began", 0.0), "running": running,
+                        "messages": len(body.get("messages", []))})
+        return out
