@@ -192,7 +192,7 @@ class CallerView:
     def _owner(self, command: str, account: str) -> str:
         """Account-wide reads and writes: the account's owner only."""
         address = normalise_address(account)
-        if self.user.casefold() != address:
+        if self.user != address:
             raise PermissionDenied(
                 f"permission denied: {command} of {address} is for its owner; {self.user} is"
                 " not", missing="owner", command=command)
@@ -295,7 +295,7 @@ class CallerView:
         root_account, base = self.root()
         if address == root_account and base:
             raise self._hidden(account, mailbox)
-        if self.user.casefold() != address:
+        if self.user != address:
             raise PermissionDenied(
                 f"permission denied: {self.user} may not create top-level mailboxes of"
                 f" {address} ({command} needs 'k' on the parent; only the owner has it at"

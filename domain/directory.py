@@ -27,15 +27,35 @@ class DirectoryUser:
     groups: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, order=True)
+class SkippedEntry:
+    """A directory entry that was left out of an answer: ``where`` (``file:line``, an LDAP
+    DN), ``reason`` (never the entry's text: a passwd-file line holds a password hash) and
+    the user it would have named, when that much could be read (its name as the identity
+    rule has it)."""
+
+    where: str
+    reason: str
+    name: str | None = None
+
+
 class Directory(Protocol):
-    """Where users and their groups come from."""
+    """Where users and their groups come from. Names (users and groups) are answered as
+    the identity rule has them (``domain.identity``); an entry the rule refuses, or that
+    cannot be read, is skipped (``skipped()``), and a user named by a skipped entry cannot
+    be asked about (``DirectoryInvalid``): its groups are not known."""
 
     def users(self) -> list[DirectoryUser]:
         """Every user, each with its groups, in name order."""
         ...
 
     def user(self, name: str) -> DirectoryUser | None:
-        """The user called ``name`` (exactly), or None if the directory does not know it."""
+        """The user called ``name`` (as the identity rule has it), or None if the directory
+        does not know it."""
+        ...
+
+    def skipped(self) -> list[SkippedEntry]:
+        """The entries the last answer left out (none before the first)."""
         ...
 
 

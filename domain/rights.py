@@ -13,11 +13,11 @@ rights it needs, on which mailbox; ``docs/permissions.md`` shows it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from domain.errors import InvalidCommand
+from domain.identity import ANYONE, AUTHENTICATED, canonical_identifier, canonical_name
 
 RIGHTS = "lrswipkxtea"
 """RFC 4314's rights, in its order: lookup, read, seen, write, insert, post, create
@@ -29,9 +29,6 @@ RIGHT_NAMES = {
 }
 # RFC 2086's obsolete rights, still sent by old clients: c = k x, d = t e (RFC 4314 2.1.1)
 _OBSOLETE = {"c": "kx", "d": "te"}
-ANYONE = "anyone"
-AUTHENTICATED = "authenticated"
-_IDENTIFIER = re.compile(r"^-?[^\s\x00-\x1f\x7f,]{1,320}$")
 
 
 def parse_rights(text: str) -> frozenset[str]:
@@ -55,11 +52,12 @@ def rights_string(rights: Iterable[str]) -> str:
 
 
 def validate_identifier(identifier: str) -> str:
-    """A user, ``$group``, ``anyone`` or ``authenticated``, optionally negative (``-``)."""
-    ident = (identifier or "").strip()
-    if not _IDENTIFIER.match(ident) or ident in ("-", "$", "-$"):
-        raise InvalidCommand(f"identifier: {identifier!r} is not a user, $group, anyone or"
-                             " authenticated (a leading '-' makes it negative)")
+    """A user, ``$group``, ``anyone`` or ``authenticated``, optionally negative (``-``), as
+    the identity rule has it (``domain.identity.canonical_identifier``: Dovecot's
+    ``user=``/``group=`` mapped, any other syntax refused)."""
+    ident = canonical_identifier(identifier)
+    if len(ident) > 320:
+        raise InvalidCommand(f"identifier: {identifier!r} is longer than 320 characters")
     return ident
 
 
@@ -76,10 +74,17 @@ def apply_change(current: str, change: str) -> str:
 @dataclass(frozen=True)
 class Caller:
     """Who runs a command: the administrator (``user`` None: every right everywhere) or a
-    user, with the groups the directory gave it."""
+    user, with the groups the directory gave it; both named as the identity rule has them
+    (``domain.identity``), so that every comparison below is exact."""
 
     user: str | None = None
     groups: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.user is not None:
+            object.__setattr__(self, "user", canonical_name(self.user, "user"))
+        object.__setattr__(self, "groups", frozenset(canonical_name(g, "group")
+                                                     for g in self.groups))
 
     @property
     def admin(self) -> bool:
@@ -97,7 +102,7 @@ ADMIN = Caller()
 
 def rights_of(caller: Caller, owner: str, acl: Mapping[str, str]) -> frozenset[str]:
     """The rights ``caller`` has on a mailbox of the account ``owner`` with this ACL."""
-    if caller.user is None or caller.user.casefold() == owner.casefold():
+    if caller.user is None or caller.user == owner:
         return frozenset(RIGHTS)
     if not acl:
         return frozenset()

@@ -8,8 +8,9 @@ answer, and the records; the job that asks the directory and removes the records
 
 Never purged: group identifiers (``$name``), ``anyone``, ``authenticated``, or a record of
 a user the directory knows. A negative-rights identifier (``-name``, RFC 4314) belongs to
-the user ``name``. User names are compared without regard to case: a record whose user
-differs from a directory user only in case is kept (keeping is the safe side).
+the user ``name``. User names are compared as the identity rule has them
+(``domain.identity``): a record whose user differs from a directory user only in case or
+width is that user's, and kept; one whose name the rule refuses is kept too (the safe side).
 
 The answer is refused, and nothing is purged, when it names no user at all, or fewer than
 ``min_ratio`` times the users of the last accepted answer (Sterling's users lost the roots
@@ -22,12 +23,21 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from domain.identity import NameRefused, canonical_name
+
 #: identifiers that name no user (RFC 4314 ``anyone``; ``authenticated``: any known user)
 SPECIAL_IDENTIFIERS = frozenset({"anyone", "authenticated"})
 GROUP_PREFIX = "$"
 NEGATIVE_PREFIX = "-"
 
 AclEntry = tuple[str, str, str, str]  # account, mailbox, identifier, rights
+
+
+def _canonical(name: str) -> str | None:
+    try:
+        return canonical_name(name, "user")
+    except NameRefused:
+        return None
 
 
 def user_of(identifier: str) -> str | None:
@@ -75,14 +85,16 @@ def plan_user_purge(known: Iterable[str], previous_users: int | None, min_ratio:
     """The records of users not in ``known``, unless the answer is refused.
     ``accept_shrink``: an administrator confirmed that the directory really shrank (the
     ratio check is skipped; an answer of no user is still refused)."""
-    names = {name.casefold() for name in known}
+    names = {_canonical(name) for name in known} - {None}
     count = len(names)
     why = refusal(count, None if accept_shrink else previous_users, min_ratio)
     if why is not None:
         return UserPurgePlan(count, previous_users, refused=why)
 
     def gone(user: str | None) -> bool:
-        return user is not None and user.casefold() not in names
+        # a name the identity rule refuses is nobody's now, but keeping is the safe side
+        return user is not None and (canonical := _canonical(user)) is not None and (
+            canonical not in names)
 
     return UserPurgePlan(
         count, previous_users,

@@ -25,13 +25,15 @@ class Access(FacadePart):
         (``PermissionDenied``). ``groups``: the user's groups, else asked of the group
         resolver (the user directory) when there is one, else none."""
         from adapters.caller import CallerView
+        from domain.identity import canonical_name
         from domain.rights import Caller
         from domain.roots import validate_user
 
         name = validate_user(user)
         if groups is None:
             groups = self.group_resolver(name) if self.group_resolver is not None else ()
-        return CallerView(self, Caller(name, frozenset(groups)))
+        return CallerView(self, Caller(name, frozenset(canonical_name(g, "group")
+                                                       for g in groups)))
 
     def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
         """The mailbox's ACL: identifier -> rights (RFC 4314 order)."""
