@@ -140,6 +140,11 @@ class PasswdFileDirectory:
         self._skipped: list[SkippedEntry] = []
 
     @property
+    def absent(self) -> bool:
+        """The store's default file, not made yet: a store that does not use users."""
+        return self.missing_is_empty and not self.path.exists()
+
+    @property
     def source(self) -> str:
         return f"passwd-file {self.path}"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.embedded import Letterlog
-from domain.directory import DirectoryInvalid
+from domain.directory import DirectoryInvalid, UnknownIdentifier
 from domain.errors import MailboxNotFound, PermissionDenied
 from domain.identity import NameRefused
 from domain.values import account_id_for
@@ -100,3 +100,37 @@ def test_one_bad_line_stops_only_its_own_user(store):
     with pytest.raises(DirectoryInvalid, match=r"users.passwd:7: user 'eve@example.org'"):
         store.as_user("eve@example.org")
     assert len(store.as_user(SAM).messages(ADA, "Team")) == 1
+
+
+# -- ACL identifiers: Dovecot's spellings mapped, unknown syntax and nobody refused ---------
+
+
+@pytest.mark.parametrize(("identifier", "error", "says"), [
+    ("user=zed", UnknownIdentifier, "knows no user 'zed'"),
+    ("-user=zed", UnknownIdentifier, "would deny nobody"),
+    ("group=sales", UnknownIdentifier, "no user of the directory is in the group 'sales'"),
+    ("-group=sales", UnknownIdentifier, "would deny nobody"),
+    ("zed@example.org", UnknownIdentifier, "knows no user"),
+    ("owner", NameRefused, "'owner' has no meaning here"),
+    ("group-override=interns", NameRefused, "group-override"),
+    ("uid=bob", NameRefused, "not an identifier syntax"),
+])
+def test_an_identifier_that_names_nobody_is_refused_and_nothing_stored(store, identifier,
+                                                                        error, says):
+    refusal = refused_and_nothing_written(
+        store, lambda: store.acl_set(ADA, "Team", identifier, "lr"), error)
+    assert says in str(refusal)
+    assert store.acl_get(ADA, "Team") == {}
+
+
+def test_dovecots_spellings_of_known_names_are_mapped_explicitly(store):
+    store.acl_set(ADA, "Team", "user=BOB@example.org", "lr")
+    store.acl_set(ADA, "Team", "-group=Interns", "r")
+    store.acl_set(ADA, "Team", "-user=sam@example.org", "l")
+    assert store.acl_get(ADA, "Team") == {"bob@example.org": "lr", "-$interns": "r",
+                                          "-sam@example.org": "l"}
+    # a user with the right 'a' is held to the same rule
+    store.acl_set(ADA, "Team", SAM, "lra")
+    sam = store.as_user(SAM)
+    refused_and_nothing_written(store, lambda: sam.acl_set(ADA, "Team", "user=zed", "lr"),
+                                UnknownIdentifier)

@@ -20,7 +20,12 @@ from adapters.devservers import LdapServer
 from adapters.devservers.supervised import SupervisedServices
 from adapters.directory.ldap import LdapDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, purge_users
-from domain.directory import DirectoryUnavailable, DirectoryUser
+from domain.directory import (
+    DirectoryUnavailable,
+    DirectoryUser,
+    UnknownIdentifier,
+    check_identifier,
+)
 from tests.contracts.directory_contract import DirectoryContract
 from tests.factories import FakeRecords, records
 from tests.services.servers import ldap_of
@@ -78,6 +83,32 @@ class TestLdapDirectory(DirectoryContract):
         directory = self.make_directory({"ada@example.org": {"sales"}})
         assert directory.user("ADA@Example.org") == DirectoryUser("ada@example.org",
                                                                    frozenset({"sales"}))
+
+
+    def test_names_and_groups_are_answered_as_the_identity_rule_has_them(self) -> None:
+        directory = self.make_directory({"Sam@Example.org": {"Sales"}, "\uff42ob": set()})
+        assert directory.users() == [DirectoryUser("bob"),
+                                     DirectoryUser("sam@example.org", frozenset({"sales"}))]
+        assert directory.user("SAM@example.org") == DirectoryUser("sam@example.org",
+                                                                   frozenset({"sales"}))
+        assert directory.skipped() == []
+
+    def test_a_uid_the_rule_refuses_is_skipped_and_never_found_as_another(self) -> None:
+        # slapd's own matching may fold the long s to 's': the rule decides, not the server
+        directory = self.make_directory({"\u017fam@example.org": {"staff"}})
+        assert directory.users() == []
+        [entry] = directory.skipped()
+        assert "compatibility form" in entry.reason and entry.where.startswith("uid=")
+        assert directory.user("sam@example.org") is None
+        assert directory.user("\u017fam@example.org") is None
+
+    def test_an_identifier_must_name_someone_of_the_directory(self) -> None:
+        directory = self.make_directory({"ada@example.org": {"sales"}})
+        for known in ("ada@example.org", "-ada@example.org", "$sales", "-$sales", "anyone"):
+            check_identifier(directory, known)
+        for unknown in ("zed", "-zed", "$support", "-$support"):
+            with pytest.raises(UnknownIdentifier, match="nobody"):
+                check_identifier(directory, unknown)
 
 
 def directory(ldap: LdapServer, **options: Any) -> LdapDirectory:
