@@ -32,21 +32,34 @@ from domain.errors import (
     PermissionDenied,
 )
 from domain.mailbox import Mailbox
+from domain.results import Delivery
 from domain.rights import (
     COMMAND_RIGHTS,
     RIGHT_NAMES,
     Caller,
     flag_rights,
+    kept_on_arrival,
     missing,
     rights_of,
     rights_string,
 )
 from domain.roots import SHARED, parse_root
-from domain.values import DELIMITER, FlagMode, apply_flag_mode, normalise_address, validate_flags
+from domain.values import (
+    DELIMITER,
+    FlagMode,
+    MessageState,
+    apply_flag_mode,
+    normalise_address,
+    validate_flags,
+)
 
 if TYPE_CHECKING:
     from adapters.embedded import Letterlog
-    from domain.results import Change, Delivery, Upload
+    from domain.results import Change, Upload
+
+_NAME_FIELDS = frozenset({"name", "mailbox_id", "account", "role", "noselect", "subscribed",
+                          "rights", "path"})
+"""What a listing shows of a mailbox the caller may look up ('l') but not read ('r')."""
 
 
 class CallerView:
@@ -199,20 +212,47 @@ class CallerView:
         return address
 
     # -- commands ---------------------------------------------------------------------------
+    def _arrival(self, command: str, fields: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """``fields`` of a delivery or upload as the caller may give them: checked ('i'),
+        its flags and labels cut to what its rights on the target allow (RFC 4314: ``s``,
+        ``t``, ``w``; dropped, as Dovecot drops them); and those rights."""
+        address, mb = self._need(command, "mailbox", fields.get("account", ""),
+                                 fields.get("mailbox", "INBOX"))
+        rights = rights_string(rights_of(self.caller, address, mb.acl))
+        flags, labels = kept_on_arrival(fields.get("flags") or (), fields.get("labels") or (),
+                                        rights)
+        return {**fields, "flags": flags, "labels": labels}, rights
+
+    def _answer(self, delivery: Delivery, rights: str) -> Delivery:
+        """A delivery's answer as the caller may see it: an idempotency key that an earlier
+        delivery claimed answers that delivery, which the caller may not read (another
+        mailbox of the account, or this one without 'r'): then nothing of that message
+        (its UID, UIDVALIDITY, hash, modseq) is told."""
+        if not delivery.duplicate:
+            return delivery
+        try:
+            mb = self.store.mail.mailbox(delivery.mailbox_id)
+            address = self.store.mail.uow.account_by_id(mb.account_id).address
+            readable = "r" in rights_of(self.caller, address, mb.acl)
+        except NotFound:
+            readable = False
+        if readable:
+            return delivery
+        return Delivery(message_id=delivery.message_id, mailbox_id=delivery.mailbox_id,
+                        uid=0, uidvalidity=0, size=delivery.size, sha256="", modseq=0,
+                        position=delivery.position, duplicate=True)
+
     def deliver(self, **fields: Any) -> Delivery:
-        self._need("deliver", "mailbox", fields.get("account", ""),
-                   fields.get("mailbox", "INBOX"))
-        return self.store.deliver(**fields)
+        checked, rights = self._arrival("deliver", fields)
+        return self._answer(self.store.deliver(**checked), rights)
 
     def check_delivery(self, **fields: Any) -> None:
-        self._need("deliver", "mailbox", fields.get("account", ""),
-                   fields.get("mailbox", "INBOX"))
-        self.store.check_delivery(**fields)
+        checked, _ = self._arrival("deliver", fields)
+        self.store.check_delivery(**checked)
 
     def begin_upload(self, **fields: Any) -> Upload:
-        self._need("begin_upload", "mailbox", fields.get("account", ""),
-                   fields.get("mailbox", "INBOX"))
-        return self.store.begin_upload(**fields)
+        checked, _ = self._arrival("begin_upload", fields)
+        return self.store.begin_upload(**checked)
 
     def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:
         self._message("append_chunk", message_id)
@@ -267,8 +307,9 @@ class CallerView:
 
     def copy(self, message_id: UUID, mailbox: str) -> Delivery:
         address, _ = self._message("copy", message_id, "source")
-        self._need("copy", "target", address, mailbox)
-        return self.store.copy(message_id, mailbox)
+        _, target = self._need("copy", "target", address, mailbox)
+        rights = rights_string(rights_of(self.caller, address, target.acl))
+        return self.store.copy(message_id, mailbox, target_rights=rights)
 
     def delete(self, message_id: UUID) -> Change:
         self._message("delete", message_id)
@@ -282,6 +323,12 @@ class CallerView:
         ids = list(message_ids)
         for message_id in ids:
             self._message("expunge", message_id)
+            m = self.store.mail.message(message_id)
+            if m.state != MessageState.DELETED.value and "\\Deleted" not in m.flags:
+                raise InvalidCommand(
+                    f"message {message_id} is not marked \\Deleted: an expunge removes only "
+                    "messages marked \\Deleted or deleted (RFC 3501 EXPUNGE, RFC 4314 'e'); "
+                    "nothing was expunged")
         return self.store.expunge(ids)
 
     def _parent(self, command: str, account: str, mailbox: str) -> None:
@@ -319,13 +366,17 @@ class CallerView:
         self._need("delete_mailbox", "mailbox", account, mailbox)
         return self.store.delete_mailbox(account, mailbox)
 
-    def subscribe(self, account: str, mailbox: str) -> Change:
-        self._need("subscribe", "mailbox", account, mailbox)
-        return self.store.subscribe(account, mailbox)
+    def subscribe(self, account: str, mailbox: str, *, create_account: bool = False
+                  ) -> Change:
+        """The account's subscriptions are its owner's list: the owner's only."""
+        if create_account:
+            raise PermissionDenied(f"permission denied: creating an account is the "
+                                   f"administrator's; {self.user} may not",
+                                   missing="administrator", command="subscribe")
+        return self.store.subscribe(self._owner("subscribe", account), mailbox)
 
     def unsubscribe(self, account: str, mailbox: str) -> Change:
-        self._need("unsubscribe", "mailbox", account, mailbox)
-        return self.store.unsubscribe(account, mailbox)
+        return self.store.unsubscribe(self._owner("unsubscribe", account), mailbox)
 
     # -- ACLs (RFC 4314: GETACL and SETACL need 'a'; MYRIGHTS any right) -------------------
     def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
@@ -385,6 +436,17 @@ class CallerView:
         return [row for row in self.mailboxes()
                 if account is None or row["account"] == normalise_address(account)]
 
+    def _listed(self, row: dict[str, Any], rights: frozenset[str]) -> dict[str, Any]:
+        """A listing's row as the caller may see it: a mailbox's state (UIDNEXT,
+        UIDVALIDITY, counts) is STATUS, which needs 'r' (RFC 4314 section 4); 'l' alone shows
+        the name. Subscriptions are the owner's: another user sees none."""
+        if self.user != row["account"]:
+            row["subscribed"] = False
+        if "r" not in rights:
+            for key in [k for k in row if k not in _NAME_FIELDS]:
+                del row[key]
+        return row
+
     def mailboxes(self) -> list[dict[str, Any]]:
         """Every mailbox the caller may look up: its root's (relative paths), then the
         other accounts' (``shared/<account>/<mailbox>``), from the ``visible_mailboxes``
@@ -405,9 +467,10 @@ class CallerView:
                 mb = store.mail.mailbox(UUID(row["mailbox_id"]))
                 rights = rights_of(self.caller, root_account, mb.acl)
                 if "l" in rights:
-                    out.append({**row, "account": root_account,
-                                "rights": rights_string(rights),
-                                "path": self.path_of(root_account, row["name"])})
+                    out.append(self._listed({**row, "account": root_account,
+                                             "rights": rights_string(rights),
+                                             "path": self.path_of(root_account,
+                                                                  row["name"])}, rights))
         host = store._read()
         found = list(store._query(lambda: visible_mailboxes(
             host.tables, self.caller.identifiers(), host.physical)))
@@ -426,10 +489,10 @@ class CallerView:
                 continue
             rights = rights_of(self.caller, address, mb.acl)
             if "l" in rights:
-                shared.append({"name": mb.name, "mailbox_id": str(mailbox_id),
-                               "account": address, "role": mb.role,
-                               "uidvalidity": mb.uidvalidity, "uidnext": mb.uidnext,
-                               "noselect": mb.deleted, "subscribed": False,
-                               "rights": rights_string(rights),
-                               "path": self.path_of(address, mb.name)})
+                shared.append(self._listed(
+                    {"name": mb.name, "mailbox_id": str(mailbox_id), "account": address,
+                     "role": mb.role, "uidvalidity": mb.uidvalidity, "uidnext": mb.uidnext,
+                     "noselect": mb.deleted, "subscribed": False,
+                     "rights": rights_string(rights), "path": self.path_of(address, mb.name)},
+                    rights))
         return out + sorted(shared, key=lambda r: str(r["path"]))

@@ -141,7 +141,14 @@ class Mailbox(MailAggregate):
     def set_rights(self, identifier: str, rights: str) -> bool:
         """Sets the rights of ``identifier`` (``""``: removes its entry); False when that is
         what they are already (nothing happens)."""
-        ident = validate_identifier(identifier)
+        return self._change_rights(validate_identifier(identifier), rights)
+
+    def inherit_acl(self, acl: Mapping[str, str]) -> None:
+        """A new mailbox's ACL: a copy of its parent's (entries as they are stored)."""
+        for identifier, rights in sorted(acl.items()):
+            self._change_rights(identifier, rights)
+
+    def _change_rights(self, ident: str, rights: str) -> bool:
         old = self.acl.get(ident, "")
         if old == rights:
             return False
@@ -155,5 +162,5 @@ class Mailbox(MailAggregate):
         if self.deleted:
             raise InvalidState(f"mailbox: {self.name!r} was already deleted")
         for identifier in sorted(self.acl):  # its ACL goes first, each entry with its rights
-            self.set_rights(identifier, "")
+            self._change_rights(identifier, "")  # as stored, even one the rule now refuses
         self.trigger_event(self.Deleted, account_id=self.account_id, name=self.name)

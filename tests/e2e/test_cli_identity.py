@@ -37,3 +37,14 @@ def test_names_identifiers_and_a_bad_directory_line_on_the_command_line(env, dat
     _, err = run("--as", "BOB@example.org", "list", ADA, code=2)
     assert "lacks 'r' (read)" in err.splitlines()[-1]
     assert "users.passwd:3" in err  # the warning names the skipped line
+
+
+def test_subscribe_as_a_user_is_the_owners_and_never_a_traceback(env, data: Path, mail_file):
+    assert letterlog(env, data, "deliver", "--account", ADA, str(mail_file)).returncode == 0
+    other = letterlog(env, data, "--as", BOB, "subscribe", ADA, "INBOX")
+    assert other.returncode == 2 and b"Traceback" not in other.stderr
+    assert other.stderr.decode().splitlines() == [
+        f"letterlog: error: permission denied: subscribe of {ADA} is for its owner; {BOB} is "
+        "not"]
+    own = letterlog(env, data, "--as", ADA.upper(), "subscribe", ADA, "INBOX")
+    assert own.returncode == 0, own.stderr
