@@ -154,6 +154,10 @@ class MessageCommands(Commands):
 
         def attempt() -> Change:
             msg = uow.message(message_id)
+            if msg.state == MessageState.DELETED.value:  # it counts again: it takes room
+                account = uow.account_by_id(msg.account_id)
+                if self.quotas.applies(account):
+                    self.quotas.check(account, 1, msg.size)
             if not msg.restore(self.clock()):
                 return Change()
             return Change(uow.save(msg))
