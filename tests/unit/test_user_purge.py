@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from adapters.directory.passwdfile import PasswdFileDirectory
-from adapters.directory.passwdfile import PasswdFileDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, due, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
 from domain.userpurge import plan_user_purge, user_of
