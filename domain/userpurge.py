@@ -92,7 +92,7 @@ def overlap_refusal(names: set[str], previous_names: Iterable[str] | None,
     None: at least ``min_ratio`` of the last accepted users must be in the answer."""
     if not previous_names:
         return None
-    before = {_canonical(n) for n in previous_names} - {None}
+    before = {c for n in previous_names if (c := _canonical(n)) is not None}
     floor = math.ceil(len(before) * min_ratio)
     shared = len(names & before)
     if shared < floor:
@@ -113,7 +113,7 @@ def plan_user_purge(known: Iterable[str], previous_users: int | None, min_ratio:
     changed (the ratio and overlap checks are skipped; an answer of no user is still
     refused). Negative entries (``-name``) are never removed: removing one would give its
     user back what it took away, should the name come back."""
-    names = {_canonical(name) for name in known} - {None}
+    names = {c for name in known if (c := _canonical(name)) is not None}
     count = len(names)
     why = refusal(count, None if accept_shrink else previous_users, min_ratio)
     if why is None and not accept_shrink:

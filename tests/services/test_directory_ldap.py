@@ -206,9 +206,36 @@ def test_the_purge_removes_the_records_of_a_user_deleted_from_slapd(people, tmp_
     done = purge(people, recs, tmp_path)
     assert done.status == "purged" and done.directory_users == 2
     assert done.roots_removed == [{"user": "gone", "root": "shared@example.org/Projects"}]
-    assert {e["identifier"] for e in done.acl_removed} == {"gone", "-gone"}
-    assert "gone" not in recs.root and {e[2] for e in recs.acl} >= {"$sales", "anyone", "ada"}
+    assert {e["identifier"] for e in done.acl_removed} == {"gone"}
+    # the negative entry stays: removing it would give 'w' back to a returning "gone"
+    assert {e["identifier"] for e in done.negative_kept} == {"-gone"}
+    assert "gone" not in recs.root and {e[2] for e in recs.acl} >= {"$sales", "anyone", "ada",
+                                                                      "-gone"}
     assert PurgeMemory(tmp_path / "count.json").previous_users() == 2
+
+
+def test_the_purge_refuses_a_base_dn_on_another_branch_of_as_many_users(people, tmp_path):
+    """The base DN mistyped onto another branch that holds as many unrelated users: the
+    count check passes, the overlap with the last accepted users refuses it."""
+    assert purge(people, records(), tmp_path).status == "purged"  # ada, gone, grace
+    branch = f"ou=contractors-{uuid.uuid4().hex[:8]},{people.suffix}"
+    conn = people.connection()
+    added = [branch]
+    conn.add(branch, ["organizationalUnit"], {})
+    for uid in ("carl", "dora", "emil", "fay"):
+        added.append(f"uid={uid},{branch}")
+        conn.add(added[-1], ["inetOrgPerson"], {"uid": uid, "cn": uid, "sn": uid})
+    try:
+        wrong = directory(people, timeout=2)
+        wrong.base_dn = branch
+        recs = records()
+        report = purge_users(wrong, recs, PurgeMemory(tmp_path / "count.json"), min_ratio=0.5)
+        assert report.status == "refused" and recs.calls == []
+        assert "shares 0 of the 3 users of the last accepted answer" in report.reason
+    finally:
+        for dn in reversed(added):
+            conn.delete(dn)
+        conn.unbind()
 
 
 def test_the_purge_refuses_a_stopped_slapd_and_keeps_everything(slapd, people, tmp_path):
