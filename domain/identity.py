@@ -120,10 +120,19 @@ def _check_scripts(what: str, given: str, name: str) -> None:
                               f"like a Latin one: it reads as {latin!r} (UTS #39)")
 
 
-@lru_cache(maxsize=65536)
 def canonical_name(name: str, what: str = "user") -> str:
     """``name`` (a user, an account's address or a group) as the rule has it, or
     ``NameRefused``. Surrounding white space is dropped first (a typed argument's)."""
+    text = (name or "").strip()
+    # ASCII, the usual case: printable and no space is exactly what IdentifierClass allows
+    if text and text.isascii() and text.isprintable() and " " not in text and (
+            "," not in text):
+        return text.lower()
+    return _canonical(name, what)
+
+
+@lru_cache(maxsize=65536)
+def _canonical(name: str, what: str) -> str:
     given = name
     text = (name or "").strip()
     if not text:
@@ -132,11 +141,9 @@ def canonical_name(name: str, what: str = "user") -> str:
         raise NameRefused(what, given, "a comma separates names in lists (a passwd-file's "
                           "groups, an IMAP ACL's rights): no name holds one")
     if text.isascii():
-        for ch in text:
-            if not "\x21" <= ch <= "\x7e":
-                raise NameRefused(what, given, f"{_char(ch)} is "
-                                  f"{_REASONS['spaces' if ch == ' ' else 'controls']}")
-        return text.lower()
+        bad = next(ch for ch in text if not "\x21" <= ch <= "\x7e")
+        raise NameRefused(what, given, f"{_char(bad)} is "
+                          f"{_REASONS['spaces' if bad == ' ' else 'controls']}")
     import precis_i18n  # only for names outside ASCII
 
     try:
