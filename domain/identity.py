@@ -200,6 +200,18 @@ def canonical_identifier(identifier: str) -> str:
     return sign + (GROUP if group else "") + canonical
 
 
+@lru_cache(maxsize=65536)
+def identifier_of_event(identifier: str) -> str:
+    """The identifier an ``AclChanged`` event names, as the rule has it: events written
+    before the rule may spell one user in several ways (``BOB@Example.org``), and each is
+    read as the one entry it is (the later change wins); one the rule refuses is kept as
+    written (it matches no caller: no caller gets past the rule)."""
+    try:
+        return canonical_identifier(identifier)
+    except NameRefused:
+        return identifier
+
+
 def is_special(identifier: str) -> bool:
     """``anyone`` or ``authenticated`` (also negative), which name no one user."""
     return identifier.removeprefix(NEGATIVE) in SPECIAL

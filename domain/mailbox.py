@@ -16,6 +16,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import InvalidState
+from domain.identity import identifier_of_event
 from domain.rights import validate_identifier
 
 _NO_ACL: Mapping[str, str] = MappingProxyType({})
@@ -93,10 +94,11 @@ class Mailbox(MailAggregate):
 
         def apply(self, aggregate: Any) -> None:
             acl = dict(aggregate.acl)
+            ident = identifier_of_event(self.identifier)  # an old event's other spelling
             if self.new_rights:
-                acl[self.identifier] = self.new_rights
+                acl[ident] = self.new_rights
             else:
-                acl.pop(self.identifier, None)
+                acl.pop(ident, None)
             aggregate._acl = acl
 
     @classmethod

@@ -134,3 +134,21 @@ def test_dovecots_spellings_of_known_names_are_mapped_explicitly(store):
     sam = store.as_user(SAM)
     refused_and_nothing_written(store, lambda: sam.acl_set(ADA, "Team", "user=zed", "lr"),
                                 UnknownIdentifier)
+
+
+def test_an_entry_written_before_the_rule_under_another_spelling_still_holds(store):
+    """Events of an older letterlog may spell a user as typed (``-BOB@Example.org``):
+    the mailbox, the ``acl`` table and ``visible_mailboxes`` read them as the rule has
+    them, so the denial holds and can be removed by its canonical name."""
+    store.acl_set(ADA, "Team", "anyone", "lr")
+    mb = store.mail.mailbox_of(ADA, "Team")
+    mb._change_rights("-BOB@Example.ORG", "lr")  # as an old event holds it, unchecked
+    store.mail.uow.save(mb)
+    store.catch_up()
+    assert store.acl_get(ADA, "Team") == {"anyone": "lr", "-bob@example.org": "lr"}
+    assert (ADA, "Team", "-bob@example.org", "lr") in store.acl_entries()
+    refused_and_nothing_written(
+        store, lambda: store.as_user("bob@example.org").messages(ADA, "Team"), MailboxNotFound)
+    assert [r["path"] for r in store.as_user("bob@example.org").mailboxes()] == []
+    store.acl_delete(ADA, "Team", "-bob@example.org")
+    assert len(store.as_user("bob@example.org").messages(ADA, "Team")) == 1
