@@ -268,3 +268,38 @@ def test_the_purge_refuses_an_emptied_or_shrunken_subtree(people, tmp_path):
     empty = purge(people, recs, tmp_path, accept_shrink=True)
     assert empty.status == "refused" and "no user at all" in empty.reason
     assert recs.calls == [] and PurgeMemory(tmp_path / "count.json").previous_users() == 3
+
+
+def test_case_and_names_do_not_escape_rights_with_groups_from_slapd(people, tmp_path,
+                                                                    monkeypatch):
+    """The attacks of issue 41 with a real slapd as the directory: a negative entry on a
+    group holds whatever the case the user or the group is spelled in; an identifier that
+    names nobody in slapd is refused; a name the rule refuses acts as nobody."""
+    from adapters.embedded import Letterlog
+    from domain.errors import MailboxNotFound, PermissionDenied
+    from domain.identity import NameRefused
+    from tests.factories import make_mail
+
+    for key, value in store_env(people, tmp_path / "data").items():
+        if key.startswith("LETTERLOG_"):
+            monkeypatch.setenv(key, value)
+    owner = "owner@example.org"
+    with Letterlog.open(tmp_path / "data", durability="normal") as store:
+        store.deliver(account=owner, raw=make_mail("team"))
+        store.acl_set(owner, "INBOX", "anyone", "lr")
+        store.acl_set(owner, "INBOX", "-$SALES", "r")  # ada and gone are in sales
+        assert store.acl_get(owner, "INBOX") == {"-$sales": "r", "anyone": "lr"}
+        for spelled in ("ada", "ADA", "\uff41da"):
+            ada = store.as_user(spelled)
+            assert ada.caller.groups == {"sales"}
+            with pytest.raises(PermissionDenied):
+                ada.messages(owner, "INBOX")
+        assert len(store.as_user("Grace").messages(owner, "INBOX")) == 1  # in ops only
+        for nobody in ("user=zed", "-zed", "group=support", "-$support"):
+            with pytest.raises(UnknownIdentifier):
+                store.acl_set(owner, "INBOX", nobody, "lr")
+        store.acl_set(owner, "INBOX", "-user=Grace", "lr")
+        with pytest.raises(MailboxNotFound):
+            store.as_user("GRACE").messages(owner, "INBOX")
+        with pytest.raises(NameRefused):
+            store.as_user("\u0430da")  # Cyrillic a: would read as ada
