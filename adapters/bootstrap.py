@@ -230,12 +230,14 @@ def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | Non
                         read_side=partial(projection_host, settings, log),
                         shredding=shred, purge_jobs=jobs)
         scaled.group_resolver = _groups(settings)
+        scaled.identifier_check = partial(_check_identifier, settings)
         _finish_interrupted(scaled)
         return scaled
     host = projection_host(settings, log) if read_models else None
     store = facade(settings, log, payloads, mail, host, shredding=shred, purge_jobs=jobs)
     quotas(settings, mail, log, host)
     store.group_resolver = _groups(settings)
+    store.identifier_check = partial(_check_identifier, settings)
     store.catch_up()
     _finish_interrupted(store)
     return store
@@ -261,6 +263,17 @@ def _finish_interrupted(store: Letterlog) -> None:
 def _groups(settings: Settings) -> Callable[[str], frozenset[str]]:
     """A caller's groups, from the user directory built on first use."""
     return lambda user: group_resolver(settings)(user)
+
+
+def _check_identifier(settings: Settings, identifier: str) -> None:
+    """An ACL identifier must name someone in the user directory (``UnknownIdentifier``);
+    a store without one (its default passwd-file absent) has nobody to check against."""
+    from domain.directory import check_identifier
+
+    found = directory(settings)
+    if getattr(found, "absent", False):
+        return
+    check_identifier(found, identifier)
 
 
 def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:

@@ -32,28 +32,41 @@ from domain.errors import (
     PermissionDenied,
 )
 from domain.mailbox import Mailbox
+from domain.results import Delivery
 from domain.rights import (
     COMMAND_RIGHTS,
     RIGHT_NAMES,
     Caller,
     flag_rights,
+    kept_on_arrival,
     missing,
     rights_of,
     rights_string,
 )
 from domain.roots import SHARED, parse_root
-from domain.values import DELIMITER, FlagMode, apply_flag_mode, normalise_address, validate_flags
+from domain.values import (
+    DELIMITER,
+    FlagMode,
+    MessageState,
+    apply_flag_mode,
+    normalise_address,
+    validate_flags,
+)
 
 if TYPE_CHECKING:
     from adapters.embedded import Letterlog
-    from domain.results import Change, Delivery, Upload
+    from domain.results import Change, Upload
+
+_NAME_FIELDS = frozenset({"name", "mailbox_id", "account", "role", "noselect", "subscribed",
+                          "rights", "path"})
+"""What a listing shows of a mailbox the caller may look up ('l') but not read ('r')."""
 
 
 class CallerView:
     """``store`` as ``caller``: the same commands, each checked first."""
 
     def __init__(self, store: Letterlog, caller: Caller) -> None:
-        self.store = store
+        self._store = store
         self.caller = caller
         self._seen: dict[Any, Any] = {}  # what the checks read, while the log ends at
         self._seen_at = -1  # this position (nobody has appended since: still current)
@@ -61,7 +74,7 @@ class CallerView:
     def _current(self) -> dict[Any, Any]:
         """The checks' memo of roots and mailboxes, dropped whenever the log has grown (one
         cheap query for its head, as the command side's own cache does)."""
-        head = self.store.mail.uow.head()
+        head = self._store.mail.uow.head()
         if head != self._seen_at:
             self._seen, self._seen_at = {}, head
         return self._seen
@@ -74,10 +87,10 @@ class CallerView:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.store.close()
+        self._store.close()
 
     def close(self) -> None:
-        self.store.close()
+        self._store.close()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -96,7 +109,7 @@ class CallerView:
         return root
 
     def _root(self) -> tuple[str, str]:
-        found = self.store.mail.root(self.user)
+        found = self._store.mail.root(self.user)
         if found:
             return parse_root(found)
         try:
@@ -144,7 +157,7 @@ class CallerView:
             seen = self._current()
             key = ("mailbox", address, mailbox)
             if key not in seen:
-                seen[key] = self.store.mail.mailbox_of(address, mailbox)
+                seen[key] = self._store.mail.mailbox_of(address, mailbox)
             mb = seen[key]
         except NotFound:
             raise self._hidden(account, mailbox) from None
@@ -171,11 +184,11 @@ class CallerView:
                  needed: str | None = None) -> tuple[str, Mailbox]:
         hidden = MessageNotFound(f"message {message_id} does not exist")
         try:
-            m = self.store.mail.message(message_id)
+            m = self._store.mail.message(message_id)
             if m.mailbox_id is None:
                 raise hidden
-            mb = self.store.mail.mailbox(m.mailbox_id)
-            address = self.store.mail.uow.account_by_id(m.account_id).address
+            mb = self._store.mail.mailbox(m.mailbox_id)
+            address = self._store.mail.uow.account_by_id(m.account_id).address
         except NotFound:
             raise hidden from None
         try:
@@ -192,97 +205,131 @@ class CallerView:
     def _owner(self, command: str, account: str) -> str:
         """Account-wide reads and writes: the account's owner only."""
         address = normalise_address(account)
-        if self.user.casefold() != address:
+        if self.user != address:
             raise PermissionDenied(
                 f"permission denied: {command} of {address} is for its owner; {self.user} is"
                 " not", missing="owner", command=command)
         return address
 
     # -- commands ---------------------------------------------------------------------------
+    def _arrival(self, command: str, fields: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """``fields`` of a delivery or upload as the caller may give them: checked ('i'),
+        its flags and labels cut to what its rights on the target allow (RFC 4314: ``s``,
+        ``t``, ``w``; dropped, as Dovecot drops them); and those rights."""
+        address, mb = self._need(command, "mailbox", fields.get("account", ""),
+                                 fields.get("mailbox", "INBOX"))
+        rights = rights_string(rights_of(self.caller, address, mb.acl))
+        flags, labels = kept_on_arrival(fields.get("flags") or (), fields.get("labels") or (),
+                                        rights)
+        return {**fields, "flags": flags, "labels": labels}, rights
+
+    def _answer(self, delivery: Delivery, rights: str) -> Delivery:
+        """A delivery's answer as the caller may see it: an idempotency key that an earlier
+        delivery claimed answers that delivery, which the caller may not read (another
+        mailbox of the account, or this one without 'r'): then nothing of that message
+        (its UID, UIDVALIDITY, hash, modseq) is told."""
+        if not delivery.duplicate:
+            return delivery
+        try:
+            mb = self._store.mail.mailbox(delivery.mailbox_id)
+            address = self._store.mail.uow.account_by_id(mb.account_id).address
+            readable = "r" in rights_of(self.caller, address, mb.acl)
+        except NotFound:
+            readable = False
+        if readable:
+            return delivery
+        return Delivery(message_id=delivery.message_id, mailbox_id=delivery.mailbox_id,
+                        uid=0, uidvalidity=0, size=delivery.size, sha256="", modseq=0,
+                        position=delivery.position, duplicate=True)
+
     def deliver(self, **fields: Any) -> Delivery:
-        self._need("deliver", "mailbox", fields.get("account", ""),
-                   fields.get("mailbox", "INBOX"))
-        return self.store.deliver(**fields)
+        checked, rights = self._arrival("deliver", fields)
+        return self._answer(self._store.deliver(**checked), rights)
 
     def check_delivery(self, **fields: Any) -> None:
-        self._need("deliver", "mailbox", fields.get("account", ""),
-                   fields.get("mailbox", "INBOX"))
-        self.store.check_delivery(**fields)
+        checked, _ = self._arrival("deliver", fields)
+        self._store.check_delivery(**checked)
 
     def begin_upload(self, **fields: Any) -> Upload:
-        self._need("begin_upload", "mailbox", fields.get("account", ""),
-                   fields.get("mailbox", "INBOX"))
-        return self.store.begin_upload(**fields)
+        checked, _ = self._arrival("begin_upload", fields)
+        return self._store.begin_upload(**checked)
 
     def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:
         self._message("append_chunk", message_id)
-        return self.store.append_chunk(message_id, index, data)
+        return self._store.append_chunk(message_id, index, data)
 
     def complete_upload(self, message_id: UUID) -> Delivery:
         self._message("complete_upload", message_id)
-        return self.store.complete_upload(message_id)
+        return self._store.complete_upload(message_id)
 
     def extract(self, message_id: UUID) -> bytes:
         self._message("extract", message_id)
-        return self.store.extract(message_id)
+        return self._store.extract(message_id)
 
     def extract_to(self, message_id: UUID, path: str | os.PathLike[str], *,
                    force: bool = False) -> dict[str, Any]:
         self._message("extract", message_id)
-        return self.store.extract_to(message_id, path, force=force)
+        return self._store.extract_to(message_id, path, force=force)
 
     def extract_to_stream(self, message_id: UUID, out: BinaryIO) -> dict[str, Any]:
         self._message("extract", message_id)
-        return self.store.extract_to_stream(message_id, out)
+        return self._store.extract_to_stream(message_id, out)
 
     def show(self, message_id: UUID) -> dict[str, Any]:
         self._message("show", message_id)
-        return self.store.show(message_id)
+        return self._store.show(message_id)
 
     def flag(self, message_id: UUID, flags: Iterable[str], mode: str = "add") -> Change:
         flags = list(flags)
         try:
-            current = self.store.mail.message(message_id).flags
+            current = self._store.mail.message(message_id).flags
             wanted = validate_flags(flags)
             changed = apply_flag_mode(current, wanted, FlagMode(mode)) ^ frozenset(current)
         except (NotFound, InvalidCommand, ValueError):
             changed = frozenset(flags)
         self._message("flag", message_id, needed=flag_rights(changed) or "w")
-        return self.store.flag(message_id, flags, mode)
+        return self._store.flag(message_id, flags, mode)
 
     def label(self, message_id: UUID, add: Iterable[str] = (),
               remove: Iterable[str] = ()) -> Change:
         self._message("label", message_id)
-        return self.store.label(message_id, add, remove)
+        return self._store.label(message_id, add, remove)
 
     def set_policy(self, message_id: UUID, extract_limit: int | None = None,
                    extract_until: datetime | None = None) -> Change:
         self._message("set_policy", message_id)
-        return self.store.set_policy(message_id, extract_limit, extract_until)
+        return self._store.set_policy(message_id, extract_limit, extract_until)
 
     def move(self, message_id: UUID, mailbox: str) -> Change:
         address, _ = self._message("move", message_id, "source")
         self._need("move", "target", address, mailbox)
-        return self.store.move(message_id, mailbox)
+        return self._store.move(message_id, mailbox)
 
     def copy(self, message_id: UUID, mailbox: str) -> Delivery:
         address, _ = self._message("copy", message_id, "source")
-        self._need("copy", "target", address, mailbox)
-        return self.store.copy(message_id, mailbox)
+        _, target = self._need("copy", "target", address, mailbox)
+        rights = rights_string(rights_of(self.caller, address, target.acl))
+        return self._store.copy(message_id, mailbox, target_rights=rights)
 
     def delete(self, message_id: UUID) -> Change:
         self._message("delete", message_id)
-        return self.store.delete(message_id)
+        return self._store.delete(message_id)
 
     def restore(self, message_id: UUID) -> Change:
         self._message("restore", message_id)
-        return self.store.restore(message_id)
+        return self._store.restore(message_id)
 
     def expunge(self, message_ids: Iterable[UUID]) -> Change:
         ids = list(message_ids)
         for message_id in ids:
             self._message("expunge", message_id)
-        return self.store.expunge(ids)
+            m = self._store.mail.message(message_id)
+            if m.state != MessageState.DELETED.value and "\\Deleted" not in m.flags:
+                raise InvalidCommand(
+                    f"message {message_id} is not marked \\Deleted: an expunge removes only "
+                    "messages marked \\Deleted or deleted (RFC 3501 EXPUNGE, RFC 4314 'e'); "
+                    "nothing was expunged")
+        return self._store.expunge(ids)
 
     def _parent(self, command: str, account: str, mailbox: str) -> None:
         """``k`` on the mailbox above ``mailbox`` (a top-level one: the owner only, inside
@@ -295,7 +342,7 @@ class CallerView:
         root_account, base = self.root()
         if address == root_account and base:
             raise self._hidden(account, mailbox)
-        if self.user.casefold() != address:
+        if self.user != address:
             raise PermissionDenied(
                 f"permission denied: {self.user} may not create top-level mailboxes of"
                 f" {address} ({command} needs 'k' on the parent; only the owner has it at"
@@ -308,37 +355,41 @@ class CallerView:
                                    f"administrator's; {self.user} may not",
                                    missing="administrator", command="create_mailbox")
         self._parent("create_mailbox", account, mailbox)
-        return self.store.create_mailbox(account, mailbox, role)
+        return self._store.create_mailbox(account, mailbox, role)
 
     def rename_mailbox(self, account: str, mailbox: str, new_name: str) -> Change:
         self._need("rename_mailbox", "mailbox", account, mailbox)
         self._parent("rename_mailbox", account, new_name)
-        return self.store.rename_mailbox(account, mailbox, new_name)
+        return self._store.rename_mailbox(account, mailbox, new_name)
 
     def delete_mailbox(self, account: str, mailbox: str) -> Change:
         self._need("delete_mailbox", "mailbox", account, mailbox)
-        return self.store.delete_mailbox(account, mailbox)
+        return self._store.delete_mailbox(account, mailbox)
 
-    def subscribe(self, account: str, mailbox: str) -> Change:
-        self._need("subscribe", "mailbox", account, mailbox)
-        return self.store.subscribe(account, mailbox)
+    def subscribe(self, account: str, mailbox: str, *, create_account: bool = False
+                  ) -> Change:
+        """The account's subscriptions are its owner's list: the owner's only."""
+        if create_account:
+            raise PermissionDenied(f"permission denied: creating an account is the "
+                                   f"administrator's; {self.user} may not",
+                                   missing="administrator", command="subscribe")
+        return self._store.subscribe(self._owner("subscribe", account), mailbox)
 
     def unsubscribe(self, account: str, mailbox: str) -> Change:
-        self._need("unsubscribe", "mailbox", account, mailbox)
-        return self.store.unsubscribe(account, mailbox)
+        return self._store.unsubscribe(self._owner("unsubscribe", account), mailbox)
 
     # -- ACLs (RFC 4314: GETACL and SETACL need 'a'; MYRIGHTS any right) -------------------
     def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
         self._need("acl_get", "mailbox", account, mailbox)
-        return self.store.acl_get(account, mailbox)
+        return self._store.acl_get(account, mailbox)
 
     def acl_set(self, account: str, mailbox: str, identifier: str, rights: str) -> Change:
         self._need("acl_set", "mailbox", account, mailbox)
-        return self.store.acl_set(account, mailbox, identifier, rights)
+        return self._store.acl_set(account, mailbox, identifier, rights)
 
     def acl_delete(self, account: str, mailbox: str, identifier: str) -> Change:
         self._need("acl_delete", "mailbox", account, mailbox)
-        return self.store.acl_delete(account, mailbox, identifier)
+        return self._store.acl_delete(account, mailbox, identifier)
 
     def my_rights(self, account: str, mailbox: str) -> str:
         """The caller's rights on the mailbox (RFC 4314 MYRIGHTS); none at all is not
@@ -351,31 +402,31 @@ class CallerView:
     # -- queries ----------------------------------------------------------------------------
     def messages(self, account: str, mailbox: str = "INBOX", **options: Any) -> Any:
         self._need("messages", "mailbox", account, mailbox)
-        return self.store.messages(account, mailbox, **options)
+        return self._store.messages(account, mailbox, **options)
 
     def search(self, account: str, mailbox: str = "INBOX", **options: Any) -> Any:
         self._need("search", "mailbox", account, mailbox)
-        return self.store.search(account, mailbox, **options)
+        return self._store.search(account, mailbox, **options)
 
     def mailbox_status(self, account: str, mailbox: str = "INBOX") -> dict[str, Any]:
         self._need("mailbox_status", "mailbox", account, mailbox)
-        return self.store.mailbox_status(account, mailbox)
+        return self._store.mailbox_status(account, mailbox)
 
     def body(self, account: str, mailbox: str, uid: int) -> Iterator[bytes]:
         self._need("body", "mailbox", account, mailbox)
-        return self.store.body(account, mailbox, uid)
+        return self._store.body(account, mailbox, uid)
 
     def counters(self, account: str) -> dict[str, Any]:
-        return self.store.counters(self._owner("counters", account))
+        return self._store.counters(self._owner("counters", account))
 
     def usage(self, account: str) -> dict[str, Any]:
-        return self.store.usage(self._owner("usage", account))
+        return self._store.usage(self._owner("usage", account))
 
     def subscriptions(self, account: str) -> list[str]:
-        return self.store.subscriptions(self._owner("subscriptions", account))
+        return self._store.subscriptions(self._owner("subscriptions", account))
 
     def label_messages(self, account: str, label: str, **options: Any) -> Any:
-        return self.store.label_messages(self._owner("label_messages", account), label,
+        return self._store.label_messages(self._owner("label_messages", account), label,
                                          **options)
 
     def mailbox_list(self, account: str | None = None) -> list[dict[str, Any]]:
@@ -385,13 +436,24 @@ class CallerView:
         return [row for row in self.mailboxes()
                 if account is None or row["account"] == normalise_address(account)]
 
+    def _listed(self, row: dict[str, Any], rights: frozenset[str]) -> dict[str, Any]:
+        """A listing's row as the caller may see it: a mailbox's state (UIDNEXT,
+        UIDVALIDITY, counts) is STATUS, which needs 'r' (RFC 4314 section 4); 'l' alone shows
+        the name. Subscriptions are the owner's: another user sees none."""
+        if self.user != row["account"]:
+            row["subscribed"] = False
+        if "r" not in rights:
+            for key in [k for k in row if k not in _NAME_FIELDS]:
+                del row[key]
+        return row
+
     def mailboxes(self) -> list[dict[str, Any]]:
         """Every mailbox the caller may look up: its root's (relative paths), then the
         other accounts' (``shared/<account>/<mailbox>``), from the ``visible_mailboxes``
         index (one scan per identifier naming the caller)."""
         from projections.access_queries import visible_mailboxes
 
-        store = self.store
+        store = self._store
         root_account, base = self.root()
         out: list[dict[str, Any]] = []
         if root_account:
@@ -405,9 +467,10 @@ class CallerView:
                 mb = store.mail.mailbox(UUID(row["mailbox_id"]))
                 rights = rights_of(self.caller, root_account, mb.acl)
                 if "l" in rights:
-                    out.append({**row, "account": root_account,
-                                "rights": rights_string(rights),
-                                "path": self.path_of(root_account, row["name"])})
+                    out.append(self._listed({**row, "account": root_account,
+                                             "rights": rights_string(rights),
+                                             "path": self.path_of(root_account,
+                                                                  row["name"])}, rights))
         host = store._read()
         found = list(store._query(lambda: visible_mailboxes(
             host.tables, self.caller.identifiers(), host.physical)))
@@ -426,10 +489,10 @@ class CallerView:
                 continue
             rights = rights_of(self.caller, address, mb.acl)
             if "l" in rights:
-                shared.append({"name": mb.name, "mailbox_id": str(mailbox_id),
-                               "account": address, "role": mb.role,
-                               "uidvalidity": mb.uidvalidity, "uidnext": mb.uidnext,
-                               "noselect": mb.deleted, "subscribed": False,
-                               "rights": rights_string(rights),
-                               "path": self.path_of(address, mb.name)})
+                shared.append(self._listed(
+                    {"name": mb.name, "mailbox_id": str(mailbox_id), "account": address,
+                     "role": mb.role, "uidvalidity": mb.uidvalidity, "uidnext": mb.uidnext,
+                     "noselect": mb.deleted, "subscribed": False,
+                     "rights": rights_string(rights), "path": self.path_of(address, mb.name)},
+                    rights))
         return out + sorted(shared, key=lambda r: str(r["path"]))

@@ -12,7 +12,7 @@ from domain.errors import InvalidCommand, NotFound
 from domain.mailbox import Mailbox
 from domain.results import Change
 from domain.rights import apply_change, validate_identifier
-from domain.roots import VirtualRoot, parse_root, root_id_for
+from domain.roots import VirtualRoot, parse_root, root_id_for, validate_user
 from domain.unit_of_work import Commands
 from domain.values import validate_mailbox_name
 
@@ -68,7 +68,7 @@ class AccessCommands(Commands):
 
     def root(self, user: str) -> str | None:
         """The user's root (``account[/path]``), or None."""
-        found = self._root(user)
+        found = self._root(validate_user(user))
         return found.root if found is not None and found.root else None
 
     def _root(self, user: str) -> VirtualRoot | None:
@@ -81,6 +81,7 @@ class AccessCommands(Commands):
         """Sets ``user``'s virtual root to ``account[/path]``; the account must exist, and
         the mailbox ``path`` too when one is given."""
         account, path = parse_root(root)
+        user = validate_user(user)
         uow = self.uow
 
         def attempt() -> Change:
@@ -100,6 +101,7 @@ class AccessCommands(Commands):
 
     def delete_root(self, user: str) -> Change:
         """Removes ``user``'s root (the event keeps it); ``RootNotFound`` if it has none."""
+        user = validate_user(user)
         uow = self.uow
 
         def attempt() -> Change:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from domain.errors import LetterlogError
+from domain.errors import InvalidCommand, LetterlogError
+from domain.identity import GROUP, NEGATIVE, is_special
 
 
 @dataclass(frozen=True, order=True)
@@ -27,15 +28,35 @@ class DirectoryUser:
     groups: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, order=True)
+class SkippedEntry:
+    """A directory entry that was left out of an answer: ``where`` (``file:line``, an LDAP
+    DN), ``reason`` (never the entry's text: a passwd-file line holds a password hash) and
+    the user it would have named, when that much could be read (its name as the identity
+    rule has it)."""
+
+    where: str
+    reason: str
+    name: str | None = None
+
+
 class Directory(Protocol):
-    """Where users and their groups come from."""
+    """Where users and their groups come from. Names (users and groups) are answered as
+    the identity rule has them (``domain.identity``); an entry the rule refuses, or that
+    cannot be read, is skipped (``skipped()``), and a user named by a skipped entry cannot
+    be asked about (``DirectoryInvalid``): its groups are not known."""
 
     def users(self) -> list[DirectoryUser]:
         """Every user, each with its groups, in name order."""
         ...
 
     def user(self, name: str) -> DirectoryUser | None:
-        """The user called ``name`` (exactly), or None if the directory does not know it."""
+        """The user called ``name`` (as the identity rule has it), or None if the directory
+        does not know it."""
+        ...
+
+    def skipped(self) -> list[SkippedEntry]:
+        """The entries the last answer left out (none before the first)."""
         ...
 
 
@@ -69,3 +90,36 @@ def groups_of(directory: Directory, name: str) -> frozenset[str]:
     ``DirectoryUnavailable`` if the directory does not answer."""
     user = directory.user(name)
     return user.groups if user is not None else frozenset()
+
+
+class UnknownIdentifier(InvalidCommand):
+    """An ACL identifier that names no user or group of the directory: stored, it would
+    grant or deny nobody (a denial that denies nobody is worse than none: it looks like
+    one)."""
+
+
+def check_identifier(directory: Directory, identifier: str) -> None:
+    """``UnknownIdentifier`` unless ``identifier`` (as the identity rule has it) names a user
+    the directory knows, a group one of its users belongs to, ``anyone`` or
+    ``authenticated``, each also negative. ``DirectoryUnavailable`` when it does not
+    answer (nothing is stored then either)."""
+    if is_special(identifier):
+        return
+    name = identifier.removeprefix(NEGATIVE)
+    if name.startswith(GROUP):
+        group = name[len(GROUP):]
+        if any(group in user.groups for user in directory.users()):
+            return
+        raise UnknownIdentifier(f"identifier: {identifier!r}: no user of the directory is in "
+                                f"the group {group!r} (an entry for it would "
+                                f"{'deny' if identifier.startswith(NEGATIVE) else 'grant'}"
+                                " nobody; letterlog users list shows the directory)")
+    try:
+        known = directory.user(name) is not None
+    except DirectoryInvalid:
+        known = True  # a user whose line is malformed is still a user
+    if not known:
+        raise UnknownIdentifier(f"identifier: {identifier!r}: the directory knows no user "
+                                f"{name!r} (an entry for it would "
+                                f"{'deny' if identifier.startswith(NEGATIVE) else 'grant'}"
+                                " nobody; letterlog users list shows the directory)")

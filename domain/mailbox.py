@@ -16,6 +16,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import InvalidState
+from domain.identity import identifier_of_event
 from domain.rights import validate_identifier
 
 _NO_ACL: Mapping[str, str] = MappingProxyType({})
@@ -93,10 +94,11 @@ class Mailbox(MailAggregate):
 
         def apply(self, aggregate: Any) -> None:
             acl = dict(aggregate.acl)
+            ident = identifier_of_event(self.identifier)  # an old event's other spelling
             if self.new_rights:
-                acl[self.identifier] = self.new_rights
+                acl[ident] = self.new_rights
             else:
-                acl.pop(self.identifier, None)
+                acl.pop(ident, None)
             aggregate._acl = acl
 
     @classmethod
@@ -141,7 +143,14 @@ class Mailbox(MailAggregate):
     def set_rights(self, identifier: str, rights: str) -> bool:
         """Sets the rights of ``identifier`` (``""``: removes its entry); False when that is
         what they are already (nothing happens)."""
-        ident = validate_identifier(identifier)
+        return self._change_rights(validate_identifier(identifier), rights)
+
+    def inherit_acl(self, acl: Mapping[str, str]) -> None:
+        """A new mailbox's ACL: a copy of its parent's (entries as they are stored)."""
+        for identifier, rights in sorted(acl.items()):
+            self._change_rights(identifier, rights)
+
+    def _change_rights(self, ident: str, rights: str) -> bool:
         old = self.acl.get(ident, "")
         if old == rights:
             return False
@@ -155,5 +164,5 @@ class Mailbox(MailAggregate):
         if self.deleted:
             raise InvalidState(f"mailbox: {self.name!r} was already deleted")
         for identifier in sorted(self.acl):  # its ACL goes first, each entry with its rights
-            self.set_rights(identifier, "")
+            self._change_rights(identifier, "")  # as stored, even one the rule now refuses
         self.trigger_event(self.Deleted, account_id=self.account_id, name=self.name)

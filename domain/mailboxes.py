@@ -10,7 +10,7 @@ from domain.errors import AccountNotFound, MailboxHasInferiors
 from domain.mailbox import Mailbox
 from domain.results import Change
 from domain.unit_of_work import Commands
-from domain.values import Role
+from domain.values import DELIMITER, Role
 
 
 class MailboxCommands(Commands):
@@ -20,7 +20,9 @@ class MailboxCommands(Commands):
         self, account: str, mailbox: str, role: str = "", *, create_account: bool = False
     ) -> Change:
         """Creates ``mailbox``; an account that does not exist is ``AccountNotFound`` unless
-        ``create_account`` (then it is opened with its INBOX in the same append)."""
+        ``create_account`` (then it is opened with its INBOX in the same append). A mailbox
+        below another starts with a copy of its parent's ACL (as Dovecot's ACL plugin
+        does), each entry an ``AclChanged`` of the same append."""
         cmd = build(CreateMailbox, account=account, mailbox=mailbox, role=Role(role))
         uow = self.uow
 
@@ -28,6 +30,9 @@ class MailboxCommands(Commands):
             acc, fresh = self._account_for(cmd.account, create_account)
             mailbox_id, uidvalidity = acc.register_mailbox(cmd.mailbox, cmd.role)
             mb = Mailbox.create(mailbox_id, acc.id, cmd.mailbox, cmd.role.value, uidvalidity)
+            parent, sep, _ = cmd.mailbox.rpartition(DELIMITER)
+            if sep and acc.has_mailbox(parent):  # a child starts with its parent's ACL
+                mb.inherit_acl(uow.mailbox(acc.mailbox(parent)[0]).acl)
             positions = uow.save(acc, *fresh, mb)
             return Change(positions, {"mailbox_id": str(mailbox_id), "uidvalidity": uidvalidity,
                                       "account_created": bool(fresh)})

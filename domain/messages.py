@@ -18,6 +18,7 @@ from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
 from domain.results import Change, Delivery, Reservation
+from domain.rights import kept_on_arrival
 from domain.rulecommands import arrival_rule_events
 from domain.unit_of_work import Commands
 from domain.values import FlagMode, MessageState, apply_flag_mode
@@ -91,7 +92,11 @@ class MessageCommands(Commands):
 
         return uow.run(attempt)
 
-    def copy(self, message_id: UUID, mailbox: str) -> Delivery:
+    def copy(self, message_id: UUID, mailbox: str, *,
+             target_rights: str | None = None) -> Delivery:
+        """A copy in ``mailbox`` of the same account. ``target_rights``: a user's rights on
+        the target, which decide the flags and labels the copy keeps (RFC 4314: ``s``,
+        ``t``, ``w``; ``domain.rights.kept_on_arrival``); None keeps them all."""
         cmd = build(CopyMessage, message_id=message_id, mailbox=mailbox)
         copy_id = new_message_id()
         uow = self.uow
@@ -104,6 +109,9 @@ class MessageCommands(Commands):
             account = uow.account_by_id(src.account_id)
             if self.quotas.applies(account):  # a copy takes room; a move takes none
                 self.quotas.check(account, 1, src.size)
+            flags, labels = sorted(src.flags), sorted(src.labels)
+            if target_rights is not None:
+                flags, labels = kept_on_arrival(flags, labels, target_rights)
             uid = target.allocate_uids([copy_id])
             new = Message.deliver(copy_id, Arrival(
                 account_id=src.account_id,
@@ -114,8 +122,8 @@ class MessageCommands(Commands):
                 sha256=src.sha256,
                 inline=src.inline,
                 internal_date=src.internal_date,
-                flags=sorted(src.flags),
-                labels=sorted(src.labels),
+                flags=flags,
+                labels=labels,
                 policy=src.policy.as_dict(),
                 thread_id=src.thread_id,
                 facts=dict(src.facts),
@@ -146,6 +154,10 @@ class MessageCommands(Commands):
 
         def attempt() -> Change:
             msg = uow.message(message_id)
+            if msg.state == MessageState.DELETED.value:  # it counts again: it takes room
+                account = uow.account_by_id(msg.account_id)
+                if self.quotas.applies(account):
+                    self.quotas.check(account, 1, msg.size)
             if not msg.restore(self.clock()):
                 return Change()
             return Change(uow.save(msg))

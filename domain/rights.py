@@ -5,7 +5,9 @@ A mailbox's ACL maps an identifier to a rights string. Identifiers: a user name,
 ``-anyone``). A caller's rights on a mailbox are the union of the rights of every positive
 identifier that names it (the user, each of its groups, ``anyone``, ``authenticated``)
 minus the union of the rights of every negative one (RFC 4314 section 2). The owner of an
-account (the user whose name is the account's address) has every right on its mailboxes.
+account (the user whose name is the account's address) has every right on its mailboxes
+less what the negative entries naming her take away, except ``a`` (she cannot lock herself
+out).
 
 ``COMMAND_RIGHTS`` is the single table mapping each letterlog command (and query) to the
 rights it needs, on which mailbox; ``docs/permissions.md`` shows it.
@@ -13,11 +15,11 @@ rights it needs, on which mailbox; ``docs/permissions.md`` shows it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from domain.errors import InvalidCommand
+from domain.identity import ANYONE, AUTHENTICATED, canonical_identifier, canonical_name
 
 RIGHTS = "lrswipkxtea"
 """RFC 4314's rights, in its order: lookup, read, seen, write, insert, post, create
@@ -29,9 +31,6 @@ RIGHT_NAMES = {
 }
 # RFC 2086's obsolete rights, still sent by old clients: c = k x, d = t e (RFC 4314 2.1.1)
 _OBSOLETE = {"c": "kx", "d": "te"}
-ANYONE = "anyone"
-AUTHENTICATED = "authenticated"
-_IDENTIFIER = re.compile(r"^-?[^\s\x00-\x1f\x7f,]{1,320}$")
 
 
 def parse_rights(text: str) -> frozenset[str]:
@@ -55,11 +54,12 @@ def rights_string(rights: Iterable[str]) -> str:
 
 
 def validate_identifier(identifier: str) -> str:
-    """A user, ``$group``, ``anyone`` or ``authenticated``, optionally negative (``-``)."""
-    ident = (identifier or "").strip()
-    if not _IDENTIFIER.match(ident) or ident in ("-", "$", "-$"):
-        raise InvalidCommand(f"identifier: {identifier!r} is not a user, $group, anyone or"
-                             " authenticated (a leading '-' makes it negative)")
+    """A user, ``$group``, ``anyone`` or ``authenticated``, optionally negative (``-``), as
+    the identity rule has it (``domain.identity.canonical_identifier``: Dovecot's
+    ``user=``/``group=`` mapped, any other syntax refused)."""
+    ident = canonical_identifier(identifier)
+    if len(ident) > 320:
+        raise InvalidCommand(f"identifier: {identifier!r} is longer than 320 characters")
     return ident
 
 
@@ -76,10 +76,17 @@ def apply_change(current: str, change: str) -> str:
 @dataclass(frozen=True)
 class Caller:
     """Who runs a command: the administrator (``user`` None: every right everywhere) or a
-    user, with the groups the directory gave it."""
+    user, with the groups the directory gave it; both named as the identity rule has them
+    (``domain.identity``), so that every comparison below is exact."""
 
     user: str | None = None
     groups: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.user is not None:
+            object.__setattr__(self, "user", canonical_name(self.user, "user"))
+        object.__setattr__(self, "groups", frozenset(canonical_name(g, "group")
+                                                     for g in self.groups))
 
     @property
     def admin(self) -> bool:
@@ -97,15 +104,18 @@ ADMIN = Caller()
 
 def rights_of(caller: Caller, owner: str, acl: Mapping[str, str]) -> frozenset[str]:
     """The rights ``caller`` has on a mailbox of the account ``owner`` with this ACL."""
-    if caller.user is None or caller.user.casefold() == owner.casefold():
+    if caller.user is None:
         return frozenset(RIGHTS)
+    owns = caller.user == owner
     if not acl:
-        return frozenset()
-    positive: set[str] = set()
+        return frozenset(RIGHTS) if owns else frozenset()
+    positive: set[str] = set(RIGHTS) if owns else set()
     negative: set[str] = set()
     for ident in caller.identifiers():
         positive.update(acl.get(ident, ""))
         negative.update(acl.get("-" + ident, ""))
+    if owns:  # her negative entries count, but she keeps 'a': she can always undo them
+        negative.discard("a")
     return frozenset(positive - negative)
 
 
@@ -126,17 +136,15 @@ COMMAND_RIGHTS: dict[str, dict[str, str]] = {
     "flag": {"mailbox": "w"},  # and "s" for \Seen, "t" for \Deleted (flag_rights)
     "label": {"mailbox": "w"},
     "set_policy": {"mailbox": "w"},
-    "move": {"source": "te", "target": "i"},
+    "move": {"source": "rte", "target": "i"},  # RFC 6851: the source is selected ('r')
     "copy": {"source": "r", "target": "i"},
     "delete": {"mailbox": "t"},
     "restore": {"mailbox": "t"},
-    "expunge": {"mailbox": "e"},
+    "expunge": {"mailbox": "e"},  # and only messages marked \\Deleted (RFC 3501 EXPUNGE)
     "create_mailbox": {"parent": "k"},
     "rename_mailbox": {"mailbox": "x", "parent": "k"},
     "delete_mailbox": {"mailbox": "x"},
     "mailbox_list": {"mailbox": "l"},
-    "subscribe": {"mailbox": "l"},
-    "unsubscribe": {"mailbox": "l"},
     "acl_get": {"mailbox": "a"},
     "acl_set": {"mailbox": "a"},
     "acl_delete": {"mailbox": "a"},
@@ -153,6 +161,17 @@ def flag_rights(flags: Iterable[str]) -> str:
     for flag in flags:
         need.add({"\\seen": "s", "\\deleted": "t"}.get(flag.lower(), "w"))
     return rights_string(need)
+
+
+def kept_on_arrival(flags: Iterable[str], labels: Iterable[str], rights: Iterable[str]
+                    ) -> tuple[list[str], list[str]]:
+    """The flags and labels a message put into a mailbox (a delivery, an upload, a copy)
+    keeps with these rights on it (RFC 4314 section 4, APPEND and COPY): ``\\Seen`` with
+    ``s``, ``\\Deleted`` with ``t``, any other flag or keyword, and labels, with ``w``; the
+    rest are dropped, as Dovecot drops them."""
+    have = set(rights)
+    kept = [f for f in flags if flag_rights([f]) in have]
+    return kept, (list(labels) if "w" in have else [])
 
 
 def missing(needed: str, have: frozenset[str]) -> str:

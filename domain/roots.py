@@ -18,6 +18,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.aggregate import MailAggregate
 from domain.errors import InvalidCommand
+from domain.identity import SPECIAL, canonical_name
 from domain.values import DELIMITER, account_id_for, name_uuid, normalise_address
 
 SHARED = "shared"
@@ -25,12 +26,15 @@ SHARED = "shared"
 
 
 def root_id_for(user: str) -> UUID:
-    return name_uuid("root:" + validate_user(user).casefold())
+    return name_uuid("root:" + validate_user(user))
 
 
 def validate_user(user: str) -> str:
-    name = (user or "").strip()
-    if not name or any(ch.isspace() or ord(ch) < 32 for ch in name) or name[0] in "-$":
+    """A user's name as the identity rule has it (``domain.identity``): ``NameRefused``
+    when the rule cannot make it unambiguous; a name that starts like a negative or group
+    identifier (``-``, ``$``) is no user's."""
+    name = canonical_name(user, "user")
+    if name[0] in "-$" or name in SPECIAL:
         raise InvalidCommand(f"user: {user!r} is not a user name")
     return name
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Literal
 
 from domain.errors import InvalidCommand
+from domain.identity import canonical_name
 from domain.speedups import uuid_of_int
 
 SYSTEM_FLAGS = frozenset({"\\Seen", "\\Answered", "\\Flagged", "\\Deleted", "\\Draft"})
@@ -52,12 +53,14 @@ class Role(StrEnum):
 
 
 def normalise_address(address: str) -> str:
-    """An account is named by its address; compare case-insensitively."""
-    a = (address or "").strip().lower()
+    """An account is named by its address, as the identity rule has it
+    (``domain.identity``: lower case; outside ASCII PRECIS UsernameCaseMapped, and a name it
+    cannot make unambiguous is ``NameRefused``)."""
+    a = (address or "").strip()
     local, sep, domain = a.rpartition("@")
     if not sep or not local or not domain or _SPACE.search(a) or "\x00" in a:
         raise InvalidCommand(f"account: {address!r} is not an e-mail address")
-    return a
+    return canonical_name(a, "account")
 
 
 @lru_cache(maxsize=65536)

@@ -9,6 +9,7 @@ position.
 
 from __future__ import annotations
 
+from domain.identity import identifier_of_event
 from domain.mailbox import Mailbox
 from projections import names as n
 from projections.codec import put
@@ -24,7 +25,7 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     if type(event) is not Mailbox.AclChanged:
         return []
     e: Mailbox.AclChanged = event
-    row, column = e.originator_id.bytes, acl_column(e.identifier)
+    row, column = e.originator_id.bytes, acl_column(identifier_of_event(e.identifier))
     if e.new_rights:
         return [put(T, row, column, e.new_rights.encode(), position)]
     return [DeleteColumn(T, row, column, position)]

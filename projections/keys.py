@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import TypeAlias
 from uuid import UUID
 
+from domain.identity import NameRefused, canonical_name
 from projections import names as n
 from projections.tablestore import Put
 
@@ -205,8 +206,12 @@ def visible_row(identifier: str, mailbox_id: UUID) -> bytes:
 
 
 def root_row(user: str) -> bytes:
-    """A user's name folded to lower case (users compare without regard to case)."""
-    return user.casefold().encode()
+    """A user's name as the identity rule has it (``domain.identity``); a name of an old
+    event that the rule refuses, folded to lower case (no user can act as it now)."""
+    try:
+        return canonical_name(user, "user").encode()
+    except NameRefused:
+        return user.casefold().encode()
 
 
 # -- purge_queue, purge_pointer --------------------------------------------------------------

@@ -15,6 +15,7 @@ outlives it.
 
 from __future__ import annotations
 
+from domain.identity import identifier_of_event
 from domain.mailbox import Mailbox
 from projections import names as n
 from projections.codec import put
@@ -33,7 +34,7 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     had, has = "l" in e.old_rights, "l" in e.new_rights
     if had == has:
         return []
-    row = visible_row(e.identifier, e.originator_id)
+    row = visible_row(identifier_of_event(e.identifier), e.originator_id)
     if has:
         return [put(T, row, n.VIS_ACCOUNT, e.account_id.bytes, position)]
     return [DeleteRow(T, row, position)]

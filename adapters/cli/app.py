@@ -95,6 +95,16 @@ class LazyGroup(TyperGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         return [*MODULE_OF, *[n for n in super().list_commands(ctx) if n not in MODULE_OF]]
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """The command, and which one it is (``group sub`` for a group's) in
+        ``state.command``: the caller's rule (``callers.RULES``) is decided on it."""
+        name, command, rest = super().resolve_command(ctx, args)
+        sub = None
+        if command is not None and hasattr(command, "commands"):
+            sub = next((a for a in rest if not a.startswith("-")), None)
+        state.command = f"{name} {sub}" if name and sub else name
+        return name, command, rest
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in MODULE_OF:
             return super().get_command(ctx, cmd_name)
@@ -162,6 +172,13 @@ def main_options(
 ) -> None:
     state.data = data or DEFAULT_DATA
     state.user = as_user
+    if as_user is not None:  # a user runs only what its rule lets it (callers.RULES)
+        from adapters.cli.callers import refusal
+        from domain.errors import PermissionDenied
+
+        why = refusal(state.command, as_user)
+        if why is not None:
+            raise PermissionDenied(why, missing="administrator", command=state.command or "")
     state.json = state.json or as_json
     state.exact_bytes = exact_bytes
     os.environ["LETTERLOG_DATA"] = str(state.data)

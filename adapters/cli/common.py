@@ -46,6 +46,7 @@ class State:
         self.json = False
         self.exact_bytes = False
         self.user: str | None = None  # --as USER: every command checked against its rights
+        self.command: str | None = None  # the command line's command ("group sub" for one)
         self._store: Any = None
         self._current: Any = None
 

@@ -42,15 +42,21 @@ def users_list() -> None:
     except DirectoryUnavailable as error:
         fail(str(error), 1)
     source = getattr(where, "source", "")
+    skipped = where.skipped()
     if state.json:
         for user in users:
             out({"name": user.name, "groups": sorted(user.groups)})
-        return
-    width = max([4, *(len(u.name) for u in users)])
-    typer.echo(f"{'USER':{width}}  GROUPS")
-    for user in users:
-        typer.echo(f"{user.name:{width}}  {', '.join(sorted(user.groups)) or '-'}")
-    typer.echo(f"{len(users)} user{'' if len(users) == 1 else 's'} from {source}", err=True)
+    else:
+        width = max([4, *(len(u.name) for u in users)])
+        typer.echo(f"{'USER':{width}}  GROUPS")
+        for user in users:
+            typer.echo(f"{user.name:{width}}  {', '.join(sorted(user.groups)) or '-'}")
+    # each skipped line was logged as a warning naming it (the directory's logger)
+    more = f" ({len(skipped)} skipped)" if skipped else ""
+    typer.echo(f"{len(users)} user{'' if len(users) == 1 else 's'}{more} from {source}",
+               err=True)
+    if skipped:
+        raise typer.Exit(1)  # done in part: the file needs mending
 
 
 @users_app.command("purge")

@@ -10,16 +10,30 @@ Every question opens a connection, binds (as ``bind_dn``, or anonymously when it
 searches with paged results (no server size limit cuts an answer short) and unbinds. A
 refused connection, a failed bind, a missing base DN, a size or time limit, or no answer
 within ``timeout`` seconds raise ``DirectoryUnavailable``: never a partial list of users.
+
+Names (``uid``, a group's ``cn``) are answered as the identity rule of ``domain.identity``
+has them. An entry whose name the rule refuses is skipped (``skipped()``, a warning naming
+its DN); two entries whose uids the rule makes one name are ambiguous: neither is answered,
+and asking for that user is ``DirectoryInvalid``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import re
 from typing import Any
 
-from domain.directory import DirectoryUnavailable, DirectoryUser
+from domain.directory import (
+    DirectoryInvalid,
+    DirectoryUnavailable,
+    DirectoryUser,
+    SkippedEntry,
+)
+from domain.identity import NameRefused, canonical_name
+
+log = logging.getLogger("letterlog.directory")
 
 USER_FILTER = "(uid=*)"
 GROUP_FILTER = "(|(objectClass=groupOfNames)(objectClass=posixGroup))"
@@ -43,6 +57,7 @@ class LdapDirectory:
         self.bind_dn = bind_dn or None
         self.password = password or None
         self.timeout = timeout
+        self._skipped: list[SkippedEntry] = []
 
     @property
     def source(self) -> str:
@@ -51,41 +66,94 @@ class LdapDirectory:
     # -- the port ---------------------------------------------------------------------------
     def users(self) -> list[DirectoryUser]:
         def ask(conn: Any) -> list[DirectoryUser]:
+            skipped: list[SkippedEntry] = []
             people = self._search(conn, self.base_dn, USER_FILTER, ["uid"])
-            names = {normal_dn(e["dn"]): _values(e, "uid") for e in people}
+            names = {normal_dn(e["dn"]): self._names(e, skipped) for e in people}
+            owners: dict[str, set[str]] = {}  # canonical name -> the DNs naming it
+            for dn, uids in names.items():
+                for name in uids:
+                    owners.setdefault(name, set()).add(dn)
+            ambiguous = {name for name, dns in owners.items() if len(dns) > 1}
+            skipped += [SkippedEntry(dn, f"{dn}: uid {name!r} is also another entry's "
+                                     f"({len(owners[name])} entries, after the identity "
+                                     "rule): ambiguous, every one skipped", name)
+                        for name in sorted(ambiguous) for dn in sorted(owners[name])]
             groups: dict[str, set[str]] = {}
             for group in self._search(conn, self.group_base_dn, GROUP_FILTER,
                                       ["cn", "member", "memberUid"]):
-                for cn in _values(group, "cn")[:1]:
+                for cn in self._group_names(group, skipped)[:1]:
                     for member in _values(group, "member"):
                         for name in names.get(normal_dn(member), []):
                             groups.setdefault(name, set()).add(cn)
                     for name in _values(group, "memberUid"):
-                        groups.setdefault(name, set()).add(cn)
+                        with contextlib.suppress(NameRefused):
+                            groups.setdefault(canonical_name(name), set()).add(cn)
+            self._note(skipped)
             return sorted({DirectoryUser(name, frozenset(groups.get(name, ())))
-                           for uids in names.values() for name in uids})
+                           for uids in names.values() for name in uids
+                           if name not in ambiguous})
 
         return self._asking(ask)
 
     def user(self, name: str) -> DirectoryUser | None:
         from ldap3.utils.conv import escape_filter_chars
 
+        try:
+            wanted = canonical_name(name, "user")
+        except NameRefused:
+            return None
+
         def ask(conn: Any) -> DirectoryUser | None:
-            uid = escape_filter_chars(name)
-            found = self._search(conn, self.base_dn, f"(uid={uid})", ["uid"])
+            uid = escape_filter_chars(wanted)
+            skipped: list[SkippedEntry] = []
+            # uid matches without regard to case on the server; the rule decides here
+            found = [e for e in self._search(conn, self.base_dn, f"(uid={uid})", ["uid"])
+                     if wanted in self._names(e, skipped)]
+            if len({normal_dn(e["dn"]) for e in found}) > 1:
+                raise DirectoryInvalid(
+                    f"{self.source}: uid {wanted!r} names {len(found)} entries (after the "
+                    "identity rule): ambiguous, the user's groups are unknown")
             if not found:
                 return None
             members = "".join(f"(member={escape_filter_chars(e['dn'])})" for e in found)
-            wanted = (f"(|(&(objectClass=groupOfNames)(|{members}))"
-                      f"(&(objectClass=posixGroup)(memberUid={uid})))")
-            groups = {cn for group in self._search(conn, self.group_base_dn, wanted, ["cn"])
-                      for cn in _values(group, "cn")[:1]}
-            # the name as the directory spells it (uid matches without regard to case)
-            stored = next((v for e in found for v in _values(e, "uid")
-                           if v.casefold() == name.casefold()), name)
-            return DirectoryUser(stored, frozenset(groups))
+            wanted_groups = (f"(|(&(objectClass=groupOfNames)(|{members}))"
+                             f"(&(objectClass=posixGroup)(memberUid={uid})))")
+            groups = {cn for group in self._search(conn, self.group_base_dn, wanted_groups,
+                                                   ["cn"])
+                      for cn in self._group_names(group, skipped)[:1]}
+            return DirectoryUser(wanted, frozenset(groups))
 
         return self._asking(ask)
+
+    def skipped(self) -> list[SkippedEntry]:
+        return list(self._skipped)
+
+    def _note(self, skipped: list[SkippedEntry]) -> None:
+        if sorted(skipped) != self._skipped:
+            for entry in skipped:
+                log.warning("user directory: skipped %s", entry.reason)
+        self._skipped = sorted(skipped)
+
+    @staticmethod
+    def _names(entry: dict[str, Any], skipped: list[SkippedEntry]) -> list[str]:
+        """An entry's uids as the identity rule has them; one it refuses is skipped."""
+        out = []
+        for value in _values(entry, "uid"):
+            try:
+                out.append(canonical_name(value, "user"))
+            except NameRefused as refused:
+                skipped.append(SkippedEntry(entry["dn"], f"{entry['dn']}: {refused}"))
+        return sorted(set(out))
+
+    @staticmethod
+    def _group_names(entry: dict[str, Any], skipped: list[SkippedEntry]) -> list[str]:
+        out = []
+        for value in _values(entry, "cn"):
+            try:
+                out.append(canonical_name(value, "group"))
+            except NameRefused as refused:
+                skipped.append(SkippedEntry(entry["dn"], f"{entry['dn']}: {refused}"))
+        return out
 
     # -- talking to the server --------------------------------------------------------------
     def _asking(self, question: Any) -> Any:

@@ -19,19 +19,23 @@ class Access(FacadePart):
     """Rights on mailboxes (RFC 4314) and users' virtual roots."""
 
     group_resolver: Callable[[str], frozenset[str]] | None = None  # bootstrap: the directory
+    # bootstrap: refuses an identifier that names nobody in the directory (UnknownIdentifier)
+    identifier_check: Callable[[str], None] | None = None
 
     def as_user(self, user: str, groups: Iterable[str] | None = None) -> CallerView:
         """This store acting as ``user``: every command and query checks its rights first
         (``PermissionDenied``). ``groups``: the user's groups, else asked of the group
         resolver (the user directory) when there is one, else none."""
         from adapters.caller import CallerView
+        from domain.identity import canonical_name
         from domain.rights import Caller
         from domain.roots import validate_user
 
         name = validate_user(user)
         if groups is None:
             groups = self.group_resolver(name) if self.group_resolver is not None else ()
-        return CallerView(self, Caller(name, frozenset(groups)))
+        return CallerView(self, Caller(name, frozenset(canonical_name(g, "group")
+                                                       for g in groups)))
 
     def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
         """The mailbox's ACL: identifier -> rights (RFC 4314 order)."""
@@ -39,10 +43,16 @@ class Access(FacadePart):
 
     def acl_set(self, account: str, mailbox: str, identifier: str, rights: str) -> Change:
         """Sets (``lrs``), adds to (``+w``) or takes from (``-w``) the rights of
-        ``identifier`` on the mailbox (an event carrying the old and new rights)."""
+        ``identifier`` on the mailbox (an event carrying the old and new rights). The
+        identifier as the identity rule has it (``NameRefused``); with a user directory,
+        one that names no user or group of it is ``UnknownIdentifier``."""
         from domain.access import check_rights_string
+        from domain.rights import validate_identifier
 
         check_rights_string(rights)
+        identifier = validate_identifier(identifier)
+        if self.identifier_check is not None:
+            self.identifier_check(identifier)
         return self._command(self.mail.acl_set, account, mailbox, identifier, rights)
 
     def acl_delete(self, account: str, mailbox: str, identifier: str) -> Change:

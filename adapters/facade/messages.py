@@ -29,8 +29,12 @@ class Messages(FacadePart):
         """Moves to ``mailbox`` of the same account; the message gets a new UID there."""
         return self._command(self.mail.move, message_id, mailbox)
 
-    def copy(self, message_id: UUID, mailbox: str) -> Delivery:
-        return self._command(self.mail.copy, message_id, mailbox)
+    def copy(self, message_id: UUID, mailbox: str, *,
+             target_rights: str | None = None) -> Delivery:
+        """A copy in ``mailbox``; ``target_rights`` (a user's): the flags and labels it
+        keeps follow them (RFC 4314 ``s``/``t``/``w``), None keeps all."""
+        return self._command(self.mail.copy, message_id, mailbox,
+                             target_rights=target_rights)
 
     def delete(self, message_id: UUID) -> Change:
         """Soft delete: hidden, restorable until purged."""

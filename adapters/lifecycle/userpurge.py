@@ -68,6 +68,12 @@ class PurgeMemory:
         users = self.read().get("users")
         return int(users) if users is not None else None
 
+    def previous_names(self) -> list[str] | None:
+        """The users of the last accepted answer (None: a file of an older letterlog,
+        which kept only their count)."""
+        names = self.read().get("names")
+        return [str(n) for n in names] if names is not None else None
+
     def last_run(self) -> datetime | None:
         at = self.read().get("accepted_at")
         return datetime.fromisoformat(at) if at else None
@@ -82,9 +88,12 @@ class PurgeMemory:
             os.close(fd)
         os.replace(tmp, self.path)
 
-    def accepted(self, users: int, at: datetime, source: str) -> None:
+    def accepted(self, users: int, at: datetime, source: str,
+                 names: list[str] | None = None) -> None:
         body = self.read()
         body.update(users=users, accepted_at=at.isoformat(), source=source)
+        if names is not None:
+            body["names"] = sorted(names)
         self._write(body)
 
     def refused(self, reason: str, at: datetime) -> None:
@@ -105,6 +114,8 @@ class UserPurgeReport:
     reason: str | None = None
     roots_removed: list[dict[str, str]] = field(default_factory=list)
     acl_removed: list[dict[str, str]] = field(default_factory=list)
+    # negative entries of unknown users: kept (removing one would widen access)
+    negative_kept: list[dict[str, str]] = field(default_factory=list)
     position: int | None = None  # the log position of the last removal
     dry_run: bool = False
 
@@ -113,7 +124,7 @@ class UserPurgeReport:
                 "directory": self.directory, "directory_users": self.directory_users,
                 "previous_users": self.previous_users, "memory": self.memory,
                 "roots_removed": self.roots_removed, "acl_removed": self.acl_removed,
-                "position": self.position}
+                "negative_kept": self.negative_kept, "position": self.position}
 
     def line(self) -> str:
         if self.status == "refused":
@@ -126,7 +137,14 @@ class UserPurgeReport:
                 f"{_count(self.directory_users or 0, 'user')} (last accepted: "
                 f"{self.previous_users if self.previous_users is not None else 'none'}); "
                 f"{verb} {_count(len(self.roots_removed), 'virtual root')} and "
-                f"{_count(len(self.acl_removed), 'ACL entry', 'ACL entries')} of unknown users")
+                f"{_count(len(self.acl_removed), 'ACL entry', 'ACL entries')} of unknown users"
+                + self._kept())
+
+    def _kept(self) -> str:
+        if not self.negative_kept:
+            return ""
+        kept = _count(len(self.negative_kept), "negative entry", "negative entries")
+        return f"; kept {kept} (removing one would widen access)"
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -161,8 +179,17 @@ def purge_users(directory: Directory, records: PermissionRecords, memory: PurgeM
         known = [user.name for user in directory.users()]
     except DirectoryError as error:
         return _refused(report, memory, str(error), now, dry_run)
+    skipped = directory.skipped() if hasattr(directory, "skipped") else []
+    if skipped:
+        return _refused(report, memory, (
+            f"the directory's answer skipped {_count(len(skipped), 'entry', 'entries')} it "
+            f"could not read ({', '.join(e.where for e in skipped[:3])}"
+            f"{', ...' if len(skipped) > 3 else ''}): a user behind one would lose its "
+            "records; mend them first"), now, dry_run)
     plan = plan_user_purge(known, previous, min_ratio, roots, acl,
-                           accept_shrink=accept_shrink)
+                           accept_shrink=accept_shrink, previous_names=memory.previous_names())
+    report.negative_kept = [{"account": a, "mailbox": m, "identifier": i, "rights": r}
+                            for a, m, i, r in plan.kept_negative]
     report.directory_users = plan.directory_users
     if plan.refused is not None:
         return _refused(report, memory, plan.refused, now, dry_run)
@@ -177,7 +204,7 @@ def purge_users(directory: Directory, records: PermissionRecords, memory: PurgeM
         report.acl_removed.append({"account": account, "mailbox": mailbox,
                                    "identifier": identifier, "rights": rights})
     if not dry_run:
-        memory.accepted(plan.directory_users, now, source)
+        memory.accepted(plan.directory_users, now, source, known)
     return report
 
 

@@ -21,6 +21,7 @@ from domain.errors import (
     AccountNotFound,
     InvalidCommand,
     MessageRejected,
+    PermissionDenied,
     QuotaExceeded,
     SettingsError,
     StoreBusy,
@@ -133,6 +134,8 @@ def _classify(error: BaseException) -> Outcome:
         return temporary(f"store busy, try again later: {text}")
     if isinstance(error, StoreUnavailable):
         return temporary(f"store unavailable: {text}", "4.3.2")
+    if isinstance(error, PermissionDenied):  # lda --as USER: a configuration to mend
+        return temporary(f"configuration: {text}", "4.3.5")
     if isinstance(error, SettingsError):
         return temporary(f"configuration: {text}", "4.3.5")
     if isinstance(error, OSError):

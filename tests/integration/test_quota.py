@@ -68,6 +68,26 @@ def test_a_copy_into_a_full_account_is_refused_a_move_takes_no_room(store):
     assert store.move(d.message_id, "Archive").changed
 
 
+def test_delete_deliver_restore_never_takes_an_account_past_its_limit(store):
+    """The cycle that took an account to 13 of 5 messages: each delete frees a place, a
+    delivery takes it, and the restore of the deleted message must find no room."""
+    ids = [store.deliver(account=GRACE, raw=mail(n)).message_id for n in range(5)]
+    store.set_quota(GRACE, messages=5)
+    for n, victim in enumerate(ids):
+        store.delete(victim)
+        store.deliver(account=GRACE, raw=mail(100 + n))
+        head = store.max_position()
+        with pytest.raises(QuotaExceeded) as refused:
+            store.restore(victim)
+        assert (refused.value.resource, refused.value.limit, refused.value.used) == (
+            "messages", 5, 5)
+        assert store.max_position() == head
+    assert store.usage(GRACE)["total"]["messages"] == 5
+    store.set_quota(GRACE, messages=6)  # with room, a restore is accepted
+    assert store.restore(ids[0]).changed
+    assert store.restore(ids[0]).changed is False  # restoring it again takes nothing
+
+
 def test_an_expunge_or_a_purge_frees_room_at_once(store):
     d = store.deliver(account=GRACE, raw=mail(1))
     store.set_quota(GRACE, messages=1)

@@ -20,7 +20,12 @@ from adapters.devservers import LdapServer
 from adapters.devservers.supervised import SupervisedServices
 from adapters.directory.ldap import LdapDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, purge_users
-from domain.directory import DirectoryUnavailable, DirectoryUser
+from domain.directory import (
+    DirectoryUnavailable,
+    DirectoryUser,
+    UnknownIdentifier,
+    check_identifier,
+)
 from tests.contracts.directory_contract import DirectoryContract
 from tests.factories import FakeRecords, records
 from tests.services.servers import ldap_of
@@ -78,6 +83,32 @@ class TestLdapDirectory(DirectoryContract):
         directory = self.make_directory({"ada@example.org": {"sales"}})
         assert directory.user("ADA@Example.org") == DirectoryUser("ada@example.org",
                                                                    frozenset({"sales"}))
+
+
+    def test_names_and_groups_are_answered_as_the_identity_rule_has_them(self) -> None:
+        directory = self.make_directory({"Sam@Example.org": {"Sales"}, "\uff42ob": set()})
+        assert directory.users() == [DirectoryUser("bob"),
+                                     DirectoryUser("sam@example.org", frozenset({"sales"}))]
+        assert directory.user("SAM@example.org") == DirectoryUser("sam@example.org",
+                                                                   frozenset({"sales"}))
+        assert directory.skipped() == []
+
+    def test_a_uid_the_rule_refuses_is_skipped_and_never_found_as_another(self) -> None:
+        # slapd's own matching may fold the long s to 's': the rule decides, not the server
+        directory = self.make_directory({"\u017fam@example.org": {"staff"}})
+        assert directory.users() == []
+        [entry] = directory.skipped()
+        assert "compatibility form" in entry.reason and entry.where.startswith("uid=")
+        assert directory.user("sam@example.org") is None
+        assert directory.user("\u017fam@example.org") is None
+
+    def test_an_identifier_must_name_someone_of_the_directory(self) -> None:
+        directory = self.make_directory({"ada@example.org": {"sales"}})
+        for known in ("ada@example.org", "-ada@example.org", "$sales", "-$sales", "anyone"):
+            check_identifier(directory, known)
+        for unknown in ("zed", "-zed", "$support", "-$support"):
+            with pytest.raises(UnknownIdentifier, match="nobody"):
+                check_identifier(directory, unknown)
 
 
 def directory(ldap: LdapServer, **options: Any) -> LdapDirectory:
@@ -175,9 +206,36 @@ def test_the_purge_removes_the_records_of_a_user_deleted_from_slapd(people, tmp_
     done = purge(people, recs, tmp_path)
     assert done.status == "purged" and done.directory_users == 2
     assert done.roots_removed == [{"user": "gone", "root": "shared@example.org/Projects"}]
-    assert {e["identifier"] for e in done.acl_removed} == {"gone", "-gone"}
-    assert "gone" not in recs.root and {e[2] for e in recs.acl} >= {"$sales", "anyone", "ada"}
+    assert {e["identifier"] for e in done.acl_removed} == {"gone"}
+    # the negative entry stays: removing it would give 'w' back to a returning "gone"
+    assert {e["identifier"] for e in done.negative_kept} == {"-gone"}
+    assert "gone" not in recs.root and {e[2] for e in recs.acl} >= {"$sales", "anyone", "ada",
+                                                                      "-gone"}
     assert PurgeMemory(tmp_path / "count.json").previous_users() == 2
+
+
+def test_the_purge_refuses_a_base_dn_on_another_branch_of_as_many_users(people, tmp_path):
+    """The base DN mistyped onto another branch that holds as many unrelated users: the
+    count check passes, the overlap with the last accepted users refuses it."""
+    assert purge(people, records(), tmp_path).status == "purged"  # ada, gone, grace
+    branch = f"ou=contractors-{uuid.uuid4().hex[:8]},{people.suffix}"
+    conn = people.connection()
+    added = [branch]
+    conn.add(branch, ["organizationalUnit"], {})
+    for uid in ("carl", "dora", "emil", "fay"):
+        added.append(f"uid={uid},{branch}")
+        conn.add(added[-1], ["inetOrgPerson"], {"uid": uid, "cn": uid, "sn": uid})
+    try:
+        wrong = directory(people, timeout=2)
+        wrong.base_dn = branch
+        recs = records()
+        report = purge_users(wrong, recs, PurgeMemory(tmp_path / "count.json"), min_ratio=0.5)
+        assert report.status == "refused" and recs.calls == []
+        assert "shares 0 of the 3 users of the last accepted answer" in report.reason
+    finally:
+        for dn in reversed(added):
+            conn.delete(dn)
+        conn.unbind()
 
 
 def test_the_purge_refuses_a_stopped_slapd_and_keeps_everything(slapd, people, tmp_path):
@@ -210,3 +268,38 @@ def test_the_purge_refuses_an_emptied_or_shrunken_subtree(people, tmp_path):
     empty = purge(people, recs, tmp_path, accept_shrink=True)
     assert empty.status == "refused" and "no user at all" in empty.reason
     assert recs.calls == [] and PurgeMemory(tmp_path / "count.json").previous_users() == 3
+
+
+def test_case_and_names_do_not_escape_rights_with_groups_from_slapd(people, tmp_path,
+                                                                    monkeypatch):
+    """The attacks of issue 41 with a real slapd as the directory: a negative entry on a
+    group holds whatever the case the user or the group is spelled in; an identifier that
+    names nobody in slapd is refused; a name the rule refuses acts as nobody."""
+    from adapters.embedded import Letterlog
+    from domain.errors import MailboxNotFound, PermissionDenied
+    from domain.identity import NameRefused
+    from tests.factories import make_mail
+
+    for key, value in store_env(people, tmp_path / "data").items():
+        if key.startswith("LETTERLOG_"):
+            monkeypatch.setenv(key, value)
+    owner = "owner@example.org"
+    with Letterlog.open(tmp_path / "data", durability="normal") as store:
+        store.deliver(account=owner, raw=make_mail("team"))
+        store.acl_set(owner, "INBOX", "anyone", "lr")
+        store.acl_set(owner, "INBOX", "-$SALES", "r")  # ada and gone are in sales
+        assert store.acl_get(owner, "INBOX") == {"-$sales": "r", "anyone": "lr"}
+        for spelled in ("ada", "ADA", "\uff41da"):
+            ada = store.as_user(spelled)
+            assert ada.caller.groups == {"sales"}
+            with pytest.raises(PermissionDenied):
+                ada.messages(owner, "INBOX")
+        assert len(store.as_user("Grace").messages(owner, "INBOX")) == 1  # in ops only
+        for nobody in ("user=zed", "-zed", "group=support", "-$support"):
+            with pytest.raises(UnknownIdentifier):
+                store.acl_set(owner, "INBOX", nobody, "lr")
+        store.acl_set(owner, "INBOX", "-user=Grace", "lr")
+        with pytest.raises(MailboxNotFound):
+            store.as_user("GRACE").messages(owner, "INBOX")
+        with pytest.raises(NameRefused):
+            store.as_user("\u0430da")  # Cyrillic a: would read as ada

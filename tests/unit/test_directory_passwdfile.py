@@ -3,11 +3,12 @@ named by file and line number (never by their content, which holds a password ha
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from adapters.directory.passwdfile import PasswdFileDirectory, parse
+from adapters.directory.passwdfile import PasswdFileDirectory, parse, read
 from domain.directory import DirectoryInvalid, DirectoryUnavailable, DirectoryUser, groups_of
 from tests.contracts.directory_contract import DirectoryContract
 
@@ -43,18 +44,57 @@ def test_an_extra_field_may_hold_colons_and_bare_keys():
     ("ada:{PLAIN}pw:1000:staff", "gid 'staff' is not a number"),
     ("ada:{PLAIN}pw::::::userdb_acl_groups=sales,,ops", "comma-separated list"),
     ("ada:{PLAIN}pw::::::=value", "not key=value"),
+    ("\u017fam:{PLAIN}pw", "compatibility form"),
+    ("\u0430da:{PLAIN}pw", "mixes the scripts Cyrillic, Latin"),
+    ("ada:{PLAIN}pw::::::userdb_acl_groups=\ufb01nance", "group"),
 ])
-def test_a_bad_line_is_named_by_file_and_number_never_by_its_content(line, says):
-    text = "good:{PLAIN}pw\n# comment\n" + line + "\n"
-    with pytest.raises(DirectoryInvalid, match=rf"^users\.passwd:3: .*{says}") as caught:
-        parse(text, "users.passwd")
-    assert "{PLAIN}pw" not in str(caught.value)
+def test_a_bad_line_is_skipped_named_by_file_and_number_never_by_its_content(line, says):
+    text = "good:{PLAIN}pw\n# comment\n" + line + "\nzed:{PLAIN}pw\n"
+    users, skipped = read(text, "users.passwd")
+    assert [u.name for u in users] == ["good", "zed"]  # everyone else is still answered
+    [entry] = skipped
+    assert entry.where == "users.passwd:3"
+    assert re.search(rf"^users\.passwd:3: .*{re.escape(says)}", entry.reason), entry.reason
+    assert "{PLAIN}pw" not in entry.reason
 
 
-def test_a_user_named_twice_is_an_error_naming_both_lines():
-    with pytest.raises(DirectoryInvalid, match=r"f:3: user 'ada' is named again \(first on "
-                                               r"line 1\)"):
-        parse("ada:x\nbob:y\nada:z\n", "f")
+def test_a_user_named_twice_after_the_rule_is_ambiguous_and_never_answered(tmp_path: Path):
+    path = tmp_path / "users.passwd"
+    path.write_text("Ada:x::::::userdb_acl_groups=interns\nbob:y\nada:z\n")
+    directory = PasswdFileDirectory(path)
+    assert directory.users() == [DirectoryUser("bob")]
+    assert [(e.where, e.name) for e in directory.skipped()] == [
+        (f"{path}:1", "ada"), (f"{path}:3", "ada")]
+    assert "named on lines 1, 3" in directory.skipped()[0].reason
+    with pytest.raises(DirectoryInvalid, match="groups are unknown"):
+        directory.user("ADA")  # never answered without its groups (-$interns must hold)
+    assert directory.user("bob") == DirectoryUser("bob")
+
+
+def test_a_user_whose_line_is_malformed_is_not_answered_but_everyone_else_is(tmp_path: Path,
+                                                                              caplog):
+    path = tmp_path / "users.passwd"
+    path.write_text("ada:x:1000:staff::::userdb_acl_groups=interns\nbob:y\n")
+    directory = PasswdFileDirectory(path)
+    with caplog.at_level("WARNING", logger="letterlog.directory"):
+        assert directory.users() == [DirectoryUser("bob")]
+    assert f"{path}:1: user 'ada': gid 'staff' is not a number" in caplog.text
+    assert "{PLAIN}" not in caplog.text and ":x:" not in caplog.text
+    with pytest.raises(DirectoryInvalid, match=r":1: user 'ada'"):
+        directory.user("Ada")
+    assert groups_of(directory, "bob") == frozenset()
+
+
+def test_names_and_groups_are_answered_as_the_identity_rule_has_them(tmp_path: Path):
+    path = tmp_path / "users.passwd"
+    path.write_text("\uff22\uff2f\uff22@Example.org:x::::::userdb_acl_groups=Sales\n"
+                    "stra\u00dfe@example.org:x\nstrasse@example.org:y\n")
+    directory = PasswdFileDirectory(path)
+    assert [u.name for u in directory.users()] == [
+        "bob@example.org", "strasse@example.org", "stra\u00dfe@example.org"]
+    assert directory.user("BOB@example.ORG") == DirectoryUser("bob@example.org",
+                                                              frozenset({"sales"}))
+    assert directory.user("\u017fam@example.org") is None  # refused: nobody
 
 
 def test_the_file_is_read_again_on_every_question(tmp_path: Path):
@@ -75,11 +115,12 @@ def test_a_missing_file_is_unavailable_unless_it_is_the_stores_default(tmp_path:
     assert PasswdFileDirectory(missing, missing_is_empty=True).users() == []
 
 
-def test_bytes_that_are_not_utf8_are_named_by_line(tmp_path: Path):
+def test_bytes_that_are_not_utf8_are_a_skipped_line(tmp_path: Path):
     path = tmp_path / "users.passwd"
-    path.write_bytes(b"ada:x\nb\xffb:y\n")
-    with pytest.raises(DirectoryInvalid, match=r"users.passwd:2: not UTF-8"):
-        PasswdFileDirectory(path).users()
+    path.write_bytes(b"ada:x\nb\xffb:y\ncarol:z\n")
+    directory = PasswdFileDirectory(path)
+    assert [u.name for u in directory.users()] == ["ada", "carol"]
+    assert [e.reason for e in directory.skipped()] == [f"{path}:2: not UTF-8"]
 
 
 class TestPasswdFileDirectory(DirectoryContract):

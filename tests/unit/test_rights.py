@@ -48,8 +48,17 @@ def test_negative_rights_subtract_from_the_union_of_every_identifier_naming_the_
 
 
 def test_the_owner_and_the_administrator_have_every_right():
+    assert rights_string(rights_of(Caller("Ada@Example.org"), "ada@example.org", {})) == RIGHTS
     assert rights_string(rights_of(Caller("Ada@Example.org"), "ada@example.org",
-                                   {"-ada@example.org": "lr"})) == RIGHTS
+                                   {"anyone": "l"})) == RIGHTS
+
+
+def test_the_owners_negative_entries_count_but_she_keeps_a():
+    ada = Caller("ada@example.org", frozenset({"staff"}))
+    for acl, left in (({"-ada@example.org": "lr"}, "swipkxtea"),
+                      ({"-$staff": "rswipkxtea"}, "la"),
+                      ({"-anyone": "a", "-ada@example.org": "i"}, "lrswpkxtea")):
+        assert rights_string(rights_of(ada, "ada@example.org", acl)) == left
     assert rights_string(rights_of(Caller(), "ada@example.org", {})) == RIGHTS
     assert rights_of(FRED, "ada@example.org", {}) == frozenset()
 

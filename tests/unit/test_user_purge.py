@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.directory.passwdfile import PasswdFileDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, due, purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
 from domain.userpurge import plan_user_purge, user_of
@@ -56,13 +57,16 @@ def test_removes_the_roots_and_rights_of_unknown_users_only(tmp_path):
     report = run(FakeDirectory(["ada", "grace"]), recs, tmp_path)
     assert report.status == "purged" and report.directory_users == 2
     assert report.roots_removed == [{"user": "gone", "root": "shared@example.org/Projects"}]
-    assert [(e["identifier"], e["rights"]) for e in report.acl_removed] == [
-        ("-gone", "w"), ("gone", "lrswi")]
+    assert [(e["identifier"], e["rights"]) for e in report.acl_removed] == [("gone", "lrswi")]
+    # a negative entry is kept: removing it would give "gone" back 'w' should it return
+    assert [(e["identifier"], e["rights"]) for e in report.negative_kept] == [("-gone", "w")]
+    assert "kept 1 negative entry (removing one would widen access)" in report.line()
     assert set(recs.root) == {"ada", "Grace"}  # a user known in another case is kept
     assert {e[2] for e in recs.acl} == {"ada", "$sales", "-$interns", "anyone",
-                                        "authenticated", "grace"}
-    assert report.position == 3
+                                        "authenticated", "grace", "-gone"}
+    assert report.position == 2
     assert PurgeMemory(tmp_path / "user-purge.json").previous_users() == 2
+    assert PurgeMemory(tmp_path / "user-purge.json").previous_names() == ["ada", "grace"]
 
 
 def test_a_dry_run_decides_the_same_and_writes_nothing(tmp_path):
@@ -70,7 +74,7 @@ def test_a_dry_run_decides_the_same_and_writes_nothing(tmp_path):
     report = run(FakeDirectory(["ada", "grace"]), recs, tmp_path, dry_run=True)
     assert report.dry_run and report.status == "dry-run"
     assert [r["user"] for r in report.roots_removed] == ["gone"]
-    assert len(report.acl_removed) == 2
+    assert len(report.acl_removed) == 1 and len(report.negative_kept) == 1
     assert recs.calls == [] and recs.root == records().root
     assert not (tmp_path / "user-purge.json").exists()
 
@@ -107,6 +111,38 @@ def test_far_fewer_users_than_last_time_is_refused_and_the_count_kept(tmp_path):
     assert PurgeMemory(tmp_path / "user-purge.json").previous_users() == 6
 
 
+def test_as_many_users_but_other_ones_is_refused(tmp_path):
+    """A base DN mistyped onto another branch holding 12 unrelated users: the count passes,
+    the overlap with the last accepted users does not."""
+    staff = [f"staff{i}" for i in range(12)]
+    assert run(FakeDirectory(staff + ["ada", "grace"]), records(), tmp_path).status == "purged"
+    recs = records()
+    report = run(FakeDirectory([f"other{i}" for i in range(14)]), recs, tmp_path)
+    assert report.status == "refused" and recs.calls == []
+    assert "shares 0 of the 14 users of the last accepted answer" in report.reason
+    assert "at least 7 needed" in report.reason
+    # half of the last accepted users, and newcomers: accepted
+    half = staff[:5] + ["ada", "grace"] + [f"new{i}" for i in range(7)]
+    assert run(FakeDirectory(half), records(), tmp_path).status == "purged"
+
+
+def test_names_compare_as_the_identity_rule_has_them(tmp_path):
+    recs = records()
+    recs.acl.append(("shared@example.org", "Projects", "\u017fam", "lr"))  # refused: kept
+    report = run(FakeDirectory(["ADA", "\uff47race", "gone2"]), recs, tmp_path)
+    assert [r["user"] for r in report.roots_removed] == ["gone"]
+    assert [e["identifier"] for e in report.acl_removed] == ["gone"]
+
+
+def test_an_answer_that_skipped_an_entry_is_refused(tmp_path):
+    path = tmp_path / "users.passwd"
+    path.write_text("ada:x\ngrace:x\nbroken:x:1:staff\n")
+    recs = records()
+    report = run(PasswdFileDirectory(path), recs, tmp_path)
+    assert report.status == "refused" and recs.calls == []
+    assert f"skipped 1 entry it could not read ({path}:3)" in report.reason
+
+
 def test_an_administrator_may_accept_a_directory_that_really_shrank(tmp_path):
     PurgeMemory(tmp_path / "user-purge.json").accepted(100, datetime.now(UTC), "x")
     report = run(FakeDirectory(["ada", "grace"]), records(), tmp_path, accept_shrink=True)
@@ -125,7 +161,7 @@ def test_a_record_removed_meanwhile_is_not_reported(tmp_path):
 
     racing = Racing(root=recs.root, acl=recs.acl)
     report = run(FakeDirectory(["ada", "grace"]), racing, tmp_path)
-    assert report.roots_removed == [] and len(report.acl_removed) == 2
+    assert report.roots_removed == [] and len(report.acl_removed) == 1
 
 
 def test_the_job_is_due_after_its_interval_since_the_last_accepted_run(tmp_path):
@@ -191,7 +227,7 @@ def test_the_purger_runs_the_job_when_due_and_logs_a_refusal_as_a_warning(tmp_pa
             if r.getMessage().startswith("user purge")]
     assert said[0][0] == logging.WARNING and "refused" in said[0][1]  # run 1: down
     assert said[1][0] == logging.INFO  # run 2: accepted
-    assert "removed 1 virtual root and 2 ACL entries" in said[1][1]
+    assert "removed 1 virtual root and 1 ACL entry" in said[1][1]
     assert len(said) == 2 and directories == []  # run 3: not due for 7 days
     assert "gone" not in store.root
 
