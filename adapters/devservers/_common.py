@@ -108,10 +108,15 @@ def make_private(root: Path) -> int:
 
 
 def _open_log(log: Path, umask: int | None) -> Any:
-    """``log`` opened for appending; created 0600 when ``umask`` asks for private files."""
-    log.parent.mkdir(parents=True, exist_ok=True)
+    """``log`` opened for appending; created 0600 (its missing directories 0700) when
+    ``umask`` asks for private files."""
     if umask is None:
+        log.parent.mkdir(parents=True, exist_ok=True)
         return open(log, "ab")  # noqa: SIM115 - the caller closes it
+    for missing in reversed([d for d in (log.parent, *log.parent.parents) if not d.exists()]):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(missing, 0o777 & ~umask)
+            os.chmod(missing, 0o777 & ~umask)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666 & ~umask)
     return os.fdopen(fd, "ab")
 
