@@ -45,6 +45,7 @@ from domain.errors import LetterlogError, StoreBusy
 
 FORMAT = "letterlog-backup/1"
 RECORD_FORMAT = "letterlog-erasures/1"
+RECORD_SUFFIX = ".erasures.json"  # a record kept beside the backups: DIR/../NAME.erasures.json
 MANIFEST = "manifest.json"
 LOG = datadir.LOG
 READ_MODELS = (datadir.READ_MODELS, datadir.STREAM_TABLES)
@@ -64,6 +65,11 @@ class BackupError(LetterlogError):
 
 class BackupInvalid(BackupError):
     """The directory is not a complete letterlog backup, or a file in it is damaged."""
+
+
+class NoErasureRecord(BackupError):
+    """A restore with no record of the erasures made after the backup was taken (nothing was
+    changed): restored as it is, the backup would bring back what they erased."""
 
 
 def _no_progress(what: str, done: int, total: int) -> None:
@@ -513,17 +519,58 @@ def _check_files(source: Path, manifest: dict[str, Any], progress: Progress) -> 
         progress("checking", done, total)
 
 
+def records_beside(source: str | os.PathLike[str]) -> list[Path]:
+    """The erasure records kept beside the backup in ``source``: every ``*.erasures.json``
+    file in the directory that holds it (``letterlog erase export /backups/NAME.erasures.json``
+    after each erasure or on a schedule)."""
+    parent = Path(source).absolute().parent
+    return sorted(p for p in parent.glob(f"*{RECORD_SUFFIX}") if p.is_file())
+
+
+def _check_record_covers(record: ErasureRecord, manifest: dict[str, Any], src: Path,
+                         root: Path, no_record: bool) -> str | None:
+    """Refuses (``NoErasureRecord``) a restore that has no record of the erasures made after
+    the backup, unless ``no_record``: none found, or every one found older than the backup
+    (its position before the backup's: it cannot hold an erasure made after it). Returns
+    why there is none (``no_record`` given), or None: the records cover the backup."""
+    position = (manifest.get("log") or {}).get("position")
+    where = (f"the backup {src} (log position {position}, taken {manifest.get('created')})"
+             if position is not None else f"the backup {src} (taken {manifest.get('created')})")
+    if not record.sources:
+        why = (f"no record of the erasures made after {where} was found: {root} holds no "
+               f"store to read them from, there is no *{RECORD_SUFFIX} beside the backup in "
+               f"{src.parent}, and no --reapply-erasures FROM was given")
+    elif position is not None and 0 < record.position < int(position):
+        why = (f"the erasure records found ({', '.join(record.sources)}) end at log position "
+               f"{record.position}, before {where}: they hold no erasure made after it")
+    else:
+        return None
+    if no_record:
+        return why
+    raise NoErasureRecord(
+        f"{why}. Restored so, every message erased after the backup would come back, "
+        "readable. Give --reapply-erasures FROM (a file `letterlog erase export` wrote, or "
+        "the live data directory), or keep the record beside the backups as "
+        f"{src.parent / ('NAME' + RECORD_SUFFIX)}; if no record survives, "
+        "--no-erasure-record restores anyway (what was erased after the backup is back until "
+        "`letterlog erase reapply FROM` is run with a record). Nothing was changed")
+
+
 def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
             open_store: OpenStore, force: bool = False,
             reapply_from: Iterable[str | os.PathLike[str]] = (),
+            no_record: bool = False,
             progress: Progress = _no_progress) -> dict[str, Any]:
     """Puts the backup in ``source`` in place as the store in ``data``.
 
     ``data`` must be absent or empty, or hold a store and ``force`` be given; no process may
-    have that store open. The erasures recorded in the store being replaced, and in each of
-    ``reapply_from`` (records ``letterlog erase export`` wrote, or data directories), that
-    the backup predates are made again on the restored store. ``open_store`` opens a store
-    (``Letterlog.open``: the entry point hands it over)."""
+    have that store open. The erasures recorded in the store being replaced, in each record
+    kept beside the backup (``records_beside``), and in each of ``reapply_from`` (records
+    ``letterlog erase export`` wrote, or data directories) that the backup predates are
+    made again on the restored store. With no such record (or only records older than the
+    backup) the restore is refused before anything is written (``NoErasureRecord``) unless
+    ``no_record`` is given. ``open_store`` opens a store (``Letterlog.open``: the entry
+    point hands it over)."""
     src, root = Path(source).absolute(), Path(data).absolute()
     manifest = read_manifest(src)
     if root == src or src in root.parents or root in src.parents:
@@ -543,9 +590,15 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
         if held:
             raise StoreBusy(f"{root}: the store is in use ({'; '.join(held)}): stop those "
                             "processes before restoring over it")
+    reapply_from = list(reapply_from)
+    if no_record and reapply_from:
+        raise BackupError("--no-erasure-record and --reapply-erasures contradict each other: "
+                          "give one")
     record = ErasureRecord()
-    for extra in reapply_from:  # read before anything changes: a bad one changes nothing
-        record.merge(read_erasure_record(extra, open_store))
+    beside = [p for p in records_beside(src) if p.absolute() not in
+              {Path(x).absolute() for x in reapply_from}]
+    for extra in [*reapply_from, *beside]:  # read before anything changes: a bad one
+        record.merge(read_erasure_record(extra, open_store))  # changes nothing
     if replacing:
         try:
             record.merge(read_erasure_record(root, open_store))
@@ -554,6 +607,7 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                               f"replaced ({e}); give them with --reapply-erasures FILE (from "
                               "`letterlog erase export`), or move the store away first "
                               "and restore into an empty directory") from None
+    uncovered = _check_record_covers(record, manifest, src, root, no_record)
     _check_files(src, manifest, progress)
     _remove_stale_staging(root)
     staging = root.with_name(f".{root.name}.restoring-{os.getpid()}")
@@ -595,7 +649,9 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
     result.update({"restored": str(root), "from": str(src),
                    "position": (manifest["log"] or {}).get("position"),
                    "backup_created": manifest["created"],
-                   "replaced": replacing, "erasures_from": record.sources})
+                   "replaced": replacing, "erasures_from": record.sources,
+                   "erasure_record_position": record.position if record.sources else None,
+                   "no_erasure_record": uncovered})
     return result
 
 

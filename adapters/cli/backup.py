@@ -67,21 +67,36 @@ def restore_backup(
         reapply_erasures: Annotated[list[Path] | None, typer.Option(
             "--reapply-erasures", metavar="FROM",
             help="also make again the erasures in FROM: a file `letterlog erase export` "
-                 "wrote, or a data directory (repeatable)")] = None) -> None:
-    """Put the backup in DIR in place as the store in --data; erasures the store being
-    replaced (and --reapply-erasures) made after the backup are made again."""
+                 "wrote, or a data directory (repeatable)")] = None,
+        no_erasure_record: Annotated[bool, typer.Option(
+            "--no-erasure-record",
+            help="restore although no record of the erasures made after the backup exists "
+                 "(not the replaced store, none beside the backup, no --reapply-erasures): "
+                 "what they erased comes back")] = False) -> None:
+    """Put the backup in DIR in place as the store in --data; erasures made after the backup
+    are made again, as recorded in the store being replaced, in the *.erasures.json files
+    beside DIR and in --reapply-erasures. With no record at all it refuses (exit 2, nothing
+    written) unless --no-erasure-record is given."""
     from adapters.backup import restore
     from adapters.embedded import Letterlog
 
     bar, update = _progress("restore")
     with bar:
         result = restore(directory, state.data, open_store=Letterlog.open, force=force,
-                         reapply_from=reapply_erasures or (), progress=update)
+                         reapply_from=reapply_erasures or (), no_record=no_erasure_record,
+                         progress=update)
     log = result["log"]
+    sources = result["erasures_from"]
     out(result, f"restored {result['restored']} from {result['from']} ("
                 + (f"log position {result['position']}, {log['messages']} messages"
-                   if log else "payloads and keys; the log is PostgreSQL's") + "); erased again: "
+                   if log else "payloads and keys; the log is PostgreSQL's") + "); "
+                + (f"erasures from {', '.join(sources)}; " if sources else "")
+                + "erased again: "
                 f"{len(result['messages_erased_again'])} messages, "
                 f"{result['keys_destroyed_again']} data keys"
                 + ("" if result["erasure_complete"] else
                    " (erasure not yet complete: `letterlog erase status`)"))
+    if result["no_erasure_record"] is not None:  # on stderr, with --json too
+        typer.echo("letterlog: warning: restored with --no-erasure-record: "
+                   f"{result['no_erasure_record']}; whatever was erased after the backup is "
+                   "back until `letterlog erase reapply FROM` is run with a record", err=True)

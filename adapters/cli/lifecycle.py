@@ -216,7 +216,8 @@ def _complete_scale_out(store: Any) -> Any:
 def erase_export(path: Annotated[str, typer.Argument(
         metavar="FILE", help="where to write the record (0600)")]) -> None:
     """Write what this store erased (message and key ids, no content) to FILE, for
-    `restore-backup --reapply-erasures FILE` (see docs/operations.md)."""
+    `restore-backup --reapply-erasures FILE`; a FILE named NAME.erasures.json beside the
+    backups is found by `restore-backup` unnamed (see docs/operations.md)."""
     from adapters.backup import export_erasures
 
     record = export_erasures(state.reader(), path)

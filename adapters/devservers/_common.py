@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 LOCALHOST = "127.0.0.1"
+PRIVATE_UMASK = 0o077  # what a private server's processes create: 0600 files, 0700 dirs
+OPEN_TO_OTHERS = 0o077
 
 
 class ServiceFailed(RuntimeError):
@@ -83,6 +86,39 @@ def file_lock(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def make_private(root: Path) -> int:
+    """Every directory and file under ``root`` (and ``root``) closed to group and others
+    (their bits taken away; symbolic links left alone); how many were changed. Run on a
+    server's work dir after ``prepare`` (its configuration, written by this process, and
+    data kept from a start made before the servers' files were private)."""
+    changed = 0
+    for dirpath, dirs, files in os.walk(root):
+        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirs + files)]:
+            try:
+                st = os.lstat(name)
+            except FileNotFoundError:
+                continue  # a server's cleaner removed it meanwhile
+            if stat.S_ISLNK(st.st_mode) or not st.st_mode & OPEN_TO_OTHERS:
+                continue
+            os.chmod(name, stat.S_IMODE(st.st_mode) & ~OPEN_TO_OTHERS)
+            changed += 1
+    return changed
+
+
+def _open_log(log: Path, umask: int | None) -> Any:
+    """``log`` opened for appending; created 0600 (its missing directories 0700) when
+    ``umask`` asks for private files."""
+    if umask is None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        return open(log, "ab")  # noqa: SIM115 - the caller closes it
+    for missing in reversed([d for d in (log.parent, *log.parent.parents) if not d.exists()]):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(missing, 0o777 & ~umask)
+            os.chmod(missing, 0o777 & ~umask)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666 & ~umask)
+    return os.fdopen(fd, "ab")
 
 
 # --------------------------------------------------------------------------- ports
@@ -218,14 +254,17 @@ def spawn(
     env: dict[str, str] | None = None,
     user: int | None = None,
     group: int | None = None,
+    umask: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a long-running server process in its own session, stdout+stderr to `log`."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    out = open(log, "ab")  # noqa: SIM115 - handed to the child; closed below
+    """Start a long-running server process in its own session, stdout+stderr to `log`
+    (``umask``: the process's, e.g. ``PRIVATE_UMASK``; the log then 0600 too)."""
+    out = _open_log(log, umask)
     try:
         kwargs: dict[str, Any] = {}
         if user is not None:
             kwargs.update(user=user, group=group, extra_groups=[])
+        if umask is not None:
+            kwargs.update(umask=umask)
         return subprocess.Popen(
             list(cmd),
             stdin=subprocess.DEVNULL,
@@ -274,13 +313,16 @@ def run_checked(
     timeout: float = 1800,
     user: int | None = None,
     group: int | None = None,
+    umask: int | None = None,
 ) -> None:
-    """Run a short command to completion, output appended to `log`; ServiceFailed on error."""
-    log.parent.mkdir(parents=True, exist_ok=True)
+    """Run a short command to completion, output appended to `log`; ServiceFailed on error
+    (``umask`` as for ``spawn``)."""
     kwargs: dict[str, Any] = {}
     if user is not None:
         kwargs.update(user=user, group=group, extra_groups=[])
-    with open(log, "ab") as out:
+    if umask is not None:
+        kwargs.update(umask=umask)
+    with _open_log(log, umask) as out:
         out.write(("$ " + " ".join(cmd) + "\n").encode())
         out.flush()
         try:
@@ -311,7 +353,7 @@ def run_checked(
         )
 
 
-def popen_launch(program: Program) -> subprocess.Popen[bytes]:
+def popen_launch(program: Program, umask: int | None = None) -> subprocess.Popen[bytes]:
     """Starts ``program`` as a child process in its own session (``spawn``)."""
     account = pwd.getpwnam(program.user) if program.user else None
     return spawn(
@@ -321,7 +363,14 @@ def popen_launch(program: Program) -> subprocess.Popen[bytes]:
         env=program.env or None,
         user=account.pw_uid if account else None,
         group=account.pw_gid if account else None,
+        umask=umask,
     )
+
+
+def private_launch(program: Program) -> subprocess.Popen[bytes]:
+    """``popen_launch`` with ``PRIVATE_UMASK``, as supervisord runs every program
+    (``umask=077`` in its configuration)."""
+    return popen_launch(program, PRIVATE_UMASK)
 
 
 # --------------------------------------------------------------------------- base class
@@ -349,6 +398,9 @@ class Service:
     """
 
     name = "service"
+    #: its work dir 0700 and every file in it 0600, its processes under ``PRIVATE_UMASK``
+    #: (False: a server whose other accounts walk through its work dir: Postfix, Dovecot)
+    private = True
 
     def __init__(
         self,
@@ -379,7 +431,14 @@ class Service:
 
     def _start(self) -> None:
         self.prepare()
-        self.bring_up(popen_launch)
+        self.make_private()
+        self.bring_up(private_launch if self.private else popen_launch)
+
+    def make_private(self) -> None:
+        """After ``prepare``: the work dir and everything in it closed to other users (the
+        configuration this process wrote, data kept from an earlier start)."""
+        if self.private and self.workdir is not None:
+            make_private(self.workdir)
 
     def _stop(self) -> None:
         raise NotImplementedError
@@ -392,6 +451,8 @@ class Service:
     def _make_workdir(self) -> Path:
         if self._given_workdir is not None:
             self._given_workdir.mkdir(parents=True, exist_ok=True)
+            if self.private:
+                os.chmod(self._given_workdir, 0o700)
             return self._given_workdir
         return Path(tempfile.mkdtemp(prefix=f"letterlog-{self.name}-"))
 

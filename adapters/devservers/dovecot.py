@@ -104,6 +104,8 @@ def ensure_system_user(name: str = SYSTEM_USER) -> pwd.struct_passwd:
 class DovecotServer(Service):
     """Dovecot's master process with LMTP on a unix socket; ``doveadm`` runs against it."""
 
+    private = False  # its own accounts walk through the work dir (modes set below)
+
     name = "dovecot"
 
     def __init__(self, **kwargs: object) -> None:

@@ -38,6 +38,7 @@ from adapters.tables.hbase_thrift2 import (
 
 from ._common import (
     LOCALHOST,
+    PRIVATE_UMASK,
     Handle,
     Launch,
     Program,
@@ -284,6 +285,9 @@ class HBaseServer(Service):
             "hbase.regionserver.handler.count": "10",
             "hbase.master.handler.count": "10",
             "hbase.balancer.period": "3600000",
+            # Hadoop's local file system sets each file's mode itself, from this umask (not
+            # the process's): the WALs and store files 0600 in 0700 directories
+            "fs.permissions.umask-mode": "077",
         }
         site.update(self.extra_site)
         (wd / "conf" / "hbase-site.xml").write_text(_site_xml(site))
@@ -444,7 +448,8 @@ class HBaseServer(Service):
         if keep and self.started and wd and master is not None and master.poll() is None:
             with contextlib.suppress(ServiceFailed):
                 run_checked(self.stop_command(), what="hbase: master stop", cwd=wd,
-                            log=wd / "logs" / "stop.out", env=self._env, timeout=60)
+                            log=wd / "logs" / "stop.out", env=self._env, timeout=60,
+                            umask=PRIVATE_UMASK)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     master.wait(timeout=90)  # type: ignore[attr-defined]
         terminate(master, timeout=90 if keep else self.stop_timeout)  # type: ignore[arg-type]

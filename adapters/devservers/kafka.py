@@ -20,6 +20,7 @@ from adapters.probing import run_in_thread
 
 from ._common import (
     LOCALHOST,
+    PRIVATE_UMASK,
     Handle,
     Launch,
     Program,
@@ -199,6 +200,7 @@ class KafkaServer(Service):
             cwd=wd,
             env=self._env,
             timeout=180,
+            umask=PRIVATE_UMASK,
         )
 
     def formatted_cluster_id(self) -> str | None:

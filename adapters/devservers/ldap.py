@@ -25,6 +25,7 @@ from typing import Any
 
 from ._common import (
     LOCALHOST,
+    PRIVATE_UMASK,
     Handle,
     Launch,
     Program,
@@ -184,7 +185,8 @@ class LdapServer(Service):
             base = w / "base.ldif"
             base.write_text(BASE.format(suffix=self.suffix))
             run_checked([str(_slapadd()), "-f", str(self.config), "-l", str(base)],
-                        what="slapadd (the suffix and its units)", log=w / "slapadd.log")
+                        what="slapadd (the suffix and its units)", log=w / "slapadd.log",
+                        umask=PRIVATE_UMASK)
 
     def programs(self) -> list[Program]:
         assert self.workdir is not None

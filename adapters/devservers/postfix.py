@@ -255,6 +255,8 @@ class PostfixServer(Service):
     (``local_transport = retry:...``).
     """
 
+    private = False  # its own accounts walk through the work dir (modes set below)
+
     name = "postfix"
 
     def __init__(self, *, domains: Sequence[str] = DOMAINS, long_queue_ids: bool = True,

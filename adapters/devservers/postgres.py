@@ -19,6 +19,7 @@ from typing import Any
 
 from ._common import (
     LOCALHOST,
+    PRIVATE_UMASK,
     Handle,
     Launch,
     Program,
@@ -225,6 +226,7 @@ class PostgresServer(Service):
             user=uid,
             group=gid,
             timeout=300,
+            umask=PRIVATE_UMASK,
         )
         pwfile.unlink()
         if account is not None:
@@ -255,6 +257,8 @@ class PostgresServer(Service):
             "logging_collector=off",
             "-c",
             "log_destination=stderr",
+            "-c",
+            "unix_socket_permissions=0700",  # its socket for its own account (default 0777)
         ]
         for key, value in self.settings.items():
             cmd += ["-c", f"{key}={value}"]

@@ -287,6 +287,7 @@ class SupervisedServices:
             server.workdir = server._make_workdir()
             self.kept_data[name] = not _first_start(name, server)
             server.prepare()
+            server.make_private()  # supervisord's umask=077 covers what its programs write
             self.servers[name] = server
             kept[name] = _kept_of(name, server)  # the passwords initdb just used, too
             kept["installation"] = str(installation())

@@ -20,6 +20,7 @@ from adapters.embedded import Letterlog
 from tests.erasure_support import (
     deliver_marked,
     files_holding,
+    files_holding_any_form,
     opened_by_a_fresh_reader,
 )
 from tests.factories import BIN
@@ -109,7 +110,8 @@ def test_an_online_backup_while_another_process_delivers_restores_identical(tmp_
     killed = tmp_path / ".restored.restoring-999999999"  # a killed restore's staging
     killed.mkdir()
     (killed / "tables.sqlite").write_bytes(b"plain text")
-    result = jline(cli(restored, "--json", "restore-backup", str(copy)))
+    # the live store's later erasures are not applied here: the copy is compared as it is
+    result = jline(cli(restored, "--json", "restore-backup", str(copy), "--no-erasure-record"))
     assert not killed.exists()
     assert result["position"] == position and result["replaced"] is False
     # an erasure that fell between the copy of the log and that of the keys is made again
@@ -146,7 +148,7 @@ def test_a_quiet_store_restores_with_the_same_verify_digests(tmp_path):
         deliver_marked(store)
     restored.mkdir()  # an empty directory is a fine target
     cli(data, "backup", str(copy))
-    cli(restored, "restore-backup", str(copy))
+    cli(restored, "restore-backup", str(copy), "--reapply-erasures", str(data))
     assert digests(restored) == digests(data)
     assert stat.S_IMODE(restored.stat().st_mode) == 0o700
 
@@ -181,13 +183,17 @@ def test_restore_refuses_what_it_must_not_replace_and_changes_nothing(tmp_path):
     blob = bytearray(tables.read_bytes())
     blob[len(blob) // 2] ^= 0xFF
     tables.write_bytes(bytes(blob))
-    assert "damaged" in cli(target, "restore-backup", str(copy), code=2).stderr
+    assert "damaged" in cli(target, "restore-backup", str(copy), "--reapply-erasures",
+                            str(data), code=2).stderr
     assert not target.exists()
     assert not list(tmp_path.glob(".new.restoring-*"))
     # a bad record to reapply is refused before anything changes
     assert "not an erasure record" in cli(target, "restore-backup", str(copy),
                                           "--reapply-erasures", str(other / "notes.txt"),
                                           code=2).stderr
+    assert "contradict" in cli(target, "restore-backup", str(copy), "--no-erasure-record",
+                               "--reapply-erasures", str(data), code=2).stderr
+    assert not target.exists()
 
 
 def test_restore_refuses_a_store_another_process_has_open(tmp_path):
@@ -253,12 +259,76 @@ def test_an_exported_erasure_record_keeps_it_erased_in_a_new_place(tmp_path):
     assert files_holding(again, erased) == {}
 
 
+def tree(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every path under ``root`` (and ``root``) with its mode, size and bytes."""
+    paths = [root, *sorted(root.rglob("*"))] if root.exists() else []
+    return {str(p.relative_to(root.parent)): (p.stat().st_mode, p.stat().st_size,
+                                             p.read_bytes() if p.is_file() else b"")
+            for p in paths}
+
+
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
+def test_a_restore_into_a_new_place_without_an_erasure_record_is_refused(tmp_path):
+    """Issue 40, item 3: a pre-erasure backup restored where no record of the erasure
+    survives is refused (exit 2) before anything is written; a record older than the backup
+    is no record of what came after it."""
+    data, copy, erased, _ = erased_after_backup(tmp_path)
+    before = {p.name for p in tmp_path.iterdir()}
+    for target in (tmp_path / "new", tmp_path / "empty"):
+        if target.name == "empty":
+            target.mkdir(mode=0o750)
+        found = tree(target)
+        err = cli(target, "restore-backup", str(copy), code=2).stderr
+        assert err.startswith("letterlog: error: ") and "Traceback" not in err
+        assert "no record of the erasures made after" in err
+        assert "--no-erasure-record" in err and "--reapply-erasures" in err
+        assert "come back" in err and "Nothing was changed" in err
+        assert tree(target) == found  # left as found: absent, or the same empty 0750 dir
+    assert {p.name for p in tmp_path.iterdir()} == before | {"empty"}  # no staging left
+    # a record exported before the backup was taken ends before it: refused as well
+    cli(data, "erase", "export", str(tmp_path / "old.json"))
+    with Letterlog.open(data) as store:
+        store.deliver(account="later@example.org", raw=b"Subject: later\r\n\r\nx\r\n")
+    newer, old = tmp_path / "newer", tmp_path / "old"
+    cli(data, "backup", str(newer))
+    err = cli(old, "restore-backup", str(newer), "--reapply-erasures",
+              str(tmp_path / "old.json"), code=2).stderr
+    assert "before the backup" in err and "hold no erasure made after it" in err
+    assert not old.exists()
+
+
+@pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
+def test_a_record_kept_beside_the_backups_keeps_the_erasure_in_a_new_place(tmp_path):
+    """Issue 40, item 3: with the record (``erase export`` beside the backup, found without
+    being named), nothing erased after the backup comes back, in any form."""
+    data, copy, erased, kept = erased_after_backup(tmp_path)
+    record = tmp_path / "mail.erasures.json"  # beside the backup directory
+    cli(data, "erase", "export", str(record))
+    new = tmp_path / "new"
+    p = cli(new, "--json", "restore-backup", str(copy))
+    result = jline(p)
+    assert result["erasures_from"] == [str(record)] and result["no_erasure_record"] is None
+    assert len(result["messages_erased_again"]) == 1 and result["erasure_complete"]
+    assert "warning" not in p.stderr
+    assert files_holding_any_form(new, erased) == {}  # plain, base64, in a zstd frame
+    assert opened_by_a_fresh_reader(new, erased) == []
+    assert opened_by_a_fresh_reader(new, kept) == kept
+    # a damaged record beside the backup is refused, not skipped
+    record.write_text("{}")
+    err = cli(tmp_path / "other", "restore-backup", str(copy), code=2).stderr
+    assert "not an erasure record" in err and not (tmp_path / "other").exists()
+
+
 @pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_without_the_erasure_record_a_restore_brings_the_erased_message_back(tmp_path):
-    """The residual risk the docs state, shown: the backup alone predates the erasure."""
+    """The residual risk the docs state, shown: the backup alone predates the erasure; only
+    --no-erasure-record restores it so, and says so."""
     data, copy, erased, _ = erased_after_backup(tmp_path)
     lost = tmp_path / "lost"
-    cli(lost, "restore-backup", str(copy))
+    p = cli(lost, "--json", "restore-backup", str(copy), "--no-erasure-record")
+    assert "warning: restored with --no-erasure-record" in p.stderr
+    assert "no record of the erasures" in p.stderr and "erase reapply" in p.stderr
+    assert jline(p)["no_erasure_record"]
     assert opened_by_a_fresh_reader(lost, erased)  # its subject, sender, attachment name
     assert set(files_holding(lost, erased)) >= {"tables.sqlite"}
     # ... until the record is applied to it: `erase reapply` (here the live store is the record)
