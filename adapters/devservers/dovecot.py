@@ -25,7 +25,7 @@ from adapters.datadir import disk_bytes
 from ._common import Handle, Launch, Program, Service, run_checked, terminate, wait_for
 from .toolchain import apt_install
 
-PACKAGES = ("dovecot-core", "dovecot-lmtpd")
+PACKAGES = ("dovecot-core", "dovecot-lmtpd", "dovecot-imapd")  # imapd: the side-by-side tests
 SYSTEM_USER = "letterlog-mail"
 
 CONFIG = """\
@@ -114,9 +114,9 @@ class DovecotServer(Service):
 
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
-        """``apt-get install dovecot-core dovecot-lmtpd`` unless both are there."""
+        """``apt-get install dovecot-core dovecot-lmtpd dovecot-imapd`` unless all are there."""
         if (_dovecot() is None or shutil.which("doveadm") is None or not _lmtp_installed()
-                or _dovecot_lda() is None):
+                or _dovecot_lda() is None or not Path("/usr/lib/dovecot/imap").exists()):
             apt_install(list(PACKAGES))
         if _dovecot() is None:
             raise self.fail("dovecot not found after apt-get install")
