@@ -62,7 +62,8 @@ def lda(
     """Deliver one message from standard input, as an MTA's local delivery agent.
 
     Exit status (sysexits.h): 0 stored (or already stored); 75 try again later (busy,
-    locked, full, unavailable store, any unexpected error); 65 not a message or too large;
+    locked, full, unavailable store, nothing on standard input, any unexpected error); 65
+    too large (a message is never refused for its structure);
     67 unknown account (--accounts-must-exist); 64 usage. One line on stderr starts with
     an RFC 3463 code. Never creates a data directory: make the store with 'letterlog init'."""
     from adapters.mta.lda import Envelope, deliver
@@ -93,7 +94,7 @@ def lmtp(
     """Serve LMTP (RFC 2033) in the foreground until SIGTERM or Ctrl-C.
 
     One reply per recipient after DATA: 250 2.0.0 stored, 4.x.x try again later, 5.x.x
-    refused (5.6.0 not a message, 5.3.4 too large, 5.1.1 unknown account with
+    refused (5.6.0 no bytes but blanks, 5.3.4 too large, 5.1.1 unknown account with
     --accounts-must-exist). A second process keeps the read models current. On SIGTERM it
     stops listening, finishes the transactions in flight and exits 0."""
     from adapters.mta.lmtp import serve

@@ -165,6 +165,21 @@ def read_message(fd: int, limit: int) -> bytes | None:
         parts.append(chunk)
 
 
+NOTHING_ON_INPUT = ("4.3.0 letterlog: no message on standard input (empty or blank); "
+                    "try again later")
+"""lda's answer to empty input: a broken wrapper, not a message to bounce (ADR 0067)."""
+
+
+def nothing_to_deliver(raw: bytes) -> bool:
+    """Whether ``raw`` holds no message at all: empty, blank, or an mbox ``From `` line
+    alone. Postfix never hands that over (it adds a ``Received`` header to every message):
+    whatever ran lda lost the message, and a retry may bring it."""
+    if raw.startswith(b"From "):
+        end = raw.find(b"\n")
+        raw = raw[end + 1:] if end >= 0 else b""
+    return not raw or raw.isspace()
+
+
 def _answer(status: int, line: str, as_json: bool) -> int:
     if status:
         os.write(2, (line + "\n").encode("ascii", "replace"))
@@ -209,6 +224,8 @@ def handoff(argv: list[str], *, fd: int = 0) -> int | None:
         if raw is None:
             return _answer(65, f"5.3.4 message too large: more than {limit} bytes "
                            f"(max_message_size={limit})", False)
+        if nothing_to_deliver(raw):
+            return _answer(75, NOTHING_ON_INPUT, False)
         left = timeout - (time.monotonic() - started)
         sock.settimeout(max(left, 0.0) + GRACE + 2.0)
         try:

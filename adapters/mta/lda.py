@@ -2,7 +2,8 @@
 in the manner of ``dovecot-lda``; the exit status tells the MTA what to do with it.
 
 0 stored (or already stored: the same queue id, recipient and bytes); 75 anything a retry
-may fix (the MTA keeps the message and tries again); 65 not a message or too large; 67 an
+may fix (the MTA keeps the message and tries again), empty input included; 65 too large
+(whatever its structure, what the MTA hands over is stored: ADR 0067); 67 an
 unknown account where accounts must exist; 64 a wrong command line. One line on standard
 error, starting with an RFC 3463 code, says why (Postfix puts it in the DSN). lda never
 creates a data directory: an unmounted volume must not become a new, empty store.
@@ -82,10 +83,15 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
              deadline: Deadline) -> Outcome:
     from adapters.embedded import Letterlog
+    from adapters.mta.handoff import NOTHING_ON_INPUT, nothing_to_deliver
     from adapters.settings import load_settings
 
     limit = load_settings(data=data).max_message_size
-    raw = without_from_line(read_message(fd, limit))
+    raw = read_message(fd, limit)
+    if nothing_to_deliver(raw):  # a broken wrapper: the MTA keeps the mail (ADR 0067)
+        status, _, text = NOTHING_ON_INPUT.partition(" ")
+        return temporary(text, status)
+    raw = without_from_line(raw)
     with Letterlog.open(data, create=False, read_models=False,
                         lock_timeout=lock_timeout(options.timeout)) as store:
         store.mail.uow.append_guard = deadline.append_guard

@@ -75,9 +75,32 @@ def test_a_retry_of_the_same_queue_id_is_stored_once_a_reused_one_is_not_a_dupli
     assert stored(env, data, BOB) == [first, second]
 
 
+CONTROL_BYTES = (b"Received: from mx.example.net by mx.example.org; Thu, 26 Nov 2026\r\n"
+                 b"Subject: \x01\x02\x03 an old mailer's \x00 header\x7f\r\n"
+                 b"X-Junk: \x04\x05\x06\x07\x08\x0e\x0f\r\n"
+                 b"\r\nbody\r\n")
+"""Mail whose header block has control bytes, as old or broken mailers send it: real mail,
+which dovecot-lda stores (the API's deliver refuses it as binary data)."""
+
+
+def test_a_header_block_with_control_bytes_is_stored_as_handed_over(env, data):
+    code, err = lda(env, data, CONTROL_BYTES, "--queue-id", "C1")
+    assert (code, err) == (0, "")
+    assert stored(env, data, BOB) == [CONTROL_BYTES]
+
+
+@pytest.mark.parametrize("raw", [b"", b" \r\n\r\n", b"From MAILER-DAEMON Thu Nov 26\n"],
+                         ids=["empty", "blank", "from-line-only"])
+def test_no_message_on_standard_input_is_a_temporary_failure(env, data, raw):
+    """A broken wrapper hands over nothing: the MTA must keep the mail (75), not bounce it."""
+    code, err = lda(env, data, raw, "--queue-id", "E1")
+    assert code == 75
+    assert_one_status_line(err, "4.3.0")
+    assert "standard input" in err
+    assert letterlog(env, data, "list", BOB).returncode == 2  # nothing stored: no account
+
+
 @pytest.mark.parametrize(("raw", "args", "code", "status"), [
-    (b"", (), 65, "5.6.0"),
-    (b" \r\n\r\n", (), 65, "5.6.0"),
     (b"Subject: x\r\n\r\n" + b"y" * 3000, (), 65, "5.3.4"),
     (make_mail(), ("--accounts-must-exist",), 67, "5.1.1"),
     (make_mail(), ("--no-such-option",), 64, "5.5.4"),

@@ -101,6 +101,18 @@ def test_a_message_the_store_refuses_is_refused_permanently(env, data, serve):
     assert letterlog(env, data, "list", BOB).returncode == 2  # nothing stored: no account
 
 
+def test_a_header_block_with_control_bytes_is_stored_as_handed_over(env, data, serve):
+    """Real mail is never refused for its structure (ADR 0067): control bytes in the header
+    block are stored (dovecot's LMTP stores them too); the API's deliver refuses them."""
+    raw = (b"Subject: \x01\x02\x03 an old mailer's \x00 header\x7f\r\n"
+           b"X-Junk: \x04\x05\x06\x07\x08\x0e\x0f\r\n\r\nbody\r\n")
+    client = Client(serve(data).sock)
+    client.command("LHLO mta.example.org")
+    assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+    client.close()
+    assert stored(env, data, BOB) == [raw]
+
+
 def test_a_store_moved_away_defers_and_the_retry_lands_once_back(env, data, serve):
     server = serve(data)
     client = Client(server.sock)

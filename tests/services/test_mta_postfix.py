@@ -452,3 +452,49 @@ def test_a_store_the_pipe_user_may_not_open_defers_and_the_retry_stores_it_once(
     route.server.wait_queue_empty(timeout=60)
     assert route.contents() == [lf(raw)]
     route.assert_nothing_bounced()
+
+
+# --------------------------------------------------------------------------- structure
+
+CONTROL_BYTES = (b"From: Old Mailer <old@sender.test>\r\n"
+                 b"Subject: \x01\x02\x03 a header an old mailer mangled \x7f\r\n"
+                 b"X-Junk: \x04\x05\x06\x07\x08\x0e\x0f\r\n"
+                 b"\r\nthe body\r\n")
+
+
+@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe"])
+def test_a_header_block_with_control_bytes_is_stored_not_bounced(
+        open_route: Callable[..., Route]) -> None:
+    """Issue 42, item 3: real mail is never rejected for its structure (ADR 0067); what
+    Postfix hands over is stored as dovecot-lda would store it."""
+    route = open_route()
+    send_all(route, [CONTROL_BYTES])
+    route.server.wait_queue_empty(timeout=60)
+    assert route.contents() == [lf(CONTROL_BYTES)]
+    route.assert_nothing_bounced()
+
+
+@pytest.mark.parametrize("path", ["pipe"])
+def test_a_wrapper_that_loses_standard_input_defers_the_mail(
+        postfix_server: PostfixServer, open_route: Callable[..., Route],
+        corpus: Path) -> None:
+    """A broken wrapper hands lda an empty standard input: Postfix must keep the mail (4.x.x,
+    exit 75), and once the wrapper is fixed the retry stores it."""
+    route = open_route()
+    broken = route.data.parent / f"{route.data.name}.broken-wrapper"
+    broken.write_text('#!/bin/sh\nexec "$@" < /dev/null\n')
+    broken.chmod(0o755)
+    postfix_server.use_pipe(route.data, argv=[str(broken),
+                                              *postfix_server.lda_argv(route.data)])
+    raw = (corpus / FAULT_PICKS[0]).read_bytes()
+    qids = send_all(route, [raw])
+    route.server.wait_deferred(qids, timeout=DEFER_TIMEOUT)
+    statuses = route.server.statuses(qids[0], since=route.mark)
+    assert statuses and all(s["status"] == "deferred" and s["dsn"] == "4.3.0"
+                            for s in statuses), statuses
+    assert "standard input" in route.log()
+    postfix_server.use_pipe(route.data)
+    route.server.flush()
+    route.server.wait_queue_empty(timeout=60)
+    assert route.contents() == [lf(raw)]
+    route.assert_nothing_bounced()
