@@ -265,7 +265,9 @@ def _run(args: list[str]) -> int:
         # a busy store, or a table store or user directory that does not answer: the
         # machine, not the input
         temporary = StoreBusy | TableStoreUnavailable | DirectoryUnavailable
-        return _error(str(e), 1 if isinstance(e, temporary) else 2)
+        hint = getattr(e, "hint", "")
+        return _error(f"{e}{f' ({hint})' if hint else ''}",
+                      1 if isinstance(e, temporary) else 2)
     except (KeyboardInterrupt, Abort):
         return _error("interrupted", 130)
     except Exception as e:

@@ -26,7 +26,7 @@ from adapters.mta.delivery import (
     lock_timeout,
     without_from_line,
 )
-from adapters.mta.replies import Outcome, classify, delivered, temporary
+from adapters.mta.replies import Outcome, classify, stored, temporary
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,40 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
     logging.getLogger().addHandler(logging.NullHandler())
     logging.lastResort = None  # stderr holds the one status line, nothing else
     try:
-        return _deliver(data, envelope, options, fd, deadline)
+        outcome = _deliver(data, envelope, options, fd, deadline)
     except BaseException as e:  # noqa: BLE001 - every failure is an answer to the MTA
-        return classify(e, data, quota_permanent=quota_permanent(data, e))
+        outcome = classify(e, data, quota_permanent=quota_permanent(data, e))
     finally:
         deadline.finish()
+    syslog(outcome, envelope)
+    return outcome
+
+
+SYSLOG_SOCKET = "/dev/log"
+"""Where lda's local log goes (``LETTERLOG_SYSLOG_SOCKET``; empty: nowhere): the system's
+log, beside Postfix's own lines. Its stderr is the DSN's text, for the remote sender."""
+
+
+def syslog(outcome: Outcome, envelope: Envelope) -> None:
+    """One line in the system's log (facility mail, as Postfix's and dovecot-lda's): the
+    queue id, the recipient, the code, the short reason and the detail the DSN leaves out
+    (paths, the library's error, the account's usage). Best effort: no syslog, no line."""
+    import os
+    import socket
+
+    path = os.environ.get("LETTERLOG_SYSLOG_SOCKET", SYSLOG_SOCKET)
+    if not path:
+        return
+    severity = 6 if outcome.exit_status == 0 else 4  # info, warning
+    where = f"{envelope.queue_id}: " if envelope.queue_id else ""
+    line = (f"<{2 * 8 + severity}>letterlog-lda[{os.getpid()}]: {where}"
+            f"to=<{envelope.recipient}>, {outcome.logged}")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(1.0)
+            sock.sendto(line.encode("utf-8", "replace")[:8192], path)
+    except OSError:
+        pass
 
 
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
@@ -101,6 +130,4 @@ def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
             sender=envelope.sender, original_recipient=envelope.original_recipient,
             queue_id=envelope.queue_id, via="lda")
         d = store.deliver(**fields)
-    what = "already delivered" if d.duplicate else "delivered"
-    return delivered(f"{what} to {fields['account']} {fields['mailbox']} uid {d.uid} "
-                     f"as {d.message_id}")
+    return stored(d, fields)

@@ -120,12 +120,25 @@ def test_a_recipient_that_is_no_address_is_refused(env, data):
     assert_one_status_line(err, "5.1.3")
 
 
-def test_a_missing_store_is_a_temporary_failure_and_is_never_created(env, tmp_path):
+def test_a_missing_store_is_a_temporary_failure_and_is_never_created(env, tmp_path, syslog):
     missing = tmp_path / "unmounted" / "data"
-    code, err = lda(env, missing, make_mail())
+    code, err = lda({**env, "LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}, missing,
+                    make_mail(), "--queue-id", "M1")
     assert code == 75
     assert_one_status_line(err, "4.3.2")
     assert not missing.exists() and not missing.parent.exists()
+    # the sender reads a code and a short reason; the local log the path; nobody is told to
+    # run init (on an unmounted volume it would make an empty store): ADR 0067
+    assert str(tmp_path) not in err and "init" not in err
+    [line] = syslog.lines()
+    assert "M1: to=<bob@example.org>, 4.3.2 " in line and str(missing) in line, line
+    assert "init" not in line, line
+
+
+def test_a_missing_store_still_tells_a_person_at_a_terminal_how_to_make_one(env, tmp_path):
+    p = letterlog(env, tmp_path / "typo", "list", BOB)
+    assert p.returncode == 2
+    assert b"is not mounted, mount it" in p.stderr and b"init` makes one" in p.stderr
 
 
 def test_a_store_that_is_not_one_is_a_temporary_failure(env, tmp_path):
@@ -137,15 +150,19 @@ def test_a_store_that_is_not_one_is_a_temporary_failure(env, tmp_path):
     assert_one_status_line(err, "4.3.2")
 
 
-def test_a_read_only_store_defers_and_takes_the_retry(env, tmp_path):
+def test_a_read_only_store_defers_and_takes_the_retry(env, tmp_path, syslog):
     with tmpfs(tmp_path / "volume") as volume:
         data = volume / "data"
         assert letterlog(env, data, "init").returncode == 0
         remount(volume, "ro")
         raw = make_mail("read-only")
-        code, err = lda(env, data, raw, "--queue-id", "Q1")
-        assert code == 75 and err.startswith("4."), err
-        assert "Traceback" not in err and err.count("\n") == 1
+        code, err = lda({**env, "LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}, data, raw,
+                        "--queue-id", "Q1")
+        assert code == 75
+        assert_one_status_line(err, "4.3.0")
+        assert "read-only" in err  # not a permissions problem (issue 42, item 5)
+        [line] = syslog.lines()
+        assert "read-only" in line and "readable and writable" not in line, line
         remount(volume, "rw")
         assert lda(env, data, raw, "--queue-id", "Q1")[0] == 0
         assert stored(env, data, BOB) == [raw]
