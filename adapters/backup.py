@@ -575,15 +575,18 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
         shutil.rmtree(staging, ignore_errors=True)
         raise
     replaced = root.with_name(f".{root.name}.replaced-{os.getpid()}")
+    was_empty = not replacing and root.exists()
     if replacing:
         os.rename(root, replaced)
-    elif root.exists():
+    elif was_empty:
         root.rmdir()  # empty
     os.rename(staging, root)
     _fsync_dir(root.parent)
     try:
         result = _open_restored(root, record, open_store)
     except BaseException as e:
+        if not replacing:  # a failure says nothing changed: the target as it was found
+            _take_back(root, was_empty)
         if replacing:
             raise BackupError(f"{root}: restored, but making the recorded erasures again "
                               f"failed ({e}); the store it replaced is kept in {replaced}: "
@@ -597,6 +600,19 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                    "backup_created": manifest["created"],
                    "replaced": replacing, "erasures_from": record.sources})
     return result
+
+
+def _take_back(root: Path, was_empty: bool) -> None:
+    """A restore into a new or empty directory that failed once its copy was in place
+    (the copy cannot be opened, the erasures cannot be made again): the copy goes, so the
+    target is as it was (absent, or empty) and the restore can be run again."""
+    aside = root.with_name(f".{root.name}.restoring-{os.getpid()}")
+    with contextlib.suppress(OSError):
+        os.rename(root, aside)  # out of the way at once, deleted after
+        if was_empty:
+            os.mkdir(root, DIR_MODE)
+    shutil.rmtree(aside, ignore_errors=True)
+    _fsync_dir(root.parent)
 
 
 def _remove_stale_staging(root: Path) -> None:
