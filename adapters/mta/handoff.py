@@ -192,6 +192,39 @@ def _answer(status: int, line: str, as_json: bool) -> int:
     return status
 
 
+def as_store_owner(data: str) -> str | None:
+    """Run as root (Postfix's ``mailbox_command``, a shell, a wrapper: a common mistake),
+    become the owner of the data directory before anything is read or written, as
+    ``dovecot-lda`` switches to the user's uid: files root made in the store would be
+    unreadable by its owner. Returns None when this process may go on (not root, now the
+    owner, a store that root owns, or no directory to look at: lda then answers 4.3.2
+    itself), else the 4.3.0 line to exit 75 with."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        st = os.stat(data)
+    except OSError:
+        return None
+    if st.st_uid == 0:
+        return None
+    try:
+        try:
+            import pwd
+
+            os.initgroups(pwd.getpwuid(st.st_uid).pw_name, st.st_gid)
+        except KeyError:  # an owner with no account: no supplementary groups
+            os.setgroups([])
+        os.setgid(st.st_gid)
+        os.setuid(st.st_uid)
+    except OSError as e:
+        return (f"4.3.0 letterlog lda runs as root and cannot become the store's owner "
+                f"(uid {st.st_uid}: {e.strerror}); run it as that user (pipe(8): "
+                f"user=OWNER in master.cf)")
+    if os.geteuid() != st.st_uid or os.getegid() != st.st_gid:
+        return "4.3.0 letterlog lda could not become the store's owner; run it as that user"
+    return None
+
+
 def handoff(argv: list[str], *, fd: int = 0) -> int | None:
     """Delivers the message on ``fd`` through the data directory's LMTP server and returns
     lda's exit status, or None when the caller is to run ``lda`` itself (nothing was sent,
@@ -202,6 +235,9 @@ def handoff(argv: list[str], *, fd: int = 0) -> int | None:
     fields = parse(argv)
     if fields is None:
         return None
+    refused = as_store_owner(fields["data"])
+    if refused is not None:
+        return _answer(75, refused, False)
     import _socket
 
     timeout = float(fields["timeout"])
