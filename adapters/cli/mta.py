@@ -81,6 +81,8 @@ def lda(
         typer.echo(outcome.line, err=True)
     elif state.json:
         out({"status": outcome.status, "text": outcome.text})
+    else:  # Postfix's log records it: the message's letterlog id
+        typer.echo(outcome.line)
     raise typer.Exit(outcome.exit_status)
 
 

@@ -181,9 +181,13 @@ def nothing_to_deliver(raw: bytes) -> bool:
 
 
 def _answer(status: int, line: str, as_json: bool) -> int:
+    """lda's answer: a failure's line on stderr (Postfix's DSN); a success's on stdout
+    (Postfix's log records it: the message's letterlog id), or as JSON."""
     if status:
         os.write(2, (line + "\n").encode("ascii", "replace"))
-    elif as_json:
+    elif not as_json:
+        os.write(1, (line + "\n").encode("ascii", "replace"))
+    else:
         import json
 
         code, _, text = line.partition(" ")

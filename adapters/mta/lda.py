@@ -26,7 +26,7 @@ from adapters.mta.delivery import (
     lock_timeout,
     without_from_line,
 )
-from adapters.mta.replies import Outcome, classify, stored, temporary
+from adapters.mta.replies import Outcome, classify, stored, temporary, without_queue_id
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
         outcome = classify(e, data, quota_permanent=quota_permanent(data, e))
     finally:
         deadline.finish()
+    outcome = without_queue_id(outcome, envelope.queue_id)
     syslog(outcome, envelope)
     return outcome
 

@@ -27,7 +27,7 @@ from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import syntax
 
 from adapters.mta.delivery import MtaOptions
-from adapters.mta.replies import Outcome, classify, temporary
+from adapters.mta.replies import Outcome, classify, temporary, without_queue_id
 from adapters.mta.writer import Writer
 
 log = logging.getLogger("letterlog.lmtp")
@@ -347,8 +347,8 @@ class Handoff:
                 "deadline": time.monotonic() + timeout}
         [future] = self.writer.submit([item])
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future),
-                                          timeout + self.protocol.GRACE)
+            return without_queue_id(await asyncio.wait_for(
+                asyncio.wrap_future(future), timeout + self.protocol.GRACE), queue_id)
         except TimeoutError:
             return temporary(f"delivery timed out after {timeout:g} s (store busy or slow); "
                              "try again later")

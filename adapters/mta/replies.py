@@ -82,6 +82,19 @@ def stored(d: Any, fields: dict[str, Any]) -> Outcome:
                      f"to {fields['account']} {fields['mailbox']} uid {d.uid}")
 
 
+NO_QUEUE_ID = ("warning: no --queue-id, so a retry after a crash between the commit and "
+               "the exit stores a second copy (pass --queue-id=${queue_id})")
+
+
+def without_queue_id(outcome: Outcome, queue_id: str) -> Outcome:
+    """lda's success, with a warning in its line when the MTA gave no queue id (the line
+    goes to the MTA's log: Postfix's pipe(8) records a command's output)."""
+    if queue_id or outcome.exit_status != EX_OK:
+        return outcome
+    return Outcome(outcome.exit_status, outcome.smtp, outcome.status,
+                   f"{outcome.text}; {NO_QUEUE_ID}", outcome.detail)
+
+
 def temporary(text: str, status: str = "4.3.0", smtp: int = 451, detail: str = "") -> Outcome:
     return Outcome(EX_TEMPFAIL, smtp, status, one_line(text), one_line(detail))
 

@@ -44,6 +44,26 @@ def test_a_message_on_standard_input_is_stored_byte_exact_with_its_envelope(env,
     assert envelope["arrived_at"]
 
 
+def test_a_success_names_the_message_id_and_warns_without_a_queue_id(env, data, syslog):
+    """Issue 42, item 6: lda's success line (stdout: Postfix's pipe(8) logs it) names the
+    letterlog id; without --queue-id it warns that a retry after a crash would store a
+    second copy (in that line and in the local log)."""
+    env = {**env, "LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}
+    with_id = letterlog(env, data, "lda", "--recipient", BOB, "--queue-id", "Q9",
+                        stdin=make_mail("one"))
+    without = letterlog(env, data, "lda", "--recipient", BOB, stdin=make_mail("two"))
+    assert (with_id.returncode, with_id.stderr, without.returncode, without.stderr) == (
+        0, b"", 0, b"")
+    ids = [row["message_id"] for row in reversed(listing(env, data, BOB))]
+    assert with_id.stdout.decode() == f"2.0.0 delivered as {ids[0]}\n"
+    line = without.stdout.decode()
+    assert line.startswith(f"2.0.0 delivered as {ids[1]}; warning: no --queue-id") \
+        and line.count("\n") == 1, line
+    logged = syslog.lines()
+    assert "Q9: to=<bob@example.org>, 2.0.0 delivered as" in logged[0], logged
+    assert "warning: no --queue-id" in logged[1] and "warning" not in logged[0], logged
+
+
 def test_envelope_headers_only_when_asked(env, data):
     raw = make_mail("headers")
     assert lda(env, data, raw, "--sender", "ada@example.net")[0] == 0

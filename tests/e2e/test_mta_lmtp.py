@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +27,7 @@ from tests.e2e.mta_support import (
     tmpfs,
     write_locked,
 )
-from tests.factories import CORPUS, make_mail
+from tests.factories import CORPUS, make_mail, until
 
 BOB, CAROL = "bob@example.org", "carol@example.org"
 
@@ -111,6 +113,48 @@ def test_a_header_block_with_control_bytes_is_stored_as_handed_over(env, data, s
     assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
     client.close()
     assert stored(env, data, BOB) == [raw]
+
+
+@pytest.mark.slow
+def test_a_locked_tables_sqlite_does_not_kill_the_projecting_process(env, data, tmp_path):
+    """Issue 42, item 6: the follower (the server's second process) waits a lock on the
+    read models out and tries again; before, it died with a traceback (busy timeout 30 s)
+    and a new one was started for the next message."""
+    log = tmp_path / "lmtp.log"
+    sock = tmp_path / "locked.sock"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "adapters.cli", "--data", str(data),
+                                 "lmtp", "--listen", f"unix:{sock}"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        until(lambda: sock.exists(), timeout=60, what="the lmtp socket")
+        client = Client(sock)
+        client.command("LHLO mta.example.org")
+        assert client.send("a@example.net", [BOB], make_mail("first"))[0][:3] == "250"
+        follower = until(lambda: children(proc.pid), timeout=30, what="the follower")
+        with write_locked(data / "tables.sqlite"):
+            assert client.send("a@example.net", [BOB], make_mail("locked"))[0][:3] == "250"
+            until(lambda: b"read models not updated" in log.read_bytes(), timeout=90,
+                  what="the follower to hit the lock")
+        until(lambda: b"read models current again" in log.read_bytes(), timeout=60,
+              what="the follower to catch up once the lock is gone")
+        assert client.send("a@example.net", [BOB], make_mail("after"))[0][:3] == "250"
+        client.close()
+        assert children(proc.pid) == follower  # the same process all along
+    finally:
+        proc.send_signal(SIGTERM)
+        assert proc.wait(60) == 0
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text and "projecting process is gone" not in text, text
+    assert [m.split(b"Subject: ")[1].split(b"\r\n")[0] for m in stored(env, data, BOB)] == [
+        b"first", b"locked", b"after"]
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return sorted(found)
 
 
 def test_a_store_moved_away_defers_and_the_retry_lands_once_back(env, data, serve):

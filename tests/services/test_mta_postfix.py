@@ -279,6 +279,10 @@ def test_corpus_messages_arrive_byte_exact_with_their_envelope(
         if route.transport == "pipe":
             assert envelope["original_recipient"] == RCPT
             assert envelope["queue_id"] == qids[name]
+        # issue 42, item 6: the MTA's log names the message's letterlog id (pipe(8) logs
+        # lda's output, lmtp(8) the server's reply)
+        assert re.search(rf"{qids[name]}: to=<{re.escape(RCPT)}>.*status=sent .*"
+                         rf"delivered as {message_id}", route.log()), route.log()[-3000:]
     route.assert_nothing_bounced()
 
 
