@@ -97,6 +97,12 @@ def lmtp(
     recipient_delimiter: RecipientDelimiter = "+",
     envelope_headers: EnvelopeHeaders = False,
     timeout: Timeout = 300.0,
+    socket_mode: Annotated[str | None, typer.Option(
+        metavar="MODE", help="the unix socket's permission bits, octal (e.g. 0660: Postfix's "
+        "lmtp(8) in the socket's group may connect)")] = None,
+    socket_group: Annotated[str | None, typer.Option(
+        metavar="GROUP", help="the unix socket's group (this user must be in it; a setgid "
+        "directory gives its group by itself)")] = None,
 ) -> None:
     """Serve LMTP (RFC 2033) in the foreground until SIGTERM or Ctrl-C.
 
@@ -106,7 +112,8 @@ def lmtp(
     stops listening, finishes the transactions in flight and exits 0."""
     from adapters.mta.lmtp import serve
 
-    serve(state.data, listen, _options(**locals()))
+    serve(state.data, listen, _options(**locals()), socket_mode=socket_mode,
+          socket_group=socket_group)
 
 
 @app.command()

@@ -227,13 +227,17 @@ def processes_start(
     dispatcher: Annotated[bool, typer.Option(
         "--dispatcher/--no-dispatcher",
         help="run `letterlog dispatcher` too (event rules)")] = False,
+    lmtp_socket_mode: Annotated[str | None, typer.Option(
+        metavar="MODE", help="the LMTP unix socket's permission bits (lmtp --socket-mode)")
+    ] = None,
 ) -> None:
     """Start the relay, N workers, the purger (the LMTP server, the event rules'
     dispatcher) under supervisord (restarted on a crash)."""
     from adapters.streaming.processes import start
 
     for row in _supervised(lambda: start(state.data, workers, purger, relay=relay,
-                                         lmtp=lmtp, dispatcher=dispatcher)):
+                                         lmtp=lmtp, dispatcher=dispatcher,
+                                         lmtp_socket_mode=lmtp_socket_mode)):
         out(row, _proc_line(row))
 
 

@@ -52,7 +52,7 @@ def metrics_offset(name: str) -> int | None:
 
 def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = True,
              lmtp: str | None = None, dispatcher: bool = False,
-             metrics_port: int = 0) -> list[Program]:
+             metrics_port: int = 0, lmtp_socket_mode: str | None = None) -> list[Program]:
     """The programs supervisord runs. ``metrics_port``: the base port (N > 0: each process
     its own, ``metrics_offset``; 0 a free one each; -1 none)."""
     data = Path(data).resolve()
@@ -69,7 +69,8 @@ def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = Tr
 
     found = [letterlog("relay", "relay", priority=10)] if relay else []
     if lmtp:  # the LMTP server: SIGTERM lets its transactions in flight finish
-        found.append(letterlog("lmtp", "lmtp", "--listen", lmtp, priority=5))
+        mode = ("--socket-mode", lmtp_socket_mode) if lmtp_socket_mode else ()
+        found.append(letterlog("lmtp", "lmtp", "--listen", lmtp, *mode, priority=5))
     host = socket.gethostname()
     found += [letterlog(f"worker-{i}", "worker",
                         env={"LETTERLOG_STREAM_INSTANCE": f"{host}-worker-{i}"}, priority=20)
@@ -97,7 +98,8 @@ def _metrics_env(name: str, base: int) -> dict[str, str]:
 
 def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 120.0, *,
           relay: bool = True, lmtp: str | None = None,
-          dispatcher: bool = False) -> list[dict[str, Any]]:
+          dispatcher: bool = False, lmtp_socket_mode: str | None = None
+          ) -> list[dict[str, Any]]:
     """Writes the configuration, starts supervisord (it starts every program) and waits
     until each counts as started (alive ``start_seconds``) or has failed for good."""
     supervisor = supervisor_for(data)
@@ -107,7 +109,8 @@ def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 12
     from adapters.settings import load_settings
 
     found = programs(data, workers, purger, relay, lmtp, dispatcher,
-                     metrics_port=load_settings(data=data).metrics_port)
+                     metrics_port=load_settings(data=data).metrics_port,
+                     lmtp_socket_mode=lmtp_socket_mode)
     private_dir(data)
     write_config(supervisor.root, found, autostart=True)
     supervisor.launch(dict(os.environ))

@@ -295,3 +295,31 @@ def test_dots_at_line_starts_and_ends_arrive_as_sent(env, data, serve):
     client.close()
     assert server.stop() == 0
     assert stored(env, data, BOB) == raws
+
+
+def test_the_socket_takes_the_mode_and_group_asked_for(env, data, tmp_path):
+    """``--socket-mode``/``--socket-group`` (issue 42, item 1): what lets Postfix's lmtp(8),
+    another user, connect (the chrooted setup behind Postfix: test_mta_postfix.py)."""
+    import grp
+    import os
+
+    group = grp.getgrnam("daemon") if os.geteuid() == 0 else grp.getgrgid(os.getegid())
+    server = Server(env, data, tmp_path / "shared.sock", "--socket-mode", "0660",
+                    "--socket-group", group.gr_name)
+    try:
+        st = server.sock.stat()
+        assert (st.st_mode & 0o777, st.st_gid) == (0o660, group.gr_gid)
+    finally:
+        assert server.stop() == 0
+
+
+@pytest.mark.parametrize("args", [
+    ("--listen", "unix:{sock}", "--socket-mode", "999"),
+    ("--listen", "unix:{sock}", "--socket-group", "no-such-group-here"),
+    ("--listen", "127.0.0.1:2424", "--socket-mode", "0660"),
+], ids=["bad-mode", "no-such-group", "tcp"])
+def test_socket_options_that_cannot_apply_are_a_usage_error(env, data, tmp_path, args):
+    sock = tmp_path / "never.sock"
+    p = letterlog(env, data, "lmtp", *(a.format(sock=sock) for a in args), timeout=60)
+    assert p.returncode == 2 and p.stderr.count(b"\n") == 1, p.stderr
+    assert b"--socket-" in p.stderr and not sock.exists()

@@ -511,3 +511,53 @@ def test_a_wrapper_that_loses_standard_input_defers_the_mail(
     route.server.wait_queue_empty(timeout=60)
     assert route.contents() == [lf(raw)]
     route.assert_nothing_bounced()
+
+
+# --------------------------------------------------------------------------- chrooted LMTP
+
+
+def test_a_chrooted_lmtp_delivers_through_the_documented_socket(
+        postfix_server: PostfixServer) -> None:
+    """Issue 42, item 1 (docs/mta.md, "Postfix with LMTP"): Debian chroots lmtp(8) in the
+    queue directory, so the server's socket goes in a setgid directory there, owned by the
+    store's user and group ``postfix``, mode 2770; ``letterlog lmtp --socket-mode 0660``
+    lets lmtp(8) (user and group postfix) connect; main.cf names it
+    ``lmtp:unix:letterlog/lmtp.sock``."""
+    import grp
+
+    mta = pwd.getpwnam(SYSTEM_USER)
+    sockets = postfix_server.queue_dir / "letterlog"
+    sockets.mkdir(exist_ok=True)
+    os.chown(sockets, mta.pw_uid, grp.getgrnam("postfix").gr_gid)
+    sockets.chmod(0o2770)
+    route = Route(postfix_server, "lmtp",
+                  postfix_server.store_root / f"chroot-{uuid.uuid4().hex[:8]}")
+    route.data.mkdir()
+    os.chown(route.data, mta.pw_uid, mta.pw_gid)
+    route.letterlog("init")
+    route.lmtp_log = route.data.parent / f"{route.data.name}.lmtp.log"
+    sock = sockets / "lmtp.sock"
+    with open(route.lmtp_log, "ab") as log:
+        route.lmtp = subprocess.Popen(
+            [LETTERLOG, "--data", str(route.data), "lmtp", "--listen", f"unix:{sock}",
+             "--socket-mode", "0660"], stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, cwd="/", start_new_session=True, **as_mta())
+    try:
+        wait_for(lambda: sock.is_socket(), what="letterlog lmtp's socket", timeout=60,
+                 log_paths=[route.lmtp_log], procs=[route.lmtp], interval=0.1)
+        st = sock.stat()
+        assert (st.st_mode & 0o777, st.st_gid) == (0o660, grp.getgrnam("postfix").gr_gid)
+        postfix_server.use_lmtp("unix:letterlog/lmtp.sock", chroot=True)
+        route.mark = postfix_server.log_mark()
+        raw = b"Subject: through the chroot\n\nhello\n"
+        [qid] = send_all(route, [raw])
+        postfix_server.wait_queue_empty(timeout=60)
+        assert [s["status"] for s in postfix_server.statuses(qid, since=route.mark)] == [
+            "sent"]
+        assert route.contents() == [lf(raw)]
+        route.assert_nothing_bounced()
+    finally:
+        terminate(route.lmtp, timeout=30)  # type: ignore[arg-type]
+        postfix_server.use_lmtp("inet:127.0.0.1:1")  # no chroot for the next test
+        postfix_server.delete_all()
+        subprocess.run(["rm", "-rf", str(sockets)], check=False)

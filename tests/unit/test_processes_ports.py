@@ -31,3 +31,10 @@ def test_a_free_port_or_none_is_left_to_each_process(base):
 def test_a_base_too_high_for_the_workers_is_refused_before_anything_starts():
     with pytest.raises(SupervisorError, match="above 65535"):
         ports(65533)
+
+
+def test_the_supervised_lmtp_server_gets_its_socket_mode():
+    [lmtp] = [p for p in programs(Path("/tmp/letterlog-ports"), workers=0, purger=False,
+                                  relay=False, lmtp="unix:/x/lmtp.sock",
+                                  lmtp_socket_mode="0660")]
+    assert lmtp.command[-4:] == ("--listen", "unix:/x/lmtp.sock", "--socket-mode", "0660")
