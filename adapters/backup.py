@@ -629,15 +629,19 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
         shutil.rmtree(staging, ignore_errors=True)
         raise
     replaced = root.with_name(f".{root.name}.replaced-{os.getpid()}")
+    was_empty = not replacing and root.exists()
+    found_mode = (root.stat().st_mode & 0o7777) if was_empty else DIR_MODE
     if replacing:
         os.rename(root, replaced)
-    elif root.exists():
+    elif was_empty:
         root.rmdir()  # empty
     os.rename(staging, root)
     _fsync_dir(root.parent)
     try:
         result = _open_restored(root, record, open_store)
     except BaseException as e:
+        if not replacing:  # a failure says nothing changed: the target as it was found
+            _take_back(root, was_empty, found_mode)
         if replacing:
             raise BackupError(f"{root}: restored, but making the recorded erasures again "
                               f"failed ({e}); the store it replaced is kept in {replaced}: "
@@ -653,6 +657,20 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                    "erasure_record_position": record.position if record.sources else None,
                    "no_erasure_record": uncovered})
     return result
+
+
+def _take_back(root: Path, was_empty: bool, mode: int) -> None:
+    """A restore into a new or empty directory that failed once its copy was in place
+    (the copy cannot be opened, the erasures cannot be made again): the copy goes, so the
+    target is as it was (absent, or empty) and the restore can be run again."""
+    aside = root.with_name(f".{root.name}.restoring-{os.getpid()}")
+    with contextlib.suppress(OSError):
+        os.rename(root, aside)  # out of the way at once, deleted after
+        if was_empty:  # as it was found: empty, with its mode
+            os.mkdir(root)
+            os.chmod(root, mode)
+    shutil.rmtree(aside, ignore_errors=True)
+    _fsync_dir(root.parent)
 
 
 def _remove_stale_staging(root: Path) -> None:

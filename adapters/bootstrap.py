@@ -72,7 +72,8 @@ def event_log_env(settings: Settings) -> dict[str, str]:
     root = private_dir(settings.data)
     vault = str(settings.key_vault or root / datadir.VAULT)
     if settings.event_store == "postgres":
-        return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""), vault)
+        return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""), vault,
+                            timeout=settings.postgres_timeout)
     return {**sqlite_env(str(root / datadir.LOG), settings.durability,
                          settings.lock_timeout), "LETTERLOG_KEY_VAULT": vault}
 

@@ -42,18 +42,23 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
         if root.exists() and not root.is_dir():
             raise StoreUnavailable(f"{root}: is not a directory (give --data a directory)")
         if not create:
-            make = f"`letterlog --data {root} init` makes one"
+            # the hint is for a person at a terminal; an unmounted volume looks the same,
+            # and there ``init`` would make an empty store: the MTA paths never print it
+            make = (f"if its volume is not mounted, mount it; for a new store, "
+                    f"`letterlog --data {root} init` makes one")
             if not root.is_dir():
-                raise StoreUnavailable(f"{root}: no letterlog store here (no such directory; "
-                                       f"{make})")
+                raise StoreUnavailable(f"{root}: no letterlog store here (no such directory)",
+                                       hint=make)
             if sqlite_log and not (root / LOG).is_file():
-                raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite; "
-                                       f"{make})")
+                raise StoreUnavailable(f"{root}: holds no letterlog store (no events.sqlite)",
+                                       hint=make)
         if not root.is_dir():
             private_dir(root)
         elif create and not any(os.scandir(root)) and os.stat(root).st_uid == os.geteuid():
             os.chmod(root, DIR_MODE)  # a new store's own (empty) directory
         if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
+            if os.statvfs(root).f_flag & os.ST_RDONLY:
+                raise StoreUnavailable(f"{root}: on a read-only filesystem")
             raise StoreUnavailable(f"{root}: not readable and writable by this user")
         if sqlite_log:
             check_event_store(root / LOG)  # not a store at all: said first

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     hbase_timeout: float = Field(10.0, gt=0, le=3600, description=(
         "seconds an HBase call waits for an answer, and retries a gateway that does not "
         "answer; then a read fails (exit 1). Stream workers wait at least 60 s"))
+    postgres_timeout: float = Field(10.0, gt=0, le=3600, description=(
+        "seconds a connection to the log's PostgreSQL may take (connecting, and waiting "
+        "for one from the pool); then a command fails with one line (exit 1)"))
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
     spark_master: str | None = Field(None, description="Spark master URL for --engine spark "

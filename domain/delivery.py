@@ -158,8 +158,11 @@ class DeliveryCommands(QuotaCommands):
         """The message of ``cmd`` against the limits, described; MessageRejected if unfit.
         Nothing is written. Importers check each message on its own (one bad message is
         reported, not the batch), in worker processes if they like, then deliver the
-        checked ones together (``deliver_checked``)."""
-        facts = rfc5322.inspect_message(cmd.raw, self.limits)
+        checked ones together (``deliver_checked``). A delivery from an MTA (one with an
+        ``envelope``) is never refused for its structure, only for its size or for having
+        no bytes: control bytes in its header block are stored as handed over (ADR 0067)."""
+        facts = rfc5322.inspect_message(cmd.raw, self.limits,
+                                        refuse_binary=cmd.envelope is None)
         return CheckedDelivery(cmd, facts, checked=(cmd.raw, facts))
 
     def claimed(self, account: str, idempotency_key: str) -> bool:

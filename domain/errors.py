@@ -87,7 +87,13 @@ class StoreBusy(LetterlogError):
 
 
 class StoreUnavailable(LetterlogError):
-    """The data directory or event store cannot be used (missing, not a store, unreadable)."""
+    """The data directory or event store cannot be used (missing, not a store, unreadable).
+    ``hint``: what a person at a terminal might do about it (the CLI prints it; an MTA's
+    delivery never does: ``init`` on an unmounted volume makes an empty store there)."""
+
+    def __init__(self, message: str = "", *, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 class StoreNotPrivate(StoreUnavailable):

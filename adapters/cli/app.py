@@ -205,6 +205,9 @@ def _machine_error(e: BaseException) -> int | None:
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # as if killed by SIGPIPE, like other tools in a pipe
     text = str(e)
+    down = _postgres_down(e)
+    if down is not None:
+        return _error(down, 1)
     if isinstance(e, OSError):
         where = f"{e.filename}: " if e.filename else ""
         if e.errno == errno.ENOSPC:
@@ -213,6 +216,30 @@ def _machine_error(e: BaseException) -> int | None:
     if "disk is full" in text or "disk I/O error" in text:
         return _error(f"{state.data}: {text} (the command was not recorded)", 1)
     return None
+
+
+def _postgres_down(e: BaseException) -> str | None:
+    """One line for a command the log's PostgreSQL did not answer (down, frozen, refusing),
+    naming the server, or None (docs/operations.md: exit 1, the machine)."""
+    if "psycopg" not in sys.modules:
+        return None
+    from adapters.eventlog.store import postgres_unreachable
+
+    why = postgres_unreachable(e)
+    if why is None:
+        return None
+    where = "the event store's server"
+    try:
+        from urllib.parse import urlparse
+
+        from adapters.settings import load_settings
+
+        dsn = urlparse(load_settings(data=state.data).postgres_dsn or "")
+        where = f"{dsn.hostname}:{dsn.port or 5432}"
+    except Exception:  # noqa: BLE001, S110 - the line without the address
+        pass
+    return (f"PostgreSQL at {where} is not answering ({why}); nothing was done "
+            "(LETTERLOG_POSTGRES_TIMEOUT bounds the wait)")
 
 
 def command_word(args: list[str]) -> str | None:
@@ -282,7 +309,9 @@ def _run(args: list[str]) -> int:
         # a busy store, or a table store or user directory that does not answer: the
         # machine, not the input
         temporary = StoreBusy | TableStoreUnavailable | DirectoryUnavailable
-        return _error(str(e), 1 if isinstance(e, temporary) else 2)
+        hint = getattr(e, "hint", "")
+        return _error(f"{e}{f' ({hint})' if hint else ''}",
+                      1 if isinstance(e, temporary) else 2)
     except (KeyboardInterrupt, Abort):
         return _error("interrupted", 130)
     except Exception as e:

@@ -10,31 +10,80 @@ import json
 import os
 import sys
 import time
+from typing import Any
+
+RETRY_MAX = 10.0
+"""Seconds at most between two tries of a catch-up that failed (a locked ``tables.sqlite``:
+a long report, a rebuild, another writer)."""
+
+
+def _say(text: str) -> None:
+    """One line on standard error (the LMTP server's log): never a traceback."""
+    os.write(2, f"letterlog follower: {text}\n".encode("utf-8", "replace"))
 
 
 def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int:
     """Follows the log named by ``settings_json`` while ``wakeups`` (a file descriptor)
     delivers bytes, until it is at its end; returns how many events it projected.
     ``linger``: seconds to wait after each catch-up, so that a writer waking it once per
-    message (an LMTP server) has it project many messages per catch-up, not one."""
+    message (an LMTP server) has it project many messages per catch-up, not one.
+
+    A catch-up that fails (the read models locked past their busy timeout, a full disk) is
+    said once on standard error and tried again, with growing pauses (at most
+    ``RETRY_MAX``) and at each wake-up, until it succeeds: the follower never dies of it
+    (the mail is in the log; only the read models wait). At the end of its input it tries
+    once more and exits 0 either way: the next reader catches up."""
+    import select
+
     from adapters.bootstrap import event_log, projection_host
     from adapters.settings import load_settings
 
     settings = load_settings(**json.loads(settings_json))
     log = event_log(settings)
-    try:
-        host = projection_host(settings, log)
+    failing: str | None = None
+    projected = 0
+
+    host: Any = None
+
+    def catch_up() -> bool:
+        nonlocal failing, projected, host
         try:
-            projected = int(host.catch_up())
+            if host is None:  # opening the read models takes their lock too
+                host = projection_host(settings, log)
+            projected += int(host.catch_up())
+        except Exception as e:  # noqa: BLE001 - said, and tried again
+            why = f"{type(e).__name__}: {' '.join(str(e).split())}"
+            if failing is None:
+                _say(f"read models not updated ({why}); trying again")
+            failing = why
+            return False
+        if failing is not None:
+            _say("read models current again")
+            failing = None
+        return True
+
+    try:
+        try:
+            owed = not catch_up()
+            pause = 0.0
             while True:
-                more = os.read(wakeups, 65536)  # blocks until the writer appended, or is done
-                projected += int(host.catch_up())
+                if owed:
+                    pause = min(max(0.5, pause * 2), RETRY_MAX)
+                ready, _, _ = select.select([wakeups], [], [], pause if owed else None)
+                if not ready:  # a pause after a failure ended: try again
+                    owed = not catch_up()
+                    continue
+                more = os.read(wakeups, 65536)  # the writer appended, or is done
+                owed = not catch_up()
+                if not owed:
+                    pause = 0.0
                 if not more:
                     return projected
                 if linger:  # let the next wake-ups gather: one catch-up for all of them
                     time.sleep(linger)
         finally:
-            host.close()
+            if host is not None:
+                host.close()
     finally:
         log.close()
 

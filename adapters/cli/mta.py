@@ -62,11 +62,17 @@ def lda(
     """Deliver one message from standard input, as an MTA's local delivery agent.
 
     Exit status (sysexits.h): 0 stored (or already stored); 75 try again later (busy,
-    locked, full, unavailable store, any unexpected error); 65 not a message or too large;
+    locked, full, unavailable store, nothing on standard input, any unexpected error); 65
+    too large (a message is never refused for its structure);
     67 unknown account (--accounts-must-exist); 64 usage. One line on stderr starts with
     an RFC 3463 code. Never creates a data directory: make the store with 'letterlog init'."""
+    from adapters.mta.handoff import as_store_owner
     from adapters.mta.lda import Envelope, deliver
 
+    refused = as_store_owner(str(state.data))  # as root: the store owner's uid (ADR 0068)
+    if refused is not None:
+        typer.echo(refused, err=True)
+        raise typer.Exit(75)
     outcome = deliver(state.data, Envelope(recipient=recipient, sender=sender,
                                            original_recipient=original_recipient,
                                            queue_id=queue_id),
@@ -75,6 +81,8 @@ def lda(
         typer.echo(outcome.line, err=True)
     elif state.json:
         out({"status": outcome.status, "text": outcome.text})
+    else:  # Postfix's log records it: the message's letterlog id
+        typer.echo(outcome.line)
     raise typer.Exit(outcome.exit_status)
 
 
@@ -89,16 +97,23 @@ def lmtp(
     recipient_delimiter: RecipientDelimiter = "+",
     envelope_headers: EnvelopeHeaders = False,
     timeout: Timeout = 300.0,
+    socket_mode: Annotated[str | None, typer.Option(
+        metavar="MODE", help="the unix socket's permission bits, octal (e.g. 0660: Postfix's "
+        "lmtp(8) in the socket's group may connect)")] = None,
+    socket_group: Annotated[str | None, typer.Option(
+        metavar="GROUP", help="the unix socket's group (this user must be in it; a setgid "
+        "directory gives its group by itself)")] = None,
 ) -> None:
     """Serve LMTP (RFC 2033) in the foreground until SIGTERM or Ctrl-C.
 
     One reply per recipient after DATA: 250 2.0.0 stored, 4.x.x try again later, 5.x.x
-    refused (5.6.0 not a message, 5.3.4 too large, 5.1.1 unknown account with
+    refused (5.6.0 no bytes but blanks, 5.3.4 too large, 5.1.1 unknown account with
     --accounts-must-exist). A second process keeps the read models current. On SIGTERM it
     stops listening, finishes the transactions in flight and exits 0."""
     from adapters.mta.lmtp import serve
 
-    serve(state.data, listen, _options(**locals()))
+    serve(state.data, listen, _options(**locals()), socket_mode=socket_mode,
+          socket_group=socket_group)
 
 
 @app.command()

@@ -144,18 +144,27 @@ def lag(watch: Annotated[bool, typer.Option("--watch", help="again every INTERVA
         timeout: Annotated[float, typer.Option(metavar="SECONDS", min=0.5,
                                                help="how long each part may take")] = 5.0,
         ) -> None:
-    """How far the read side is behind: log head, relay, consumer lag, projections."""
+    """How far the read side is behind: log head, relay, consumer lag, projections.
+
+    Exit status: 0 caught up (or no scale-out path configured), 3 behind, 1 unknown (a
+    part did not answer in time); with --watch, the last report's."""
+    import logging
     import time
 
     from adapters import bootstrap
     from adapters.settings import load_settings
-    from adapters.streaming.lag import render, snapshot
+    from adapters.streaming.lag import exit_status, render, snapshot
+    # what a client library logs (aiokafka's "Unable connect to ...") is in the report's
+    # problems already: nothing but the report is printed
+    logging.getLogger().addHandler(logging.NullHandler())
     settings = load_settings(data=state.data)
     group = settings.stream.group
+    status = 0
     try:
         while True:
             report = snapshot(settings, group, bootstrap, timeout=timeout)
             report["rule_events"] = _rule_event_counts(report["problems"])
+            status = exit_status(report["verdict"])
             if state.json:
                 out(report)
             else:
@@ -172,6 +181,7 @@ def lag(watch: Annotated[bool, typer.Option("--watch", help="again every INTERVA
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
+    raise typer.Exit(status)
 
 
 def _rule_event_counts(problems: list[str]) -> dict[str, int] | None:
@@ -217,13 +227,17 @@ def processes_start(
     dispatcher: Annotated[bool, typer.Option(
         "--dispatcher/--no-dispatcher",
         help="run `letterlog dispatcher` too (event rules)")] = False,
+    lmtp_socket_mode: Annotated[str | None, typer.Option(
+        metavar="MODE", help="the LMTP unix socket's permission bits (lmtp --socket-mode)")
+    ] = None,
 ) -> None:
     """Start the relay, N workers, the purger (the LMTP server, the event rules'
     dispatcher) under supervisord (restarted on a crash)."""
     from adapters.streaming.processes import start
 
     for row in _supervised(lambda: start(state.data, workers, purger, relay=relay,
-                                         lmtp=lmtp, dispatcher=dispatcher)):
+                                         lmtp=lmtp, dispatcher=dispatcher,
+                                         lmtp_socket_mode=lmtp_socket_mode)):
         out(row, _proc_line(row))
 
 

@@ -118,6 +118,7 @@ local_transport = {local_transport}
 
 MASTER_CF = """\
 # written by adapters/devservers/postfix.py -- a private test instance, nothing chrooted
+# but lmtp when asked (use_lmtp(..., chroot=True): Debian's default master.cf chroots it)
 {host}:{port} inet n - n - - smtpd
 pickup    unix  n       -       n       60      1       pickup
 cleanup   unix  n       -       n       -       0       cleanup
@@ -133,7 +134,7 @@ showq     unix  n       -       n       -       -       showq
 error     unix  -       -       n       -       -       error
 retry     unix  -       -       n       -       -       error
 discard   unix  -       -       n       -       -       discard
-lmtp      unix  -       -       n       -       -       lmtp
+lmtp      unix  -       -       {lmtp_chroot}       -       -       lmtp
 anvil     unix  -       -       n       -       1       anvil
 scache    unix  -       -       n       -       1       scache
 postlog   unix-dgram n  -       n       -       1       postlogd
@@ -270,6 +271,7 @@ class PostfixServer(Service):
         self.transport = "none"
         self._local_transport = "retry:4.3.0 no letterlog delivery configured yet"
         self._pipe_argv: list[str] | None = None
+        self._lmtp_chroot = False
 
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
@@ -362,7 +364,8 @@ class PostfixServer(Service):
             host=self.host, domains=", ".join(self.domains),
             long_ids="yes" if self.long_queue_ids else "no",
             local_transport=self._local_transport)
-        master = MASTER_CF.format(host=self.host, port=self.port)
+        master = MASTER_CF.format(host=self.host, port=self.port,
+                                  lmtp_chroot="y" if self._lmtp_chroot else "n")
         if self._pipe_argv is not None:
             main += PIPE_MAIN.format(transport=PIPE_TRANSPORT)
             master += PIPE_ENTRY.format(transport=PIPE_TRANSPORT, user=SYSTEM_USER,
@@ -384,14 +387,18 @@ class PostfixServer(Service):
         (or ``argv``) as ``letterlog-mta``; ``postfix reload``."""
         self._pipe_argv = list(argv) if argv is not None else self.lda_argv(
             data_dir, timeout=timeout, extra=extra)
+        self._lmtp_chroot = False
         self._local_transport = f"{PIPE_TRANSPORT}:"
         self.transport = "pipe"
         self.reload()
 
-    def use_lmtp(self, target: str) -> None:
+    def use_lmtp(self, target: str, *, chroot: bool = False) -> None:
         """Deliver the test domains over LMTP to ``target`` (``inet:127.0.0.1:PORT`` or
-        ``unix:/path``); ``postfix reload``."""
+        ``unix:/path``; with ``chroot``, lmtp(8) runs chrooted in the queue directory, as
+        Debian's default master.cf has it, and ``unix:letterlog/lmtp.sock`` is
+        ``queue_dir/letterlog/lmtp.sock``); ``postfix reload``."""
         self._pipe_argv = None
+        self._lmtp_chroot = chroot
         self._local_transport = f"lmtp:{target}"
         self.transport = "lmtp"
         self.reload()

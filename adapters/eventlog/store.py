@@ -9,6 +9,7 @@ delivery then survives a process crash but may be lost with the last commits on 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import threading
@@ -286,7 +287,8 @@ def open_key_store(env: Any) -> sealing.KeyStore:
         return sealing.PostgresKeyStore(make_conninfo(
             dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
             port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
-            password=env.get("POSTGRES_PASSWORD")), vault=vault)
+            password=env.get("POSTGRES_PASSWORD"),
+            connect_timeout=env.get("POSTGRES_CONNECT_TIMEOUT") or "10"), vault=vault)
     return sealing.MemoryKeyStore()
 
 
@@ -325,15 +327,44 @@ def sqlite_env(path: str, durability: str = "full", lock_timeout: int = 30) -> d
     }
 
 
-def postgres_env(dsn_parts: dict[str, str], vault: str) -> dict[str, str]:
-    """A PostgreSQL log's environment; ``vault``: the key-encryption keys' file."""
+def postgres_env(dsn_parts: dict[str, str], vault: str,
+                 timeout: float = 10.0) -> dict[str, str]:
+    """A PostgreSQL log's environment; ``vault``: the key-encryption keys' file;
+    ``timeout``: seconds a connection may take (the pool's wait for one, and libpq's
+    ``connect_timeout`` of the key table's own connection: a frozen server must not hang a
+    command for ever)."""
+    seconds = str(max(2, math.ceil(timeout)))  # libpq: whole seconds, at least 2
     env = {
         "PERSISTENCE_MODULE": "adapters.eventlog.store:SerialisedPostgresFactory",
         "AGGREGATE_CACHE_MAXSIZE": "20000",
         "LETTERLOG_KEY_VAULT": vault,
+        "POSTGRES_CONNECT_TIMEOUT": seconds,
     }
     env.update(dsn_parts)
     return env
+
+
+def postgres_unreachable(error: BaseException) -> str | None:
+    """Why ``error`` (or an error it was raised from) means the log's PostgreSQL did not
+    answer: a refused or failed connection, or none within the timeout; None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        kind = type(current)
+        module = kind.__module__
+        if module.startswith("psycopg_pool") and kind.__name__ == "PoolTimeout":
+            return "no connection within the timeout"
+        if module.startswith(("psycopg", "eventsourcing")) and kind.__name__ in (
+                "OperationalError", "InterfaceError", "ConnectionTimeout"):
+            text = " ".join(str(current).split())
+            if "refused" in text:
+                return "connection refused"
+            if "timeout" in text.lower() or "timed out" in text:
+                return "no answer within the timeout"
+            return text[:160] or kind.__name__
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def open_log(env: dict[str, str]) -> MailLog:

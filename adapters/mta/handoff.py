@@ -38,7 +38,7 @@ HEADER_LIMIT = 1 << 16
 IGNORED_SETTINGS = frozenset({
     # what does not change how a message is delivered, or is the request's own field
     "LETTERLOG_DATA", "LETTERLOG_ACCOUNTS_MUST_EXIST", "LETTERLOG_LOCK_TIMEOUT",
-    "LETTERLOG_METRICS_PORT", "LETTERLOG_STREAM_INSTANCE",
+    "LETTERLOG_METRICS_PORT", "LETTERLOG_STREAM_INSTANCE", "LETTERLOG_SYSLOG_SOCKET",
 })
 EXIT_STATUSES = frozenset({0, 64, 65, 67, 75, 77})
 
@@ -165,16 +165,68 @@ def read_message(fd: int, limit: int) -> bytes | None:
         parts.append(chunk)
 
 
+NOTHING_ON_INPUT = ("4.3.0 letterlog: no message on standard input (empty or blank); "
+                    "try again later")
+"""lda's answer to empty input: a broken wrapper, not a message to bounce (ADR 0067)."""
+
+
+def nothing_to_deliver(raw: bytes) -> bool:
+    """Whether ``raw`` holds no message at all: empty, blank, or an mbox ``From `` line
+    alone. Postfix never hands that over (it adds a ``Received`` header to every message):
+    whatever ran lda lost the message, and a retry may bring it."""
+    if raw.startswith(b"From "):
+        end = raw.find(b"\n")
+        raw = raw[end + 1:] if end >= 0 else b""
+    return not raw or raw.isspace()
+
+
 def _answer(status: int, line: str, as_json: bool) -> int:
+    """lda's answer: a failure's line on stderr (Postfix's DSN); a success's on stdout
+    (Postfix's log records it: the message's letterlog id), or as JSON."""
     if status:
         os.write(2, (line + "\n").encode("ascii", "replace"))
-    elif as_json:
+    elif not as_json:
+        os.write(1, (line + "\n").encode("ascii", "replace"))
+    else:
         import json
 
         code, _, text = line.partition(" ")
         sys.stdout.write(json.dumps({"status": code, "text": text}) + "\n")
         sys.stdout.flush()
     return status
+
+
+def as_store_owner(data: str) -> str | None:
+    """Run as root (Postfix's ``mailbox_command``, a shell, a wrapper: a common mistake),
+    become the owner of the data directory before anything is read or written, as
+    ``dovecot-lda`` switches to the user's uid: files root made in the store would be
+    unreadable by its owner. Returns None when this process may go on (not root, now the
+    owner, a store that root owns, or no directory to look at: lda then answers 4.3.2
+    itself), else the 4.3.0 line to exit 75 with."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        st = os.stat(data)
+    except OSError:
+        return None
+    if st.st_uid == 0:
+        return None
+    try:
+        try:
+            import pwd
+
+            os.initgroups(pwd.getpwuid(st.st_uid).pw_name, st.st_gid)
+        except KeyError:  # an owner with no account: no supplementary groups
+            os.setgroups([])
+        os.setgid(st.st_gid)
+        os.setuid(st.st_uid)
+    except OSError as e:
+        return (f"4.3.0 letterlog lda runs as root and cannot become the store's owner "
+                f"(uid {st.st_uid}: {e.strerror}); run it as that user (pipe(8): "
+                f"user=OWNER in master.cf)")
+    if os.geteuid() != st.st_uid or os.getegid() != st.st_gid:
+        return "4.3.0 letterlog lda could not become the store's owner; run it as that user"
+    return None
 
 
 def handoff(argv: list[str], *, fd: int = 0) -> int | None:
@@ -187,6 +239,9 @@ def handoff(argv: list[str], *, fd: int = 0) -> int | None:
     fields = parse(argv)
     if fields is None:
         return None
+    refused = as_store_owner(fields["data"])
+    if refused is not None:
+        return _answer(75, refused, False)
     import _socket
 
     timeout = float(fields["timeout"])
@@ -209,6 +264,8 @@ def handoff(argv: list[str], *, fd: int = 0) -> int | None:
         if raw is None:
             return _answer(65, f"5.3.4 message too large: more than {limit} bytes "
                            f"(max_message_size={limit})", False)
+        if nothing_to_deliver(raw):
+            return _answer(75, NOTHING_ON_INPUT, False)
         left = timeout - (time.monotonic() - started)
         sock.settimeout(max(left, 0.0) + GRACE + 2.0)
         try:

@@ -2,7 +2,8 @@
 in the manner of ``dovecot-lda``; the exit status tells the MTA what to do with it.
 
 0 stored (or already stored: the same queue id, recipient and bytes); 75 anything a retry
-may fix (the MTA keeps the message and tries again); 65 not a message or too large; 67 an
+may fix (the MTA keeps the message and tries again), empty input included; 65 too large
+(whatever its structure, what the MTA hands over is stored: ADR 0067); 67 an
 unknown account where accounts must exist; 64 a wrong command line. One line on standard
 error, starting with an RFC 3463 code, says why (Postfix puts it in the DSN). lda never
 creates a data directory: an unmounted volume must not become a new, empty store.
@@ -25,7 +26,7 @@ from adapters.mta.delivery import (
     lock_timeout,
     without_from_line,
 )
-from adapters.mta.replies import Outcome, classify, delivered, temporary
+from adapters.mta.replies import Outcome, classify, stored, temporary, without_queue_id
 
 
 @dataclass(frozen=True)
@@ -72,20 +73,55 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
     logging.getLogger().addHandler(logging.NullHandler())
     logging.lastResort = None  # stderr holds the one status line, nothing else
     try:
-        return _deliver(data, envelope, options, fd, deadline)
+        outcome = _deliver(data, envelope, options, fd, deadline)
     except BaseException as e:  # noqa: BLE001 - every failure is an answer to the MTA
-        return classify(e, data, quota_permanent=quota_permanent(data, e))
+        outcome = classify(e, data, quota_permanent=quota_permanent(data, e))
     finally:
         deadline.finish()
+    outcome = without_queue_id(outcome, envelope.queue_id)
+    syslog(outcome, envelope)
+    return outcome
+
+
+SYSLOG_SOCKET = "/dev/log"
+"""Where lda's local log goes (``LETTERLOG_SYSLOG_SOCKET``; empty: nowhere): the system's
+log, beside Postfix's own lines. Its stderr is the DSN's text, for the remote sender."""
+
+
+def syslog(outcome: Outcome, envelope: Envelope) -> None:
+    """One line in the system's log (facility mail, as Postfix's and dovecot-lda's): the
+    queue id, the recipient, the code, the short reason and the detail the DSN leaves out
+    (paths, the library's error, the account's usage). Best effort: no syslog, no line."""
+    import os
+    import socket
+
+    path = os.environ.get("LETTERLOG_SYSLOG_SOCKET", SYSLOG_SOCKET)
+    if not path:
+        return
+    severity = 6 if outcome.exit_status == 0 else 4  # info, warning
+    where = f"{envelope.queue_id}: " if envelope.queue_id else ""
+    line = (f"<{2 * 8 + severity}>letterlog-lda[{os.getpid()}]: {where}"
+            f"to=<{envelope.recipient}>, {outcome.logged}")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(1.0)
+            sock.sendto(line.encode("utf-8", "replace")[:8192], path)
+    except OSError:
+        pass
 
 
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
              deadline: Deadline) -> Outcome:
     from adapters.embedded import Letterlog
+    from adapters.mta.handoff import NOTHING_ON_INPUT, nothing_to_deliver
     from adapters.settings import load_settings
 
     limit = load_settings(data=data).max_message_size
-    raw = without_from_line(read_message(fd, limit))
+    raw = read_message(fd, limit)
+    if nothing_to_deliver(raw):  # a broken wrapper: the MTA keeps the mail (ADR 0067)
+        status, _, text = NOTHING_ON_INPUT.partition(" ")
+        return temporary(text, status)
+    raw = without_from_line(raw)
     with Letterlog.open(data, create=False, read_models=False,
                         lock_timeout=lock_timeout(options.timeout)) as store:
         store.mail.uow.append_guard = deadline.append_guard
@@ -95,6 +131,4 @@ def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
             sender=envelope.sender, original_recipient=envelope.original_recipient,
             queue_id=envelope.queue_id, via="lda")
         d = store.deliver(**fields)
-    what = "already delivered" if d.duplicate else "delivered"
-    return delivered(f"{what} to {fields['account']} {fields['mailbox']} uid {d.uid} "
-                     f"as {d.message_id}")
+    return stored(d, fields)

@@ -27,7 +27,7 @@ from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import syntax
 
 from adapters.mta.delivery import MtaOptions
-from adapters.mta.replies import Outcome, classify, temporary
+from adapters.mta.replies import Outcome, classify, temporary, without_queue_id
 from adapters.mta.writer import Writer
 
 log = logging.getLogger("letterlog.lmtp")
@@ -347,8 +347,8 @@ class Handoff:
                 "deadline": time.monotonic() + timeout}
         [future] = self.writer.submit([item])
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future),
-                                          timeout + self.protocol.GRACE)
+            return without_queue_id(await asyncio.wait_for(
+                asyncio.wrap_future(future), timeout + self.protocol.GRACE), queue_id)
         except TimeoutError:
             return temporary(f"delivery timed out after {timeout:g} s (store busy or slow); "
                              "try again later")
@@ -382,7 +382,61 @@ def parse_listen(listen: str) -> tuple[str, Any]:
     return "tcp", (host.strip("[]") or "127.0.0.1", int(port))
 
 
-async def _serve(data: Path, listen: str, options: MtaOptions) -> None:
+def parse_socket_mode(mode: str | None) -> int | None:
+    """``--socket-mode``: octal permission bits (``0660``, ``660``), or None."""
+    if mode is None:
+        return None
+    try:
+        bits = int(mode, 8)
+    except ValueError:
+        bits = -1
+    if not 0 <= bits <= 0o777:
+        raise ValueError(f"--socket-mode {mode!r}: expected octal permission bits, e.g. 0660")
+    return bits
+
+
+def parse_socket_group(group: str | None) -> int | None:
+    """``--socket-group``: a group's name or number, as its gid, or None."""
+    if group is None:
+        return None
+    import grp
+
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        if group.isdigit():
+            return int(group)
+        raise ValueError(f"--socket-group {group!r}: no such group") from None
+
+
+def unix_listener(path: str, mode: int | None, gid: int | None) -> socket.socket:
+    """The LMTP server's unix socket at ``path`` (a stale one replaced), with ``mode`` and
+    group ``gid`` when given: bound 0600 first (umask), then opened up as asked, so it is
+    never open to more than asked. In a setgid directory the socket takes the directory's
+    group (Postfix's chrooted lmtp(8): docs/mta.md)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        previous = os.umask(0o177) if mode is not None else None
+        try:
+            sock.bind(path)
+        finally:
+            if previous is not None:
+                os.umask(previous)
+        if gid is not None:
+            os.chown(path, -1, gid)
+        if mode is not None:
+            os.chmod(path, mode)
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _serve(data: Path, listen: str, options: MtaOptions,
+                 socket_mode: int | None = None, socket_gid: int | None = None) -> None:
     from adapters.settings import load_settings
 
     max_size = load_settings(data=data).max_message_size
@@ -400,9 +454,8 @@ async def _serve(data: Path, listen: str, options: MtaOptions) -> None:
 
     loop = asyncio.get_running_loop()
     if kind == "unix":
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(where)
-        server = await loop.create_unix_server(protocol, where)
+        server = await loop.create_unix_server(
+            protocol, sock=unix_listener(where, socket_mode, socket_gid))
     else:
         server = await loop.create_server(protocol, where[0], where[1], reuse_address=True)
     handoff = Handoff(data, writer, handler, max_size)
@@ -436,16 +489,21 @@ async def _serve(data: Path, listen: str, options: MtaOptions) -> None:
                 os.unlink(where)
 
 
-def serve(data: Path, listen: str, options: MtaOptions) -> None:
-    """Runs the server in the foreground until SIGTERM or SIGINT."""
+def serve(data: Path, listen: str, options: MtaOptions, *, socket_mode: str | None = None,
+          socket_group: str | None = None) -> None:
+    """Runs the server in the foreground until SIGTERM or SIGINT. ``socket_mode`` and
+    ``socket_group``: the unix socket's permission bits and group (``--listen unix:``)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("mail.log").setLevel(logging.ERROR)  # aiosmtpd's per-connection lines
     try:
-        parse_listen(listen)
+        kind, _ = parse_listen(listen)
+        mode, gid = parse_socket_mode(socket_mode), parse_socket_group(socket_group)
+        if kind != "unix" and (mode is not None or gid is not None):
+            raise ValueError("--socket-mode and --socket-group need --listen unix:PATH")
     except ValueError as e:
         from domain.errors import InvalidCommand
 
         raise InvalidCommand(str(e)) from None
-    asyncio.run(_serve(data, listen, options))
+    asyncio.run(_serve(data, listen, options, mode, gid))
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from adapters import datadir
 from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
-from adapters.mta.replies import Outcome, classify, delivered, temporary
+from adapters.mta.replies import Outcome, classify, stored, temporary
 from domain.errors import LetterlogError, StoreUnavailable
 
 log = logging.getLogger("letterlog.lmtp")
@@ -254,9 +254,7 @@ class Writer:
         return guard
 
     def _stored(self, d: Any, fields: dict[str, Any]) -> Outcome:
-        what = "already delivered" if d.duplicate else "delivered"
-        return delivered(f"{what} to {fields['account']} {fields['mailbox']} uid {d.uid} "
-                         f"as {d.message_id}")
+        return stored(d, fields)
 
     def _failed(self, error: BaseException) -> Outcome:
         store = self._store
@@ -264,8 +262,8 @@ class Writer:
         outcome = classify(error, self.data, quota_permanent=permanent)
         if outcome.temporary and not isinstance(error, LetterlogError):
             self.close_store()  # an I/O error, a full disk...: open afresh next time
-        if outcome.temporary:
-            log.warning("temporary failure: %s", outcome.text)
+        log.warning("%s failure: %s", "temporary" if outcome.temporary else "permanent",
+                    outcome.logged)
         return outcome
 
     def close(self) -> None:

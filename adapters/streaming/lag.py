@@ -19,7 +19,7 @@ from adapters.probing import run_in_thread
 from projections import names as n
 from projections.keys import tracked
 
-__all__ = ["render", "snapshot", "wait_until_applied"]
+__all__ = ["exit_status", "render", "snapshot", "wait_until_applied"]
 
 
 def _ask(what: str, fn: Callable[[], Any], timeout: float, problems: list[str]) -> Any:
@@ -137,6 +137,21 @@ def verdict(report: dict[str, Any]) -> str:
                     f"{report['log_head']} but the {dead} set aside")
         return f"caught up: the read side has every event up to position {report['log_head']}"
     return "behind: " + ", ".join(behind) + (f"; {letters}" if letters else "")
+
+
+EXIT_BEHIND = 3
+EXIT_UNKNOWN = 1
+
+
+def exit_status(verdict: str) -> int:
+    """``letterlog lag``'s exit status for its verdict (docs/operations.md): 0 caught up
+    (dead letters aside) or no scale-out path, 3 behind, 1 unknown (a part did not answer:
+    the machine, as the CLI's other status 1)."""
+    if verdict.startswith("unknown"):
+        return EXIT_UNKNOWN
+    if verdict.startswith("behind"):
+        return EXIT_BEHIND
+    return 0
 
 
 def render(report: dict[str, Any]) -> list[str]:

@@ -35,8 +35,26 @@ def supervisor_for(data: Path) -> Supervisor:
     return Supervisor(Path(data).resolve() / "supervisor")
 
 
+METRICS_OFFSETS = {"relay": 0, "dispatcher": 1}
+"""With ``LETTERLOG_METRICS_PORT=N`` (N > 0), process P serves its metrics on N + offset:
+the relay N, the dispatcher N+1, worker i N+2+i (``metrics_offset``). One port for all
+made every process but the first crash-loop on "Address already in use"."""
+
+
+def metrics_offset(name: str) -> int | None:
+    """The offset of ``name``'s metrics port from the base port; None: it serves none."""
+    if name in METRICS_OFFSETS:
+        return METRICS_OFFSETS[name]
+    if name.startswith("worker-"):
+        return 2 + int(name.removeprefix("worker-"))
+    return None
+
+
 def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = True,
-             lmtp: str | None = None, dispatcher: bool = False) -> list[Program]:
+             lmtp: str | None = None, dispatcher: bool = False,
+             metrics_port: int = 0, lmtp_socket_mode: str | None = None) -> list[Program]:
+    """The programs supervisord runs. ``metrics_port``: the base port (N > 0: each process
+    its own, ``metrics_offset``; 0 a free one each; -1 none)."""
     data = Path(data).resolve()
     logs = data / "supervisor"
 
@@ -44,13 +62,15 @@ def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = Tr
                   priority: int = 100) -> Program:
         return Program(name, (sys.executable, "-m", "adapters.cli", "--data", str(data), *args),
                        cwd=data, log=logs / f"{name}.log",
-                       env={"PYTHONUNBUFFERED": "1", **(env or {})}, stop_wait=30,
+                       env={"PYTHONUNBUFFERED": "1", **(env or {}),
+                            **_metrics_env(name, metrics_port)}, stop_wait=30,
                        start_seconds=3, priority=priority, start_retries=START_RETRIES,
                        log_max_bytes=LOG_MAX_BYTES, log_backups=LOG_BACKUPS)
 
     found = [letterlog("relay", "relay", priority=10)] if relay else []
     if lmtp:  # the LMTP server: SIGTERM lets its transactions in flight finish
-        found.append(letterlog("lmtp", "lmtp", "--listen", lmtp, priority=5))
+        mode = ("--socket-mode", lmtp_socket_mode) if lmtp_socket_mode else ()
+        found.append(letterlog("lmtp", "lmtp", "--listen", lmtp, *mode, priority=5))
     host = socket.gethostname()
     found += [letterlog(f"worker-{i}", "worker",
                         env={"LETTERLOG_STREAM_INSTANCE": f"{host}-worker-{i}"}, priority=20)
@@ -62,18 +82,37 @@ def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = Tr
     return found
 
 
+def _metrics_env(name: str, base: int) -> dict[str, str]:
+    """``LETTERLOG_METRICS_PORT`` for ``name`` when the base port is fixed (N > 0)."""
+    offset = metrics_offset(name)
+    if base <= 0 or offset is None:
+        return {}
+    port = base + offset
+    if port > 65535:
+        raise SupervisorError(
+            f"LETTERLOG_METRICS_PORT={base}: {name} would serve its metrics on port {port}, "
+            "above 65535 (each process takes N + its offset: relay N, dispatcher N+1, "
+            "worker i N+2+i); choose a lower N")
+    return {"LETTERLOG_METRICS_PORT": str(port)}
+
+
 def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 120.0, *,
           relay: bool = True, lmtp: str | None = None,
-          dispatcher: bool = False) -> list[dict[str, Any]]:
+          dispatcher: bool = False, lmtp_socket_mode: str | None = None
+          ) -> list[dict[str, Any]]:
     """Writes the configuration, starts supervisord (it starts every program) and waits
     until each counts as started (alive ``start_seconds``) or has failed for good."""
     supervisor = supervisor_for(data)
     if supervisor.alive():
         raise SupervisorError(f"already running under {supervisor.root} (`letterlog "
                               "processes status`; `letterlog processes stop` first)")
+    from adapters.settings import load_settings
+
+    found = programs(data, workers, purger, relay, lmtp, dispatcher,
+                     metrics_port=load_settings(data=data).metrics_port,
+                     lmtp_socket_mode=lmtp_socket_mode)
     private_dir(data)
-    write_config(supervisor.root, programs(data, workers, purger, relay, lmtp,
-                                                   dispatcher), autostart=True)
+    write_config(supervisor.root, found, autostart=True)
     supervisor.launch(dict(os.environ))
     deadline = time.monotonic() + timeout
     while True:

@@ -59,8 +59,12 @@ class MessageFacts:
     truncated: tuple[str, ...] = ()  # the limits (settings) that stopped the parse
 
 
-def inspect_message(raw: bytes, limits: MessageLimits = DEFAULT_LIMITS) -> MessageFacts:
+def inspect_message(raw: bytes, limits: MessageLimits = DEFAULT_LIMITS, *,
+                    refuse_binary: bool = True) -> MessageFacts:
     """Describe ``raw``; MessageRejected only if it is too large or not a message at all.
+    ``refuse_binary=False``: bytes with control characters are described as the text they
+    are not, never refused (an MTA's delivery: real mail is never rejected for its
+    structure; only empty, blank or too large input is).
 
     A tree the fast reader built within the part and depth limits is what the structural
     pre-scan would have found (`scan.prescan_structure` counts what the parser finds), so
@@ -68,7 +72,8 @@ def inspect_message(raw: bytes, limits: MessageLimits = DEFAULT_LIMITS) -> Messa
     """
     check_input(raw, limits)
     header_lines, header_bytes = header_block(raw)
-    reject_binary(raw, header_bytes)
+    if refuse_binary:
+        reject_binary(raw, header_bytes)
     defects = Defects()
     deadline = time.monotonic() + limits.parse_seconds
     window = line_window(raw, header_bytes, limits)

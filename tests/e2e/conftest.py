@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.mta_support import environment, letterlog
+from tests.e2e.mta_support import Syslog, environment, letterlog
 from tests.factories import make_mail
 
 
@@ -31,3 +32,11 @@ def data(tmp_path: Path, env: dict[str, str]) -> Path:
     path = tmp_path / "data"
     assert letterlog(env, path, "init").returncode == 0
     return path
+
+
+@pytest.fixture
+def syslog(tmp_path: Path) -> Iterator[Syslog]:
+    """lda's local log; pass ``{"LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}`` to lda."""
+    log = Syslog(tmp_path / "log.sock")
+    yield log
+    log.close()

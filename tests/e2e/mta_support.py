@@ -214,3 +214,25 @@ class Server:
     def stop(self) -> int:
         self.proc.send_signal(SIGTERM)
         return self.proc.wait(60)
+
+
+class Syslog:
+    """A stand-in for ``/dev/log``: lda's local log (``LETTERLOG_SYSLOG_SOCKET``), read back
+    as the lines it received."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.setblocking(False)
+        self.received: list[str] = []
+
+    def lines(self) -> list[str]:
+        while True:
+            try:
+                self.received.append(self.sock.recv(65536).decode("utf-8", "replace"))
+            except BlockingIOError:
+                return list(self.received)
+
+    def close(self) -> None:
+        self.sock.close()

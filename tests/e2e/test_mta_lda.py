@@ -44,6 +44,26 @@ def test_a_message_on_standard_input_is_stored_byte_exact_with_its_envelope(env,
     assert envelope["arrived_at"]
 
 
+def test_a_success_names_the_message_id_and_warns_without_a_queue_id(env, data, syslog):
+    """Issue 42, item 6: lda's success line (stdout: Postfix's pipe(8) logs it) names the
+    letterlog id; without --queue-id it warns that a retry after a crash would store a
+    second copy (in that line and in the local log)."""
+    env = {**env, "LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}
+    with_id = letterlog(env, data, "lda", "--recipient", BOB, "--queue-id", "Q9",
+                        stdin=make_mail("one"))
+    without = letterlog(env, data, "lda", "--recipient", BOB, stdin=make_mail("two"))
+    assert (with_id.returncode, with_id.stderr, without.returncode, without.stderr) == (
+        0, b"", 0, b"")
+    ids = [row["message_id"] for row in reversed(listing(env, data, BOB))]
+    assert with_id.stdout.decode() == f"2.0.0 delivered as {ids[0]}\n"
+    line = without.stdout.decode()
+    assert line.startswith(f"2.0.0 delivered as {ids[1]}; warning: no --queue-id") \
+        and line.count("\n") == 1, line
+    logged = syslog.lines()
+    assert "Q9: to=<bob@example.org>, 2.0.0 delivered as" in logged[0], logged
+    assert "warning: no --queue-id" in logged[1] and "warning" not in logged[0], logged
+
+
 def test_envelope_headers_only_when_asked(env, data):
     raw = make_mail("headers")
     assert lda(env, data, raw, "--sender", "ada@example.net")[0] == 0
@@ -75,9 +95,32 @@ def test_a_retry_of_the_same_queue_id_is_stored_once_a_reused_one_is_not_a_dupli
     assert stored(env, data, BOB) == [first, second]
 
 
+CONTROL_BYTES = (b"Received: from mx.example.net by mx.example.org; Thu, 26 Nov 2026\r\n"
+                 b"Subject: \x01\x02\x03 an old mailer's \x00 header\x7f\r\n"
+                 b"X-Junk: \x04\x05\x06\x07\x08\x0e\x0f\r\n"
+                 b"\r\nbody\r\n")
+"""Mail whose header block has control bytes, as old or broken mailers send it: real mail,
+which dovecot-lda stores (the API's deliver refuses it as binary data)."""
+
+
+def test_a_header_block_with_control_bytes_is_stored_as_handed_over(env, data):
+    code, err = lda(env, data, CONTROL_BYTES, "--queue-id", "C1")
+    assert (code, err) == (0, "")
+    assert stored(env, data, BOB) == [CONTROL_BYTES]
+
+
+@pytest.mark.parametrize("raw", [b"", b" \r\n\r\n", b"From MAILER-DAEMON Thu Nov 26\n"],
+                         ids=["empty", "blank", "from-line-only"])
+def test_no_message_on_standard_input_is_a_temporary_failure(env, data, raw):
+    """A broken wrapper hands over nothing: the MTA must keep the mail (75), not bounce it."""
+    code, err = lda(env, data, raw, "--queue-id", "E1")
+    assert code == 75
+    assert_one_status_line(err, "4.3.0")
+    assert "standard input" in err
+    assert letterlog(env, data, "list", BOB).returncode == 2  # nothing stored: no account
+
+
 @pytest.mark.parametrize(("raw", "args", "code", "status"), [
-    (b"", (), 65, "5.6.0"),
-    (b" \r\n\r\n", (), 65, "5.6.0"),
     (b"Subject: x\r\n\r\n" + b"y" * 3000, (), 65, "5.3.4"),
     (make_mail(), ("--accounts-must-exist",), 67, "5.1.1"),
     (make_mail(), ("--no-such-option",), 64, "5.5.4"),
@@ -97,12 +140,25 @@ def test_a_recipient_that_is_no_address_is_refused(env, data):
     assert_one_status_line(err, "5.1.3")
 
 
-def test_a_missing_store_is_a_temporary_failure_and_is_never_created(env, tmp_path):
+def test_a_missing_store_is_a_temporary_failure_and_is_never_created(env, tmp_path, syslog):
     missing = tmp_path / "unmounted" / "data"
-    code, err = lda(env, missing, make_mail())
+    code, err = lda({**env, "LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}, missing,
+                    make_mail(), "--queue-id", "M1")
     assert code == 75
     assert_one_status_line(err, "4.3.2")
     assert not missing.exists() and not missing.parent.exists()
+    # the sender reads a code and a short reason; the local log the path; nobody is told to
+    # run init (on an unmounted volume it would make an empty store): ADR 0067
+    assert str(tmp_path) not in err and "init" not in err
+    [line] = syslog.lines()
+    assert "M1: to=<bob@example.org>, 4.3.2 " in line and str(missing) in line, line
+    assert "init" not in line, line
+
+
+def test_a_missing_store_still_tells_a_person_at_a_terminal_how_to_make_one(env, tmp_path):
+    p = letterlog(env, tmp_path / "typo", "list", BOB)
+    assert p.returncode == 2
+    assert b"is not mounted, mount it" in p.stderr and b"init` makes one" in p.stderr
 
 
 def test_a_store_that_is_not_one_is_a_temporary_failure(env, tmp_path):
@@ -114,15 +170,19 @@ def test_a_store_that_is_not_one_is_a_temporary_failure(env, tmp_path):
     assert_one_status_line(err, "4.3.2")
 
 
-def test_a_read_only_store_defers_and_takes_the_retry(env, tmp_path):
+def test_a_read_only_store_defers_and_takes_the_retry(env, tmp_path, syslog):
     with tmpfs(tmp_path / "volume") as volume:
         data = volume / "data"
         assert letterlog(env, data, "init").returncode == 0
         remount(volume, "ro")
         raw = make_mail("read-only")
-        code, err = lda(env, data, raw, "--queue-id", "Q1")
-        assert code == 75 and err.startswith("4."), err
-        assert "Traceback" not in err and err.count("\n") == 1
+        code, err = lda({**env, "LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}, data, raw,
+                        "--queue-id", "Q1")
+        assert code == 75
+        assert_one_status_line(err, "4.3.0")
+        assert "read-only" in err  # not a permissions problem (issue 42, item 5)
+        [line] = syslog.lines()
+        assert "read-only" in line and "readable and writable" not in line, line
         remount(volume, "rw")
         assert lda(env, data, raw, "--queue-id", "Q1")[0] == 0
         assert stored(env, data, BOB) == [raw]

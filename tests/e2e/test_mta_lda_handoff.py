@@ -92,9 +92,11 @@ def test_the_key_is_the_same_on_both_paths(env, data, server):
 
 
 def test_the_options_and_refusals_are_lda_s_own(env, data, server):
-    p = handoff_only(env, data, b"   \n")
-    assert p.returncode == 65
-    assert_one_status_line(p.stderr.decode(), "5.6.0")
+    p = handoff_only(env, data, b"   \n")  # nothing on standard input: a broken wrapper
+    assert p.returncode == 75
+    assert_one_status_line(p.stderr.decode(), "4.3.0")
+    p = handoff_only(env, data, b"Subject: \x01\x02\x03\x04\r\n\r\nx\r\n")  # stored
+    assert (p.returncode, p.stderr) == (0, b"")
     p = handoff_only(env, data, make_mail("x"), "--accounts-must-exist",
                      recipient="nobody@example.org")
     assert p.returncode == 67
@@ -104,6 +106,7 @@ def test_the_options_and_refusals_are_lda_s_own(env, data, server):
                         "--envelope-headers").returncode == 0
     assert server.stop() == 0
     assert stored(env, data, BOB) == [
+        b"Subject: \x01\x02\x03\x04\r\n\r\nx\r\n",
         b"Return-Path: <ada@example.net>\r\nDelivered-To: " + BOB.encode() + b"\r\n" + raw]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +27,7 @@ from tests.e2e.mta_support import (
     tmpfs,
     write_locked,
 )
-from tests.factories import CORPUS, make_mail
+from tests.factories import CORPUS, make_mail, until
 
 BOB, CAROL = "bob@example.org", "carol@example.org"
 
@@ -99,6 +101,60 @@ def test_a_message_the_store_refuses_is_refused_permanently(env, data, serve):
     finally:
         assert server.stop() == 0
     assert letterlog(env, data, "list", BOB).returncode == 2  # nothing stored: no account
+
+
+def test_a_header_block_with_control_bytes_is_stored_as_handed_over(env, data, serve):
+    """Real mail is never refused for its structure (ADR 0067): control bytes in the header
+    block are stored (dovecot's LMTP stores them too); the API's deliver refuses them."""
+    raw = (b"Subject: \x01\x02\x03 an old mailer's \x00 header\x7f\r\n"
+           b"X-Junk: \x04\x05\x06\x07\x08\x0e\x0f\r\n\r\nbody\r\n")
+    client = Client(serve(data).sock)
+    client.command("LHLO mta.example.org")
+    assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+    client.close()
+    assert stored(env, data, BOB) == [raw]
+
+
+@pytest.mark.slow
+def test_a_locked_tables_sqlite_does_not_kill_the_projecting_process(env, data, tmp_path):
+    """Issue 42, item 6: the follower (the server's second process) waits a lock on the
+    read models out and tries again; before, it died with a traceback (busy timeout 30 s)
+    and a new one was started for the next message."""
+    log = tmp_path / "lmtp.log"
+    sock = tmp_path / "locked.sock"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "adapters.cli", "--data", str(data),
+                                 "lmtp", "--listen", f"unix:{sock}"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        until(lambda: sock.exists(), timeout=60, what="the lmtp socket")
+        client = Client(sock)
+        client.command("LHLO mta.example.org")
+        assert client.send("a@example.net", [BOB], make_mail("first"))[0][:3] == "250"
+        follower = until(lambda: children(proc.pid), timeout=30, what="the follower")
+        with write_locked(data / "tables.sqlite"):
+            assert client.send("a@example.net", [BOB], make_mail("locked"))[0][:3] == "250"
+            until(lambda: b"read models not updated" in log.read_bytes(), timeout=90,
+                  what="the follower to hit the lock")
+        until(lambda: b"read models current again" in log.read_bytes(), timeout=60,
+              what="the follower to catch up once the lock is gone")
+        assert client.send("a@example.net", [BOB], make_mail("after"))[0][:3] == "250"
+        client.close()
+        assert children(proc.pid) == follower  # the same process all along
+    finally:
+        proc.send_signal(SIGTERM)
+        assert proc.wait(60) == 0
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text and "projecting process is gone" not in text, text
+    assert [m.split(b"Subject: ")[1].split(b"\r\n")[0] for m in stored(env, data, BOB)] == [
+        b"first", b"locked", b"after"]
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return sorted(found)
 
 
 def test_a_store_moved_away_defers_and_the_retry_lands_once_back(env, data, serve):
@@ -239,3 +295,31 @@ def test_dots_at_line_starts_and_ends_arrive_as_sent(env, data, serve):
     client.close()
     assert server.stop() == 0
     assert stored(env, data, BOB) == raws
+
+
+def test_the_socket_takes_the_mode_and_group_asked_for(env, data, tmp_path):
+    """``--socket-mode``/``--socket-group`` (issue 42, item 1): what lets Postfix's lmtp(8),
+    another user, connect (the chrooted setup behind Postfix: test_mta_postfix.py)."""
+    import grp
+    import os
+
+    group = grp.getgrnam("daemon") if os.geteuid() == 0 else grp.getgrgid(os.getegid())
+    server = Server(env, data, tmp_path / "shared.sock", "--socket-mode", "0660",
+                    "--socket-group", group.gr_name)
+    try:
+        st = server.sock.stat()
+        assert (st.st_mode & 0o777, st.st_gid) == (0o660, group.gr_gid)
+    finally:
+        assert server.stop() == 0
+
+
+@pytest.mark.parametrize("args", [
+    ("--listen", "unix:{sock}", "--socket-mode", "999"),
+    ("--listen", "unix:{sock}", "--socket-group", "no-such-group-here"),
+    ("--listen", "127.0.0.1:2424", "--socket-mode", "0660"),
+], ids=["bad-mode", "no-such-group", "tcp"])
+def test_socket_options_that_cannot_apply_are_a_usage_error(env, data, tmp_path, args):
+    sock = tmp_path / "never.sock"
+    p = letterlog(env, data, "lmtp", *(a.format(sock=sock) for a in args), timeout=60)
+    assert p.returncode == 2 and p.stderr.count(b"\n") == 1, p.stderr
+    assert b"--socket-" in p.stderr and not sock.exists()

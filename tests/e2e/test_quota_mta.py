@@ -24,14 +24,18 @@ def _full(env: dict[str, str], data: Path) -> None:
 
 @pytest.mark.parametrize(("setting", "code", "status"), [
     (None, 75, "4.2.2"), ("permanent", 77, "5.2.2"), ("temporary", 75, "4.2.2")])
-def test_lda_over_quota_answers_the_code_the_admin_chose(env, data, setting, code, status):
+def test_lda_over_quota_answers_the_code_the_admin_chose(env, data, syslog, setting, code,
+                                                        status):
     _full(env, data)
+    env = {**env, "LETTERLOG_SYSLOG_SOCKET": str(syslog.path)}
     if setting is not None:
         env = {**env, "LETTERLOG_QUOTA_EXCEEDED": setting}
     got, err = lda(env, data, RAW.replace(b"Hello", b"Again"), "--queue-id", "Q2")
     assert got == code
     assert_one_status_line(err, status)
-    assert "bob@example.org" in err and "messages quota" in err
+    assert "mailbox full" in err and "quota" not in err  # the usage is not the sender's
+    [line] = syslog.lines()  # the local log has it (ADR 0067)
+    assert "Q2: to=<bob@example.org>" in line and "messages quota: 1 of 1" in line, line
     assert len(listing(env, data, BOB)) == 1  # nothing stored
 
 
@@ -56,7 +60,8 @@ def test_lmtp_over_quota_replies_with_the_code_the_admin_chose(env, data, settin
         client.close()
     finally:
         server.stop()
-        server.proc.communicate()
+        _, log = server.proc.communicate()
     assert answer.startswith(reply), answer
-    assert "messages quota" in answer
+    assert "quota" not in answer  # the account's usage goes to the server's log only
+    assert b"messages quota: 1 of 1" in log, log
     assert len(listing(env, data, BOB)) == 1

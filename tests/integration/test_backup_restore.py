@@ -196,6 +196,28 @@ def test_restore_refuses_what_it_must_not_replace_and_changes_nothing(tmp_path):
     assert not target.exists()
 
 
+@pytest.mark.parametrize("target_exists", [False, True], ids=["absent", "empty"])
+def test_a_restore_that_exits_2_leaves_nothing_in_the_target(tmp_path, target_exists):
+    """Issue 42, item 14: exit 2 says nothing changed, so a restore whose copy cannot be
+    opened (here: a setting the restored store refuses) takes its files away again."""
+    data, copy, target = tmp_path / "data", tmp_path / "backup", tmp_path / "new"
+    with Letterlog.open(data) as store:
+        deliver_marked(store)
+    cli(data, "backup", str(copy))
+    if target_exists:
+        target.mkdir(mode=0o750)
+    p = subprocess.run([*BIN, "--data", str(target), "restore-backup", str(copy)],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "LETTERLOG_DURABILITY": "bogus"})
+    assert p.returncode == 2 and "LETTERLOG_DURABILITY" in p.stderr, (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert (list(target.iterdir()) == []) if target_exists else not target.exists()
+    assert not target_exists or target.stat().st_mode & 0o777 == 0o750
+    assert [x.name for x in tmp_path.iterdir() if x.name.startswith(".new.")] == []
+    cli(target, "restore-backup", str(copy))  # and the same restore then works
+    assert (target / "events.sqlite").is_file()
+
+
 def test_restore_refuses_a_store_another_process_has_open(tmp_path):
     data, copy = tmp_path / "data", tmp_path / "backup"
     with Letterlog.open(data) as store:

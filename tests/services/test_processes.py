@@ -158,3 +158,54 @@ def test_relay_and_worker_under_supervision_restart_fast_and_report_lag(stack):
     times["restart_to_consuming_s"] = time.monotonic() - t0
     assert times["restart_to_consuming_s"] < SESSION_TIMEOUT
     print(f"\nprocesses: { {k: round(v, 1) for k, v in times.items()} }")
+
+
+def free_ports(count: int) -> int:
+    """A base port N such that N .. N+count-1 are free on 127.0.0.1 now."""
+    import random
+    import socket
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 60_000)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free range of ports")
+
+
+@pytest.mark.slow
+def test_a_fixed_metrics_port_gives_each_process_its_own(stack):
+    """Issue 42, item 12: ``LETTERLOG_METRICS_PORT=N`` is the relay's port, the dispatcher's
+    N+1 and worker i's N+2+i (docs/operations.md); before, every process was given N and
+    the relay and the workers crash-looped on "Address already in use"."""
+    base = free_ports(4)
+    env = {**stack.env, "LETTERLOG_METRICS_PORT": str(base)}
+    story(stack.store, rounds=1)
+    started = {r["name"]: r for r in letterlog(env, "processes", "start", "--workers", "2",
+                                               "--no-purger", "--dispatcher")}
+    assert {n: r["state"] for n, r in started.items()} == dict.fromkeys(
+        ("relay", "dispatcher", "worker-0", "worker-1"), "RUNNING"), started
+    expected = {"relay": base, "dispatcher": base + 1, "worker-0": base + 2,
+                "worker-1": base + 3}
+    until(lambda: {n: r["metrics_port"] for n, r in stack.status().items()} == expected,
+          timeout=60, what="each process on its own metrics port",
+          explain=lambda: f"{stack.status()}\n{stack.log('worker-1')[-2000:]}")
+    pids = {n: r["pid"] for n, r in stack.status().items()}
+    stack.wait_caught_up("the workers on their own ports")
+    assert "letterlog_relay_position" in metrics(base)
+    workers = [metrics(base + 2), metrics(base + 3)]  # both serve (a worker's own gauges
+    assert all("process_cpu_seconds_total" in m for m in workers)  # come with its records)
+    assert any("letterlog_stream_events_applied_total" in m for m in workers)
+    assert {n: r["pid"] for n, r in stack.status().items()} == pids  # none restarted
+    for name in expected:
+        assert "Address already in use" not in stack.log(name), stack.log(name)[-2000:]

@@ -19,6 +19,7 @@ from domain.errors import (
     IdempotencyKeyReused,
     InvalidCommand,
     MessageRejected,
+    QuotaExceeded,
     SettingsError,
     StoreBusy,
     StoreUnavailable,
@@ -119,3 +120,38 @@ def test_a_deadline_ends_a_stuck_delivery_with_75_and_its_line():
 def test_a_deadline_never_undoes_an_append_that_committed():
     p = run_deadline("commit-spans-the-deadline")
     assert (p.returncode, p.stdout, p.stderr) == (0, "returned\n", "")
+
+
+@pytest.mark.parametrize("error", [
+    StoreUnavailable("/srv/mail/data: no letterlog store here (no such directory)",
+                     hint="`letterlog --data /srv/mail/data init` makes one"),
+    sqlite3.OperationalError("disk I/O error"),
+    sqlite3.OperationalError("attempt to write a readonly database"),
+    PermissionError(errno.EACCES, "Permission denied", "/srv/mail/data/payloads/ab"),
+    OSError(errno.EROFS, "Read-only file system", "/srv/mail/data/events.sqlite"),
+    CorruptEvent("position 7: cannot decode"),
+    SettingsError("invalid settings: LETTERLOG_X=/etc/secret"),
+    RuntimeError("a bug in /opt/letterlog/adapters/x.py"),
+    QuotaExceeded("bob@example.org", "messages", 1, 1, 1),
+    MessageRejected("message too large: 9 bytes exceeds max_message_size=8"),
+    AccountNotFound("account 'x@example.org' does not exist"),
+], ids=lambda e: type(e).__name__)
+def test_a_reply_tells_the_sender_a_code_and_a_short_reason_the_log_the_rest(error):
+    """Issue 42, item 5 (ADR 0067): no path, no library error, no usage in what the MTA
+    copies into its DSN; the local log line keeps them."""
+    outcome = classify(error)
+    assert "/" not in outcome.text and "Error" not in outcome.text, outcome
+    assert "init" not in outcome.text and "quota" not in outcome.text, outcome
+    assert len(outcome.text) <= 60, outcome
+    assert str(error).split(":")[0] in outcome.logged or type(error).__name__ in outcome.logged
+
+
+@pytest.mark.parametrize("error", [
+    sqlite3.OperationalError("attempt to write a readonly database"),
+    OSError(errno.EROFS, "Read-only file system"),
+    StoreUnavailable("/srv/mail/data: on a read-only filesystem"),
+], ids=["sqlite", "erofs", "datadir"])
+def test_a_read_only_store_is_reported_as_read_only(error):
+    outcome = classify(error)
+    assert (outcome.exit_status, outcome.status) == (75, "4.3.0")
+    assert "read-only" in outcome.text and "permission" not in outcome.logged.lower()

@@ -103,7 +103,7 @@ def test_over_quota_is_temporary_by_default_and_permanent_if_chosen():
     assert (temporary.exit_status, temporary.smtp, temporary.status) == (75, 452, "4.2.2")
     permanent = classify(error, quota_permanent=True)
     assert (permanent.exit_status, permanent.smtp, permanent.status) == (77, 552, "5.2.2")
-    assert ACCOUNT in permanent.text
+    assert ACCOUNT in permanent.detail and ACCOUNT not in permanent.text  # ADR 0067
 
 
 def test_the_ledger_forgets_the_least_recently_checked_accounts_and_reads_them_again():

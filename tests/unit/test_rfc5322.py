@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import mailbox
 import random
 import time
@@ -759,3 +760,25 @@ def test_a_boundary_the_stdlib_cannot_parse_is_a_defect() -> None:
            b"\r\nbody\r\n")
     facts = inspect_message(raw, MessageLimits())
     assert any(d.startswith("ParserFailure: IndexError") for d in facts.defects)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"Subject: \x01\x02\x03 an old mailer\x00\x7f\r\n\r\nbody\r\n",
+        b"\tcontinued\x00\x01\x02\x03\x04\x05: x\r\n\r\nbody",
+        random.Random(5322).randbytes(4096),
+    ],
+    ids=["control-bytes-in-headers", "binary-header", "random"],
+)
+def test_an_mta_s_message_is_never_refused_for_its_bytes(raw: bytes) -> None:
+    """What an MTA hands over is stored unless it cannot be at all (ADR 0067)."""
+    facts = inspect_message(raw, refuse_binary=False)
+    assert (facts.size, facts.sha256) == (len(raw), hashlib.sha256(raw).hexdigest())
+
+
+@pytest.mark.parametrize(("raw", "problem"), [(b"", "empty input"),
+                                              (b" \r\n", "whitespace only")])
+def test_even_an_mta_s_message_must_have_bytes(raw: bytes, problem: str) -> None:
+    with pytest.raises(MessageRejected, match=problem):
+        inspect_message(raw, refuse_binary=False)
