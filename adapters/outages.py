@@ -3,7 +3,7 @@
 on an outage), one warning when a dependency stops answering, a reminder at a bounded rate
 and one line when it answers again (``Stall``), and a rate limit on the client libraries'
 own log lines (``quiet_libraries``). Shared by every long-running process: the relay and
-the stream workers, the purger (ADR 0048)."""
+the stream workers, the purger (ADR 0048), the event rules' dispatcher (ADR 0070)."""
 
 from __future__ import annotations
 
@@ -92,6 +92,23 @@ def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
                     retry_error_callback=lambda state: None)
 
 
+class KeyValueLog:
+    """A stdlib logger behind the ``warning(event, **fields)`` of a structlog logger (what
+    ``Stall`` calls): ``event key=value ...``."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        self.target = target
+
+    def _line(self, event: str, fields: dict[str, Any]) -> str:
+        return " ".join([event, *(f"{k}={v}" for k, v in fields.items())])
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.target.info("%s", self._line(event, fields))
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.target.warning("%s", self._line(event, fields))
+
+
 class Stall:
     """Warns once when a dependency has failed for ``after`` seconds, again every
     ``remind_every`` seconds while it keeps failing (``... still not answering``), and once
@@ -168,8 +185,10 @@ def _chain(error: BaseException) -> list[BaseException]:
     return found
 
 
-def dependency_of(error: BaseException, table_store: str = "hbase") -> str:
-    """Which server a failed run was waiting on, from the error and its causes."""
+def dependency_of(error: BaseException, table_store: str = "hbase",
+                  fallback: str = "the purge run") -> str:
+    """Which server a failed run was waiting on, from the error and its causes
+    (``fallback`` when none of them names one)."""
     from projections.tablestore import TableStoreError
 
     modules = [type(e).__module__ for e in _chain(error)]
@@ -178,4 +197,6 @@ def dependency_of(error: BaseException, table_store: str = "hbase") -> str:
         return "hbase" if table_store == "hbase" else "the table store"
     if any(m.startswith(("psycopg", "eventsourcing", "sqlite3")) for m in modules):
         return "the event store"
-    return "the purge run"
+    if any(m.startswith(("aiokafka", "kafka")) for m in modules):
+        return "kafka"
+    return fallback

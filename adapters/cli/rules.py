@@ -218,27 +218,28 @@ def dispatcher(once: Annotated[bool, typer.Option(
         help="hand over what is pending, then exit")] = False) -> None:
     """Hand pending rule events to their applications (webhook, Kafka), recording each
     outcome in the log; one dispatcher per store."""
-    from adapters.rules.dispatcher import Dispatcher
+    from adapters.rules.dispatcher import Dispatcher, run_dispatcher
 
-    store = state.reader()
-    d = Dispatcher(store)
-    try:
-        if once:
+    if once:
+        d = Dispatcher(state.reader())
+        try:
             counts = d.run_once()
-            out(counts, f"{counts['dispatched']} events handed over: {counts['complete']} "
-                        f"complete, {counts['failed']} failed")
-            return
-        from adapters.cli.stream import _stop_on_signals
+        finally:
+            d.close()
+        out(counts, f"{counts['dispatched']} events handed over: {counts['complete']} "
+                    f"complete, {counts['failed']} failed")
+        return
+    from adapters.cli.stream import _stop_on_signals
+    from adapters.embedded import Letterlog
 
-        report = None
+    def metrics(store: Any) -> Any:
         try:
             from adapters.streaming.telemetry import RuleEventMetrics, serve_metrics
-
-            port = serve_metrics("dispatcher", store.settings.data,
-                                 store.settings.metrics_port)
-            report = RuleEventMetrics() if port is not None else None
         except ImportError:  # prometheus-client is in the kafka extra
-            pass
-        d.run(_stop_on_signals(), report)
-    finally:
-        d.close()
+            return None
+        port = serve_metrics("dispatcher", store.settings.data, store.settings.metrics_port)
+        return RuleEventMetrics() if port is not None else None
+
+    # waits out an outage of HBase or PostgreSQL, on a store opened afresh (ADR 0070)
+    run_dispatcher(lambda: Letterlog.open(state.data, create=False, user=state.user),
+                   _stop_on_signals(), opened=metrics)

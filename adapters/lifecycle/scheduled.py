@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.outages import dependency_of
+from adapters.outages import KeyValueLog, dependency_of
 from domain.errors import SettingsError, StoreUnavailable
 
 __all__ = ["KeyValueLog", "run_purger"]
@@ -38,23 +38,6 @@ log = logging.getLogger("letterlog.purger")
 
 #: mistakes no retry fixes: the purger exits on them (exit status 2)
 FATAL: tuple[type[BaseException], ...] = (SettingsError, StoreUnavailable)
-
-
-class KeyValueLog:
-    """A stdlib logger behind the ``warning(event, **fields)`` of a structlog logger (what
-    ``outages.Stall`` calls): ``event key=value ...``."""
-
-    def __init__(self, target: logging.Logger) -> None:
-        self.target = target
-
-    def _line(self, event: str, fields: dict[str, Any]) -> str:
-        return " ".join([event, *(f"{k}={v}" for k, v in fields.items())])
-
-    def info(self, event: str, **fields: Any) -> None:
-        self.target.info("%s", self._line(event, fields))
-
-    def warning(self, event: str, **fields: Any) -> None:
-        self.target.warning("%s", self._line(event, fields))
 
 
 def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,

@@ -8,15 +8,25 @@ record leaves the event ``processing``: one dispatcher runs at a time per store 
 on ``<data>/dispatcher.lock``, freed by the kernel when the holder dies), so the next one to
 take the lock finds such events orphaned and hands them over again; the event id, sent as
 the idempotency key, lets the application drop the repeat.
+
+``run_dispatcher`` (``letterlog dispatcher``) waits out the outage of a server it needs
+(HBase or another table store for the rule events, PostgreSQL for the log) as the relay,
+the workers and the purger do (ADR 0048, ADR 0070): a pass that fails is tried again with
+capped, jittered back-off on a store opened afresh, for ever; it says once that the server
+is not answering (after 5 s), reminds every minute, says once when it answers again, and
+exits only on a mistake no retry fixes (``FATAL``). An application's own failure (a webhook
+or Kafka that does not answer) is the event's, recorded as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,14 +34,20 @@ from uuid import UUID
 
 from adapters.filemodes import private_file
 from adapters.rules.webhook import Outcome, Webhook
-from domain.errors import StoreBusy
+from domain.errors import SettingsError, StoreBusy, StoreUnavailable
 from domain.rules import PENDING, PROCESSING
 
 LOCK_NAME = "dispatcher.lock"
 
+log = logging.getLogger("letterlog.dispatcher")
+
 
 class DispatcherRunning(StoreBusy):
     """Another dispatcher holds the store's dispatcher lock; nothing was done."""
+
+
+#: mistakes no retry fixes: the dispatcher exits on them (one line, exit status 2)
+FATAL: tuple[type[BaseException], ...] = (SettingsError, StoreUnavailable, DispatcherRunning)
 
 
 class Application(Protocol):
@@ -91,19 +107,6 @@ class Dispatcher:
         with dispatcher_lock(self.store.settings.data):
             return self._pass()
 
-    def run(self, stop: threading.Event | None = None,
-            report: Callable[[dict[str, int], dict[str, int]], None] | None = None) -> None:
-        """Until ``stop`` (or a signal): a pass every ``dispatch_interval_seconds``;
-        ``report(counts per status, this pass's counts)`` after each (the metrics)."""
-        stop = stop or threading.Event()
-        with dispatcher_lock(self.store.settings.data):
-            while not stop.is_set():
-                self.store.catch_up()
-                handed = self._pass()
-                if report is not None:
-                    report(self.store.rule_event_counts(), handed)
-                stop.wait(self.store.settings.dispatch_interval_seconds)
-
     def _pass(self) -> dict[str, int]:
         counts = {"dispatched": 0, "complete": 0, "failed": 0}
         todo = [e for e in self.store.rule_events() if e["status"] in (PENDING, PROCESSING)]
@@ -138,6 +141,81 @@ class Dispatcher:
             self.store._command(mail.rule_event_failed, event_id, outcome.attempts,
                                 outcome.reason or "failed", self.where)
         return outcome
+
+
+def run_dispatcher(open_store: Callable[[], Any], stop: threading.Event, *,
+                   opened: Callable[[Any], Callable[[dict[str, int], dict[str, int]], None]
+                                    | None] | None = None,
+                   applications: Mapping[str, Application] | None = None,
+                   first_backoff: float = 1.0, max_backoff: float = 30.0) -> None:
+    """Until ``stop``: a pass every ``dispatch_interval_seconds``, through any outage of the
+    store's servers (the module docstring). ``open_store()`` opens the store (again after a
+    failed pass); ``opened(store)``, called after the first open, may return the report
+    called after each pass with (counts per status, this pass's counts): the metrics."""
+    from tenacity import RetryCallState, retry_if_exception_type, retry_if_not_exception_type
+
+    from adapters.outages import KeyValueLog, Stall, dependency_of, quiet_libraries, waiting_out
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    quiet_libraries()
+    said = KeyValueLog(log)
+    stalls: dict[str, Stall] = {}
+    held = contextlib.ExitStack()
+    dispatcher: Dispatcher | None = None
+    store: Any = None
+    report: Callable[[dict[str, int], dict[str, int]], None] | None = None
+    started = 0.0  # when the current attempt began
+
+    def one_pass() -> dict[str, int] | None:
+        nonlocal dispatcher, store, report, started
+        if stop.is_set():
+            return None
+        started = time.monotonic()
+        if store is None:
+            store = open_store()
+            if dispatcher is None:
+                held.enter_context(dispatcher_lock(store.settings.data))
+                dispatcher = Dispatcher(store, applications)
+                report = opened(store) if opened is not None else None
+            dispatcher.store = store
+        store.catch_up()
+        handed = dispatcher._pass()
+        if report is not None:
+            report(store.rule_event_counts(), handed)
+        return handed
+
+    def failed(state: RetryCallState) -> None:
+        """A server's outage: said by its stall; the store is opened afresh next time."""
+        nonlocal store
+        error = state.outcome.exception() if state.outcome else None
+        if error is not None:
+            table_store = store.settings.table_store if store is not None else "hbase"
+            what = dependency_of(error, table_store, fallback="the dispatch pass")
+            stalls.setdefault(what, Stall(what, said)).failed(error, started)
+            log.debug("dispatch pass failed (%s: %s)", type(error).__name__, error)
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+            store = None
+
+    retrying = waiting_out(stop, first=first_backoff, cap=max_backoff, after=failed,
+                           retry=retry_if_exception_type(Exception)
+                           & retry_if_not_exception_type(FATAL))
+    try:
+        with held:
+            while not stop.is_set():
+                if retrying(one_pass) is None:  # stopped, maybe while waiting out an outage
+                    break
+                for stall in stalls.values():
+                    stall.ok()
+                stop.wait(store.settings.dispatch_interval_seconds)
+    finally:
+        if dispatcher is not None:
+            dispatcher.close()
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+    log.info("dispatcher stopped")
 
 
 class _LazyKafka:
