@@ -336,13 +336,21 @@ class OutboxRelay:
             raise KafkaError(f"no metadata from the broker in {self.request_timeout:.0f} s"
                              ) from None
 
+    @staticmethod
+    def _unknown(metrics: dict[str, Any]) -> None:
+        """The log does not answer: the gauges say so instead of the last lag they knew."""
+        metrics["up"].set(0)
+        metrics["lag_events"].set(float("nan"))
+        metrics["lag_seconds"].set(float("nan"))
+
     def _report(self, slog: Any, database: Any = None) -> None:
-        """One progress line and the relay's gauges (position, head, lag)."""
+        """One progress line and the relay's gauges (position, head, lag, up)."""
         metrics = _relay_metrics()
         position = self._position
         reading = self._reading
         if reading is not None and time.monotonic() - reading >= 5.0:
             # the loop's own read of the log hangs: asking the log again would hang too
+            self._unknown(metrics)
             slog.info("progress", position=position, published=self.published,
                       behind_events="unknown", behind_seconds="unknown")
             return
@@ -353,9 +361,11 @@ class OutboxRelay:
         except Exception as error:  # noqa: BLE001 - the log may be down: say what is known
             if database is not None:
                 database.failed(error)
+            self._unknown(metrics)
             slog.info("progress", position=position, published=self.published,
                       behind_events="unknown", behind_seconds="unknown")
             return
+        metrics["up"].set(1)
         metrics["position"].set(position)
         metrics["lag_events"].set(events)
         metrics["lag_seconds"].set(seconds)
@@ -571,6 +581,9 @@ def _relay_metrics() -> dict[str, Any]:
                                           "Log positions not yet published")
             _gauges["lag_seconds"] = Gauge("letterlog_relay_lag_seconds",
                                            "Age of the oldest event not yet published")
+            _gauges["up"] = Gauge("letterlog_relay_up",
+                                  "1 while the log answers the relay, 0 while it does not "
+                                  "(the lag gauges are then NaN: unknown)")
             _gauges["published"] = Counter("letterlog_relay_published",
                                            "Records the broker acknowledged")
         return _gauges
