@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -21,16 +20,17 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from cryptography.exceptions import InvalidTag
 
 from adapters.embedded import Letterlog
-from adapters.eventlog.sealing import unwrap
 from tests.erasure_support import (
     ACCOUNT,
+    around,
     deliver_marked,
     files_holding_any_form,
+    killed,
     marked_mail,
     opened_by_a_fresh_reader,
+    opens,
 )
 from tests.factories import BIN
 
@@ -61,15 +61,6 @@ def attacker_copy(data: Path, into: Path) -> Path:
     return into
 
 
-def _around(blob: bytes, needle: bytes, before: int, after: int, width: int) -> set[bytes]:
-    out, at = set(), blob.find(needle)
-    while at >= 0:
-        for start in range(max(0, at - before), min(len(blob) - width, at + after) + 1):
-            out.add(blob[start:start + width])
-        at = blob.find(needle, at + 1)
-    return out
-
-
 def recoverable_keys(copy: Path, key_ids: list[UUID]) -> list[UUID]:
     """The data keys among ``key_ids`` an attacker opens from ``copy``: every KEK the vault
     holds (read with SQLite), plus every 32-byte window within 64 bytes of any 16 bytes found
@@ -92,24 +83,16 @@ def recoverable_keys(copy: Path, key_ids: list[UUID]) -> list[UUID]:
         wrapped: set[bytes] = set()
         near: set[bytes] = set()
         for blob in key_files:
-            wrapped |= _around(blob, key_id.bytes, 96, 96, 60)
-            near |= _around(blob, key_id.bytes, 96, 96, 16)
+            wrapped |= around(blob, key_id.bytes, 96, 96, 60)
+            near |= around(blob, key_id.bytes, 96, 96, 16)
         candidates = set(keks)
         for kek_id in near:
             for blob in vault_files:
                 if kek_id in blob:
-                    candidates |= _around(blob, kek_id, 64, 64, 32)
-        if any(_opens(kek, key_id, w) for kek in candidates for w in wrapped):
+                    candidates |= around(blob, kek_id, 64, 64, 32)
+        if any(opens(kek, key_id, w) for kek in candidates for w in wrapped):
             opened.append(key_id)
     return opened
-
-
-def _opens(kek: bytes, key_id: UUID, wrapped: bytes) -> bool:
-    try:
-        unwrap(kek, key_id, wrapped)
-        return True
-    except (InvalidTag, ValueError):
-        return False
 
 
 def purged_in_log(copy: Path, ids: list[UUID]) -> int:
@@ -173,11 +156,6 @@ def a_store(data: Path) -> tuple[list[UUID], list[UUID], list[bytes], list[bytes
         key_ids = [store.log.repository.get(i).personal.key_id for i in ids]
     assert all(k is not None for k in key_ids)
     return ids, key_ids, markers, kept
-
-
-def killed(p: subprocess.CompletedProcess[bytes]) -> None:
-    assert p.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), (
-        p.returncode, p.stderr.decode()[-2000:])
 
 
 def after_repair(data: Path, tmp_path: Path, ids: list[UUID], key_ids: list[UUID],
