@@ -207,7 +207,8 @@ def purge_jobs(settings: Settings, mail: Mailstore, payloads: PayloadStore,
     return PurgeJobs(Purging(mail.uow, retention, shredded.purged), host.tables,
                      host.physical, payloads, retention=retention,
                      threads=settings.purge_threads, catch_up=host.catch_up,
-                     after_run=partial(shredded.after, host))
+                     after_run=partial(shredded.after, host),
+                     release=partial(shredded.free_released, host))
 
 
 def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | None = None,

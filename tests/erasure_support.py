@@ -4,6 +4,7 @@ and the files under a data directory that still hold one (plain, base64 or in a 
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import sys
 import uuid
@@ -11,7 +12,10 @@ from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
 
+from cryptography.exceptions import InvalidTag
+
 from adapters.embedded import Letterlog
+from adapters.eventlog.sealing import unwrap
 
 ACCOUNT = "erasure@example.org"
 
@@ -122,3 +126,30 @@ def files_holding_any_form(root: Path, markers: list[bytes]) -> dict[str, list[b
         if hits:
             found[str(path.relative_to(root))] = hits
     return found
+
+
+# -- the attacker with the deployment's keys (the crash tests) ---------------------------------
+def around(blob: bytes, needle: bytes, before: int, after: int, width: int) -> set[bytes]:
+    """Every ``width``-byte window starting up to ``before`` bytes before and ``after``
+    bytes after each occurrence of ``needle`` in ``blob``."""
+    out, at = set(), blob.find(needle)
+    while at >= 0:
+        for start in range(max(0, at - before), min(len(blob) - width, at + after) + 1):
+            out.add(blob[start:start + width])
+        at = blob.find(needle, at + 1)
+    return out
+
+
+def opens(kek: bytes, key_id: uuid.UUID, wrapped: bytes) -> bool:
+    """Whether ``kek`` unwraps ``wrapped`` as the data key ``key_id``."""
+    try:
+        unwrap(kek, key_id, wrapped)
+        return True
+    except (InvalidTag, ValueError):
+        return False
+
+
+def killed(p: subprocess.CompletedProcess[bytes]) -> None:
+    """The process died of SIGKILL (the test fault point), not of anything else."""
+    assert p.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), (
+        p.returncode, p.stderr.decode()[-2000:])

@@ -216,8 +216,9 @@ class Erasure(FacadePart):
     def finish_interrupted_erasures(self) -> list[dict[str, Any]]:
         """Finishes every erasure or purge run a process left unfinished (killed: its intent
         is in ``<data>/erasures-intent/``, unlocked): an erasure is made again from its ids,
-        every ``Purged`` since a purge run began has its key destroyed and its payloads'
-        grace started, the vault loses the KEKs rotated away, the files are checkpointed.
+        every ``Purged`` since a purge run began has its key destroyed and its payloads
+        deleted (unless referred to or re-used since it began; on HBase: their grace
+        started), the vault loses the KEKs rotated away, the files are checkpointed.
         Run when a store opens, and by ``purge``, ``erase complete``, ``erase status``.
         Without read models only the keys are done; the intent stays for the next one."""
         from adapters.lifecycle.intents import Intents
@@ -241,6 +242,7 @@ class Erasure(FacadePart):
                 else:  # a purge run (or a record this version does not know): its Purged
                     self.shredding.purged(self.shredding.purged_since(intent.position),
                                           crash_points=False)
+                    self.shredding.free_released(self._read(), intent.began)
                     self.shredding.after(self._projections)
                     intent.finish()
             except BaseException:

@@ -10,7 +10,8 @@ grows (its cell's version is the bucket number), so two purgers never move it ba
 The payload job is not a table scan: every stored payload carries its last write, re-use or
 release time (``written_at``); one that nothing refers to (``payload_refs``) and that was not
 touched for the grace period is deleted. That covers payloads whose last message was purged
-(the purge touches them: the grace starts then), payloads of commands that never committed
+on HBase tables (the purge touches them: the grace starts then; on the embedded tables the
+run deletes them itself, ``release``: ADR 0071), payloads of commands that never committed
 (orphans) and payloads re-used during the grace period (a put touches them, and the new
 message's reference shows up in ``payload_refs``).
 """
@@ -93,6 +94,7 @@ class PurgeJobs:
                  payloads: Any, *, retention: Retention, threads: int = 4,
                  catch_up: Callable[[], Any] = lambda: None,
                  after_run: Callable[[], Any] = lambda: None, batch: int = BATCH,
+                 release: Callable[[float], tuple[int, int]] = lambda began: (0, 0),
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.purging = purging
         self.tables = tables
@@ -102,6 +104,7 @@ class PurgeJobs:
         self.threads = threads
         self.catch_up = catch_up
         self.after_run = after_run
+        self.release = release
         self.batch = batch
         self.clock = clock
         tables.create_table(POINTER_SPEC)
@@ -110,6 +113,7 @@ class PurgeJobs:
     def run(self, now: datetime, queues: tuple[str, ...] = (*MESSAGE_QUEUES, QUEUE_PAYLOADS),
             *, dry_run: bool = False, progress: Progress | None = None) -> PurgeReport:
         report = PurgeReport(now.isoformat(), dry_run)
+        began = time.time()  # a payload re-used after this is kept (``release``)
         self.catch_up()
         for queue in queues:
             t0 = time.perf_counter()
@@ -121,6 +125,16 @@ class PurgeJobs:
             done.seconds = round(time.perf_counter() - t0, 3)
             report.queues.append(done)
         if not dry_run:
+            # the payloads of the messages purged in this run, deleted now unless referred
+            # to or re-used since the run began (no grace period: ADR 0071)
+            count, freed = self.release(began)
+            if count:
+                done = next((r for r in report.queues if r.queue == QUEUE_PAYLOADS), None)
+                if done is None:
+                    done = QueueReport(QUEUE_PAYLOADS)
+                    report.queues.append(done)
+                done.payloads_freed += count
+                done.payload_bytes_freed += freed
             self.after_run()
         return report
 

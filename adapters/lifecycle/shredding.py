@@ -28,6 +28,7 @@ from adapters.faults import fault_point
 from domain.message import Message
 from domain.personal import Personal
 from projections import names as pn
+from projections.keys import payload_row
 
 if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
@@ -49,6 +50,7 @@ class Shredding:
         self.payloads = payloads
         self.unfinished = 0  # messages purged since the last completion (completion.py)
         self.completion: Completion | None = None
+        self.released: set[str] = set()  # payloads of messages purged in this run (ADR 0071)
 
     def max_position(self) -> int:
         return int(self.log.recorder.max_notification_id() or 0)
@@ -62,18 +64,43 @@ class Shredding:
                                      and p.key_id is not None)
 
     def purged(self, messages: Sequence[Message], *, crash_points: bool = True) -> None:
-        """After a purge job's append: keys destroyed; the payloads' grace period starts."""
+        """After a purge job's append: keys destroyed; the payloads are released: on the
+        embedded tables deleted by ``free_released`` at the end of the same run (unless
+        something refers to them or a delivery re-used them since the run began), on HBase
+        their grace period starts (the workers apply ``Purged`` later: ADR 0045)."""
         if crash_points:
             fault_point("purge:appended")
         self.unfinished += len(messages)
         self.destroy_keys(messages)
         for m in messages:
             for sha in m.payloads_referred():
-                self.payloads.touch(sha)
+                if self.settings.table_store == "hbase":
+                    self.payloads.touch(sha)
+                else:
+                    self.released.add(sha)
         if crash_points:
             fault_point("purge:keys")
         if self.settings.table_store == "hbase" and messages:  # compacted by `erase complete`
             self.record_scale_out((), time.time(), len(messages))
+
+    def free_released(self, host: Any, began: float) -> tuple[int, int]:
+        """The payloads this run's purges released, deleted unless the read models (caught
+        up: the ``Purged`` events applied) still refer to them or a delivery re-used them
+        since ``began`` (a put touches them); as an erasure does, without a grace period
+        (ADR 0071). How many were deleted, and their bytes."""
+        shas, self.released = self.released, set()
+        if not shas:
+            return 0, 0
+        host.catch_up()
+        refs = host.physical(pn.PAYLOAD_REFS)
+        freed = count = 0
+        for sha in sorted(shas):
+            if host.tables.get(refs, payload_row(sha)):
+                continue
+            size = self.payloads.delete_unless_touched(sha, began)
+            if size is not None:
+                count, freed = count + 1, freed + size
+        return count, freed
 
     def purged_since(self, position: int) -> list[Message]:
         """Every message the log says was purged after ``position`` (``Message.Purged``

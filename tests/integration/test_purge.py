@@ -117,10 +117,30 @@ def test_a_shared_payload_stays_while_any_message_refers_to_it(store):
     assert len(list(store.payloads.list())) == 1
     assert purge_message(store, a.message_id) == 1
     assert store.purge(later(days=1), ["payloads"]).as_dict()["payloads_freed"] == 0
-    assert purge_message(store, b.message_id) == 1
-    assert store.purge(later(hours=1), ["payloads"]).as_dict()["payloads_freed"] == 0  # grace
-    assert store.purge(later(hours=13), ["payloads"]).as_dict()["payloads_freed"] == 1
+    assert len(list(store.payloads.list())) == 1  # b still refers to it
+    store.delete(b.message_id)
+    report = store.purge(later(days=31), ["deleted"]).as_dict()
+    assert report["purged"] == 1 and report["payloads_freed"] == 1  # its last reference
     assert list(store.payloads.list()) == []
+
+
+@pytest.mark.parametrize("grace_hours", ["0", "12"])
+def test_a_purge_run_deletes_its_purged_messages_payloads_in_the_same_run(
+        tmp_path, monkeypatch, grace_hours):
+    """ADR 0071: a run's own purges free their payloads before it returns (as an erasure
+    does: no grace period, whatever ``LETTERLOG_PAYLOAD_GRACE_HOURS``): when it exits 0 no
+    byte of a purged message is left. Before, the purge touched the payload after the run's
+    ``now`` was fixed, and the payload job of that run kept it (even with a 0 h grace)."""
+    monkeypatch.setenv("LETTERLOG_DELETED_RETENTION_DAYS", "0")
+    monkeypatch.setenv("LETTERLOG_PAYLOAD_GRACE_HOURS", grace_hours)
+    with Letterlog.open(tmp_path / "data", durability="normal") as store:
+        [a] = deliver_big(store)
+        [(sha, size, _)] = list(store.payloads.list())
+        store.delete(a.message_id)
+        report = store.purge().as_dict()  # now: the run's own clock
+        assert report["purged"] == 1
+        assert (report["payloads_freed"], report["payload_bytes_freed"]) == (1, size)
+        assert list(store.payloads.list()) == [] and not store.payloads.exists(sha)
 
 
 def test_a_payload_referred_to_again_during_its_grace_period_is_kept(store):

@@ -1,0 +1,255 @@
+"""Erasure as an intent that completes, with the log in PostgreSQL (ADR 0063, ADR 0071):
+``kill -9`` at every step boundary of ``erase-message``, ``erase-account`` and ``purge run``
+(a real CLI subprocess killed by the test fault point ``LETTERLOG_TEST_CRASH_AT``), then
+what docs/lifecycle.md says to run; then an attacker holding every key the deployment has
+tries them on every wrapped copy of the erased messages' data keys: nothing opens, and a
+message beside them still opens.
+
+Which deployment: the log, its outbox and the wrapped data keys (``letterlog_data_keys``)
+in PostgreSQL, the KEKs in the named vault file, the tables embedded (SQLite). What a crash
+can leave decryptable is decided by the log (``Message.Purged`` by topic after the intent's
+position) and the key steps (the key table's rotation in PostgreSQL, the vault's removal):
+those are the scale-out store's own code paths here. HBase and Kafka add only the workers'
+lag and ``erase complete``'s compaction, which runs after the keys whatever the crash
+(tests/services/test_erasure_scaleout.py attacks that part), at minutes per case for 17
+cases.
+
+The attacker reads: every KEK in a copy of the vault, and every 32-byte window near a KEK id
+found in the vault's files (a deleted KEK's row); every wrapped copy of each data key in
+PostgreSQL, the live row (SQL) and every 60-byte window near the key id in the database's
+heap files and ``pg_wal`` (old row versions, WAL records). ``KILLED`` is the killed-step
+table (``pytest -s`` prints it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from adapters.embedded import Letterlog
+from tests.erasure_support import (
+    ACCOUNT,
+    around,
+    deliver_marked,
+    files_holding_any_form,
+    killed,
+    marked_mail,
+    opened_by_a_fresh_reader,
+    opens,
+)
+from tests.factories import BIN
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+BYSTANDER = "bystander@example.org"
+ERASE_STEPS = ["erase:intent", "erase:appended", "keys:rotated", "erase:keys",
+               "erase:payloads", "erase:completed"]
+PURGE_STEPS = ["purge:intent", "purge:appended", "keys:rotated", "purge:keys",
+               "purge:completed"]
+KILLED: list[tuple[str, str, str, str]] = []  # (command, killed at, left, repaired by)
+PURGED_TOPIC = "domain.message:Message.Purged"
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any,
+               monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The data directory and the environment of every process of this deployment."""
+    data = tmp_path / "data"
+    env = {"LETTERLOG_EVENT_STORE": "postgres", "LETTERLOG_POSTGRES_DSN": pg_dsn,
+           "LETTERLOG_KEY_VAULT": str(data / "vault.sqlite"),
+           "LETTERLOG_TABLE_STORE": "embedded"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)  # the fresh reader and this process open the same
+    return {"data": data, "dsn": pg_dsn, "pg_root": Path(postgres_server.workdir) / "data",
+            "admin_dsn": postgres_server.admin_dsn}
+
+
+def letterlog(data: Path, *args: str, crash_at: str | None = None,
+              **env: str) -> subprocess.CompletedProcess[bytes]:
+    environ = {**os.environ, "LETTERLOG_DURABILITY": "normal",
+               "LETTERLOG_ERASE_WAIT_SECONDS": "5", **env}
+    environ.pop("LETTERLOG_TEST_CRASH_AT", None)
+    if crash_at is not None:
+        environ["LETTERLOG_TEST_CRASH_AT"] = crash_at
+    return subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
+                          env=environ, timeout=120)
+
+
+# -- the attacker ------------------------------------------------------------------------------
+def _pg_files(dsn: str, admin_dsn: str, pg_root: Path) -> list[bytes]:
+    """The database's heap and index files and the server's WAL, after a checkpoint (what a
+    copy of the server's disk holds, old row versions included)."""
+    import psycopg
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")  # the heap's pages on disk, as a copy of it holds them
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        (oid,) = conn.execute("SELECT oid FROM pg_database "
+                              "WHERE datname = current_database()").fetchone()  # type: ignore[misc]
+    blobs = []
+    for sub in (pg_root / "base" / str(oid), pg_root / "pg_wal"):
+        for path in sub.iterdir():
+            if path.is_file():
+                blobs.append(path.read_bytes())
+    return blobs
+
+
+def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return list(conn.execute(query, params).fetchall())  # type: ignore[arg-type]
+
+
+def recoverable_keys(vault_copy: Path, dsn: str, pg_files: list[bytes],
+                     key_ids: list[UUID]) -> list[UUID]:
+    """The data keys among ``key_ids`` that open with a key the deployment holds."""
+    vault_files = [p.read_bytes() for p in vault_copy.iterdir() if p.is_file()]
+    con = sqlite3.connect(vault_copy / "vault.sqlite")
+    try:
+        keks = {bytes(r[0]) for r in con.execute("SELECT kek FROM keks")}
+    finally:
+        con.close()
+    opened = []
+    for key_id in key_ids:
+        wrapped = {bytes(r[0]) for r in _sql(
+            dsn, "SELECT key FROM letterlog_data_keys WHERE key_id = %s AND key IS NOT NULL",
+            key_id)}
+        near: set[bytes] = set()
+        for blob in pg_files:
+            wrapped |= around(blob, key_id.bytes, 96, 96, 60)
+            near |= around(blob, key_id.bytes, 96, 96, 16)
+        candidates = set(keks)
+        for kek_id in near:
+            for blob in vault_files:
+                if kek_id in blob:
+                    candidates |= around(blob, kek_id, 64, 64, 32)
+        if any(opens(kek, key_id, w) for kek in candidates for w in wrapped):
+            opened.append(key_id)
+    return opened
+
+
+def stale_keks(vault_copy: Path, dsn: str) -> int:
+    """KEKs in the vault that no data key refers to (a rotation's old KEK left behind)."""
+    referenced = {r[0].bytes for r in _sql(
+        dsn, "SELECT DISTINCT kek_id FROM letterlog_data_keys WHERE kek_id IS NOT NULL")}
+    con = sqlite3.connect(vault_copy / "vault.sqlite")
+    try:
+        return sum(1 for (k,) in con.execute("SELECT kek_id FROM keks")
+                   if bytes(k) not in referenced)
+    finally:
+        con.close()
+
+
+def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[UUID],
+             markers: list[bytes]) -> dict[str, Any]:
+    data, dsn = dep["data"], dep["dsn"]
+    vault_copy = scratch / "vault"
+    vault_copy.mkdir(parents=True)
+    for p in data.iterdir():  # the vault's files as they are on disk (-wal included)
+        if p.name.startswith("vault.sqlite") and p.is_file():
+            shutil.copy2(p, vault_copy / p.name)
+    try:
+        [(table,)] = _sql(dsn, "SELECT table_name FROM information_schema.columns WHERE "
+                          "column_name = 'topic' AND table_name LIKE '%%events'")
+        purged = {str(r[0]) for r in _sql(
+            dsn, f'SELECT originator_id FROM "{table}" WHERE topic = %s', PURGED_TOPIC)}
+        intents = data / "erasures-intent"
+        pg_files = _pg_files(dsn, dep["admin_dsn"], dep["pg_root"])
+        return {"intents": len(list(intents.glob("*.json"))) if intents.is_dir() else 0,
+                "purged": sum(1 for i in ids if str(i) in purged),
+                "keys_open": len(recoverable_keys(vault_copy, dsn, pg_files, key_ids)),
+                "stale_keks": stale_keks(vault_copy, dsn),
+                "files_with_markers": sorted(files_holding_any_form(data, markers))}
+    finally:
+        shutil.rmtree(scratch)
+
+
+def describe(left: dict[str, Any], n: int) -> str:
+    files = left["files_with_markers"]
+    return (f"{left['purged']}/{n} purged in the log, {left['keys_open']}/{n} data keys "
+            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the vault, "
+            f"intent files {left['intents']}, marker in "
+            f"{', '.join(files) if files else 'no file'}")
+
+
+# -- the store ---------------------------------------------------------------------------------
+def a_store(data: Path) -> tuple[list[UUID], list[UUID], list[bytes], list[bytes]]:
+    """Two marked messages of ACCOUNT (one inline, one with a payload and an attachment)
+    and one of BYSTANDER; the ids, their data keys, ACCOUNT's and the bystander's markers."""
+    with Letterlog.open(data) as store:
+        assert store.settings.event_store == "postgres"
+        ids, markers = deliver_marked(store)
+        raw, kept = marked_mail("k", attachment=True)
+        store.deliver(account=BYSTANDER, raw=raw)
+        key_ids = [store.log.repository.get(i).personal.key_id for i in ids]
+    assert all(k is not None for k in key_ids)
+    return ids, key_ids, markers, kept
+
+
+def after_repair(dep: dict[str, Any], tmp_path: Path, ids: list[UUID], key_ids: list[UUID],
+                 markers: list[bytes], kept: list[bytes]) -> None:
+    """What the attacker finds once the documented command has run: nothing."""
+    left = state_of(dep, tmp_path / "after", ids, key_ids, markers)
+    assert left == {"intents": 0, "purged": len(ids), "keys_open": 0, "stale_keks": 0,
+                    "files_with_markers": []}, left
+    assert opened_by_a_fresh_reader(dep["data"], markers) == []
+    assert kept[0] in opened_by_a_fresh_reader(dep["data"], kept)  # the bystander opens
+    status = letterlog(dep["data"], "erase", "status")
+    assert status.returncode == 0 and status.stdout == b"no erasure pending\n", status
+
+
+@pytest.mark.parametrize("step", ERASE_STEPS)
+@pytest.mark.parametrize("command", ["erase-message", "erase-account"])
+def test_an_erasure_killed_at_any_step_on_postgres_is_finished_by_the_next_command(
+        tmp_path: Path, deployment: dict[str, Any], command: str, step: str) -> None:
+    data = deployment["data"]
+    ids, key_ids, markers, kept = a_store(data)
+    args = (["erase-message", "--with-copies", str(ids[1])] if command == "erase-message"
+            else ["erase-account", ACCOUNT])
+    if command == "erase-message":
+        ids, key_ids = ids[1:], key_ids[1:]
+        markers = [m for m in markers if m.startswith((b"subjl", b"froml", b"bodyl",
+                                                       b"namel", b"blobl"))]
+    killed(letterlog(data, *args, crash_at=step))
+    left = state_of(deployment, tmp_path / "left", ids, key_ids, markers)
+    assert left["intents"] == 1
+    assert left["purged"] == (0 if step == "erase:intent" else len(ids))
+    repair = "erase complete" if command == "erase-account" else "erase status"
+    p = letterlog(data, *repair.split())
+    assert p.returncode == 0, p.stderr.decode()
+    assert "Traceback" not in p.stderr.decode()
+    after_repair(deployment, tmp_path, ids, key_ids, markers, kept)
+    KILLED.append((command, step, describe(left, len(ids)), f"`letterlog {repair}`"))
+
+
+@pytest.mark.parametrize("step", PURGE_STEPS)
+def test_a_purge_run_killed_at_any_step_on_postgres_is_finished_by_the_next_run(
+        tmp_path: Path, deployment: dict[str, Any], step: str) -> None:
+    data = deployment["data"]
+    ids, key_ids, markers, kept = a_store(data)
+    with Letterlog.open(data) as store:
+        for i in ids:
+            store.delete(i)
+    due = {"LETTERLOG_DELETED_RETENTION_DAYS": "0"}  # the payload grace: its default, 12 h
+    killed(letterlog(data, "purge", "run", crash_at=step, **due))
+    left = state_of(deployment, tmp_path / "left", ids, key_ids, markers)
+    assert left["intents"] == 1
+    p = letterlog(data, "purge", "run", **due)  # the next run, nothing named
+    assert p.returncode == 0, p.stderr.decode()  # and it alone leaves nothing (ADR 0071)
+    after_repair(deployment, tmp_path, ids, key_ids, markers, kept)
+    KILLED.append(("purge run", step, describe(left, len(ids)), "`letterlog purge run`"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _killed_step_table() -> Any:
+    """Prints the killed-step table once the module's tests have run (``pytest -s``)."""
+    yield
+    for row in KILLED:
+        print(" | ".join(row))
