@@ -157,7 +157,20 @@ def _canonical(name: str, what: str) -> str:
         raise NameRefused(what, given, f"{where} is {problem} (PRECIS {PROFILE}, RFC "
                           "8265)") from None
     _check_scripts(what, given, out)
+    _check_case(what, given, out)
     return out
+
+
+def _check_case(what: str, given: str, name: str) -> None:
+    """A letter whose upper case lowers to another letter (dotless ``ı``: ``I`` is ``i``'s;
+    long ``ſ``: ``S`` is ``s``'s) makes a case variant of this name another user's name:
+    refused. (A final ``ς`` is ``Σ``'s at a word's end: lowered in context, it stays.)"""
+    for ch in name:
+        upper = ch.upper()
+        if len(upper) == 1 and upper.lower() != ch and ch != "\u03c2":
+            raise NameRefused(what, given, f"{_char(ch)} has the upper case {upper!r} of "
+                              f"{upper.lower()!r}: a case variant of this name would be "
+                              "another's (PRECIS leaves it; refused here)")
 
 
 def canonical_identifier(identifier: str) -> str:

@@ -84,3 +84,12 @@ def test_identifiers_the_rule_refuses(identifier, says):
 
 def test_the_owner_is_the_user_its_address_names_in_any_accepted_form():
     assert rights_string(rights_of(Caller("\uff33AM@Example.org"), "sam@example.org", {})) == RIGHTS
+
+
+@pytest.mark.parametrize("name", ["ın@example.org", "bıll@example.org"])
+def test_a_letter_whose_upper_case_is_another_letters_is_refused(name):
+    """``BILL`` is ``bill``'s upper case, and ``bıll``'s (dotless ı): were ``bıll`` a user,
+    a case variant of his name would be bill's. (Hypothesis found ``0ı``.)"""
+    with pytest.raises(NameRefused, match="U\\+0131"):
+        canonical_name(name)
+    assert canonical_name(name.upper()) == name.upper().lower()  # that is another name
