@@ -73,12 +73,14 @@ def test_a_user_deleted_from_slapd_loses_its_root_and_rights_as_events(people, t
     code, done, _ = purge(people, data)
     assert code == 0 and done["status"] == "purged" and done["directory_users"] == 2
     assert done["roots_removed"] == [{"user": "gone", "root": f"{SHARED}/Projects"}]
-    assert sorted((e["identifier"], e["rights"]) for e in done["acl_removed"]) == [
-        ("-gone", "w"), ("gone", "lrswi")]
+    assert [(e["identifier"], e["rights"]) for e in done["acl_removed"]] == [
+        ("gone", "lrswi")]
+    # the negative entry stays: removing it would give "gone" back 'w' should he return
+    assert [(e["identifier"], e["rights"]) for e in done["negative_kept"]] == [("-gone", "w")]
     after = state(data)
     assert after["roots"] == {"ada": SHARED}
-    assert sorted(e[2] for e in after["acl"]) == ["$sales", "ada", "anyone"]
-    assert after["position"] == done["position"] == before["position"] + 3  # three events
+    assert sorted(e[2] for e in after["acl"]) == ["$sales", "-gone", "ada", "anyone"]
+    assert after["position"] == done["position"] == before["position"] + 2  # two events
 
 
 def test_a_stopped_slapd_is_refused_and_nothing_is_removed(slapd, people, tmp_path):
