@@ -11,46 +11,28 @@ table: ``pytest -s`` prints it)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
-import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 
-from adapters.embedded import Letterlog
-from tests.erasure_support import (
-    ACCOUNT,
-    around,
-    deliver_marked,
-    files_holding_any_form,
-    killed,
-    marked_mail,
-    opened_by_a_fresh_reader,
-    opens,
+from tests.erasure_crash_support import (
+    ERASE_STEPS,
+    PURGE_STEPS,
+    Table,
+    a_store,
+    erase_case,
+    letterlog,
+    print_table,
+    purge_case,
 )
-from tests.factories import BIN
+from tests.erasure_support import around, files_holding_any_form, opens
 
-BYSTANDER = "bystander@example.org"
-ERASE_STEPS = ["erase:intent", "erase:appended", "keys:rotated", "erase:keys",
-               "erase:payloads", "erase:completed"]
-PURGE_STEPS = ["purge:intent", "purge:appended", "keys:rotated", "purge:keys",
-               "purge:completed"]
-KILLED: list[tuple[str, str, str, str]] = []  # (command, killed at, left, repaired by)
-
-
-def letterlog(data: Path, *args: str, crash_at: str | None = None,
-              **env: str) -> subprocess.CompletedProcess[bytes]:
-    environ = {**os.environ, "LETTERLOG_DURABILITY": "normal",
-               "LETTERLOG_ERASE_WAIT_SECONDS": "5", **env}
-    environ.pop("LETTERLOG_TEST_CRASH_AT", None)
-    if crash_at is not None:
-        environ["LETTERLOG_TEST_CRASH_AT"] = crash_at
-    return subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
-                          env=environ, timeout=120)
+KILLED: Table = []  # (command, killed at, left, repaired by)
 
 
 # -- the attacker ------------------------------------------------------------------------------
@@ -136,68 +118,13 @@ def state_of(data: Path, scratch: Path, ids: list[UUID], key_ids: list[UUID],
         shutil.rmtree(copy)
 
 
-def describe(left: dict[str, Any], n: int) -> str:
-    files = left["files_with_markers"]
-    return (f"{left['purged']}/{n} purged in the log, {left['keys_open']}/{n} data keys "
-            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the vault, "
-            f"intent files {left['intents']}, marker in "
-            f"{', '.join(files) if files else 'no file'}")
-
-
-# -- the store ---------------------------------------------------------------------------------
-def a_store(data: Path) -> tuple[list[UUID], list[UUID], list[bytes], list[bytes]]:
-    """Two marked messages of ACCOUNT (one inline, one with a payload and an attachment)
-    and one marked message of BYSTANDER; the ids, their data keys, the markers of ACCOUNT's
-    and of the bystander's."""
-    with Letterlog.open(data) as store:
-        ids, markers = deliver_marked(store)
-        raw, kept = marked_mail("k", attachment=True)
-        store.deliver(account=BYSTANDER, raw=raw)
-        key_ids = [store.log.repository.get(i).personal.key_id for i in ids]
-    assert all(k is not None for k in key_ids)
-    return ids, key_ids, markers, kept
-
-
-def after_repair(data: Path, tmp_path: Path, ids: list[UUID], key_ids: list[UUID],
-                 markers: list[bytes], kept: list[bytes]) -> dict[str, Any]:
-    """What the attacker finds once the documented command has run: must be nothing."""
-    left = state_of(data, tmp_path / "after", ids, key_ids, markers)
-    assert left == {"intents": 0, "purged": len(ids), "keys_open": 0, "stale_keks": 0,
-                    "files_with_markers": []}, left
-    assert opened_by_a_fresh_reader(data, markers) == []  # the live path, every key it has
-    assert kept[0] in opened_by_a_fresh_reader(data, kept)  # the bystander's subject opens
-    status = letterlog(data, "erase", "status")
-    assert status.returncode == 0 and status.stdout == b"no erasure pending\n", status
-    return left
-
-
 @pytest.mark.slow  # subprocesses: not in make test-fast
 @pytest.mark.parametrize("step", ERASE_STEPS)
 @pytest.mark.parametrize("command", ["erase-message", "erase-account"])
 def test_an_erasure_killed_at_any_step_is_finished_by_the_next_command(
         tmp_path: Path, command: str, step: str) -> None:
     data = tmp_path / "data"
-    ids, key_ids, markers, kept = a_store(data)
-    args = (["erase-message", "--with-copies", str(ids[1])] if command == "erase-message"
-            else ["erase-account", ACCOUNT])
-    if command == "erase-message":
-        ids, key_ids = ids[1:], key_ids[1:]
-        markers = [m for m in markers if m.startswith((b"subjl", b"froml", b"bodyl",
-                                                       b"namel", b"blobl"))]
-    killed(letterlog(data, *args, crash_at=step))
-    left = state_of(data, tmp_path / "left", ids, key_ids, markers)
-    assert left["intents"] == 1  # the crash left its intent, whatever the step
-    if step == "erase:intent":
-        assert left["purged"] == 0  # nothing appended yet: still to be done
-    else:
-        assert left["purged"] == len(ids)
-    # what the docs say: `erase status` (any command that opens the store finishes it)
-    repair = "erase complete" if command == "erase-account" else "erase status"
-    p = letterlog(data, *repair.split())
-    assert p.returncode == 0, p.stderr.decode()
-    assert "Traceback" not in p.stderr.decode()
-    after_repair(data, tmp_path, ids, key_ids, markers, kept)
-    KILLED.append((command, step, describe(left, len(ids)), f"`letterlog {repair}`"))
+    erase_case(data, partial(state_of, data), tmp_path, command, step, KILLED)
 
 
 @pytest.mark.slow  # subprocesses: not in make test-fast
@@ -205,19 +132,7 @@ def test_an_erasure_killed_at_any_step_is_finished_by_the_next_command(
 def test_a_purge_run_killed_at_any_step_is_finished_by_the_next_run(
         tmp_path: Path, step: str) -> None:
     data = tmp_path / "data"
-    ids, key_ids, markers, kept = a_store(data)
-    with Letterlog.open(data) as store:
-        for i in ids:
-            store.delete(i)
-    due = {"LETTERLOG_DELETED_RETENTION_DAYS": "0"}  # the payload grace: its default, 12 h
-    killed(letterlog(data, "purge", "run", crash_at=step, **due))
-    left = state_of(data, tmp_path / "left", ids, key_ids, markers)
-    assert left["intents"] == 1
-    p = letterlog(data, "purge", "run", **due)  # the next run, nothing named
-    assert p.returncode == 0, p.stderr.decode()
-    # the run alone, exit 0: its payloads deleted too (ADR 0071), nothing left
-    after_repair(data, tmp_path, ids, key_ids, markers, kept)
-    KILLED.append(("purge run", step, describe(left, len(ids)), "`letterlog purge run`"))
+    purge_case(data, partial(state_of, data), tmp_path, step, KILLED)
 
 
 @pytest.mark.slow
@@ -246,5 +161,4 @@ def test_an_intent_a_live_process_holds_is_left_to_it(tmp_path: Path) -> None:
 def _killed_step_table() -> Any:
     """Prints the killed-step table once the module's tests have run (``pytest -s``)."""
     yield
-    for row in KILLED:
-        print(" | ".join(row))
+    print_table(KILLED)

@@ -22,10 +22,9 @@ table (``pytest -s`` prints it)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
-import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -33,26 +32,19 @@ from uuid import UUID
 import pytest
 
 from adapters.embedded import Letterlog
-from tests.erasure_support import (
-    ACCOUNT,
-    around,
-    deliver_marked,
-    files_holding_any_form,
-    killed,
-    marked_mail,
-    opened_by_a_fresh_reader,
-    opens,
+from tests.erasure_crash_support import (
+    ERASE_STEPS,
+    PURGE_STEPS,
+    Table,
+    erase_case,
+    print_table,
+    purge_case,
 )
-from tests.factories import BIN
+from tests.erasure_support import around, files_holding_any_form, opens
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-BYSTANDER = "bystander@example.org"
-ERASE_STEPS = ["erase:intent", "erase:appended", "keys:rotated", "erase:keys",
-               "erase:payloads", "erase:completed"]
-PURGE_STEPS = ["purge:intent", "purge:appended", "keys:rotated", "purge:keys",
-               "purge:completed"]
-KILLED: list[tuple[str, str, str, str]] = []  # (command, killed at, left, repaired by)
+KILLED: Table = []  # (command, killed at, left, repaired by)
 PURGED_TOPIC = "domain.message:Message.Purged"
 
 
@@ -66,19 +58,10 @@ def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any,
            "LETTERLOG_TABLE_STORE": "embedded"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)  # the fresh reader and this process open the same
+    with Letterlog.open(data) as store:
+        assert store.settings.event_store == "postgres"
     return {"data": data, "dsn": pg_dsn, "pg_root": Path(postgres_server.workdir) / "data",
             "admin_dsn": postgres_server.admin_dsn}
-
-
-def letterlog(data: Path, *args: str, crash_at: str | None = None,
-              **env: str) -> subprocess.CompletedProcess[bytes]:
-    environ = {**os.environ, "LETTERLOG_DURABILITY": "normal",
-               "LETTERLOG_ERASE_WAIT_SECONDS": "5", **env}
-    environ.pop("LETTERLOG_TEST_CRASH_AT", None)
-    if crash_at is not None:
-        environ["LETTERLOG_TEST_CRASH_AT"] = crash_at
-    return subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
-                          env=environ, timeout=120)
 
 
 # -- the attacker ------------------------------------------------------------------------------
@@ -171,85 +154,22 @@ def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[
         shutil.rmtree(scratch)
 
 
-def describe(left: dict[str, Any], n: int) -> str:
-    files = left["files_with_markers"]
-    return (f"{left['purged']}/{n} purged in the log, {left['keys_open']}/{n} data keys "
-            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the vault, "
-            f"intent files {left['intents']}, marker in "
-            f"{', '.join(files) if files else 'no file'}")
-
-
-# -- the store ---------------------------------------------------------------------------------
-def a_store(data: Path) -> tuple[list[UUID], list[UUID], list[bytes], list[bytes]]:
-    """Two marked messages of ACCOUNT (one inline, one with a payload and an attachment)
-    and one of BYSTANDER; the ids, their data keys, ACCOUNT's and the bystander's markers."""
-    with Letterlog.open(data) as store:
-        assert store.settings.event_store == "postgres"
-        ids, markers = deliver_marked(store)
-        raw, kept = marked_mail("k", attachment=True)
-        store.deliver(account=BYSTANDER, raw=raw)
-        key_ids = [store.log.repository.get(i).personal.key_id for i in ids]
-    assert all(k is not None for k in key_ids)
-    return ids, key_ids, markers, kept
-
-
-def after_repair(dep: dict[str, Any], tmp_path: Path, ids: list[UUID], key_ids: list[UUID],
-                 markers: list[bytes], kept: list[bytes]) -> None:
-    """What the attacker finds once the documented command has run: nothing."""
-    left = state_of(dep, tmp_path / "after", ids, key_ids, markers)
-    assert left == {"intents": 0, "purged": len(ids), "keys_open": 0, "stale_keks": 0,
-                    "files_with_markers": []}, left
-    assert opened_by_a_fresh_reader(dep["data"], markers) == []
-    assert kept[0] in opened_by_a_fresh_reader(dep["data"], kept)  # the bystander opens
-    status = letterlog(dep["data"], "erase", "status")
-    assert status.returncode == 0 and status.stdout == b"no erasure pending\n", status
-
-
 @pytest.mark.parametrize("step", ERASE_STEPS)
 @pytest.mark.parametrize("command", ["erase-message", "erase-account"])
 def test_an_erasure_killed_at_any_step_on_postgres_is_finished_by_the_next_command(
         tmp_path: Path, deployment: dict[str, Any], command: str, step: str) -> None:
-    data = deployment["data"]
-    ids, key_ids, markers, kept = a_store(data)
-    args = (["erase-message", "--with-copies", str(ids[1])] if command == "erase-message"
-            else ["erase-account", ACCOUNT])
-    if command == "erase-message":
-        ids, key_ids = ids[1:], key_ids[1:]
-        markers = [m for m in markers if m.startswith((b"subjl", b"froml", b"bodyl",
-                                                       b"namel", b"blobl"))]
-    killed(letterlog(data, *args, crash_at=step))
-    left = state_of(deployment, tmp_path / "left", ids, key_ids, markers)
-    assert left["intents"] == 1
-    assert left["purged"] == (0 if step == "erase:intent" else len(ids))
-    repair = "erase complete" if command == "erase-account" else "erase status"
-    p = letterlog(data, *repair.split())
-    assert p.returncode == 0, p.stderr.decode()
-    assert "Traceback" not in p.stderr.decode()
-    after_repair(deployment, tmp_path, ids, key_ids, markers, kept)
-    KILLED.append((command, step, describe(left, len(ids)), f"`letterlog {repair}`"))
+    erase_case(deployment["data"], partial(state_of, deployment), tmp_path, command, step,
+               KILLED)
 
 
 @pytest.mark.parametrize("step", PURGE_STEPS)
 def test_a_purge_run_killed_at_any_step_on_postgres_is_finished_by_the_next_run(
         tmp_path: Path, deployment: dict[str, Any], step: str) -> None:
-    data = deployment["data"]
-    ids, key_ids, markers, kept = a_store(data)
-    with Letterlog.open(data) as store:
-        for i in ids:
-            store.delete(i)
-    due = {"LETTERLOG_DELETED_RETENTION_DAYS": "0"}  # the payload grace: its default, 12 h
-    killed(letterlog(data, "purge", "run", crash_at=step, **due))
-    left = state_of(deployment, tmp_path / "left", ids, key_ids, markers)
-    assert left["intents"] == 1
-    p = letterlog(data, "purge", "run", **due)  # the next run, nothing named
-    assert p.returncode == 0, p.stderr.decode()  # and it alone leaves nothing (ADR 0071)
-    after_repair(deployment, tmp_path, ids, key_ids, markers, kept)
-    KILLED.append(("purge run", step, describe(left, len(ids)), "`letterlog purge run`"))
+    purge_case(deployment["data"], partial(state_of, deployment), tmp_path, step, KILLED)
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _killed_step_table() -> Any:
     """Prints the killed-step table once the module's tests have run (``pytest -s``)."""
     yield
-    for row in KILLED:
-        print(" | ".join(row))
+    print_table(KILLED)

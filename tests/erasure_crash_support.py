@@ -1,0 +1,128 @@
+"""What the crash tests of erasure share (ADR 0063): the step boundaries, the CLI run with the
+test fault point ``LETTERLOG_TEST_CRASH_AT`` (``adapters/faults.py``), the store they erase,
+and the cases themselves -- kill -9 at a step, what docs/lifecycle.md says to run, then what
+an attacker finds. Each deployment says how it is examined (``Examine``): the embedded store
+in tests/integration/test_erasure_crash.py, the log in PostgreSQL in
+tests/services/test_erasure_crash_scaleout.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from adapters.embedded import Letterlog
+from tests.erasure_support import (
+    ACCOUNT,
+    deliver_marked,
+    killed,
+    marked_mail,
+    opened_by_a_fresh_reader,
+)
+from tests.factories import BIN
+
+BYSTANDER = "bystander@example.org"
+ERASE_STEPS = ["erase:intent", "erase:appended", "keys:rotated", "erase:keys",
+               "erase:payloads", "erase:completed"]
+PURGE_STEPS = ["purge:intent", "purge:appended", "keys:rotated", "purge:keys",
+               "purge:completed"]
+
+#: (scratch directory, the erased ids, their data keys, their markers) -> what is left:
+#: intents, purged (in the log), keys_open, stale_keks, files_with_markers
+Examine = Callable[[Path, list[UUID], list[UUID], list[bytes]], dict[str, Any]]
+#: the killed-step table: (command, killed at, what was left, what repaired it)
+Table = list[tuple[str, str, str, str]]
+NOTHING_LEFT = {"intents": 0, "keys_open": 0, "stale_keks": 0, "files_with_markers": []}
+
+
+def letterlog(data: Path, *args: str, crash_at: str | None = None,
+              **env: str) -> subprocess.CompletedProcess[bytes]:
+    environ = {**os.environ, "LETTERLOG_DURABILITY": "normal",
+               "LETTERLOG_ERASE_WAIT_SECONDS": "5", **env}
+    environ.pop("LETTERLOG_TEST_CRASH_AT", None)
+    if crash_at is not None:
+        environ["LETTERLOG_TEST_CRASH_AT"] = crash_at
+    return subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
+                          env=environ, timeout=120)
+
+
+def describe(left: dict[str, Any], n: int) -> str:
+    files = left["files_with_markers"]
+    return (f"{left['purged']}/{n} purged in the log, {left['keys_open']}/{n} data keys "
+            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the vault, "
+            f"intent files {left['intents']}, marker in "
+            f"{', '.join(files) if files else 'no file'}")
+
+
+def a_store(data: Path) -> tuple[list[UUID], list[UUID], list[bytes], list[bytes]]:
+    """Two marked messages of ACCOUNT (one inline, one with a payload and an attachment)
+    and one marked message of BYSTANDER; the ids, their data keys, the markers of ACCOUNT's
+    and of the bystander's."""
+    with Letterlog.open(data) as store:
+        ids, markers = deliver_marked(store)
+        raw, kept = marked_mail("k", attachment=True)
+        store.deliver(account=BYSTANDER, raw=raw)
+        key_ids = [store.log.repository.get(i).personal.key_id for i in ids]
+    assert all(k is not None for k in key_ids)
+    return ids, key_ids, markers, kept
+
+
+def after_repair(data: Path, examine: Examine, scratch: Path, ids: list[UUID],
+                 key_ids: list[UUID], markers: list[bytes], kept: list[bytes]) -> None:
+    """What the attacker finds once the documented command has run: nothing."""
+    left = examine(scratch, ids, key_ids, markers)
+    assert left == {**NOTHING_LEFT, "purged": len(ids)}, left
+    assert opened_by_a_fresh_reader(data, markers) == []  # the live path, every key it has
+    assert kept[0] in opened_by_a_fresh_reader(data, kept)  # the bystander's subject opens
+    status = letterlog(data, "erase", "status")
+    assert status.returncode == 0 and status.stdout == b"no erasure pending\n", status
+
+
+def erase_case(data: Path, examine: Examine, tmp_path: Path, command: str, step: str,
+               table: Table) -> None:
+    """``command`` (erase-message or erase-account) killed at ``step``, then the command
+    the docs name; nothing left."""
+    ids, key_ids, markers, kept = a_store(data)
+    args = (["erase-message", "--with-copies", str(ids[1])] if command == "erase-message"
+            else ["erase-account", ACCOUNT])
+    if command == "erase-message":
+        ids, key_ids = ids[1:], key_ids[1:]
+        markers = [m for m in markers if m.startswith((b"subjl", b"froml", b"bodyl",
+                                                       b"namel", b"blobl"))]
+    killed(letterlog(data, *args, crash_at=step))
+    left = examine(tmp_path / "left", ids, key_ids, markers)
+    assert left["intents"] == 1  # the crash left its intent, whatever the step
+    assert left["purged"] == (0 if step == "erase:intent" else len(ids))  # appended or not
+    # what the docs say: any command that opens the store finishes it
+    repair = "erase complete" if command == "erase-account" else "erase status"
+    p = letterlog(data, *repair.split())
+    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
+    after_repair(data, examine, tmp_path / "after", ids, key_ids, markers, kept)
+    table.append((command, step, describe(left, len(ids)), f"`letterlog {repair}`"))
+
+
+def purge_case(data: Path, examine: Examine, tmp_path: Path, step: str,
+               table: Table) -> None:
+    """A purge run of two deleted messages killed at ``step``; the next run, nothing named,
+    leaves nothing (its payloads deleted too: ADR 0071)."""
+    ids, key_ids, markers, kept = a_store(data)
+    with Letterlog.open(data) as store:
+        for i in ids:
+            store.delete(i)
+    due = {"LETTERLOG_DELETED_RETENTION_DAYS": "0"}  # the payload grace: its default, 12 h
+    killed(letterlog(data, "purge", "run", crash_at=step, **due))
+    left = examine(tmp_path / "left", ids, key_ids, markers)
+    assert left["intents"] == 1
+    p = letterlog(data, "purge", "run", **due)  # the next run, nothing named
+    assert p.returncode == 0, p.stderr.decode()
+    after_repair(data, examine, tmp_path / "after", ids, key_ids, markers, kept)
+    table.append(("purge run", step, describe(left, len(ids)), "`letterlog purge run`"))
+
+
+def print_table(table: Table) -> None:
+    """The killed-step table (``pytest -s`` shows it)."""
+    for row in table:
+        print(" | ".join(row))
