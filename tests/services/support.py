@@ -22,6 +22,17 @@ from projections.registry import ALL
 from projections.runner import identity
 from tests.factories import scale_out_env, until
 
+
+def drop_tables(hbase_server: Any, prefix: str) -> None:
+    """Drops every HBase table under ``prefix`` (a test's own tables on the shared server)."""
+    tables = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
+                             table_prefix=prefix)
+    try:
+        for table in tables.list_tables():
+            tables.drop_table(table)
+    finally:
+        tables.close()
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -26,7 +26,7 @@ from adapters.devservers._common import free_port
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
 from tests.factories import make_mail, scale_out_env, until
-from tests.services.support import Worker
+from tests.services.support import Worker, drop_tables
 
 pytestmark = pytest.mark.services
 
@@ -55,15 +55,7 @@ def world(tmp_path: Path, pg_dsn: str, hbase_server: Any,
     try:
         yield env
     finally:
-        from adapters.tables.hbase import HBaseTableStore
-
-        tables = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
-                                 table_prefix=env["LETTERLOG_HBASE_TABLE_PREFIX"])
-        try:
-            for table in tables.list_tables():
-                tables.drop_table(table)
-        finally:
-            tables.close()
+        drop_tables(hbase_server, env["LETTERLOG_HBASE_TABLE_PREFIX"])
 
 
 def deliver_while_down(env: dict[str, str], tmp_path: Path) -> dict[str, float]:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.factories import make_mail, scale_out_env, until
+from tests.services.support import drop_tables
 from tests.webhook_endpoint import Endpoint
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -53,15 +54,9 @@ def env(pg_dsn: str, hbase_server: Any, kafka_server: Any) -> Iterator[dict[str,
     finally:
         subprocess.run([sys.executable, "-m", "adapters.cli", "processes", "stop"], cwd=ROOT,
                        env={**os.environ, **env}, capture_output=True, timeout=300)
-        from adapters.tables.hbase import HBaseTableStore
-
-        tables = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
-                                 table_prefix=f"dsp{tag}")
         try:
-            for table in tables.list_tables():
-                tables.drop_table(table)
+            drop_tables(hbase_server, f"dsp{tag}")
         finally:
-            tables.close()
             shutil.rmtree(data, ignore_errors=True)
 
 

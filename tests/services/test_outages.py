@@ -33,6 +33,7 @@ import pytest
 from adapters.devservers import KafkaServer, PostgresServer
 from adapters.devservers._common import free_ports
 from tests.factories import make_mail, scale_out_env, until
+from tests.services.support import drop_tables
 
 pytestmark = pytest.mark.services
 
@@ -159,15 +160,9 @@ def stack(tmp_path: Path, hbase_server: Any) -> Iterator[tuple[Stack, Servers]]:
         subprocess.run([sys.executable, "-m", "adapters.cli", "processes", "stop"], cwd=ROOT,
                        env={**os.environ, **env}, capture_output=True, timeout=300)
         servers.close()
-        from adapters.tables.hbase import HBaseTableStore
-
-        tables = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
-                                 table_prefix=f"out{tag}")
         try:
-            for table in tables.list_tables():
-                tables.drop_table(table)
+            drop_tables(hbase_server, f"out{tag}")
         finally:
-            tables.close()
             shutil.rmtree(data, ignore_errors=True)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
 from tests.factories import scale_out_env, until
+from tests.services.support import drop_tables
 from tests.stream_support import story
 
 pytestmark = pytest.mark.services
@@ -91,17 +93,9 @@ def stack(tmp_path: Path, pg_dsn: str, hbase_server: Any,
         subprocess.run([sys.executable, "-m", "adapters.cli", "processes", "stop"], cwd=ROOT,
                        env={**os.environ, **env}, capture_output=True, timeout=300)
         s.store.close()
-        from adapters.tables.hbase import HBaseTableStore
-
-        tables = HBaseTableStore(hbase_server.thrift_host, hbase_server.thrift_port,
-                                 table_prefix=f"pr{tag}")
         try:
-            for table in tables.list_tables():
-                tables.drop_table(table)
+            drop_tables(hbase_server, f"pr{tag}")
         finally:
-            tables.close()
-            import shutil
-
             shutil.rmtree(data, ignore_errors=True)
 
 
