@@ -17,10 +17,12 @@ from uuid import UUID
 from adapters.embedded import Letterlog
 from tests.erasure_support import (
     ACCOUNT,
+    around,
     deliver_marked,
     killed,
     marked_mail,
     opened_by_a_fresh_reader,
+    opens,
 )
 from tests.factories import BIN
 
@@ -47,6 +49,25 @@ def letterlog(data: Path, *args: str, crash_at: str | None = None,
         environ["LETTERLOG_TEST_CRASH_AT"] = crash_at
     return subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
                           env=environ, timeout=120)
+
+
+def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
+              keks: set[bytes], wrapped: set[bytes] | None = None) -> bool:
+    """Whether an attacker opens the data key ``key_id``: every wrapped copy of it (``wrapped``
+    and every 60-byte window near the key id in ``key_files``: live rows, free pages, WAL)
+    tried with every KEK (``keks``, and every 32-byte window within 64 bytes of any 16 bytes
+    found both near a copy of the key id and in ``vault_files``: a deleted KEK's row)."""
+    wrapped = set(wrapped or ())
+    near: set[bytes] = set()
+    for blob in key_files:
+        wrapped |= around(blob, key_id.bytes, 96, 96, 60)
+        near |= around(blob, key_id.bytes, 96, 96, 16)
+    candidates = set(keks)
+    for kek_id in near:
+        for blob in vault_files:
+            if kek_id in blob:
+                candidates |= around(blob, kek_id, 64, 64, 32)
+    return any(opens(kek, key_id, w) for kek in candidates for w in wrapped)
 
 
 def describe(left: dict[str, Any], n: int) -> str:
@@ -96,6 +117,8 @@ def erase_case(data: Path, examine: Examine, tmp_path: Path, command: str, step:
     left = examine(tmp_path / "left", ids, key_ids, markers)
     assert left["intents"] == 1  # the crash left its intent, whatever the step
     assert left["purged"] == (0 if step == "erase:intent" else len(ids))  # appended or not
+    if step in ("erase:intent", "erase:appended"):  # no key destroyed yet: the attacker
+        assert left["keys_open"] == len(ids), left  # opens every one (the attack works)
     # what the docs say: any command that opens the store finishes it
     repair = "erase complete" if command == "erase-account" else "erase status"
     p = letterlog(data, *repair.split())
@@ -116,6 +139,8 @@ def purge_case(data: Path, examine: Examine, tmp_path: Path, step: str,
     killed(letterlog(data, "purge", "run", crash_at=step, **due))
     left = examine(tmp_path / "left", ids, key_ids, markers)
     assert left["intents"] == 1
+    if step in ("purge:intent", "purge:appended"):  # no key destroyed yet
+        assert left["keys_open"] == len(ids), left
     p = letterlog(data, "purge", "run", **due)  # the next run, nothing named
     assert p.returncode == 0, p.stderr.decode()
     after_repair(data, examine, tmp_path / "after", ids, key_ids, markers, kept)

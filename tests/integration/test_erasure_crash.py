@@ -26,11 +26,12 @@ from tests.erasure_crash_support import (
     Table,
     a_store,
     erase_case,
+    key_opens,
     letterlog,
     print_table,
     purge_case,
 )
-from tests.erasure_support import around, files_holding_any_form, opens
+from tests.erasure_support import files_holding_any_form
 
 KILLED: Table = []  # (command, killed at, left, repaired by)
 
@@ -60,21 +61,7 @@ def recoverable_keys(copy: Path, key_ids: list[UUID]) -> list[UUID]:
             keks |= {bytes(r[0]) for r in con.execute("SELECT kek FROM keks")}
         finally:
             con.close()
-    opened = []
-    for key_id in key_ids:
-        wrapped: set[bytes] = set()
-        near: set[bytes] = set()
-        for blob in key_files:
-            wrapped |= around(blob, key_id.bytes, 96, 96, 60)
-            near |= around(blob, key_id.bytes, 96, 96, 16)
-        candidates = set(keks)
-        for kek_id in near:
-            for blob in vault_files:
-                if kek_id in blob:
-                    candidates |= around(blob, kek_id, 64, 64, 32)
-        if any(opens(kek, key_id, w) for kek in candidates for w in wrapped):
-            opened.append(key_id)
-    return opened
+    return [key_id for key_id in key_ids if key_opens(key_id, key_files, vault_files, keks)]
 
 
 def purged_in_log(copy: Path, ids: list[UUID]) -> int:

@@ -37,10 +37,11 @@ from tests.erasure_crash_support import (
     PURGE_STEPS,
     Table,
     erase_case,
+    key_opens,
     print_table,
     purge_case,
 )
-from tests.erasure_support import around, files_holding_any_form, opens
+from tests.erasure_support import files_holding_any_form
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -99,23 +100,10 @@ def recoverable_keys(vault_copy: Path, dsn: str, pg_files: list[bytes],
         keks = {bytes(r[0]) for r in con.execute("SELECT kek FROM keks")}
     finally:
         con.close()
-    opened = []
-    for key_id in key_ids:
-        wrapped = {bytes(r[0]) for r in _sql(
+    return [key_id for key_id in key_ids if key_opens(
+        key_id, pg_files, vault_files, keks, wrapped={bytes(r[0]) for r in _sql(
             dsn, "SELECT key FROM letterlog_data_keys WHERE key_id = %s AND key IS NOT NULL",
-            key_id)}
-        near: set[bytes] = set()
-        for blob in pg_files:
-            wrapped |= around(blob, key_id.bytes, 96, 96, 60)
-            near |= around(blob, key_id.bytes, 96, 96, 16)
-        candidates = set(keks)
-        for kek_id in near:
-            for blob in vault_files:
-                if kek_id in blob:
-                    candidates |= around(blob, kek_id, 64, 64, 32)
-        if any(opens(kek, key_id, w) for kek in candidates for w in wrapped):
-            opened.append(key_id)
-    return opened
+            key_id)})]
 
 
 def stale_keks(vault_copy: Path, dsn: str) -> int:
