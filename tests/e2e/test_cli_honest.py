@@ -472,7 +472,19 @@ def test_du_without_an_account_weighs_the_data_directory_against_the_mail(tmp_pa
     small.write_bytes(make_mail("small"))  # inline, in its event
     [d] = jrun(data, "deliver", "--account", ADA, str(big))
     jrun(data, "deliver", "--account", "bob@example.org", str(small))
-    [u] = jrun(data, "du")
+
+    def weighed() -> tuple[dict[str, object], int]:
+        [u] = jrun(data, "du")
+        counted = subprocess.run(["du", "-s", "--block-size=1", str(data)],
+                                 capture_output=True, check=True, text=True).stdout.split()[0]
+        return u, int(counted)
+
+    # the same files weighed twice: SQLite's -wal and -shm files (32 KiB and more each) may
+    # come and go between the two counts on a busy machine; three tries for a quiet moment
+    for _ in range(3):
+        u, counted = weighed()
+        if abs(counted - u["on_disk"]["total"]) <= 64 * 1024:  # type: ignore[index]
+            break
     assert (u["listed_messages"], u["listed_bytes"]) == (
         2, big.stat().st_size + small.stat().st_size)
     parts = u["on_disk"]
@@ -480,9 +492,7 @@ def test_du_without_an_account_weighs_the_data_directory_against_the_mail(tmp_pa
     assert parts["total"] == sum(v for k, v in parts.items() if k != "total")
     assert parts["events"] > 0 and parts["read_models"] > 0 and parts["keys"] > 0
     assert parts["payloads"] >= 4096 * 3  # the payloads and fan-out directories, one file
-    counted = subprocess.run(["du", "-s", "--block-size=1", str(data)], capture_output=True,
-                             check=True, text=True).stdout.split()[0]
-    assert abs(int(counted) - parts["total"]) <= 64 * 1024  # a WAL may come and go
+    assert abs(counted - parts["total"]) <= 64 * 1024
     assert u["on_disk_per_byte_of_mail"] == round(parts["total"] / u["listed_bytes"], 3)
     assert u["not_in_data_directory"] == []
     run(data, "delete", d["message_id"])  # soft-deleted: no longer listed mail
