@@ -213,6 +213,9 @@ def _store_du() -> None:
     as ``du`` counts them), per part, beside every account's listed mail."""
     from adapters.datadir import disk_use
 
+    # weighed before this command opens anything: an SQLite file it opens gets a -shm file
+    # (32 KiB) that lives as long as this process, and is nobody's data
+    use = disk_use(state.data)
     models = state.read_models()
     mail = models.listed_mail()
     settings = getattr(models, "settings", None)  # None: the fast path, all embedded
@@ -220,7 +223,6 @@ def _store_du() -> None:
         part for part, here in (("events (PostgreSQL)", settings.event_store == "sqlite"),
                                 ("read models (HBase)", settings.table_store == "embedded"))
         if not here]
-    use = disk_use(state.data)
     per_byte = round(use["total"] / mail["bytes"], 3) if mail["bytes"] else None
     if state.json:
         out({"data": str(state.data), "on_disk": use, "listed_messages": mail["messages"],
