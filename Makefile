@@ -36,7 +36,7 @@ install-servers: $(STAMP)
 FAST_WORKERS ?= 2
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n $(FAST_WORKERS) --dist loadgroup \
-	  -m "not services and not spark and not slow and not bench" \
+	  -m "not services and not spark and not slow and not bench and not wallclock" \
 	  tests/unit tests/property tests/integration
 
 lint: $(STAMP)

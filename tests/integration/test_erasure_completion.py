@@ -68,6 +68,7 @@ def jline(p: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     return dict(json.loads(line))
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 @pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 def test_a_reader_holding_the_tables_makes_erase_exit_3_naming_it_and_purge_run_finishes(data):
     with Letterlog.open(data) as store:
@@ -123,6 +124,7 @@ def test_erase_complete_finishes_what_a_reader_held(data):
     assert run(data, "erase", "status").returncode == 0
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 @pytest.mark.slow  # a second process, or seconds of waiting: not in make test-fast
 @pytest.mark.parametrize("held", ["keys.sqlite", "vault.sqlite"])
 def test_a_reader_of_the_key_store_delays_erase_only_by_the_bound(data, held):
@@ -180,6 +182,7 @@ def test_a_purge_run_held_up_by_a_reader_exits_3_and_the_next_run_finishes(data,
     assert files_holding_any_form(data, markers) == {}
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 def test_a_reader_with_nothing_erased_delays_no_purge_run(data):
     """A run that purges nothing owes nothing: one try, no wait, exit 0."""
     with Letterlog.open(data) as store:

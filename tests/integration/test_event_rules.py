@@ -118,6 +118,7 @@ def test_bad_rules_are_refused_naming_the_field_and_nothing_is_written(store: An
         store.create_rule("r", webhook="http://127.0.0.1:1/h")
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 def test_a_catastrophic_pattern_is_bounded_and_the_delivery_goes_on(tmp_path: Path) -> None:
     # (a|aa)+$ on 40 a's and a '!' backtracks ~fib(40) times: hours in the stdlib ``re``
     with Letterlog.open(tmp_path / "d", rule_search_seconds=0.05,

@@ -170,6 +170,7 @@ def test_an_upload_that_would_pass_the_limit_is_refused_at_completion(store):
     assert store.quota(GRACE)["bytes"]["used"] == first.size
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 def test_a_locked_tables_sqlite_delays_no_quota_check(tmp_path):
     """A writer without read models (lda) takes usage from tables.sqlite; while another
     writer holds it, the usage comes from the log instead, at once and still exact."""

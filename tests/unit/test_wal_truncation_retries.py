@@ -37,6 +37,7 @@ def reader_holding(path) -> sqlite3.Connection:
     return conn
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 def test_the_vault_retries_while_a_reader_holds_its_wal_then_gives_up(tmp_path, monkeypatch):
     vault = Vault(tmp_path / "vault.sqlite")
     vault.checkpoint(1.0)  # nothing holds it: at once
@@ -54,6 +55,7 @@ def test_the_vault_retries_while_a_reader_holds_its_wal_then_gives_up(tmp_path, 
     vault.checkpoint(1.0)  # the reader gone: done
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 def test_truncate_wal_tries_until_its_deadline_then_succeeds_without_the_reader(tmp_path):
     path = tmp_path / "tables.sqlite"
     writer = sqlite3.connect(path, isolation_level=None)
@@ -70,6 +72,7 @@ def test_truncate_wal_tries_until_its_deadline_then_succeeds_without_the_reader(
     writer.close()
 
 
+@pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 def test_a_backup_retries_locking_the_key_files_while_a_writer_holds_one(tmp_path,
                                                                          monkeypatch):
     from adapters.backup import _write_locked
