@@ -40,7 +40,7 @@ from typing import Any
 from uuid import UUID
 
 from adapters import datadir
-from adapters.filemodes import DIR_MODE, create_private, private_dir
+from adapters.filemodes import DIR_MODE, create_private, fsync_dir, private_dir
 from domain.errors import LetterlogError, StoreBusy
 
 FORMAT = "letterlog-backup/1"
@@ -91,14 +91,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- copying ---------------------------------------------------------------------------------
@@ -318,7 +310,7 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
         "seconds": round(time.monotonic() - began, 3),
     }
     for dirpath, _, _ in os.walk(out):
-        _fsync_dir(Path(dirpath))
+        fsync_dir(Path(dirpath))
     _write_json(out / MANIFEST, manifest)
     return manifest
 
@@ -374,7 +366,7 @@ def _write_json(path: Path, obj: dict[str, Any]) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def read_manifest(source: str | os.PathLike[str]) -> dict[str, Any]:
@@ -624,7 +616,7 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                 raise BackupInvalid(f"{src / f['path']}: changed while it was restored")
             progress("restoring", i, total)
         for dirpath, _, _ in os.walk(staging):
-            _fsync_dir(Path(dirpath))
+            fsync_dir(Path(dirpath))
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -636,7 +628,7 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
     elif was_empty:
         root.rmdir()  # empty
     os.rename(staging, root)
-    _fsync_dir(root.parent)
+    fsync_dir(root.parent)
     try:
         result = _open_restored(root, record, open_store)
     except BaseException as e:
@@ -670,7 +662,7 @@ def _take_back(root: Path, was_empty: bool, mode: int) -> None:
             os.mkdir(root)
             os.chmod(root, mode)
     shutil.rmtree(aside, ignore_errors=True)
-    _fsync_dir(root.parent)
+    fsync_dir(root.parent)
 
 
 def _remove_stale_staging(root: Path) -> None:

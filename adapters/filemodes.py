@@ -86,3 +86,12 @@ def check_private(path: Path, *, what: str, allow_shared: bool) -> None:
                     message.split("; letterlog")[0])
         return
     raise StoreNotPrivate(message)
+
+
+def fsync_dir(path: Path) -> None:
+    """Makes a directory's entries durable (a file created, renamed or removed in it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -35,17 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import create_private, private_dir
+from adapters.filemodes import create_private, fsync_dir, private_dir
 
 INTENT_DIR = "erasures-intent"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -72,7 +64,7 @@ class Intent:
         """Done: the file removed (durably), then its lock let go."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         self.release()
 
     def release(self) -> None:
@@ -109,7 +101,7 @@ class Intents:
             os.fsync(fd)
             final = self.dir / f"{name}.json"
             os.replace(tmp, final)
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(FileNotFoundError):
