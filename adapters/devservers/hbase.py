@@ -144,6 +144,7 @@ class HBaseServer(Service):
         master_heap: str = "1g",
         thrift_heap: str = "512m",
         thrift_port: int | None = None,
+        thrift_host: str = LOCALHOST,
         thrift2_heap: str = "384m",
         thrift2_port: int | None = None,
         zookeeper_port: int | None = None,
@@ -157,7 +158,7 @@ class HBaseServer(Service):
         )
         self.master_heap = master_heap
         self.thrift_heap = thrift_heap
-        self.thrift_host = LOCALHOST
+        self.thrift_host = thrift_host  # the gateways' address (a bridge's, for namespaces)
         self.thrift_port: int = thrift_port or 0
         self._fixed_thrift_port = thrift_port
         self.thrift2_heap = thrift2_heap

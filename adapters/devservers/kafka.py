@@ -84,6 +84,7 @@ class KafkaServer(Service):
         startup_timeout: float = 120.0,
         heap: str = "512m",
         port: int | None = None,
+        host: str = LOCALHOST,
         controller_port: int | None = None,
         broker_config: dict[str, str] | None = None,
         workdir: str | os.PathLike[str] | None = None,
@@ -93,7 +94,7 @@ class KafkaServer(Service):
             workdir=workdir, startup_timeout=startup_timeout, keep_workdir=keep_workdir
         )
         self.heap = heap
-        self.host = LOCALHOST
+        self.host = host  # listens and advertises here (a bridge's, for other namespaces)
         self.port: int = port or 0
         self._fixed_port = port
         self.controller_port: int = controller_port or 0
@@ -173,7 +174,7 @@ class KafkaServer(Service):
         wd = self.workdir
         for sub in ("conf", "logs", "data"):
             (wd / sub).mkdir(parents=True, exist_ok=True)
-        free = iter(free_ports(2))
+        free = iter(free_ports(2, self.host))
         self.port = self._fixed_port or next(free)
         self.controller_port = self._fixed_controller_port or next(free)
         conf = wd / "conf" / "server.properties"

@@ -261,17 +261,28 @@ class PostfixServer(Service):
     name = "postfix"
 
     def __init__(self, *, domains: Sequence[str] = DOMAINS, long_queue_ids: bool = True,
+                 host: str = LOCALHOST, port: int | None = None, netns: str | None = None,
                  **kwargs: Any) -> None:
+        """``netns``: the master (so smtpd and every delivery agent, the lda among them)
+        runs in that network namespace, smtpd on ``host:port`` there (a host of its own)."""
         super().__init__(**kwargs)
         self.domains = tuple(domains)
         self.long_queue_ids = long_queue_ids
-        self.host = LOCALHOST
+        self.host = host
+        self.netns = netns
+        self._fixed_port = port
         self.port: int | None = None
         self.proc: Handle | None = None
         self.transport = "none"
         self._local_transport = "retry:4.3.0 no letterlog delivery configured yet"
         self._pipe_argv: list[str] | None = None
         self._lmtp_chroot = False
+
+    @property
+    def _inside(self) -> tuple[str, ...]:
+        """The prefix that runs a Postfix command in its network namespace (its checks read
+        ``inet_interfaces``, an address only that namespace has)."""
+        return ("ip", "netns", "exec", self.netns) if self.netns else ()
 
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
@@ -323,7 +334,8 @@ class PostfixServer(Service):
         os.chown(w / "data", postfix_user.pw_uid, postfix_user.pw_gid)
         os.chown(w / "stores", mta.pw_uid, mta.pw_gid)
         grant_letterlog_to(SYSTEM_USER)
-        self.port = free_port(self.host)
+        # a namespace of its own is empty: its port is free (no probe from out here)
+        self.port = self._fixed_port or (2525 if self.netns else free_port(self.host))
         self._write_config()
         # what `postfix start-fg` checks first; creates the queue directories
         self._postfix("check")
@@ -331,7 +343,7 @@ class PostfixServer(Service):
     def programs(self) -> list[Program]:
         assert self.workdir is not None
         master = daemon_directory() / "master"
-        return [Program("postfix", (str(master), "-c", str(self.config_dir), "-s"),
+        return [Program("postfix", (*self._inside, str(master), "-c", str(self.config_dir), "-s"),
                         cwd=self.workdir, log=self.workdir / "master.out", priority=50)]
 
     def bring_up(self, launch: Launch) -> None:
@@ -434,12 +446,12 @@ class PostfixServer(Service):
 
     def _postfix(self, *args: str) -> None:
         assert self.workdir is not None
-        run_checked([str(_postfix()), "-c", str(self.config_dir), *args],
+        run_checked([*self._inside, str(_postfix()), "-c", str(self.config_dir), *args],
                     what=f"postfix {' '.join(args)}", log=self.workdir / "commands.out",
                     env=self._env(), timeout=120)
 
     def postqueue(self, *args: str) -> str:
-        result = subprocess.run(["postqueue", "-c", str(self.config_dir), *args],
+        result = subprocess.run([*self._inside, "postqueue", "-c", str(self.config_dir), *args],
                                 capture_output=True, text=True, timeout=60, check=False,
                                 env=self._env())
         if result.returncode != 0:
@@ -458,7 +470,7 @@ class PostfixServer(Service):
 
     def delete_all(self) -> None:
         """``postsuper -d ALL``: empty the queue."""
-        subprocess.run(["postsuper", "-c", str(self.config_dir), "-d", "ALL"],
+        subprocess.run([*self._inside, "postsuper", "-c", str(self.config_dir), "-d", "ALL"],
                        capture_output=True, timeout=60, check=False, env=self._env())
 
     # -- sending --------------------------------------------------------------------------

@@ -97,6 +97,7 @@ class PostgresServer(Service):
         password: str | None = None,
         admin_password: str | None = None,
         port: int | None = None,
+        host: str = LOCALHOST,
         settings: dict[str, Any] | None = None,
         startup_timeout: float = 60.0,
         workdir: str | os.PathLike[str] | None = None,
@@ -105,7 +106,7 @@ class PostgresServer(Service):
         super().__init__(
             workdir=workdir, startup_timeout=startup_timeout, keep_workdir=keep_workdir
         )
-        self.host = LOCALHOST
+        self.host = host  # the address it listens on (a bridge's, for other namespaces)
         self.port: int = port or 0
         self._fixed_port = port
         self.user = user
@@ -194,7 +195,7 @@ class PostgresServer(Service):
             "LANG": "C",
             "HOME": str(wd),
         }
-        self.port = self._fixed_port or free_port()
+        self.port = self._fixed_port or free_port(self.host)
         if self.initialized:
             return
         pwfile = wd / "pwfile"
@@ -229,6 +230,10 @@ class PostgresServer(Service):
             umask=PRIVATE_UMASK,
         )
         pwfile.unlink()
+        if self.host != LOCALHOST:  # clients in other network namespaces, on its /24
+            net = ".".join(self.host.split(".")[:3]) + ".0/24"
+            with open(wd / "data" / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {net} scram-sha-256\n")
         if account is not None:
             os.chown(wd / "initdb.log", account.pw_uid, account.pw_gid)
             # the server's log file is created by whoever launches it; let the account write it
