@@ -42,7 +42,7 @@ NOTHING_LEFT = {"intents": 0, "keys_open": 0, "stale_keks": 0, "files_with_marke
 Then = Callable[[list[UUID], list[bytes]], None]
 
 
-def letterlog(data: Path, *args: str, crash_at: str | None = None,
+def letterlog(data: Path, *args: str, crash_at: str | None = None, timeout: float = 120,
               **env: str) -> subprocess.CompletedProcess[bytes]:
     environ = {**os.environ, "LETTERLOG_DURABILITY": "normal",
                "LETTERLOG_ERASE_WAIT_SECONDS": "5", **env}
@@ -50,7 +50,7 @@ def letterlog(data: Path, *args: str, crash_at: str | None = None,
     if crash_at is not None:
         environ["LETTERLOG_TEST_CRASH_AT"] = crash_at
     return subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
-                          env=environ, timeout=120)
+                          env=environ, timeout=timeout)
 
 
 def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
@@ -106,11 +106,13 @@ def after_repair(data: Path, examine: Examine, scratch: Path, ids: list[UUID],
 
 def erase_case(data: Path, examine: Examine, tmp_path: Path, command: str, step: str,
                table: Table, *, repair: list[str] | None = None,
-               settle: Callable[[], None] | None = None, then: Then | None = None) -> None:
+               settle: Callable[[], None] | None = None, then: Then | None = None,
+               timeout: float = 120) -> None:
     """``command`` (erase-message or erase-account) killed at ``step``, then the commands
     the docs name (``repair``: one command line each; embedded: ``erase complete`` or any
     command, ``erase status`` here); nothing left. ``settle``: what a deployment waits for
-    once the messages are delivered (the workers); ``then``: its own checks after."""
+    once the messages are delivered (the workers); ``then``: its own checks after;
+    ``timeout``: the bound of each repair command (HBase's compaction takes minutes)."""
     ids, key_ids, markers, kept = a_store(data)
     if settle is not None:
         settle()
@@ -129,7 +131,7 @@ def erase_case(data: Path, examine: Examine, tmp_path: Path, command: str, step:
     # what the docs say: any command that opens the store finishes it
     repair = repair or ["erase complete" if command == "erase-account" else "erase status"]
     for line in repair:
-        p = letterlog(data, *line.split())
+        p = letterlog(data, *line.split(), timeout=timeout)
         assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
     after_repair(data, examine, tmp_path / "after", ids, key_ids, markers, kept)
     if then is not None:
@@ -141,7 +143,7 @@ def erase_case(data: Path, examine: Examine, tmp_path: Path, command: str, step:
 def purge_case(data: Path, examine: Examine, tmp_path: Path, step: str,
                table: Table, *, repair: list[str] | None = None,
                settle: Callable[[], None] | None = None, then: Then | None = None,
-               **env: str) -> None:
+               timeout: float = 120, **env: str) -> None:
     """A purge run of two deleted messages killed at ``step``; the next run, nothing named,
     leaves nothing (its payloads deleted too: ADR 0071). ``repair``, ``settle``, ``then``
     as for ``erase_case``; ``env``: the settings of every command run here."""
@@ -159,7 +161,7 @@ def purge_case(data: Path, examine: Examine, tmp_path: Path, step: str,
         assert left["keys_open"] == len(ids), left
     repair = repair or ["purge run"]  # the next run, nothing named
     for line in repair:
-        p = letterlog(data, *line.split(), **due)
+        p = letterlog(data, *line.split(), timeout=timeout, **due)
         assert p.returncode == 0, p.stderr.decode()
     after_repair(data, examine, tmp_path / "after", ids, key_ids, markers, kept)
     if then is not None:

@@ -58,6 +58,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 SITE = {**ERASURE_SITE, "hbase.hfile.compaction.discharger.interval": "1000"}
 HBASE_LOGS = ("WALs/", "oldWALs/", "archive/")  # HBase's own retention (docs/lifecycle.md)
 CLEAN_DEADLINE_S = 300.0
+REPAIR_S = 900.0  # `erase complete` bound (LETTERLOG_ERASE_COMPLETE_WAIT_SECONDS) and more
 KILLED: Table = []
 ERASED: list[bytes] = []  # every erased marker of the module, for the final scan
 
@@ -148,7 +149,7 @@ def test_an_erasure_killed_at_any_step_on_scale_out_is_finished_by_erase_complet
         tmp_path: Path, deployment: dict[str, Any], command: str, step: str) -> None:
     erase_case(deployment["data"], partial(state_of, deployment), tmp_path, command, step,
                KILLED, repair=["erase complete"], settle=partial(caught_up, deployment),
-               then=partial(nothing_in_servers, deployment))
+               then=partial(nothing_in_servers, deployment), timeout=REPAIR_S)
 
 
 @pytest.mark.parametrize("step", PURGE_STEPS)
@@ -160,7 +161,7 @@ def test_a_purge_run_killed_at_any_step_on_scale_out_is_finished_by_the_next_run
     purge_case(deployment["data"], partial(state_of, deployment), tmp_path, step, KILLED,
                repair=["purge run", "erase complete", "purge run"],
                settle=partial(caught_up, deployment),
-               then=partial(nothing_in_servers, deployment),
+               then=partial(nothing_in_servers, deployment), timeout=REPAIR_S,
                LETTERLOG_PAYLOAD_GRACE_HOURS="0")
 
 
