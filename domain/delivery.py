@@ -24,10 +24,10 @@ from domain.errors import IdempotencyKeyReused, InvalidCommand, InvalidState, Ma
 from domain.mailbox import Mailbox
 from domain.message import Arrival, Message
 from domain.personal import Personal
-from domain.sealed_facts import plain_sha256, reduced_media_type, sealed_description
 from domain.quota_commands import QuotaCommands
 from domain.results import Change, Delivery, Upload
 from domain.rulecommands import arrival_rule_events
+from domain.sealed_facts import plain_sha256, reduced_media_type, sealed_description
 from domain.speedups import uuid_of_int
 from domain.values import (
     ExtractionPolicy,

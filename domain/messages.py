@@ -19,8 +19,8 @@ from domain.message import Arrival, Message, with_sealed_digest
 from domain.personal import Personal
 from domain.results import Change, Delivery, Reservation
 from domain.rights import kept_on_arrival
-from domain.sealed_facts import plain_sha256
 from domain.rulecommands import arrival_rule_events
+from domain.sealed_facts import plain_sha256
 from domain.unit_of_work import Commands
 from domain.values import FlagMode, MessageState, apply_flag_mode
 
