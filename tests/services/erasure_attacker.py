@@ -59,13 +59,17 @@ def recoverable_keys(vault_copy: Path, dsn: str, pg_blobs: list[bytes],
             key_id)})]
 
 
-def stale_keks(vault_copy: Path, dsn: str) -> int:
-    """KEKs in the vault that no data key refers to (a rotation's old KEK left behind)."""
+def stale_keks(vault_copy: Path, dsn: str, *, retiring_only: bool = False) -> int:
+    """KEKs in the vault that no data key refers to (a rotation's old KEK left behind).
+    ``retiring_only``: only those a rotation marked (a deployment whose processes came and
+    went also holds KEKs of pool refills whose unused keys were deleted: they wrapped keys
+    that never sealed anything, and the sweep removes them after an hour)."""
     referenced = {r[0].bytes for r in sql(
         dsn, "SELECT DISTINCT kek_id FROM letterlog_data_keys WHERE kek_id IS NOT NULL")}
     con = sqlite3.connect(vault_copy / "vault.sqlite")
+    where = " WHERE retiring = 1" if retiring_only else ""
     try:
-        return sum(1 for (k,) in con.execute("SELECT kek_id FROM keks")
+        return sum(1 for (k,) in con.execute(f"SELECT kek_id FROM keks{where}")  # noqa: S608
                    if bytes(k) not in referenced)
     finally:
         con.close()
@@ -91,7 +95,8 @@ def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[
         return {"intents": len(list(intents.glob("*.json"))) if intents.is_dir() else 0,
                 "purged": sum(1 for i in ids if str(i) in purged),
                 "keys_open": len(recoverable_keys(vault_copy, dsn, blobs, key_ids)),
-                "stale_keks": stale_keks(vault_copy, dsn),
+                "stale_keks": stale_keks(vault_copy, dsn,
+                                         retiring_only=dep.get("retiring_only", False)),
                 "files_with_markers": sorted(files_holding_any_form(data, markers))}
     finally:
         shutil.rmtree(scratch)

@@ -113,7 +113,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, hbase: Any, postgres_se
                    "pg_root": Path(postgres_server.workdir) / "data",
                    "admin_dsn": postgres_server.admin_dsn,
                    "hbase_root": Path(hbase.workdir) / "data" / "hbase",
-                   "kafka": Path(kafka_server.workdir)}
+                   "kafka": Path(kafka_server.workdir),
+                   "retiring_only": True}  # processes came and went: see stale_keks
         finally:
             worker.stop()
             relay.stop()
