@@ -51,6 +51,7 @@ MODULE_GROUPS = {
     "test_stream_rules_e2e.py": "stream", "test_bench_stream.py": "stream",
     "test_processes.py": "stream", "test_relay_postgres_outage.py": "stream",
     "test_erasure_hbase.py": "erasure", "test_erasure_scaleout.py": "erasure",
+    "test_erasure_crash_hbase.py": "erasure",
     "test_supervised_servers.py": "supervised", "test_bench_dovecot.py": "dovecot",
 }
 

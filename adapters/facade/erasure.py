@@ -156,8 +156,8 @@ class Erasure(FacadePart):
         if self.settings.table_store == "hbase":
             # the workers apply Purged later; `letterlog erase complete` decides the payloads
             # once they have, then compacts HBase (adapters/lifecycle/scaleout.py)
-            if outcome.purged:
-                self.shredding.record_scale_out(shas, began, len(outcome.purged))
+            if outcome.purged or shas:  # resumed: purged by the killed run, payloads owed
+                self.shredding.record_scale_out(shas, began, len(released))
             shas = set()
         host = self._read()
         refs = host.physical(pn.PAYLOAD_REFS)
@@ -176,7 +176,7 @@ class Erasure(FacadePart):
                 **({"erased_through": fence[0], "found_while_erasing": fence[1]}
                    if fence is not None else {}),
                 "scale_out_pending": self.settings.table_store == "hbase" and bool(
-                    outcome.purged),  # `letterlog erase complete` finishes it
+                    outcome.purged or released),  # `letterlog erase complete` finishes it
                 **(self.completion.as_dict() if self.completion else {})}
 
     def _erase_fenced(self, purging: Any, account: UUID) -> tuple[Any, int, int]:
