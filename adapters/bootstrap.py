@@ -73,7 +73,9 @@ def event_log_env(settings: Settings) -> dict[str, str]:
     vault = str(settings.key_vault or root / datadir.VAULT)
     if settings.event_store == "postgres":
         return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""), vault,
-                            timeout=settings.postgres_timeout)
+                            timeout=settings.postgres_timeout,
+                            key_store=settings.key_store_dsn,
+                            standbys=settings.key_store_standbys)
     return {**sqlite_env(str(root / datadir.LOG), settings.durability,
                          settings.lock_timeout), "LETTERLOG_KEY_VAULT": vault}
 
