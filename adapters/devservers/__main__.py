@@ -35,9 +35,9 @@ from ._common import Service, ServiceFailed
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
+from .keycluster import KeyClusterServer
 from .ldap import LdapServer
 from .postfix import PostfixServer
-from .keycluster import KeyClusterServer
 from .postgres import PostgresServer
 from .spark import SparkCluster
 from .supervised import (
@@ -403,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="install packages and jars; start nothing")
     p_install.add_argument(
-        "--only", help="comma list of pg,keys,hbase,kafka,dovecot,spark,ldap,postfix (default: all)")
+        "--only",
+        help="comma list of pg,keys,hbase,kafka,dovecot,spark,ldap,postfix (default: all)")
     p_up = sub.add_parser("up", help="start servers and stay in the foreground until Ctrl-C")
     p_up.add_argument("--only",
                       help="comma list of pg,keys,hbase,kafka,dovecot,spark,ldap (default: all)")

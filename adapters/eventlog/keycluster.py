@@ -240,3 +240,17 @@ class FallbackVault:
             self.primary.close()
         finally:
             self.old.close()
+
+
+def kek_ids(dsn: str, *, timeout: float = 10.0) -> set[UUID]:
+    """The KEK ids the key cluster holds, read only (no table made: {} without one)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=max(2, int(timeout))) as c:
+            (table,) = c.execute(f"SELECT to_regclass('{TABLE}')").fetchone() or (None,)
+            if table is None:
+                return set()
+            return {r[0] for r in c.execute(f"SELECT kek_id FROM {TABLE}").fetchall()}
+    except psycopg.OperationalError as e:
+        raise KeyClusterUnavailable(f"{describe(dsn)}: {' '.join(str(e).split())}") from None

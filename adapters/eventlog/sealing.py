@@ -652,6 +652,20 @@ class _PostgresKeyTable:
             self._conn.close()
 
 
+def postgres_kek_use(conninfo: str) -> dict[UUID, int]:
+    """Each KEK the log's live data keys are wrapped under, and how many (a restore's check
+    before it writes anything: ADR 0074); {} for a database without the key table."""
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        (table,) = conn.execute("SELECT to_regclass('letterlog_data_keys')").fetchone() or (None,)
+        if table is None:
+            return {}
+        return dict(conn.execute(
+            "SELECT kek_id, count(*) FROM letterlog_data_keys WHERE kek_id IS NOT NULL "
+            "AND key IS NOT NULL GROUP BY kek_id").fetchall())
+
+
 def PostgresKeyStore(conninfo: str, *, vault: str | Path,  # noqa: N802
                      key_store: str | None = None, standbys: Iterable[str] = (),
                      timeout: float = 10.0) -> WrappedKeyStore:
