@@ -73,7 +73,7 @@ def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
 def describe(left: dict[str, Any], n: int) -> str:
     files = left["files_with_markers"]
     return (f"{left['purged']}/{n} purged in the log, {left['keys_open']}/{n} data keys "
-            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the vault, "
+            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the key store, "
             f"intent files {left['intents']}, marker in "
             f"{', '.join(files) if files else 'no file'}")
 
