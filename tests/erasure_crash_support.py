@@ -63,6 +63,8 @@ def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
         wrapped |= around(blob, key_id.bytes, 96, 96, 60)
         near |= around(blob, key_id.bytes, 96, 96, 16)
     candidates = set(keks)
+    # a KEK id is a version-4 UUID (``sealing.new_keys``): other 16-byte windows are no id
+    near = {c for c in near if c[6] >> 4 == 4 and c[8] & 0xC0 == 0x80}
     for kek_id in near:
         for blob in vault_files:
             if kek_id in blob:
