@@ -65,6 +65,8 @@ def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
         wrapped |= around(blob, key_id.bytes, 96, 96, 60)
         near |= around(blob, key_id.bytes, 96, 96, 16)
     candidates = set(keks)
+    # a KEK id is a version-4 UUID (``sealing.new_keys``): other 16-byte windows are no id
+    near = {c for c in near if c[6] >> 4 == 4 and c[8] & 0xC0 == 0x80}
     for kek_id in near:
         for blob in vault_files:
             if kek_id in blob:
@@ -75,7 +77,7 @@ def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
 def describe(left: dict[str, Any], n: int) -> str:
     files = left["files_with_markers"]
     return (f"{left['purged']}/{n} purged in the log, {left['keys_open']}/{n} data keys "
-            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the vault, "
+            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the key store, "
             f"intent files {left['intents']}, marker in "
             f"{', '.join(files) if files else 'no file'}")
 

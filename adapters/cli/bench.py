@@ -50,13 +50,24 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                  rules: Annotated[int | None, typer.Option(
                      metavar="N", min=0, max=1000,
                      help="instead: single deliveries with no rules and with N event rules, "
-                          "and the dispatch rate to a local endpoint")] = None) -> None:
+                          "and the dispatch rate to a local endpoint")] = None,
+                 key_store: Annotated[bool, typer.Option(
+                     "--key-store", help="instead: single deliveries on the scale-out log "
+                     "with the KEKs in the vault file and in the key cluster, same run "
+                     "(throw-away servers)")] = False) -> None:
     """Deliveries/s (single command and batched import) vs raw SQLite, same durability;
     with --peer dovecot also import, LMTP servers (one and four connections), one lda
     process per message, and bytes on disk, against Dovecot; with --rules N what N event
     rules cost a delivery (docs/event-rules.md)."""
     from adapters.bench.ingest import bench_ingest as run
 
+    if key_store:
+        from adapters.bench.keystore import bench_keystore
+
+        if peer is not None or rules is not None:
+            fail("--key-store: not with --peer or --rules")
+        _bench(bench_keystore(messages=messages, plot=plot), as_json)
+        return
     if rules is not None:
         from adapters.bench.rules import bench_rules
 

@@ -259,6 +259,26 @@ class Erasure(FacadePart):
         self.finish_interrupted_erasures()
         return self.shredding.complete(record=record)
 
+    def migrate_keys(self, *, remove_file: bool = True) -> dict[str, Any]:
+        """``letterlog keys migrate``: the vault file's KEKs moved into the key cluster
+        (``LETTERLOG_KEY_STORE_DSN``), checked, then the file removed (ADR 0073);
+        idempotent. ``SettingsError`` when no key cluster is configured."""
+        from pathlib import Path
+
+        from adapters import datadir
+        from adapters.eventlog.keycluster import FallbackVault, PostgresVault
+        from adapters.eventlog.keymigrate import migrate
+        from domain.errors import SettingsError
+
+        keys = self.log.keys
+        vault = getattr(keys, "vault", None)
+        if not isinstance(vault, FallbackVault | PostgresVault):
+            raise SettingsError("no key store to move the key-encryption keys into: set "
+                                "LETTERLOG_KEY_STORE_DSN (the key cluster; scale-out only)")
+        primary = vault.primary if isinstance(vault, FallbackVault) else vault
+        path = Path(self.settings.key_vault or Path(self.settings.data) / datadir.VAULT)
+        return migrate(path, primary, keys.table.referenced(), remove_file=remove_file)
+
     def pending_erasures(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
         return self.shredding.pending()

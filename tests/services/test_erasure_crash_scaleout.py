@@ -6,7 +6,8 @@ tries them on every wrapped copy of the erased messages' data keys: nothing open
 message beside them still opens.
 
 Which deployment: the log, its outbox and the wrapped data keys (``letterlog_data_keys``)
-in PostgreSQL, the KEKs in the named vault file, the tables embedded (SQLite). What a crash
+in PostgreSQL, the KEKs in the key cluster (a PostgreSQL cluster of their own: ADR 0073),
+the tables embedded (SQLite). What a crash
 can leave decryptable is decided by the log (``Message.Purged`` by topic after the intent's
 position) and the key steps (the key table's rotation in PostgreSQL, the vault's removal):
 those are the scale-out store's own code paths here. HBase and Kafka add only the workers'
@@ -14,10 +15,11 @@ lag and ``erase complete``'s compaction, which runs after the keys whatever the 
 (tests/services/test_erasure_scaleout.py attacks that part), at minutes per case for 17
 cases.
 
-The attacker reads: every KEK in a copy of the vault, and every 32-byte window near a KEK id
-found in the vault's files (a deleted KEK's row); every wrapped copy of each data key in
-PostgreSQL, the live row (SQL) and every 60-byte window near the key id in the database's
-heap files and ``pg_wal`` (old row versions, WAL records). ``KILLED`` is the killed-step
+The attacker reads: every KEK in the key cluster (SQL), and every 32-byte window near a KEK
+id found in any file of the key cluster's data directory as it is on disk (heap, ``pg_wal``:
+a deleted KEK's row, its WAL records and full-page images); every wrapped copy of each data
+key in PostgreSQL, the live row (SQL) and every 60-byte window near the key id in the
+database's heap files and ``pg_wal`` (old row versions, WAL records). ``KILLED`` is the killed-step
 table (``pytest -s`` prints it)."""
 
 from __future__ import annotations
@@ -45,19 +47,21 @@ KILLED: Table = []  # (command, killed at, left, repaired by)
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any,
-               monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any, key_dsn: str,
+               key_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The data directory and the environment of every process of this deployment."""
     data = tmp_path / "data"
     env = {"LETTERLOG_EVENT_STORE": "postgres", "LETTERLOG_POSTGRES_DSN": pg_dsn,
-           "LETTERLOG_KEY_VAULT": str(data / "vault.sqlite"),
+           "LETTERLOG_KEY_STORE_DSN": key_dsn,
+           "LETTERLOG_KEY_VAULT": str(data / "vault.sqlite"),  # never made
            "LETTERLOG_TABLE_STORE": "embedded"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)  # the fresh reader and this process open the same
     with Letterlog.open(data) as store:
         assert store.settings.event_store == "postgres"
     return {"data": data, "dsn": pg_dsn, "pg_root": Path(postgres_server.workdir) / "data",
-            "admin_dsn": postgres_server.admin_dsn}
+            "admin_dsn": postgres_server.admin_dsn, "key_dsn": key_dsn,
+            "key_root": Path(key_cluster.workdir) / "data"}
 
 
 @pytest.mark.parametrize("step", ERASE_STEPS)
