@@ -61,7 +61,11 @@ def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any, key_dsn: str,
         assert store.settings.event_store == "postgres"
     return {"data": data, "dsn": pg_dsn, "pg_root": Path(postgres_server.workdir) / "data",
             "admin_dsn": postgres_server.admin_dsn, "key_dsn": key_dsn,
-            "key_root": Path(key_cluster.workdir) / "data"}
+            "key_root": Path(key_cluster.workdir) / "data",
+            # a stale KEK is one a rotation marked: a process that closed cleanly leaves its
+            # pool refill's KEK unreferenced (its unused keys deleted, none ever sealed
+            # anything) until the orphan sweep an hour later
+            "retiring_only": True}
 
 
 @pytest.mark.parametrize("step", ERASE_STEPS)
