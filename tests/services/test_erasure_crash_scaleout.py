@@ -27,7 +27,6 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import pytest
 
@@ -37,16 +36,14 @@ from tests.erasure_crash_support import (
     PURGE_STEPS,
     Table,
     erase_case,
-    key_opens,
     print_table,
     purge_case,
 )
-from tests.erasure_support import every_file, files_holding_any_form
+from tests.services.erasure_attacker import state_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 KILLED: Table = []  # (command, killed at, left, repaired by)
-PURGED_TOPIC = "domain.message:Message.Purged"
 
 
 @pytest.fixture
@@ -64,75 +61,11 @@ def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any, key_dsn: str,
         assert store.settings.event_store == "postgres"
     return {"data": data, "dsn": pg_dsn, "pg_root": Path(postgres_server.workdir) / "data",
             "admin_dsn": postgres_server.admin_dsn, "key_dsn": key_dsn,
-            "key_root": Path(key_cluster.workdir) / "data"}
-
-
-# -- the attacker ------------------------------------------------------------------------------
-def _pg_files(dsn: str, admin_dsn: str, pg_root: Path) -> list[bytes]:
-    """The database's heap and index files and the server's WAL, after a checkpoint (what a
-    copy of the server's disk holds, old row versions included)."""
-    import psycopg
-
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute("CHECKPOINT")  # the heap's pages on disk, as a copy of it holds them
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        (oid,) = conn.execute("SELECT oid FROM pg_database "
-                              "WHERE datname = current_database()").fetchone()  # type: ignore[misc]
-    blobs = []
-    for sub in (pg_root / "base" / str(oid), pg_root / "pg_wal"):
-        for path in sub.iterdir():
-            if path.is_file():
-                blobs.append(path.read_bytes())
-    return blobs
-
-
-def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return list(conn.execute(query, params).fetchall())  # type: ignore[arg-type]
-
-
-def recoverable_keys(key_dsn: str, key_files: list[bytes], dsn: str, pg_files: list[bytes],
-                     key_ids: list[UUID]) -> list[UUID]:
-    """The data keys among ``key_ids`` that open with a key the deployment holds."""
-    keks = {bytes(r[0]) for r in _sql(key_dsn, "SELECT kek FROM letterlog_keks")}
-    return [key_id for key_id in key_ids if key_opens(
-        key_id, pg_files, key_files, keks, wrapped={bytes(r[0]) for r in _sql(
-            dsn, "SELECT key FROM letterlog_data_keys WHERE key_id = %s AND key IS NOT NULL",
-            key_id)})]
-
-
-def stale_keks(key_dsn: str, dsn: str) -> int:
-    """KEKs in the key cluster that no data key refers to (a rotation's old KEK left)."""
-    referenced = {r[0] for r in _sql(
-        dsn, "SELECT DISTINCT kek_id FROM letterlog_data_keys WHERE kek_id IS NOT NULL")}
-    return sum(1 for (k,) in _sql(key_dsn, "SELECT kek_id FROM letterlog_keks")
-               if k not in referenced)
-
-
-def _key_cluster_files(root: Path) -> list[bytes]:
-    """Every file of the key cluster as it is on disk (no checkpoint: that would do the
-    erasure's scrub for it)."""
-    return [blob for _, blob in every_file(root)]
-
-
-def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[UUID],
-             markers: list[bytes]) -> dict[str, Any]:
-    data, dsn, key_dsn = dep["data"], dep["dsn"], dep["key_dsn"]
-    key_files = _key_cluster_files(dep["key_root"])
-    assert not list(data.glob("vault.sqlite*")), "the KEKs are the key cluster's alone"
-    [(table,)] = _sql(dsn, "SELECT table_name FROM information_schema.columns WHERE "
-                      "column_name = 'topic' AND table_name LIKE '%%events'")
-    purged = {str(r[0]) for r in _sql(
-        dsn, f'SELECT originator_id FROM "{table}" WHERE topic = %s', PURGED_TOPIC)}
-    intents = data / "erasures-intent"
-    pg_files = _pg_files(dsn, dep["admin_dsn"], dep["pg_root"])
-    return {"intents": len(list(intents.glob("*.json"))) if intents.is_dir() else 0,
-            "purged": sum(1 for i in ids if str(i) in purged),
-            "keys_open": len(recoverable_keys(key_dsn, key_files, dsn, pg_files, key_ids)),
-            "stale_keks": stale_keks(key_dsn, dsn),
-            "files_with_markers": sorted(files_holding_any_form(data, markers))}
+            "key_root": Path(key_cluster.workdir) / "data",
+            # a stale KEK is one a rotation marked: a process that closed cleanly leaves its
+            # pool refill's KEK unreferenced (its unused keys deleted, none ever sealed
+            # anything) until the orphan sweep an hour later
+            "retiring_only": True}
 
 
 @pytest.mark.parametrize("step", ERASE_STEPS)

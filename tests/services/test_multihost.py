@@ -36,6 +36,7 @@ import pytest
 from adapters.devservers import HBaseServer, KafkaServer, PostfixServer, PostgresServer
 from adapters.devservers._common import port_open, terminate, wait_for
 from adapters.devservers.dovecot import ensure_system_user
+from adapters.devservers.keycluster import KeyClusterServer
 from adapters.devservers.postfix import LDA_MACROS, SYSTEM_USER, grant_letterlog_to
 from tests.factories import make_mail, until
 from tests.services.hosts import ApplicationHosts, Host
@@ -70,17 +71,19 @@ def network() -> Iterator[ApplicationHosts]:
 @dataclass
 class Servers:
     pg: PostgresServer
+    keys: KeyClusterServer
     kafka: KafkaServer
     hbase: HBaseServer
 
 
 @pytest.fixture(scope="module")
 def servers(network: ApplicationHosts) -> Iterator[Servers]:
-    """PostgreSQL, Kafka and HBase of this deployment, on the bridge's address only."""
+    """PostgreSQL (the log), the key cluster (a PostgreSQL of its own), Kafka and HBase of
+    this deployment, on the bridge's address only."""
     ip = network.server_ip
     started: list[Any] = []
     try:
-        for server in (PostgresServer(host=ip), KafkaServer(host=ip),
+        for server in (PostgresServer(host=ip), KeyClusterServer(host=ip), KafkaServer(host=ip),
                        HBaseServer(thrift_host=ip)):
             server.start()
             started.append(server)
@@ -178,6 +181,7 @@ def deployment(network: ApplicationHosts, servers: Servers) -> Iterator[Deployme
     root.mkdir(mode=0o711)
     ip = network.server_ip
     env = {"LETTERLOG_EVENT_STORE": "postgres", "LETTERLOG_POSTGRES_DSN": servers.pg.dsn,
+           "LETTERLOG_KEY_STORE_DSN": servers.keys.dsn,
            "LETTERLOG_TABLE_STORE": "hbase", "LETTERLOG_HBASE_HOST": ip,
            "LETTERLOG_HBASE_PORT": str(servers.hbase.thrift_port),
            "LETTERLOG_HBASE_TABLE_PREFIX": f"mh{tag}",
