@@ -115,3 +115,25 @@ def test_a_large_message_is_deferred_while_hbase_does_not_answer(hosts, tmp_path
     stored = cli(hosts, data, "lda", "--recipient", ACCOUNT, "--queue-id", "Q1", stdin=large)
     assert stored.returncode == 0, stored.stderr.decode()
     assert b"already" not in stored.stdout + stored.stderr
+
+
+@pytest.mark.bench
+def test_the_scale_out_ingest_benchmark_measures_both_payload_stores(
+        postgres_server, hbase_server, tmp_path):
+    from adapters.bench.scaleout import bench_scaleout_payloads
+    from adapters.settings import load_settings
+
+    running = load_settings(data=tmp_path, event_store="postgres",
+                            postgres_dsn=postgres_server.admin_dsn, table_store="hbase",
+                            hbase_host=hbase_server.thrift_host,
+                            hbase_port=hbase_server.thrift_port)
+    result = bench_scaleout_payloads(12, plot=tmp_path / "plot.png", use_running=running)
+    for mix in ("bench_mail", "all_payloads"):
+        summary = result["mixes"][mix]
+        for where in ("files", "hbase"):
+            assert len(summary[where]["runs_msgs_per_s"]) == 2, summary
+            assert summary[where]["msgs_per_s"] > 0 and summary[where]["cpu_ms_per_delivery"] > 0
+        assert summary["ratio_hbase_to_files"] > 0
+    assert result["mixes"]["all_payloads"]["with_payload"] == 12
+    assert result["mixes"]["bench_mail"]["with_payload"] == 1
+    assert (tmp_path / "plot.png").stat().st_size > 0
