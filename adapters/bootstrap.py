@@ -124,7 +124,8 @@ def hbase_payloads(settings: Settings) -> HBasePayloadStore:
 
     tables = hbase_tables(settings)
     try:
-        return HBasePayloadStore(tables, threads=settings.stream.hbase_pool, owns_tables=True)
+        return HBasePayloadStore(tables, threads=settings.stream.hbase_pool, owns_tables=True,
+                                 spool_dir=private_dir(settings.data))
     except BaseException:
         tables.close()
         raise

@@ -51,6 +51,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from adapters.compression import compress, decompress
 from domain.errors import PayloadMissing
@@ -113,12 +114,15 @@ class HBasePayloadStore:
     """``PayloadStore`` on a ``TableStore`` (HBase on the scale-out path; module docstring).
     ``threads``: payloads of one ``put_many`` written at once (1: one after another);
     ``table``: the logical table (created unless ``create=False``); ``owns_tables``: ``close``
-    closes the table store too."""
+    closes the table store too; ``spool_dir``: where an upload past ``SPOOL_BYTES`` is
+    spooled (the data directory: never a shared temporary directory)."""
 
     def __init__(self, tables: TableStore, chunk_size: int = CHUNK_SIZE, *,
                  clock: Callable[[], float] = time.time, threads: int = 1,
-                 table: str = TABLE, create: bool = True, owns_tables: bool = False) -> None:
+                 table: str = TABLE, create: bool = True, owns_tables: bool = False,
+                 spool_dir: Path | None = None) -> None:
         self.tables = tables
+        self._spool_dir = spool_dir
         self._owns_tables = owns_tables
         self.table = table
         self.chunk_size = chunk_size
@@ -142,11 +146,11 @@ class HBasePayloadStore:
         return list(self._executor().map(self.put, payloads))
 
     def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
-        """The upload is hashed while it is spooled (memory, then a private temporary file
-        past ``SPOOL_BYTES``): its row key is its SHA-256, known only at its end. A stream
-        that fails writes nothing."""
+        """The upload is hashed while it is spooled (memory, then a private temporary file in
+        ``spool_dir`` past ``SPOOL_BYTES``, deleted when done): its row key is its SHA-256,
+        known only at its end. A stream that fails writes nothing."""
         digest, size = hashlib.sha256(), 0
-        with tempfile.SpooledTemporaryFile(SPOOL_BYTES) as spool:
+        with tempfile.SpooledTemporaryFile(SPOOL_BYTES, dir=self._spool_dir) as spool:
             for chunk in rechunk(chunks, self.chunk_size):
                 digest.update(chunk)
                 size += len(chunk)
