@@ -265,10 +265,10 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
 
     # saved views lost the purged rows at the erasure (Shredding.erase_from_views)
     names = [host.physical(t) for t in pn.PURGED_FROM] + erased_view_tables(tables)
-    if settings.payloads_in_hbase():  # the payloads deleted above, and by purge runs
-        from adapters.payloads.hbase import TABLE as PAYLOADS
+    from adapters.payloads.hbase import TABLE as PAYLOADS
 
-        names.append(PAYLOADS)
+    if settings.payloads_in_hbase() and tables.table_exists(PAYLOADS):  # created on first use
+        names.append(PAYLOADS)  # the payloads deleted above, and by purge runs
     compacted = time.monotonic()
     try:
         progress(f"flushing {len(names)} tables")
