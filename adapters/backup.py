@@ -223,7 +223,7 @@ def _payload_files(root: Path) -> list[Path]:
     return found
 
 
-def _copy_payloads(store: Any, root: Path, out: Path, progress: Progress,
+def _copy_payloads(store: Any, out: Path, progress: Progress,
                    files: list[dict[str, Any]]) -> dict[str, Any]:
     """Every payload of ``store`` (HBase's payload table, then any file of the host's)
     written into ``out/payloads`` in the file store's format, with its write time: the
@@ -234,7 +234,7 @@ def _copy_payloads(store: Any, root: Path, out: Path, progress: Progress,
     from domain.errors import PayloadMissing
 
     copies = FilePayloadStore(out / PAYLOADS)
-    counts = {"files": 0, "bytes": 0, "vanished": 0, "from": "hbase"}
+    counts: dict[str, Any] = {"files": 0, "bytes": 0, "vanished": 0, "from": "hbase"}
     entries = list(store.list())
     for i, (sha, _, written_at) in enumerate(entries, 1):
         try:
@@ -242,6 +242,9 @@ def _copy_payloads(store: Any, root: Path, out: Path, progress: Progress,
         except PayloadMissing:
             counts["vanished"] += 1
             continue
+        if ref.sha256 != sha:
+            raise BackupError(f"payload {sha}: read back from the payload store as "
+                              f"{ref.sha256} (damaged); the backup in {out} is incomplete")
         path = copies.file_of(ref.sha256)
         os.utime(path, (written_at, written_at))
         size = path.stat().st_size
@@ -300,7 +303,7 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
     copied_payloads = {"files": 0, "bytes": 0, "vanished": 0}  # 3. the payloads
     sources = _payload_files(root) if payloads is None else []
     if payloads is not None:
-        copied_payloads = _copy_payloads(payloads, root, out, progress, files)
+        copied_payloads = _copy_payloads(payloads, out, progress, files)
     total = len(sources)
     for i, source in enumerate(sources, 1):
         rel = source.relative_to(root)

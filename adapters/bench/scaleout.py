@@ -137,12 +137,12 @@ def bench_scaleout_payloads(messages: int = 1000, *, plot: Path | None = None,
             "median_message_bytes": int(statistics.median(len(b) for b in blobs)),
             "with_payload": over}
         for where in ("files", "hbase"):
-            legs = runs[mix][where]
+            measured = runs[mix][where]
             summary[where] = {
-                "runs_msgs_per_s": [leg["msgs_per_s"] for leg in legs],
-                "msgs_per_s": round(statistics.fmean(leg["msgs_per_s"] for leg in legs), 1),
+                "runs_msgs_per_s": [leg["msgs_per_s"] for leg in measured],
+                "msgs_per_s": round(statistics.fmean(leg["msgs_per_s"] for leg in measured), 1),
                 "cpu_ms_per_delivery": round(statistics.fmean(
-                    leg["cpu_ms_per_delivery"] for leg in legs), 3)}
+                    leg["cpu_ms_per_delivery"] for leg in measured), 3)}
         summary["ratio_hbase_to_files"] = round(
             summary["hbase"]["msgs_per_s"] / summary["files"]["msgs_per_s"], 3)
         result["mixes"][mix] = summary

@@ -150,7 +150,8 @@ class HBasePayloadStore:
         ``spool_dir`` past ``SPOOL_BYTES``, deleted when done): its row key is its SHA-256,
         known only at its end. A stream that fails writes nothing."""
         digest, size = hashlib.sha256(), 0
-        with tempfile.SpooledTemporaryFile(SPOOL_BYTES, dir=self._spool_dir) as spool:
+        with tempfile.SpooledTemporaryFile(
+                SPOOL_BYTES, dir=str(self._spool_dir) if self._spool_dir else None) as spool:
             for chunk in rechunk(chunks, self.chunk_size):
                 digest.update(chunk)
                 size += len(chunk)
