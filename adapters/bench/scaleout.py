@@ -3,10 +3,12 @@ tables in HBase: the command side alone, as an MTA-facing host runs it) with pay
 host's files vs in HBase's payload table (ADR 0072), same run, same servers.
 
 Two mixes: the ingest benchmark's mail (~4 KiB median, every 20th with a 30-60 KiB
-attachment: a payload) and mail that is all payloads (those attachments alone). Each leg
-delivers one message per command into a fresh PostgreSQL database; the legs alternate
-files, HBase, files, HBase so that the machine's drift falls on both. Reported: messages/s
-per run and their mean, this process's CPU per delivery, and the ratio HBase / files.
+attachment: a payload) and mail that is all payloads (those attachments alone); two ways:
+one message per command, and an import's batches of 100 (``deliver_many``: a batch's
+payloads are put together). Each leg delivers into a fresh PostgreSQL database and HBase
+table prefix (no dedup between legs); the legs alternate files, HBase, files, HBase so that
+the machine's drift falls on both. Reported: messages/s per run and their mean, this
+process's CPU per delivery, and the ratio HBase / files.
 
 Servers: PostgreSQL and HBase are started through ``adapters.devservers`` unless
 ``use_running`` names running ones (``LETTERLOG_POSTGRES_DSN`` is then an admin's DSN that
@@ -29,6 +31,8 @@ from adapters.bench.common import rate
 from adapters.mailgen import PEOPLE, bench_messages
 
 LEGS = ("files", "hbase", "files", "hbase")
+WAYS = ("single", "batched")  # one delivery per command; deliver_many of BATCH
+BATCH = 100
 INLINE = 10 * 1024  # LETTERLOG_INLINE_LIMIT's default: a larger message is a payload
 
 
@@ -55,8 +59,8 @@ def _database(admin_dsn: str, user: str, base_dsn: str) -> Iterator[str]:
                 sql.Identifier(name)))
 
 
-def _leg(blobs: list[bytes], where: str, dsn: str, hbase: tuple[str, int], prefix: str,
-         root: Path) -> dict[str, float]:
+def _leg(blobs: list[bytes], where: str, way: str, dsn: str, hbase: tuple[str, int],
+         prefix: str, root: Path) -> dict[str, float]:
     from adapters.bootstrap import letterlog
     from adapters.embedded import Letterlog
     from adapters.settings import load_settings
@@ -73,8 +77,14 @@ def _leg(blobs: list[bytes], where: str, dsn: str, hbase: tuple[str, int], prefi
             store.create_mailbox(r, "Bench", create_account=True)
         store.deliver(account=recipients[0], raw=blobs[0])  # connects HBase (untimed)
         t0, c0 = time.perf_counter(), time.process_time()
-        for i, blob in enumerate(blobs[1:], 1):
-            store.deliver(account=recipients[i % len(recipients)], raw=blob)
+        if way == "single":
+            for i, blob in enumerate(blobs[1:], 1):
+                store.deliver(account=recipients[i % len(recipients)], raw=blob)
+        else:  # an import's batches: their payloads are put together (put_many's threads)
+            for start in range(1, len(blobs), BATCH):
+                store.deliver_many([{"account": recipients[i % len(recipients)], "raw": blob}
+                                    for i, blob in enumerate(blobs[start:start + BATCH],
+                                                             start)])
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         stored = sum(1 for _ in store.payloads.list())
     finally:
@@ -112,17 +122,17 @@ def bench_scaleout_payloads(messages: int = 1000, *, plot: Path | None = None,
             user = admin.split("://", 1)[1].split(":", 1)[0].split("@", 1)[0]
             hbase = (use_running.hbase_host, int(use_running.hbase_port))
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scaleout-")))
-        runs: dict[str, dict[str, list[dict[str, float]]]] = {
-            mix: {"files": [], "hbase": []} for mix in mixes}
+        runs: dict[tuple[str, str, str], list[dict[str, float]]] = {}
         legs = 0
         try:
             for mix, blobs in mixes.items():
-                for where in LEGS:  # each leg its own database and HBase tables: no dedup
-                    progress(f"{mix}: payloads in {where}")
-                    legs += 1
-                    with _database(admin, user, base) as dsn:
-                        runs[mix][where].append(
-                            _leg(blobs, where, dsn, hbase, f"{prefix}{legs}", root))
+                for way in WAYS:
+                    for where in LEGS:  # each leg its own database and HBase tables: no dedup
+                        progress(f"{mix}, {way}: payloads in {where}")
+                        legs += 1
+                        with _database(admin, user, base) as dsn:
+                            runs.setdefault((mix, way, where), []).append(_leg(
+                                blobs, where, way, dsn, hbase, f"{prefix}{legs}", root))
         finally:
             for leg in range(1, legs + 1):
                 tables = HBaseTableStore(*hbase, table_prefix=f"{prefix}{leg}")
@@ -136,21 +146,25 @@ def bench_scaleout_payloads(messages: int = 1000, *, plot: Path | None = None,
         summary: dict[str, Any] = {
             "median_message_bytes": int(statistics.median(len(b) for b in blobs)),
             "with_payload": over}
-        for where in ("files", "hbase"):
-            measured = runs[mix][where]
-            summary[where] = {
-                "runs_msgs_per_s": [leg["msgs_per_s"] for leg in measured],
-                "msgs_per_s": round(statistics.fmean(leg["msgs_per_s"] for leg in measured), 1),
-                "cpu_ms_per_delivery": round(statistics.fmean(
-                    leg["cpu_ms_per_delivery"] for leg in measured), 3)}
-        summary["ratio_hbase_to_files"] = round(
-            summary["hbase"]["msgs_per_s"] / summary["files"]["msgs_per_s"], 3)
+        for way in WAYS:
+            part: dict[str, Any] = {}
+            for where in ("files", "hbase"):
+                measured = runs[mix, way, where]
+                part[where] = {
+                    "runs_msgs_per_s": [leg["msgs_per_s"] for leg in measured],
+                    "msgs_per_s": round(statistics.fmean(
+                        leg["msgs_per_s"] for leg in measured), 1),
+                    "cpu_ms_per_delivery": round(statistics.fmean(
+                        leg["cpu_ms_per_delivery"] for leg in measured), 3)}
+            part["ratio_hbase_to_files"] = round(
+                part["hbase"]["msgs_per_s"] / part["files"]["msgs_per_s"], 3)
+            summary[way] = part
         result["mixes"][mix] = summary
     if plot is not None:
         from adapters.bench.ingest import bar_plot
 
         bar_plot(plot, "scale-out deliveries: payloads in files vs in HBase", {
-            f"{mix}, {where}": result["mixes"][mix][where]["msgs_per_s"]
-            for mix in mixes for where in ("files", "hbase")}, "messages/s")
+            f"{mix}, {way}, {where}": result["mixes"][mix][way][where]["msgs_per_s"]
+            for mix in mixes for way in WAYS for where in ("files", "hbase")}, "messages/s")
         result["plot"] = str(plot)
     return result
