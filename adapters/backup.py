@@ -228,15 +228,52 @@ def _payload_files(root: Path) -> list[Path]:
     return found
 
 
+def _copy_payloads(store: Any, out: Path, progress: Progress,
+                   files: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every payload of ``store`` (HBase's payload table, then any file of the host's)
+    written into ``out/payloads`` in the file store's format, with its write time: the
+    backup holds the payloads as an embedded store's backup does, and a restore puts them
+    back into HBase (``letterlog payloads migrate``). A payload purged while it is copied
+    is counted as vanished."""
+    from adapters.payloads.files import FilePayloadStore
+    from domain.errors import PayloadMissing
+
+    copies = FilePayloadStore(out / PAYLOADS)
+    counts: dict[str, Any] = {"files": 0, "bytes": 0, "vanished": 0, "from": "hbase"}
+    entries = list(store.list())
+    for i, (sha, _, written_at) in enumerate(entries, 1):
+        try:
+            ref = copies.put_stream(store.open(sha))
+        except PayloadMissing:
+            counts["vanished"] += 1
+            continue
+        if ref.sha256 != sha:
+            raise BackupError(f"payload {sha}: read back from the payload store as "
+                              f"{ref.sha256} (damaged); the backup in {out} is incomplete")
+        path = copies.file_of(ref.sha256)
+        os.utime(path, (written_at, written_at))
+        size = path.stat().st_size
+        counts["files"] += 1
+        counts["bytes"] += size
+        files.append({"path": str(path.relative_to(out)), "size": size,
+                      "sha256": _sha256(path)})
+        progress(PAYLOADS, i, len(entries))
+    shutil.rmtree(out / PAYLOADS / ".tmp", ignore_errors=True)
+    copies.close()
+    return counts
+
+
 def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
            vault: str | os.PathLike[str] | None = None, log: bool = True,
            keks: Callable[[], list[tuple[UUID, bytes, float, bool]]] | None = None,
-           progress: Progress = _no_progress) -> dict[str, Any]:
+           payloads: Any = None, progress: Progress = _no_progress) -> dict[str, Any]:
     """An online copy of the embedded store in ``data`` into ``target`` (absent or empty;
     made 0700, its files 0600); returns the manifest. ``log=False`` (the log is in
     PostgreSQL, backed up with its own tools first): the payloads and the key files only.
-    ``keks``: the key cluster's KEKs (ADR 0074), read last (after the log's base backup and
-    the payloads) and written into the backup as ``vault.sqlite``."""
+    ``payloads``: the payload store when it is not the data directory's files (HBase on
+    the scale-out path, ADR 0072): its payloads are copied from it. ``keks``: the key
+    cluster's KEKs (ADR 0074), read last (after the log's base backup and the payloads)
+    and written into the backup as ``vault.sqlite``."""
     from adapters.datadir import check_data_dir
 
     root, out = Path(data).absolute(), Path(target).absolute()
@@ -271,18 +308,20 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
     if log:
         log_facts = _copy_sqlite(root / LOG, out / LOG, progress, _log_facts)  # 2. the log
         files.append(sqlite_entry(LOG))
-    payloads = {"files": 0, "bytes": 0, "vanished": 0}  # 3. the payloads
-    sources = _payload_files(root)
+    copied_payloads = {"files": 0, "bytes": 0, "vanished": 0}  # 3. the payloads
+    sources = _payload_files(root) if payloads is None else []
+    if payloads is not None:
+        copied_payloads = _copy_payloads(payloads, out, progress, files)
     total = len(sources)
     for i, source in enumerate(sources, 1):
         rel = source.relative_to(root)
         private_dir((out / rel).parent)
         copied = _copy_file(source, out / rel)
         if copied is None:
-            payloads["vanished"] += 1
+            copied_payloads["vanished"] += 1
         else:
-            payloads["files"] += 1
-            payloads["bytes"] += copied[0]
+            copied_payloads["files"] += 1
+            copied_payloads["bytes"] += copied[0]
             files.append({"path": str(rel), "size": copied[0], "sha256": copied[1]})
         progress(PAYLOADS, i, total)
     later = [n for n in names if n not in READ_MODELS and n != LOG]
@@ -314,7 +353,7 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
         "source": str(root),
         "log": log_facts,
         "order": [*derived, *([LOG] if log else []), PAYLOADS, *later],
-        "payloads": payloads,
+        "payloads": copied_payloads,
         "files": files,
         "bytes": sum(f["size"] for f in files),
         "skipped": skipped,
@@ -587,8 +626,13 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
             no_record: bool = False,
             kek_use: Callable[[], dict[UUID, int]] | None = None,
             key_cluster_ids: Callable[[], set[UUID]] | None = None,
+            move_payloads: Callable[[Path], dict[str, Any]] | None = None,
             progress: Progress = _no_progress) -> dict[str, Any]:
     """Puts the backup in ``source`` in place as the store in ``data``.
+
+    ``move_payloads(data)``: where payloads live in HBase (ADR 0072), the restored payload
+    files are then copied into it and removed here (``letterlog payloads migrate
+    --remove-local``); until that has run they are read where they are.
 
     ``data`` must be absent or empty, or hold a store and ``force`` be given; no process may
     have that store open. The erasures recorded in the store being replaced, in each record
@@ -682,6 +726,14 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
         raise
     if replacing:  # the erasures are made again: the old store is no longer needed
         shutil.rmtree(replaced)
+    if move_payloads is not None:
+        try:
+            result["payloads_moved"] = move_payloads(root)
+        except (LetterlogError, OSError) as e:  # read from the files meanwhile
+            result["payloads_moved"] = {
+                "problem": f"{type(e).__name__}: {e}; the restored payloads are read from "
+                           f"{root / PAYLOADS} until `letterlog payloads migrate "
+                           "--remove-local` has copied them"}
     result.update({"restored": str(root), "from": str(src),
                    "position": (manifest["log"] or {}).get("position"),
                    "backup_created": manifest["created"],

@@ -1,12 +1,14 @@
 """The scale-out backup procedure of docs/operations.md ("Backup and restore"), run once end
 to end on the real PostgreSQL: a base backup with ``pg_basebackup``, the vault and the
-payloads copied after it, a second PostgreSQL started on the copy, letterlog opened on it."""
+payloads copied after it, a second PostgreSQL started on the copy, letterlog opened on it; with the
+payloads in local files, the KEKs in the key cluster, and the payloads in HBase."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -20,18 +22,22 @@ import pytest
 from adapters.devservers._common import free_port
 from adapters.devservers.postgres import _os_user
 from adapters.embedded import Letterlog
+from domain.errors import MessageNotFound
 from tests.erasure_support import marked_mail
 from tests.factories import database, until
+from tests.services.support import drop_tables
 
 ACCOUNT = "pitr@example.org"
 
 
-def cli(data: Path, dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``letterlog`` on the scale-out log (PostgreSQL at ``dsn``), tables embedded."""
+def cli(data: Path, dsn: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``letterlog`` on the scale-out log (PostgreSQL at ``dsn``), tables embedded unless
+    ``env`` says otherwise."""
     p = subprocess.run([sys.executable, "-m", "adapters.cli", "--data", str(data), *args],
                        capture_output=True, text=True, timeout=300,
                        env={**os.environ, "LETTERLOG_EVENT_STORE": "postgres",
-                            "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_TABLE_STORE": "embedded"})
+                            "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_TABLE_STORE": "embedded",
+                            **env})
     assert p.returncode == 0, (p.stdout, p.stderr)
     return p
 
@@ -227,3 +233,54 @@ def test_a_restore_whose_log_uses_a_kek_the_key_copy_lacks_is_refused_writing_no
 
             with psycopg.connect(new_keys) as conn:
                 assert conn.execute("SELECT to_regclass('letterlog_keks')").fetchone() == (None,)
+
+
+@pytest.mark.services
+def test_a_scale_out_backup_carries_the_payloads_in_hbase_back_into_a_fresh_hbase(
+        postgres_server, pg_dsn, hbase_server, tmp_path, server_dir):
+    pg, tag = postgres_server, secrets.token_hex(4)
+    data, copy = tmp_path / "data", tmp_path / "copy"
+    hbase = {"LETTERLOG_TABLE_STORE": "hbase", "LETTERLOG_HBASE_HOST": hbase_server.thrift_host,
+             "LETTERLOG_HBASE_PORT": str(hbase_server.thrift_port),
+             "LETTERLOG_HBASE_TABLE_PREFIX": f"bk{tag}"}
+    fresh = {**hbase, "LETTERLOG_HBASE_TABLE_PREFIX": f"bkr{tag}"}  # HBase lost as well
+    settings = {"event_store": "postgres", "postgres_dsn": pg_dsn,
+                **{k.removeprefix("LETTERLOG_").lower(): v for k, v in hbase.items()}}
+    try:
+        with Letterlog.open(data, **settings) as store:
+            before = {}
+            for i in range(4):
+                raw, _ = marked_mail("h", attachment=i % 2 == 0)  # two with a payload
+                before[store.deliver(account=ACCOUNT, raw=raw).message_id] = raw
+        assert not (data / "payloads").exists()  # in HBase
+        base = server_dir / "base"
+        base_backup(pg, base)  # 1. the log first: every payload it names is stored already
+        files = tmp_path / "files"
+        manifest = json.loads(cli(data, pg_dsn, "--json", "backup", str(files),
+                                  **hbase).stdout)  # 2. then the payloads, out of HBase
+        assert manifest["payloads"]["from"] == "hbase"
+        assert manifest["payloads"]["files"] == 2, manifest["payloads"]
+        with Letterlog.open(data, **settings) as store:  # the live store goes on
+            later = store.deliver(account=ACCOUNT, raw=marked_mail("q", attachment=True)[0])
+            gone = next(iter(before))  # one with a payload
+            store.erase_message(gone)
+        record = tmp_path / "erasures.json"
+        cli(data, pg_dsn, "erase", "export", str(record), **hbase)
+        with served(pg, base, server_dir, pg_dsn) as copied_dsn:
+            restored = json.loads(cli(copy, copied_dsn, "--json", "restore-backup", str(files),
+                                      "--reapply-erasures", str(record), **fresh).stdout)
+            assert restored["messages_erased_again"] == [str(gone)]
+            moved = restored["payloads_moved"]
+            assert (moved["files"], moved["copied"], moved["removed"]) == (2, 2, 2), moved
+            assert list((copy / "payloads").glob("??/*")) == []  # all in the fresh HBase
+            del before[gone]
+            with Letterlog.open(copy, **{**settings, "postgres_dsn": copied_dsn,
+                                         "hbase_table_prefix": fresh[
+                                             "LETTERLOG_HBASE_TABLE_PREFIX"]}) as store:
+                for message_id, raw in before.items():
+                    assert store.extract(message_id) == raw
+                with pytest.raises(MessageNotFound):
+                    store.extract(later.message_id)
+    finally:
+        for prefix in (hbase, fresh):
+            drop_tables(hbase_server, prefix["LETTERLOG_HBASE_TABLE_PREFIX"])
