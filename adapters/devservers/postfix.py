@@ -103,6 +103,8 @@ message_drop_headers =
 always_add_missing_headers = no
 disable_mime_output_conversion = yes
 lmtp_line_length_limit = 0
+# the LMTP server keeps the queue id with the message (XFORWARD IDENT: docs/mta.md)
+lmtp_send_xforward_command = yes
 header_size_limit = 1048576
 message_size_limit = 52428800
 # a deferred message waits for `postqueue -f` (which ignores back-off times): with back-off

@@ -54,17 +54,32 @@ def without_from_line(raw: bytes) -> bytes:
     return raw
 
 
-def with_envelope_headers(raw: bytes, sender: str, recipient: str) -> bytes:
+NULL_SENDER = "<>"
+"""The reverse path of a bounce (RFC 5321's null path), as the envelope keeps it."""
+
+
+def reverse_path(sender: str | None) -> str | None:
+    """The envelope's sender: None when the MTA said nothing; the null path ``<>`` for an
+    empty one (pipe(8)'s ``null_sender=`` hands a bounce's over as ``--sender=``) or
+    ``<>`` itself (LMTP's ``MAIL FROM:<>``), so a bounce is never stored as "no sender"."""
+    if sender is None:
+        return None
+    sender = sender.strip()
+    return NULL_SENDER if sender in ("", NULL_SENDER) else sender
+
+
+def with_envelope_headers(raw: bytes, sender: str | None, recipient: str) -> bytes:
     """``Return-Path`` and ``Delivered-To`` in front, with the message's own line ending."""
     eol = b"\r\n" if raw.find(b"\r\n") == raw.find(b"\n") - 1 >= 0 else b"\n"
-    head = f"Return-Path: <{sender}>".encode() + eol
+    path = sender if sender and sender.startswith("<") else f"<{sender or ''}>"
+    head = f"Return-Path: {path}".encode() + eol
     if recipient:
         head += f"Delivered-To: {recipient}".encode() + eol
     return head + raw
 
 
 def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptions,
-                    key_prefix: str | None, **envelope: str) -> dict[str, Any]:
+                    key_prefix: str | None, **envelope: str | None) -> dict[str, Any]:
     """``deliver``'s fields for one recipient of one message. ``key_prefix``: the
     idempotency key's first part (an MTA's queue id, or ``lmtp``), bound to the recipient
     and the message's SHA-256, so a retry of this message is a duplicate and nothing else
@@ -88,8 +103,9 @@ def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptio
     if key_prefix is not None:  # hashed: the key's claim is not sealed, the envelope is
         digest = hashlib.sha256(raw).hexdigest()
         key = hashlib.sha256(f"{key_prefix}\0{recipient.lower()}\0{digest}".encode()).hexdigest()
+    envelope["sender"] = reverse_path(envelope.get("sender"))
     if options.envelope_headers:
-        raw = with_envelope_headers(raw, envelope.get("sender", ""), recipient)
+        raw = with_envelope_headers(raw, envelope["sender"], recipient)
     return {"account": account, "mailbox": mailbox, "raw": raw, "idempotency_key": key,
             "envelope": {**{k: v for k, v in envelope.items() if v}, "recipient": recipient,
                          "detail": detail, "arrived_at": datetime.now(UTC)}}

@@ -32,7 +32,7 @@ from adapters.mta.replies import Outcome, classify, stored, temporary, without_q
 @dataclass(frozen=True)
 class Envelope:
     recipient: str
-    sender: str = ""
+    sender: str | None = None  # None: not given; "" or "<>": the null sender (a bounce)
     original_recipient: str = ""
     queue_id: str = ""
 
