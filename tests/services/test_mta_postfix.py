@@ -563,6 +563,48 @@ def test_a_wrapper_that_loses_standard_input_defers_the_mail(
     route.assert_nothing_bounced()
 
 
+# --------------------------------------------------------------------------- virtual users
+
+
+def documented_blocks(marker: str) -> list[str]:
+    """The code blocks of docs/mta.md that follow a ``<!-- tested: ...marker -->`` line."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mta.md").read_text()
+    return re.findall(rf"<!-- tested: [^>]*{re.escape(marker)} -->\n```text\n(.*?)```",
+                      text, re.DOTALL)
+
+
+@pytest.mark.parametrize("path", ["pipe", "lmtp"])
+def test_virtual_users_as_docs_mta_md_shows(
+        postfix_server: PostfixServer, open_route: Callable[..., Route]) -> None:
+    """Issue 42, item 2: docs/mta.md's virtual-user setup, its lines as they are (for LMTP
+    the socket's address is this test's server), on Postfix: a listed address is delivered
+    (its +detail too) with no UNIX account behind it; an unlisted one is refused at RCPT
+    (5.1.1 from the virtual mailbox table), nothing queued, nothing bounced later."""
+    table, pipe_main, lmtp_main = documented_blocks("test_virtual_users_as_docs_mta_md_shows")
+    route = open_route()
+    lines = pipe_main if path == "pipe" else lmtp_main.replace(
+        "lmtp:unix:letterlog/lmtp.sock", postfix_server._local_transport)
+    assert "virtual_transport" in lines and "example.org" in table
+    postfix_server.use_virtual(lines, table)
+    route.mark = postfix_server.log_mark()
+    for user in ("bob", "ada"):
+        with pytest.raises(KeyError):
+            pwd.getpwnam(user)  # no UNIX account behind the addresses
+    raw = b"Subject: to a virtual user\n\nhello\n"
+    [qid] = send_all(route, [raw])
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
+        route.server.send(SENDER, ["nobody@example.org"], raw)
+    [(code, text)] = refused.value.recipients.values()
+    assert code == 550 and b"5.1.1" in text and b"virtual mailbox table" in text, text
+    route.server.wait_queue_empty(timeout=60)
+    assert [s["status"] for s in route.server.statuses(qid, since=route.mark)] == ["sent"]
+    assert route.contents() == [lf(raw)]
+    [item] = route.stored()
+    envelope = route.show(item["message_id"])["smtp_envelope"]
+    assert (envelope["recipient"], envelope["detail"]) == (RCPT, "lists")
+    route.assert_nothing_bounced()
+
+
 # --------------------------------------------------------------------------- chrooted LMTP
 
 
