@@ -5,8 +5,10 @@ an idempotency key bound to the message, and the deadline every wait is bounded 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +33,75 @@ class MtaOptions:
     recipient_delimiter: str = "+"
     envelope_headers: bool = False  # add Return-Path and Delivered-To, as dovecot-lda does
     timeout: float = DEFAULT_TIMEOUT
+
+
+SPOOL_OVER = 1 << 20
+"""Bytes of a message kept in memory as it arrives; past that, it goes to a file."""
+
+
+class Spool:
+    """A message that arrives in pieces, kept as one piece at the end with one copy of it
+    in memory (issue 42, item 7): up to ``SPOOL_OVER`` bytes its pieces are joined; past
+    that they go to an unlinked file (0600) in ``directory`` (the private data directory)
+    and are read back in one ``read``, so the pieces and their join are never held
+    together. A file that cannot be made or written (a read-only or full volume: the
+    delivery then fails as it would) leaves the message in memory, never lost."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None) -> None:
+        self.directory = directory
+        self.size = 0
+        self._parts: list[bytes] = []
+        self._file: Any = None
+        self._spooling = directory is not None
+
+    def write(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self._file is None and self._spooling and self.size > SPOOL_OVER:
+            try:
+                self._file = tempfile.TemporaryFile(dir=self.directory)  # noqa: SIM115
+                self._file.writelines(self._parts)
+            except OSError:
+                self._to_memory()
+            else:
+                self._parts.clear()
+        if self._file is not None:
+            try:
+                self._file.write(piece)
+                return
+            except OSError:
+                self._to_memory()
+        self._parts.append(piece)
+
+    def _to_memory(self) -> None:
+        """Back to memory: what the file holds, read back (a full volume mid-message)."""
+        self._spooling = False
+        if self._file is None:
+            return
+        with contextlib.suppress(OSError):
+            self._file.flush()
+        self._file.seek(0)
+        self._parts[:0] = [self._file.read()]
+        self._file.close()
+        self._file = None
+
+    def read(self) -> bytes:
+        """The whole message (the spool is empty afterwards)."""
+        if self._file is None:
+            whole = b"".join(self._parts)
+        else:
+            self._file.flush()
+            self._file.seek(0)
+            whole = self._file.read()
+            self._file.close()
+            self._file = None
+        self._parts.clear()
+        return whole
+
+    def discard(self) -> None:
+        self._parts.clear()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def split_recipient(address: str, delimiter: str = "+") -> tuple[str, str]:

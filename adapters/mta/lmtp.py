@@ -26,7 +26,7 @@ from typing import Any
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import syntax
 
-from adapters.mta.delivery import MtaOptions
+from adapters.mta.delivery import MtaOptions, Spool
 from adapters.mta.replies import Outcome, classify, temporary, without_queue_id
 from adapters.mta.writer import Writer
 
@@ -35,17 +35,27 @@ log = logging.getLogger("letterlog.lmtp")
 LISTEN_AGAIN = 2.0
 """Seconds between tries to make the lda's fast-path socket again (``Handoff.keep``)."""
 
-def _kept(parts: list[bytes], run: bytes, size: int, limit: int | None,
-          too_much: bool) -> tuple[int, bool]:
-    """Adds ``run`` to the message's ``parts`` unless the message has grown past ``limit``
-    (then nothing more is kept: it is read to its end and refused); the new size and
-    whether it is too large."""
-    size += len(run)
-    if too_much or (limit and size > limit):
-        parts.clear()
-        return size, True
-    parts.append(run)
-    return size, False
+def _kept(spool: Spool, run: bytes, limit: int | None, too_much: bool) -> bool:
+    """Adds ``run`` to the message's ``spool`` unless the message has grown past ``limit``
+    (then nothing more is kept: it is read to its end and refused); whether it is too
+    large."""
+    if too_much or (limit and spool.size + len(run) > limit):
+        spool.discard()
+        spool.size += len(run)
+        return True
+    spool.write(run)
+    return False
+
+
+def _unstuffed(run: bytes, at_line_start: bool, after_cr: bool) -> bytes:
+    """``run`` without the dot that starts each of its lines that starts with two
+    (RFC 5321 4.5.2); ``at_line_start``: the run begins a line; ``after_cr``: the run
+    before it ended in a CR (its LF is this run's first byte)."""
+    if at_line_start and run.startswith(b".."):
+        run = run[1:]
+    elif after_cr and run.startswith(b"\n.."):
+        run = b"\n" + run[2:]
+    return run.replace(b"\r\n..", b"\r\n.")
 
 
 _DSN_PARAM = re.compile(r"\s+(RET|ENVID|ORCPT|NOTIFY)=(\S+)", re.IGNORECASE)
@@ -157,33 +167,32 @@ class _Lmtp(LMTP):
             return
         await self.push("354 End data with <CR><LF>.<CR><LF>")
         limit = self.data_size_limit
-        parts: list[bytes] = []
-        size = 0
+        spool = Spool(self.event_handler.spool_dir)  # one copy of a large message, not two
         too_much = False
-        at_line_start = True  # the virtual CRLF before the first line
+        at_line_start, after_cr = True, False  # the virtual CRLF before the first line
         while True:
             try:
                 run = await self._reader.readuntil(b".\r\n")
             except asyncio.LimitOverrunError as e:  # a long run without ".<CRLF>"
                 run = await self._reader.readexactly(e.consumed)
-                size, too_much = _kept(parts, run, size, limit, too_much)
-                at_line_start = run.endswith(b"\r\n")
+                too_much = _kept(spool, _unstuffed(run, at_line_start, after_cr), limit,
+                                 too_much)
+                at_line_start, after_cr = run.endswith(b"\r\n"), run.endswith(b"\r")
                 continue
             except asyncio.IncompleteReadError:
+                spool.discard()
                 return  # the connection closed within DATA
             ends = run == b".\r\n" and at_line_start or run.endswith(b"\r\n.\r\n")
-            size, too_much = _kept(parts, run[:-3] if ends else run, size, limit, too_much)
+            too_much = _kept(spool, _unstuffed(run[:-3] if ends else run, at_line_start,
+                                               after_cr), limit, too_much)
             if ends:
                 break
-            at_line_start = True  # the run ended a line ("...X.<CRLF>")
+            at_line_start, after_cr = True, False  # the run ended a line ("...X.<CRLF>")
         if too_much:
             self._set_post_data_state()
             await self.push("552 5.3.4 Error: too much mail data")
             return
-        content = b"".join(parts)
-        if content.startswith(b".."):
-            content = content[1:]
-        content = content.replace(b"\r\n..", b"\r\n.")
+        content = spool.read()
         self.envelope.content = self.envelope.original_content = content
         status = await self._call_handler_hook("DATA")
         self._set_post_data_state()
@@ -202,6 +211,7 @@ class Handler:
         self.writer = writer
         self.max_size = max_size
         self.options = options
+        self.spool_dir: str | None = None  # where a large message waits (Spool)
         self.open: set[int] = set()  # sessions inside a transaction (MAIL .. end of DATA)
         self.idle = asyncio.Event()
         self.idle.set()
@@ -413,7 +423,8 @@ class Handoff:
             self.handler.begin(token)
             writer.write(self.protocol.frame(f"ok\0{self.max_size}".encode()))
             timeout = float(request["timeout"])
-            raw = await asyncio.wait_for(self._frame(reader, self.max_size), timeout)
+            raw = await asyncio.wait_for(self._message(reader, self.max_size, self.data),
+                                         timeout)
             watch = socket.socket(fileno=os.dup(conn.fileno()))
             outcome = await self._deliver(request, raw, timeout, watch)
             writer.write(self.protocol.frame(f"{outcome.exit_status}\0{outcome.line}".encode()))
@@ -426,6 +437,18 @@ class Handoff:
             if watch is not None:
                 watch.close()
             writer.close()
+
+    @classmethod
+    async def _message(cls, reader: asyncio.StreamReader, limit: int,
+                       directory: str | None = None) -> bytes:
+        """The message's frames up to the empty one, joined (at most ``limit`` bytes)."""
+        spool = Spool(directory)
+        try:
+            while part := await cls._frame(reader, limit - spool.size):
+                spool.write(part)
+            return spool.read()
+        finally:
+            spool.discard()
 
     @staticmethod
     async def _frame(reader: asyncio.StreamReader, limit: int) -> bytes:
@@ -558,6 +581,7 @@ async def _serve(data: Path, listen: str, options: MtaOptions,
     kind, where = parse_listen(listen)
     writer = Writer(data, options)
     handler = Handler(writer, max_size, options)
+    handler.spool_dir = os.fspath(data)
     sessions: set[LMTP] = set()  # the connections, told when it stops
     hostname = socket.gethostname()
 
