@@ -177,8 +177,11 @@ def _measure(dovecot: Any, name: str, raw: bytes, small: bytes, root: Path,
 
 
 def memory_plot(path: Path, memory: dict[str, Any]) -> None:
-    """Peak resident set (MiB) of each agent, small and large message."""
-    from adapters.bench.ingest import bar_plot
+    """Peak resident set (MiB) of each agent, small and large message (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     values: dict[str, float] = {}
     for name in ("small", "large"):
@@ -188,5 +191,16 @@ def memory_plot(path: Path, memory: dict[str, Any]) -> None:
         values[f"letterlog lmtp growth, {RECIPIENTS} rcpt, {name}"] = m[
             f"lmtp_server_{RECIPIENTS}_recipients"]["growth_mb"]
         values[f"dovecot-lda, {name}"] = m["dovecot_lda_peak_mb"]
-    bar_plot(path, f"peak memory per delivery (large: {memory['large']['message_bytes']:,} "
-             "bytes)", values, "MiB")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    names = list(values)
+    ax.barh(names, [values[n] for n in names],
+            color=["#3465a4" if n.startswith("letterlog") else "#888a85" for n in names])
+    for i, n in enumerate(names):
+        ax.text(values[n], i, f" {values[n]:,.1f}", va="center", fontsize=8)
+    ax.axvline(TARGET_LDA_MB, color="#cc0000", linestyle="--", linewidth=1)
+    ax.set_xlabel("MiB (dashed: the lda's target)")
+    ax.set_title(f"peak memory per delivery (large: {memory['large']['message_bytes']:,} "
+                 "bytes)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -573,9 +573,4 @@ def compare_delivery_agents(dovecot: Any, blobs: Sequence[bytes], names: Sequenc
         progress(f"LDA: {lda_messages} processes a side")
     result.update(lda_leg(dovecot, blobs[:lda_messages], names, root, env))
     result["meets_mta_targets"] = mta_targets_met(result)
-    if progress:
-        progress("memory: peak resident set per delivery, a small and a 40 MiB message")
-    from adapters.bench.memory import memory_leg
-
-    result["memory"] = memory_leg(dovecot, blobs[0], root, env)
     return result
