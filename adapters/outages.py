@@ -93,9 +93,12 @@ def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
         if wake is None:
             stop.wait(seconds)
             return
-        end = time.monotonic() + seconds
-        while not (stop.is_set() or wake.is_set()) and (left := end - time.monotonic()) > 0:
-            wake.wait(min(left, 0.25))
+        # the wait on ``stop`` in slices of at most a second, ending after the slice in
+        # which ``wake`` was set
+        whole, rest = divmod(seconds, 1.0)
+        for part in [1.0] * int(whole) + ([rest] if rest else []):
+            if stop.wait(part) or wake.is_set():
+                break
         wake.clear()
 
     return Retrying(retry=retry, wait=backoff_wait(first, cap), sleep=sleep,
