@@ -46,7 +46,9 @@ def _options(**given: Any) -> Any:
 def lda(
     recipient: Annotated[str, typer.Option(
         metavar="ADDR", help="the final recipient (user+detail@domain goes to user@domain)")],
-    sender: Annotated[str, typer.Option(metavar="ADDR", help="the envelope sender")] = "",
+    sender: Annotated[str | None, typer.Option(
+        metavar="ADDR", help="the envelope sender ('' or '<>': the null sender of a bounce)")
+    ] = None,
     original_recipient: Annotated[str, typer.Option(
         metavar="ADDR", help="the recipient before aliases and forwarding")] = "",
     queue_id: Annotated[str, typer.Option(

@@ -103,6 +103,8 @@ message_drop_headers =
 always_add_missing_headers = no
 disable_mime_output_conversion = yes
 lmtp_line_length_limit = 0
+# the LMTP server keeps the queue id with the message (XFORWARD IDENT: docs/mta.md)
+lmtp_send_xforward_command = yes
 header_size_limit = 1048576
 message_size_limit = 52428800
 # a deferred message waits for `postqueue -f` (which ignores back-off times): with back-off
@@ -272,6 +274,7 @@ class PostfixServer(Service):
         self._local_transport = "retry:4.3.0 no letterlog delivery configured yet"
         self._pipe_argv: list[str] | None = None
         self._lmtp_chroot = False
+        self._extra_main = ""  # main.cf lines after the rest (use_virtual)
 
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
@@ -370,6 +373,8 @@ class PostfixServer(Service):
             main += PIPE_MAIN.format(transport=PIPE_TRANSPORT)
             master += PIPE_ENTRY.format(transport=PIPE_TRANSPORT, user=SYSTEM_USER,
                                         argv=" ".join(_pipe_quote(a) for a in self._pipe_argv))
+        if self._extra_main:
+            main += "# virtual users (use_virtual)\n" + self._extra_main
         (self.config_dir / "main.cf").write_text(main)
         (self.config_dir / "master.cf").write_text(master)
 
@@ -388,6 +393,7 @@ class PostfixServer(Service):
         self._pipe_argv = list(argv) if argv is not None else self.lda_argv(
             data_dir, timeout=timeout, extra=extra)
         self._lmtp_chroot = False
+        self._extra_main = ""
         self._local_transport = f"{PIPE_TRANSPORT}:"
         self.transport = "pipe"
         self.reload()
@@ -399,9 +405,24 @@ class PostfixServer(Service):
         ``queue_dir/letterlog/lmtp.sock``); ``postfix reload``."""
         self._pipe_argv = None
         self._lmtp_chroot = chroot
+        self._extra_main = ""
         self._local_transport = f"lmtp:{target}"
         self.transport = "lmtp"
         self.reload()
+
+    def use_virtual(self, main_lines: str, mailboxes: str) -> Path:
+        """The test domains as *virtual mailbox domains* (no longer in ``mydestination``):
+        ``main_lines`` (main.cf settings naming ``virtual_transport``; the transport the
+        last ``use_pipe`` or ``use_lmtp`` set up stays in master.cf) after the rest, and
+        ``mailboxes`` (a ``virtual_mailbox_maps`` table's text) written to a file in the
+        config directory, whose path replaces ``/etc/postfix/letterlog-mailboxes`` in the
+        lines; ``postfix reload``. Returns the table's path."""
+        table = self.config_dir / "letterlog-mailboxes"
+        table.write_text(mailboxes)
+        lines = main_lines.replace("/etc/postfix/letterlog-mailboxes", str(table))
+        self._extra_main = f"mydestination = $myhostname, localhost\n{lines.strip()}\n"
+        self.reload()
+        return table
 
     def reload(self) -> None:
         """Rewrite main.cf/master.cf, ``postfix reload``, and wait until the master logged

@@ -208,7 +208,7 @@ class Writer:
                 checked.append(c)
                 waiting.append((fields, future, item))
             except BaseException as e:  # noqa: BLE001 - this message alone is refused
-                future.set_result(self._failed(e))
+                future.set_result(self._failed(e, item))
         if not checked:
             return
         store.mail.uow.append_guard = self._guard(at, [item for _, _, item in waiting])
@@ -225,7 +225,7 @@ class Writer:
                 except _Refused as e:
                     future.set_result(e.outcome)
                 except BaseException as e:  # noqa: BLE001
-                    future.set_result(self._failed(e))
+                    future.set_result(self._failed(e, item))
                 else:
                     self._wake()
                     future.set_result(self._stored(d, fields))
@@ -256,14 +256,16 @@ class Writer:
     def _stored(self, d: Any, fields: dict[str, Any]) -> Outcome:
         return stored(d, fields)
 
-    def _failed(self, error: BaseException) -> Outcome:
+    def _failed(self, error: BaseException, item: dict[str, Any] | None = None) -> Outcome:
         store = self._store
         permanent = store is not None and store.settings.quota_exceeded == "permanent"
         outcome = classify(error, self.data, quota_permanent=permanent)
         if outcome.temporary and not isinstance(error, LetterlogError):
             self.close_store()  # an I/O error, a full disk...: open afresh next time
-        log.warning("%s failure: %s", "temporary" if outcome.temporary else "permanent",
-                    outcome.logged)
+        where = "" if item is None else (
+            f"{item.get('queue_id') or '-'}: to=<{item.get('recipient', '')}>, ")
+        log.warning("%s%s failure: %s", where, "temporary" if outcome.temporary
+                    else "permanent", outcome.logged)
         return outcome
 
     def close(self) -> None:
