@@ -75,7 +75,9 @@ def event_log_env(settings: Settings) -> dict[str, str]:
     vault = str(settings.key_vault or root / datadir.VAULT)
     if settings.event_store == "postgres":
         return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""), vault,
-                            timeout=settings.postgres_timeout)
+                            timeout=settings.postgres_timeout,
+                            key_store=settings.key_store_dsn,
+                            standbys=settings.key_store_standbys)
     return {**sqlite_env(str(root / datadir.LOG), settings.durability,
                          settings.lock_timeout), "LETTERLOG_KEY_VAULT": vault}
 
@@ -93,6 +95,39 @@ def key_store(settings: Settings) -> KeyStore:
     from adapters.eventlog.store import open_key_store
 
     return open_key_store(event_log_env(settings))
+
+
+def key_cluster(settings: Settings) -> Any:
+    """The key cluster's KEKs (``PostgresVault``), or None when the KEKs are in a vault file
+    (ADR 0073)."""
+    if not settings.key_store_dsn:
+        return None
+    from adapters.eventlog.keycluster import PostgresVault
+
+    return PostgresVault(settings.key_store_dsn, timeout=settings.postgres_timeout,
+                         standbys=settings.key_store_standbys.split())
+
+
+def key_cluster_ids(settings: Settings) -> set[Any]:
+    """The KEK ids in the key cluster, read only (none configured: the empty set)."""
+    if not settings.key_store_dsn:
+        return set()
+    from adapters.eventlog.keycluster import kek_ids
+
+    return kek_ids(settings.key_store_dsn, timeout=settings.postgres_timeout)
+
+
+def kek_use(settings: Settings) -> dict[Any, int]:
+    """Each KEK the PostgreSQL log's live data keys are wrapped under, and how many."""
+    from psycopg.conninfo import make_conninfo
+
+    from adapters.eventlog.sealing import postgres_kek_use
+
+    parts = postgres_env_from_dsn(settings.postgres_dsn or "")
+    return postgres_kek_use(make_conninfo(
+        dbname=parts["POSTGRES_DBNAME"], host=parts["POSTGRES_HOST"],
+        port=parts["POSTGRES_PORT"], user=parts["POSTGRES_USER"],
+        password=parts["POSTGRES_PASSWORD"]))
 
 
 def payload_store(settings: Settings) -> PayloadStore:

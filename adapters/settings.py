@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     postgres_dsn: str | None = Field(None, description="postgresql://user:pw@host:port/db")
     key_vault: Path | None = Field(None, description="the key-encryption keys' file (default "
                                    "<data>/vault.sqlite); never inside the log's database")
+    key_store_dsn: str | None = Field(None, description=(
+        "the key store's PostgreSQL cluster (scale-out): the key-encryption keys there, "
+        "reached by every host (ADR 0073); a multi-host DSN follows a promoted standby"))
+    key_store_standbys: str = Field("", description=(
+        "the key cluster's standbys' DSNs (space-separated): an erasure completes once "
+        "each has dropped the removed keys' WAL"))
     table_store: Literal["embedded", "hbase"] = DEFAULTS["table_store"]  # type: ignore[assignment]
     hbase_host: str = "127.0.0.1"
     hbase_port: int = Field(9090, ge=1, le=65535)

@@ -39,10 +39,12 @@ def backup(directory: Annotated[Path, typer.Argument(
         metavar="DIR", help="a new (or empty) directory for the backup")]) -> None:
     """Copy the store online (deliveries go on) into DIR: SQLite files, payloads, manifest
     (with a PostgreSQL log: the payloads and key files, after PostgreSQL's own backup)."""
+    from adapters import bootstrap
     from adapters.backup import backup as make_backup
     from adapters.settings import load_settings
 
     settings = load_settings(data=state.data)
+    keys = bootstrap.key_cluster(settings) if settings.event_store == "postgres" else None
     payloads = None
     if settings.payloads_in_hbase():  # copied from HBase's payload table (ADR 0072)
         from adapters.bootstrap import layered_payloads
@@ -53,8 +55,11 @@ def backup(directory: Annotated[Path, typer.Argument(
         with bar:
             manifest = make_backup(settings.data, directory, vault=settings.key_vault,
                                    log=settings.event_store == "sqlite", payloads=payloads,
-                                   progress=update)
+                                   progress=update,
+                                   keks=keys.rows if keys is not None else None)
     finally:
+        if keys is not None:
+            keys.close()
         if payloads is not None:
             payloads.close()
     log = manifest["log"]
@@ -88,18 +93,24 @@ def restore_backup(
     are made again, as recorded in the store being replaced, in the *.erasures.json files
     beside DIR and in --reapply-erasures. With no record at all it refuses (exit 2, nothing
     written) unless --no-erasure-record is given."""
+    from adapters import bootstrap
     from adapters.backup import restore
     from adapters.embedded import Letterlog
     from adapters.settings import load_settings
 
+    settings = load_settings(data=state.data)
+    checks: dict[str, Any] = {}
+    if settings.event_store == "postgres":  # every KEK the log uses: in the copy or the key store
+        checks = {"kek_use": lambda: bootstrap.kek_use(settings),
+                  "key_cluster_ids": lambda: bootstrap.key_cluster_ids(settings)}
     move = None
-    if load_settings(data=state.data).payloads_in_hbase():
+    if settings.payloads_in_hbase():
         move = _payloads_into_hbase
     bar, update = _progress("restore")
     with bar:
         result = restore(directory, state.data, open_store=Letterlog.open, force=force,
                          reapply_from=reapply_erasures or (), no_record=no_erasure_record,
-                         move_payloads=move, progress=update)
+                         move_payloads=move, progress=update, **checks)
     log = result["log"]
     sources = result["erasures_from"]
     out(result, f"restored {result['restored']} from {result['from']} ("

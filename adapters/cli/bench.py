@@ -51,6 +51,10 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                      metavar="N", min=0, max=1000,
                      help="instead: single deliveries with no rules and with N event rules, "
                           "and the dispatch rate to a local endpoint")] = None,
+                 key_store: Annotated[bool, typer.Option(
+                     "--key-store", help="instead: single deliveries on the scale-out log "
+                     "with the KEKs in the vault file and in the key cluster, same run "
+                     "(throw-away servers)")] = False,
                  scale_out: Annotated[bool, typer.Option(
                      "--scale-out", help="instead: single deliveries on the scale-out path "
                      "(PostgreSQL, HBase) with payloads in files vs in HBase (default "
@@ -65,6 +69,13 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     rules cost a delivery (docs/event-rules.md)."""
     from adapters.bench.ingest import bench_ingest as run
 
+    if key_store:
+        from adapters.bench.keystore import bench_keystore
+
+        if peer is not None or rules is not None or scale_out:
+            fail("--key-store: not with --peer, --rules or --scale-out")
+        _bench(bench_keystore(messages=messages, plot=plot), as_json)
+        return
     if use_running and not scale_out:
         fail("--use-running: only with --scale-out")
     if scale_out:

@@ -20,6 +20,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ('Spark', 'sparkship', ('spark',)),
     ('Backup', 'backup', ('backup', 'restore-backup',)),
     ('Payloads', 'payloads', ('payloads',)),
+    ('Keys', 'keys', ('keys',)),
     ('Lifecycle', 'lifecycle', ('purger', 'erase-message', 'erase-account', 'purge', 'erase',)),
     ('Scale-out', 'stream', ('relay', 'worker', 'lag', 'dead-letters', 'processes',)),
     ('Benchmarks', 'bench', ('bench',)),

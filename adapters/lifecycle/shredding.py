@@ -172,8 +172,10 @@ class Shredding:
         from adapters.lifecycle.completion import complete
 
         s = self.settings
+        vault = getattr(self.log.keys, "vault", None)
         return complete(s.data, s.key_vault, wait=s.erase_wait_seconds, record=record,
-                        position=self.max_position(), messages=self.unfinished)
+                        position=self.max_position(), messages=self.unfinished,
+                        key_cluster=vault if hasattr(vault, "scrub") else None)
 
     def pending(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""

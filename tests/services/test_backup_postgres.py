@@ -1,8 +1,7 @@
-"""The scale-out backup procedure of docs/operations.md ("Backup and restore"), run end to
-end on the real PostgreSQL: a base backup with ``pg_basebackup``, the vault and the payloads
-copied after it, a second PostgreSQL started on the copy, letterlog opened on it; with the
-payloads in local files, and with the payloads in HBase (ADR 0072: the backup copies them out
-of HBase, the restore puts them back into a fresh HBase table)."""
+"""The scale-out backup procedure of docs/operations.md ("Backup and restore"), run once end
+to end on the real PostgreSQL: a base backup with ``pg_basebackup``, the vault and the
+payloads copied after it, a second PostgreSQL started on the copy, letterlog opened on it; with the
+payloads in local files, the KEKs in the key cluster, and the payloads in HBase."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ from adapters.devservers.postgres import _os_user
 from adapters.embedded import Letterlog
 from domain.errors import MessageNotFound
 from tests.erasure_support import marked_mail
-from tests.factories import until
+from tests.factories import database, until
 from tests.services.support import drop_tables
 
 ACCOUNT = "pitr@example.org"
@@ -62,50 +61,8 @@ def server_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.services
-def test_a_base_backup_with_the_vault_and_payloads_opens_on_a_second_server(
-        postgres_server, pg_dsn, tmp_path, server_dir):
-    pg = postgres_server
-    data, copy = tmp_path / "data", tmp_path / "copy"
-    settings = {"event_store": "postgres", "postgres_dsn": pg_dsn}
-    with Letterlog.open(data, **settings) as store:
-        before = {}
-        for i in range(4):
-            raw, _ = marked_mail("p", attachment=i % 2 == 0)  # some with a payload file
-            before[store.deliver(account=ACCOUNT, raw=raw).message_id] = raw
-    # 1. the base backup: the log and the wrapped data keys (a self-contained copy, -X stream)
-    base = server_dir / "base"
-    base_backup(pg, base)
-    # 2. after it, `letterlog backup`: the vault and the payloads (not the log)
-    files = tmp_path / "files"
-    manifest = json.loads(cli(data, pg_dsn, "--json", "backup", str(files)).stdout)
-    assert manifest["log"] is None and "events.sqlite" not in manifest["order"]
-    assert {"vault.sqlite", "payloads"} <= set(manifest["order"])
-    with Letterlog.open(data, **settings) as store:  # the live store goes on
-        later = store.deliver(account=ACCOUNT, raw=marked_mail("q", attachment=False)[0])
-        gone = next(iter(before))
-        store.erase_message(gone)  # erased after the backup: must stay erased
-    record = tmp_path / "erasures.json"
-    cli(data, pg_dsn, "erase", "export", str(record))
-    # 3. a second PostgreSQL on the copy, on a free port
-    with copy_server(pg, pg_dsn, base, server_dir) as copied_dsn:
-        restored = json.loads(cli(copy, copied_dsn, "--json", "restore-backup", str(files),
-                                  "--reapply-erasures", str(record)).stdout)
-        assert restored["messages_erased_again"] == [str(gone)]
-        del before[gone]
-        # 4. letterlog on the copy: every message of the backup, byte for byte; not the later
-        with Letterlog.open(copy, event_store="postgres", postgres_dsn=copied_dsn) as store:
-            listed = {r.message_id for r in store.messages(ACCOUNT, "INBOX", limit=100)}
-            assert listed == set(before)
-            for message_id, raw in before.items():
-                assert store.extract(message_id) == raw
-                assert store.show(message_id)["envelope"]["subject"]  # the sealed part opens
-            assert later.message_id not in listed
-            assert all(r.identical for r in store.verify())
-
-
 @contextlib.contextmanager
-def copy_server(pg: Any, pg_dsn: str, base: Path, server_dir: Path) -> Iterator[str]:
+def served(pg: Any, base: Path, server_dir: Path, pg_dsn: str) -> Iterator[str]:
     """A second PostgreSQL on the base backup ``base``, on a free port: its DSN."""
     port = free_port()
     server = subprocess.Popen(
@@ -133,11 +90,149 @@ def copy_server(pg: Any, pg_dsn: str, base: Path, server_dir: Path) -> Iterator[
         server.wait(timeout=60)
 
 
-def base_backup(pg: Any, target: Path) -> None:
-    """``pg_basebackup`` of the server: the log and the wrapped data keys (self-contained)."""
-    subprocess.run([str(pg.bindir / "pg_basebackup"), "-d", pg.admin_dsn, "-D", str(target),
+def base_backup(pg: Any, base: Path) -> None:
+    """``pg_basebackup`` of the log's server: a self-contained copy (``-X stream``)."""
+    subprocess.run([str(pg.bindir / "pg_basebackup"), "-d", pg.admin_dsn, "-D", str(base),
                     "-X", "stream", "-c", "fast", "--no-sync"], check=True, timeout=300,
                    capture_output=True, **_as_server_account())
+
+
+@pytest.mark.services
+def test_a_base_backup_with_the_vault_and_payloads_opens_on_a_second_server(
+        postgres_server, pg_dsn, tmp_path, server_dir):
+    pg = postgres_server
+    data, copy = tmp_path / "data", tmp_path / "copy"
+    settings = {"event_store": "postgres", "postgres_dsn": pg_dsn}
+    with Letterlog.open(data, **settings) as store:
+        before = {}
+        for i in range(4):
+            raw, _ = marked_mail("p", attachment=i % 2 == 0)  # some with a payload file
+            before[store.deliver(account=ACCOUNT, raw=raw).message_id] = raw
+    # 1. the base backup: the log and the wrapped data keys (a self-contained copy, -X stream)
+    base = server_dir / "base"
+    subprocess.run([str(pg.bindir / "pg_basebackup"), "-d", pg.admin_dsn, "-D", str(base),
+                    "-X", "stream", "-c", "fast", "--no-sync"], check=True, timeout=300,
+                   capture_output=True, **_as_server_account())
+    # 2. after it, `letterlog backup`: the vault and the payloads (not the log)
+    files = tmp_path / "files"
+    manifest = json.loads(cli(data, pg_dsn, "--json", "backup", str(files)).stdout)
+    assert manifest["log"] is None and "events.sqlite" not in manifest["order"]
+    assert {"vault.sqlite", "payloads"} <= set(manifest["order"])
+    with Letterlog.open(data, **settings) as store:  # the live store goes on
+        later = store.deliver(account=ACCOUNT, raw=marked_mail("q", attachment=False)[0])
+        gone = next(iter(before))
+        store.erase_message(gone)  # erased after the backup: must stay erased
+    record = tmp_path / "erasures.json"
+    cli(data, pg_dsn, "erase", "export", str(record))
+    # 3. a second PostgreSQL on the copy, on a free port
+    with served(pg, base, server_dir, pg_dsn) as copied_dsn:
+        restored = json.loads(cli(copy, copied_dsn, "--json", "restore-backup", str(files),
+                                  "--reapply-erasures", str(record)).stdout)
+        assert restored["messages_erased_again"] == [str(gone)]
+        del before[gone]
+        # 4. letterlog on the copy: every message of the backup, byte for byte; not the later
+        with Letterlog.open(copy, event_store="postgres", postgres_dsn=copied_dsn) as store:
+            listed = {r.message_id for r in store.messages(ACCOUNT, "INBOX", limit=100)}
+            assert listed == set(before)
+            for message_id, raw in before.items():
+                assert store.extract(message_id) == raw
+                assert store.show(message_id)["envelope"]["subject"]  # the sealed part opens
+            assert later.message_id not in listed
+            assert all(r.identical for r in store.verify())
+
+
+def keyed(data: Path, dsn: str, key_dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``letterlog`` on the scale-out log with its KEKs in the key cluster (``key_dsn``)."""
+    return subprocess.run([sys.executable, "-m", "adapters.cli", "--data", str(data), *args],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LETTERLOG_EVENT_STORE": "postgres",
+                               "LETTERLOG_POSTGRES_DSN": dsn, "LETTERLOG_KEY_STORE_DSN": key_dsn,
+                               "LETTERLOG_TABLE_STORE": "embedded"})
+
+
+@pytest.mark.services
+def test_the_log_and_the_key_clusters_keks_restore_together_into_a_new_key_store(
+        postgres_server, key_cluster, pg_dsn, tmp_path, server_dir):
+    """docs/operations.md's scale-out procedure with the key cluster (ADR 0074): the base
+    backup, then ``letterlog backup`` (the KEKs read last); the key cluster lost too: the
+    restore into a new key store opens every message the backup holds, and the one erased
+    after it stays erased, its KEK in no file of the new key cluster database."""
+    pg = postgres_server
+    data, copy = tmp_path / "data", tmp_path / "copy"
+    with database(key_cluster) as live_keys, database(key_cluster) as new_keys:
+        settings = {"event_store": "postgres", "postgres_dsn": pg_dsn,
+                    "key_store_dsn": live_keys}
+        with Letterlog.open(data, **settings) as store:
+            before = {}
+            for i in range(4):
+                raw, _ = marked_mail("p", attachment=i % 2 == 0)
+                before[store.deliver(account=ACCOUNT, raw=raw).message_id] = raw
+        base = server_dir / "base"
+        base_backup(pg, base)  # 1. the log
+        files = tmp_path / "files"
+        made = keyed(data, pg_dsn, live_keys, "--json", "backup", str(files))  # 2. the KEKs
+        assert made.returncode == 0, made.stderr
+        manifest = json.loads(made.stdout)
+        assert manifest["keks_from_key_cluster"] >= 1 and "vault.sqlite" in manifest["order"]
+        assert not (data / "vault.sqlite").exists()
+        with Letterlog.open(data, **settings) as store:  # the live store goes on
+            later = store.deliver(account=ACCOUNT, raw=marked_mail("q", attachment=False)[0])
+            gone = next(iter(before))
+            store.erase_message(gone)
+        record = tmp_path / "erasures.json"
+        assert keyed(data, pg_dsn, live_keys, "erase", "export", str(record)).returncode == 0
+        with served(pg, base, server_dir, pg_dsn) as copied_dsn:
+            done = keyed(copy, copied_dsn, new_keys, "--json", "restore-backup", str(files),
+                         "--reapply-erasures", str(record))
+            assert done.returncode == 0, done.stderr
+            restored = json.loads(done.stdout)
+            assert restored["messages_erased_again"] == [str(gone)]
+            assert restored["keys_migrated"]["file_removed"]
+            assert not list(copy.glob("vault.sqlite*"))  # the KEKs are the key cluster's
+            erased_raw = before.pop(gone)
+            with Letterlog.open(copy, event_store="postgres", postgres_dsn=copied_dsn,
+                                key_store_dsn=new_keys) as store:
+                listed = {r.message_id for r in store.messages(ACCOUNT, "INBOX", limit=100)}
+                assert listed == set(before) and later.message_id not in listed
+                for message_id, raw in before.items():
+                    assert store.extract(message_id) == raw
+                assert all(r.identical for r in store.verify())
+            assert erased_raw not in (copy / "tables.sqlite").read_bytes()
+
+
+@pytest.mark.services
+def test_a_restore_whose_log_uses_a_kek_the_key_copy_lacks_is_refused_writing_nothing(
+        postgres_server, key_cluster, pg_dsn, tmp_path, server_dir):
+    """Issue 39's item 1: an erasure between the base backup and the key copy re-wraps its
+    batch under a new KEK; the copied log still refers to the old one. The restore names
+    it and refuses (exit 2) before writing: no target, no staging, no key table made."""
+    pg = postgres_server
+    data, copy = tmp_path / "data", tmp_path / "copy"
+    with database(key_cluster) as live_keys, database(key_cluster) as new_keys:
+        settings = {"event_store": "postgres", "postgres_dsn": pg_dsn,
+                    "key_store_dsn": live_keys}
+        with Letterlog.open(data, **settings) as store:
+            ids = [store.deliver(account=ACCOUNT, raw=marked_mail("r", attachment=False)[0]
+                                 ).message_id for _ in range(3)]  # one batch: one KEK
+        base = server_dir / "base"
+        base_backup(pg, base)
+        with Letterlog.open(data, **settings) as store:
+            store.erase_message(ids[0])  # between the two copies: the batch re-wrapped
+        files = tmp_path / "files"
+        assert keyed(data, pg_dsn, live_keys, "backup", str(files)).returncode == 0
+        record = tmp_path / "erasures.json"
+        assert keyed(data, pg_dsn, live_keys, "erase", "export", str(record)).returncode == 0
+        with served(pg, base, server_dir, pg_dsn) as copied_dsn:
+            refused = keyed(copy, copied_dsn, new_keys, "restore-backup", str(files),
+                            "--reapply-erasures", str(record))
+            assert refused.returncode == 2, refused.stderr
+            assert "key-encryption key(s)" in refused.stderr and "Traceback" not in refused.stderr
+            assert "Nothing was changed" in refused.stderr
+            assert not copy.exists() and not list(tmp_path.glob(".copy.*"))
+            import psycopg
+
+            with psycopg.connect(new_keys) as conn:
+                assert conn.execute("SELECT to_regclass('letterlog_keks')").fetchone() == (None,)
 
 
 @pytest.mark.services
@@ -171,7 +266,7 @@ def test_a_scale_out_backup_carries_the_payloads_in_hbase_back_into_a_fresh_hbas
             store.erase_message(gone)
         record = tmp_path / "erasures.json"
         cli(data, pg_dsn, "erase", "export", str(record), **hbase)
-        with copy_server(pg, pg_dsn, base, server_dir) as copied_dsn:
+        with served(pg, base, server_dir, pg_dsn) as copied_dsn:
             restored = json.loads(cli(copy, copied_dsn, "--json", "restore-backup", str(files),
                                       "--reapply-erasures", str(record), **fresh).stdout)
             assert restored["messages_erased_again"] == [str(gone)]

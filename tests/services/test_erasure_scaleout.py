@@ -35,11 +35,13 @@ from adapters.streaming.worker import kafka_lag
 from tests.erasure_support import (
     deliver_marked,
     encoded_forms,
+    every_file,
     files_holding,
     files_holding_any_form,
     marked_mail,
 )
 from tests.factories import database, scale_out_env, until
+from tests.key_cluster_support import files_with, keks, server_files
 from tests.services.servers import _fixture
 from tests.services.support import ERASURE_SITE, Worker
 
@@ -65,31 +67,32 @@ def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Com
 
 
 def test_scale_out_erasure_completes_leaving_no_marker_in_hbase_or_the_payloads(
-        tmp_path, monkeypatch, hbase, postgres_server, kafka_server):
-    _run(tmp_path, monkeypatch, hbase, postgres_server, kafka_server, wait_for_cleaners=True)
+        tmp_path, monkeypatch, hbase, postgres_server, kafka_server, key_cluster):
+    _run(tmp_path, monkeypatch, hbase, postgres_server, kafka_server, key_cluster,
+         wait_for_cleaners=True)
 
 
 def test_with_hbase_defaults_only_the_wals_and_archive_the_docs_name_keep_erased_bytes(
-        tmp_path, monkeypatch, hbase_server, postgres_server, kafka_server):
+        tmp_path, monkeypatch, hbase_server, postgres_server, kafka_server, key_cluster):
     """The session's HBase runs HBase's default schedules: right after ``erase complete``
     no live store file holds an erased marker; what still does is only under ``WALs/``,
     ``oldWALs/`` and ``archive/``, as docs/lifecycle.md says (gone within its bound)."""
-    _run(tmp_path, monkeypatch, hbase_server, postgres_server, kafka_server,
+    _run(tmp_path, monkeypatch, hbase_server, postgres_server, kafka_server, key_cluster,
          wait_for_cleaners=False)
 
 
 def _run(tmp_path: Path, monkeypatch: Any, hbase: Any, postgres_server: Any,
-         kafka_server: Any, *, wait_for_cleaners: bool) -> None:
+         kafka_server: Any, key_cluster: Any, *, wait_for_cleaners: bool) -> None:
     tag = secrets.token_hex(4)
     data = tmp_path / "data"
-    with database(postgres_server) as dsn:
+    with database(postgres_server) as dsn, database(key_cluster) as key_dsn:
         env = scale_out_env(
             data, dsn=dsn, hbase=hbase, kafka_bootstrap=kafka_server.bootstrap,
             prefix=f"so{tag}", topic=f"so-{tag}", stream_group=f"so-{tag}",
             stream_batch="40", stream_within="0.2", stream_commit_interval="0.5",
             stream_session_timeout="6", hbase_thrift2_port=str(hbase.thrift2_port),
             hbase_compactor=hbase.compactor_command(), erase_complete_wait_seconds="500",
-            deleted_retention_days="0", payload_grace_hours="0")
+            key_store_dsn=key_dsn, deleted_retention_days="0", payload_grace_hours="0")
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         worker = Worker(env, tmp_path / "worker.log")
@@ -97,7 +100,8 @@ def _run(tmp_path: Path, monkeypatch: Any, hbase: Any, postgres_server: Any,
         try:
             _scenario(store, env, worker, data, Path(hbase.workdir) / "data" / "hbase",
                       wait_for_cleaners,
-                      servers=[Path(postgres_server.workdir), Path(kafka_server.workdir)])
+                      servers=[Path(postgres_server.workdir), Path(kafka_server.workdir)],
+                      keys=(key_cluster, key_dsn))
         finally:
             worker.stop()
             store.close()
@@ -139,7 +143,8 @@ def _queue(run: subprocess.CompletedProcess[str], name: str) -> dict[str, Any]:
 
 
 def _scenario(store: Letterlog, env: dict[str, str], worker: Worker, data: Path,
-              root: Path, wait_for_cleaners: bool, servers: list[Path]) -> None:
+              root: Path, wait_for_cleaners: bool, servers: list[Path],
+              keys: tuple[Any, str]) -> None:
     account_ids, account_markers = deliver_marked(store)  # erase-account
     one, one_markers = marked_mail("one", attachment=True)  # erase-message
     kept, kept_markers = marked_mail("kept", attachment=True)  # stays
@@ -160,6 +165,11 @@ def _scenario(store: Letterlog, env: dict[str, str], worker: Worker, data: Path,
     assert {b for hits in in_hbase.values() for b in hits} == set(blobs), "in the payload table"
     _purge_twice(store, env, worker)
 
+    key_cluster, key_dsn = keys
+    erased_ids = [one_id, *account_ids]
+    data_keys = [store.log.keys.get(store.log.repository.get(i).personal.key_id)
+                 for i in erased_ids]
+    keks_before = keks(key_dsn)
     by_message = store.erase_message(one_id)
     erasing = cli(env, "erase-account", "erasure@example.org")
     assert erasing.returncode == 3, erasing.stderr  # done, not yet complete
@@ -187,7 +197,14 @@ def _scenario(store: Letterlog, env: dict[str, str], worker: Worker, data: Path,
     assert "major-compacting" in done.stderr  # progress on stderr
     print(f"erase complete: {took:.1f} s; {scale}")
 
-    assert files_holding_any_form(data, erased) == {}  # payloads, vault, relay position...
+    assert files_holding_any_form(data, erased) == {}  # payloads, relay position...
+    assert not list(data.glob("vault.sqlite*"))  # the KEKs: the key cluster's alone
+    gone = [v for k, v in keks_before.items() if k not in keks(key_dsn)]
+    assert gone, "the erasure rotated KEKs away"
+    everywhere = server_files(key_cluster) + [
+        (p, blob) for server in servers for p, blob in every_file(server)] + list(every_file(data))
+    assert files_with(everywhere, gone) == [], "an erased KEK is left in a file"
+    assert files_with(everywhere, [k for k in data_keys if k]) == [], "an erased data key"
     for server in servers:  # PostgreSQL (heap, pg_wal) and Kafka's segments: sealed only
         assert files_holding_any_form(server, erased) == {}, server
     logged = worker.log.read_bytes()  # the worker's log never held a message's text
