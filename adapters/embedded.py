@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,6 +38,7 @@ from adapters.rules.api import RulesAPI
 from adapters.settings import Settings, load_settings
 from domain.errors import SettingsError
 from domain.ports import PayloadStore
+from domain.results import Change, Delivery, Reservation, Saved, Upload
 from domain.service import Mailstore
 
 if TYPE_CHECKING:
@@ -48,6 +49,17 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 log = logging.getLogger("letterlog")
+
+
+def saved_by(result: object) -> Saved | None:
+    """The events a command's result says it appended (``domain.results``: ``saved``), in
+    log order; None when the result does not say (then the log is read)."""
+    if isinstance(result, (Change, Delivery, Upload, Reservation)):
+        return result.saved
+    if isinstance(result, list) and all(isinstance(r, Delivery) for r in result):
+        found = {position: event for r in result for position, event in r.saved}
+        return tuple(sorted(found.items(), key=lambda item: item[0]))
+    return None
 
 
 def _usable_cores() -> int:
@@ -180,28 +192,33 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
 
     def _command(self, command: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Runs a command of ``mail``, then (explicitly, even if it failed after saving) lets
-        the read models catch up with what it saved."""
+        the read models catch up: with the events its result says it saved, or, when it
+        failed or its result does not say (an extraction's bytes), from the log."""
         try:
-            return command(*args, **kwargs)
-        finally:
-            self._project(self.mail.uow.take_saved())
+            result = command(*args, **kwargs)
+        except BaseException:
+            self._project(None)
+            raise
+        self._project(saved_by(result))
+        return result
 
-    def _project(self, saved: Sequence[tuple[int, Any]]) -> None:
+    def _project(self, saved: Saved | None) -> None:
         """After a command: the read models catch up, starting with the events just saved
-        (already in memory, so not read back and decoded from the log).
+        (already in memory, so not read back and decoded from the log); ``None``: what the
+        command saved is not known here, the log is read.
 
         The command has committed, so it must not be reported as failed (a caller would
         retry and duplicate it): if projecting fails, one more catch-up reads the log; if
         that fails too, the error is logged and the next command or ``catch_up`` tries
         again (tracking only moves with what was written).
         """
-        if self._projections is None or not saved:
+        if self._projections is None or saved == ():
             return
         if self._follower is not None and self._wake_follower():
             self._unread_writes = True
             return
         try:
-            self._projections.catch_up(saved)
+            self._projections.catch_up(saved or ())
         except Exception:
             try:
                 self._projections.catch_up()

@@ -131,7 +131,7 @@ class RuleCommands(Commands):
             book = rule_book(uow) or RuleBook.start()
             rule_id = uuid4()
             book.create(name, rule_id, spec, secret or secrets.token_hex(32))
-            return Change(uow.save(book), {"rule_id": str(rule_id)})
+            return Change.of(uow.save(book), {"rule_id": str(rule_id)})
 
         return uow.run(attempt)
 
@@ -156,7 +156,7 @@ class RuleCommands(Commands):
             book = rule_book(uow)
             if book is None:
                 raise RuleNotFound("no rule exists")
-            return Change(uow.save(book)) if change(book) else Change()
+            return Change.of(uow.save(book)) if change(book) else Change()
 
         return uow.run(attempt)
 
@@ -174,7 +174,7 @@ class RuleCommands(Commands):
 
         def attempt() -> Change:
             event = self.rule_event(event_id)
-            return Change(uow.save(event)) if step(event) is not False else Change()
+            return Change.of(uow.save(event)) if step(event) is not False else Change()
 
         return uow.run(attempt)
 
@@ -211,6 +211,6 @@ class RuleCommands(Commands):
                     events.append(event)
             if not events:
                 return Change()
-            return Change(uow.save(*events), {"discarded": [str(e.id) for e in events]})
+            return Change.of(uow.save(*events), {"discarded": [str(e.id) for e in events]})
 
         return uow.run(attempt)
