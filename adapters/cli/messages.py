@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from adapters.cli.common import (
     state,
 )
 from domain.errors import MessageRejected
+
+if TYPE_CHECKING:
+    from adapters.face import Face
 
 app = group("Messages.")
 SECTION = (10, 'Messages')  # the root help's section (adapters.cli.table)
@@ -167,7 +170,7 @@ def show(message_id: MessageId) -> None:
                + (f", defects: {', '.join(facts['defects'])}" if facts.get("defects") else ""))
 
 
-def _result(store: Any, change: Any, message_id: str, key: str) -> None:
+def _result(store: Face, change: Any, message_id: str, key: str) -> None:
     """A flag/label/policy command's result: the resulting state, changed or not."""
     info = store.show(parse_uuid(message_id))
     value = info[key]

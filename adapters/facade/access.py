@@ -6,13 +6,18 @@ A part of the ``Letterlog`` facade (``adapters.embedded``; ``parts.FacadePart``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from adapters.facade.parts import FacadePart
 from domain.service import Change
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from adapters.caller import CallerView
+    from adapters.face import Store
+    from domain.mailbox import Mailbox
+    from domain.message import Message
 
 
 class Access(FacadePart):
@@ -34,7 +39,7 @@ class Access(FacadePart):
         name = validate_user(user)
         if groups is None:
             groups = self.group_resolver(name) if self.group_resolver is not None else ()
-        return CallerView(self, Caller(name, frozenset(canonical_name(g, "group")
+        return CallerView(cast("Store", self), Caller(name, frozenset(canonical_name(g, "group")
                                                        for g in groups)))
 
     def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
@@ -58,6 +63,35 @@ class Access(FacadePart):
     def acl_delete(self, account: str, mailbox: str, identifier: str) -> Change:
         """Removes the entry of ``identifier`` (the event keeps its rights)."""
         return self._command(self.mail.acl_delete, account, mailbox, identifier)
+
+    def my_rights(self, account: str, mailbox: str) -> str:
+        """The administrator's rights on an existing mailbox: all of them (RFC 4314)."""
+        from domain.rights import RIGHTS
+
+        self.mail.mailbox_of(account, mailbox)  # MailboxNotFound / AccountNotFound
+        return RIGHTS
+
+    # -- lookups: the command side's aggregates, read only (``face.Lookups``) ----------------
+    def message_record(self, message_id: UUID) -> Message:
+        return self.mail.message(message_id)
+
+    def mailbox_record(self, mailbox_id: UUID) -> Mailbox:
+        return self.mail.mailbox(mailbox_id)
+
+    def mailbox_named(self, account: str, mailbox: str) -> Mailbox:
+        return self.mail.mailbox_of(account, mailbox)
+
+    def address_of(self, account_id: UUID) -> str:
+        return self.mail.uow.account_by_id(account_id).address
+
+    def visible_mailbox_ids(self, identifiers: Iterable[str]) -> list[UUID]:
+        """Mailboxes whose ACL names one of ``identifiers`` (the ``acl`` read model)."""
+        from projections.access_queries import visible_mailboxes
+
+        host = self._read()
+        names = list(identifiers)
+        return list(self._query(lambda: visible_mailboxes(host.tables, names,
+                                                          host.physical)))
 
     def acl_entries(self) -> list[tuple[str, str, str, str]]:
         """Every ACL entry of the store: (account, mailbox name, identifier, rights), from
