@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from adapters import datadir
@@ -426,7 +426,7 @@ def erasure_record(store: Store) -> ErasureRecord:
         page = recorder.select_notifications(start, 5000, head, topics=[topic])
         if not page:
             break
-        messages.update(n.originator_id for n in page)
+        messages.update(cast("UUID", n.originator_id) for n in page)
         start = page[-1].id + 1
     return ErasureRecord(messages, set(store.log.keys.destroyed_ids()), head,
                          [str(store.settings.data)])

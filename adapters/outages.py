@@ -85,11 +85,14 @@ def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
     set). What ``retry`` refuses is raised as it is. ``after``: called with tenacity's
     ``RetryCallState`` after each failed attempt it retries; ``before_sleep``: before each
     wait (``state.next_action.sleep`` is the wait)."""
-    from tenacity import Retrying
+    from tenacity import Retrying, after_nothing
 
-    return Retrying(retry=retry, wait=backoff_wait(first, cap), sleep=stop.wait,
-                    stop=lambda state: stop.is_set(), after=after, before_sleep=before_sleep,
-                    retry_error_callback=lambda state: None)
+    def pause(seconds: float) -> None:
+        stop.wait(seconds)
+
+    return Retrying(retry=retry, wait=backoff_wait(first, cap), sleep=pause,
+                    stop=lambda state: stop.is_set(), after=after or after_nothing,
+                    before_sleep=before_sleep, retry_error_callback=lambda state: None)
 
 
 class KeyValueLog:

@@ -162,10 +162,11 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
     from adapters.bench.stream import running_servers
     from adapters.settings import load_settings
 
-    servers = running_servers(load_settings(data=state.data)) if use_running else {}
+    servers: dict[str, Any] = (running_servers(load_settings(data=state.data)) if use_running
+                               else {})
+    options: dict[str, Any] = {**servers, **({} if warm_up is None else {"warm_up": warm_up})}
     _bench(run(events=events, plot=plot, versioned_baseline=versioned_baseline,
-               accounts=accounts, **({} if warm_up is None else {"warm_up": warm_up}),
-               **servers), as_json)
+               accounts=accounts, **options), as_json)
 
 
 @bench_app.command("startup")

@@ -349,7 +349,8 @@ def _compacted(store: Store, before: int | None) -> dict[str, int] | None:
     after = store.read_model_bytes()
     if after is None or after < 2 * before:
         return None
-    return dict(store.compact_read_models())
+    compacted = store.compact_read_models()
+    return None if compacted is None else dict(compacted)
 
 
 def _deliver_batches(store: Store, items: Iterable[SourceMessage], account: str, mailbox: str,

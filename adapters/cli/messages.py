@@ -4,6 +4,7 @@ expunge, policy."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -174,8 +175,9 @@ def _result(store: Face, change: Any, message_id: str, key: str) -> None:
     """A flag/label/policy command's result: the resulting state, changed or not."""
     info = store.show(parse_uuid(message_id))
     value = info[key]
-    shown = {"flags": flags_text, "labels": lambda v: ", ".join(v) or "-"}.get(
-        key, lambda v: _shown(key, v))(value)
+    show: dict[str, Callable[[Any], str]] = {
+        "flags": flags_text, "labels": lambda v: ", ".join(v) or "-"}
+    shown = show.get(key, lambda v: _shown(key, v))(value)
     out({"message_id": message_id, "changed": change.changed, "modseq": change.modseq,
          "position": change.position, key: value},
         f"{message_id}: {key} {shown}{'' if change.changed else ' (unchanged)'}")

@@ -108,7 +108,7 @@ class _Lmtp(LMTP):
                 break
             at_line_start = True  # the run ended a line ("...X.<CRLF>")
         if too_much:
-            self._set_post_data_state()
+            self._set_post_data_state()  # type: ignore[no-untyped-call]  # aiosmtpd's
             await self.push("552 5.3.4 Error: too much mail data")
             return
         content = b"".join(parts)
@@ -117,7 +117,7 @@ class _Lmtp(LMTP):
         content = content.replace(b"\r\n..", b"\r\n.")
         self.envelope.content = self.envelope.original_content = content
         status = await self._call_handler_hook("DATA")
-        self._set_post_data_state()
+        self._set_post_data_state()  # type: ignore[no-untyped-call]  # aiosmtpd's
         await self.push(status)
 
     def connection_lost(self, error: Exception | None) -> None:
