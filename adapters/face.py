@@ -360,6 +360,9 @@ class RulesAdmin(Protocol):
 
     def change_rule(self, name: str, **terms: Any) -> Change: ...
 
+    def rotate_rule_secret(self, name: str, secret: str | None = None) -> Change:
+        """A new HMAC secret (None: random, shown once in ``extra["secret"]``)."""
+
     def enable_rule(self, name: str) -> Change: ...
 
     def disable_rule(self, name: str) -> Change: ...

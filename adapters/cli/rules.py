@@ -4,6 +4,7 @@ list|show|resend`` and ``letterlog dispatcher [--once]``: event rules (docs/even
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -38,7 +39,28 @@ Topic = Annotated[str | None, typer.Option(
 Properties = Annotated[list[str] | None, typer.Option(
     "--property", metavar="K=V", help="handed to the application with each event")]
 RunAs = Annotated[str | None, typer.Option(
-    "--run-as", metavar="USER", help="raise only for mailboxes USER may read (ACL right r)")]
+    "--run-as", metavar="USER", help="raise only for mailboxes USER may read (ACL right r, "
+    "at or below USER's virtual root)")]
+SecretFile = Annotated[Path | None, typer.Option(
+    "--secret-file", metavar="FILE", help="the webhook's HMAC secret, read from FILE (16 to "
+    "512 printable characters; a final line end is dropped); without it a random one is "
+    "made and shown once")]
+
+
+def _secret(path: Path | None) -> str | None:
+    """The secret in ``path`` (its one line), or None: none given."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"--secret-file {path}: {getattr(e, 'strerror', None) or e}")
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _shown_once(secret: str) -> str:
+    return (f"its secret (shown this once; give it to the receiver, which checks "
+            f"X-Letterlog-Signature with it):\n{secret}")
 
 
 def _properties(items: list[str] | None) -> dict[str, str]:
@@ -84,13 +106,27 @@ def _show_rule(rule: dict[str, Any]) -> None:
 def rule_create(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern = None,
                 include: Include = None, exclude: Exclude = None, webhook: WebhookURL = None,
                 kafka_topic: Topic = None, prop: Properties = None,
-                run_as: RunAs = None) -> None:
+                run_as: RunAs = None, secret_file: SecretFile = None) -> None:
     """A new rule, enabled: from now on each arrival (delivered, copied, moved) in a watched
     mailbox that the filters let through raises an event for the application."""
+    secret = _secret(secret_file)
     store = state.admin_reader()
-    change = store.create_rule(name, **_terms(mailbox, mailbox_pattern, include, exclude,
-                                              webhook, kafka_topic, prop, run_as))
-    out({"rule": name, "created": True, **change.extra}, f"rule {name} created")
+    change = store.create_rule(name, secret=secret, **_terms(
+        mailbox, mailbox_pattern, include, exclude, webhook, kafka_topic, prop, run_as))
+    made = change.extra.get("secret")
+    out({"rule": name, "created": True, **change.extra},
+        f"rule {name} created" + (f"; {_shown_once(made)}" if made else ""))
+
+
+@rule_app.command("secret")
+def rule_secret(name: str, secret_file: SecretFile = None) -> None:
+    """Replace a rule's webhook secret (rotate it): from FILE, or a new random one, shown
+    this once. Every event handed over from now on is signed with the new secret."""
+    change = state.admin_reader().rotate_rule_secret(name, _secret(secret_file))
+    made = change.extra.get("secret")
+    out({"rule": name, "rotated": True, **change.extra},
+        f"rule {name}: secret replaced" + (f"; {_shown_once(made)}" if made else
+                                          f" by the one in {secret_file}"))
 
 
 @rule_app.command("change")

@@ -68,6 +68,9 @@ class RuleEventPurge:
         self.store.catch_up()
         host = self.store.read_side()
         self.tables, self.physical = host.tables, host.physical
+        # a dry run's count: each event once, as the run discards it once (an event may sit
+        # in several buckets, and be due by its status and have lost its message too)
+        self._counted: set[UUID] = set()
         self.tables.create_table(POINTER_SPEC)
         reports = [self._queue(queue, now, dry_run) for queue in STATUS_QUEUES]
         gone = self._messages_gone(dry_run)
@@ -95,7 +98,10 @@ class RuleEventPurge:
                     report.scanned += len(batch)
                     if dry_run:
                         found = [self.store.rule_event_record(eid) for eid, _ in batch]
-                        report.purged += sum(1 for e in found if due(e))
+                        fresh = {e.id for e in found if due(e)} - self._counted
+                        self._counted |= fresh
+                        report.purged += len(fresh)
+                        report.kept += len(batch) - len(fresh)
                         continue
                     change = self.store.discard_rule_events(
                         [eid for eid, _ in batch],
@@ -119,8 +125,10 @@ class RuleEventPurge:
                 state = MessageState.PURGED.value
             if state == MessageState.PURGED.value:
                 gone.append(UUID(e["id"]))
-        if dry_run or not gone:
-            return len(gone)
+        if dry_run:  # those a queue above would have discarded are not there any more
+            return len(set(gone) - self._counted)
+        if not gone:
+            return 0
         change = self.store.discard_rule_events(gone, "its message was purged")
         return len(change.extra.get("discarded", ()))
 

@@ -60,9 +60,17 @@ class RulesAPI:
     def create_rule(self, name: str, *, secret: str | None = None, **terms: Any) -> Change:
         """A new rule (enabled). ``terms``: mailboxes, mailbox_pattern, include, exclude
         (``[sender:|subject:|name:|header:NAME:]REGEX`` or dicts), webhook or kafka_topic,
-        properties."""
+        properties. ``secret``: its HMAC secret; None: a new random one, in
+        ``extra["secret"]`` (the one place it is shown)."""
         result: Change = self._command(self.mail.create_rule, name, secret=secret,
                                        **definition(**terms))
+        return result
+
+    def rotate_rule_secret(self, name: str, secret: str | None = None) -> Change:
+        """Replaces the rule's HMAC secret with ``secret`` (None: a new random one, in
+        ``extra["secret"]``: the one place it is shown). Events handed over from now on
+        are signed with it."""
+        result: Change = self._command(self.mail.rotate_rule_secret, name, secret)
         return result
 
     def change_rule(self, name: str, **terms: Any) -> Change:
