@@ -175,16 +175,16 @@ class CallerView(_Face):
     def _mailbox(self, account: str, mailbox: str) -> tuple[str, Mailbox, frozenset[str]]:
         """The mailbox, its account's address and the caller's rights on it; refused as
         not found when missing, outside the root or not to be looked up by the caller."""
+        root_account, base = self.root()  # the memo made current: one query of the head
         try:
             address = normalise_address(account)
-            seen = self._current()
+            seen = self._seen
             key = ("mailbox", address, mailbox)
             if key not in seen:
                 seen[key] = self._store.mailbox_named(address, mailbox)
             mb = seen[key]
         except NotFound:
             raise self._hidden(account, mailbox) from None
-        root_account, base = self.root()
         if address == root_account and not self._under(base, mb.name):
             raise self._hidden(account, mailbox)
         return address, mb, rights_of(self.caller, address, mb.acl)
