@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from copy import deepcopy
 from typing import Any
 from uuid import UUID
@@ -59,6 +60,19 @@ class CurrentAggregates:
 
     def end(self) -> None:
         self._local.checked = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Reads outside a command (a caller's rights checked first) through the cache, as
+        an attempt reads: after one query of the log's head. Inside an attempt: as it is."""
+        if self._checked:
+            yield
+            return
+        self.begin()
+        try:
+            yield
+        finally:
+            self.end()
 
     @property
     def _checked(self) -> bool:

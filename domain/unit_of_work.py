@@ -108,6 +108,12 @@ class UnitOfWork:
                 found.update(dict.fromkeys(event.message_ids))
         return list(found)
 
+    def read(self, fn: Callable[[], T]) -> T:
+        """``fn``'s reads of aggregates through the current-aggregate cache (one query of
+        the log's head), as a command's attempt reads them; nothing is saved."""
+        with self.current.reading():
+            return fn()
+
     def head(self) -> int:
         """The log's last position."""
         return int(self._head() or 0)

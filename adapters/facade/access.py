@@ -72,17 +72,19 @@ class Access(FacadePart):
         return RIGHTS
 
     # -- lookups: the command side's aggregates, read only (``face.Lookups``) ----------------
+    # each through the current-aggregate cache (``UnitOfWork.read``): a caller's check reads
+    # what the command after it will, without reading the log again
     def message_record(self, message_id: UUID) -> Message:
-        return self.mail.message(message_id)
+        return self.mail.uow.read(lambda: self.mail.message(message_id))
 
     def mailbox_record(self, mailbox_id: UUID) -> Mailbox:
-        return self.mail.mailbox(mailbox_id)
+        return self.mail.uow.read(lambda: self.mail.mailbox(mailbox_id))
 
     def mailbox_named(self, account: str, mailbox: str) -> Mailbox:
-        return self.mail.mailbox_of(account, mailbox)
+        return self.mail.uow.read(lambda: self.mail.mailbox_of(account, mailbox))
 
     def address_of(self, account_id: UUID) -> str:
-        return self.mail.uow.account_by_id(account_id).address
+        return self.mail.uow.read(lambda: self.mail.uow.account_by_id(account_id).address)
 
     def visible_mailbox_ids(self, identifiers: Iterable[str]) -> list[UUID]:
         """Mailboxes whose ACL names one of ``identifiers`` (the ``acl`` read model)."""
@@ -109,7 +111,7 @@ class Access(FacadePart):
 
     def root(self, user: str) -> str | None:
         """``user``'s virtual root (``account[/path]``), or None."""
-        return self.mail.root(user)
+        return self.mail.uow.read(lambda: self.mail.root(user))
 
     def roots(self) -> dict[str, str]:
         """Every virtual root: user -> ``account[/path]`` (the ``roots`` read model)."""

@@ -249,6 +249,23 @@ def test_a_thread_shows_a_user_only_the_messages_of_mailboxes_it_may_read(store)
     assert store.as_user(EVE).thread(thread_id) == []
 
 
+def test_a_right_taken_by_another_writer_is_refused_at_once_despite_the_checks_cache(
+        store, tmp_path):
+    """The checks read the command side's current aggregates through its cache; another
+    writer (another store on the same data, as another process) changing the ACL moves the
+    log's head, and the next check reads the mailbox again."""
+    d = in_team(store)
+    store.acl_set(ADA, "Team", BOB, "lr")
+    bob = store.as_user(BOB)
+    assert bob.show(d.message_id)["mailbox"] == "Team"  # read, and cached
+    with Letterlog.open(store.settings.data, create=False, durability="normal") as other:
+        other.acl_delete(ADA, "Team", BOB)
+    refused_writes_nothing(store, lambda: bob.show(d.message_id), MessageNotFound)
+    with Letterlog.open(store.settings.data, create=False, durability="normal") as other:
+        other.acl_set(ADA, "Team", BOB, "lr")
+    assert bob.show(d.message_id)["mailbox"] == "Team"
+
+
 def test_open_with_a_user_acts_as_that_user(tmp_path, store):
     store.acl_set(ADA, "Team", BOB, "lr")
     data = store.settings.data
