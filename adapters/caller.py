@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Self, Unpack
 from uuid import UUID
@@ -100,14 +102,33 @@ class CallerView(_Face):
         self.caller = caller
         self._seen: dict[Any, Any] = {}  # what the checks read, while the log ends at
         self._seen_at = -1  # this position (nobody has appended since: still current)
+        self._check = threading.local()  # per thread: the head of the check under way
 
     def _current(self) -> dict[Any, Any]:
         """The checks' memo of roots and mailboxes, dropped whenever the log has grown (one
-        cheap query for its head, as the command side's own cache does)."""
-        head = self._store.max_position()
+        cheap query for its head, as the command side's own cache does; inside a check,
+        the head it read)."""
+        head = getattr(self._check, "head", None)
+        if head is None:
+            head = self._store.max_position()
         if head != self._seen_at:
             self._seen, self._seen_at = {}, head
         return self._seen
+
+    @contextmanager
+    def _checking(self) -> Iterator[None]:
+        """One check: what it reads of the command side (the root, mailboxes, messages,
+        their accounts) is read after one query of the log's head, through the command
+        side's cache of current aggregates (``Store.current_reads``)."""
+        if getattr(self._check, "head", None) is not None:  # inside one already
+            yield
+            return
+        with self._store.current_reads() as head:
+            self._check.head = head
+            try:
+                yield
+            finally:
+                self._check.head = None
 
     @property
     def user(self) -> str:
@@ -125,11 +146,12 @@ class CallerView(_Face):
     # -- names: the root, and paths relative to it -------------------------------------------
     def root(self) -> tuple[str, str]:
         """(account, path) of the caller's root; path "" is the whole account."""
-        seen = self._current()
-        if "root" not in seen:
-            seen["root"] = self._root()
-        root: tuple[str, str] = seen["root"]
-        return root
+        with self._checking():
+            seen = self._current()
+            if "root" not in seen:
+                seen["root"] = self._root()
+            root: tuple[str, str] = seen["root"]
+            return root
 
     def _root(self) -> tuple[str, str]:
         found = self._store.root(self.user)
@@ -175,7 +197,12 @@ class CallerView(_Face):
     def _mailbox(self, account: str, mailbox: str) -> tuple[str, Mailbox, frozenset[str]]:
         """The mailbox, its account's address and the caller's rights on it; refused as
         not found when missing, outside the root or not to be looked up by the caller."""
-        root_account, base = self.root()  # the memo made current: one query of the head
+        with self._checking():
+            return self._mailbox_checked(account, mailbox)
+
+    def _mailbox_checked(self, account: str, mailbox: str
+                         ) -> tuple[str, Mailbox, frozenset[str]]:
+        root_account, base = self.root()  # the memo made current
         try:
             address = normalise_address(account)
             seen = self._seen
@@ -205,6 +232,11 @@ class CallerView(_Face):
 
     def _message(self, command: str, message_id: UUID, role: str = "mailbox",
                  needed: str | None = None) -> tuple[str, Mailbox]:
+        with self._checking():
+            return self._message_checked(command, message_id, role, needed)
+
+    def _message_checked(self, command: str, message_id: UUID, role: str,
+                         needed: str | None) -> tuple[str, Mailbox]:
         hidden = MessageNotFound(f"message {message_id} does not exist")
         try:
             m = self._store.message_record(message_id)
@@ -447,6 +479,10 @@ class CallerView(_Face):
         return out
 
     def _may_read(self, mailbox_id: UUID) -> bool:
+        with self._checking():
+            return self._may_read_checked(mailbox_id)
+
+    def _may_read_checked(self, mailbox_id: UUID) -> bool:
         try:
             mb = self._store.mailbox_record(mailbox_id)
             address = self._store.address_of(mb.account_id)
@@ -519,6 +555,10 @@ class CallerView(_Face):
         """Every mailbox the caller may look up: its root's (relative paths), then the
         other accounts' (``shared/<account>/<mailbox>``), from the ``visible_mailboxes``
         index (one scan per identifier naming the caller)."""
+        with self._checking():
+            return self._mailboxes_checked()
+
+    def _mailboxes_checked(self) -> list[dict[str, Any]]:
         store = self._store
         root_account, base = self.root()
         out: list[dict[str, Any]] = []

@@ -263,6 +263,10 @@ class Lookups(Protocol):
     """The command side's current aggregates, read only: what a caller's rights are
     checked on (``adapters.caller``) and what backup and the rule events' purge ask."""
 
+    def current_reads(self) -> AbstractContextManager[int]:
+        """The lookups inside it read the current aggregates after one query of the log's
+        head (which it gives), through the command side's cache."""
+
     def message_record(self, message_id: UUID) -> Message:
         """``MessageNotFound`` if the log has none."""
 

@@ -62,15 +62,16 @@ class CurrentAggregates:
         self._local.checked = False
 
     @contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self) -> Iterator[int]:
         """Reads outside a command (a caller's rights checked first) through the cache, as
-        an attempt reads: after one query of the log's head. Inside an attempt: as it is."""
+        an attempt reads: after one query of the log's head, which it gives. Inside an
+        attempt or another reading: as it is."""
         if self._checked:
-            yield
+            yield int(self._known or 0)
             return
         self.begin()
         try:
-            yield
+            yield int(self._known or 0)
         finally:
             self.end()
 

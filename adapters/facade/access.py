@@ -5,7 +5,8 @@ A part of the ``Letterlog`` facade (``adapters.embedded``; ``parts.FacadePart``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
 from adapters.facade.parts import FacadePart
@@ -72,6 +73,13 @@ class Access(FacadePart):
         return RIGHTS
 
     # -- lookups: the command side's aggregates, read only (``face.Lookups``) ----------------
+    @contextmanager
+    def current_reads(self) -> Iterator[int]:
+        """The lookups inside it read the current aggregates after one query of the log's
+        head (given), through the command side's cache."""
+        with self.mail.uow.current.reading() as head:
+            yield head
+
     # each through the current-aggregate cache (``UnitOfWork.read``): a caller's check reads
     # what the command after it will, without reading the log again
     def message_record(self, message_id: UUID) -> Message:
