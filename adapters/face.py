@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from domain.message import Message
     from domain.ports import PayloadStore
     from domain.results import Change, Delivery, Upload
-    from domain.rules import RuleBook, RuleEvent
+    from domain.rules import Evaluation, RuleBook, RuleEvent
     from projections.queries import MessageSummary, PurgeEntry
 
 
@@ -378,6 +378,9 @@ class RulesAdmin(Protocol):
     def rule(self, name: str) -> dict[str, Any]: ...
 
     def rule_book(self) -> RuleBook | None: ...
+
+    def rule_evaluation(self) -> Evaluation:
+        """A fresh evaluation as a delivery makes one (the bounded matcher, its limits)."""
 
     def rule_events(self, *, message: UUID | None = None, rule: str | None = None,
                     status: str | None = None,

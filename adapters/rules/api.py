@@ -13,7 +13,7 @@ from uuid import UUID
 
 from domain.errors import InvalidCommand, RuleEventNotFound, RuleNotFound
 from domain.results import Change
-from domain.rules import FAILED, STATUSES, RuleBook, RuleEvent, parse_filter
+from domain.rules import FAILED, STATUSES, Evaluation, RuleBook, RuleEvent, parse_filter
 from projections import rule_queries as rq
 
 if TYPE_CHECKING:
@@ -147,6 +147,13 @@ class RulesAPI:
         """The rules as the log has them (their secrets included)."""
         book: RuleBook | None = self.mail.rule_book()
         return book
+
+    def rule_evaluation(self) -> Evaluation:
+        """A fresh evaluation as a delivery makes one: the bounded matcher, its time for one
+        search and for the whole arrival (``domain.rules.Evaluation``)."""
+        mail = self.mail
+        return Evaluation(mail.rule_matcher, mail.rule_search_seconds,
+                          mail.rule_budget_seconds)
 
     def rule_event_record(self, event_id: UUID) -> RuleEvent:
         """A rule event as the log has it (``RuleEventNotFound``), not the read model."""
