@@ -70,6 +70,11 @@ class BackupInvalid(BackupError):
     """The directory is not a complete letterlog backup, or a file in it is damaged."""
 
 
+class KeksMissing(BackupError):
+    """The restored log uses key-encryption keys neither the backup nor the key store
+    holds: refused before anything is written."""
+
+
 class NoErasureRecord(BackupError):
     """A restore with no record of the erasures made after the backup was taken (nothing was
     changed): restored as it is, the backup would bring back what they erased."""
@@ -226,17 +231,57 @@ def _payload_files(root: Path) -> list[Path]:
     return found
 
 
+def _copy_payloads(store: Any, out: Path, progress: Progress,
+                   files: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every payload of ``store`` (HBase's payload table, then any file of the host's)
+    written into ``out/payloads`` in the file store's format, with its write time: the
+    backup holds the payloads as an embedded store's backup does, and a restore puts them
+    back into HBase (``letterlog payloads migrate``). A payload purged while it is copied
+    is counted as vanished."""
+    from adapters.payloads.files import FilePayloadStore
+    from domain.errors import PayloadMissing
+
+    copies = FilePayloadStore(out / PAYLOADS)
+    counts: dict[str, Any] = {"files": 0, "bytes": 0, "vanished": 0, "from": "hbase"}
+    entries = list(store.list())
+    for i, (sha, _, written_at) in enumerate(entries, 1):
+        try:
+            ref = copies.put_stream(store.open(sha))
+        except PayloadMissing:
+            counts["vanished"] += 1
+            continue
+        if ref.sha256 != sha:
+            raise BackupError(f"payload {sha}: read back from the payload store as "
+                              f"{ref.sha256} (damaged); the backup in {out} is incomplete")
+        path = copies.file_of(ref.sha256)
+        os.utime(path, (written_at, written_at))
+        size = path.stat().st_size
+        counts["files"] += 1
+        counts["bytes"] += size
+        files.append({"path": str(path.relative_to(out)), "size": size,
+                      "sha256": _sha256(path)})
+        progress(PAYLOADS, i, len(entries))
+    shutil.rmtree(out / PAYLOADS / ".tmp", ignore_errors=True)
+    copies.close()
+    return counts
+
+
 def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
            vault: str | os.PathLike[str] | None = None, log: bool = True,
-           progress: Progress = _no_progress) -> dict[str, Any]:
+           keks: Callable[[], list[tuple[UUID, bytes, float, bool]]] | None = None,
+           payloads: Any = None, progress: Progress = _no_progress) -> dict[str, Any]:
     """An online copy of the embedded store in ``data`` into ``target`` (absent or empty;
     made 0700, its files 0600); returns the manifest. ``log=False`` (the log is in
-    PostgreSQL, backed up with its own tools first): the payloads and the key files only."""
+    PostgreSQL, backed up with its own tools first): the payloads and the key files only.
+    ``payloads``: the payload store when it is not the data directory's files (HBase on
+    the scale-out path, ADR 0072): its payloads are copied from it. ``keks``: the key
+    cluster's KEKs (ADR 0074), read last (after the log's base backup and the payloads)
+    and written into the backup as ``vault.sqlite``."""
     from adapters.datadir import check_data_dir
 
     root, out = Path(data).absolute(), Path(target).absolute()
     check_data_dir(root, log, False, allow_shared=True)
-    if vault is not None and Path(vault).absolute().parent != root:
+    if keks is None and vault is not None and Path(vault).absolute().parent != root:
         raise BackupError(f"LETTERLOG_KEY_VAULT ({vault}) is outside the data directory: "
                           "back the store up with its vault in the data directory (the "
                           "default), or copy the vault with the key files yourself")
@@ -266,24 +311,30 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
     if log:
         log_facts = _copy_sqlite(root / LOG, out / LOG, progress, _log_facts)  # 2. the log
         files.append(sqlite_entry(LOG))
-    payloads = {"files": 0, "bytes": 0, "vanished": 0}  # 3. the payloads
-    sources = _payload_files(root)
+    copied_payloads = {"files": 0, "bytes": 0, "vanished": 0}  # 3. the payloads
+    sources = _payload_files(root) if payloads is None else []
+    if payloads is not None:
+        copied_payloads = _copy_payloads(payloads, out, progress, files)
     total = len(sources)
     for i, source in enumerate(sources, 1):
         rel = source.relative_to(root)
         private_dir((out / rel).parent)
         copied = _copy_file(source, out / rel)
         if copied is None:
-            payloads["vanished"] += 1
+            copied_payloads["vanished"] += 1
         else:
-            payloads["files"] += 1
-            payloads["bytes"] += copied[0]
+            copied_payloads["files"] += 1
+            copied_payloads["bytes"] += copied[0]
             files.append({"path": str(rel), "size": copied[0], "sha256": copied[1]})
         progress(PAYLOADS, i, total)
     later = [n for n in names if n not in READ_MODELS and n != LOG]
     with _write_locked([root / n for n in later]):  # 4. the keys, at one moment
         for name in later:
             _copy_sqlite(root / name, out / name, progress)
+    from_key_cluster = 0
+    if keks is not None:  # 5. the key cluster's KEKs, after everything that refers to them
+        from_key_cluster = _write_keks(out / datadir.VAULT, keks())
+        later = [*[n for n in later if n != datadir.VAULT], datadir.VAULT]
     shredded = _destroy_keys_of_purged(out) if log and (out / LOG).is_file() else 0
     files = [sqlite_entry(LOG) if f["path"] == LOG else f for f in files]  # as opened there
     for name in later:  # the key files were written here: folded back into the files
@@ -305,17 +356,38 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
         "source": str(root),
         "log": log_facts,
         "order": [*derived, *([LOG] if log else []), PAYLOADS, *later],
-        "payloads": payloads,
+        "payloads": copied_payloads,
         "files": files,
         "bytes": sum(f["size"] for f in files),
         "skipped": skipped,
         "keys_destroyed_in_copy": shredded,
+        "keks_from_key_cluster": from_key_cluster,
         "seconds": round(time.monotonic() - began, 3),
     }
     for dirpath, _, _ in os.walk(out):
         fsync_dir(Path(dirpath))
     _write_json(out / MANIFEST, manifest)
     return manifest
+
+
+def _write_keks(path: Path, rows: list[tuple[UUID, bytes, float, bool]]) -> int:
+    """The key cluster's KEKs into the backup's vault file (the vault's own schema: a
+    restore reads it as an old vault until it moves them into the key cluster); a vault
+    file the data directory still had (before ``keys migrate``) keeps its KEKs too."""
+    from adapters.eventlog.sealing import Vault
+
+    Vault(path, synchronous="NORMAL").close()  # the file and its table, 0600
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.execute("BEGIN")
+        con.executemany("INSERT OR IGNORE INTO keks (kek_id, kek, created, retiring) "
+                        "VALUES (?, ?, ?, ?)",
+                        [(k.bytes, v, c, 1 if r else None) for k, v, c, r in rows])
+        con.execute("COMMIT")
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        con.close()
+    return len(rows)
 
 
 def _sealed_parts(log: Any) -> Iterator[tuple[Any, Any, Any]]:
@@ -555,8 +627,15 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
             open_store: OpenStore, force: bool = False,
             reapply_from: Iterable[str | os.PathLike[str]] = (),
             no_record: bool = False,
+            kek_use: Callable[[], dict[UUID, int]] | None = None,
+            key_cluster_ids: Callable[[], set[UUID]] | None = None,
+            move_payloads: Callable[[Path], dict[str, Any]] | None = None,
             progress: Progress = _no_progress) -> dict[str, Any]:
     """Puts the backup in ``source`` in place as the store in ``data``.
+
+    ``move_payloads(data)``: where payloads live in HBase (ADR 0072), the restored payload
+    files are then copied into it and removed here (``letterlog payloads migrate
+    --remove-local``); until that has run they are read where they are.
 
     ``data`` must be absent or empty, or hold a store and ``force`` be given; no process may
     have that store open. The erasures recorded in the store being replaced, in each record
@@ -565,7 +644,10 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
     made again on the restored store. With no such record (or only records older than the
     backup) the restore is refused before anything is written (``NoErasureRecord``) unless
     ``no_record`` is given. ``open_store`` opens a store (``Letterlog.open``: the entry
-    point hands it over)."""
+    point hands it over). ``kek_use`` (a PostgreSQL log: each KEK its live data keys are
+    wrapped under) and ``key_cluster_ids`` (the KEKs the key cluster holds): every KEK the
+    log uses must be in the backup's vault file or the key cluster, else the restore is
+    refused before anything is written, naming them (``KeksMissing``, ADR 0074)."""
     src, root = Path(source).absolute(), Path(data).absolute()
     manifest = read_manifest(src)
     if root == src or src in root.parents or root in src.parents:
@@ -604,6 +686,8 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                               "and restore into an empty directory") from None
     uncovered = _check_record_covers(record, manifest, src, root, no_record)
     _check_files(src, manifest, progress)
+    if kek_use is not None:
+        _check_keks(src, kek_use(), key_cluster_ids() if key_cluster_ids else set())
     _remove_stale_staging(root)
     staging = root.with_name(f".{root.name}.restoring-{os.getpid()}")
     private_dir(root.parent)
@@ -645,6 +729,14 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
         raise
     if replacing:  # the erasures are made again: the old store is no longer needed
         shutil.rmtree(replaced)
+    if move_payloads is not None:
+        try:
+            result["payloads_moved"] = move_payloads(root)
+        except (LetterlogError, OSError) as e:  # read from the files meanwhile
+            result["payloads_moved"] = {
+                "problem": f"{type(e).__name__}: {e}; the restored payloads are read from "
+                           f"{root / PAYLOADS} until `letterlog payloads migrate "
+                           "--remove-local` has copied them"}
     result.update({"restored": str(root), "from": str(src),
                    "position": (manifest["log"] or {}).get("position"),
                    "backup_created": manifest["created"],
@@ -652,6 +744,30 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
                    "erasure_record_position": record.position if record.sources else None,
                    "no_erasure_record": uncovered})
     return result
+
+
+def _check_keks(src: Path, use: dict[UUID, int], in_key_cluster: set[UUID]) -> None:
+    """Every KEK the log's live data keys are wrapped under is in the backup's vault file
+    or in the key cluster; else ``KeksMissing`` naming them (nothing written yet)."""
+    in_backup: set[UUID] = set()
+    if (src / datadir.VAULT).is_file():
+        con = sqlite3.connect(f"file:{src / datadir.VAULT}?mode=ro", uri=True)
+        try:
+            in_backup = {UUID(bytes=bytes(r[0])) for r in con.execute("SELECT kek_id FROM keks")}
+        finally:
+            con.close()
+    missing = {k: n for k, n in use.items() if k not in in_backup and k not in in_key_cluster}
+    if missing:
+        keys = sum(missing.values())
+        named = ", ".join(str(k) for k in sorted(missing, key=str)[:3])
+        raise KeksMissing(
+            f"{src}: the log's data keys are wrapped under {len(missing)} key-encryption "
+            f"key(s) that neither the backup's {datadir.VAULT} nor the key store holds "
+            f"({named}{', ...' if len(missing) > 3 else ''}): {keys} data key(s), whose "
+            "messages could not be opened. The key copy (`letterlog backup`) must be taken "
+            "after the log's base backup with no erasure or purge run between the two "
+            "(docs/operations.md); restore the log from a base backup that this key copy "
+            "covers, or give a key copy taken after it. Nothing was changed")
 
 
 def _take_back(root: Path, was_empty: bool, mode: int) -> None:
@@ -686,6 +802,8 @@ def _open_restored(root: Path, record: ErasureRecord,
             store.erase_message(message_id)
         again = reapply(store, record)
         again["erased_while_copied"] = [str(m) for m in during]
+        if getattr(store.settings, "key_store_dsn", None):  # the copy's KEKs: into the key
+            again["keys_migrated"] = store.migrate_keys()   # cluster, the file removed
         head = store.max_position()
     facts = None
     if (root / LOG).is_file():

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from adapters.eventlog.sealing import KeyStore
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.jobs import PurgeJobs
+    from adapters.payloads.hbase import HBasePayloadStore
+    from adapters.payloads.layered import LayeredPayloadStore
     from adapters.readside.host import ProjectionHost
     from adapters.streaming.relay import OutboxRelay
     from domain.directory import Directory
@@ -73,7 +75,9 @@ def event_log_env(settings: Settings) -> dict[str, str]:
     vault = str(settings.key_vault or root / datadir.VAULT)
     if settings.event_store == "postgres":
         return postgres_env(postgres_env_from_dsn(settings.postgres_dsn or ""), vault,
-                            timeout=settings.postgres_timeout)
+                            timeout=settings.postgres_timeout,
+                            key_store=settings.key_store_dsn,
+                            standbys=settings.key_store_standbys)
     return {**sqlite_env(str(root / datadir.LOG), settings.durability,
                          settings.lock_timeout), "LETTERLOG_KEY_VAULT": vault}
 
@@ -93,10 +97,73 @@ def key_store(settings: Settings) -> KeyStore:
     return open_key_store(event_log_env(settings))
 
 
+def key_cluster(settings: Settings) -> Any:
+    """The key cluster's KEKs (``PostgresVault``), or None when the KEKs are in a vault file
+    (ADR 0073)."""
+    if not settings.key_store_dsn:
+        return None
+    from adapters.eventlog.keycluster import PostgresVault
+
+    return PostgresVault(settings.key_store_dsn, timeout=settings.postgres_timeout,
+                         standbys=settings.key_store_standbys.split())
+
+
+def key_cluster_ids(settings: Settings) -> set[Any]:
+    """The KEK ids in the key cluster, read only (none configured: the empty set)."""
+    if not settings.key_store_dsn:
+        return set()
+    from adapters.eventlog.keycluster import kek_ids
+
+    return kek_ids(settings.key_store_dsn, timeout=settings.postgres_timeout)
+
+
+def kek_use(settings: Settings) -> dict[Any, int]:
+    """Each KEK the PostgreSQL log's live data keys are wrapped under, and how many."""
+    from psycopg.conninfo import make_conninfo
+
+    from adapters.eventlog.sealing import postgres_kek_use
+
+    parts = postgres_env_from_dsn(settings.postgres_dsn or "")
+    return postgres_kek_use(make_conninfo(
+        dbname=parts["POSTGRES_DBNAME"], host=parts["POSTGRES_HOST"],
+        port=parts["POSTGRES_PORT"], user=parts["POSTGRES_USER"],
+        password=parts["POSTGRES_PASSWORD"]))
+
+
 def payload_store(settings: Settings) -> PayloadStore:
+    """``<data>/payloads``; or, with payloads in HBase (``payload_store``, by default on the
+    scale-out path), the table ``<prefix>_payloads`` through the table store's connection
+    settings, connected on first use, with this host's payload files (if any are left from
+    before) read where they are until ``letterlog payloads migrate`` (ADR 0072)."""
     from adapters.payloads.files import FilePayloadStore
 
-    return FilePayloadStore(Path(settings.data) / datadir.PAYLOADS)
+    if not settings.payloads_in_hbase():
+        return FilePayloadStore(Path(settings.data) / datadir.PAYLOADS)
+    return layered_payloads(settings)
+
+
+def layered_payloads(settings: Settings) -> LayeredPayloadStore:
+    """HBase's payload table (connected on first use), then this host's payload files."""
+    from adapters.payloads.files import FilePayloadStore
+    from adapters.payloads.layered import LayeredPayloadStore
+
+    local = Path(settings.data) / datadir.PAYLOADS
+    return LayeredPayloadStore(partial(hbase_payloads, settings),
+                               FilePayloadStore(local) if local.is_dir() else None)
+
+
+def hbase_payloads(settings: Settings) -> HBasePayloadStore:
+    """The payload table in HBase, on a table store of its own (the read models' settings:
+    host, port, prefix, timeout; Thrift2 writes if configured), created if absent."""
+    from adapters.payloads.hbase import HBasePayloadStore
+
+    tables = hbase_tables(settings)
+    try:
+        return HBasePayloadStore(tables, threads=settings.stream.hbase_pool, owns_tables=True,
+                                 spool_dir=private_dir(settings.data))
+    except BaseException:
+        tables.close()
+        raise
 
 
 def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mailstore:
@@ -142,23 +209,28 @@ def stream_tables(settings: Settings, *, timeout: float | None = None) -> TableS
     ``<data>/stream-tables.sqlite`` (never the file the embedded projector writes).
     ``timeout``: seconds an HBase call waits and retries (default ``hbase_timeout``)."""
     if settings.table_store == "hbase":
-        from adapters.tables.hbase import HBaseTableStore
-
-        extra: dict[str, Any] = {}
-        thrift2 = settings.hbase_thrift2_port or settings.stream.hbase_thrift2_port
-        if thrift2:
-            extra["thrift2_port"] = int(thrift2)
-            extra["thrift2_idl"] = settings.hbase_thrift2_idl
-        seconds = timeout if timeout is not None else settings.hbase_timeout
-        return HBaseTableStore(settings.hbase_host, settings.hbase_port,
-                               table_prefix=settings.hbase_table_prefix,
-                               pool_size=settings.stream.hbase_pool,
-                               timeout_ms=int(seconds * 1000), retry_deadline_s=seconds,
-                               **extra)
+        return hbase_tables(settings, timeout=timeout)
     from adapters.tables.sqlite import SqliteTableStore
 
     private_dir(settings.data)
     return SqliteTableStore(Path(settings.data) / datadir.STREAM_TABLES)
+
+
+def hbase_tables(settings: Settings, *, timeout: float | None = None) -> TableStore:
+    """A table store on the settings' HBase (Thrift1, and Thrift2 writes if configured)."""
+    from adapters.tables.hbase import HBaseTableStore
+
+    extra: dict[str, Any] = {}
+    thrift2 = settings.hbase_thrift2_port or settings.stream.hbase_thrift2_port
+    if thrift2:
+        extra["thrift2_port"] = int(thrift2)
+        extra["thrift2_idl"] = settings.hbase_thrift2_idl
+    seconds = timeout if timeout is not None else settings.hbase_timeout
+    return HBaseTableStore(settings.hbase_host, settings.hbase_port,
+                           table_prefix=settings.hbase_table_prefix,
+                           pool_size=settings.stream.hbase_pool,
+                           timeout_ms=int(seconds * 1000), retry_deadline_s=seconds,
+                           **extra)
 
 
 def read_model_tables(settings: Settings) -> TableStore:
@@ -208,7 +280,8 @@ def purge_jobs(settings: Settings, mail: Mailstore, payloads: PayloadStore,
                      host.physical, payloads, retention=retention,
                      threads=settings.purge_threads, catch_up=host.catch_up,
                      after_run=partial(shredded.after, host),
-                     release=partial(shredded.free_released, host))
+                     release=partial(shredded.free_released, host),
+                     payloads_deleted=shredded.payloads_deleted)
 
 
 def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | None = None,

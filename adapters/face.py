@@ -305,6 +305,9 @@ class Lifecycle(Protocol):
 
     def complete_erasures(self, *, record: bool = False) -> Completion: ...
 
+    def migrate_keys(self, *, remove_file: bool = True) -> dict[str, Any]:
+        """The vault file's key-encryption keys moved into the key cluster (ADR 0073)."""
+
     def pending_erasures(self) -> list[dict[str, Any]]: ...
 
     def running_erasures(self) -> list[dict[str, Any]]: ...

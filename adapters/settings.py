@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     postgres_dsn: str | None = Field(None, description="postgresql://user:pw@host:port/db")
     key_vault: Path | None = Field(None, description="the key-encryption keys' file (default "
                                    "<data>/vault.sqlite); never inside the log's database")
+    key_store_dsn: str | None = Field(None, description=(
+        "the key store's PostgreSQL cluster (scale-out): the key-encryption keys there, "
+        "reached by every host (ADR 0073); a multi-host DSN follows a promoted standby"))
+    key_store_standbys: str = Field("", description=(
+        "the key cluster's standbys' DSNs (space-separated): an erasure completes once "
+        "each has dropped the removed keys' WAL"))
     table_store: Literal["embedded", "hbase"] = DEFAULTS["table_store"]  # type: ignore[assignment]
     hbase_host: str = "127.0.0.1"
     hbase_port: int = Field(9090, ge=1, le=65535)
@@ -85,6 +91,10 @@ class Settings(BaseSettings):
     hbase_thrift2_idl: Path | None = Field(
         None, description="HBase's thrift2/hbase.thrift (default: the dev-server jar cache's)")
     hbase_table_prefix: str = Field("letterlog", pattern=r"^[A-Za-z0-9]{1,40}$")
+    payload_store: Literal["files", "hbase"] | None = Field(None, description=(
+        "where payloads over the inline limit go: files (<data>/payloads, on this host's "
+        "disk) or hbase (table <prefix>_payloads, every host reaches it); default: hbase "
+        "with table_store=hbase, else files (ADR 0072)"))
     hbase_timeout: float = Field(10.0, gt=0, le=3600, description=(
         "seconds an HBase call waits for an answer, and retries a gateway that does not "
         "answer; then a read fails (exit 1). Stream workers wait at least 60 s"))
@@ -192,6 +202,13 @@ class Settings(BaseSettings):
 
         return Limits(self.quota_bytes, self.quota_messages)
 
+    def payloads_in_hbase(self) -> bool:
+        """Are payloads over the inline limit in HBase (``payload_store``, by default with
+        the HBase tables) rather than in ``<data>/payloads``?"""
+        if self.payload_store is None:
+            return self.table_store == "hbase"
+        return self.payload_store == "hbase"
+
     def retention(self) -> Retention:
         """How long each purge queue keeps what it holds (the purge jobs, ``purge-queue``)."""
         from datetime import timedelta
@@ -216,6 +233,9 @@ class Settings(BaseSettings):
     def _coherent(self) -> Settings:
         if self.event_store == "postgres" and not self.postgres_dsn:
             raise ValueError("event_store=postgres needs LETTERLOG_POSTGRES_DSN")
+        if self.payload_store == "hbase" and self.table_store != "hbase":
+            raise ValueError("payload_store=hbase needs LETTERLOG_TABLE_STORE=hbase (the "
+                             "scale-out path, whose `erase complete` compacts HBase)")
         if self.directory == "ldap" and not self.ldap_base_dn.strip():
             raise ValueError("directory=ldap needs LETTERLOG_LDAP_BASE_DN (where the users are)")
         return self

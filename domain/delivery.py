@@ -27,6 +27,7 @@ from domain.personal import Personal
 from domain.quota_commands import QuotaCommands
 from domain.results import Change, Delivery, Upload
 from domain.rulecommands import arrival_rule_events
+from domain.sealed_facts import plain_sha256, reduced_media_type, sealed_description
 from domain.speedups import uuid_of_int
 from domain.values import (
     ExtractionPolicy,
@@ -55,7 +56,7 @@ def thread_id_for(account_id: UUID, facts: MessageFacts, message_id: UUID) -> UU
 def facts_for_event(facts: MessageFacts) -> dict[str, Any]:
     """What a delivery records about the message's structure (no personal data)."""
     return {
-        "content_type": facts.content_type,
+        "content_type": reduced_media_type(facts.content_type),  # the whole one sealed
         "part_count": facts.part_count,
         "depth": facts.depth,
         "has_attachments": facts.has_attachments,
@@ -99,14 +100,15 @@ def delivery_fields(
     smtp_envelope: dict[str, Any] | None = None,
 ) -> Arrival:
     """What a ``Delivered`` (or ``UploadCompleted``) event records about one message. The
-    MTA's envelope, when there is one, goes into the sealed personal part."""
+    MTA's envelope, when there is one, goes into the sealed personal part, and so do an
+    inline message's digest and a media type the vocabulary reduced (ADR 0081)."""
     return Arrival(
         account_id=account.id,
         mailbox_id=mailbox.id,
         uid=uid,
         uidvalidity=mailbox.uidvalidity,
         size=facts.size,
-        sha256=facts.sha256,
+        sha256=plain_sha256(facts.sha256, inline),
         inline=inline,
         internal_date=internal_date,
         flags=sorted(flags),
@@ -119,6 +121,7 @@ def delivery_fields(
             "attachment_names": list(facts.attachment_names),
             "body": raw if inline else None,
             **({"smtp_envelope": smtp_envelope} if smtp_envelope else {}),
+            **sealed_description(facts.sha256, inline, facts.content_type),
         }),
     )
 

@@ -25,6 +25,7 @@ from domain.aggregate import MailAggregate
 from domain.errors import ExtractionRefused, InvalidCommand, InvalidState
 from domain.personal import Personal
 from domain.rfc5322.defects import facts_without_text
+from domain.sealed_facts import digest, plain_sha256, reduce_facts
 from domain.values import ExtractionPolicy, MessageState
 
 LISTED_STATES = frozenset({MessageState.ACTIVE.value, MessageState.EXPIRED.value})
@@ -70,13 +71,30 @@ def _defects_without_text(state: dict[str, Any]) -> None:
         state["facts"] = facts_without_text(state["facts"])
 
 
+def _media_type_reduced(state: dict[str, Any]) -> None:
+    """``upcast_v2_v3`` of the events that carry ``facts``: version 2 kept the message's own
+    media type outside the seal; as such an event is read its ``content_type`` is reduced to
+    the fixed vocabulary (ADR 0081). The log keeps the old text: it is immutable."""
+    if "facts" in state and isinstance(state["facts"], dict):
+        state["facts"] = reduce_facts(state["facts"])
+
+
+def with_sealed_digest(personal: Mapping[str, Any], sha256: str, inline: bool) -> Personal:
+    """``personal`` holding the digest of an inline message (one delivered before ADR 0081
+    had it outside the seal only), the same key kept: what a move or a copy seals."""
+    p = personal if isinstance(personal, Personal) else Personal(personal)
+    if not inline or not sha256 or p.get("sha256") == sha256 or p.shredded:
+        return p
+    return Personal({**p.data, "sha256": sha256}, key_id=p.key_id, key=p.key)
+
+
 def _delivery_state(aggregate: Any, e: Arrival, timestamp: datetime) -> None:
     aggregate.account_id = e.account_id
     aggregate.mailbox_id = e.mailbox_id
     aggregate.uid = e.uid
     aggregate.uidvalidity = e.uidvalidity
     aggregate.size = e.size
-    aggregate.sha256 = e.sha256
+    aggregate.sha256 = digest(e.sha256, e.personal)
     aggregate.inline = e.inline
     aggregate.internal_date = e.internal_date
     aggregate.flags = frozenset(e.flags)
@@ -128,10 +146,13 @@ class Message(MailAggregate):
     class Delivered(Arrival, Aggregate.Created):
         """A complete message arrived (also a copy of another message: ``copied_from``).
 
-        Version 2: ``facts.defects`` hold no text of the message (ADR 0040)."""
+        Version 2: ``facts.defects`` hold no text of the message (ADR 0040). Version 3:
+        ``facts.content_type`` is of a fixed vocabulary, an inline message's ``sha256`` is
+        sealed (ADR 0081)."""
 
-        class_version = 2
+        class_version = 3
         upcast_v1_v2 = staticmethod(_defects_without_text)
+        upcast_v2_v3 = staticmethod(_media_type_reduced)
 
         def apply(self, aggregate: Any) -> None:
             _delivery_state(aggregate, self, self.timestamp)
@@ -180,10 +201,13 @@ class Message(MailAggregate):
     class UploadCompleted(Arrival, Aggregate.Event):
         """The upload is whole: the fields of ``Delivered``; from now on it is a message.
 
-        Version 2: ``facts.defects`` hold no text of the message (ADR 0040)."""
+        Version 2: ``facts.defects`` hold no text of the message (ADR 0040). Version 3:
+        ``facts.content_type`` is of a fixed vocabulary, an inline message's ``sha256`` is
+        sealed (ADR 0081)."""
 
-        class_version = 2
+        class_version = 3
         upcast_v1_v2 = staticmethod(_defects_without_text)
+        upcast_v2_v3 = staticmethod(_media_type_reduced)
 
         def apply(self, aggregate: Any) -> None:
             _delivery_state(aggregate, self, self.timestamp)
@@ -220,11 +244,14 @@ class Message(MailAggregate):
         Carries the message's data (and its personal part) so that the projector can write
         the new row without reading the old one back.
 
-        Version 2: ``facts.defects`` hold no text of the message (ADR 0040).
+        Version 2: ``facts.defects`` hold no text of the message (ADR 0040). Version 3:
+        ``facts.content_type`` is of a fixed vocabulary, an inline message's ``sha256`` is
+        sealed (ADR 0081).
         """
 
-        class_version = 2
+        class_version = 3
         upcast_v1_v2 = staticmethod(_defects_without_text)
+        upcast_v2_v3 = staticmethod(_media_type_reduced)
 
         from_mailbox_id: UUID
         from_uid: int
@@ -350,6 +377,8 @@ class Message(MailAggregate):
             personal = aggregate.personal
             aggregate.personal = Personal(key_id=getattr(personal, "key_id", None),
                                           shredded=True)
+            if aggregate.inline:  # its digest was sealed (ADR 0081): gone with the key
+                aggregate.sha256 = ""
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -426,10 +455,10 @@ class Message(MailAggregate):
             from_mailbox_id=self.mailbox_id,
             from_uid=self.uid,
             uidvalidity=to_uidvalidity,
-            sha256=self.sha256,
+            sha256=plain_sha256(self.sha256, self.inline),
             inline=self.inline,
             facts=self.facts,
-            personal=self.personal,
+            personal=with_sealed_digest(self.personal, self.sha256, self.inline),
             policy=self.policy.as_dict(),
             extract_count=self.extract_count,
             **self._where(mailbox_id=to_mailbox_id, uid=to_uid),

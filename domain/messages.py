@@ -15,11 +15,12 @@ from domain.commands import ChangeFlags, ChangeLabels, CopyMessage, MoveMessage,
 from domain.delivery import new_message_id
 from domain.errors import InvalidState, MailboxNotFound
 from domain.mailbox import Mailbox
-from domain.message import Arrival, Message
+from domain.message import Arrival, Message, with_sealed_digest
 from domain.personal import Personal
 from domain.results import Change, Delivery, Reservation
 from domain.rights import kept_on_arrival
 from domain.rulecommands import arrival_rule_events
+from domain.sealed_facts import plain_sha256
 from domain.unit_of_work import Commands
 from domain.values import FlagMode, MessageState, apply_flag_mode
 
@@ -119,7 +120,7 @@ class MessageCommands(Commands):
                 uid=uid,
                 uidvalidity=target.uidvalidity,
                 size=src.size,
-                sha256=src.sha256,
+                sha256=plain_sha256(src.sha256, src.inline),
                 inline=src.inline,
                 internal_date=src.internal_date,
                 flags=flags,
@@ -127,7 +128,8 @@ class MessageCommands(Commands):
                 policy=src.policy.as_dict(),
                 thread_id=src.thread_id,
                 facts=dict(src.facts),
-                personal=_personal_of(src).copy_for_another_message(),
+                personal=with_sealed_digest(_personal_of(src), src.sha256,
+                                            src.inline).copy_for_another_message(),
                 copied_from=src.id,
             ))
             raised = arrival_rule_events(self, [(new, target.name, "copied", None)])

@@ -28,6 +28,7 @@ from typing import Any
 
 from domain.message import Arrival, Arrived, Message, Placed, Written
 from domain.personal import Personal
+from domain.sealed_facts import digest
 from domain.values import MessageState
 from projections import names as n
 from projections.codec import (
@@ -83,6 +84,10 @@ def _data(e: Written, p: int) -> tuple[bytes, bytes]:
         if len(_ACCOUNTS) >= 65536:
             _ACCOUNTS.clear()
         text = _ACCOUNTS[account.int] = str(account)
+    personal = e.personal
+    sealed_media = personal.get("content_type") if not _shredded(personal) else None
+    if sealed_media is not None and type(facts) is dict:  # the live row shows the whole one
+        facts = {**facts, "content_type": sealed_media}
     fields: dict[str, Any] = {"account": text, "inline": bool(e.inline), "facts": facts}
     if e.inline and not _shredded(e.personal):
         body = e.personal.get("body")
@@ -92,7 +97,6 @@ def _data(e: Written, p: int) -> tuple[bytes, bytes]:
     copied_from = e.copied_from if isinstance(e, Arrival) else None
     if copied_from is not None:
         fields["copied_from"] = str(copied_from)
-    personal = e.personal
     envelope = personal.get("envelope")
     subject = sender = None
     if envelope is not None:
@@ -112,7 +116,7 @@ def _data(e: Written, p: int) -> tuple[bytes, bytes]:
     if attachments is not None:
         fields["attachments"] = attachments
     truncated = facts.get("truncated") if type(facts) is dict else None
-    summary = [size, iso(e.internal_date), e.sha256, subject, sender,
+    summary = [size, iso(e.internal_date), digest(e.sha256, personal), subject, sender,
                truncated if type(truncated) is list else []]
     return encode_json(summary), encode_json(fields)
 

@@ -42,6 +42,7 @@ SERVER_GROUPS = (
     ("spark", ("spark", "spark_cluster")),
     ("postfix", ("postfix_server", "open_route")),
     ("ldap", ("slapd", "people")),
+    ("keys", ("key_cluster", "key_dsn")),
 )
 #: modules whose group is named here: those that start servers of their own (not through a
 #: session fixture), and the HBase and Kafka modules split in three workers, each with its
@@ -51,7 +52,9 @@ MODULE_GROUPS = {
     "test_stream_rules_e2e.py": "stream", "test_bench_stream.py": "stream",
     "test_processes.py": "stream", "test_relay_postgres_outage.py": "stream",
     "test_erasure_hbase.py": "erasure", "test_erasure_scaleout.py": "erasure",
+    "test_erasure_crash_hbase.py": "erasure",
     "test_supervised_servers.py": "supervised", "test_bench_dovecot.py": "dovecot",
+    "test_bench_keystore.py": "keys",
 }
 
 

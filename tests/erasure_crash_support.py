@@ -38,9 +38,11 @@ Examine = Callable[[Path, list[UUID], list[UUID], list[bytes]], dict[str, Any]]
 #: the killed-step table: (command, killed at, what was left, what repaired it)
 Table = list[tuple[str, str, str, str]]
 NOTHING_LEFT = {"intents": 0, "keys_open": 0, "stale_keks": 0, "files_with_markers": []}
+#: after the documented repair, what else a deployment checks: (the erased ids, markers)
+Then = Callable[[list[UUID], list[bytes]], None]
 
 
-def letterlog(data: Path, *args: str, crash_at: str | None = None,
+def letterlog(data: Path, *args: str, crash_at: str | None = None, timeout: float = 120,
               **env: str) -> subprocess.CompletedProcess[bytes]:
     environ = {**os.environ, "LETTERLOG_DURABILITY": "normal",
                "LETTERLOG_ERASE_WAIT_SECONDS": "5", **env}
@@ -48,7 +50,7 @@ def letterlog(data: Path, *args: str, crash_at: str | None = None,
     if crash_at is not None:
         environ["LETTERLOG_TEST_CRASH_AT"] = crash_at
     return subprocess.run([*BIN, "--data", str(data), *args], capture_output=True,
-                          env=environ, timeout=120)
+                          env=environ, timeout=timeout)
 
 
 def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
@@ -63,6 +65,8 @@ def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
         wrapped |= around(blob, key_id.bytes, 96, 96, 60)
         near |= around(blob, key_id.bytes, 96, 96, 16)
     candidates = set(keks)
+    # a KEK id is a version-4 UUID (``sealing.new_keys``): other 16-byte windows are no id
+    near = {c for c in near if c[6] >> 4 == 4 and c[8] & 0xC0 == 0x80}
     for kek_id in near:
         for blob in vault_files:
             if kek_id in blob:
@@ -73,7 +77,7 @@ def key_opens(key_id: UUID, key_files: list[bytes], vault_files: list[bytes],
 def describe(left: dict[str, Any], n: int) -> str:
     files = left["files_with_markers"]
     return (f"{left['purged']}/{n} purged in the log, {left['keys_open']}/{n} data keys "
-            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the vault, "
+            f"recoverable, {left['stale_keks']} rotated-away KEK(s) in the key store, "
             f"intent files {left['intents']}, marker in "
             f"{', '.join(files) if files else 'no file'}")
 
@@ -103,10 +107,17 @@ def after_repair(data: Path, examine: Examine, scratch: Path, ids: list[UUID],
 
 
 def erase_case(data: Path, examine: Examine, tmp_path: Path, command: str, step: str,
-               table: Table) -> None:
-    """``command`` (erase-message or erase-account) killed at ``step``, then the command
-    the docs name; nothing left."""
+               table: Table, *, repair: list[str] | None = None,
+               settle: Callable[[], None] | None = None, then: Then | None = None,
+               timeout: float = 120) -> None:
+    """``command`` (erase-message or erase-account) killed at ``step``, then the commands
+    the docs name (``repair``: one command line each; embedded: ``erase complete`` or any
+    command, ``erase status`` here); nothing left. ``settle``: what a deployment waits for
+    once the messages are delivered (the workers); ``then``: its own checks after;
+    ``timeout``: the bound of each repair command (HBase's compaction takes minutes)."""
     ids, key_ids, markers, kept = a_store(data)
+    if settle is not None:
+        settle()
     args = (["erase-message", "--with-copies", str(ids[1])] if command == "erase-message"
             else ["erase-account", ACCOUNT])
     if command == "erase-message":
@@ -120,31 +131,45 @@ def erase_case(data: Path, examine: Examine, tmp_path: Path, command: str, step:
     if step in ("erase:intent", "erase:appended"):  # no key destroyed yet: the attacker
         assert left["keys_open"] == len(ids), left  # opens every one (the attack works)
     # what the docs say: any command that opens the store finishes it
-    repair = "erase complete" if command == "erase-account" else "erase status"
-    p = letterlog(data, *repair.split())
-    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
+    repair = repair or ["erase complete" if command == "erase-account" else "erase status"]
+    for line in repair:
+        p = letterlog(data, *line.split(), timeout=timeout)
+        assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
     after_repair(data, examine, tmp_path / "after", ids, key_ids, markers, kept)
-    table.append((command, step, describe(left, len(ids)), f"`letterlog {repair}`"))
+    if then is not None:
+        then(ids, markers)
+    table.append((command, step, describe(left, len(ids)),
+                  ", then ".join(f"`letterlog {line}`" for line in repair)))
 
 
 def purge_case(data: Path, examine: Examine, tmp_path: Path, step: str,
-               table: Table) -> None:
+               table: Table, *, repair: list[str] | None = None,
+               settle: Callable[[], None] | None = None, then: Then | None = None,
+               timeout: float = 120, **env: str) -> None:
     """A purge run of two deleted messages killed at ``step``; the next run, nothing named,
-    leaves nothing (its payloads deleted too: ADR 0071)."""
+    leaves nothing (its payloads deleted too: ADR 0071). ``repair``, ``settle``, ``then``
+    as for ``erase_case``; ``env``: the settings of every command run here."""
     ids, key_ids, markers, kept = a_store(data)
     with Letterlog.open(data) as store:
         for i in ids:
             store.delete(i)
-    due = {"LETTERLOG_DELETED_RETENTION_DAYS": "0"}  # the payload grace: its default, 12 h
+    if settle is not None:
+        settle()
+    due = {"LETTERLOG_DELETED_RETENTION_DAYS": "0", **env}  # payload grace: default, 12 h
     killed(letterlog(data, "purge", "run", crash_at=step, **due))
     left = examine(tmp_path / "left", ids, key_ids, markers)
     assert left["intents"] == 1
     if step in ("purge:intent", "purge:appended"):  # no key destroyed yet
         assert left["keys_open"] == len(ids), left
-    p = letterlog(data, "purge", "run", **due)  # the next run, nothing named
-    assert p.returncode == 0, p.stderr.decode()
+    repair = repair or ["purge run"]  # the next run, nothing named
+    for line in repair:
+        p = letterlog(data, *line.split(), timeout=timeout, **due)
+        assert p.returncode == 0, p.stderr.decode()
     after_repair(data, examine, tmp_path / "after", ids, key_ids, markers, kept)
-    table.append(("purge run", step, describe(left, len(ids)), "`letterlog purge run`"))
+    if then is not None:
+        then(ids, markers)
+    table.append(("purge run", step, describe(left, len(ids)),
+                  ", then ".join(f"`letterlog {line}`" for line in repair)))
 
 
 def print_table(table: Table) -> None:

@@ -39,20 +39,36 @@ def backup(directory: Annotated[Path, typer.Argument(
         metavar="DIR", help="a new (or empty) directory for the backup")]) -> None:
     """Copy the store online (deliveries go on) into DIR: SQLite files, payloads, manifest
     (with a PostgreSQL log: the payloads and key files, after PostgreSQL's own backup)."""
+    from adapters import bootstrap
     from adapters.backup import backup as make_backup
     from adapters.settings import load_settings
 
     settings = load_settings(data=state.data)
+    keys = bootstrap.key_cluster(settings) if settings.event_store == "postgres" else None
+    payloads = None
+    if settings.payloads_in_hbase():  # copied from HBase's payload table (ADR 0072)
+        from adapters.bootstrap import layered_payloads
+
+        payloads = layered_payloads(settings)
     bar, update = _progress("backup")
-    with bar:
-        manifest = make_backup(settings.data, directory, vault=settings.key_vault,
-                               log=settings.event_store == "sqlite", progress=update)
+    try:
+        with bar:
+            manifest = make_backup(settings.data, directory, vault=settings.key_vault,
+                                   log=settings.event_store == "sqlite", payloads=payloads,
+                                   progress=update,
+                                   keks=keys.rows if keys is not None else None)
+    finally:
+        if keys is not None:
+            keys.close()
+        if payloads is not None:
+            payloads.close()
     log = manifest["log"]
     said = (f"log position {log['position']}, {log['messages']} messages "
             f"({log['purged_messages']} purged)" if log else
             "the log is PostgreSQL's (back it up with its tools, before this)")
     out(manifest, f"backup of {manifest['source']} in {directory}: {said}, "
-                  f"{manifest['payloads']['files']} payload files, "
+                  f"{manifest['payloads']['files']} payloads"
+                  f"{' (from HBase)' if payloads is not None else ''}, "
                   f"{len(manifest['files'])} files, {human_size(manifest['bytes'])} in "
                   f"{manifest['seconds']:.1f} s")
 
@@ -77,14 +93,24 @@ def restore_backup(
     are made again, as recorded in the store being replaced, in the *.erasures.json files
     beside DIR and in --reapply-erasures. With no record at all it refuses (exit 2, nothing
     written) unless --no-erasure-record is given."""
+    from adapters import bootstrap
     from adapters.backup import restore
     from adapters.embedded import Letterlog
+    from adapters.settings import load_settings
 
+    settings = load_settings(data=state.data)
+    checks: dict[str, Any] = {}
+    if settings.event_store == "postgres":  # every KEK the log uses: in the copy or the key store
+        checks = {"kek_use": lambda: bootstrap.kek_use(settings),
+                  "key_cluster_ids": lambda: bootstrap.key_cluster_ids(settings)}
+    move = None
+    if settings.payloads_in_hbase():
+        move = _payloads_into_hbase
     bar, update = _progress("restore")
     with bar:
         result = restore(directory, state.data, open_store=Letterlog.open, force=force,
                          reapply_from=reapply_erasures or (), no_record=no_erasure_record,
-                         progress=update)
+                         move_payloads=move, progress=update, **checks)
     log = result["log"]
     sources = result["erasures_from"]
     out(result, f"restored {result['restored']} from {result['from']} ("
@@ -96,7 +122,25 @@ def restore_backup(
                 f"{result['keys_destroyed_again']} data keys"
                 + ("" if result["erasure_complete"] else
                    " (erasure not yet complete: `letterlog erase status`)"))
+    moved = result.get("payloads_moved") or {}
+    if moved.get("problem"):  # on stderr, with --json too
+        typer.echo(f"letterlog: warning: payloads not yet in HBase: {moved['problem']}",
+                   err=True)
     if result["no_erasure_record"] is not None:  # on stderr, with --json too
         typer.echo("letterlog: warning: restored with --no-erasure-record: "
                    f"{result['no_erasure_record']}; whatever was erased after the backup is "
                    "back until `letterlog erase reapply FROM` is run with a record", err=True)
+
+
+def _payloads_into_hbase(data: Path) -> dict[str, Any]:
+    """The restored payload files copied into HBase and removed from ``data`` (ADR 0072)."""
+    from dataclasses import asdict
+
+    from adapters.bootstrap import layered_payloads
+    from adapters.settings import load_settings
+
+    store = layered_payloads(load_settings(data=data))
+    try:
+        return asdict(store.migrate(remove=True))
+    finally:
+        store.close()

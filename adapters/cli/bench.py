@@ -51,6 +51,18 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                      metavar="N", min=0, max=1000,
                      help="instead: single deliveries with no rules and with N event rules, "
                           "and the dispatch rate to a local endpoint")] = None,
+                 key_store: Annotated[bool, typer.Option(
+                     "--key-store", help="instead: single deliveries on the scale-out log "
+                     "with the KEKs in the vault file and in the key cluster, same run "
+                     "(throw-away servers)")] = False,
+                 scale_out: Annotated[bool, typer.Option(
+                     "--scale-out", help="instead: single deliveries on the scale-out path "
+                     "(PostgreSQL, HBase) with payloads in files vs in HBase (default "
+                     "--messages 1000)")] = False,
+                 use_running: Annotated[bool, typer.Option(
+                     "--use-running", help="with --scale-out: PostgreSQL (an admin's "
+                     "LETTERLOG_POSTGRES_DSN) and HBase from LETTERLOG_* settings instead of "
+                     "starting them")] = False,
                  rights: Annotated[bool, typer.Option(
                      "--rights", help="instead: single deliveries into a shared mailbox as the "
                      "administrator and as a user with lri (what the rights check costs)")
@@ -65,11 +77,31 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     if rights:
         from adapters.bench.rights import bench_rights_ingest
 
-        if peer is not None or rules is not None:
-            fail("--rights: not with --peer or --rules")
+        if peer is not None or rules is not None or key_store or scale_out:
+            fail("--rights: not with --peer, --rules, --key-store or --scale-out")
         _bench(bench_rights_ingest(messages=messages, plot=plot), as_json)
         return
+    if key_store:
+        from adapters.bench.keystore import bench_keystore
 
+        if peer is not None or rules is not None or scale_out:
+            fail("--key-store: not with --peer, --rules or --scale-out")
+        _bench(bench_keystore(messages=messages, plot=plot), as_json)
+        return
+    if use_running and not scale_out:
+        fail("--use-running: only with --scale-out")
+    if scale_out:
+        from adapters.bench.scaleout import bench_scaleout_payloads
+        from adapters.settings import load_settings
+
+        if peer is not None or rules is not None:
+            fail("--scale-out: not with --peer or --rules")
+        running = load_settings(data=state.data) if use_running else None
+        if running is not None and not running.postgres_dsn:
+            fail("--use-running: LETTERLOG_POSTGRES_DSN names no PostgreSQL")
+        count = 1000 if messages == 5000 else messages
+        _bench(bench_scaleout_payloads(count, plot=plot, use_running=running), as_json)
+        return
     if rules is not None:
         from adapters.bench.rules import bench_rules
 

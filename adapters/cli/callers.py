@@ -26,7 +26,8 @@ _CHECKED = (
 )
 _ADMINISTRATOR = (
     "import mbox", "import maildir", "rebuild", "export", "verify", "compact", "demo",
-    "view list", "view drop", "spark package", "backup", "restore-backup", "purger",
+    "view list", "view drop", "spark package", "backup", "restore-backup", "keys migrate",
+    "payloads migrate", "purger",
     "erase-message", "erase-account", "purge run", "erase complete", "erase export",
     "erase reapply", "erase status", "relay", "worker", "lag", "dead-letters list",
     "dead-letters show", "dead-letters discard", "dead-letters redrive", "processes start",

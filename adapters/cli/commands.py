@@ -19,6 +19,8 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ('Views', 'views', ('view',)),
     ('Spark', 'sparkship', ('spark',)),
     ('Backup', 'backup', ('backup', 'restore-backup',)),
+    ('Payloads', 'payloads', ('payloads',)),
+    ('Keys', 'keys', ('keys',)),
     ('Lifecycle', 'lifecycle', ('purger', 'erase-message', 'erase-account', 'purge', 'erase',)),
     ('Scale-out', 'stream', ('relay', 'worker', 'lag', 'dead-letters', 'processes',)),
     ('Benchmarks', 'bench', ('bench',)),

@@ -101,7 +101,8 @@ def _incomplete(completion: dict[str, Any] | None) -> None:
         return
     from adapters.lifecycle.completion import EXIT_INCOMPLETE, Completion, Holder
 
-    line = Completion(False, [Holder(h["file"], tuple(h["pids"]), tuple(h["processes"]))
+    line = Completion(False, [Holder(h["file"], tuple(h["pids"]), tuple(h["processes"]),
+                                     h.get("reason", ""))
                               for h in completion["pending"]],
                       seconds=completion["waited_seconds"]).line()
     typer.echo(f"letterlog: {line}", err=True)

@@ -1,10 +1,10 @@
 """Install or run the real servers from the command line (no third-party CLI library).
 
-python -m adapters.devservers install [--only pg,hbase,kafka,dovecot,spark,ldap,postfix]
+python -m adapters.devservers install [--only pg,keys,hbase,kafka,dovecot,spark,ldap,postfix]
     apt (PostgreSQL, Dovecot, Postfix, slapd, a JDK 17 if missing, Maven if missing) + Maven jars;
     starts nothing. (Postfix is installed only: the tests start their own instances, `up`
     does not run it.)
-python -m adapters.devservers up [--only pg,hbase,kafka,dovecot,spark,ldap] [--env-file PATH]
+python -m adapters.devservers up [--only pg,keys,hbase,kafka,dovecot,spark,ldap] [--env-file PATH]
     [--detach]
     start them under supervisord (a crashed server is restarted, the others keep running) on
     the data kept in the root (default <checkout>/.letterlog-services), write
@@ -35,6 +35,7 @@ from ._common import Service, ServiceFailed
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
+from .keycluster import KeyClusterServer
 from .ldap import LdapServer
 from .postfix import PostfixServer
 from .postgres import PostgresServer
@@ -55,6 +56,7 @@ ALIASES = {
     "pg": "pg",
     "postgres": "pg",
     "postgresql": "pg",
+    "keys": "keys",
     "hbase": "hbase",
     "kafka": "kafka",
     "dovecot": "dovecot",
@@ -64,7 +66,7 @@ ALIASES = {
     "slapd": "ldap",
     "openldap": "ldap",
 }
-ORDER = ("pg", "hbase", "kafka", "dovecot", "spark", "ldap")
+ORDER = ("pg", "keys", "hbase", "kafka", "dovecot", "spark", "ldap")
 #: what `install` knows: `up` supervises ORDER only (the Postfix tests start their own)
 INSTALL_ORDER = (*ORDER, "postfix")
 
@@ -87,6 +89,8 @@ def parse_only(raw: str | None, order: Sequence[str] = ORDER) -> list[str]:
 def make(name: str) -> Service:
     if name == "pg":
         return PostgresServer()
+    if name == "keys":
+        return KeyClusterServer()
     if name == "hbase":
         return HBaseServer()
     if name == "dovecot":
@@ -105,6 +109,9 @@ def env_lines(servers: dict[str, Service]) -> list[str]:
     pg = servers.get("pg")
     if isinstance(pg, PostgresServer):
         lines += ["LETTERLOG_EVENT_STORE=postgres", f"LETTERLOG_POSTGRES_DSN={pg.dsn}"]
+    keys = servers.get("keys")
+    if isinstance(keys, KeyClusterServer):  # the KEKs: the key cluster (ADR 0073)
+        lines += [f"LETTERLOG_KEY_STORE_DSN={keys.dsn}"]
     hb = servers.get("hbase")
     if isinstance(hb, HBaseServer):
         lines += [
@@ -313,7 +320,8 @@ def cmd_down(root: Path) -> int:
 
 #: what each entry of a root holds, for `reset`
 CONTENTS = {
-    "pg": "PostgreSQL: the event log and the key store",
+    "pg": "PostgreSQL: the event log and the wrapped data keys",
+    "keys": "PostgreSQL: the key cluster (the key-encryption keys)",
     "hbase": "HBase: the read-model tables and their write-ahead logs",
     "kafka": "Kafka: the event topics and the consumer groups' offsets",
     "dovecot": "Dovecot: its mail",
@@ -395,10 +403,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="install packages and jars; start nothing")
     p_install.add_argument(
-        "--only", help="comma list of pg,hbase,kafka,dovecot,spark,ldap,postfix (default: all)")
+        "--only",
+        help="comma list of pg,keys,hbase,kafka,dovecot,spark,ldap,postfix (default: all)")
     p_up = sub.add_parser("up", help="start servers and stay in the foreground until Ctrl-C")
     p_up.add_argument("--only",
-                      help="comma list of pg,hbase,kafka,dovecot,spark,ldap (default: all)")
+                      help="comma list of pg,keys,hbase,kafka,dovecot,spark,ldap (default: all)")
     p_up.add_argument(
         "--env-file",
         type=Path,

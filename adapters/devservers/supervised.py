@@ -42,6 +42,7 @@ from ._common import LOCALHOST, Service, ServiceFailed, port_open
 from .dovecot import DovecotServer
 from .hbase import HBaseServer
 from .kafka import KafkaServer
+from .keycluster import KeyClusterServer
 from .ldap import LdapServer
 from .postgres import PostgresServer
 from .spark import SparkCluster
@@ -148,6 +149,7 @@ def pick_ports(count: int, taken: set[int]) -> list[int]:
 #: each server's kept ports: the constructor argument and what it is
 PORTS: dict[str, dict[str, str]] = {
     "pg": {"port": "postgres"},
+    "keys": {"port": "keys-postgres"},
     "hbase": {"zookeeper_port": "hbase-master (ZooKeeper)", "thrift_port": "hbase-thrift",
               "thrift2_port": "hbase-thrift2"},
     "kafka": {"port": "kafka (broker)", "controller_port": "kafka (controller)"},
@@ -160,10 +162,10 @@ PORTS: dict[str, dict[str, str]] = {
 def make(name: str, root: Path, kept: dict[str, Any]) -> Service:
     """Server ``name`` in ``<root>/<name>`` with the ports (and passwords) of ``kept``."""
     args: dict[str, Any] = {k: v for k, v in kept.items() if k in PORTS.get(name, {})}
-    if name == "pg":
-        return PostgresServer(workdir=root / name, keep_workdir=True, **args,
-                              password=kept.get("password"),
-                              admin_password=kept.get("admin_password"))
+    if name in ("pg", "keys"):
+        kind = KeyClusterServer if name == "keys" else PostgresServer
+        return kind(workdir=root / name, keep_workdir=True, **args,
+                    password=kept.get("password"), admin_password=kept.get("admin_password"))
     if name == "hbase":
         return HBaseServer(workdir=root / name, keep_workdir=True, **args)
     if name == "kafka":
@@ -201,6 +203,8 @@ def program_name(service: Service, program: Program) -> str:
 
 def ports(service: Service) -> dict[str, int]:
     """Each supervised program's port (what ``status`` shows and ``restart`` waits on)."""
+    if isinstance(service, KeyClusterServer):
+        return {"keys-postgres": service.port}
     if isinstance(service, PostgresServer):
         return {"postgres": service.port}
     if isinstance(service, HBaseServer):

@@ -302,6 +302,21 @@ class _KeyTable(Protocol):
 _Row = tuple[UUID, "bytes | None", "UUID | None"]
 
 
+class KekVault(Protocol):
+    """Where the KEKs live: ``Vault`` (a file), or the key cluster
+    (``adapters.eventlog.keycluster.PostgresVault``, ADR 0073)."""
+
+    path: str
+
+    def add(self, keks: Iterable[tuple[UUID, bytes]]) -> None: ...
+    def get(self, kek_id: UUID) -> bytes | None: ...
+    def mark_retiring(self, kek_ids: Iterable[UUID]) -> None: ...
+    def retiring(self) -> set[UUID]: ...
+    def remove(self, kek_ids: Iterable[UUID], *, wait: float = 10.0) -> None: ...
+    def ids(self) -> dict[UUID, float]: ...
+    def close(self) -> None: ...
+
+
 class WrappedKeyStore:
     """Data keys wrapped by KEKs (ADR 0041). Each pool refill gets a KEK of its own; keys are
     committed wrapped before their KEK is stored, so a refill cut short leaves only unused
@@ -309,7 +324,7 @@ class WrappedKeyStore:
     other keys are re-wrapped under it and the destroyed ones cleared in one transaction of
     the key table, then the old KEK is removed from the vault."""
 
-    def __init__(self, table: _KeyTable, vault: Vault) -> None:
+    def __init__(self, table: _KeyTable, vault: KekVault) -> None:
         self.table, self.vault = table, vault
         self._pool = _Pool()
         legacy = self.table.legacy()
@@ -637,9 +652,39 @@ class _PostgresKeyTable:
             self._conn.close()
 
 
-def PostgresKeyStore(conninfo: str, *, vault: str | Path) -> WrappedKeyStore:  # noqa: N802
-    """Wrapped keys in the log's database; their KEKs in ``vault`` (a file outside it)."""
-    return WrappedKeyStore(_PostgresKeyTable(conninfo), Vault(vault))
+def postgres_kek_use(conninfo: str) -> dict[UUID, int]:
+    """Each KEK the log's live data keys are wrapped under, and how many (a restore's check
+    before it writes anything: ADR 0074); {} for a database without the key table."""
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        (table,) = conn.execute("SELECT to_regclass('letterlog_data_keys')").fetchone() or (None,)
+        if table is None:
+            return {}
+        return dict(conn.execute(
+            "SELECT kek_id, count(*) FROM letterlog_data_keys WHERE kek_id IS NOT NULL "
+            "AND key IS NOT NULL GROUP BY kek_id").fetchall())
+
+
+def PostgresKeyStore(conninfo: str, *, vault: str | Path,  # noqa: N802
+                     key_store: str | None = None, standbys: Iterable[str] = (),
+                     timeout: float = 10.0) -> WrappedKeyStore:
+    """Wrapped keys in the log's database; their KEKs in ``vault`` (a file outside it), or,
+    with ``key_store`` (a DSN), in the key cluster, the file (if one is there) read where a
+    KEK is not in the key cluster yet (before ``letterlog keys migrate``: ADR 0073)."""
+    table = _PostgresKeyTable(conninfo)
+    if key_store is None:
+        return WrappedKeyStore(table, Vault(vault))
+    from adapters.eventlog.keycluster import FallbackVault, PostgresVault
+
+    try:
+        keks: Any = PostgresVault(key_store, timeout=timeout, standbys=standbys)
+        if Path(vault).is_file():
+            keks = FallbackVault(keks, Vault(vault))
+    except BaseException:
+        table.close()
+        raise
+    return WrappedKeyStore(table, keks)
 
 
 class MemoryKeyStore:

@@ -288,7 +288,10 @@ def open_key_store(env: Any) -> sealing.KeyStore:
             dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
             port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
             password=env.get("POSTGRES_PASSWORD"),
-            connect_timeout=env.get("POSTGRES_CONNECT_TIMEOUT") or "10"), vault=vault)
+            connect_timeout=env.get("POSTGRES_CONNECT_TIMEOUT") or "10"), vault=vault,
+            key_store=env.get("LETTERLOG_KEY_STORE_DSN") or None,
+            standbys=(env.get("LETTERLOG_KEY_STORE_STANDBYS") or "").split(),
+            timeout=float(env.get("POSTGRES_CONNECT_TIMEOUT") or 10))
     return sealing.MemoryKeyStore()
 
 
@@ -328,11 +331,14 @@ def sqlite_env(path: str, durability: str = "full", lock_timeout: int = 30) -> d
 
 
 def postgres_env(dsn_parts: dict[str, str], vault: str,
-                 timeout: float = 10.0) -> dict[str, str]:
+                 timeout: float = 10.0, key_store: str | None = None,
+                 standbys: str = "") -> dict[str, str]:
     """A PostgreSQL log's environment; ``vault``: the key-encryption keys' file;
     ``timeout``: seconds a connection may take (the pool's wait for one, and libpq's
     ``connect_timeout`` of the key table's own connection: a frozen server must not hang a
-    command for ever)."""
+    command for ever); ``key_store``: the key cluster's DSN (the KEKs there, not in
+    ``vault``), ``standbys`` its standbys' DSNs (space-separated: the erasure's scrub
+    checks each, ADR 0073)."""
     seconds = str(max(2, math.ceil(timeout)))  # libpq: whole seconds, at least 2
     env = {
         "PERSISTENCE_MODULE": "adapters.eventlog.store:SerialisedPostgresFactory",
@@ -340,6 +346,9 @@ def postgres_env(dsn_parts: dict[str, str], vault: str,
         "LETTERLOG_KEY_VAULT": vault,
         "POSTGRES_CONNECT_TIMEOUT": seconds,
     }
+    if key_store:
+        env["LETTERLOG_KEY_STORE_DSN"] = key_store
+        env["LETTERLOG_KEY_STORE_STANDBYS"] = standbys
     env.update(dsn_parts)
     return env
 

@@ -156,8 +156,8 @@ class Erasure(FacadePart):
         if self.settings.table_store == "hbase":
             # the workers apply Purged later; `letterlog erase complete` decides the payloads
             # once they have, then compacts HBase (adapters/lifecycle/scaleout.py)
-            if outcome.purged:
-                self.shredding.record_scale_out(shas, began, len(outcome.purged))
+            if outcome.purged or shas:  # resumed: purged by the killed run, payloads owed
+                self.shredding.record_scale_out(shas, began, len(released))
             shas = set()
         host = self._read()
         refs = host.physical(pn.PAYLOAD_REFS)
@@ -178,7 +178,7 @@ class Erasure(FacadePart):
                 **({"erased_through": fence[0], "found_while_erasing": fence[1]}
                    if fence is not None else {}),
                 "scale_out_pending": self.settings.table_store == "hbase" and bool(
-                    outcome.purged),  # `letterlog erase complete` finishes it
+                    outcome.purged or released),  # `letterlog erase complete` finishes it
                 **(self.completion.as_dict() if self.completion else {})}
 
     def _erase_fenced(self, purging: Any, account: UUID) -> tuple[Any, int, int]:
@@ -260,6 +260,28 @@ class Erasure(FacadePart):
         left unfinished is recorded."""
         self.finish_interrupted_erasures()
         return self.shredding.complete(record=record)
+
+    def migrate_keys(self, *, remove_file: bool = True) -> dict[str, Any]:
+        """``letterlog keys migrate``: the vault file's KEKs moved into the key cluster
+        (``LETTERLOG_KEY_STORE_DSN``), checked, then the file removed (ADR 0073);
+        idempotent. ``SettingsError`` when no key cluster is configured."""
+        from pathlib import Path
+
+        from adapters import datadir
+        from adapters.eventlog.keycluster import FallbackVault, PostgresVault
+        from adapters.eventlog.keymigrate import migrate
+        from adapters.eventlog.sealing import WrappedKeyStore
+        from domain.errors import SettingsError
+
+        keys = self.log.keys
+        vault = keys.vault if isinstance(keys, WrappedKeyStore) else None
+        if not isinstance(keys, WrappedKeyStore) or not isinstance(
+                vault, FallbackVault | PostgresVault):
+            raise SettingsError("no key store to move the key-encryption keys into: set "
+                                "LETTERLOG_KEY_STORE_DSN (the key cluster; scale-out only)")
+        primary = vault.primary if isinstance(vault, FallbackVault) else vault
+        path = Path(self.settings.key_vault or Path(self.settings.data) / datadir.VAULT)
+        return migrate(path, primary, keys.table.referenced(), remove_file=remove_file)
 
     def pending_erasures(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""

@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from adapters.facade.parts import FacadePart
+from domain.sealed_facts import media_type
 from domain.service import Change, Delivery
 
 
@@ -79,7 +80,8 @@ class Messages(FacadePart):
             "envelope": _jsonable(m.personal.get("envelope", {})),
             "smtp_envelope": _jsonable(m.personal.get("smtp_envelope", {})),
             "attachments": list(m.personal.get("attachment_names", [])),
-            "facts": _jsonable(m.facts),
+            "facts": _jsonable({**m.facts,
+                                "content_type": media_type(m.facts, m.personal)}),
             "version": m.version,
         }
 

@@ -49,8 +49,11 @@ class Holder:
     path: str
     pids: tuple[int, ...] = ()
     names: tuple[str, ...] = ()
+    reason: str = ""  # a server's file (the key cluster's): what still holds it
 
     def describe(self) -> str:
+        if self.reason:
+            return self.reason
         if not self.pids:
             return f"{self.path}: held open by an unknown process"
         who = ", ".join(f"pid {p} ({n})" if n else f"pid {p}"
@@ -58,7 +61,10 @@ class Holder:
         return f"{self.path}: held open by {who}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": self.path, "pids": list(self.pids), "processes": list(self.names)}
+        out = {"file": self.path, "pids": list(self.pids), "processes": list(self.names)}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass
@@ -222,14 +228,17 @@ class PendingErasures:
 
 def complete(data: str | os.PathLike[str], vault: str | os.PathLike[str] | None, *,
              wait: float, record: bool = False, position: int = 0,
-             messages: int = 0) -> Completion:
+             messages: int = 0, key_cluster: Any = None) -> Completion:
     """Checkpoints every store file (within ``wait`` seconds in all); when all are done,
     the pending records made before this began are removed; else, with ``record`` (an
     erasure or purge that deleted something now), a record is added. With nothing deleted
-    now and nothing pending, one attempt without waiting (a reader then delays nothing)."""
+    now and nothing pending, one attempt without waiting (a reader then delays nothing).
+    ``key_cluster``: the KEKs' PostgreSQL cluster (``PostgresVault``), scrubbed within the
+    same bound when a removal there awaits it (ADR 0073)."""
     pending = PendingErasures(data)
     before = [path for path, _ in pending.records()]
-    owed = record or bool(before)
+    dirty = key_cluster is not None and key_cluster.owes_scrub()
+    owed = record or bool(before) or dirty
     began = time.monotonic()
     deadline = began + (wait if owed else 0.0)  # nothing erased is owed: one try, no wait
     files = store_files(data, vault)
@@ -238,6 +247,9 @@ def complete(data: str | os.PathLike[str], vault: str | os.PathLike[str] | None,
         if not truncate_wal(path, deadline):
             pids, names = _holders(path)
             holders.append(Holder(str(path), pids, names))
+    if dirty:
+        scrubbed = key_cluster.scrub(deadline)
+        holders += [Holder(key_cluster.path, reason=line) for line in scrubbed.left]
     outcome = Completion(complete=not holders or not owed, holders=holders if owed else [],
                          files=[str(f) for f in files], seconds=time.monotonic() - began)
     if outcome.complete:

@@ -95,6 +95,7 @@ class PurgeJobs:
                  catch_up: Callable[[], Any] = lambda: None,
                  after_run: Callable[[], Any] = lambda: None, batch: int = BATCH,
                  release: Callable[[float], tuple[int, int]] = lambda began: (0, 0),
+                 payloads_deleted: Callable[[int], Any] = lambda count: None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.purging = purging
         self.tables = tables
@@ -105,6 +106,7 @@ class PurgeJobs:
         self.catch_up = catch_up
         self.after_run = after_run
         self.release = release
+        self.payloads_deleted = payloads_deleted  # told how many the payloads job deleted
         self.batch = batch
         self.clock = clock
         tables.create_table(POINTER_SPEC)
@@ -216,4 +218,6 @@ class PurgeJobs:
                 continue
             report.payloads_freed += 1
             report.payload_bytes_freed += freed
+        if report.payloads_freed and not dry_run:
+            self.payloads_deleted(report.payloads_freed)
         return report

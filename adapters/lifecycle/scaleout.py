@@ -9,8 +9,9 @@ only be decided after that:
   is read from ``payload_refs``, a log-derived index that holds the erasure only once the
   workers have applied the ``Purged`` events (reading it earlier sees the erased message's
   own reference and keeps the payload);
-- HBase's files: the workers' deletes are first in the region server's memstore and
-  write-ahead log; the tables are flushed, then major-compacted (HBase's own
+- HBase's files: the workers' deletes (and the payloads' rows deleted from HBase's payload
+  table, ADR 0072) are first in the region server's memstore and write-ahead log; the
+  tables are flushed, then major-compacted (HBase's own
   ``MajorCompactor`` tool, which requests the compaction region by region and waits until
   no store file older than the request is left; Thrift1's ``majorCompact`` only requests a
   minor compaction on HBase 2.6).
@@ -79,7 +80,8 @@ class ScaleOutPending:
         return path
 
     def record_purge(self, *, position: int, messages: int) -> Path:
-        """Purge runs (no payloads: those keep their grace period) share one record,
+        """Purge runs (no payloads: those keep their grace period; the payloads a run
+        deleted from HBase are compacted by the same completion) share one record,
         ``purges.json``, which grows until ``complete`` clears it (a purger's batches do not
         make a file each)."""
         path = self.dir / PURGES
@@ -263,6 +265,10 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
 
     # saved views lost the purged rows at the erasure (Shredding.erase_from_views)
     names = [host.physical(t) for t in pn.PURGED_FROM] + erased_view_tables(tables)
+    from adapters.payloads.hbase import TABLE as PAYLOADS
+
+    if settings.payloads_in_hbase() and tables.table_exists(PAYLOADS):  # created on first use
+        names.append(PAYLOADS)  # the payloads deleted above, and by purge runs
     compacted = time.monotonic()
     try:
         progress(f"flushing {len(names)} tables")

@@ -104,6 +104,13 @@ class Shredding:
                 count, freed = count + 1, freed + size
         return count, freed
 
+    def payloads_deleted(self, count: int) -> None:
+        """Payloads the purge jobs deleted after their grace period: in HBase's payload table
+        (ADR 0072) they stay in HBase's files until ``letterlog erase complete`` flushes and
+        compacts it, so the run leaves the shared purge record that it finishes."""
+        if count and self.settings.payloads_in_hbase():
+            self.record_scale_out((), time.time(), 0)
+
     def purged_since(self, position: int) -> list[Message]:
         """Every message the log says was purged after ``position`` (``Message.Purged``
         read by topic, nothing else decoded), loaded: what a killed purge run or erasure
@@ -167,8 +174,10 @@ class Shredding:
         from adapters.lifecycle.completion import complete
 
         s = self.settings
+        vault = getattr(self.log.keys, "vault", None)
         return complete(s.data, s.key_vault, wait=s.erase_wait_seconds, record=record,
-                        position=self.max_position(), messages=self.unfinished)
+                        position=self.max_position(), messages=self.unfinished,
+                        key_cluster=vault if hasattr(vault, "scrub") else None)
 
     def pending(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""

@@ -29,6 +29,7 @@ from domain.errors import (
     StoreBusy,
     StoreUnavailable,
 )
+from projections.tablestore import TableStoreUnavailable
 
 EX_OK = 0
 EX_USAGE = 64
@@ -173,7 +174,7 @@ def _classify(error: BaseException) -> Outcome:
         return temporary(f"mail store read-only, {LATER}", "4.3.0", 451, detail)
     if isinstance(error, StoreBusy) or "locked" in lowered or "busy" in lowered:
         return temporary(f"mail store busy, {LATER}", detail=detail)
-    if isinstance(error, StoreUnavailable):
+    if isinstance(error, StoreUnavailable | TableStoreUnavailable):  # HBase: the payloads
         return temporary(f"mail store unavailable, {LATER}", "4.3.2", detail=detail)
     if isinstance(error, PermissionDenied):  # lda --as USER: a configuration to mend
         return temporary(f"mail system configuration error, {LATER}", "4.3.5", detail=detail)

@@ -284,6 +284,10 @@ class FilePayloadStore:
 
     # --- inside ----------------------------------------------------------------------------
 
+    def file_of(self, sha256: str) -> Path:
+        """Where the payload's file is (or would be)."""
+        return self._file(sha256)
+
     def _file(self, sha256: str) -> Path:
         check_sha256(sha256)
         return self.root / sha256[:2] / sha256

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -190,3 +191,50 @@ class PayloadStoreContract:
         clock.now += 13 * 3600
         store.put_stream([b"old ", b"content"])
         assert list(store.list()) == [(ref.sha256, 11, clock.now)]
+
+    def test_a_payload_deleted_can_be_stored_again(
+        self, store: PayloadStore, clock: FakeClock
+    ) -> None:
+        """A delete must not hide a later put of the same content (HBase's tombstones hide
+        every cell up to their version, puts that arrive later included)."""
+        data = bytes(range(50))
+        ref = store.put(data)
+        store.put(data)  # refreshed in the same instant
+        assert store.delete(ref.sha256)
+        assert store.put(data) == ref
+        assert b"".join(store.open(ref.sha256)) == data
+        assert [entry[0] for entry in store.list()] == [ref.sha256]
+
+
+class ReleasableContract:
+    """What the purge jobs use of a payload store beyond the port: ``touch`` (a release
+    starts the grace period) and ``delete_unless_touched`` (orphan collection). Mixed into
+    the contract of each store that has them."""
+
+    def test_touch_refreshes_the_write_time_of_a_stored_payload_only(
+        self, store: Any, clock: FakeClock
+    ) -> None:
+        ref = store.put(b"released later" * 3)
+        clock.now += 3600
+        assert store.touch(ref.sha256) is True
+        assert store.touch(ABSENT) is False
+        assert list(store.list()) == [(ref.sha256, 42, clock.now)]
+
+    def test_an_untouched_payload_is_deleted_and_its_size_returned(
+        self, store: Any, clock: FakeClock
+    ) -> None:
+        ref = store.put(b"orphan" * 7)
+        clock.now += 60
+        assert store.delete_unless_touched(ref.sha256, clock.now - 1) == 42
+        assert not store.exists(ref.sha256)
+        assert store.delete_unless_touched(ref.sha256, clock.now) is None
+
+    def test_a_payload_touched_after_the_horizon_is_kept(
+        self, store: Any, clock: FakeClock
+    ) -> None:
+        ref = store.put(b"re-used" * 5)
+        horizon = clock.now
+        clock.now += 60
+        store.put(b"re-used" * 5)  # a delivery re-used it after the horizon
+        assert store.delete_unless_touched(ref.sha256, horizon) is None
+        assert b"".join(store.open(ref.sha256)) == b"re-used" * 5

@@ -401,3 +401,26 @@ def test_the_key_files_are_copied_together_while_writers_wait(tmp_path):
     with sqlite3.connect(data / "vault.sqlite", timeout=0.1) as con:  # let go afterwards
         con.execute("BEGIN IMMEDIATE")
         con.execute("ROLLBACK")
+
+
+def test_payloads_that_cannot_reach_hbase_after_a_restore_stay_readable_here(tmp_path):
+    """``restore-backup`` on the scale-out path copies the payloads into HBase last; if HBase
+    does not answer then, the restore stands and says so: the payloads are read from the
+    data directory until ``payloads migrate`` (ADR 0072)."""
+    from adapters.backup import backup, restore
+    from projections.tablestore import TableStoreUnavailable
+
+    data, copy, restored = tmp_path / "data", tmp_path / "backup", tmp_path / "restored"
+    with Letterlog.open(data, durability="normal") as store:
+        ids, _ = deliver_marked(store)
+        raws = {i: store.extract(i) for i in ids}
+    backup(data, copy)
+
+    def hbase_down(root: Path) -> dict[str, Any]:
+        raise TableStoreUnavailable("HBase Thrift server at 127.0.0.1:1 is unreachable")
+
+    result = restore(copy, restored, open_store=Letterlog.open, reapply_from=[data],
+                     move_payloads=hbase_down)
+    assert "payloads migrate --remove-local" in result["payloads_moved"]["problem"]
+    with Letterlog.open(restored, durability="normal") as store:
+        assert {i: store.extract(i) for i in ids} == raws

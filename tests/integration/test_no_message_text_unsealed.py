@@ -22,6 +22,7 @@ import pytest
 from adapters.embedded import Letterlog
 from adapters.eventlog.reader import row_pages
 from adapters.eventlog.transcoder import unpackb
+from domain.sealed_facts import is_reduced
 from tests.factories import corpus_messages
 
 pytestmark = pytest.mark.slow
@@ -116,6 +117,7 @@ def leaks(store: Letterlog, pieces: dict[Any, set[str]]) -> dict[str, list[str]]
                 continue
             name, searched = message
             content_type = (state.get("facts") or {}).get("content_type", "")
+            assert not content_type or is_reduced(content_type), (topic, content_type)
             text = "\n".join(unsealed_text(state))
             words = set(_SPLIT.split(text))
             hits = sorted(p for p in searched if p.lower() != content_type

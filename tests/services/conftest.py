@@ -34,6 +34,7 @@ from adapters.devservers import (
     PostfixServer,
     PostgresServer,
 )
+from adapters.devservers.keycluster import KeyClusterServer
 from adapters.devservers.supervised import SupervisedServices
 from tests.factories import database
 from tests.services.servers import (
@@ -66,6 +67,19 @@ def kafka_server() -> Iterator[KafkaServer]:
 def postfix_server() -> Iterator[PostfixServer]:
     """A started PostfixServer (port, send(), queue(), flush(), use_pipe(), use_lmtp())."""
     yield from _fixture("postfix", PostfixServer)  # type: ignore[misc]
+
+
+@pytest.fixture(scope="session")
+def key_cluster() -> Iterator[KeyClusterServer]:
+    """The key store's own PostgreSQL cluster (its WAL policy: ADR 0073)."""
+    yield from _fixture("keys", KeyClusterServer)  # type: ignore[misc]
+
+
+@pytest.fixture
+def key_dsn(key_cluster: KeyClusterServer) -> Iterator[str]:
+    """A fresh database on the key cluster (its DSN), dropped after the test."""
+    with database(key_cluster) as dsn:
+        yield dsn
 
 
 @pytest.fixture

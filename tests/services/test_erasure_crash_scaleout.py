@@ -6,7 +6,8 @@ tries them on every wrapped copy of the erased messages' data keys: nothing open
 message beside them still opens.
 
 Which deployment: the log, its outbox and the wrapped data keys (``letterlog_data_keys``)
-in PostgreSQL, the KEKs in the named vault file, the tables embedded (SQLite). What a crash
+in PostgreSQL, the KEKs in the key cluster (a PostgreSQL cluster of their own: ADR 0073),
+the tables embedded (SQLite). What a crash
 can leave decryptable is decided by the log (``Message.Purged`` by topic after the intent's
 position) and the key steps (the key table's rotation in PostgreSQL, the vault's removal):
 those are the scale-out store's own code paths here. HBase and Kafka add only the workers'
@@ -14,20 +15,18 @@ lag and ``erase complete``'s compaction, which runs after the keys whatever the 
 (tests/services/test_erasure_scaleout.py attacks that part), at minutes per case for 17
 cases.
 
-The attacker reads: every KEK in a copy of the vault, and every 32-byte window near a KEK id
-found in the vault's files (a deleted KEK's row); every wrapped copy of each data key in
-PostgreSQL, the live row (SQL) and every 60-byte window near the key id in the database's
-heap files and ``pg_wal`` (old row versions, WAL records). ``KILLED`` is the killed-step
+The attacker reads: every KEK in the key cluster (SQL), and every 32-byte window near a KEK
+id found in any file of the key cluster's data directory as it is on disk (heap, ``pg_wal``:
+a deleted KEK's row, its WAL records and full-page images); every wrapped copy of each data
+key in PostgreSQL, the live row (SQL) and every 60-byte window near the key id in the
+database's heap files and ``pg_wal`` (old row versions, WAL records). ``KILLED`` is the killed-step
 table (``pytest -s`` prints it)."""
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 from functools import partial
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import pytest
 
@@ -37,109 +36,36 @@ from tests.erasure_crash_support import (
     PURGE_STEPS,
     Table,
     erase_case,
-    key_opens,
     print_table,
     purge_case,
 )
-from tests.erasure_support import files_holding_any_form
+from tests.services.erasure_attacker import state_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 KILLED: Table = []  # (command, killed at, left, repaired by)
-PURGED_TOPIC = "domain.message:Message.Purged"
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any,
-               monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def deployment(tmp_path: Path, pg_dsn: str, postgres_server: Any, key_dsn: str,
+               key_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The data directory and the environment of every process of this deployment."""
     data = tmp_path / "data"
     env = {"LETTERLOG_EVENT_STORE": "postgres", "LETTERLOG_POSTGRES_DSN": pg_dsn,
-           "LETTERLOG_KEY_VAULT": str(data / "vault.sqlite"),
+           "LETTERLOG_KEY_STORE_DSN": key_dsn,
+           "LETTERLOG_KEY_VAULT": str(data / "vault.sqlite"),  # never made
            "LETTERLOG_TABLE_STORE": "embedded"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)  # the fresh reader and this process open the same
     with Letterlog.open(data) as store:
         assert store.settings.event_store == "postgres"
     return {"data": data, "dsn": pg_dsn, "pg_root": Path(postgres_server.workdir) / "data",
-            "admin_dsn": postgres_server.admin_dsn}
-
-
-# -- the attacker ------------------------------------------------------------------------------
-def _pg_files(dsn: str, admin_dsn: str, pg_root: Path) -> list[bytes]:
-    """The database's heap and index files and the server's WAL, after a checkpoint (what a
-    copy of the server's disk holds, old row versions included)."""
-    import psycopg
-
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute("CHECKPOINT")  # the heap's pages on disk, as a copy of it holds them
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        (oid,) = conn.execute("SELECT oid FROM pg_database "
-                              "WHERE datname = current_database()").fetchone()  # type: ignore[misc]
-    blobs = []
-    for sub in (pg_root / "base" / str(oid), pg_root / "pg_wal"):
-        for path in sub.iterdir():
-            if path.is_file():
-                blobs.append(path.read_bytes())
-    return blobs
-
-
-def _sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return list(conn.execute(query, params).fetchall())  # type: ignore[arg-type]
-
-
-def recoverable_keys(vault_copy: Path, dsn: str, pg_files: list[bytes],
-                     key_ids: list[UUID]) -> list[UUID]:
-    """The data keys among ``key_ids`` that open with a key the deployment holds."""
-    vault_files = [p.read_bytes() for p in vault_copy.iterdir() if p.is_file()]
-    con = sqlite3.connect(vault_copy / "vault.sqlite")
-    try:
-        keks = {bytes(r[0]) for r in con.execute("SELECT kek FROM keks")}
-    finally:
-        con.close()
-    return [key_id for key_id in key_ids if key_opens(
-        key_id, pg_files, vault_files, keks, wrapped={bytes(r[0]) for r in _sql(
-            dsn, "SELECT key FROM letterlog_data_keys WHERE key_id = %s AND key IS NOT NULL",
-            key_id)})]
-
-
-def stale_keks(vault_copy: Path, dsn: str) -> int:
-    """KEKs in the vault that no data key refers to (a rotation's old KEK left behind)."""
-    referenced = {r[0].bytes for r in _sql(
-        dsn, "SELECT DISTINCT kek_id FROM letterlog_data_keys WHERE kek_id IS NOT NULL")}
-    con = sqlite3.connect(vault_copy / "vault.sqlite")
-    try:
-        return sum(1 for (k,) in con.execute("SELECT kek_id FROM keks")
-                   if bytes(k) not in referenced)
-    finally:
-        con.close()
-
-
-def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[UUID],
-             markers: list[bytes]) -> dict[str, Any]:
-    data, dsn = dep["data"], dep["dsn"]
-    vault_copy = scratch / "vault"
-    vault_copy.mkdir(parents=True)
-    for p in data.iterdir():  # the vault's files as they are on disk (-wal included)
-        if p.name.startswith("vault.sqlite") and p.is_file():
-            shutil.copy2(p, vault_copy / p.name)
-    try:
-        [(table,)] = _sql(dsn, "SELECT table_name FROM information_schema.columns WHERE "
-                          "column_name = 'topic' AND table_name LIKE '%%events'")
-        purged = {str(r[0]) for r in _sql(
-            dsn, f'SELECT originator_id FROM "{table}" WHERE topic = %s', PURGED_TOPIC)}
-        intents = data / "erasures-intent"
-        pg_files = _pg_files(dsn, dep["admin_dsn"], dep["pg_root"])
-        return {"intents": len(list(intents.glob("*.json"))) if intents.is_dir() else 0,
-                "purged": sum(1 for i in ids if str(i) in purged),
-                "keys_open": len(recoverable_keys(vault_copy, dsn, pg_files, key_ids)),
-                "stale_keks": stale_keks(vault_copy, dsn),
-                "files_with_markers": sorted(files_holding_any_form(data, markers))}
-    finally:
-        shutil.rmtree(scratch)
+            "admin_dsn": postgres_server.admin_dsn, "key_dsn": key_dsn,
+            "key_root": Path(key_cluster.workdir) / "data",
+            # a stale KEK is one a rotation marked: a process that closed cleanly leaves its
+            # pool refill's KEK unreferenced (its unused keys deleted, none ever sealed
+            # anything) until the orphan sweep an hour later
+            "retiring_only": True}
 
 
 @pytest.mark.parametrize("step", ERASE_STEPS)

@@ -14,11 +14,13 @@ import pytest
 import zstandard
 
 from adapters.payloads.files import MANIFEST, FilePayloadStore
+from adapters.payloads.hbase import HBasePayloadStore
 from adapters.payloads.memory import InMemoryPayloadStore
+from adapters.tables.memory import InMemoryTableStore
 from domain.errors import PayloadMissing
 from domain.payloads import chunk_count, rechunk
 from domain.ports import PayloadStore
-from tests.contracts.payload_contract import CHUNK, PayloadStoreContract
+from tests.contracts.payload_contract import CHUNK, PayloadStoreContract, ReleasableContract
 
 
 class TestInMemoryPayloadStore(PayloadStoreContract):
@@ -28,11 +30,21 @@ class TestInMemoryPayloadStore(PayloadStoreContract):
         return InMemoryPayloadStore(chunk_size, clock=clock)
 
 
-class TestFilePayloadStore(PayloadStoreContract):
+class TestFilePayloadStore(PayloadStoreContract, ReleasableContract):
     def make_store(
         self, tmp_path: Path, chunk_size: int, clock: Callable[[], float]
     ) -> PayloadStore:
         return FilePayloadStore(tmp_path / "payloads", chunk_size, clock=clock)
+
+
+class TestTablePayloadStore(PayloadStoreContract, ReleasableContract):
+    """The HBase payload store on the in-memory table store (HBase's delete semantics, kept
+    tombstones included); tests/services/test_payloads_hbase.py runs it on a real HBase."""
+
+    def make_store(
+        self, tmp_path: Path, chunk_size: int, clock: Callable[[], float]
+    ) -> PayloadStore:
+        return HBasePayloadStore(InMemoryTableStore(), chunk_size, clock=clock, threads=3)
 
 
 def test_chunks_of_any_pieces_have_exactly_the_chunk_size() -> None:

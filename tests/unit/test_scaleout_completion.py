@@ -85,6 +85,9 @@ class Tables:
     def physical_name(self, name):
         return f"p_{name}"
 
+    def table_exists(self, name):
+        return name == "payloads"  # HBase's payload table (ADR 0072)
+
 
 class Payloads:
     def __init__(self, touched_at):
@@ -98,11 +101,13 @@ class Payloads:
         return 1000
 
 
-def test_payloads_are_freed_after_the_read_side_unless_referred_or_reused(tmp_path):
+@pytest.mark.parametrize("in_hbase", [False, True], ids=["payload files", "payloads in hbase"])
+def test_payloads_are_freed_after_the_read_side_unless_referred_or_reused(tmp_path, in_hbase):
     free, referred, reused = "aa" * 32, "bb" * 32, "cc" * 32
     tables = Tables({referred})
     store = SimpleNamespace(
-        settings=SimpleNamespace(data=tmp_path, hbase_compactor="true"),  # real: services test
+        settings=SimpleNamespace(data=tmp_path, hbase_compactor="true",  # real: services test
+                                 payloads_in_hbase=lambda: in_hbase),
         max_position=lambda: 42, payloads=Payloads({free: 0.0, referred: 0.0, reused: 2000.0}),
         projections=SimpleNamespace(tables=tables, physical=lambda t: t))
     record_erasure(store, [free, referred, reused], 1000.0, 3)
@@ -112,7 +117,8 @@ def test_payloads_are_freed_after_the_read_side_unless_referred_or_reused(tmp_pa
     assert done.complete and done.pending_cleared == 1
     assert store.payloads.deleted == [free]
     assert (done.payloads_freed, done.payload_bytes_freed, done.payloads_kept) == (1, 1000, 2)
-    assert len(tables.flushed) == len(done.tables_compacted) == 6
+    assert len(tables.flushed) == len(done.tables_compacted) == 6 + in_hbase
+    assert ("payloads" in tables.flushed) is ("p_payloads" in done.tables_compacted) is in_hbase
     assert ScaleOutPending(tmp_path).records() == []
 
 

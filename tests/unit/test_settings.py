@@ -19,6 +19,19 @@ def test_defaults_are_the_embedded_store(monkeypatch):
         "sqlite", "embedded", "full", 10 * 1024)
 
 
+@pytest.mark.parametrize(("overrides", "in_hbase"), [
+    ({}, False),
+    ({"table_store": "hbase"}, True),
+    ({"table_store": "hbase", "payload_store": "files"}, False),
+    ({"table_store": "hbase", "payload_store": "hbase"}, True),
+])
+def test_payloads_go_to_hbase_with_the_hbase_tables_unless_told_otherwise(
+        monkeypatch, overrides, in_hbase):
+    monkeypatch.delenv("LETTERLOG_TABLE_STORE", raising=False)
+    monkeypatch.delenv("LETTERLOG_PAYLOAD_STORE", raising=False)
+    assert load_settings(**overrides).payloads_in_hbase() is in_hbase
+
+
 def test_environment_selects_postgres(monkeypatch):
     monkeypatch.setenv("LETTERLOG_EVENT_STORE", "postgres")
     monkeypatch.setenv("LETTERLOG_POSTGRES_DSN", "postgresql://u:p%40ss@db.local:5433/mail")
@@ -37,6 +50,8 @@ def test_environment_selects_postgres(monkeypatch):
     ({"LETTERLOG_DIRECTORY": "nis"}, "LETTERLOG_DIRECTORY"),
     ({"LETTERLOG_LDAP_URL": "http://x"}, "LETTERLOG_LDAP_URL"),
     ({"LETTERLOG_USER_PURGE_MIN_RATIO": "2"}, "LETTERLOG_USER_PURGE_MIN_RATIO"),
+    ({"LETTERLOG_PAYLOAD_STORE": "s3"}, "LETTERLOG_PAYLOAD_STORE"),
+    ({"LETTERLOG_PAYLOAD_STORE": "hbase"}, "LETTERLOG_TABLE_STORE=hbase"),
 ])
 def test_invalid_settings_fail_naming_the_setting(monkeypatch, env, needle):
     for k, v in env.items():

@@ -18,6 +18,7 @@ import pytest
 from domain.delivery import facts_for_event
 from domain.rfc5322 import inspect_message
 from domain.rfc5322.defects import RECORDED_HEADERS
+from domain.sealed_facts import is_reduced
 from projections.registry import DOMAIN_EVENTS
 
 ID = "an id (UUID)"
@@ -25,6 +26,9 @@ NUMBER = "a number"
 FLAG = "a boolean"
 DATE = "a date-time"
 HASH = "a SHA-256 (hex)"
+ADDRESS_ONLY = ("a stored payload's content address in the payload store, never an inline "
+                "message's digest (empty: sealed in `personal`, ADR 0081; "
+                "test_an_inline_message_keeps_no_digest_outside_the_seal)")
 ENUM = "one of a fixed set of words (the code's, not the message's)"
 POLICY = "an extraction policy: kind (a fixed word), limit (a number), until (a date-time)"
 # user-chosen, not message-derived: what the account's owner (or the MTA's configuration)
@@ -129,7 +133,7 @@ UNSEALED: dict[tuple[str, str], str] = {
     ("domain.message:Arrival", "uid"): NUMBER,
     ("domain.message:Arrival", "uidvalidity"): NUMBER,
     ("domain.message:Arrival", "size"): NUMBER,
-    ("domain.message:Arrival", "sha256"): HASH,
+    ("domain.message:Arrival", "sha256"): ADDRESS_ONLY,
     ("domain.message:Arrival", "inline"): FLAG,
     ("domain.message:Arrival", "internal_date"): DATE,
     ("domain.message:Arrival", "flags"): LABEL,
@@ -148,7 +152,7 @@ UNSEALED: dict[tuple[str, str], str] = {
     (f"{_MESSAGE}.UploadBegun", "policy"): POLICY,
     (f"{_MESSAGE}.UploadChunkAppended", "index"): NUMBER,
     (f"{_MESSAGE}.UploadChunkAppended", "size"): NUMBER,
-    (f"{_MESSAGE}.UploadChunkAppended", "sha256"): HASH,
+    (f"{_MESSAGE}.UploadChunkAppended", "sha256"): ADDRESS_ONLY,
     (f"{_MESSAGE}.Changed", "account_id"): ID,
     (f"{_MESSAGE}.Changed", "mailbox_id"): ID,
     (f"{_MESSAGE}.Changed", "uid"): NUMBER,
@@ -163,7 +167,7 @@ UNSEALED: dict[tuple[str, str], str] = {
     (f"{_MESSAGE}.Moved", "from_mailbox_id"): ID,
     (f"{_MESSAGE}.Moved", "from_uid"): NUMBER,
     (f"{_MESSAGE}.Moved", "uidvalidity"): NUMBER,
-    (f"{_MESSAGE}.Moved", "sha256"): HASH,
+    (f"{_MESSAGE}.Moved", "sha256"): ADDRESS_ONLY,
     (f"{_MESSAGE}.Moved", "inline"): FLAG,
     (f"{_MESSAGE}.Moved", "facts"): "the message's structure: see FACTS",
     (f"{_MESSAGE}.Moved", "personal"): SEALED,
@@ -194,12 +198,13 @@ UNSEALED: dict[tuple[str, str], str] = {
     (f"{_MESSAGE}.Purged", "reason"): ENUM,
     (f"{_MESSAGE}.Purged", "old_state"): ENUM,
     (f"{_MESSAGE}.Purged", "inline"): FLAG,
-    (f"{_MESSAGE}.Purged", "payloads"): HASH,
+    (f"{_MESSAGE}.Purged", "payloads"): ADDRESS_ONLY,
 }
 """(declaring class, field) -> why it may be stored outside the seal (or that it is sealed)."""
 
 FACTS: dict[str, str] = {
-    "content_type": "the media type, lower case (type/subtype, as the parser normalises it)",
+    "content_type": ("one media type of a fixed vocabulary (domain.sealed_facts.MEDIA_TYPES, "
+                     "<top level>/other, other/other); the message's own sealed (ADR 0081)"),
     "part_count": NUMBER,
     "depth": NUMBER,
     "has_attachments": FLAG,
@@ -264,8 +269,46 @@ _DEFECT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(: [A-Za-z0-9_-]{1,76}){0,2}"
 def test_the_facts_hold_only_classified_keys_and_defects_of_tokens(raw: bytes) -> None:
     facts = facts_for_event(inspect_message(raw))
     assert set(facts) <= set(FACTS), "classify the new key in FACTS"
+    assert is_reduced(facts["content_type"]), facts["content_type"]
     assert facts["defects"]
     for defect in facts["defects"]:
         assert _DEFECT.fullmatch(defect), defect
         _, *named = defect.split(": ")
         assert all(n in RECORDED_HEADERS or n.isidentifier() for n in named), defect
+
+
+@pytest.mark.parametrize(("media", "kept"), [
+    ("text/plain", "text/plain"), ("multipart/signed", "multipart/signed"),
+    ("application/x-acme-invoice", "application/other"), ("image/x-vendor", "image/other"),
+    ("x-private/thing", "other/other"), ("TEXT/PLAIN", "text/plain")])
+def test_a_media_type_outside_the_vocabulary_keeps_only_its_top_level(media: str,
+                                                                       kept: str) -> None:
+    raw = (f"From: a@example.org\r\nContent-Type: {media}\r\n\r\nhi\r\n").encode()
+    facts = inspect_message(raw)
+    assert facts_for_event(facts)["content_type"] == kept
+
+
+def test_an_inline_message_keeps_no_digest_outside_the_seal() -> None:
+    """The arrival of a small message: its digest and its own media type only in the seal;
+    a stored one's ``sha256`` is its payload's address (classified ``ADDRESS_ONLY``)."""
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    from domain.account import Account
+    from domain.delivery import delivery_fields
+    from domain.mailbox import Mailbox
+    from domain.values import ExtractionPolicy
+
+    raw = b"From: a@example.org\r\nContent-Type: application/x-acme\r\n\r\n4712\r\n"
+    facts = inspect_message(raw)
+    account = Account.open("a@example.org")
+    mailbox = Mailbox.create(uuid4(), account_id=account.id, name="INBOX", role="inbox",
+                             uidvalidity=1)
+    for inline in (True, False):
+        arrival = delivery_fields(account, mailbox, 1, uuid4(), raw, facts, inline,
+                                  labels=[], flags=[], policy=ExtractionPolicy(),
+                                  internal_date=datetime.now(UTC))
+        assert arrival.sha256 == ("" if inline else facts.sha256)
+        assert arrival.personal.get("sha256") == (facts.sha256 if inline else None)
+        assert arrival.facts["content_type"] == "application/other"
+        assert arrival.personal["content_type"] == "application/x-acme"
