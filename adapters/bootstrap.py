@@ -378,7 +378,7 @@ def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
 
     position: RelayPosition
     if settings.event_store == "postgres":
-        position = PostgresPosition(settings.postgres_dsn, f"kafka:{settings.kafka_topic}")
+        position = PostgresPosition(settings.postgres_dsn or "", f"kafka:{settings.kafka_topic}")
     else:
         position = FilePosition(Path(settings.data) / f"relay-{settings.kafka_topic}.position")
     options.setdefault("partitions", getattr(settings, "kafka_partitions", None)

@@ -87,7 +87,7 @@ def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
     ``RetryCallState`` after each failed attempt it retries; ``before_sleep``: before each
     wait (``state.next_action.sleep`` is the wait); ``wake``: set (by a readiness probe) to
     end the wait now, the server being back (it is cleared as the wait ends)."""
-    from tenacity import Retrying
+    from tenacity import Retrying, after_nothing
 
     def sleep(seconds: float) -> None:
         if wake is None:
@@ -102,8 +102,8 @@ def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
         wake.clear()
 
     return Retrying(retry=retry, wait=backoff_wait(first, cap), sleep=sleep,
-                    stop=lambda state: stop.is_set(), after=after, before_sleep=before_sleep,
-                    retry_error_callback=lambda state: None)
+                    stop=lambda state: stop.is_set(), after=after or after_nothing,
+                    before_sleep=before_sleep, retry_error_callback=lambda state: None)
 
 
 class KeyValueLog:

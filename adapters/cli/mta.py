@@ -123,6 +123,6 @@ def init() -> None:
     """Create an empty store in the data directory (--data), for lda and lmtp to deliver
     into, and for every other command (none of them creates one). Nothing happens to a store
     that exists."""
-    store = state.store(create=True)
+    store = state.admin(create=True)
     out({"data": str(state.data), "position": store.max_position()},
         f"{state.data}: a letterlog store (log at position {store.max_position()})")

@@ -528,8 +528,10 @@ class PostfixServer(Service):
                  timeout: float = 60.0) -> re.Match[str]:
         """The first match of ``pattern`` in the maillog after ``since``, waited for."""
         rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-        return wait_for(lambda: rx.search(self.log_since(since)), what=f"maillog {rx.pattern}",
-                        timeout=timeout, log_paths=self.log_paths, interval=0.05)
+        found: re.Match[str] = wait_for(
+            lambda: rx.search(self.log_since(since)), what=f"maillog {rx.pattern}",
+            timeout=timeout, log_paths=self.log_paths, interval=0.05)
+        return found
 
     def wait_queue_empty(self, *, timeout: float = 60.0) -> None:
         wait_for(lambda: not self.queue(), what="postfix queue empty", timeout=timeout,
@@ -547,8 +549,10 @@ class PostfixServer(Service):
                      and all(r.get("delay_reason") for r in e["recipients"])}
             return found if set(found) == wanted else None
 
-        return wait_for(probe, what=f"deferred {sorted(wanted)}", timeout=timeout,
-                        log_paths=self.log_paths, interval=0.05)
+        deferred: dict[str, dict[str, Any]] = wait_for(
+            probe, what=f"deferred {sorted(wanted)}", timeout=timeout,
+            log_paths=self.log_paths, interval=0.05)
+        return deferred
 
     def statuses(self, queue_id: str, *, since: int = 0) -> list[dict[str, str]]:
         """The delivery status lines of ``queue_id`` in the maillog after ``since``:

@@ -14,10 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from domain.errors import AccountNotFound
 from domain.values import normalise_address
+
+if TYPE_CHECKING:
+    from adapters.face import Ingest
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a delivery may wait in all (well under Postfix's 1000 s command_time_limit)."""
@@ -149,7 +151,7 @@ def with_envelope_headers(raw: bytes, sender: str | None, recipient: str) -> byt
     return head + raw
 
 
-def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptions,
+def delivery_fields(store: Ingest, raw: bytes, *, recipient: str, options: MtaOptions,
                     key_prefix: str | None, **envelope: str | None) -> dict[str, Any]:
     """``deliver``'s fields for one recipient of one message. ``key_prefix``: the
     idempotency key's first part (an MTA's queue id, or ``lmtp``), bound to the recipient
@@ -158,18 +160,12 @@ def delivery_fields(store: Any, raw: bytes, *, recipient: str, options: MtaOptio
     clear, and the queue id and recipient are personal data (sealed in the envelope)."""
     account, detail = split_recipient(recipient, options.recipient_delimiter)
     mailbox = options.mailbox or (detail if options.detail_mailbox and detail else "INBOX")
-    if options.accounts_must_exist or mailbox != "INBOX":
-        try:
-            found = store.mail.account(account)
-        except AccountNotFound:
-            if options.accounts_must_exist:
-                raise
-            found = None
-        if found is None or not found.has_mailbox(mailbox) or store.mail.mailbox(
-                found.mailbox(mailbox)[0]).deleted:
-            # as dovecot-lda does for a mailbox that does not exist, or is \Noselect (a name
-            # kept for the mailboxes below it: it takes no messages)
-            mailbox = "INBOX"
+    if options.accounts_must_exist:
+        store.require_account(account)  # AccountNotFound
+    if mailbox != "INBOX" and not store.takes_messages(account, mailbox):
+        # as dovecot-lda does for a mailbox that does not exist, or is \Noselect (a name
+        # kept for the mailboxes below it: it takes no messages)
+        mailbox = "INBOX"
     key = None
     if key_prefix is not None:  # hashed: the key's claim is not sealed, the envelope is
         digest = hashlib.sha256(raw).hexdigest()

@@ -133,7 +133,7 @@ def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
     raw = without_from_line(raw)
     with Letterlog.open(data, create=False, read_models=False,
                         lock_timeout=lock_timeout(options.timeout)) as store:
-        store.mail.uow.append_guard = deadline.append_guard
+        store.guard_appends(deadline.append_guard)
         fields = delivery_fields(
             store, raw, recipient=envelope.recipient, options=options,
             key_prefix=f"lda:{envelope.queue_id}" if envelope.queue_id else None,

@@ -129,7 +129,9 @@ class _Lmtp(LMTP):
         envelope) and NOTIFY accepted."""
         arg, params = _dsn_params(arg)
         if self.envelope is not None:
-            self.envelope.pending_orcpt = original_recipient(params.get("ORCPT", ""))
+            # aiosmtpd's Envelope takes attributes of the handler's own (read with getattr)
+            self.envelope.pending_orcpt = original_recipient(  # type: ignore[attr-defined]
+                params.get("ORCPT", ""))
         await super().smtp_RCPT(arg)
 
     @syntax("XFORWARD attribute=value ...")
@@ -147,7 +149,7 @@ class _Lmtp(LMTP):
             return
         for name, _, value in pairs:
             if name.upper() == "IDENT" and value.upper() != "[UNAVAILABLE]":
-                self.envelope.queue_id = xtext(value)[:64]
+                self.envelope.queue_id = xtext(value)[:64]  # type: ignore[attr-defined]
         await self.push("250 2.0.0 Ok")
 
     @syntax("DATA")
@@ -189,13 +191,13 @@ class _Lmtp(LMTP):
                 break
             at_line_start, after_cr = True, False  # the run ended a line ("...X.<CRLF>")
         if too_much:
-            self._set_post_data_state()
+            self._set_post_data_state()  # type: ignore[no-untyped-call]  # aiosmtpd's
             await self.push("552 5.3.4 Error: too much mail data")
             return
         content = spool.read()
         self.envelope.content = self.envelope.original_content = content
         status = await self._call_handler_hook("DATA")
-        self._set_post_data_state()
+        self._set_post_data_state()  # type: ignore[no-untyped-call]  # aiosmtpd's
         await self.push(status)
 
     def connection_lost(self, error: Exception | None) -> None:
