@@ -189,3 +189,21 @@ def purged_in_log(dsn: str, message_id: Any) -> bool:
         return bool(conn.execute(
             f'SELECT 1 FROM "{table}" WHERE topic = %s AND originator_id = %s',  # noqa: S608
             ("domain.message:Message.Purged", message_id)).fetchone())
+
+
+def test_an_intent_file_a_scale_out_host_left_before_is_still_finished_there(
+        hosts: dict[str, Any]) -> None:
+    """An intent file written on a scale-out host by the version before ADR 0084 (an
+    erasure killed once its intent was durable) is read and finished by that host's next
+    command, like a row."""
+    from adapters.lifecycle.intents import Intents
+
+    ids, *_ = a_store(hosts["a"])
+    with Letterlog.open(hosts["a"]) as store:
+        position = store.max_position()
+    Intents(hosts["a"]).begin("erase", position, messages=[str(ids[1])]).release()  # killed
+    assert intents_left(hosts["dsn"], hosts["a"]) == 1
+    status = letterlog(hosts["a"], "erase", "status")
+    assert status.returncode == 0 and b"finished 1 erasure" in status.stderr, status
+    assert purged_in_log(hosts["dsn"], ids[1])
+    assert intents_left(hosts["dsn"], hosts["a"]) == 0
