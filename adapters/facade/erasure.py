@@ -216,9 +216,9 @@ class Erasure(FacadePart):
     def finish_interrupted_erasures(self) -> list[dict[str, Any]]:
         """Finishes every erasure or purge run a process left unfinished (killed: its intent
         is in ``<data>/erasures-intent/``, or on scale-out in the log's database, and no live
-        process holds it, whichever host it ran on: ADR 0084): an erasure is made again from its ids,
-        every ``Purged`` since a purge run began has its key destroyed and its payloads
-        deleted (unless referred to or re-used since it began; on HBase: their grace
+        process holds it, whichever host it ran on: ADR 0084): an erasure is made again
+        from its ids, every ``Purged`` since a purge run began has its key destroyed and its
+        payloads deleted (unless referred to or re-used since it began; on HBase: their grace
         started), the vault loses the KEKs rotated away, the files are checkpointed.
         Run when a store opens, and by ``purge``, ``erase complete``, ``erase status``.
         Without read models only the keys are done; the intent stays for the next one."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import socket
 import time
@@ -74,7 +75,8 @@ def of(settings: Settings) -> Intents | SharedIntents:
     """Where ``settings``' store keeps its intents: the log's PostgreSQL database on
     scale-out (every host sees them), ``<data>/erasures-intent/`` on the embedded store."""
     if settings.event_store == "postgres" and settings.postgres_dsn:
-        return SharedIntents(settings.postgres_dsn, settings.data)
+        return SharedIntents(settings.postgres_dsn, settings.data,
+                             timeout=settings.postgres_timeout)
     return Intents(settings.data)
 
 
@@ -269,9 +271,11 @@ class SharedIntents(_Holding):
     held by a session advisory lock (``LOCK_CLASS``, its id); and the intent files this
     host's data directory may still hold from before (read and finished, never written)."""
 
-    def __init__(self, dsn: str, data: str | os.PathLike[str]) -> None:
+    def __init__(self, dsn: str, data: str | os.PathLike[str], *,
+                 timeout: float = CONNECT_TIMEOUT) -> None:
         self.dsn = dsn
         self.files = Intents(data)
+        self.timeout = max(2, math.ceil(timeout))  # libpq: whole seconds, at least 2
 
     def connect(self) -> Any:
         """A session of its own, its server-side TCP keepalives short (``RELEASE_BOUND``),
@@ -279,7 +283,7 @@ class SharedIntents(_Holding):
         import psycopg
 
         conn = psycopg.connect(
-            self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT, keepalives=1,
+            self.dsn, autocommit=True, connect_timeout=self.timeout, keepalives=1,
             keepalives_idle=KEEPALIVE_IDLE, keepalives_interval=KEEPALIVE_INTERVAL,
             keepalives_count=KEEPALIVE_COUNT, application_name="letterlog erasure intent")
         for name, value in (("tcp_keepalives_idle", KEEPALIVE_IDLE),

@@ -23,8 +23,8 @@ import pytest
 from adapters.devservers.postgres import PostgresServer
 from adapters.lifecycle.intents import LOCK_CLASS, RELEASE_BOUND, SharedIntents
 from tests.factories import until
-from tests.spark.netns import can_make_namespaces
 from tests.services.servers import in_ci
+from tests.spark.netns import can_make_namespaces
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -20,7 +20,6 @@ import os
 import shutil
 import signal
 import subprocess
-from functools import partial
 from pathlib import Path
 from typing import Any
 
