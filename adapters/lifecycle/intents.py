@@ -310,7 +310,7 @@ class SharedIntents(_Holding):
 
         with self.connect() as conn:
             try:
-                return conn.execute(f"SELECT EXISTS (SELECT 1 FROM {TABLE})").fetchone()[0]  # noqa: S608
+                return bool(conn.execute(f"SELECT EXISTS (SELECT 1 FROM {TABLE})").fetchone()[0])  # noqa: S608
             except UndefinedTable:
                 return False
 
