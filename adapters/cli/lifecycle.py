@@ -269,7 +269,8 @@ def erase_status() -> None:
     elif not pending and not scale["pending"] and not running:
         typer.echo("no erasure pending")
     for r in running if not state.json else []:
-        typer.echo(f"position={r['position']}  {r['kind']} running now (another process)")
+        where = f", host {r['host']}" if r.get("host") else ""
+        typer.echo(f"position={r['position']}  {r['kind']} running now (another process{where})")
     for r in pending if not state.json else []:
         held = "; ".join(f"{h['file']} (pids {', '.join(map(str, h['pids'])) or 'unknown'})"
                          for h in r["holders"])
