@@ -41,7 +41,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check domain projections adapters spark_replay tests
-	$(VENV)/bin/mypy domain projections
+	$(VENV)/bin/mypy domain projections adapters spark_replay
 	$(VENV)/bin/lint-imports --no-cache
 
 services: $(STAMP)

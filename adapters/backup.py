@@ -36,12 +36,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from adapters import datadir
 from adapters.filemodes import DIR_MODE, create_private, fsync_dir, private_dir
 from domain.errors import LetterlogError, StoreBusy
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 FORMAT = "letterlog-backup/1"
 RECORD_FORMAT = "letterlog-erasures/1"
@@ -416,7 +419,7 @@ def _destroy_keys_of_purged(out: Path) -> int:
         log.close()
 
 
-def erased_while_copied(store: Any) -> list[Any]:
+def erased_while_copied(store: Store) -> list[Any]:
     """Messages the restored log holds as not purged whose key the copy has destroyed: an
     erasure that fell between the copy of the log and that of the keys (its ``Purged`` is
     after the log's copy). They are erased again so that the store says what happened."""
@@ -484,7 +487,7 @@ class ErasureRecord:
                 "destroyed_keys": sorted(str(k) for k in self.destroyed_keys)}
 
 
-def erasure_record(store: Any) -> ErasureRecord:
+def erasure_record(store: Store) -> ErasureRecord:
     """The erasures recorded in an open store: its log's ``Purged`` events (read by topic,
     nothing decoded) and its key store's destroyed ids."""
     recorder, topic = store.log.recorder, _purged_topic()
@@ -495,7 +498,7 @@ def erasure_record(store: Any) -> ErasureRecord:
         page = recorder.select_notifications(start, 5000, head, topics=[topic])
         if not page:
             break
-        messages.update(n.originator_id for n in page)
+        messages.update(cast("UUID", n.originator_id) for n in page)
         start = page[-1].id + 1
     return ErasureRecord(messages, set(store.log.keys.destroyed_ids()), head,
                          [str(store.settings.data)])
@@ -523,14 +526,14 @@ def read_erasure_record(source: str | os.PathLike[str],
                           f"export` nor a data directory ({e})") from None
 
 
-def export_erasures(store: Any, target: str | os.PathLike[str]) -> ErasureRecord:
+def export_erasures(store: Store, target: str | os.PathLike[str]) -> ErasureRecord:
     """The store's erasure record written to ``target`` (0600, replaced in one step)."""
     record = erasure_record(store)
     _write_json(Path(target).absolute(), record.as_dict())
     return record
 
 
-def reapply(store: Any, record: ErasureRecord) -> dict[str, Any]:
+def reapply(store: Store, record: ErasureRecord) -> dict[str, Any]:
     """Makes ``record``'s erasures again on ``store``: each message it names that is still
     active here is erased (``erase_message``), then every key it names is destroyed."""
     from domain.errors import MessageNotFound
@@ -538,7 +541,7 @@ def reapply(store: Any, record: ErasureRecord) -> dict[str, Any]:
     erased, absent = [], 0
     for message_id in sorted(record.messages):
         try:
-            state = store.mail.uow.message(message_id).state
+            state = store.message_record(message_id).state
         except MessageNotFound:
             absent += 1  # delivered after the backup: not in the restored store
             continue

@@ -320,13 +320,10 @@ def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | Non
 
 def _finish_interrupted(store: Letterlog) -> None:
     """An erasure or purge run a killed process left unfinished (its intent file in
-    ``<data>/erasures-intent/``, no longer locked) is finished by whoever opens the store
+    ``<data>/erasures-intent/``, or its row in the log's database on scale-out, no longer
+    held: ADR 0084) is finished by whoever opens the store
     next (ADR 0063). A failure here (a server down) is logged: the command goes on, and the
     next open, ``erase complete`` or purge run tries again."""
-    from adapters.lifecycle.intents import Intents
-
-    if not Intents(store.settings.data).any():
-        return
     try:
         store.finish_interrupted_erasures()
     except Exception as error:  # noqa: BLE001 - logged; retried by the next open
@@ -378,7 +375,7 @@ def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
 
     position: RelayPosition
     if settings.event_store == "postgres":
-        position = PostgresPosition(settings.postgres_dsn, f"kafka:{settings.kafka_topic}")
+        position = PostgresPosition(settings.postgres_dsn or "", f"kafka:{settings.kafka_topic}")
     else:
         position = FilePosition(Path(settings.data) / f"relay-{settings.kafka_topic}.position")
     options.setdefault("partitions", getattr(settings, "kafka_partitions", None)

@@ -6,7 +6,10 @@ then runs the store's own method. A refusal is ``PermissionDenied`` naming the m
 right, raised before anything is written. A mailbox the caller may not look up (no ``l``),
 one outside its virtual root, and one that does not exist are refused alike
 (``MailboxNotFound``, the same words), and so are messages in them (``MessageNotFound``).
-What the table does not name is the administrator's only.
+What the table does not name is the administrator's only: the view implements the user's
+``adapters.face.Face`` and nothing else (no fallback to the store behind it), so a caller
+holding it cannot name an administrator's method without a type error, and at run time
+such a name is an ``AttributeError``.
 
 Names: the caller's root is ``account[/path]`` (``set_root``; default: its own account, when
 its name is an address). Mailboxes of the root's account are named by the caller at or below
@@ -19,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Self, Unpack
 from uuid import UUID
 
 from domain.errors import (
@@ -54,36 +59,82 @@ from domain.values import (
 )
 
 if TYPE_CHECKING:
-    from adapters.embedded import Letterlog
+    from adapters.face import Arrival, Face, Store, Target, UploadStart
     from domain.results import Change, Upload
+    from projections.queries import MessageSummary
+
+    _Face = Face  # the face it implements, checked by mypy (not a base at run time: ADR 0077)
+else:
+    _Face = object
+
+RIGHTS_RULE, OWNER, VISIBLE, PRESENT, SESSION = "rights", "owner", "visible", "present", "session"
+FACE_RULES: dict[str, str] = {
+    **dict.fromkeys((
+        "deliver", "check_delivery", "begin_upload", "append_chunk", "complete_upload",
+        "extract", "extract_to", "extract_to_stream", "show", "flag", "label", "set_policy",
+        "move", "copy", "delete", "restore", "expunge", "create_mailbox", "rename_mailbox",
+        "delete_mailbox", "acl_get", "acl_set", "acl_delete", "messages", "search",
+        "mailbox_status", "body"), RIGHTS_RULE),
+    **dict.fromkeys(("subscribe", "unsubscribe", "subscriptions", "counters", "usage",
+                     "label_messages", "quota", "quota_shown"), OWNER),
+    **dict.fromkeys(("mailbox_list", "thread", "my_rights"), VISIBLE),
+    "reading": PRESENT,
+    **dict.fromkeys(("close", "__enter__", "__exit__"), SESSION),
+}
+"""The rule of every member of the user's face (``adapters.face.Face``) in this view:
+``rights``: the caller's rights on the mailbox, as ``domain.rights.COMMAND_RIGHTS`` names
+them (a mailbox it may not look up is refused as missing); ``owner``: account-wide, the
+account's owner only; ``visible``: answers only what the caller may look up or read
+(nothing of a mailbox it has no right on); ``present``: the current read models only (past
+ones are the administrator's); ``session``: the view's own lifetime.
+``tests/e2e/test_cli_callers.py`` fails for a member of the face without a rule here."""
 
 _NAME_FIELDS = frozenset({"name", "mailbox_id", "account", "role", "noselect", "subscribed",
                           "rights", "path"})
 """What a listing shows of a mailbox the caller may look up ('l') but not read ('r')."""
 
 
-class CallerView:
-    """``store`` as ``caller``: the same commands, each checked first."""
+class CallerView(_Face):
+    """``store`` as ``caller``: the user's face of the store, each call checked first."""
 
-    def __init__(self, store: Letterlog, caller: Caller) -> None:
+    def __init__(self, store: Store, caller: Caller) -> None:
         self._store = store
         self.caller = caller
         self._seen: dict[Any, Any] = {}  # what the checks read, while the log ends at
         self._seen_at = -1  # this position (nobody has appended since: still current)
+        self._check = threading.local()  # per thread: the head of the check under way
 
     def _current(self) -> dict[Any, Any]:
         """The checks' memo of roots and mailboxes, dropped whenever the log has grown (one
-        cheap query for its head, as the command side's own cache does)."""
-        head = self._store.mail.uow.head()
+        cheap query for its head, as the command side's own cache does; inside a check,
+        the head it read)."""
+        head = getattr(self._check, "head", None)
+        if head is None:
+            head = self._store.max_position()
         if head != self._seen_at:
             self._seen, self._seen_at = {}, head
         return self._seen
+
+    @contextmanager
+    def _checking(self) -> Iterator[None]:
+        """One check: what it reads of the command side (the root, mailboxes, messages,
+        their accounts) is read after one query of the log's head, through the command
+        side's cache of current aggregates (``Store.current_reads``)."""
+        if getattr(self._check, "head", None) is not None:  # inside one already
+            yield
+            return
+        with self._store.current_reads() as head:
+            self._check.head = head
+            try:
+                yield
+            finally:
+                self._check.head = None
 
     @property
     def user(self) -> str:
         return self.caller.user or ""
 
-    def __enter__(self) -> CallerView:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -92,24 +143,18 @@ class CallerView:
     def close(self) -> None:
         self._store.close()
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise PermissionDenied(
-            f"permission denied: {name} is the administrator's; {self.user} may not run it",
-            missing="administrator", command=name)
-
     # -- names: the root, and paths relative to it -------------------------------------------
     def root(self) -> tuple[str, str]:
         """(account, path) of the caller's root; path "" is the whole account."""
-        seen = self._current()
-        if "root" not in seen:
-            seen["root"] = self._root()
-        root: tuple[str, str] = seen["root"]
-        return root
+        with self._checking():
+            seen = self._current()
+            if "root" not in seen:
+                seen["root"] = self._root()
+            root: tuple[str, str] = seen["root"]
+            return root
 
     def _root(self) -> tuple[str, str]:
-        found = self._store.mail.root(self.user)
+        found = self._store.root(self.user)
         if found:
             return parse_root(found)
         try:
@@ -152,16 +197,21 @@ class CallerView:
     def _mailbox(self, account: str, mailbox: str) -> tuple[str, Mailbox, frozenset[str]]:
         """The mailbox, its account's address and the caller's rights on it; refused as
         not found when missing, outside the root or not to be looked up by the caller."""
+        with self._checking():
+            return self._mailbox_checked(account, mailbox)
+
+    def _mailbox_checked(self, account: str, mailbox: str
+                         ) -> tuple[str, Mailbox, frozenset[str]]:
+        root_account, base = self.root()  # the memo made current
         try:
             address = normalise_address(account)
-            seen = self._current()
+            seen = self._seen
             key = ("mailbox", address, mailbox)
             if key not in seen:
-                seen[key] = self._store.mail.mailbox_of(address, mailbox)
+                seen[key] = self._store.mailbox_named(address, mailbox)
             mb = seen[key]
         except NotFound:
             raise self._hidden(account, mailbox) from None
-        root_account, base = self.root()
         if address == root_account and not self._under(base, mb.name):
             raise self._hidden(account, mailbox)
         return address, mb, rights_of(self.caller, address, mb.acl)
@@ -182,13 +232,18 @@ class CallerView:
 
     def _message(self, command: str, message_id: UUID, role: str = "mailbox",
                  needed: str | None = None) -> tuple[str, Mailbox]:
+        with self._checking():
+            return self._message_checked(command, message_id, role, needed)
+
+    def _message_checked(self, command: str, message_id: UUID, role: str,
+                         needed: str | None) -> tuple[str, Mailbox]:
         hidden = MessageNotFound(f"message {message_id} does not exist")
         try:
-            m = self._store.mail.message(message_id)
+            m = self._store.message_record(message_id)
             if m.mailbox_id is None:
                 raise hidden
-            mb = self._store.mail.mailbox(m.mailbox_id)
-            address = self._store.mail.uow.account_by_id(m.account_id).address
+            mb = self._store.mailbox_record(m.mailbox_id)
+            address = self._store.address_of(m.account_id)
         except NotFound:
             raise hidden from None
         try:
@@ -212,7 +267,7 @@ class CallerView:
         return address
 
     # -- commands ---------------------------------------------------------------------------
-    def _arrival(self, command: str, fields: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    def _arrival(self, command: str, fields: Any) -> tuple[Any, str]:
         """``fields`` of a delivery or upload as the caller may give them: checked ('i'),
         its flags and labels cut to what its rights on the target allow (RFC 4314: ``s``,
         ``t``, ``w``; dropped, as Dovecot drops them); and those rights."""
@@ -231,8 +286,8 @@ class CallerView:
         if not delivery.duplicate:
             return delivery
         try:
-            mb = self._store.mail.mailbox(delivery.mailbox_id)
-            address = self._store.mail.uow.account_by_id(mb.account_id).address
+            mb = self._store.mailbox_record(delivery.mailbox_id)
+            address = self._store.address_of(mb.account_id)
             readable = "r" in rights_of(self.caller, address, mb.acl)
         except NotFound:
             readable = False
@@ -242,15 +297,15 @@ class CallerView:
                         uid=0, uidvalidity=0, size=delivery.size, sha256="", modseq=0,
                         position=delivery.position, duplicate=True)
 
-    def deliver(self, **fields: Any) -> Delivery:
+    def deliver(self, **fields: Unpack[Arrival]) -> Delivery:
         checked, rights = self._arrival("deliver", fields)
         return self._answer(self._store.deliver(**checked), rights)
 
-    def check_delivery(self, **fields: Any) -> None:
+    def check_delivery(self, **fields: Unpack[Target]) -> None:
         checked, _ = self._arrival("deliver", fields)
         self._store.check_delivery(**checked)
 
-    def begin_upload(self, **fields: Any) -> Upload:
+    def begin_upload(self, **fields: Unpack[UploadStart]) -> Upload:
         checked, _ = self._arrival("begin_upload", fields)
         return self._store.begin_upload(**checked)
 
@@ -282,7 +337,7 @@ class CallerView:
     def flag(self, message_id: UUID, flags: Iterable[str], mode: str = "add") -> Change:
         flags = list(flags)
         try:
-            current = self._store.mail.message(message_id).flags
+            current = self._store.message_record(message_id).flags
             wanted = validate_flags(flags)
             changed = apply_flag_mode(current, wanted, FlagMode(mode)) ^ frozenset(current)
         except (NotFound, InvalidCommand, ValueError):
@@ -323,7 +378,7 @@ class CallerView:
         ids = list(message_ids)
         for message_id in ids:
             self._message("expunge", message_id)
-            m = self._store.mail.message(message_id)
+            m = self._store.message_record(message_id)
             if m.state != MessageState.DELETED.value and "\\Deleted" not in m.flags:
                 raise InvalidCommand(
                     f"message {message_id} is not marked \\Deleted: an expunge removes only "
@@ -400,13 +455,61 @@ class CallerView:
         return rights_string(rights)
 
     # -- queries ----------------------------------------------------------------------------
-    def messages(self, account: str, mailbox: str = "INBOX", **options: Any) -> Any:
+    def messages(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
+                 before_uid: int | None = None) -> list[MessageSummary]:
         self._need("messages", "mailbox", account, mailbox)
-        return self._store.messages(account, mailbox, **options)
+        return self._store.messages(account, mailbox, limit=limit, before_uid=before_uid)
 
-    def search(self, account: str, mailbox: str = "INBOX", **options: Any) -> Any:
+    def search(self, account: str, mailbox: str = "INBOX", *, limit: int = 50,
+               before_uid: int | None = None, **criteria: Any) -> list[MessageSummary]:
         self._need("search", "mailbox", account, mailbox)
-        return self._store.search(account, mailbox, **options)
+        return self._store.search(account, mailbox, limit=limit, before_uid=before_uid,
+                                  **criteria)
+
+    def thread(self, thread_id: UUID) -> list[MessageSummary]:
+        """The thread's messages in the mailboxes the caller may read ('r'); others are
+        left out, as if they were not there."""
+        readable: dict[UUID, bool] = {}
+        out = []
+        for row in self._store.thread(thread_id):
+            if row.mailbox_id not in readable:
+                readable[row.mailbox_id] = self._may_read(row.mailbox_id)
+            if readable[row.mailbox_id]:
+                out.append(row)
+        return out
+
+    def _may_read(self, mailbox_id: UUID) -> bool:
+        with self._checking():
+            return self._may_read_checked(mailbox_id)
+
+    def _may_read_checked(self, mailbox_id: UUID) -> bool:
+        try:
+            mb = self._store.mailbox_record(mailbox_id)
+            address = self._store.address_of(mb.account_id)
+        except NotFound:
+            return False
+        root_account, base = self.root()
+        if address == root_account and not self._under(base, mb.name):
+            return False
+        return not missing(COMMAND_RIGHTS["messages"]["mailbox"],  # a listing's rights
+                           rights_of(self.caller, address, mb.acl))
+
+    def quota(self, account: str) -> dict[str, Any]:
+        return self._store.quota(self._owner("quota", account))
+
+    def quota_shown(self, account: str) -> dict[str, Any]:
+        return self._store.quota_shown(self._owner("quota", account))
+
+    def reading(self, *, view: str | None = None, as_of: int | None = None,
+                account: str | None = None) -> Self:
+        """The current read models only: past ones (a view, a position) are the
+        administrator's."""
+        if view is None and as_of is None:
+            return self
+        raise PermissionDenied(
+            f"permission denied: reading {'view ' + view if view else 'as of ' + str(as_of)}"
+            f" is the administrator's; {self.user} may not", missing="administrator",
+            command="reading")
 
     def mailbox_status(self, account: str, mailbox: str = "INBOX") -> dict[str, Any]:
         self._need("mailbox_status", "mailbox", account, mailbox)
@@ -425,9 +528,10 @@ class CallerView:
     def subscriptions(self, account: str) -> list[str]:
         return self._store.subscriptions(self._owner("subscriptions", account))
 
-    def label_messages(self, account: str, label: str, **options: Any) -> Any:
+    def label_messages(self, account: str, label: str, *,
+                       limit: int = 50) -> list[MessageSummary]:
         return self._store.label_messages(self._owner("label_messages", account), label,
-                                         **options)
+                                          limit=limit)
 
     def mailbox_list(self, account: str | None = None) -> list[dict[str, Any]]:
         """The mailboxes the caller may look up (``l``) of ``account``, or (None) every one
@@ -451,8 +555,10 @@ class CallerView:
         """Every mailbox the caller may look up: its root's (relative paths), then the
         other accounts' (``shared/<account>/<mailbox>``), from the ``visible_mailboxes``
         index (one scan per identifier naming the caller)."""
-        from projections.access_queries import visible_mailboxes
+        with self._checking():
+            return self._mailboxes_checked()
 
+    def _mailboxes_checked(self) -> list[dict[str, Any]]:
         store = self._store
         root_account, base = self.root()
         out: list[dict[str, Any]] = []
@@ -464,16 +570,14 @@ class CallerView:
             for row in rows:
                 if not self._under(base, row["name"]):
                     continue
-                mb = store.mail.mailbox(UUID(row["mailbox_id"]))
+                mb = store.mailbox_record(UUID(row["mailbox_id"]))
                 rights = rights_of(self.caller, root_account, mb.acl)
                 if "l" in rights:
                     out.append(self._listed({**row, "account": root_account,
                                              "rights": rights_string(rights),
                                              "path": self.path_of(root_account,
                                                                   row["name"])}, rights))
-        host = store._read()
-        found = list(store._query(lambda: visible_mailboxes(
-            host.tables, self.caller.identifiers(), host.physical)))
+        found = store.visible_mailbox_ids(self.caller.identifiers())
         own = self._own_address()
         if own and own != root_account:  # a root elsewhere: its own account is shared/
             with contextlib.suppress(NotFound):
@@ -481,8 +585,8 @@ class CallerView:
         shared: list[dict[str, Any]] = []
         for mailbox_id in dict.fromkeys(found):
             try:
-                mb = store.mail.mailbox(mailbox_id)
-                address = store.mail.uow.account_by_id(mb.account_id).address
+                mb = store.mailbox_record(mailbox_id)
+                address = store.address_of(mb.account_id)
             except NotFound:
                 continue
             if address == root_account or mb.deleted:
@@ -496,3 +600,7 @@ class CallerView:
                      "rights": rights_string(rights), "path": self.path_of(address, mb.name)},
                     rights))
         return out + sorted(shared, key=lambda r: str(r["path"]))
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTS: type[Face] = CallerView  # mypy: every member of the face, none abstract

@@ -16,11 +16,11 @@ def compress(data: bytes) -> bytes:
     c = getattr(_codecs, "c", None)
     if c is None:
         c = _codecs.c = zstandard.ZstdCompressor(level=LEVEL)
-    return c.compress(data)  # type: ignore[no-any-return]
+    return c.compress(data)
 
 
 def decompress(data: bytes) -> bytes:
     d = getattr(_codecs, "d", None)
     if d is None:
         d = _codecs.d = zstandard.ZstdDecompressor()
-    return d.decompress(data)  # type: ignore[no-any-return]
+    return d.decompress(data)

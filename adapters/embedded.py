@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from adapters.datadir import check_data_dir
 from adapters.facade.access import Access
@@ -38,16 +38,33 @@ from adapters.rules.api import RulesAPI
 from adapters.settings import Settings, load_settings
 from domain.errors import SettingsError
 from domain.ports import PayloadStore
+from domain.results import Change, Delivery, Reservation, Saved, Upload
 from domain.service import Mailstore
 
 if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
+    from adapters.face import Face, Store
     from adapters.lifecycle.jobs import PurgeJobs
     from adapters.lifecycle.shredding import Shredding
     from adapters.readside.host import ProjectionHost
 
+    _Store = Store  # the face it implements, checked by mypy (not a base at run time: ADR 0077)
+else:
+    _Store = object
+
 T = TypeVar("T")
 log = logging.getLogger("letterlog")
+
+
+def saved_by(result: object) -> Saved | None:
+    """The events a command's result says it appended (``domain.results``: ``saved``), in
+    log order; None when the result does not say (then the log is read)."""
+    if isinstance(result, (Change, Delivery, Upload, Reservation)):
+        return result.saved
+    if isinstance(result, list) and all(isinstance(r, Delivery) for r in result):
+        found = {position: event for r in result for position, event in r.saved}
+        return tuple(sorted(found.items(), key=lambda item: item[0]))
+    return None
 
 
 def _usable_cores() -> int:
@@ -58,7 +75,7 @@ def _usable_cores() -> int:
 
 
 class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadModelQueries,
-                RulesAPI):
+                RulesAPI, _Store):
     """Commands and queries of one letterlog store.
 
     Built by ``adapters.bootstrap.letterlog`` (``Letterlog.open``): the event log, the payload
@@ -81,17 +98,31 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
         self._unread_writes = False  # commands left to the follower since a query caught up
         self.shredding = shredding  # what follows a purge's or erasure's append (bootstrap)
         self._purge_jobs = purge_jobs  # the purge jobs on a read side (bootstrap)
+        # the default quota (settings), where an account has none of its own
+        self.quota_defaults = (settings.quota_bytes, settings.quota_messages)
 
     # -- opening ----------------------------------------------------------------------------
+    @overload
     @classmethod
     def open(cls, data: str | os.PathLike[str] | None = None, *, create: bool = True,
-             read_models: bool = True, user: str | None = None, **overrides: Any) -> Any:
+             read_models: bool = True, user: None = None, **overrides: Any) -> Store: ...
+
+    @overload
+    @classmethod
+    def open(cls, data: str | os.PathLike[str] | None = None, *, create: bool = True,
+             read_models: bool = True, user: str, **overrides: Any) -> Face: ...
+
+    @classmethod
+    def open(cls, data: str | os.PathLike[str] | None = None, *, create: bool = True,
+             read_models: bool = True, user: str | None = None,
+             **overrides: Any) -> Store | Face:
         """Opens the store in ``data`` (default ``LETTERLOG_DATA``; ``overrides`` are settings).
         With ``create=False`` (a reader) a directory holding no store is a ``StoreUnavailable``
         error naming it, and nothing is created. ``read_models=False``: the log and the
         command side only (``show``), the read models neither opened nor caught up.
-        ``user``: the store acting as that user (``as_user``: a ``CallerView``, every
-        command checked against its rights); without it, as the administrator."""
+        ``user``: the store acting as that user (``as_user``: the user's ``Face``, a
+        ``CallerView``, every command checked against its rights); without it, the
+        administrator's ``Store`` (``adapters.face``)."""
         from adapters.bootstrap import letterlog
 
         if data is not None:
@@ -109,7 +140,7 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
             raise
 
     @property
-    def projections(self) -> Any | None:
+    def projections(self) -> ProjectionHost | None:
         """The read side; for ``table_store=hbase`` opened (connected) on first use."""
         if self._projections is None and self._read_side is not None:
             with self._read_side_lock:
@@ -118,7 +149,7 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
         return self._projections
 
     @projections.setter
-    def projections(self, host: Any | None) -> None:
+    def projections(self, host: ProjectionHost | None) -> None:
         self._projections = host
 
     def close(self) -> None:
@@ -180,34 +211,45 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
 
     def _command(self, command: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Runs a command of ``mail``, then (explicitly, even if it failed after saving) lets
-        the read models catch up with what it saved."""
+        the read models catch up: with the events its result says it saved, or, when it
+        failed or its result does not say (an extraction's bytes), from the log."""
         try:
-            return command(*args, **kwargs)
-        finally:
-            self._project(self.mail.uow.take_saved())
+            result = command(*args, **kwargs)
+        except BaseException:
+            self._project(None)
+            raise
+        self._project(saved_by(result))
+        return result
 
-    def _project(self, saved: Sequence[tuple[int, Any]]) -> None:
+    def _project(self, saved: Saved | None) -> None:
         """After a command: the read models catch up, starting with the events just saved
-        (already in memory, so not read back and decoded from the log).
+        (already in memory, so not read back and decoded from the log); ``None``: what the
+        command saved is not known here, the log is read.
 
         The command has committed, so it must not be reported as failed (a caller would
         retry and duplicate it): if projecting fails, one more catch-up reads the log; if
         that fails too, the error is logged and the next command or ``catch_up`` tries
         again (tracking only moves with what was written).
         """
-        if self._projections is None or not saved:
+        if self._projections is None or saved == ():
             return
         if self._follower is not None and self._wake_follower():
             self._unread_writes = True
             return
         try:
-            self._projections.catch_up(saved)
+            self._projections.catch_up(saved or ())
         except Exception:
             try:
                 self._projections.catch_up()
             except Exception:
                 log.exception("read models behind the log after position %d; the next "
                               "catch-up retries", saved[-1][0] if saved else 0)
+
+    def read_side(self) -> ProjectionHost:
+        """The read side, caught up with this process's own commands (``SettingsError``
+        when this store keeps none)."""
+        host: ProjectionHost = self._read()
+        return host
 
     def _read(self) -> Any:
         host = self.projections
@@ -225,3 +267,7 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
                 self._unread_writes = True  # the next query tries again
                 raise
         return host
+
+
+if TYPE_CHECKING:
+    _IMPLEMENTS: type[Store] = Letterlog  # mypy: every member of the face, none abstract

@@ -48,7 +48,7 @@ def check_output(path: Path, force: bool) -> Path:
 
 
 class Extractor:
-    """Extractions of one store's messages (``store.mail``: reserve, content, confirm,
+    """Extractions of one store's messages (its command side: reserve, content, confirm,
     release)."""
 
     def __init__(self, mail: Any) -> None:

@@ -77,19 +77,33 @@ def backoff_wait(first: float = 0.2, cap: float = 30.0) -> Any:
 
 def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
                 after: Callable[[Any], None] | None = None,
-                before_sleep: Callable[[Any], None] | None = None) -> Any:
+                before_sleep: Callable[[Any], None] | None = None,
+                wake: threading.Event | None = None) -> Any:
     """Tenacity's ``Retrying`` as a long-running process waits out a server's outage: a
     failure ``retry`` accepts is tried again after ``backoff_wait(first, cap)``, for ever;
     the wait ends early when ``stop`` is set, and the attempts end once it is (the call then
     returns None, an attempt's function is expected to return None at once when ``stop`` is
     set). What ``retry`` refuses is raised as it is. ``after``: called with tenacity's
     ``RetryCallState`` after each failed attempt it retries; ``before_sleep``: before each
-    wait (``state.next_action.sleep`` is the wait)."""
-    from tenacity import Retrying
+    wait (``state.next_action.sleep`` is the wait); ``wake``: set (by a readiness probe) to
+    end the wait now, the server being back (it is cleared as the wait ends)."""
+    from tenacity import Retrying, after_nothing
 
-    return Retrying(retry=retry, wait=backoff_wait(first, cap), sleep=stop.wait,
-                    stop=lambda state: stop.is_set(), after=after, before_sleep=before_sleep,
-                    retry_error_callback=lambda state: None)
+    def sleep(seconds: float) -> None:
+        if wake is None:
+            stop.wait(seconds)
+            return
+        # the wait on ``stop`` in slices of at most a second, ending after the slice in
+        # which ``wake`` was set
+        whole, rest = divmod(seconds, 1.0)
+        for part in [1.0] * int(whole) + ([rest] if rest else []):
+            if stop.wait(part) or wake.is_set():
+                break
+        wake.clear()
+
+    return Retrying(retry=retry, wait=backoff_wait(first, cap), sleep=sleep,
+                    stop=lambda state: stop.is_set(), after=after or after_nothing,
+                    before_sleep=before_sleep, retry_error_callback=lambda state: None)
 
 
 class KeyValueLog:

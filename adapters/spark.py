@@ -203,9 +203,9 @@ def defaults_file(environ: Mapping[str, str]) -> dict[str, str]:
         return {}
     values = {}
     for line in path.read_text(errors="replace").splitlines():
-        found = _PROPERTY.match(line.strip())
-        if found and not line.strip().startswith(("#", "!")):
-            values[found.group(1)] = found.group(2).strip()
+        match = _PROPERTY.match(line.strip())
+        if match and not line.strip().startswith(("#", "!")):
+            values[match.group(1)] = match.group(2).strip()
     return values
 
 

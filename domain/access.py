@@ -42,7 +42,7 @@ class AccessCommands(Commands):
             new = apply_change(old, rights)
             if not mb.set_rights(ident, new):
                 return Change((), {"identifier": ident, "rights": new})
-            return Change(uow.save(mb), {"identifier": ident, "rights": new,
+            return Change.of(uow.save(mb), {"identifier": ident, "rights": new,
                                          "old_rights": old})
 
         return uow.run(attempt)
@@ -58,7 +58,7 @@ class AccessCommands(Commands):
             old = mb.acl.get(ident, "")
             if not mb.set_rights(ident, ""):
                 return Change((), {"identifier": ident, "old_rights": ""})
-            return Change(uow.save(mb), {"identifier": ident, "old_rights": old})
+            return Change.of(uow.save(mb), {"identifier": ident, "old_rights": old})
 
         return uow.run(attempt)
 
@@ -94,7 +94,7 @@ class AccessCommands(Commands):
             old = agg.root
             if not agg.set(root):
                 return Change((), {"user": agg.user, "root": agg.root})
-            return Change(uow.save(agg), {"user": agg.user, "root": agg.root,
+            return Change.of(uow.save(agg), {"user": agg.user, "root": agg.root,
                                           "old_root": old, "created": fresh})
 
         return uow.run(attempt)
@@ -110,7 +110,7 @@ class AccessCommands(Commands):
                 raise RootNotFound(f"user: {user!r} has no virtual root")
             old = found.root
             found.delete()
-            return Change(uow.save(found), {"user": found.user, "old_root": old})
+            return Change.of(uow.save(found), {"user": found.user, "old_root": old})
 
         return uow.run(attempt)
 

@@ -93,7 +93,7 @@ class SmtpEnvelope(Command):
     """What the MTA said about a delivery (the RFC 5321 envelope, not the headers): kept with
     the message in its sealed personal part, so erasing the message erases it too."""
 
-    sender: str = _ENVELOPE_TEXT  # the reverse path; "" is the null sender <> (a bounce)
+    sender: str = _ENVELOPE_TEXT  # the reverse path; "<>" is the null sender (a bounce)
     recipient: str = _ENVELOPE_TEXT  # the final recipient, as the MTA gave it
     original_recipient: str = _ENVELOPE_TEXT  # before aliases and forwarding
     detail: str = _ENVELOPE_TEXT  # "tag" of user+tag@domain

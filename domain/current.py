@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from copy import deepcopy
 from typing import Any
 from uuid import UUID
@@ -59,6 +60,20 @@ class CurrentAggregates:
 
     def end(self) -> None:
         self._local.checked = False
+
+    @contextmanager
+    def reading(self) -> Iterator[int]:
+        """Reads outside a command (a caller's rights checked first) through the cache, as
+        an attempt reads: after one query of the log's head, which it gives. Inside an
+        attempt or another reading: as it is."""
+        if self._checked:
+            yield int(self._known or 0)
+            return
+        self.begin()
+        try:
+            yield int(self._known or 0)
+        finally:
+            self.end()
 
     @property
     def _checked(self) -> bool:

@@ -326,12 +326,13 @@ class DeliveryCommands(QuotaCommands):
             (m, names[mb.id], "delivered", prepared[i][0])
             for m, (i, mb, _) in zip(messages, placed, strict=True)]))
         aggregates.extend(messages)
-        positions = uow.save(*aggregates)
+        recorded = uow.save(*aggregates)
+        positions = recorded.positions
         mine = positions[-len(messages):]
         return {
             i: Delivery(message_id=m.id, mailbox_id=m.mailbox_id or mb.id, uid=m.uid,
                         uidvalidity=m.uidvalidity, size=m.size, sha256=m.sha256,
-                        modseq=mine[n], position=positions[-1])
+                        modseq=mine[n], position=positions[-1], saved=recorded.events)
             for n, (m, (i, mb, _)) in enumerate(zip(messages, placed, strict=True))
         }
 
@@ -356,8 +357,8 @@ class DeliveryCommands(QuotaCommands):
                 labels=cmd.labels,
                 policy=cmd.policy().as_dict(),
             )
-            positions = uow.save(account, *fresh, msg)
-            return Upload(message_id, mailbox.id, positions[-1])
+            recorded = uow.save(account, *fresh, msg)
+            return Upload(message_id, mailbox.id, recorded.positions[-1], saved=recorded.events)
 
         return uow.run(attempt)
 
@@ -371,7 +372,7 @@ class DeliveryCommands(QuotaCommands):
             )
         ref = self.payloads.put(data)
         msg.append_chunk(index, len(data), ref.sha256)
-        return Change(self.uow.save(msg))
+        return Change.of(self.uow.save(msg))
 
     def _upload_bytes(self, msg: Message) -> Iterator[bytes]:
         for sha in msg.upload_chunks:
@@ -403,8 +404,9 @@ class DeliveryCommands(QuotaCommands):
                 internal_date=m.internal_date,
             ))
             raised = arrival_rule_events(self, [(m, mailbox.name, "delivered", raw)])
-            positions = uow.save(mailbox, *raised, m)
+            recorded = uow.save(mailbox, *raised, m)
+            last = recorded.positions[-1]
             return Delivery(m.id, mailbox.id, uid, mailbox.uidvalidity, facts.size,
-                            facts.sha256, positions[-1], positions[-1])
+                            facts.sha256, last, last, saved=recorded.events)
 
         return uow.run(attempt)

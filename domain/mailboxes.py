@@ -33,9 +33,9 @@ class MailboxCommands(Commands):
             parent, sep, _ = cmd.mailbox.rpartition(DELIMITER)
             if sep and acc.has_mailbox(parent):  # a child starts with its parent's ACL
                 mb.inherit_acl(uow.mailbox(acc.mailbox(parent)[0]).acl)
-            positions = uow.save(acc, *fresh, mb)
-            return Change(positions, {"mailbox_id": str(mailbox_id), "uidvalidity": uidvalidity,
-                                      "account_created": bool(fresh)})
+            return Change.of(uow.save(acc, *fresh, mb), {
+                "mailbox_id": str(mailbox_id), "uidvalidity": uidvalidity,
+                "account_created": bool(fresh)})
 
         return uow.run(attempt)
 
@@ -64,7 +64,7 @@ class MailboxCommands(Commands):
                 mb = uow.mailbox(mailbox_id)
                 mb.rename(target, uidvalidity)
                 boxes.append(mb)
-            return Change(uow.save(acc, *boxes), {
+            return Change.of(uow.save(acc, *boxes), {
                 "uidvalidity": renamed[0][3],
                 "renamed": [{"from": old, "to": new, "uidvalidity": uidvalidity}
                             for _, old, new, uidvalidity in renamed]})
@@ -95,16 +95,16 @@ class MailboxCommands(Commands):
                         f" ({', '.join(inferiors[:3])}{', ...' if len(inferiors) > 3 else ''});"
                         " delete them first; nothing was written")
                 acc.unregister_mailbox(cmd.mailbox)
-                return Change(uow.save(acc), {"expunged": 0, "noselect": False})
+                return Change.of(uow.save(acc), {"expunged": 0, "noselect": False})
             now = self.clock()
             msgs = [uow.message(i) for i in uow.allocated_to(mailbox_id)]
             expunged = [m for m in msgs if m.mailbox_id == mailbox_id and m.expunge(now)]
             mb.delete()
             if inferiors:
-                return Change(uow.save(*expunged, mb),
+                return Change.of(uow.save(*expunged, mb),
                               {"expunged": len(expunged), "noselect": True})
             acc.unregister_mailbox(cmd.mailbox)
-            return Change(uow.save(acc, *expunged, mb),
+            return Change.of(uow.save(acc, *expunged, mb),
                           {"expunged": len(expunged), "noselect": False})
 
         return uow.run(attempt)
@@ -117,7 +117,7 @@ class MailboxCommands(Commands):
             acc, fresh = self._account_for(cmd.account, create_account)
             if not acc.subscribe(cmd.mailbox):
                 return Change()
-            return Change(uow.save(acc, *fresh))
+            return Change.of(uow.save(acc, *fresh))
 
         return uow.run(attempt)
 
@@ -129,6 +129,6 @@ class MailboxCommands(Commands):
             acc = uow.account(cmd.account)
             if not acc.unsubscribe(cmd.mailbox):
                 return Change()
-            return Change(uow.save(acc))
+            return Change.of(uow.save(acc))
 
         return uow.run(attempt)

@@ -43,7 +43,7 @@ class MessageCommands(Commands):
             new = apply_flag_mode(msg.flags, frozenset(cmd.flags), cmd.mode)
             if not msg.change_flags(new):
                 return Change()
-            return Change(uow.save(msg), {"flags": sorted(new)})
+            return Change.of(uow.save(msg), {"flags": sorted(new)})
 
         return uow.run(attempt)
 
@@ -61,7 +61,7 @@ class MessageCommands(Commands):
             account = uow.account_by_id(msg.account_id)
             account.define_labels(new)
             msg.change_labels(new)
-            return Change(uow.save(account, msg), {"labels": sorted(new)})
+            return Change.of(uow.save(account, msg), {"labels": sorted(new)})
 
         return uow.run(attempt)
 
@@ -87,7 +87,7 @@ class MessageCommands(Commands):
             msg.move(target.id, uid, target.uidvalidity)
             raised = arrival_rule_events(self, [(msg, target.name, "moved", None)])
             # COPYUID: uidvalidity, source and new UID
-            return Change(uow.save(target, *raised, msg), {
+            return Change.of(uow.save(target, *raised, msg), {
                 "mailbox_id": str(target.id), "uidvalidity": target.uidvalidity,
                 "source_uid": source_uid, "uid": uid})
 
@@ -133,9 +133,10 @@ class MessageCommands(Commands):
                 copied_from=src.id,
             ))
             raised = arrival_rule_events(self, [(new, target.name, "copied", None)])
-            positions = uow.save(target, *raised, new)
+            recorded = uow.save(target, *raised, new)
+            last = recorded.positions[-1]
             return Delivery(copy_id, target.id, uid, target.uidvalidity, src.size,
-                            src.sha256, positions[-1], positions[-1], source_uid=src.uid)
+                            src.sha256, last, last, source_uid=src.uid, saved=recorded.events)
 
         return uow.run(attempt)
 
@@ -147,7 +148,7 @@ class MessageCommands(Commands):
             msg = uow.message(message_id)
             if not msg.soft_delete(self.clock() + self.deleted_retention):
                 return Change()
-            return Change(uow.save(msg))
+            return Change.of(uow.save(msg))
 
         return uow.run(attempt)
 
@@ -162,7 +163,7 @@ class MessageCommands(Commands):
                     self.quotas.check(account, 1, msg.size)
             if not msg.restore(self.clock()):
                 return Change()
-            return Change(uow.save(msg))
+            return Change.of(uow.save(msg))
 
         return uow.run(attempt)
 
@@ -174,7 +175,7 @@ class MessageCommands(Commands):
             now = self.clock()
             msgs = [uow.message(i) for i in ids]
             changed = [m for m in msgs if m.expunge(now)]
-            return Change(uow.save(*changed)) if changed else Change()
+            return Change.of(uow.save(*changed)) if changed else Change()
 
         return uow.run(attempt)
 
@@ -192,8 +193,9 @@ class MessageCommands(Commands):
             msg = uow.message(message_id)
             now = self.clock()
             msg.reserve_extraction(reservation_id, now, now + self.reservation_ttl)
-            positions = uow.save(msg)
-            return Reservation(message_id, reservation_id, positions[-1])
+            recorded = uow.save(msg)
+            return Reservation(message_id, reservation_id, recorded.positions[-1],
+                               saved=recorded.events)
 
         return uow.run(attempt)
 
@@ -204,7 +206,7 @@ class MessageCommands(Commands):
         def attempt() -> Change:
             msg = uow.message(reservation.message_id)
             msg.extract(self.clock(), reservation.reservation_id)
-            return Change(uow.save(msg), {"count": msg.extract_count,
+            return Change.of(uow.save(msg), {"count": msg.extract_count,
                                           "extractions_to_date": msg.extractions_total})
 
         return uow.run(attempt)
@@ -217,7 +219,7 @@ class MessageCommands(Commands):
             msg = uow.message(reservation.message_id)
             if not msg.release_extraction(reservation.reservation_id, reason):
                 return Change()
-            return Change(uow.save(msg))
+            return Change.of(uow.save(msg))
 
         return uow.run(attempt)
 
@@ -265,6 +267,6 @@ class MessageCommands(Commands):
             msg = uow.message(cmd.message_id)
             if not msg.set_policy(cmd.policy(), self.clock()):
                 return Change()
-            return Change(uow.save(msg))
+            return Change.of(uow.save(msg))
 
         return uow.run(attempt)

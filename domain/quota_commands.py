@@ -29,7 +29,7 @@ class QuotaCommands(Commands):
                          own.messages if messages is None else messages)
             if not acc.set_quota(new):
                 return Change()
-            return Change(uow.save(acc))
+            return Change.of(uow.save(acc))
 
         return uow.run(attempt)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from email.parser import BytesHeaderParser
 from email.policy import compat32
@@ -20,6 +21,7 @@ from domain.errors import MailboxNotFound, RuleEventNotFound, RuleNotFound
 from domain.message import Message
 from domain.results import Change
 from domain.rights import Caller, rights_of
+from domain.roots import VirtualRoot, parse_root, root_id_for
 from domain.rules import (
     RULEBOOK_ID,
     Evaluation,
@@ -30,7 +32,7 @@ from domain.rules import (
     rule_spec,
 )
 from domain.unit_of_work import Commands, UnitOfWork
-from domain.values import account_id_for, normalise_address
+from domain.values import DELIMITER, account_id_for, normalise_address
 
 
 def rule_book(uow: UnitOfWork) -> RuleBook | None:
@@ -91,7 +93,8 @@ def arrival_rule_events(cmds: Commands, arrivals: Sequence[tuple[Message, str, s
                            header_view(seen) if headers else None)
         evaluation = Evaluation(cmds.rule_matcher, cmds.rule_search_seconds,
                                 cmds.rule_budget_seconds)
-        for verdict in decide(book, mailbox, view, evaluation, _reader_check(cmds.uow, msg)):
+        for verdict in decide(book, mailbox, view, evaluation,
+                              _reader_check(cmds.uow, msg, mailbox)):
             assert msg.mailbox_id is not None
             out.append(RuleEvent.raise_for(
                 verdict, account_id=msg.account_id, message_id=msg.id,
@@ -99,12 +102,31 @@ def arrival_rule_events(cmds: Commands, arrivals: Sequence[tuple[Message, str, s
     return out
 
 
-def _reader_check(uow: UnitOfWork, msg: Message) -> Callable[[str], bool]:
-    """Whether a user may read (``r``) the mailbox ``msg`` arrives in: its ACL as it stands
-    (the user's own name, ``anyone`` and ``authenticated``; groups come from the directory,
-    which a delivery does not ask)."""
+def _outside_root(uow: UnitOfWork, user: str, account_id: UUID, mailbox: str) -> bool:
+    """Whether ``mailbox`` of the account is outside ``user``'s virtual root (above or
+    beside its path, in the root's account): the user cannot name it, so reads nothing of
+    it, as ``adapters.caller`` refuses it."""
+    try:
+        found = uow.get(VirtualRoot, root_id_for(user), KeyError, "root")
+    except KeyError:
+        return False
+    if not found.root:
+        return False
+    account, path = parse_root(found.root)
+    if account_id_for(account) != account_id or not path:
+        return False
+    return not (mailbox == path or mailbox.startswith(path + DELIMITER))
+
+
+def _reader_check(uow: UnitOfWork, msg: Message, mailbox: str) -> Callable[[str], bool]:
+    """Whether a user may read (``r``) the mailbox ``msg`` arrives in (named ``mailbox``):
+    at or below the user's virtual root, and by its ACL as it stands (the user's own name,
+    ``anyone`` and ``authenticated``; groups come from the directory, which a delivery does
+    not ask)."""
     def may_read(user: str) -> bool:
         if msg.mailbox_id is None:
+            return False
+        if _outside_root(uow, user, msg.account_id, mailbox):
             return False
         if account_id_for(normalise_address(user)) == msg.account_id:
             return True  # the account's owner
@@ -127,13 +149,28 @@ class RuleCommands(Commands):
         spec = rule_spec(name, self._matcher(), **definition)
         uow = self.uow
 
+        made = None if secret else secrets.token_hex(32)  # shown once, in the result
+
         def attempt() -> Change:
             book = rule_book(uow) or RuleBook.start()
             rule_id = uuid4()
-            book.create(name, rule_id, spec, secret or secrets.token_hex(32))
-            return Change(uow.save(book), {"rule_id": str(rule_id)})
+            book.create(name, rule_id, spec, secret or str(made))
+            return Change.of(uow.save(book), {"rule_id": str(rule_id),
+                                              **({"secret": made} if made else {})})
 
         return uow.run(attempt)
+
+    def rotate_rule_secret(self, name: str, secret: str | None = None) -> Change:
+        """The rule's secret replaced by ``secret`` (None: a new random one); the new secret
+        is in ``extra["secret"]``, the one place it is shown."""
+        new = secret or secrets.token_hex(32)
+
+        def rotate(book: RuleBook) -> bool:
+            book.rotate_secret(name, new)
+            return True
+
+        change = self._on_book(rotate)
+        return replace(change, extra={"rule": name, **({} if secret else {"secret": new})})
 
     def change_rule(self, name: str, **definition: Any) -> Change:
         spec = rule_spec(name, self._matcher(), **definition)
@@ -156,7 +193,7 @@ class RuleCommands(Commands):
             book = rule_book(uow)
             if book is None:
                 raise RuleNotFound("no rule exists")
-            return Change(uow.save(book)) if change(book) else Change()
+            return Change.of(uow.save(book)) if change(book) else Change()
 
         return uow.run(attempt)
 
@@ -174,7 +211,7 @@ class RuleCommands(Commands):
 
         def attempt() -> Change:
             event = self.rule_event(event_id)
-            return Change(uow.save(event)) if step(event) is not False else Change()
+            return Change.of(uow.save(event)) if step(event) is not False else Change()
 
         return uow.run(attempt)
 
@@ -211,6 +248,6 @@ class RuleCommands(Commands):
                     events.append(event)
             if not events:
                 return Change()
-            return Change(uow.save(*events), {"discarded": [str(e.id) for e in events]})
+            return Change.of(uow.save(*events), {"discarded": [str(e.id) for e in events]})
 
         return uow.run(attempt)

@@ -221,6 +221,17 @@ class RuleBook(MailAggregate):
         def apply(self, aggregate: Any) -> None:
             del aggregate.rules[self.name]
 
+    class SecretRotated(Aggregate.Event):
+        """The rule's HMAC secret replaced: every event handed over from now on is signed
+        with the new one (those raised before and resent too)."""
+
+        name: str
+        rule_id: str
+        secret: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.secrets[self.rule_id] = self.secret
+
     @classmethod
     def start(cls) -> RuleBook:
         return cls._create(cls.Started, id=RULEBOOK_ID)
@@ -236,7 +247,7 @@ class RuleBook(MailAggregate):
         if len(self.rules) >= MAX_RULES:
             raise InvalidState(f"rules: at most {MAX_RULES}")
         self.trigger_event(self.RuleCreated, name=name, rule_id=str(rule_id), spec=spec,
-                           secret=secret)
+                           secret=check_secret(secret))
 
     def change(self, name: str, spec: dict[str, Any]) -> bool:
         rule = self.rule(name)
@@ -255,6 +266,26 @@ class RuleBook(MailAggregate):
     def delete(self, name: str) -> None:
         rule = self.rule(name)
         self.trigger_event(self.RuleDeleted, name=name, rule_id=rule["id"])
+
+    def rotate_secret(self, name: str, secret: str) -> None:
+        rule = self.rule(name)
+        self.trigger_event(self.SecretRotated, name=name, rule_id=rule["id"],
+                           secret=check_secret(secret))
+
+
+SECRET_MIN, SECRET_MAX = 16, 512
+
+
+def check_secret(secret: str) -> str:
+    """A rule's HMAC secret as given (``--secret-file``): 16 to 512 printable characters,
+    no white space (a receiver keeps it in a file or a setting, where a stray space or line
+    end would be a different key)."""
+    if not SECRET_MIN <= len(secret) <= SECRET_MAX:
+        raise InvalidCommand(f"secret: {len(secret)} characters; a rule's secret has "
+                             f"{SECRET_MIN} to {SECRET_MAX}")
+    if not secret.isprintable() or any(ch.isspace() for ch in secret):
+        raise InvalidCommand("secret: only printable characters, no spaces or line ends")
+    return secret
 
 
 # -- deciding which rules apply ------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """One command's unit of work: load the aggregates, decide, save every new event in one append.
 
-What a command saved (events with their log positions) stays with the unit of work until the
-caller takes it (``take_saved``): the embedded facade hands it to the read models as an
-explicit step after each command; the domain never calls back up.
+What a command saved (events with their log positions) is in what it returns: ``save``
+returns a ``Recorded`` (as eventsourcing's ``Application.save`` returns its recordings),
+which the command puts in its result (``saved``); the embedded facade hands it to the read
+models as an explicit step after each command; the domain never calls back up.
 
 ``UnitOfWork.run`` runs a command's attempt; a concurrency conflict (another writer saved one
 of its aggregates first) or a busy event store (another process holds the write lock) means
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -54,7 +54,7 @@ from domain.message import Message
 from domain.payloads import INLINE_LIMIT
 from domain.ports import PayloadStore
 from domain.quota import Limits, Quotas
-from domain.results import Change
+from domain.results import Change, Recorded
 from domain.rfc5322 import MessageLimits
 from domain.values import Role, account_id_for
 
@@ -88,7 +88,6 @@ class UnitOfWork:
     ) -> None:
         self.app = app
         self.max_retries = max_retries
-        self._last = threading.local()  # per thread: what its last command saved
         self._head = log_head or app.recorder.max_notification_id
         self.current = CurrentAggregates(self._head)
         # Around every append: a delivery agent's deadline (``adapters.mta``) refuses to start
@@ -108,6 +107,12 @@ class UnitOfWork:
             if isinstance(event, Mailbox.UidsAllocated):
                 found.update(dict.fromkeys(event.message_ids))
         return list(found)
+
+    def read(self, fn: Callable[[], T]) -> T:
+        """``fn``'s reads of aggregates through the current-aggregate cache (one query of
+        the log's head), as a command's attempt reads them; nothing is saved."""
+        with self.current.reading():
+            return fn()
 
     def head(self) -> int:
         """The log's last position."""
@@ -147,26 +152,19 @@ class UnitOfWork:
         finally:
             self.current.end()
 
-    def save(self, *aggregates: Any) -> tuple[int, ...]:
+    def save(self, *aggregates: Any) -> Recorded:
+        """One atomic append of the aggregates' new events; what it recorded."""
         try:
             with self.append_guard():
                 recordings = self.app.save(*aggregates)
         except BaseException:
             self.current.drop()
             raise
-        saved = [(r.notification.id, r.domain_event) for r in recordings]
-        self.current.saved(aggregates, [position for position, _ in saved])
-        self._last.saved = saved
+        recorded = Recorded(tuple((r.notification.id, r.domain_event) for r in recordings))
+        self.current.saved(aggregates, list(recorded.positions))
         if self.after_save is not None:
-            self.after_save(saved)
-        return tuple(position for position, _ in saved)
-
-    def take_saved(self) -> Saved:
-        """The events this thread's last command saved, with their log positions (once:
-        a second call returns nothing). The facade projects them after the command."""
-        saved: Saved = getattr(self._last, "saved", ())
-        self._last.saved = ()
-        return saved
+            self.after_save(recorded.events)
+        return recorded
 
     def get(self, cls: type[T], aggregate_id: UUID, error: type[Exception], what: str) -> T:
         agg: Any = self.current.get(aggregate_id)

@@ -153,7 +153,8 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
     single_s, single_digests = min(singles, key=lambda r: r[0])
     legs = []
     for found in runs.values():  # the fastest run of each leg
-        best = dict(min(found, key=lambda r: r["seconds"]))
+        fastest = min(found, key=lambda r: float(r["seconds"]))
+        best = dict(fastest)
         best.update(runs_s=[r["seconds"] for r in found],
                     identical_to_single_process=all(r["digests"] == single_digests
                                                     for r in found))

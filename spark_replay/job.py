@@ -149,7 +149,7 @@ class SparkFold:
             return True  # the driver's cores are not the executors'
         import os
 
-        return len(os.sched_getaffinity(0)) > self.stats["cores"]
+        return len(os.sched_getaffinity(0)) > int(self.stats["cores"])
 
     def run(self, projections: tuple[Projection, ...], physical: dict[str, str], target: str,
             spool: str | None, stop: int) -> list[dict[str, Any]]:

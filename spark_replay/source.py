@@ -39,7 +39,7 @@ NAME = "letterlog_events"
 PAGE = 2000
 
 
-class _Range(InputPartition):  # type: ignore[misc]
+class _Range(InputPartition):
     def __init__(self, start: int, stop: int) -> None:
         super().__init__((start, stop))
         self.start = start
@@ -59,7 +59,7 @@ def ranges(start: int, stop: int, parts: int, last: float = 1.0) -> list[tuple[i
     return [(lo, min(lo + size - 1, stop)) for lo in range(start, stop + 1, size)]
 
 
-class EventsReader(DataSourceReader):  # type: ignore[misc]
+class EventsReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.settings = json.loads(options["settings"])
         self.start = int(options.get("start", "1"))
@@ -184,7 +184,7 @@ def _arrow_schema() -> Any:
                       ("state", pa.binary()), ("account", pa.binary())])
 
 
-class EventsSource(DataSource):  # type: ignore[misc]
+class EventsSource(DataSource):
     """``spark.read.format("letterlog_events").option("settings", json).option("stop", P)``"""
 
     @classmethod

@@ -54,7 +54,7 @@ MODULE_GROUPS = {
     "test_erasure_hbase.py": "erasure", "test_erasure_scaleout.py": "erasure",
     "test_erasure_crash_hbase.py": "erasure",
     "test_supervised_servers.py": "supervised", "test_bench_dovecot.py": "dovecot",
-    "test_bench_keystore.py": "keys",
+    "test_bench_keystore.py": "keys", "test_erasure_intent_host_loss.py": "netns",
 }
 
 

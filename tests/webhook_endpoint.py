@@ -24,6 +24,7 @@ class Endpoint:
         self.secret = secret
         self.release = release  # given: the first call waits (a minute at most) until set
         self.calls: list[dict[str, Any]] = []
+        self.raw: list[dict[str, Any]] = []  # each call's body and signature, as received
         self.accepted: dict[str, int] = {}  # idempotency key -> times it was answered 200
         self.arrived = threading.Event()
         self.lock = threading.Lock()
@@ -51,6 +52,7 @@ class Endpoint:
         with self.lock:
             n = len(self.calls)
             self.calls.append({"key": key, "body": json.loads(body), "signature_ok": ok_sig})
+            self.raw.append({"body": body, "signature": signed})
             stall = n >= self.fail_first and self.stall_left > 0
             if stall:
                 self.stall_left -= 1

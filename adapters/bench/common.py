@@ -121,7 +121,7 @@ def two_process_scaling(rounds: int = 600, repeat: int = 3) -> dict[str, Any]:
     import multiprocessing
     import statistics
 
-    runs = []
+    runs: list[float] = []
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         pool.map(_cpu_work, [1, 1])  # both workers started and warm
         for _ in range(3 * repeat):  # bounded: a pool may keep giving both to one worker

@@ -193,6 +193,12 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
             peer_file = plot.with_name(f"{plot.stem}-{peer}{plot.suffix or '.png'}")
             peer_plot(peer_file, result)
             result["peer_plot"] = str(peer_file)
+            if "memory" in result:
+                from adapters.bench.memory import memory_plot
+
+                memory_file = plot.with_name(f"{plot.stem}-{peer}-memory{plot.suffix or '.png'}")
+                memory_plot(memory_file, result["memory"])
+                result["memory_plot"] = str(memory_file)
     if plot is not None:
         bar_plot(plot, "letterlog ingest vs raw SQLite (same durability)", {
             "letterlog single": single, "letterlog single, pipelined": single_pipelined,

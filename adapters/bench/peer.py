@@ -97,6 +97,7 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
                          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run Dovecot beside letterlog on ``blobs``; the keys ``bench ingest`` adds.
     ``lda_messages``: the processes a side of the LDA leg (the first of ``blobs``)."""
+    from adapters.bench.memory import memory_leg
     from adapters.bench.mta import compare_delivery_agents, private_runtime
 
     mbox = root / "bench.mbox"
@@ -121,6 +122,9 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
         delivery_agents = compare_delivery_agents(
             dovecot, blobs, [r.split("@")[0] for r in recipients], root, env,
             min(lda_messages, n), progress)
+        if progress:
+            progress("memory: peak resident set per delivery, a small and a 40 MiB message")
+        delivery_agents["memory"] = memory_leg(dovecot, blobs[0], root, env)
     letterlog_bytes = disk_bytes(root / "import")
     letterlog_rate = _rate(n, letterlog_s)
     dovecot_rate = _rate(n, statistics.fmean(dovecot_import_s))

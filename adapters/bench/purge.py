@@ -87,7 +87,8 @@ def bench_purge(messages: int = 50_000, *, durability: str = "full", single: int
             for i in range(0, len(ids), 500):
                 store.expunge(ids[i:i + 500])
             payloads = len(list(store.payloads.list()))
-            store.projections.tables.checkpoint("TRUNCATE")
+            sqlite: Any = store.read_side().tables  # embedded SQLite's
+            sqlite.checkpoint("TRUNCATE")
             shutil.copy(root / "store" / "tables.sqlite", root / "raw-tables.sqlite")
             now = datetime.now(UTC) + timedelta(days=store.settings.deleted_retention_days + 1)
             t0 = time.perf_counter()

@@ -83,7 +83,7 @@ def _query_history(messages: int, seed: int) -> tuple[Iterator[tuple[int, Any]],
             while done < count:
                 k = min(count - done, rng.randint(1, 200))
                 now += timedelta(minutes=rng.randint(1, 30))
-                group = []
+                group: list[tuple[Any, UUID, list[str], list[str]]] = []
                 for _ in range(k):
                     mail = factory.make(acc.id, acc.address, now,
                                         attachment=rng.random() < 0.08)
@@ -384,7 +384,7 @@ def bench_query(messages: int = 100_000, samples: int = 2000,
 
 def _meets_query_targets(results: dict[str, Any], embedded: dict[str, Any]) -> bool:
     def worst(side: dict[str, Any], names: tuple[str, ...]) -> float:
-        return max(side[name]["p99_ms"] for name in names)
+        return float(max(side[name]["p99_ms"] for name in names))
 
     listing = max(worst(results, ("newest_50", "random_page_50")),
                   worst(embedded, ("messages_newest_50", "messages_page_50")))

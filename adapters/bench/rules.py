@@ -20,9 +20,12 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.mailgen import PEOPLE, bench_messages
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 
 class _Ok(BaseHTTPRequestHandler):
@@ -61,14 +64,13 @@ def _deliveries(root: Path, name: str, blobs: list[bytes], rules: int, url: str,
     return time.perf_counter() - t0, store
 
 
-def _evaluation_us(store: Any, blobs: list[bytes]) -> float:
+def _evaluation_us(store: Store, blobs: list[bytes]) -> float:
     """``decide`` alone on each message (the command side's evaluation, no I/O)."""
     from domain.rfc5322 import inspect_message
     from domain.rulecommands import header_view, view_of
-    from domain.rules import Evaluation, decide
+    from domain.rules import decide
 
-    mail = store.mail
-    book = mail.rule_book()
+    book = store.rule_book()
     views = []
     for blob in blobs:
         facts = inspect_message(blob)
@@ -76,8 +78,7 @@ def _evaluation_us(store: Any, blobs: list[bytes]) -> float:
                              facts.attachment_names, header_view(blob)))
     t0 = time.perf_counter()
     for view in views:
-        decide(book, "INBOX", view, Evaluation(mail.rule_matcher, mail.rule_search_seconds,
-                                               mail.rule_budget_seconds))
+        decide(book, "INBOX", view, store.rule_evaluation())
     return (time.perf_counter() - t0) / len(views) * 1e6
 
 

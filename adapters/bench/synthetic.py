@@ -155,7 +155,8 @@ class MailFactory:
                      "has_attachments": True, "defects": [], "line_ending": "CRLF",
                      "header_bytes": len(header)}
             name = rng.choice(("report.pdf", "slides.pptx", "photo.jpg", "invoice.pdf"))
-            personal = {"envelope": envelope, "attachment_names": [name], "body": None}
+            personal: dict[str, Any] = {"envelope": envelope, "attachment_names": [name],
+                                        "body": None}
             return Mail(size, sha, False, thread_id, facts, personal, None)
         raw = header + body
         facts = dict(_PLAIN_FACTS, defects=[], header_bytes=len(header))
@@ -335,7 +336,7 @@ class LogSimulator:
             self._emit(acct.agg)
         elif kind == "unlabel" and listed and msg.labels:
             msg.change_labels(msg.labels - {sorted(msg.labels)[0]})
-        elif kind == "move" and listed:
+        elif kind == "move" and listed and arg is not None:
             target = acct.boxes[arg]
             if target.id != msg.mailbox_id:
                 uid = target.allocate_uids([msg.id])

@@ -7,11 +7,14 @@ docs/permissions.md.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from adapters.cli.common import group, out, state
+
+if TYPE_CHECKING:
+    from adapters.face import Face
 
 app = group("Rights on mailboxes and virtual roots.")
 SECTION = (160, 'Access')  # the root help's section (adapters.cli.table)
@@ -96,7 +99,7 @@ def acl_rights(account: Account, mailbox: Mailbox) -> None:
     out({"account": account, "mailbox": mailbox, "rights": rights}, rights)
 
 
-def _all(store: Any, account: str, mailbox: str) -> str:
+def _all(store: Face, account: str, mailbox: str) -> str:
     """The administrator: every right, on a mailbox that exists."""
     from domain.rights import RIGHTS
 
@@ -107,7 +110,7 @@ def _all(store: Any, account: str, mailbox: str) -> str:
 @acl_app.command("list")
 def acl_list() -> None:
     """Every ACL entry of the store (the administrator's)."""
-    for account, mailbox, identifier, rights in state.reader().acl_entries():
+    for account, mailbox, identifier, rights in state.admin_reader().acl_entries():
         out({"account": account, "mailbox": mailbox, "identifier": identifier,
              "rights": rights}, f"{account}  {mailbox}  {identifier}  {rights}")
 
@@ -116,7 +119,7 @@ def acl_list() -> None:
 def root_set(user: User, root: Annotated[str, typer.Argument(
         metavar="ACCOUNT[/PATH]", help="the account, and optionally a mailbox of it")]) -> None:
     """Set USER's virtual root: USER lists mailboxes relative to it and names none above."""
-    change = state.reader().set_root(user, root)
+    change = state.admin_reader().set_root(user, root)
     out({"user": user, "changed": change.changed, "position": change.position,
          **change.extra}, f"{user}: {change.extra.get('root', root)}"
                           + ("" if change.changed else " (unchanged)"))
@@ -125,14 +128,14 @@ def root_set(user: User, root: Annotated[str, typer.Argument(
 @root_app.command("get")
 def root_get(user: User) -> None:
     """USER's virtual root (none: its own account)."""
-    root = state.reader().root(user)
+    root = state.admin_reader().root(user)
     out({"user": user, "root": root}, root or "(none: the user's own account)")
 
 
 @root_app.command("delete")
 def root_delete(user: User) -> None:
     """Remove USER's virtual root (the event keeps it, so it can be set back)."""
-    change = state.reader().delete_root(user)
+    change = state.admin_reader().delete_root(user)
     out({"user": user, "position": change.position, **change.extra},
         f"deleted {user}'s root (was {change.extra['old_root']})")
 
@@ -140,5 +143,5 @@ def root_delete(user: User) -> None:
 @root_app.command("list")
 def root_list() -> None:
     """Every virtual root."""
-    for user, root in state.reader().roots().items():
+    for user, root in state.admin_reader().roots().items():
         out({"user": user, "root": root}, f"{user}  {root}")

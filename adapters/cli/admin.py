@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -87,12 +88,13 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
                  *(["--view", view] if view else [])]
         result = spark_job(["rebuild", *(names or ["--all"]), *extra], master, conf)
     elif until_position is not None or when is not None:
-        store = state.reader()
-        stop = until_position if until_position is not None else store.position_at(when)
+        store = state.admin_reader()
+        stop = until_position if until_position is not None else store.position_at(
+            cast("datetime", when))  # one of the two is given (the branch's condition)
         with _one_rebuild():
             result = store.build_view(view or f"p{stop}", names, stop)
     else:
-        store = state.reader()
+        store = state.admin_reader()
         bar, update = _progress("rebuilding")
         with _one_rebuild(), bar:
             result = store.rebuild(names, update)
@@ -194,7 +196,7 @@ def export(what: Annotated[str, typer.Argument(metavar="PROJECTION|events",
 def verify(projection: Projection = None, all_: AllOption = False) -> None:
     """Compare live tables with a rebuild from the log; exit 1 on any difference."""
     names = None if all_ or not projection else [projection]
-    store = state.reader()
+    store = state.admin_reader()
     bar, update = _progress("verifying")
     try:
         with bar:
@@ -216,7 +218,7 @@ def compact() -> None:
     it is about half empty); an import into a fresh store does this by itself."""
     from adapters.cli.common import human_size
 
-    result = state.reader().compact_read_models()
+    result = state.admin_reader().compact_read_models()
     if result is None:
         fail("compact: the read models are not in the embedded table store "
              "(HBase compacts its own files)")
@@ -231,4 +233,4 @@ def demo(messages: Annotated[int, typer.Option(metavar="N", min=1,
     """Generate realistic mail, deliver it, exercise every command, print a summary."""
     from adapters.cli.demo import run_demo
 
-    run_demo(state.store(), messages=messages, as_json=state.json)
+    run_demo(state.admin(), messages=messages, as_json=state.json)

@@ -62,13 +62,25 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                  use_running: Annotated[bool, typer.Option(
                      "--use-running", help="with --scale-out: PostgreSQL (an admin's "
                      "LETTERLOG_POSTGRES_DSN) and HBase from LETTERLOG_* settings instead of "
-                     "starting them")] = False) -> None:
+                     "starting them")] = False,
+                 rights: Annotated[bool, typer.Option(
+                     "--rights", help="instead: single deliveries into a shared mailbox as the "
+                     "administrator and as a user with lri (what the rights check costs)")
+                 ] = False) -> None:
     """Deliveries/s (single command and batched import) vs raw SQLite, same durability;
     with --peer dovecot also import, LMTP servers (one and four connections), one lda
     process per message, and bytes on disk, against Dovecot; with --rules N what N event
-    rules cost a delivery (docs/event-rules.md)."""
+    rules cost a delivery (docs/event-rules.md); with --rights what the rights check costs
+    one (docs/permissions.md)."""
     from adapters.bench.ingest import bench_ingest as run
 
+    if rights:
+        from adapters.bench.rights import bench_rights_ingest
+
+        if peer is not None or rules is not None or key_store or scale_out:
+            fail("--rights: not with --peer, --rules, --key-store or --scale-out")
+        _bench(bench_rights_ingest(messages=messages, plot=plot), as_json)
+        return
     if key_store:
         from adapters.bench.keystore import bench_keystore
 
@@ -165,8 +177,20 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
 def bench_query(messages: Annotated[int, typer.Option(
                     metavar="N", help="messages in the mailbox")] = 100_000,
                 samples: Annotated[int, typer.Option(metavar="N", help="queries timed")] = 2000,
-                plot: PlotOption = None, as_json: BenchJson = False) -> None:
-    """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT."""
+                plot: PlotOption = None, as_json: BenchJson = False,
+                rights: Annotated[bool, typer.Option(
+                    "--rights", help="instead: the newest 50 and the mailbox list as the "
+                    "administrator and as a user with lr (what the rights check costs; "
+                    "default 2000 messages)")] = False) -> None:
+    """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT; with --rights
+    what the rights check costs a listing (docs/permissions.md)."""
+    if rights:
+        from adapters.bench.rights import bench_rights_query
+
+        given = messages != 100_000  # the default is the listing leg's; this one's is 2000
+        _bench(bench_rights_query(messages=messages if given else 2000, samples=samples,
+                                  plot=plot), as_json)
+        return
     from adapters.bench.query import bench_query as run
 
     _bench(run(messages=messages, samples=samples, plot=plot), as_json)
@@ -195,10 +219,11 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
     from adapters.bench.stream import running_servers
     from adapters.settings import load_settings
 
-    servers = running_servers(load_settings(data=state.data)) if use_running else {}
+    servers: dict[str, Any] = (running_servers(load_settings(data=state.data)) if use_running
+                               else {})
+    options: dict[str, Any] = {**servers, **({} if warm_up is None else {"warm_up": warm_up})}
     _bench(run(events=events, plot=plot, versioned_baseline=versioned_baseline,
-               accounts=accounts, **({} if warm_up is None else {"warm_up": warm_up}),
-               **servers), as_json)
+               accounts=accounts, **options), as_json)
 
 
 @bench_app.command("startup")

@@ -35,9 +35,9 @@ _ADMINISTRATOR = (
     "bench project", "bench rebuild", "bench query", "bench stream", "bench startup",
     "bench purge", "server start", "server stop", "server status", "lda", "lmtp", "init",
     "users list", "users purge", "dispatcher", "rule create", "rule change", "rule show",
-    "rule list", "rule enable", "rule disable", "rule delete", "events list", "events show",
-    "events resend", "events purge", "acl list", "root set", "root get", "root delete",
-    "root list", "quota set", "purge-queue",
+    "rule list", "rule enable", "rule disable", "rule delete", "rule secret", "events list",
+    "events show", "events resend", "events purge", "acl list", "root set", "root get",
+    "root delete", "root list", "quota set", "purge-queue",
 )
 RULES: dict[str, str] = {**{c: CHECKED for c in _CHECKED},
                          **{c: ADMINISTRATOR for c in _ADMINISTRATOR}}

@@ -15,10 +15,14 @@ import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 from uuid import UUID
 
 import typer
+
+if TYPE_CHECKING:
+    from adapters.face import Face, Store
+    from adapters.readside.current import CurrentTables
 
 DEFAULT_DATA = Path("letterlog-data")
 
@@ -47,10 +51,10 @@ class State:
         self.exact_bytes = False
         self.user: str | None = None  # --as USER: every command checked against its rights
         self.command: str | None = None  # the command line's command ("group sub" for one)
-        self._store: Any = None
-        self._current: Any = None
+        self._store: Face | None = None
+        self._current: CurrentTables | None = None
 
-    def store(self, *, create: bool = False, read_models: bool = True) -> Any:
+    def store(self, *, create: bool = False, read_models: bool = True) -> Face:
         """The store, opened once. Only ``init`` passes ``create`` (it makes the data
         directory and the store); every other command, writes included (deliver, import,
         mailbox create, demo), finds a directory holding no store an error naming it and
@@ -60,16 +64,37 @@ class State:
         if self._store is None:
             from adapters.embedded import Letterlog
 
-            self._store = Letterlog.open(self.data, create=create, read_models=read_models,
-                                         user=self.user)
+            if self.user is None:
+                self._store = Letterlog.open(self.data, create=create,
+                                             read_models=read_models)
+            else:
+                self._store = Letterlog.open(self.data, create=create,
+                                             read_models=read_models, user=self.user)
         return self._store
 
-    def reader(self) -> Any:
+    def admin(self, *, create: bool = False, read_models: bool = True) -> Store:
+        """The administrator's store (``adapters.face.Store``) for an administrator's
+        command (``adapters.cli.callers``); with ``--as`` it is refused
+        (``PermissionDenied``), whatever ran before."""
+        from domain.errors import PermissionDenied
+
+        if self.user is not None:
+            raise PermissionDenied(
+                f"permission denied: {self.command} is the administrator's; {self.user} may"
+                " not run it", missing="administrator", command=self.command or "")
+        store = self.store(create=create, read_models=read_models)
+        return cast("Store", store)  # opened without a user: the administrator's
+
+    def admin_reader(self) -> Store:
+        """``admin`` for a command that needs the store to exist already."""
+        return self.admin(create=False)
+
+    def reader(self) -> Face:
         """The store for a command that needs one to exist already (reads, and commands on
         an existing message or account): nothing is created."""
         return self.store(create=False)
 
-    def read_models(self) -> Any:
+    def read_models(self) -> Face | CurrentTables:
         """The read models for a read command: the tables alone when they are current with
         the log (the fast read path), else the store (``reader``), caught up on opening."""
         if self.user is not None:  # a user's reads are checked by the store (CallerView)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import track
@@ -12,8 +12,11 @@ from rich.table import Table
 from adapters.mailgen import generate
 from domain.errors import ExtractionRefused
 
+if TYPE_CHECKING:
+    from adapters.face import Store
 
-def run_demo(store: Any, *, messages: int = 400, as_json: bool = False) -> dict[str, Any]:
+
+def run_demo(store: Store, *, messages: int = 400, as_json: bool = False) -> dict[str, Any]:
     console = Console(stderr=as_json)
     progress = Console(stderr=True)  # a bar on a terminal only, never in the output
     deliveries = []

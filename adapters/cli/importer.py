@@ -32,9 +32,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from email.parser import BytesHeaderParser
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.errors import InvalidCommand, LetterlogError
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 MAILDIR_FLAGS = {"S": "\\Seen", "R": "\\Answered", "F": "\\Flagged", "T": "\\Deleted",
                  "D": "\\Draft", "P": "$Forwarded"}
@@ -308,7 +311,7 @@ class ImportInterrupted(KeyboardInterrupt):
         self.report = report
 
 
-def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: str,
+def run_import(store: Store, total: int, items: Iterable[SourceMessage], account: str,
                mailbox: str, *, batch: int = 100, progress: Callable[[int], None] | None = None,
                on_reject: Callable[[str, str], None] | None = None) -> dict[str, Any]:
     """Delivers ``items`` through ``store`` (the ``Letterlog`` facade), ``batch`` at a time.
@@ -336,7 +339,7 @@ def run_import(store: Any, total: int, items: Iterable[SourceMessage], account: 
     return report
 
 
-def _compacted(store: Any, before: int | None) -> dict[str, int] | None:
+def _compacted(store: Store, before: int | None) -> dict[str, int] | None:
     """The embedded read models compacted (ADR 0030) when this import wrote at least half
     of their file: its rows went in newest first, leaving pages about half full, and
     rewriting the file costs at most about twice what the import wrote to it. Into a big
@@ -346,10 +349,11 @@ def _compacted(store: Any, before: int | None) -> dict[str, int] | None:
     after = store.read_model_bytes()
     if after is None or after < 2 * before:
         return None
-    return dict(store.compact_read_models())
+    compacted = store.compact_read_models()
+    return None if compacted is None else dict(compacted)
 
 
-def _deliver_batches(store: Any, items: Iterable[SourceMessage], account: str, mailbox: str,
+def _deliver_batches(store: Store, items: Iterable[SourceMessage], account: str, mailbox: str,
                      batch: int, progress: Callable[[int], None] | None,
                      on_reject: Callable[[str, str], None] | None) -> dict[str, Any]:
     imported = already = 0
@@ -397,7 +401,7 @@ def _deliver_batches(store: Any, items: Iterable[SourceMessage], account: str, m
     return report()
 
 
-def _checked_batches(store: Any, items: Iterable[SourceMessage], account: str, mailbox: str,
+def _checked_batches(store: Store, items: Iterable[SourceMessage], account: str, mailbox: str,
                      batch: int, created: set[str], rejected: list[dict[str, str]],
                      on_reject: Callable[[str, str], None] | None
                      ) -> Iterator[tuple[list[Any], bool, int, int]]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from adapters.cli.common import group, out, progress_enabled, state
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 app = group("Import mail.")
 SECTION = (40, 'Import')  # the root help's section (adapters.cli.table)
@@ -36,7 +39,7 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
 
     try:
         total, items = source(path)  # the path is checked here, before any progress shows
-        store = state.store()
+        store = state.admin()
         store.check_delivery(account=account, mailbox=mailbox)
     except KeyboardInterrupt:
         typer.echo("letterlog: interrupted before the first message was imported; run the "
@@ -60,7 +63,7 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
         raise typer.Exit(1)
 
 
-def _imported(store: Any, total: int, items: Iterator[Any], account: str, mailbox: str,
+def _imported(store: Store, total: int, items: Iterator[Any], account: str, mailbox: str,
               batch: int) -> dict[str, Any]:
     from adapters.cli.importer import run_import
 

@@ -23,7 +23,7 @@ def migrate(keep_file: Annotated[bool, typer.Option(
     DATA/vault.sqlite) into the key cluster, read them back, check that every data key's
     KEK is there, then remove the file. Idempotent; nothing is removed unless every check
     passed (exit 2 then, naming what is missing)."""
-    result = state.reader().migrate_keys(remove_file=not keep_file)
+    result = state.admin_reader().migrate_keys(remove_file=not keep_file)
     out(result, f"{result['keks_copied']} key-encryption keys copied from "
                 f"{result['vault_file']} ({result['keks_in_file']} in it) into "
                 f"{result['key_store']} ({result['keks_in_key_store']} there); every one of "

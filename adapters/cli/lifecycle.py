@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from adapters.cli.common import (
     progress_enabled,
     state,
 )
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 app = group("Purge and erasure.")
 SECTION = (90, 'Lifecycle')  # the root help's section (adapters.cli.table)
@@ -86,7 +89,7 @@ def purge_run(queue: QueueOption = None,
             done[0] += n
             bar.update(task, completed=done[0], description=f"purging {q}")
 
-        report = state.reader().purge(when, queues, dry_run=dry_run, progress=progress)
+        report = state.admin_reader().purge(when, queues, dry_run=dry_run, progress=progress)
     result = report.as_dict()
     out(result, _summary(result))
     _incomplete(result.get("erasure"))
@@ -159,7 +162,7 @@ def erase_message(message_id: Annotated[str, typer.Argument(
                                   "content (same SHA-256)")] = False) -> None:
     """Purge one message now, whatever the TTLs (right to erasure); exit 3 if a reader kept
     a file from being cleaned in time."""
-    _erased(state.reader().erase_message(parse_uuid(message_id), with_copies=with_copies),
+    _erased(state.admin_reader().erase_message(parse_uuid(message_id), with_copies=with_copies),
             message_id)
 
 
@@ -167,13 +170,13 @@ def erase_message(message_id: Annotated[str, typer.Argument(
 def erase_account(address: Annotated[str, typer.Argument(
         metavar="ACCOUNT", help="the account's address")]) -> None:
     """Purge every message of an account now, whatever the TTLs (right to erasure)."""
-    _erased(state.reader().erase_account(address), address)
+    _erased(state.admin_reader().erase_account(address), address)
 
 
 @erase_app.command("complete")
 def erase_complete() -> None:
     """Finish the erasures still pending (exit 3, naming what holds a file, if one is not)."""
-    store = state.reader()
+    store = state.admin_reader()
     done = store.complete_erasures()
     result = done.as_dict()
     scale = _complete_scale_out(store)
@@ -192,7 +195,7 @@ def erase_complete() -> None:
     _incomplete(result)
 
 
-def _complete_scale_out(store: Any) -> Any:
+def _complete_scale_out(store: Store) -> Any:
     """On scale-out (LETTERLOG_TABLE_STORE=hbase): waits for the relay and the workers, frees
     the erased payloads, flushes and major-compacts HBase (adapters/lifecycle/scaleout.py),
     with progress lines on stderr. None on an embedded store."""
@@ -221,7 +224,7 @@ def erase_export(path: Annotated[str, typer.Argument(
     backups is found by `restore-backup` unnamed (see docs/operations.md)."""
     from adapters.backup import export_erasures
 
-    record = export_erasures(state.reader(), path)
+    record = export_erasures(state.admin_reader(), path)
     out(record.as_dict() | {"file": path},
         f"{path}: {len(record.messages)} erased messages, {len(record.destroyed_keys)} "
         f"destroyed keys, up to log position {record.position}")
@@ -235,7 +238,7 @@ def erase_reapply(source: Annotated[str, typer.Argument(
     from adapters.backup import read_erasure_record, reapply
     from adapters.embedded import Letterlog
 
-    result = reapply(state.reader(), read_erasure_record(source, Letterlog.open))
+    result = reapply(state.admin_reader(), read_erasure_record(source, Letterlog.open))
     out(result, f"erased again: {len(result['messages_erased_again'])} messages, "
                 f"{result['keys_destroyed_again']} data keys")
     if not result["erasure_complete"]:
@@ -250,7 +253,7 @@ def erase_status() -> None:
     any)."""
     from adapters.lifecycle.completion import EXIT_INCOMPLETE
 
-    store = state.reader()
+    store = state.admin_reader()
     store.finish_interrupted_erasures()  # what a killed process left (ADR 0063): finished
     finished = getattr(store, "interrupted_finished", [])  # here or when the store opened
     running = store.running_erasures()
@@ -266,7 +269,8 @@ def erase_status() -> None:
     elif not pending and not scale["pending"] and not running:
         typer.echo("no erasure pending")
     for r in running if not state.json else []:
-        typer.echo(f"position={r['position']}  {r['kind']} running now (another process)")
+        where = f", host {r['host']}" if r.get("host") else ""
+        typer.echo(f"position={r['position']}  {r['kind']} running now (another process{where})")
     for r in pending if not state.json else []:
         held = "; ".join(f"{h['file']} (pids {', '.join(map(str, h['pids'])) or 'unknown'})"
                          for h in r["holders"])
@@ -279,7 +283,7 @@ def erase_status() -> None:
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
-def _scale_out_status(store: Any) -> dict[str, Any] | None:
+def _scale_out_status(store: Store) -> dict[str, Any] | None:
     """The scale-out erasures not yet completed, and how far the workers are (as ``lag``)."""
     if store.settings.table_store != "hbase":
         return None

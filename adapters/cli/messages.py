@@ -4,8 +4,9 @@ expunge, policy."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +24,9 @@ from adapters.cli.common import (
     state,
 )
 from domain.errors import MessageRejected
+
+if TYPE_CHECKING:
+    from adapters.face import Face
 
 app = group("Messages.")
 SECTION = (10, 'Messages')  # the root help's section (adapters.cli.table)
@@ -167,12 +171,13 @@ def show(message_id: MessageId) -> None:
                + (f", defects: {', '.join(facts['defects'])}" if facts.get("defects") else ""))
 
 
-def _result(store: Any, change: Any, message_id: str, key: str) -> None:
+def _result(store: Face, change: Any, message_id: str, key: str) -> None:
     """A flag/label/policy command's result: the resulting state, changed or not."""
     info = store.show(parse_uuid(message_id))
     value = info[key]
-    shown = {"flags": flags_text, "labels": lambda v: ", ".join(v) or "-"}.get(
-        key, lambda v: _shown(key, v))(value)
+    show: dict[str, Callable[[Any], str]] = {
+        "flags": flags_text, "labels": lambda v: ", ".join(v) or "-"}
+    shown = show.get(key, lambda v: _shown(key, v))(value)
     out({"message_id": message_id, "changed": change.changed, "modseq": change.modseq,
          "position": change.position, key: value},
         f"{message_id}: {key} {shown}{'' if change.changed else ' (unchanged)'}")

@@ -46,7 +46,9 @@ def _options(**given: Any) -> Any:
 def lda(
     recipient: Annotated[str, typer.Option(
         metavar="ADDR", help="the final recipient (user+detail@domain goes to user@domain)")],
-    sender: Annotated[str, typer.Option(metavar="ADDR", help="the envelope sender")] = "",
+    sender: Annotated[str | None, typer.Option(
+        metavar="ADDR", help="the envelope sender ('' or '<>': the null sender of a bounce)")
+    ] = None,
     original_recipient: Annotated[str, typer.Option(
         metavar="ADDR", help="the recipient before aliases and forwarding")] = "",
     queue_id: Annotated[str, typer.Option(
@@ -121,6 +123,6 @@ def init() -> None:
     """Create an empty store in the data directory (--data), for lda and lmtp to deliver
     into, and for every other command (none of them creates one). Nothing happens to a store
     that exists."""
-    store = state.store(create=True)
+    store = state.admin(create=True)
     out({"data": str(state.data), "position": store.max_position()},
         f"{state.data}: a letterlog store (log at position {store.max_position()})")

@@ -100,7 +100,7 @@ def quota_set(
         size = count = 0
     if size is None and count is None:
         fail("quota set: give --bytes, --messages or --unlimited")
-    store = state.store()
+    store = state.admin()
     change = store.set_quota(account, bytes=size, messages=count)
     q = store.quota(account)
     if state.json:

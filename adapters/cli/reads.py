@@ -97,8 +97,9 @@ def _past(account: str, as_of: str | None, view: str | None) -> Any:
     if when is None and view is None:
         return state.read_models()
     store = state.reader()
-    position = store.position_at(when) if isinstance(when, datetime) else when
-    return store.reading(view=view, as_of=position, account=account)
+    if isinstance(when, datetime):  # the log's times: the administrator's (refused to --as)
+        when = state.admin_reader().position_at(when)
+    return store.reading(view=view, as_of=when, account=account)
 
 
 @app.command()
@@ -212,11 +213,14 @@ def _store_du() -> None:
     """``du`` without an account: what the data directory takes on disk (allocated blocks,
     as ``du`` counts them), per part, beside every account's listed mail."""
     from adapters.datadir import disk_use
+    from adapters.readside.current import CurrentTables
 
     # weighed before this command opens anything: an SQLite file it opens gets a -shm file
     # (32 KiB) that lives as long as this process, and is nobody's data
     use = disk_use(state.data)
     models = state.read_models()
+    if not isinstance(models, CurrentTables):  # every account's: the administrator's
+        models = state.admin_reader()
     mail = models.listed_mail()
     settings = getattr(models, "settings", None)  # None: the fast path, all embedded
     elsewhere = [] if settings is None else [
@@ -274,7 +278,7 @@ def purge_queue(due: Annotated[str | None, typer.Option(
                 limit: Annotated[int, typer.Option(metavar="N", min=1,
                                                    help="at most N entries")] = 1000) -> None:
     """Purge queue entries due by DUE (deleted, expired, expiring, incomplete)."""
-    for e in state.reader().purge_due(parse_time(due, "--due"), limit=limit):
+    for e in state.admin_reader().purge_due(parse_time(due, "--due"), limit=limit):
         out(e.as_dict(), f"{e.queue:10} shard={e.shard:<2} due={e.due}  {e.message_id}  {e.reason}")
 
 

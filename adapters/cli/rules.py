@@ -4,11 +4,15 @@ list|show|resend`` and ``letterlog dispatcher [--once]``: event rules (docs/even
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from adapters.cli.common import fail, group, out, parse_time, parse_uuid, state
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 app = group("Event rules, the events they raise, and the dispatcher.")
 SECTION = (150, 'Event rules')  # the root help's section (adapters.cli.table)
@@ -35,7 +39,28 @@ Topic = Annotated[str | None, typer.Option(
 Properties = Annotated[list[str] | None, typer.Option(
     "--property", metavar="K=V", help="handed to the application with each event")]
 RunAs = Annotated[str | None, typer.Option(
-    "--run-as", metavar="USER", help="raise only for mailboxes USER may read (ACL right r)")]
+    "--run-as", metavar="USER", help="raise only for mailboxes USER may read (ACL right r, "
+    "at or below USER's virtual root)")]
+SecretFile = Annotated[Path | None, typer.Option(
+    "--secret-file", metavar="FILE", help="the webhook's HMAC secret, read from FILE (16 to "
+    "512 printable characters; a final line end is dropped); without it a random one is "
+    "made and shown once")]
+
+
+def _secret(path: Path | None) -> str | None:
+    """The secret in ``path`` (its one line), or None: none given."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"--secret-file {path}: {getattr(e, 'strerror', None) or e}")
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _shown_once(secret: str) -> str:
+    return (f"its secret (shown this once; give it to the receiver, which checks "
+            f"X-Letterlog-Signature with it):\n{secret}")
 
 
 def _properties(items: list[str] | None) -> dict[str, str]:
@@ -81,13 +106,27 @@ def _show_rule(rule: dict[str, Any]) -> None:
 def rule_create(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern = None,
                 include: Include = None, exclude: Exclude = None, webhook: WebhookURL = None,
                 kafka_topic: Topic = None, prop: Properties = None,
-                run_as: RunAs = None) -> None:
+                run_as: RunAs = None, secret_file: SecretFile = None) -> None:
     """A new rule, enabled: from now on each arrival (delivered, copied, moved) in a watched
     mailbox that the filters let through raises an event for the application."""
-    store = state.reader()
-    change = store.create_rule(name, **_terms(mailbox, mailbox_pattern, include, exclude,
-                                              webhook, kafka_topic, prop, run_as))
-    out({"rule": name, "created": True, **change.extra}, f"rule {name} created")
+    secret = _secret(secret_file)
+    store = state.admin_reader()
+    change = store.create_rule(name, secret=secret, **_terms(
+        mailbox, mailbox_pattern, include, exclude, webhook, kafka_topic, prop, run_as))
+    made = change.extra.get("secret")
+    out({"rule": name, "created": True, **change.extra},
+        f"rule {name} created" + (f"; {_shown_once(made)}" if made else ""))
+
+
+@rule_app.command("secret")
+def rule_secret(name: str, secret_file: SecretFile = None) -> None:
+    """Replace a rule's webhook secret (rotate it): from FILE, or a new random one, shown
+    this once. Every event handed over from now on is signed with the new secret."""
+    change = state.admin_reader().rotate_rule_secret(name, _secret(secret_file))
+    made = change.extra.get("secret")
+    out({"rule": name, "rotated": True, **change.extra},
+        f"rule {name}: secret replaced" + (f"; {_shown_once(made)}" if made else
+                                          f" by the one in {secret_file}"))
 
 
 @rule_app.command("change")
@@ -96,7 +135,7 @@ def rule_change(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern =
                 kafka_topic: Topic = None, prop: Properties = None,
                 run_as: RunAs = None) -> None:
     """Replace a rule's definition (events it raised before keep theirs)."""
-    change = state.reader().change_rule(name, **_terms(
+    change = state.admin_reader().change_rule(name, **_terms(
         mailbox, mailbox_pattern, include, exclude, webhook, kafka_topic, prop, run_as))
     out({"rule": name, "changed": change.changed},
         f"rule {name} {'changed' if change.changed else 'unchanged'}")
@@ -105,13 +144,13 @@ def rule_change(name: str, mailbox: Mailboxes = None, mailbox_pattern: Pattern =
 @rule_app.command("show")
 def rule_show(name: str) -> None:
     """One rule: its mailboxes, filters, application, properties, enabled or not."""
-    _show_rule(state.reader().rule(name))
+    _show_rule(state.admin_reader().rule(name))
 
 
 @rule_app.command("list")
 def rule_list() -> None:
     """Every rule."""
-    rules = state.reader().rules()
+    rules = state.admin_reader().rules()
     for rule in rules:
         _show_rule(rule)
     if not state.json:
@@ -121,14 +160,14 @@ def rule_list() -> None:
 @rule_app.command("enable")
 def rule_enable(name: str) -> None:
     """Enable a rule: arrivals from now on raise events again."""
-    change = state.reader().enable_rule(name)
+    change = state.admin_reader().enable_rule(name)
     out({"rule": name, "changed": change.changed}, f"rule {name} enabled")
 
 
 @rule_app.command("disable")
 def rule_disable(name: str) -> None:
     """Disable a rule: it raises nothing until enabled (events raised before stay)."""
-    change = state.reader().disable_rule(name)
+    change = state.admin_reader().disable_rule(name)
     out({"rule": name, "changed": change.changed},
         f"rule {name} disabled: it raises nothing until `letterlog rule enable {name}`")
 
@@ -136,7 +175,7 @@ def rule_disable(name: str) -> None:
 @rule_app.command("delete")
 def rule_delete(name: str) -> None:
     """Delete a rule (events it raised before stay, and are still dispatched)."""
-    state.reader().delete_rule(name)
+    state.admin_reader().delete_rule(name)
     out({"rule": name, "deleted": True}, f"rule {name} deleted")
 
 
@@ -162,7 +201,7 @@ def events_list(
         metavar="ISO8601", help="raised at or after")] = None,
 ) -> None:
     """Rule events, oldest first: id, status, attempts, rule, arrival, message, reason."""
-    events = state.reader().rule_events(
+    events = state.admin_reader().rule_events(
         message=parse_uuid(message) if message else None, rule=rule, status=status,
         since=parse_time(since, "--since"))
     for e in events:
@@ -174,7 +213,7 @@ def events_list(
 @events_app.command("show")
 def events_show(event_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """One rule event, with its application, properties and status."""
-    e = state.reader().rule_event(parse_uuid(event_id, "ID"))
+    e = state.admin_reader().rule_event(parse_uuid(event_id, "ID"))
     if state.json:
         out(e)
         return
@@ -192,7 +231,7 @@ def events_resend(
     if not event_ids and status is None:
         fail("events resend: name event ids, or --status failed")
     ids = [parse_uuid(i, "ID") for i in event_ids or []]
-    changed = state.reader().resend(ids, status=status)
+    changed = state.admin_reader().resend(ids, status=status)
     out({"resent": changed}, f"{len(changed)} events pending again")
 
 
@@ -207,7 +246,7 @@ def events_purge(
     messages (the purger runs this after each purge run)."""
     if now is not None and not dry_run:
         fail("--now: only with --dry-run")
-    report = state.reader().purge_rule_events(parse_time(now, "--now"), dry_run=dry_run)
+    report = state.admin_reader().purge_rule_events(parse_time(now, "--now"), dry_run=dry_run)
     by_queue = ", ".join(f"{q['queue']} {q['purged']}" for q in report["queues"])
     out(report, f"{report['purged']} rule events purged ({by_queue}, of purged messages "
                 f"{report['message_gone']}){' (dry run)' if dry_run else ''}")
@@ -221,7 +260,7 @@ def dispatcher(once: Annotated[bool, typer.Option(
     from adapters.rules.dispatcher import Dispatcher, run_dispatcher
 
     if once:
-        d = Dispatcher(state.reader())
+        d = Dispatcher(state.admin_reader())
         try:
             counts = d.run_once()
         finally:
@@ -232,7 +271,7 @@ def dispatcher(once: Annotated[bool, typer.Option(
     from adapters.cli.stream import _stop_on_signals
     from adapters.embedded import Letterlog
 
-    def metrics(store: Any) -> Any:
+    def metrics(store: Store) -> Any:
         try:
             from adapters.streaming.telemetry import RuleEventMetrics, serve_metrics
         except ImportError:  # prometheus-client is in the kafka extra
@@ -241,5 +280,5 @@ def dispatcher(once: Annotated[bool, typer.Option(
         return RuleEventMetrics() if port is not None else None
 
     # waits out an outage of HBase or PostgreSQL, on a store opened afresh (ADR 0070)
-    run_dispatcher(lambda: Letterlog.open(state.data, create=False, user=state.user),
+    run_dispatcher(lambda: Letterlog.open(state.data, create=False),
                    _stop_on_signals(), opened=metrics)

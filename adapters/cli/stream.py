@@ -188,7 +188,7 @@ def _rule_event_counts(problems: list[str]) -> dict[str, int] | None:
     """Rule events per status, from the read side (docs/event-rules.md); None, and a problem
     named, when it cannot be read."""
     try:
-        counts: dict[str, int] = state.reader().rule_event_counts()
+        counts: dict[str, int] = state.admin_reader().rule_event_counts()
     except Exception as e:  # lag reports what it cannot read, it does not fail on it
         problems.append(f"rule events: {type(e).__name__}: {e}")
         return None

@@ -76,7 +76,7 @@ def users_purge(
     from adapters.bootstrap import directory
     from adapters.lifecycle.userpurge import MEMORY_FILE, PurgeMemory, purge_users
 
-    store = state.reader()
+    store = state.admin_reader()
     settings = store.settings
     report = purge_users(directory(settings), store, PurgeMemory(Path(settings.data)
                                                                  / MEMORY_FILE),

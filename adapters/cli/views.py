@@ -24,7 +24,7 @@ def _line(v: dict[str, Any]) -> str:
 @view_app.command("list")
 def view_list() -> None:
     """Every saved view: name, position, tables, size (one line each; --json: one object)."""
-    views = [v.as_dict() for v in state.reader().views()]
+    views = [v.as_dict() for v in state.admin_reader().views()]
     for v in views:
         out(v, _line(v))
     if not views and not state.json:
@@ -35,6 +35,6 @@ def view_list() -> None:
 def view_drop(name: Annotated[str, typer.Argument(
         metavar="NAME", help="the view's name, as `view list` shows it")]) -> None:
     """Drop a saved view: its tables and its name (an unknown NAME drops nothing, exit 2)."""
-    v = state.reader().drop_view(name).as_dict()
+    v = state.admin_reader().drop_view(name).as_dict()
     out({**v, "dropped": True},
         f"dropped view {v['view']} (position {v['position']}, {len(v['tables'])} tables)")

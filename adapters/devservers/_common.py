@@ -360,7 +360,7 @@ def popen_launch(program: Program, umask: int | None = None) -> subprocess.Popen
         program.command,
         log=program.log,
         cwd=program.cwd,
-        env=program.env or None,
+        env=dict(program.env) if program.env else None,
         user=account.pw_uid if account else None,
         group=account.pw_gid if account else None,
         umask=umask,

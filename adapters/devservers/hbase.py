@@ -320,11 +320,12 @@ class HBaseServer(Service):
         """The master (with region server and ZooKeeper), then the Thrift1 and Thrift2
         gateways (`thrift`, `thrift2`)."""
         assert self.workdir is not None
-        logs = self.workdir / "logs"
+        workdir = self.workdir
+        logs = workdir / "logs"
 
         def program(name: str, heap: str, main: str, *args: str) -> Program:
             command = self._java_cmd(heap, logs / f"{name}.log", main, *args)
-            return Program(name, tuple(command), cwd=self.workdir, log=logs / f"{name}.out",
+            return Program(name, tuple(command), cwd=workdir, log=logs / f"{name}.out",
                            env=self._env, stop_wait=15, start_seconds=5, priority=30)
 
         def gateway(name: str, heap: str, main: str, port: int) -> Program:

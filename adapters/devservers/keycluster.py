@@ -115,7 +115,7 @@ class KeyStandbyServer(PostgresServer):
             def synchronous() -> bool:
                 row = conn.execute("SELECT sync_state FROM pg_stat_replication WHERE "
                                    "application_name = %s", (self.application_name,)).fetchone()
-                return bool(row) and row[0] == "sync"
+                return row is not None and row[0] == "sync"
 
             wait_for(synchronous, what="the key cluster's standby to be synchronous",
                      timeout=60, log_paths=self.log_paths, interval=0.2)

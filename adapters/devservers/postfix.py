@@ -103,6 +103,8 @@ message_drop_headers =
 always_add_missing_headers = no
 disable_mime_output_conversion = yes
 lmtp_line_length_limit = 0
+# the LMTP server keeps the queue id with the message (XFORWARD IDENT: docs/mta.md)
+lmtp_send_xforward_command = yes
 header_size_limit = 1048576
 message_size_limit = 52428800
 # a deferred message waits for `postqueue -f` (which ignores back-off times): with back-off
@@ -277,6 +279,7 @@ class PostfixServer(Service):
         self._local_transport = "retry:4.3.0 no letterlog delivery configured yet"
         self._pipe_argv: list[str] | None = None
         self._lmtp_chroot = False
+        self._extra_main = ""  # main.cf lines after the rest (use_virtual)
 
     @property
     def _inside(self) -> tuple[str, ...]:
@@ -382,6 +385,8 @@ class PostfixServer(Service):
             main += PIPE_MAIN.format(transport=PIPE_TRANSPORT)
             master += PIPE_ENTRY.format(transport=PIPE_TRANSPORT, user=SYSTEM_USER,
                                         argv=" ".join(_pipe_quote(a) for a in self._pipe_argv))
+        if self._extra_main:
+            main += "# virtual users (use_virtual)\n" + self._extra_main
         (self.config_dir / "main.cf").write_text(main)
         (self.config_dir / "master.cf").write_text(master)
 
@@ -400,6 +405,7 @@ class PostfixServer(Service):
         self._pipe_argv = list(argv) if argv is not None else self.lda_argv(
             data_dir, timeout=timeout, extra=extra)
         self._lmtp_chroot = False
+        self._extra_main = ""
         self._local_transport = f"{PIPE_TRANSPORT}:"
         self.transport = "pipe"
         self.reload()
@@ -411,9 +417,24 @@ class PostfixServer(Service):
         ``queue_dir/letterlog/lmtp.sock``); ``postfix reload``."""
         self._pipe_argv = None
         self._lmtp_chroot = chroot
+        self._extra_main = ""
         self._local_transport = f"lmtp:{target}"
         self.transport = "lmtp"
         self.reload()
+
+    def use_virtual(self, main_lines: str, mailboxes: str) -> Path:
+        """The test domains as *virtual mailbox domains* (no longer in ``mydestination``):
+        ``main_lines`` (main.cf settings naming ``virtual_transport``; the transport the
+        last ``use_pipe`` or ``use_lmtp`` set up stays in master.cf) after the rest, and
+        ``mailboxes`` (a ``virtual_mailbox_maps`` table's text) written to a file in the
+        config directory, whose path replaces ``/etc/postfix/letterlog-mailboxes`` in the
+        lines; ``postfix reload``. Returns the table's path."""
+        table = self.config_dir / "letterlog-mailboxes"
+        table.write_text(mailboxes)
+        lines = main_lines.replace("/etc/postfix/letterlog-mailboxes", str(table))
+        self._extra_main = f"mydestination = $myhostname, localhost\n{lines.strip()}\n"
+        self.reload()
+        return table
 
     def reload(self) -> None:
         """Rewrite main.cf/master.cf, ``postfix reload``, and wait until the master logged
@@ -519,8 +540,10 @@ class PostfixServer(Service):
                  timeout: float = 60.0) -> re.Match[str]:
         """The first match of ``pattern`` in the maillog after ``since``, waited for."""
         rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-        return wait_for(lambda: rx.search(self.log_since(since)), what=f"maillog {rx.pattern}",
-                        timeout=timeout, log_paths=self.log_paths, interval=0.05)
+        found: re.Match[str] = wait_for(
+            lambda: rx.search(self.log_since(since)), what=f"maillog {rx.pattern}",
+            timeout=timeout, log_paths=self.log_paths, interval=0.05)
+        return found
 
     def wait_queue_empty(self, *, timeout: float = 60.0) -> None:
         wait_for(lambda: not self.queue(), what="postfix queue empty", timeout=timeout,
@@ -538,8 +561,10 @@ class PostfixServer(Service):
                      and all(r.get("delay_reason") for r in e["recipients"])}
             return found if set(found) == wanted else None
 
-        return wait_for(probe, what=f"deferred {sorted(wanted)}", timeout=timeout,
-                        log_paths=self.log_paths, interval=0.05)
+        deferred: dict[str, dict[str, Any]] = wait_for(
+            probe, what=f"deferred {sorted(wanted)}", timeout=timeout,
+            log_paths=self.log_paths, interval=0.05)
+        return deferred
 
     def statuses(self, queue_id: str, *, since: int = 0) -> list[dict[str, str]]:
         """The delivery status lines of ``queue_id`` in the maillog after ``since``:

@@ -93,7 +93,8 @@ class LdapDirectory:
                            for uids in names.values() for name in uids
                            if name not in ambiguous})
 
-        return self._asking(ask)
+        users: list[DirectoryUser] = self._asking(ask)
+        return users
 
     def user(self, name: str) -> DirectoryUser | None:
         from ldap3.utils.conv import escape_filter_chars
@@ -123,7 +124,8 @@ class LdapDirectory:
                       for cn in self._group_names(group, skipped)[:1]}
             return DirectoryUser(wanted, frozenset(groups))
 
-        return self._asking(ask)
+        user: DirectoryUser | None = self._asking(ask)
+        return user
 
     def skipped(self) -> list[SkippedEntry]:
         return list(self._skipped)

@@ -101,7 +101,7 @@ def read(text: str | bytes, source: str = "<passwd-file>"
                 skipped.append(SkippedEntry(where, f"{where}: not UTF-8"))
                 continue
         else:
-            line = raw
+            line = str(raw)  # a line of a str's splitlines()
         try:
             user = parse_line(line, where)
         except DirectoryInvalid as error:

@@ -216,7 +216,8 @@ class FallbackVault:
         self.old.mark_retiring(ids)
 
     def retiring(self) -> set[UUID]:
-        return self.primary.retiring() | self.old.retiring()
+        found: set[UUID] = self.primary.retiring() | self.old.retiring()
+        return found
 
     def remove(self, kek_ids: Iterable[UUID], *, wait: float = 10.0) -> None:
         ids = list(kek_ids)

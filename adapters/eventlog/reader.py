@@ -69,7 +69,7 @@ class EventDecoder:
         while from_version < class_version:
             getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(d)
             from_version += 1
-        event = _new(cls)
+        event: Any = _new(cls)
         _set(event, "__dict__", d)
         return event
 

@@ -42,7 +42,8 @@ def account_of(event: Any) -> UUID:
     account_id = getattr(event, "account_id", None)
     if isinstance(account_id, UUID):
         return account_id
-    return event.originator_id  # Account events: the aggregate is the account
+    originator: UUID = event.originator_id  # Account events: the aggregate is the account
+    return originator
 
 
 def account_key(originator_id: UUID, topic: str, state: bytes) -> bytes:
@@ -78,9 +79,10 @@ class EventRecord:
     state: bytes
 
     def encode(self) -> bytes:
-        return msgpack.packb({"p": self.position, "id": self.originator_id.bytes,
-                              "v": self.originator_version, "t": self.topic, "s": self.state},
-                             use_bin_type=True)
+        packed: bytes = msgpack.packb(
+            {"p": self.position, "id": self.originator_id.bytes, "v": self.originator_version,
+             "t": self.topic, "s": self.state}, use_bin_type=True)
+        return packed
 
     def stored_event(self) -> StoredEvent:
         return StoredEvent(originator_id=self.originator_id,

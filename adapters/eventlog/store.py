@@ -113,6 +113,15 @@ def _serialised_create_table(self: Any) -> None:
     self.datastore.register_type_adapters()
 
 
+def reconnect_timeout(env: Any) -> float:
+    """Seconds the pool tries one lost connection again before it gives the slot up (and
+    the next ``getconn`` starts a new try at once): the connection timeout, at least 2."""
+    try:
+        return max(2.0, float(env.get("POSTGRES_CONNECT_TIMEOUT") or 10))
+    except ValueError:
+        return 10.0
+
+
 def _postgres_factory() -> type[Any]:
     from eventsourcing import postgres as pg
 
@@ -133,6 +142,14 @@ def _postgres_factory() -> type[Any]:
         application_recorder_class = _App
         tracking_recorder_class = _Tracking
         process_recorder_class = _Process
+
+        def __init__(self, env: Any) -> None:
+            super().__init__(env)
+            # psycopg_pool tries a lost connection again after 1, 2, 4, 8 ... s for 5
+            # minutes: after an outage of a minute its next try came up to a minute after
+            # PostgreSQL was back (issue 42, item 9). Given up after the connection timeout,
+            # the slot is tried afresh by the next caller that wants a connection.
+            self.datastore.pool.reconnect_timeout = reconnect_timeout(env)
 
     return Factory
 

@@ -48,7 +48,7 @@ _ExtType = msgpack.ExtType
 def _ext(code: int, data: bytes) -> msgpack.ExtType:
     """``msgpack.ExtType(code, data)`` without its argument checks (a third of the cost; an
     event holds a few UUIDs and date-times), for the codes above and ``bytes`` data only."""
-    return _tuple_new(_ExtType, (code, data))  # type: ignore[no-any-return]
+    return _tuple_new(_ExtType, (code, data))
 
 
 def _default(obj: Any) -> Any:

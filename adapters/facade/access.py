@@ -5,14 +5,20 @@ A part of the ``Letterlog`` facade (``adapters.embedded``; ``parts.FacadePart``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, cast
 
 from adapters.facade.parts import FacadePart
 from domain.service import Change
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from adapters.caller import CallerView
+    from adapters.face import Store
+    from domain.mailbox import Mailbox
+    from domain.message import Message
 
 
 class Access(FacadePart):
@@ -34,7 +40,7 @@ class Access(FacadePart):
         name = validate_user(user)
         if groups is None:
             groups = self.group_resolver(name) if self.group_resolver is not None else ()
-        return CallerView(self, Caller(name, frozenset(canonical_name(g, "group")
+        return CallerView(cast("Store", self), Caller(name, frozenset(canonical_name(g, "group")
                                                        for g in groups)))
 
     def acl_get(self, account: str, mailbox: str) -> dict[str, str]:
@@ -59,6 +65,44 @@ class Access(FacadePart):
         """Removes the entry of ``identifier`` (the event keeps its rights)."""
         return self._command(self.mail.acl_delete, account, mailbox, identifier)
 
+    def my_rights(self, account: str, mailbox: str) -> str:
+        """The administrator's rights on an existing mailbox: all of them (RFC 4314)."""
+        from domain.rights import RIGHTS
+
+        self.mail.mailbox_of(account, mailbox)  # MailboxNotFound / AccountNotFound
+        return RIGHTS
+
+    # -- lookups: the command side's aggregates, read only (``face.Lookups``) ----------------
+    @contextmanager
+    def current_reads(self) -> Iterator[int]:
+        """The lookups inside it read the current aggregates after one query of the log's
+        head (given), through the command side's cache."""
+        with self.mail.uow.current.reading() as head:
+            yield head
+
+    # each through the current-aggregate cache (``UnitOfWork.read``): a caller's check reads
+    # what the command after it will, without reading the log again
+    def message_record(self, message_id: UUID) -> Message:
+        return self.mail.uow.read(lambda: self.mail.message(message_id))
+
+    def mailbox_record(self, mailbox_id: UUID) -> Mailbox:
+        return self.mail.uow.read(lambda: self.mail.mailbox(mailbox_id))
+
+    def mailbox_named(self, account: str, mailbox: str) -> Mailbox:
+        return self.mail.uow.read(lambda: self.mail.mailbox_of(account, mailbox))
+
+    def address_of(self, account_id: UUID) -> str:
+        return self.mail.uow.read(lambda: self.mail.uow.account_by_id(account_id).address)
+
+    def visible_mailbox_ids(self, identifiers: Iterable[str]) -> list[UUID]:
+        """Mailboxes whose ACL names one of ``identifiers`` (the ``acl`` read model)."""
+        from projections.access_queries import visible_mailboxes
+
+        host = self._read()
+        names = list(identifiers)
+        return list(self._query(lambda: visible_mailboxes(host.tables, names,
+                                                          host.physical)))
+
     def acl_entries(self) -> list[tuple[str, str, str, str]]:
         """Every ACL entry of the store: (account, mailbox name, identifier, rights), from
         the ``acl`` read model (names as they are now)."""
@@ -75,7 +119,7 @@ class Access(FacadePart):
 
     def root(self, user: str) -> str | None:
         """``user``'s virtual root (``account[/path]``), or None."""
-        return self.mail.root(user)
+        return self.mail.uow.read(lambda: self.mail.root(user))
 
     def roots(self) -> dict[str, str]:
         """Every virtual root: user -> ``account[/path]`` (the ``roots`` read model)."""

@@ -7,9 +7,10 @@ A part of the ``Letterlog`` facade (``adapters.embedded``), which runs each comm
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Unpack
 from uuid import UUID
 
 from adapters.facade.parts import FacadePart
@@ -18,12 +19,15 @@ from domain.errors import AccountNotFound, InvalidState, MailboxNotFound
 from domain.results import Upload
 from domain.service import Change, CheckedDelivery, Delivery
 
+if TYPE_CHECKING:
+    from adapters.face import Arrival, Target, UploadStart
+
 
 class Deliveries(FacadePart):
     """Commands that bring messages in (``deliver``, ``deliver_checked``, uploads), the checks
     an importer or a delivery agent makes first, and extraction."""
 
-    def deliver(self, **fields: Any) -> Delivery:
+    def deliver(self, **fields: Unpack[Arrival]) -> Delivery:
         return self._command(self.mail.deliver, **fields)
 
     def deliver_many(self, items: Iterable[dict[str, Any]]) -> list[Delivery]:
@@ -36,7 +40,7 @@ class Deliveries(FacadePart):
         first (a claimed one is found by a refused append and a retry)."""
         return self._command(self.mail.deliver_checked, items, new_keys=new_keys)
 
-    def check(self, **fields: Any) -> CheckedDelivery:
+    def check(self, **fields: Unpack[Arrival]) -> CheckedDelivery:
         """``deliver``'s fields checked and the message parsed (once), nothing written:
         ``deliver_checked`` delivers a batch of these in one append. MessageRejected or
         InvalidCommand if unfit."""
@@ -53,7 +57,26 @@ class Deliveries(FacadePart):
         delivering it again would store nothing either way)."""
         return self.mail.claimed(account, idempotency_key)
 
-    def check_delivery(self, **fields: Any) -> None:
+    def require_account(self, account: str) -> None:
+        """``AccountNotFound`` unless the log has opened ``account``."""
+        self.mail.account(account)
+
+    def takes_messages(self, account: str, mailbox: str) -> bool:
+        """Whether ``mailbox`` of ``account`` exists and takes messages: not a name kept
+        for the mailboxes below it (``\\Noselect``)."""
+        try:
+            found = self.mail.account(account)
+        except AccountNotFound:
+            return False
+        return found.has_mailbox(mailbox) and not self.mail.mailbox(
+            found.mailbox(mailbox)[0]).deleted
+
+    def guard_appends(self, guard: Callable[[], AbstractContextManager[None]]) -> None:
+        """Every append from now on runs inside ``guard()``: a delivery agent's deadline
+        refuses to start one once it has passed, and waits for one in progress."""
+        self.mail.uow.append_guard = guard
+
+    def check_delivery(self, **fields: Unpack[Target]) -> None:
         """Raises what delivering any message with these fields would raise (a bad address,
         mailbox name, flag, label or policy; a mailbox the account does not have); writes
         nothing. ``fields`` are ``deliver``'s, without ``raw``."""
@@ -70,7 +93,7 @@ class Deliveries(FacadePart):
             raise InvalidState(f"mailbox: {cmd.mailbox!r} is \\Noselect (deleted, kept as a"
                                " name for the mailboxes below it): it takes no messages")
 
-    def begin_upload(self, **fields: Any) -> Upload:
+    def begin_upload(self, **fields: Unpack[UploadStart]) -> Upload:
         return self._command(self.mail.begin_upload, **fields)
 
     def append_chunk(self, message_id: UUID, index: int, data: bytes) -> Change:

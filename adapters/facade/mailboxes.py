@@ -52,7 +52,9 @@ class Mailboxes(FacadePart):
             return self.ensure_mailbox(account, mailbox)
         return True
 
-    def mailbox_list(self, account: str) -> list[dict[str, Any]]:
+    def mailbox_list(self, account: str | None = None) -> list[dict[str, Any]]:
+        if account is None:
+            raise InvalidCommand("account: give the account whose mailboxes to list")
         acc = self.mail.account(account)
         out = []
         for name, (mailbox_id, role, uidvalidity) in sorted(acc.mailboxes.items()):
@@ -68,11 +70,6 @@ class Mailboxes(FacadePart):
                   messages: int | None = None) -> Change:
         """The account's own quota (``domain.quota``: a limit, 0 unlimited, -1 default)."""
         return self._command(self.mail.set_quota, account, bytes=bytes, messages=messages)
-
-    @property
-    def quota_defaults(self) -> tuple[int, int]:  # type: ignore[override]
-        """The default quota (settings), where an account has none of its own."""
-        return (self.settings.quota_bytes, self.settings.quota_messages)
 
     def quota(self, account: str) -> dict[str, Any]:
         """The account's limits and usage, exact up to the log's head (the command side)."""

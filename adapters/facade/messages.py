@@ -76,8 +76,7 @@ class Messages(FacadePart):
                        for k, v in m.policy.as_dict().items()},
             "extract_count": m.extract_count,
             "extractions_to_date": getattr(m, "extractions_total", m.extract_count),
-            "last_extracted_at": (m.last_extracted_at.isoformat()
-                                  if getattr(m, "last_extracted_at", None) else None),
+            "last_extracted_at": _iso(getattr(m, "last_extracted_at", None)),
             "envelope": _jsonable(m.personal.get("envelope", {})),
             "smtp_envelope": _jsonable(m.personal.get("smtp_envelope", {})),
             "attachments": list(m.personal.get("attachment_names", [])),
@@ -85,6 +84,10 @@ class Messages(FacadePart):
                                 "content_type": media_type(m.facts, m.personal)}),
             "version": m.version,
         }
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when is not None else None
 
 
 def _jsonable(v: Any) -> Any:

@@ -4,10 +4,12 @@ and are mixed into it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.jobs import PurgeJobs
     from adapters.lifecycle.shredding import Shredding
@@ -32,7 +34,17 @@ class FacadePart:
 
     if TYPE_CHECKING:
         @property
-        def projections(self) -> Any | None: ...
+        def projections(self) -> ProjectionHost | None: ...
+
+        @projections.setter
+        def projections(self, host: ProjectionHost | None) -> None: ...
+
+        _read_side: Callable[[], ProjectionHost] | None
+
+        def events(self, start: int = 1, stop: int | None = None,
+                   batch: int = 1000) -> Iterator[tuple[int, Any]]: ...
+
+        def _mailbox_id(self, account: str, mailbox: str) -> UUID: ...
 
         def _command(self, command: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             """Runs a command of ``mail``, then the read models catch up with what it saved."""

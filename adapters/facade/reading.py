@@ -143,7 +143,8 @@ class Reading(FacadePart):
     def compact_read_models(self) -> dict[str, int] | None:
         """Rewrites the embedded read models' file with full pages (ADR 0030); None for a
         table store that compacts itself (HBase)."""
-        return self._read().compact()
+        compacted: dict[str, int] | None = self._read().compact()
+        return compacted
 
     def exclusive(self, name: str) -> Any:
         """A cross-process lock in the data directory (embedded mode)."""

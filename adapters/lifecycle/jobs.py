@@ -131,12 +131,12 @@ class PurgeJobs:
             # to or re-used since the run began (no grace period: ADR 0071)
             count, freed = self.release(began)
             if count:
-                done = next((r for r in report.queues if r.queue == QUEUE_PAYLOADS), None)
-                if done is None:
-                    done = QueueReport(QUEUE_PAYLOADS)
-                    report.queues.append(done)
-                done.payloads_freed += count
-                done.payload_bytes_freed += freed
+                payloads = next((r for r in report.queues if r.queue == QUEUE_PAYLOADS), None)
+                if payloads is None:
+                    payloads = QueueReport(QUEUE_PAYLOADS)
+                    report.queues.append(payloads)
+                payloads.payloads_freed += count
+                payloads.payload_bytes_freed += freed
             self.after_run()
         return report
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from domain.errors import MessageNotFound
@@ -33,6 +33,9 @@ from projections.keys import (
 )
 from projections.purge_queue import POINTER_SPEC
 from projections.tablestore import Put
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 BATCH = 200
 
@@ -54,7 +57,7 @@ def ttls(settings: Any) -> dict[str, timedelta]:
 
 
 class RuleEventPurge:
-    def __init__(self, store: Any, *, ttls: dict[str, timedelta], peek_back: timedelta,
+    def __init__(self, store: Store, *, ttls: dict[str, timedelta], peek_back: timedelta,
                  clock: Callable[[], datetime]) -> None:
         self.store = store
         self.ttls = ttls
@@ -63,8 +66,11 @@ class RuleEventPurge:
 
     def run(self, now: datetime, *, dry_run: bool = False) -> dict[str, Any]:
         self.store.catch_up()
-        host = self.store._read()
+        host = self.store.read_side()
         self.tables, self.physical = host.tables, host.physical
+        # a dry run's count: each event once, as the run discards it once (an event may sit
+        # in several buckets, and be due by its status and have lost its message too)
+        self._counted: set[UUID] = set()
         self.tables.create_table(POINTER_SPEC)
         reports = [self._queue(queue, now, dry_run) for queue in STATUS_QUEUES]
         gone = self._messages_gone(dry_run)
@@ -91,11 +97,14 @@ class RuleEventPurge:
                     batch = entries[i:i + BATCH]
                     report.scanned += len(batch)
                     if dry_run:
-                        found = [self.store.mail.rule_event(eid) for eid, _ in batch]
-                        report.purged += sum(1 for e in found if due(e))
+                        found = [self.store.rule_event_record(eid) for eid, _ in batch]
+                        fresh = {e.id for e in found if due(e)} - self._counted
+                        self._counted |= fresh
+                        report.purged += len(fresh)
+                        report.kept += len(batch) - len(fresh)
                         continue
-                    change = self.store._command(
-                        self.store.mail.discard_rule_events, [eid for eid, _ in batch],
+                    change = self.store.discard_rule_events(
+                        [eid for eid, _ in batch],
                         f"purged: {status} for {ttl}", queue=queue,
                         since=[since for _, since in batch], check=due)
                     purged = len(change.extra.get("discarded", ()))
@@ -108,18 +117,19 @@ class RuleEventPurge:
         return report
 
     def _messages_gone(self, dry_run: bool) -> int:
-        mail = self.store.mail
         gone: list[UUID] = []
         for e in self.store.rule_events():
             try:
-                state = mail.uow.message(UUID(e["message_id"])).state
+                state = self.store.message_record(UUID(e["message_id"])).state
             except MessageNotFound:
                 state = MessageState.PURGED.value
             if state == MessageState.PURGED.value:
                 gone.append(UUID(e["id"]))
-        if dry_run or not gone:
-            return len(gone)
-        change = self.store._command(mail.discard_rule_events, gone, "its message was purged")
+        if dry_run:  # those a queue above would have discarded are not there any more
+            return len(set(gone) - self._counted)
+        if not gone:
+            return 0
+        change = self.store.discard_rule_events(gone, "its message was purged")
         return len(change.extra.get("discarded", ()))
 
     def _buckets(self, queue: str, shard: int, start: int,

@@ -20,8 +20,11 @@ connection; the server starts no append for a client that is gone.
 
 The protocol: frames of a 4-byte big-endian length and a payload. The client sends the
 request (``key=value`` fields separated by NUL), the server answers ``ok<NUL>MAX_SIZE`` or
-``no<NUL>REASON``; the client sends the message (at most MAX_SIZE bytes), the server answers
-``EXIT<NUL>LINE`` (LINE: the RFC 3463 code and the text).
+``no<NUL>REASON``; the client sends the message as it reads it, in frames of at most
+``CHUNK`` bytes, and an empty frame at its end (at most MAX_SIZE bytes in all: past that the
+client closes the connection and answers 5.3.4 itself); the server answers
+``EXIT<NUL>LINE`` (LINE: the RFC 3463 code and the text). So the client holds one chunk at a
+time, whatever the message's size (issue 42, item 7).
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ import os
 import sys
 
 SOCKET_NAME = "lda.sock"
-VERSION = "1"
+VERSION = "2"  # 2: the message in chunks
 GRACE = 10.0
 """Seconds past the delivery's deadline the server waits for an append in progress (as
 ``Deadline.grace``); the client waits that and a little more before it gives up (75)."""
 HEADER_LIMIT = 1 << 16
+CHUNK = 1 << 16
+"""Bytes the client reads from standard input and sends at a time."""
 IGNORED_SETTINGS = frozenset({
     # what does not change how a message is delivered, or is the request's own field
     "LETTERLOG_DATA", "LETTERLOG_ACCOUNTS_MUST_EXIST", "LETTERLOG_LOCK_TIMEOUT",
@@ -150,19 +155,38 @@ def _exactly(sock: object, size: int) -> bytes | None:
     return b"".join(parts)
 
 
-def read_message(fd: int, limit: int) -> bytes | None:
-    """All of ``fd``, read directly, or None as soon as it passes ``limit`` bytes (lda's
-    ``read_message`` turns None into its typed refusal)."""
-    parts: list[bytes] = []
-    size = 0
+def read_start(fd: int) -> tuple[bytes, bool]:
+    """The start of the message on ``fd``: read until it holds more than blanks (after an
+    mbox ``From `` line), or to its end; and whether that was the end."""
+    head = b""
     while True:
-        chunk = os.read(fd, 1 << 20)
+        chunk = os.read(fd, CHUNK)
         if not chunk:
-            return b"".join(parts)
-        size += len(chunk)
-        if size > limit:
-            return None
-        parts.append(chunk)
+            return head, True
+        head += chunk
+        if not nothing_to_deliver(head) or len(head) > CHUNK * 16:
+            return head, False
+
+
+def send_message(sock: object, fd: int, head: bytes, ended: bool, limit: int) -> bool:
+    """Sends ``head`` and the rest of ``fd`` in frames of at most ``CHUNK`` bytes, then the
+    empty frame that ends the message; False (the end frame not sent: the server stores
+    nothing) as soon as it passes ``limit`` bytes."""
+    size = 0
+    pending = head
+    while True:
+        for at in range(0, len(pending), CHUNK):
+            part = pending[at:at + CHUNK]
+            size += len(part)
+            if size > limit:
+                return False
+            sock.sendall(frame(part))  # type: ignore[attr-defined]
+        if ended:
+            break
+        pending = os.read(fd, CHUNK)
+        ended = not pending
+    sock.sendall(frame(b""))  # type: ignore[attr-defined]
+    return True
 
 
 NOTHING_ON_INPUT = ("4.3.0 letterlog: no message on standard input (empty or blank); "
@@ -260,16 +284,15 @@ def handoff(argv: list[str], *, fd: int = 0) -> int | None:
         if kind != "ok" or not value.isdigit():
             return None  # refused: nothing was read from fd, lda runs here
         limit = int(value)
-        raw = read_message(fd, limit)
-        if raw is None:
-            return _answer(65, f"5.3.4 message too large: more than {limit} bytes "
-                           f"(max_message_size={limit})", False)
-        if nothing_to_deliver(raw):
+        head, ended = read_start(fd)
+        if ended and nothing_to_deliver(head):
             return _answer(75, NOTHING_ON_INPUT, False)
         left = timeout - (time.monotonic() - started)
         sock.settimeout(max(left, 0.0) + GRACE + 2.0)
         try:
-            sock.sendall(frame(raw))
+            if not send_message(sock, fd, head, ended, limit):
+                return _answer(65, f"5.3.4 message too large: more than {limit} bytes "
+                               f"(max_message_size={limit})", False)
             answer = _receive(sock)
         except TimeoutError:
             return _answer(75, f"4.3.0 delivery timed out after {timeout:g} s (store busy or "

@@ -32,7 +32,7 @@ from adapters.mta.replies import Outcome, classify, stored, temporary, without_q
 @dataclass(frozen=True)
 class Envelope:
     recipient: str
-    sender: str = ""
+    sender: str | None = None  # None: not given; "" or "<>": the null sender (a bounce)
     original_recipient: str = ""
     queue_id: str = ""
 
@@ -51,17 +51,26 @@ def quota_permanent(data: Path, error: BaseException) -> bool:
         return False
 
 
-def read_message(fd: int, limit: int) -> bytes:
+def read_message(fd: int, limit: int, spool_dir: Path | None = None) -> bytes:
     """All of ``fd`` (read directly: no reopening of /dev/stdin, which may belong to another
-    user), or a ``MessageRejected`` as soon as it passes ``limit`` bytes."""
-    from adapters.mta.handoff import read_message as read_within
+    user), or a ``MessageRejected`` as soon as it passes ``limit`` bytes. A large message
+    waits in a file of ``spool_dir`` while it is read (``Spool``: one copy in memory, not
+    its pieces and their join)."""
+    import os
+
+    from adapters.mta.delivery import Spool
     from domain.errors import MessageRejected
 
-    blob = read_within(fd, limit)
-    if blob is None:
-        raise MessageRejected(
-            f"message too large: more than {limit} bytes (max_message_size={limit})")
-    return blob
+    spool = Spool(spool_dir)
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            if spool.size + len(chunk) > limit:
+                raise MessageRejected(
+                    f"message too large: more than {limit} bytes (max_message_size={limit})")
+            spool.write(chunk)
+        return spool.read()
+    finally:
+        spool.discard()
 
 
 def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0) -> Outcome:
@@ -117,14 +126,14 @@ def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
     from adapters.settings import load_settings
 
     limit = load_settings(data=data).max_message_size
-    raw = read_message(fd, limit)
+    raw = read_message(fd, limit, data if data.is_dir() else None)
     if nothing_to_deliver(raw):  # a broken wrapper: the MTA keeps the mail (ADR 0067)
         status, _, text = NOTHING_ON_INPUT.partition(" ")
         return temporary(text, status)
     raw = without_from_line(raw)
     with Letterlog.open(data, create=False, read_models=False,
                         lock_timeout=lock_timeout(options.timeout)) as store:
-        store.mail.uow.append_guard = deadline.append_guard
+        store.guard_appends(deadline.append_guard)
         fields = delivery_fields(
             store, raw, recipient=envelope.recipient, options=options,
             key_prefix=f"lda:{envelope.queue_id}" if envelope.queue_id else None,

@@ -26,23 +26,69 @@ from typing import Any
 from aiosmtpd.lmtp import LMTP
 from aiosmtpd.smtp import syntax
 
-from adapters.mta.delivery import MtaOptions
+from adapters.mta.delivery import MtaOptions, Spool
 from adapters.mta.replies import Outcome, classify, temporary, without_queue_id
 from adapters.mta.writer import Writer
 
 log = logging.getLogger("letterlog.lmtp")
 
-def _kept(parts: list[bytes], run: bytes, size: int, limit: int | None,
-          too_much: bool) -> tuple[int, bool]:
-    """Adds ``run`` to the message's ``parts`` unless the message has grown past ``limit``
-    (then nothing more is kept: it is read to its end and refused); the new size and
-    whether it is too large."""
-    size += len(run)
-    if too_much or (limit and size > limit):
-        parts.clear()
-        return size, True
-    parts.append(run)
-    return size, False
+LISTEN_AGAIN = 2.0
+"""Seconds between tries to make the lda's fast-path socket again (``Handoff.keep``)."""
+
+def _kept(spool: Spool, run: bytes, limit: int | None, too_much: bool) -> bool:
+    """Adds ``run`` to the message's ``spool`` unless the message has grown past ``limit``
+    (then nothing more is kept: it is read to its end and refused); whether it is too
+    large."""
+    if too_much or (limit and spool.size + len(run) > limit):
+        spool.discard()
+        spool.size += len(run)
+        return True
+    spool.write(run)
+    return False
+
+
+def _unstuffed(run: bytes, at_line_start: bool, after_cr: bool) -> bytes:
+    """``run`` without the dot that starts each of its lines that starts with two
+    (RFC 5321 4.5.2); ``at_line_start``: the run begins a line; ``after_cr``: the run
+    before it ended in a CR (its LF is this run's first byte)."""
+    if at_line_start and run.startswith(b".."):
+        run = run[1:]
+    elif after_cr and run.startswith(b"\n.."):
+        run = b"\n" + run[2:]
+    return run.replace(b"\r\n..", b"\r\n.")
+
+
+_DSN_PARAM = re.compile(r"\s+(RET|ENVID|ORCPT|NOTIFY)=(\S+)", re.IGNORECASE)
+"""The DSN extension's parameters (RFC 3461) of MAIL (RET, ENVID) and RCPT (ORCPT, NOTIFY):
+taken out before aiosmtpd reads the rest (it knows none of them, and upper-cases values)."""
+
+XFORWARD_ATTRIBUTES = ("NAME", "ADDR", "PROTO", "HELO", "IDENT", "SOURCE", "PORT")
+"""What XFORWARD may say (Postfix's ``lmtp_send_xforward_command = yes``); IDENT, the
+queue id of the message on the MTA, is kept with the delivery's envelope."""
+
+
+def xtext(value: str) -> str:
+    """RFC 3461's xtext decoded: ``+XX`` is the byte of hex XX."""
+    return re.sub(r"\+([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), value)
+
+
+def original_recipient(orcpt: str) -> str:
+    """ORCPT's address (``rfc822;bob+2Blists@example.org`` -> ``bob+lists@example.org``);
+    ``utf-8;`` addresses (RFC 6533) with their ``\\x{HH}`` escapes; "" for another type."""
+    kind, _, value = orcpt.partition(";")
+    if kind.lower() == "rfc822":
+        return xtext(value)
+    if kind.lower() == "utf-8":
+        return re.sub(r"\\x\{([0-9A-Fa-f]{1,6})\}", lambda m: chr(int(m.group(1), 16)), value)
+    return ""
+
+
+def _dsn_params(arg: str | None) -> tuple[str | None, dict[str, str]]:
+    """``arg`` without its DSN parameters, and those parameters (names upper case)."""
+    if arg is None:
+        return None, {}
+    found = {m.group(1).upper(): m.group(2) for m in _DSN_PARAM.finditer(arg)}
+    return _DSN_PARAM.sub("", arg), found
 
 
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
@@ -71,6 +117,41 @@ class _Lmtp(LMTP):
             return None, None
         return addr, rest
 
+    @syntax("MAIL FROM: <address>", extended=" [SP <mail-parameters>]")
+    async def smtp_MAIL(self, arg: str | None) -> None:
+        """aiosmtpd's MAIL, with DSN's RET and ENVID accepted (the MTA sends its DSNs)."""
+        arg, _ = _dsn_params(arg)
+        await super().smtp_MAIL(arg)
+
+    @syntax("RCPT TO: <address>", extended=" [SP <mail-parameters>]")
+    async def smtp_RCPT(self, arg: str | None) -> None:
+        """aiosmtpd's RCPT, with DSN's ORCPT (the original recipient, kept in the
+        envelope) and NOTIFY accepted."""
+        arg, params = _dsn_params(arg)
+        if self.envelope is not None:
+            # aiosmtpd's Envelope takes attributes of the handler's own (read with getattr)
+            self.envelope.pending_orcpt = original_recipient(  # type: ignore[attr-defined]
+                params.get("ORCPT", ""))
+        await super().smtp_RCPT(arg)
+
+    @syntax("XFORWARD attribute=value ...")
+    async def smtp_XFORWARD(self, arg: str | None) -> None:
+        """Postfix's XFORWARD (``lmtp_send_xforward_command = yes``): between transactions,
+        what the MTA knows of the message; IDENT (its queue id) goes into the envelope of
+        the next transaction's deliveries."""
+        if self.envelope is None or self.envelope.mail_from:
+            await self.push("503 5.5.1 Error: XFORWARD within a transaction")
+            return
+        pairs = [word.partition("=") for word in (arg or "").split()]
+        if not pairs or any(not eq or name.upper() not in XFORWARD_ATTRIBUTES
+                            for name, eq, _ in pairs):
+            await self.push("501 5.5.4 Syntax: XFORWARD attribute=value ...")
+            return
+        for name, _, value in pairs:
+            if name.upper() == "IDENT" and value.upper() != "[UNAVAILABLE]":
+                self.envelope.queue_id = xtext(value)[:64]  # type: ignore[attr-defined]
+        await self.push("250 2.0.0 Ok")
+
     @syntax("DATA")
     async def smtp_DATA(self, arg: str) -> None:
         """aiosmtpd's DATA, reading the message in runs up to each ``.<CRLF>`` rather than
@@ -88,36 +169,35 @@ class _Lmtp(LMTP):
             return
         await self.push("354 End data with <CR><LF>.<CR><LF>")
         limit = self.data_size_limit
-        parts: list[bytes] = []
-        size = 0
+        spool = Spool(self.event_handler.spool_dir)  # one copy of a large message, not two
         too_much = False
-        at_line_start = True  # the virtual CRLF before the first line
+        at_line_start, after_cr = True, False  # the virtual CRLF before the first line
         while True:
             try:
                 run = await self._reader.readuntil(b".\r\n")
             except asyncio.LimitOverrunError as e:  # a long run without ".<CRLF>"
                 run = await self._reader.readexactly(e.consumed)
-                size, too_much = _kept(parts, run, size, limit, too_much)
-                at_line_start = run.endswith(b"\r\n")
+                too_much = _kept(spool, _unstuffed(run, at_line_start, after_cr), limit,
+                                 too_much)
+                at_line_start, after_cr = run.endswith(b"\r\n"), run.endswith(b"\r")
                 continue
             except asyncio.IncompleteReadError:
+                spool.discard()
                 return  # the connection closed within DATA
             ends = run == b".\r\n" and at_line_start or run.endswith(b"\r\n.\r\n")
-            size, too_much = _kept(parts, run[:-3] if ends else run, size, limit, too_much)
+            too_much = _kept(spool, _unstuffed(run[:-3] if ends else run, at_line_start,
+                                               after_cr), limit, too_much)
             if ends:
                 break
-            at_line_start = True  # the run ended a line ("...X.<CRLF>")
+            at_line_start, after_cr = True, False  # the run ended a line ("...X.<CRLF>")
         if too_much:
-            self._set_post_data_state()
+            self._set_post_data_state()  # type: ignore[no-untyped-call]  # aiosmtpd's
             await self.push("552 5.3.4 Error: too much mail data")
             return
-        content = b"".join(parts)
-        if content.startswith(b".."):
-            content = content[1:]
-        content = content.replace(b"\r\n..", b"\r\n.")
+        content = spool.read()
         self.envelope.content = self.envelope.original_content = content
         status = await self._call_handler_hook("DATA")
-        self._set_post_data_state()
+        self._set_post_data_state()  # type: ignore[no-untyped-call]  # aiosmtpd's
         await self.push(status)
 
     def connection_lost(self, error: Exception | None) -> None:
@@ -133,6 +213,7 @@ class Handler:
         self.writer = writer
         self.max_size = max_size
         self.options = options
+        self.spool_dir: str | None = None  # where a large message waits (Spool)
         self.open: set[int] = set()  # sessions inside a transaction (MAIL .. end of DATA)
         self.idle = asyncio.Event()
         self.idle.set()
@@ -152,7 +233,8 @@ class Handler:
         session.host_name = hostname
         head, *keywords = responses
         kept = [r for r in keywords if not r[4:].upper().startswith(("SIZE", "HELP", "AUTH"))]
-        extra = ["250-PIPELINING", "250-ENHANCEDSTATUSCODES", f"250-SIZE {self.max_size}"]
+        extra = ["250-PIPELINING", "250-ENHANCEDSTATUSCODES", f"250-SIZE {self.max_size}",
+                 "250-DSN", f"250-XFORWARD {' '.join(XFORWARD_ATTRIBUTES)}"]
         lines = [head, *extra, *kept]
         return [*lines[:-1], "250 " + lines[-1][4:]]
 
@@ -190,6 +272,8 @@ class Handler:
             return refusal.reply
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
+        orcpts = envelope.__dict__.setdefault("orcpts", {})
+        orcpts.setdefault(address, getattr(envelope, "pending_orcpt", ""))
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
@@ -206,8 +290,11 @@ class Handler:
             return [too_large for _ in recipients]
         peer = session.peer
         client = ":".join(str(p) for p in peer[:2]) if isinstance(peer, tuple) else "local"
+        orcpts = getattr(envelope, "orcpts", {})
         items = [{"raw": raw, "recipient": r, "key_prefix": "lmtp",
                   "sender": envelope.mail_from or "", "session": session_id(session),
+                  "original_recipient": orcpts.get(r, ""),
+                  "queue_id": getattr(envelope, "queue_id", ""),
                   "client": client, "via": "lmtp"} for r in recipients]
         futures = self.writer.submit(items)
         try:
@@ -238,13 +325,16 @@ class Handoff:
         self.handler = handler
         self.max_size = max_size
         self.settings = handoff.settings_environment(os.environ)
+        self.inode: int | None = None
+        self.missing = False  # the socket could not be made (said once)
 
     def path(self) -> str:
         return os.path.join(self.data, self.protocol.SOCKET_NAME)
 
     def listen(self) -> socket.socket | None:
         """The listening socket, bound in place of any stale one (0600, in the private data
-        directory), or None if it cannot be (the lda then delivers itself)."""
+        directory), or None if it cannot be (the lda then delivers itself; ``keep`` tries
+        again)."""
         path = self.path()
         spare = f"{path}.{os.getpid()}.tmp"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -255,18 +345,55 @@ class Handoff:
             os.chmod(spare, 0o600)
             sock.listen(128)
             os.replace(spare, path)
+            self.inode = os.stat(path).st_ino
         except OSError as e:
             sock.close()
             with contextlib.suppress(OSError):
                 os.unlink(spare)
-            log.warning("no lda fast path: cannot listen on %s: %s", path, e)
+            if not self.missing:
+                log.warning("no lda fast path: cannot listen on %s: %s; trying again every "
+                            "%g s", path, e, LISTEN_AGAIN)
+            self.missing = True
             return None
-        self.inode = os.stat(path).st_ino
+        if self.missing:
+            log.warning("lda fast path: listening on %s again", path)
+        self.missing = False
         return sock
+
+    def listening(self) -> bool:
+        """Whether the socket at ``path`` is still the one this server bound (not removed,
+        not replaced)."""
+        try:
+            return os.stat(self.path()).st_ino == self.inode
+        except OSError:
+            return False
+
+    async def keep(self, stop: asyncio.Event, sock: socket.socket | None) -> None:
+        """Serves the fast path until ``stop``; a socket that could not be made (a
+        read-only or full volume when the server started) or that went away is made again
+        within ``LISTEN_AGAIN`` seconds of the cause's end, without a restart. ``sock``:
+        the socket ``listen`` made at the start, if it could."""
+        server: asyncio.AbstractServer | None = None
+        if sock is not None:
+            server = await asyncio.start_unix_server(self.serve, sock=sock)
+        try:
+            while not stop.is_set():
+                if server is None or not self.listening():
+                    sock = self.listen()
+                    if sock is not None:
+                        if server is not None:
+                            server.close()
+                        server = await asyncio.start_unix_server(self.serve, sock=sock)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), LISTEN_AGAIN)
+        finally:
+            if server is not None:
+                server.close()
+                self.unlink()
 
     def unlink(self) -> None:
         with contextlib.suppress(OSError):
-            if os.stat(self.path()).st_ino == self.inode:
+            if self.listening():
                 os.unlink(self.path())
 
     def refusal(self, request: dict[str, str]) -> str | None:
@@ -298,7 +425,8 @@ class Handoff:
             self.handler.begin(token)
             writer.write(self.protocol.frame(f"ok\0{self.max_size}".encode()))
             timeout = float(request["timeout"])
-            raw = await asyncio.wait_for(self._frame(reader, self.max_size), timeout)
+            raw = await asyncio.wait_for(self._message(reader, self.max_size, self.data),
+                                         timeout)
             watch = socket.socket(fileno=os.dup(conn.fileno()))
             outcome = await self._deliver(request, raw, timeout, watch)
             writer.write(self.protocol.frame(f"{outcome.exit_status}\0{outcome.line}".encode()))
@@ -311,6 +439,18 @@ class Handoff:
             if watch is not None:
                 watch.close()
             writer.close()
+
+    @classmethod
+    async def _message(cls, reader: asyncio.StreamReader, limit: int,
+                       directory: str | None = None) -> bytes:
+        """The message's frames up to the empty one, joined (at most ``limit`` bytes)."""
+        spool = Spool(directory)
+        try:
+            while part := await cls._frame(reader, limit - spool.size):
+                spool.write(part)
+            return spool.read()
+        finally:
+            spool.discard()
 
     @staticmethod
     async def _frame(reader: asyncio.StreamReader, limit: int) -> bytes:
@@ -341,7 +481,7 @@ class Handoff:
 
         item = {"raw": without_from_line(raw), "recipient": request["recipient"],
                 "key_prefix": f"lda:{queue_id}" if queue_id else None,
-                "sender": request.get("sender", ""),
+                "sender": request.get("sender"),
                 "original_recipient": request.get("original_recipient", ""),
                 "queue_id": queue_id, "via": "lda", "options": options, "alive": alive,
                 "deadline": time.monotonic() + timeout}
@@ -443,6 +583,7 @@ async def _serve(data: Path, listen: str, options: MtaOptions,
     kind, where = parse_listen(listen)
     writer = Writer(data, options)
     handler = Handler(writer, max_size, options)
+    handler.spool_dir = os.fspath(data)
     sessions: set[LMTP] = set()  # the connections, told when it stops
     hostname = socket.gethostname()
 
@@ -458,11 +599,9 @@ async def _serve(data: Path, listen: str, options: MtaOptions,
             protocol, sock=unix_listener(where, socket_mode, socket_gid))
     else:
         server = await loop.create_server(protocol, where[0], where[1], reuse_address=True)
-    handoff = Handoff(data, writer, handler, max_size)
-    lda_sock = handoff.listen()
-    lda_server = None if lda_sock is None else await asyncio.start_unix_server(
-        handoff.serve, sock=lda_sock)
     stop = asyncio.Event()
+    handoff = Handoff(data, writer, handler, max_size)
+    fast_path = asyncio.create_task(handoff.keep(stop, handoff.listen()))
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.warning("letterlog lmtp: serving %s on %s", data, listen)
@@ -471,9 +610,8 @@ async def _serve(data: Path, listen: str, options: MtaOptions,
         await stop.wait()
     finally:
         server.close()
-        if lda_server is not None:
-            lda_server.close()
-            handoff.unlink()
+        stop.set()
+        await fast_path
         handler.stopping = True  # no new transaction; the open ones finish
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(handler.idle.wait(), options.timeout)

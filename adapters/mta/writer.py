@@ -28,12 +28,15 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters import datadir
 from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
 from adapters.mta.replies import Outcome, classify, stored, temporary
 from domain.errors import LetterlogError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 log = logging.getLogger("letterlog.lmtp")
 
@@ -81,13 +84,13 @@ class Writer:
         self._lock = threading.Lock()
         self._pending: list[tuple[dict[str, Any], concurrent.futures.Future[Outcome]]] = []
         self._stack: ExitStack | None = None
-        self._store: Any = None
+        self._store: Store | None = None
         self._follower: Any = None  # keeps the read models current (embedded tables)
         self._identity: tuple[int, int] | None = None
         self._log_file: Path | None = None  # what ``_where`` stats (the settings decide)
 
     # -- the store ------------------------------------------------------------------------
-    def _open(self) -> Any:
+    def _open(self) -> Store:
         """The store, opened if needed; StoreUnavailable if its directory is not the one
         opened (moved away, unmounted)."""
         identity = self._where()
@@ -121,6 +124,7 @@ class Writer:
 
             log.warning("the projecting process is gone (exit %s); starting another",
                         follower.proc.poll())
+            assert self._store is not None  # a follower runs only beside an open store
             self._follower = Follower(self._store.settings.model_dump_json(), FOLLOWER_LINGER)
             assert self._stack is not None
             self._stack.callback(self._follower.stop, 30.0)
@@ -164,7 +168,7 @@ class Writer:
         try:
             account, _ = split_recipient(recipient, self.options.recipient_delimiter)
             if self.options.accounts_must_exist:
-                self._open().mail.account(account)
+                self._open().require_account(account)
         except BaseException as e:  # noqa: BLE001 - every failure is a reply
             return self._failed(e)
         return None
@@ -192,15 +196,13 @@ class Writer:
                 future.set_result(outcome)
             return
         at = time.monotonic() + self.options.timeout
-        from domain.commands import Deliver, build
-
         checked, waiting = [], []
         for item, future in batch:
             try:
                 args = {k: v for k, v in item.items() if k not in _NOT_FIELDS}
                 fields = delivery_fields(store, options=item.get("options", self.options),
                                          **args)
-                c = store.mail.check(build(Deliver, **fields))
+                c = store.check(**fields)
                 refusal = _refusal(item)  # a handed-off lda's client gone, or its time up
                 if refusal is not None:
                     future.set_result(refusal)
@@ -208,24 +210,24 @@ class Writer:
                 checked.append(c)
                 waiting.append((fields, future, item))
             except BaseException as e:  # noqa: BLE001 - this message alone is refused
-                future.set_result(self._failed(e))
+                future.set_result(self._failed(e, item))
         if not checked:
             return
-        store.mail.uow.append_guard = self._guard(at, [item for _, _, item in waiting])
+        store.guard_appends(self._guard(at, [item for _, _, item in waiting]))
         try:
             results = store.deliver_checked(checked, new_keys=True)
         except BaseException:  # noqa: BLE001 - one at a time, so each gets its own answer
             results = None
         if results is None or len(waiting) == 1:
             for c, (fields, future, item) in zip(checked, waiting, strict=True):
-                store.mail.uow.append_guard = self._guard(at, [item])
+                store.guard_appends(self._guard(at, [item]))
                 try:
                     [d] = results if results is not None else store.deliver_checked(
                         [c], new_keys=True)
                 except _Refused as e:
                     future.set_result(e.outcome)
                 except BaseException as e:  # noqa: BLE001
-                    future.set_result(self._failed(e))
+                    future.set_result(self._failed(e, item))
                 else:
                     self._wake()
                     future.set_result(self._stored(d, fields))
@@ -256,14 +258,16 @@ class Writer:
     def _stored(self, d: Any, fields: dict[str, Any]) -> Outcome:
         return stored(d, fields)
 
-    def _failed(self, error: BaseException) -> Outcome:
+    def _failed(self, error: BaseException, item: dict[str, Any] | None = None) -> Outcome:
         store = self._store
         permanent = store is not None and store.settings.quota_exceeded == "permanent"
         outcome = classify(error, self.data, quota_permanent=permanent)
         if outcome.temporary and not isinstance(error, LetterlogError):
             self.close_store()  # an I/O error, a full disk...: open afresh next time
-        log.warning("%s failure: %s", "temporary" if outcome.temporary else "permanent",
-                    outcome.logged)
+        where = "" if item is None else (
+            f"{item.get('queue_id') or '-'}: to=<{item.get('recipient', '')}>, ")
+        log.warning("%s%s failure: %s", where, "temporary" if outcome.temporary
+                    else "permanent", outcome.logged)
         return outcome
 
     def close(self) -> None:

@@ -173,30 +173,35 @@ class HBasePayloadStore:
         return True
 
     def delete(self, sha256: str) -> bool:
+        """The payload deleted (and the chunks of a write that never finished); False if
+        no payload was there."""
         row = self._row(sha256)
-        if row.manifest is None:
+        if row.manifest is None and row.touched is None:
             return False
         self.tables.apply([DeleteRow(self.table, row_of(sha256), max(self._now(), row.highest))])
-        return True
+        return row.manifest is not None
 
     def delete_unless_touched(self, sha256: str, horizon: float) -> int | None:
         """Deletes the payload if its written_at is still at or before ``horizon`` (epoch
         seconds); the bytes freed, or None if it is absent or was touched (see the module
-        docstring: a put meanwhile either is seen here or sees the mark and writes again)."""
+        docstring: a put meanwhile either is seen here or sees the mark and writes again).
+        The chunks of a write that never finished (``list`` names it with size 0) go the
+        same way: 0 bytes freed."""
         key = row_of(sha256)
         row = self._row(sha256)
-        if row.manifest is None or row.written_at_ms > horizon * 1000:
+        if (row.manifest is None and row.touched is None) or (
+                row.written_at_ms > horizon * 1000):
             return None
         doomed = row.highest
         self.tables.apply([Put(self.table, key, DOOMED, uuid.uuid4().bytes, doomed)])
         again = self._row(sha256)
-        if again.manifest is None:
+        if row.manifest is not None and again.manifest is None:
             return None  # deleted by another meanwhile
         if again.touched != row.touched or again.version != row.version:
             self.tables.apply([DeleteColumn(self.table, key, DOOMED, doomed)])
             return None
         self.tables.apply([DeleteRow(self.table, key, doomed)])
-        return row.manifest["size"]
+        return row.manifest["size"] if row.manifest is not None else 0
 
     # --- reading -------------------------------------------------------------------------
 
@@ -222,10 +227,14 @@ class HBasePayloadStore:
         return joined[start - first * size:end - first * size]
 
     def list(self) -> Iterator[tuple[str, int, float]]:
+        """Every payload, and every write that has not finished (or never will: the writer
+        died between its chunks and its manifest) with size 0 and the time it began, so
+        that orphan collection deletes its chunks after the grace period too."""
         for key, cells in self.tables.scan_cells(self.table, columns=[META]):
             row = _Row.of(cells)
-            if row.manifest is not None:
-                yield key.hex(), row.manifest["size"], row.written_at_ms / 1000
+            if row.manifest is not None or row.touched is not None:
+                size = row.manifest["size"] if row.manifest is not None else 0
+                yield key.hex(), size, row.written_at_ms / 1000
 
     def close(self) -> None:
         with self._lock:
@@ -282,20 +291,23 @@ class HBasePayloadStore:
         key = row_of(sha256)
         version = max(self._now(), seen + 1)
         for attempt in range(VISIBLE_TRIES):
-            count, batch = 0, []
+            # the write's start is visible to orphan collection before any chunk: a writer
+            # that dies before its manifest leaves chunks that ``list`` still names
+            count, batch = 0, [Put(self.table, key, TOUCHED, uuid.uuid4().bytes, version)]
             for index, chunk in enumerate(chunks()):
                 packed = compress(chunk)
                 value = (ZSTD + packed if len(packed) <= len(chunk) * WORTH_COMPRESSING
                          else RAW + chunk)
                 batch.append(Put(self.table, key, chunk_column(index), value, version))
                 count = index + 1
-                if len(batch) == CHUNKS_PER_CALL:
+                if len(batch) >= CHUNKS_PER_CALL:
                     self.tables.apply(batch)
                     batch = []
             manifest = json.dumps({"size": size, "chunk_size": self.chunk_size,
                                    "chunks": count}, separators=(",", ":")).encode()
             self.tables.apply([*batch, Put(self.table, key, MANIFEST, manifest, version),
                                Put(self.table, key, TOUCHED, uuid.uuid4().bytes, version)])
+            # (a batch's TOUCHED and the last one's: the same cell and version, the later wins)
             row = self._row(sha256)
             if row.manifest is not None and row.version >= version and not row.marked:
                 return PayloadRef(sha256, size, count)

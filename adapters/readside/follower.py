@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from typing import Any
+from typing import IO, Any
 
 
 @contextlib.contextmanager
@@ -49,7 +49,8 @@ class Follower:
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
                 [sys.executable, "-m", "adapters.cli.follower",
                  *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
-        self._input: Any = self.proc.stdin
+        assert self.proc.stdin is not None  # stdin=PIPE
+        self._input: IO[bytes] = self.proc.stdin
         try:
             self._input.write(settings_json.encode() + b"\n")
             self._input.flush()

@@ -149,7 +149,8 @@ class ProjectionHost:
         if compact is None:
             return None
         with self._locked():
-            before = int(self.tables.file_bytes())
+            sqlite: Any = self.tables  # a store with compact has file_bytes (SQLite's)
+            before = int(sqlite.file_bytes())
             freed = int(compact())
         return {"bytes_before": before, "bytes_after": before - freed, "bytes_freed": freed}
 

@@ -105,8 +105,9 @@ class ReadModelQueries:
         smaller (see ``projections.search.SearchCriteria``)."""
         from projections.search import SearchCriteria, search_mailbox
 
-        keys = SearchCriteria(**{k: frozenset(v) if k in ("flags", "unflags", "labels") else v
-                                 for k, v in criteria.items()})
+        given: dict[str, Any] = {k: frozenset(v) if k in ("flags", "unflags", "labels") else v
+                                 for k, v in criteria.items()}
+        keys = SearchCriteria(**given)
         host = self._read()
         return self._query(lambda: search_mailbox(
             host.tables, self._mailbox_id(account, mailbox), keys, limit=limit,

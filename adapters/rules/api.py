@@ -6,15 +6,18 @@ other command; reads come from the ``rules`` and ``rule_events`` read models.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from domain.errors import InvalidCommand, RuleEventNotFound, RuleNotFound
 from domain.results import Change
-from domain.rules import FAILED, STATUSES, parse_filter
+from domain.rules import FAILED, STATUSES, Evaluation, RuleBook, RuleEvent, parse_filter
 from projections import rule_queries as rq
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 
 def _filters(items: Iterable[str | Mapping[str, str]]) -> list[dict[str, str]]:
@@ -57,9 +60,17 @@ class RulesAPI:
     def create_rule(self, name: str, *, secret: str | None = None, **terms: Any) -> Change:
         """A new rule (enabled). ``terms``: mailboxes, mailbox_pattern, include, exclude
         (``[sender:|subject:|name:|header:NAME:]REGEX`` or dicts), webhook or kafka_topic,
-        properties."""
+        properties. ``secret``: its HMAC secret; None: a new random one, in
+        ``extra["secret"]`` (the one place it is shown)."""
         result: Change = self._command(self.mail.create_rule, name, secret=secret,
                                        **definition(**terms))
+        return result
+
+    def rotate_rule_secret(self, name: str, secret: str | None = None) -> Change:
+        """Replaces the rule's HMAC secret with ``secret`` (None: a new random one, in
+        ``extra["secret"]``: the one place it is shown). Events handed over from now on
+        are signed with it."""
+        result: Change = self._command(self.mail.rotate_rule_secret, name, secret)
         return result
 
     def change_rule(self, name: str, **terms: Any) -> Change:
@@ -102,8 +113,8 @@ class RulesAPI:
         return sorted(found, key=lambda e: (e["raised_at"], e["id"]))
 
     def rule_event(self, event_id: UUID) -> dict[str, Any]:
-        found = self._query(lambda: rq.rule_event(self._read().tables, event_id,
-                                                      self._read().physical))
+        found: dict[str, Any] | None = self._query(lambda: rq.rule_event(
+            self._read().tables, event_id, self._read().physical))
         if found is None:
             raise RuleEventNotFound(f"rule event {event_id} does not exist")
         return found
@@ -131,6 +142,47 @@ class RulesAPI:
                 changed.append(str(event_id))
         return changed
 
+    # -- the log's word on rules and their events (the dispatcher, the rule events' purge) ----
+    def rule_book(self) -> RuleBook | None:
+        """The rules as the log has them (their secrets included)."""
+        book: RuleBook | None = self.mail.rule_book()
+        return book
+
+    def rule_evaluation(self) -> Evaluation:
+        """A fresh evaluation as a delivery makes one: the bounded matcher, its time for one
+        search and for the whole arrival (``domain.rules.Evaluation``)."""
+        mail = self.mail
+        return Evaluation(mail.rule_matcher, mail.rule_search_seconds,
+                          mail.rule_budget_seconds)
+
+    def rule_event_record(self, event_id: UUID) -> RuleEvent:
+        """A rule event as the log has it (``RuleEventNotFound``), not the read model."""
+        found: RuleEvent = self.mail.rule_event(event_id)
+        return found
+
+    def rule_event_processing(self, event_id: UUID, where: str) -> Change:
+        result: Change = self._command(self.mail.rule_event_processing, event_id, where)
+        return result
+
+    def rule_event_completed(self, event_id: UUID, attempts: int, where: str) -> Change:
+        result: Change = self._command(self.mail.rule_event_completed, event_id, attempts,
+                                       where)
+        return result
+
+    def rule_event_failed(self, event_id: UUID, attempts: int, reason: str,
+                          where: str) -> Change:
+        result: Change = self._command(self.mail.rule_event_failed, event_id, attempts,
+                                       reason, where)
+        return result
+
+    def discard_rule_events(self, event_ids: Sequence[UUID], reason: str, *,
+                            queue: str = "", since: Sequence[datetime | None] = (),
+                            check: Callable[[RuleEvent], bool] = lambda e: True) -> Change:
+        """Discards the events ``check`` accepts (``domain.rulecommands``)."""
+        result: Change = self._command(self.mail.discard_rule_events, event_ids, reason,
+                                       queue=queue, since=since, check=check)
+        return result
+
     # -- dispatch ---------------------------------------------------------------------------
     def dispatch_pending(self, applications: Mapping[str, Any] | None = None
                          ) -> dict[str, int]:
@@ -138,7 +190,7 @@ class RulesAPI:
         ``letterlog dispatcher --once`` does); returns how many ended complete or failed."""
         from adapters.rules.dispatcher import Dispatcher
 
-        dispatcher = Dispatcher(self, applications)
+        dispatcher = Dispatcher(cast("Store", self), applications)
         try:
             return dispatcher.run_once()
         finally:
@@ -154,7 +206,7 @@ class RulesAPI:
         from adapters.lifecycle.rule_events import RuleEventPurge, ttls
 
         settings = self.settings
-        job = RuleEventPurge(self, ttls=ttls(settings),
+        job = RuleEventPurge(cast("Store", self), ttls=ttls(settings),
                              peek_back=timedelta(minutes=settings.purge_peek_back_minutes),
                              clock=lambda: datetime.now(UTC))
         return job.run(now or datetime.now(UTC), dry_run=dry_run)

@@ -29,13 +29,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from adapters.filemodes import private_file
 from adapters.rules.webhook import Outcome, Webhook
 from domain.errors import SettingsError, StoreBusy, StoreUnavailable
 from domain.rules import PENDING, PROCESSING
+
+if TYPE_CHECKING:
+    from adapters.face import Store
 
 LOCK_NAME = "dispatcher.lock"
 
@@ -84,7 +87,7 @@ def document(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Dispatcher:
-    def __init__(self, store: Any, applications: Mapping[str, Application] | None = None,
+    def __init__(self, store: Store, applications: Mapping[str, Application] | None = None,
                  *, where: str | None = None) -> None:
         settings = store.settings
         self.store = store
@@ -110,7 +113,7 @@ class Dispatcher:
     def _pass(self) -> dict[str, int]:
         counts = {"dispatched": 0, "complete": 0, "failed": 0}
         todo = [e for e in self.store.rule_events() if e["status"] in (PENDING, PROCESSING)]
-        book = self.store.mail.rule_book()
+        book = self.store.rule_book()
         secrets: dict[str, str] = dict(book.secrets) if book is not None else {}
         for event in todo:
             outcome = self.dispatch(event, secrets.get(event["rule_id"], ""))
@@ -120,11 +123,10 @@ class Dispatcher:
 
     def dispatch(self, event: Mapping[str, Any], secret: str) -> Outcome:
         event_id = UUID(event["id"])
-        mail = self.store.mail
-        current = mail.rule_event(event_id)  # the log's word, not the read model's
+        current = self.store.rule_event_record(event_id)  # the log's word, not the read model's
         if current.status not in (PENDING, PROCESSING):
             return Outcome(current.status == "complete", 0)
-        self.store._command(mail.rule_event_processing, event_id, self.where)
+        self.store.rule_event_processing(event_id, self.where)
         kind = event["application"].get("kind", "")
         app = self.applications.get(kind)
         if app is None:
@@ -135,15 +137,14 @@ class Dispatcher:
             except Exception as e:  # an application's own failure is the event's failure
                 outcome = Outcome(False, 1, f"{type(e).__name__}: {e}")
         if outcome.ok:
-            self.store._command(mail.rule_event_completed, event_id, outcome.attempts,
-                                self.where)
+            self.store.rule_event_completed(event_id, outcome.attempts, self.where)
         else:
-            self.store._command(mail.rule_event_failed, event_id, outcome.attempts,
-                                outcome.reason or "failed", self.where)
+            self.store.rule_event_failed(event_id, outcome.attempts,
+                                         outcome.reason or "failed", self.where)
         return outcome
 
 
-def run_dispatcher(open_store: Callable[[], Any], stop: threading.Event, *,
+def run_dispatcher(open_store: Callable[[], Store], stop: threading.Event, *,
                    opened: Callable[[Any], Callable[[dict[str, int], dict[str, int]], None]
                                     | None] | None = None,
                    applications: Mapping[str, Application] | None = None,
@@ -162,7 +163,7 @@ def run_dispatcher(open_store: Callable[[], Any], stop: threading.Event, *,
     stalls: dict[str, Stall] = {}
     held = contextlib.ExitStack()
     dispatcher: Dispatcher | None = None
-    store: Any = None
+    store: Store | None = None
     report: Callable[[dict[str, int], dict[str, int]], None] | None = None
     started = 0.0  # when the current attempt began
 
@@ -179,6 +180,7 @@ def run_dispatcher(open_store: Callable[[], Any], stop: threading.Event, *,
                 report = opened(store) if opened is not None else None
             dispatcher.store = store
         store.catch_up()
+        assert dispatcher is not None  # made with the store it was opened with, above
         handed = dispatcher._pass()
         if report is not None:
             report(store.rule_event_counts(), handed)
@@ -208,6 +210,7 @@ def run_dispatcher(open_store: Callable[[], Any], stop: threading.Event, *,
                     break
                 for stall in stalls.values():
                     stall.ok()
+                assert store is not None  # a pass ran on it
                 stop.wait(store.settings.dispatch_interval_seconds)
     finally:
         if dispatcher is not None:

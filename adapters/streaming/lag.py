@@ -217,8 +217,8 @@ def wait_until_applied(settings: Any, log: Any, target: int, *, parts: Parts, de
     ends = {name: p["end"] for name, p in
             kafka_lag(settings.kafka_bootstrap, topic, group)["partitions"].items()}
     while True:
-        parts = kafka_lag(settings.kafka_bootstrap, topic, group)["partitions"]
-        behind = sum(max(0, end - (parts.get(name, {}).get("committed") or 0))
+        partitions = kafka_lag(settings.kafka_bootstrap, topic, group)["partitions"]
+        behind = sum(max(0, end - (partitions.get(name, {}).get("committed") or 0))
                      for name, end in ends.items() if end)
         if behind == 0:
             return ""

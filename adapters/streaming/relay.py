@@ -283,13 +283,15 @@ class OutboxRelay:
 
         # tenacity: a transient failure is retried after a capped, jittered wait, for ever
         # (the waits start again from poll_interval after a good pass); anything else raises
+        back = threading.Event()  # the log answers the reporter again: no more waiting
         retrying = waiting_out(stop, first=poll_interval, cap=max_backoff,
                                retry=retry_if_exception_type(transient), after=failed,
-                               before_sleep=waiting)
+                               before_sleep=waiting, wake=back)
         slog.info("relaying", topic=self.topic, bootstrap=self.bootstrap)
         done = threading.Event()
         reporter = threading.Thread(target=self._reporting, name="relay-progress", daemon=True,
-                                    args=(stop, done, slog, report_every, kafka, database))
+                                    args=(stop, done, slog, report_every, kafka, database,
+                                          back))
         reporter.start()
         try:
             while not stop.is_set():
@@ -304,20 +306,29 @@ class OutboxRelay:
             done.set()
 
     def _reporting(self, stop: threading.Event, done: threading.Event, slog: Any,
-                   every: float, kafka: Any, database: Any) -> None:
+                   every: float, kafka: Any, database: Any, back: threading.Event) -> None:
         """The reporter thread: progress lines and gauges every ``every`` seconds; a Kafka
-        call in flight for long is reported as Kafka not answering."""
-        next_report = 0.0
+        call in flight for long is reported as Kafka not answering. While the log does not
+        answer, it asks it every ``PROBE_EVERY`` seconds (its position's own connection,
+        not the pool's) and, once it answers, sets ``back``: the loop stops waiting out the
+        outage and publishes again at once, however long its back-off had grown."""
+        next_report = next_probe = 0.0
         while not (stop.is_set() or done.is_set()):
             inflight, reading = self._inflight, self._reading
             if inflight is not None:
                 kafka.waiting(inflight)
             if reading is not None:
                 database.waiting(reading)
-            if time.monotonic() >= next_report:
-                next_report = time.monotonic() + every
-                self._report(slog, database)
-            done.wait(min(every, 1.0))
+            now = time.monotonic()
+            if now >= next_report:
+                next_report = now + every
+                if self._report(slog, database) and database.since is not None:
+                    back.set()
+            elif database.since is not None and reading is None and now >= next_probe:
+                next_probe = now + PROBE_EVERY
+                if self._report(slog, None, say=False):
+                    back.set()
+            done.wait(min(every, PROBE_EVERY))
 
     def _check_broker(self) -> None:
         """An idle relay's question to the broker (its metadata, bounded); raises
@@ -343,34 +354,39 @@ class OutboxRelay:
         metrics["lag_events"].set(float("nan"))
         metrics["lag_seconds"].set(float("nan"))
 
-    def _report(self, slog: Any, database: Any = None) -> None:
-        """One progress line and the relay's gauges (position, head, lag, up)."""
+    def _report(self, slog: Any, database: Any = None, *, say: bool = True) -> bool:
+        """The relay's gauges (position, head, lag, up) and, if ``say``, one progress line;
+        whether the log answered."""
         metrics = _relay_metrics()
         position = self._position
         reading = self._reading
         if reading is not None and time.monotonic() - reading >= 5.0:
             # the loop's own read of the log hangs: asking the log again would hang too
             self._unknown(metrics)
-            slog.info("progress", position=position, published=self.published,
-                      behind_events="unknown", behind_seconds="unknown")
-            return
+            if say:
+                slog.info("progress", position=position, published=self.published,
+                          behind_events="unknown", behind_seconds="unknown")
+            return False
         try:
-            if position is None:
+            if position is None or not say:  # a probe asks the log itself
                 position = self.position.load()
             events, seconds = self._lag_at(position) if self.head is not None else (0, 0.0)
         except Exception as error:  # noqa: BLE001 - the log may be down: say what is known
             if database is not None:
                 database.failed(error)
             self._unknown(metrics)
-            slog.info("progress", position=position, published=self.published,
-                      behind_events="unknown", behind_seconds="unknown")
-            return
+            if say:
+                slog.info("progress", position=position, published=self.published,
+                          behind_events="unknown", behind_seconds="unknown")
+            return False
         metrics["up"].set(1)
         metrics["position"].set(position)
         metrics["lag_events"].set(events)
         metrics["lag_seconds"].set(seconds)
-        slog.info("progress", position=position, published=self.published,
-                  behind_events=events, behind_seconds=round(seconds, 1))
+        if say:
+            slog.info("progress", position=position, published=self.published,
+                      behind_events=events, behind_seconds=round(seconds, 1))
+        return True
 
     def _pump(self, max_events: int | None, stop: threading.Event | None) -> int:
         self._open()
@@ -565,6 +581,9 @@ class OutboxRelay:
             seconds = max(0.0, (datetime.now(UTC) - stamp).total_seconds())
         return head - position, seconds
 
+
+PROBE_EVERY = 1.0
+"""Seconds between the reporter's questions to a log that does not answer (``_reporting``)."""
 
 _gauges: dict[str, Any] = {}
 _gauges_lock = threading.Lock()

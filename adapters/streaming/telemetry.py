@@ -73,7 +73,7 @@ def pace_kafka_metadata(pause: float = 1.0) -> None:
             await asyncio.sleep(pause)
         return updated
 
-    AIOKafkaClient._metadata_update = paced  # type: ignore[method-assign]
+    AIOKafkaClient._metadata_update = paced
     _paced = True
 
 

@@ -359,6 +359,33 @@ class WorkerState:
                 committed[(tp.topic, tp.partition)] = known.get((tp.topic, tp.partition))
         return self.projector.lag(highwaters, committed)
 
+    async def recall(self, consumer: Any, assigned: Any, timeout: float = 4.0) -> None:
+        """The group's committed offsets of ``assigned`` partitions this worker has not
+        committed in yet (the log's start for a partition the group never committed in),
+        so that after a restart the lag gauges count from where the group is, as ``letterlog
+        lag`` does, not from offset 0 until the first record (issue 42, item 10). A broker
+        that does not answer in ``timeout`` leaves them as they were."""
+        wanted = [tp for tp in assigned if (tp.topic, tp.partition) not in self.committed]
+        if not wanted:
+            return
+
+        async def ask() -> dict[Any, int | None]:
+            found = {tp: await consumer.committed(tp) for tp in wanted}
+            never = [tp for tp, offset in found.items() if offset is None]
+            starts = await consumer.beginning_offsets(never) if never else {}
+            return {tp: offset if offset is not None else starts.get(tp)
+                    for tp, offset in found.items()}
+
+        try:
+            offsets = await asyncio.wait_for(ask(), timeout)
+        except Exception as error:  # noqa: BLE001 - KafkaError, a timeout: lag stays as it was
+            log.warning("lag: the group's offsets not known yet (%s: %s)",
+                        type(error).__name__, error)
+            return
+        for tp, offset in offsets.items():
+            if offset is not None:
+                self.committed.setdefault((tp.topic, tp.partition), int(offset))
+
     def forget(self, revoked: Any) -> None:
         for tp in revoked:
             self.highwaters.pop((tp.topic, tp.partition), None)
@@ -390,6 +417,10 @@ class Revocation(ConsumerRebalanceListener):  # type: ignore[misc]
         self.worker.joined.set()
         log.info("partitions assigned: %s",
                  ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(assigned)) or "none")
+        # where the group is in each partition, for the lag gauges (not awaited here: the
+        # rebalance goes on while the broker answers)
+        self.worker.recalling = asyncio.ensure_future(
+            self.worker.state.recall(self.worker.consumer, assigned))
 
 
 class StreamWorker:
@@ -411,6 +442,7 @@ class StreamWorker:
         self.inflight: asyncio.Future[BatchResult | None] | None = None
         #: set while the worker holds an assignment (cleared from a revocation to the next)
         self.joined = asyncio.Event()
+        self.recalling: asyncio.Future[None] | None = None  # StreamState.recall, assigned
         self.results: list[BatchResult] = []  # what each batch did (tests, the last few)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -547,6 +579,8 @@ class StreamWorker:
 
     async def _report_lag(self) -> None:
         self.state.watch()
+        if self.recalling is not None and not self.recalling.done():
+            await asyncio.wait({self.recalling}, timeout=5.0)  # where the group is, first
         await self.state.refresh_highwaters(self.consumer)
         publish_lag(self.state.lag(self.consumer))
 

@@ -11,20 +11,17 @@ LineEnding = Literal["CRLF", "LF", "mixed", "none"]
 
 
 def line_ending(raw: bytes) -> LineEnding:
-    """CRLF or LF if all line breaks are, none without any, mixed otherwise."""
-    breaks = raw.translate(None, _NOT_LINE_BREAK)
-    if not breaks:
+    """CRLF or LF if all line breaks are, none without any, mixed otherwise. Counted in
+    place: no copy of ``raw`` (a 40 MB message made a 40 MB one here)."""
+    lf, cr = raw.count(b"\n"), raw.count(b"\r")
+    if not lf and not cr:
         return "none"
-    cr = breaks.count(b"\r")
     if not cr:
         return "LF"
-    if _BARE_CR.search(raw):
-        return "mixed"
-    return "CRLF" if len(breaks) == 2 * cr else "mixed"  # each CR is followed by an LF
+    crlf = raw.count(b"\r\n")
+    return "CRLF" if crlf == cr == lf else "mixed"  # no bare CR, no bare LF
 
 
-_NOT_LINE_BREAK = bytes(b for b in range(256) if b not in b"\r\n")
-_BARE_CR = re.compile(rb"\r(?!\n)")
 
 
 NEWLINE = re.compile(rb"\r\n|\r|\n")

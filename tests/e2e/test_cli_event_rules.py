@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +69,47 @@ def test_bench_ingest_with_rules_prints_json(env: dict[str, str]) -> None:
     result = json.loads(p.stdout)
     assert result["rules"] == 3 and result["events_raised"] >= 20
     assert result["dispatch"]["complete"] == result["events_raised"]
+
+
+def documented_verify() -> Any:
+    """The receiver's ``verify`` exactly as docs/event-rules.md shows it (run, not copied)."""
+    text = (Path(__file__).parents[2] / "docs" / "event-rules.md").read_text()
+    (block,) = [b.split("```", 1)[0] for b in text.split("```python\n")[1:] if "def verify" in b]
+    scope: dict[str, Any] = {}
+    exec(compile(block, "docs/event-rules.md", "exec"), scope)  # noqa: S102 - our own docs
+    return scope["verify"]
+
+
+def test_a_receiver_verifies_the_signature_with_the_secret_given_or_shown_once(
+        data: Path, env: dict[str, str], tmp_path: Path) -> None:
+    verify = documented_verify()
+    secret_file = tmp_path / "secret"
+    secret_file.write_text("a-secret-the-receiver-holds-too\n")
+    mail = tmp_path / "m.eml"
+    mail.write_bytes(make_mail("Invoice 7"))
+    with Endpoint() as hook:
+        made = letterlog(env, data, "--json", "rule", "create", "inv", "--webhook", hook.url,
+                         "--secret-file", str(secret_file))
+        assert made.returncode == 0 and "secret" not in _json(made)[0], made.stdout
+        assert letterlog(env, data, "deliver", "--account", "g@example.org",
+                         str(mail)).returncode == 0
+        assert letterlog(env, data, "dispatcher", "--once", timeout=120).returncode == 0
+        (call,) = hook.raw
+        assert verify("a-secret-the-receiver-holds-too", call["body"], call["signature"])
+        assert not verify("another-secret-altogether", call["body"], call["signature"])
+
+        rotated = letterlog(env, data, "rule", "secret", "inv")
+        assert rotated.returncode == 0, rotated.stderr
+        new = rotated.stdout.decode().strip().splitlines()[-1]  # shown this once
+        assert len(new) == 64 and new not in letterlog(env, data, "--json", "rule",
+                                                       "show", "inv").stdout.decode()
+        assert letterlog(env, data, "events", "resend", "--status", "complete").returncode == 0
+        assert letterlog(env, data, "dispatcher", "--once", timeout=120).returncode == 0
+        resent = hook.raw[1]
+        assert verify(new, resent["body"], resent["signature"])
+        assert not verify("a-secret-the-receiver-holds-too", resent["body"],
+                          resent["signature"])
+    secret_file.write_text("short\n")
+    refused = letterlog(env, data, "rule", "secret", "inv", "--secret-file", str(secret_file))
+    assert refused.returncode == 2 and refused.stderr.count(b"\n") == 1, refused.stderr
+    assert b"16 to 512" in refused.stderr

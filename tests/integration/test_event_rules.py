@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -139,8 +140,8 @@ def test_a_catastrophic_pattern_is_bounded_and_the_delivery_goes_on(tmp_path: Pa
 
 def test_every_event_ends_complete_through_failures_and_a_timeout(store: Any) -> None:
     with Endpoint(fail_first=2, stall_once=1, stall_seconds=1.5) as hook:
-        store.create_rule("all", webhook=hook.url, secret="s3cret")
-        hook.secret = "s3cret"
+        store.create_rule("all", webhook=hook.url, secret="s3cret-of-the-receiver")
+        hook.secret = "s3cret-of-the-receiver"
         ids = [store.deliver(account=ACCOUNT, raw=invoice(i)).message_id for i in range(4)]
         counts = store.dispatch_pending()
         assert counts == {"dispatched": 4, "complete": 4, "failed": 0}
@@ -208,6 +209,27 @@ def test_rule_events_are_purged_by_status_after_their_ttls(tmp_path: Path) -> No
         assert all(not r.differences for r in store.verify())
 
 
+def test_a_dry_run_counts_what_the_run_purges(tmp_path: Path) -> None:
+    """Each event once: one resent (two entries in the complete queue) and one whose
+    message was erased (due by its status, and its message gone)."""
+    with Letterlog.open(tmp_path / "d", dispatch_attempts=1,
+                        rule_event_complete_ttl_days=7) as store, Endpoint() as hook:
+        store.create_rule("ok", webhook=hook.url)
+        ids = [store.deliver(account=ACCOUNT, raw=invoice(i)).message_id for i in range(3)]
+        store.dispatch_pending()
+        resent = next(e for e in store.rule_events() if e["message_id"] == str(ids[0]))
+        store.resend([UUID(resent["id"])])
+        store.dispatch_pending()
+        store.erase_message(ids[1])
+        when = datetime.now(UTC) + timedelta(days=8)
+        head = store.max_position()
+        dry = store.purge_rule_events(when, dry_run=True)
+        assert store.max_position() == head
+        run = store.purge_rule_events(when)
+        assert (dry["purged"], run["purged"]) == (3, 3)
+        assert store.rule_events() == []
+
+
 def test_a_resent_event_counts_its_ttl_from_its_new_status(tmp_path: Path) -> None:
     with Letterlog.open(tmp_path / "d", dispatch_attempts=1) as store:
         store.create_rule("down", webhook="http://127.0.0.1:1/unreachable")
@@ -230,6 +252,43 @@ def test_the_events_of_an_erased_message_go_with_it(store: Any) -> None:
     assert report["message_gone"] == 1
     assert [e["message_id"] for e in store.rule_events()] == [str(kept.message_id)]
     assert all(not r.differences for r in store.verify())
+
+
+def test_a_rule_run_as_a_user_raises_nothing_outside_that_users_virtual_root(
+        store: Any) -> None:
+    """bob may read all of Team and Team/Inner and his own INBOX, but his root is Team/Inner:
+    he cannot name Team, so a rule run as him raises nothing there (as his view refuses
+    it), and his own INBOX, outside the root's account, is still his."""
+    for name in ("Team", "Team/Inner"):
+        store.create_mailbox(ACCOUNT, name, create_account=True)
+        store.acl_set(ACCOUNT, name, "bob@example.org", "lr")
+    store.set_root("bob@example.org", f"{ACCOUNT}/Team/Inner")
+    store.create_rule("bob's", run_as="bob@example.org", webhook="http://127.0.0.1:1/h")
+    store.deliver(account=ACCOUNT, raw=invoice(1), mailbox="Team")
+    inner = store.deliver(account=ACCOUNT, raw=invoice(2), mailbox="Team/Inner")
+    own = store.deliver(account="bob@example.org", raw=invoice(3))
+    raised = sorted((e["mailbox"], e["message_id"]) for e in store.rule_events())
+    assert raised == sorted([("Team/Inner", str(inner.message_id)),
+                             ("INBOX", str(own.message_id))])
+    store.delete_root("bob@example.org")
+    store.deliver(account=ACCOUNT, raw=invoice(4), mailbox="Team")  # his to read again
+    assert "Team" in {e["mailbox"] for e in store.rule_events()}
+
+
+def test_a_rule_made_without_a_secret_shows_its_random_one_once_and_signs_with_it(
+        store: Any) -> None:
+    with Endpoint() as hook:
+        made = store.create_rule("all", webhook=hook.url).extra["secret"]
+        assert len(made) == 64 and made not in repr(store.rule("all"))
+        store.deliver(account=ACCOUNT, raw=invoice(1))
+        hook.secret = made
+        assert store.dispatch_pending()["complete"] == 1
+        assert [c["signature_ok"] for c in hook.calls] == [True]
+        head = store.max_position()
+        for bad in ("short", "with a space in it, long enough", "x" * 513):
+            with pytest.raises(InvalidCommand):
+                store.rotate_rule_secret("all", bad)
+        assert store.max_position() == head
 
 
 def test_a_rule_run_as_a_user_raises_only_where_that_user_may_read(store: Any) -> None:

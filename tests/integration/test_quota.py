@@ -8,6 +8,7 @@ import multiprocessing
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,6 +157,58 @@ def test_concurrent_writers_overshoot_at_most_one_message_each(tmp_path, mailbox
     assert held == listed == 1 + sum(done)
     bound = 0 if mailboxes == 1 else writers - 1
     assert 10 <= held <= 10 + bound
+
+
+def _deliver_at_once(data: str, worker: int, mailbox: str, ready: Any, results: Any) -> None:
+    """One process: opens the store, waits for every other writer, delivers one message."""
+    with Letterlog.open(data, durability="normal", read_models=False) as s:
+        ready.wait()
+        try:
+            s.deliver(account=GRACE, raw=mail(5000 + worker), mailbox=mailbox)
+            results.put((worker, "stored"))
+        except QuotaExceeded:
+            results.put((worker, "refused"))
+
+
+@pytest.mark.slow  # twenty processes
+@pytest.mark.parametrize("mailboxes", [1, 20])
+def test_twenty_deliveries_at_the_last_free_slot_stay_within_the_documented_overshoot(
+        tmp_path, mailboxes):
+    """Twenty processes deliver at once into an account with one free message slot: into
+    one mailbox exactly one is stored; into twenty mailboxes at most one per other writer
+    passes the limit (docs/permissions.md). Every refused one wrote nothing."""
+    data = tmp_path / "data"
+    writers = 20
+    names = ["INBOX", *[f"Box{i}" for i in range(1, mailboxes)]]
+    with Letterlog.open(data, durability="normal") as s:
+        for i in range(4):
+            s.deliver(account=GRACE, raw=mail(i))
+        for name in names[1:]:
+            s.create_mailbox(GRACE, name)
+        s.set_quota(GRACE, messages=5)  # one slot left
+        before = s.max_position()
+    ctx = multiprocessing.get_context("spawn")
+    ready, results = ctx.Barrier(writers), ctx.Queue()
+    procs = [ctx.Process(target=_deliver_at_once,
+                         args=(str(data), w, names[w % len(names)], ready, results))
+             for w in range(writers)]
+    for p in procs:
+        p.start()
+    outcomes = dict(results.get(timeout=600) for _ in procs)  # a guard, not a bound
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0] * writers
+    stored = sum(1 for o in outcomes.values() if o == "stored")
+    with Letterlog.open(data) as s:
+        held = s.quota(GRACE)["messages"]["used"]
+        listed = sum(c["messages"] for c in s.counters(GRACE)["mailboxes"].values())
+        appended = s.max_position() - before
+        with pytest.raises(QuotaExceeded):  # and the account is full now
+            s.deliver(account=GRACE, raw=mail(9999))
+    assert held == listed == 4 + stored
+    assert stored >= 1 and appended > 0
+    bound = 0 if mailboxes == 1 else writers - 1
+    assert 5 <= held <= 5 + bound, (held, outcomes)
 
 
 def test_an_upload_that_would_pass_the_limit_is_refused_at_completion(store):

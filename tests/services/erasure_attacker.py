@@ -21,6 +21,21 @@ from tests.erasure_support import every_file, files_holding_any_form
 PURGED_TOPIC = "domain.message:Message.Purged"
 
 
+def intents_left(dsn: str, data: Path) -> int:
+    """The erasure intents not finished: rows in the log's database (ADR 0084), and any
+    intent file the host's data directory still holds."""
+    import psycopg
+
+    files = data / "erasures-intent"
+    count = len(list(files.glob("*.json"))) if files.is_dir() else 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        try:
+            (rows,) = conn.execute("SELECT count(*) FROM letterlog_erasure_intents").fetchone()  # type: ignore[misc]
+        except psycopg.errors.UndefinedTable:
+            rows = 0
+    return count + int(rows)
+
+
 def pg_files(dsn: str, admin_dsn: str, pg_root: Path) -> list[bytes]:
     """The database's heap and index files and the server's WAL, after a checkpoint (what a
     copy of the server's disk holds, old row versions included)."""
@@ -115,9 +130,8 @@ def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[
                          "column_name = 'topic' AND table_name LIKE '%%events'")
         purged = {str(r[0]) for r in sql(
             dsn, f'SELECT originator_id FROM "{table}" WHERE topic = %s', PURGED_TOPIC)}
-        intents = data / "erasures-intent"
         blobs = pg_files(dsn, dep["admin_dsn"], dep["pg_root"])
-        return {"intents": len(list(intents.glob("*.json"))) if intents.is_dir() else 0,
+        return {"intents": intents_left(dsn, data),
                 "purged": sum(1 for i in ids if str(i) in purged),
                 "keys_open": len(recoverable_keys(vault_copy, dsn, blobs, key_ids)),
                 "stale_keks": stale_keks(vault_copy, dsn,
@@ -138,9 +152,8 @@ def _state_with_key_cluster(dep: dict[str, Any], ids: list[UUID], key_ids: list[
                      "column_name = 'topic' AND table_name LIKE '%%events'")
     purged = {str(r[0]) for r in sql(
         dsn, f'SELECT originator_id FROM "{table}" WHERE topic = %s', PURGED_TOPIC)}
-    intents = data / "erasures-intent"
     blobs = pg_files(dsn, dep["admin_dsn"], dep["pg_root"])
-    return {"intents": len(list(intents.glob("*.json"))) if intents.is_dir() else 0,
+    return {"intents": intents_left(dsn, data),
             "purged": sum(1 for i in ids if str(i) in purged),
             "keys_open": len(recoverable_keys_in_cluster(key_dsn, key_files, dsn, blobs,
                                                          key_ids)),

@@ -276,13 +276,29 @@ def test_corpus_messages_arrive_byte_exact_with_their_envelope(
         envelope = route.show(message_id)["smtp_envelope"]
         assert (envelope["sender"], envelope["recipient"], envelope["detail"]) == (
             SENDER, RCPT, "lists")
-        if route.transport == "pipe":
-            assert envelope["original_recipient"] == RCPT
-            assert envelope["queue_id"] == qids[name]
+        # issue 42, item 6: LMTP too (DSN's ORCPT, XFORWARD's IDENT)
+        assert envelope["original_recipient"] == RCPT
+        assert envelope["queue_id"] == qids[name]
         # issue 42, item 6: the MTA's log names the message's letterlog id (pipe(8) logs
         # lda's output, lmtp(8) the server's reply)
         assert re.search(rf"{qids[name]}: to=<{re.escape(RCPT)}>.*status=sent .*"
                          rf"delivered as {message_id}", route.log()), route.log()[-3000:]
+    route.assert_nothing_bounced()
+
+
+@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe"])
+def test_a_bounce_keeps_its_null_sender(open_route: Callable[..., Route]) -> None:
+    """Issue 42, item 6: a bounce (``MAIL FROM:<>``) is stored with the null sender ``<>``,
+    not as a message without a sender (pipe(8)'s ``null_sender=`` hands it over as an
+    empty ``--sender``); aliases and forwarding leave the original recipient."""
+    route = open_route()
+    raw = b"From: MAILER-DAEMON@sender.test\nSubject: Undelivered Mail\n\nbounced\n"
+    qid = route.server.send("", [RCPT], raw)
+    route.server.wait_queue_empty(timeout=60)
+    [item] = route.stored()
+    envelope = route.show(item["message_id"])["smtp_envelope"]
+    assert (envelope["sender"], envelope["recipient"], envelope["queue_id"]) == (
+        "<>", RCPT, qid)
     route.assert_nothing_bounced()
 
 
@@ -407,6 +423,34 @@ def test_over_quota_postfix_keeps_the_mail_until_an_expunge_frees_room(
     route.assert_nothing_bounced()
 
 
+@pytest.mark.parametrize("path", ["served-pipe"])
+def test_the_fast_path_comes_back_after_a_read_only_start(
+        open_route: Callable[..., Route], corpus: Path) -> None:
+    """Issue 42, item 6: an LMTP server started while its store's volume was read-only
+    (a boot with the volume mounted ro, a restart during a read-only period) cannot make
+    ``DATA/lda.sock``; once the volume is writable again it makes it without a restart,
+    and lda's messages (which only the fast path can deliver here) are stored."""
+    route = open_route(tmpfs="8m")
+    terminate(route.lmtp, timeout=30)  # type: ignore[arg-type]
+    socket_path = route.data / "lda.sock"
+    assert not socket_path.exists()
+    with read_only_store(route):
+        route.start_lmtp(60, transport=False)
+        assert route.lmtp_log is not None
+        wait_for(lambda: "no lda fast path" in route.lmtp_log.read_text(errors="replace"),
+                 what="the server's line about the fast path", timeout=60,
+                 log_paths=[route.lmtp_log], procs=[route.lmtp], interval=0.1)
+        assert not socket_path.exists()
+    wait_for(socket_path.is_socket, what="lda.sock made again", timeout=60,
+             log_paths=[route.lmtp_log], procs=[route.lmtp], interval=0.1)
+    raw = (corpus / FAULT_PICKS[0]).read_bytes()
+    [qid] = send_all(route, [raw])
+    route.server.wait_queue_empty(timeout=60)
+    assert [s["status"] for s in route.server.statuses(qid, since=route.mark)] == ["sent"]
+    assert route.contents() == [lf(raw)]
+    route.assert_nothing_bounced()
+
+
 # --------------------------------------------------------------------------- retries
 
 
@@ -516,6 +560,48 @@ def test_a_wrapper_that_loses_standard_input_defers_the_mail(
     route.server.flush()
     route.server.wait_queue_empty(timeout=60)
     assert route.contents() == [lf(raw)]
+    route.assert_nothing_bounced()
+
+
+# --------------------------------------------------------------------------- virtual users
+
+
+def documented_blocks(marker: str) -> list[str]:
+    """The code blocks of docs/mta.md that follow a ``<!-- tested: ...marker -->`` line."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mta.md").read_text()
+    return re.findall(rf"<!-- tested: [^>]*{re.escape(marker)} -->\n```text\n(.*?)```",
+                      text, re.DOTALL)
+
+
+@pytest.mark.parametrize("path", ["pipe", "lmtp"])
+def test_virtual_users_as_docs_mta_md_shows(
+        postfix_server: PostfixServer, open_route: Callable[..., Route]) -> None:
+    """Issue 42, item 2: docs/mta.md's virtual-user setup, its lines as they are (for LMTP
+    the socket's address is this test's server), on Postfix: a listed address is delivered
+    (its +detail too) with no UNIX account behind it; an unlisted one is refused at RCPT
+    (5.1.1 from the virtual mailbox table), nothing queued, nothing bounced later."""
+    table, pipe_main, lmtp_main = documented_blocks("test_virtual_users_as_docs_mta_md_shows")
+    route = open_route()
+    lines = pipe_main if path == "pipe" else lmtp_main.replace(
+        "lmtp:unix:letterlog/lmtp.sock", postfix_server._local_transport)
+    assert "virtual_transport" in lines and "example.org" in table
+    postfix_server.use_virtual(lines, table)
+    route.mark = postfix_server.log_mark()
+    for user in ("bob", "ada"):
+        with pytest.raises(KeyError):
+            pwd.getpwnam(user)  # no UNIX account behind the addresses
+    raw = b"Subject: to a virtual user\n\nhello\n"
+    [qid] = send_all(route, [raw])
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
+        route.server.send(SENDER, ["nobody@example.org"], raw)
+    [(code, text)] = refused.value.recipients.values()
+    assert code == 550 and b"5.1.1" in text and b"virtual mailbox table" in text, text
+    route.server.wait_queue_empty(timeout=60)
+    assert [s["status"] for s in route.server.statuses(qid, since=route.mark)] == ["sent"]
+    assert route.contents() == [lf(raw)]
+    [item] = route.stored()
+    envelope = route.show(item["message_id"])["smtp_envelope"]
+    assert (envelope["recipient"], envelope["detail"]) == (RCPT, "lists")
     route.assert_nothing_bounced()
 
 

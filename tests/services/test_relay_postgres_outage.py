@@ -2,7 +2,9 @@
 again on its data and port; the session's Kafka): it says the log is not answering within
 ``NOTICED`` seconds of the stop, its gauges stop saying "caught up" (``letterlog_relay_up``
 0, the lag gauges NaN: unknown), and it publishes again within ``RESUMED`` seconds of
-PostgreSQL's return (ADR 0070)."""
+PostgreSQL's return (ADR 0070), however long the outage: ``OUTAGE`` is long enough for the
+connection pool's own back-off (1, 2, 4 ... 32 s) and the relay's (up to 30 s) to have grown
+past the bound (issue 42, item 9: it resumed 48 s after PostgreSQL's return; ADR 0080)."""
 
 from __future__ import annotations
 
@@ -25,12 +27,12 @@ from adapters.devservers import PostgresServer
 from adapters.devservers._common import free_ports
 from tests.factories import make_mail, scale_out_env, until
 
-pytestmark = [pytest.mark.services, pytest.mark.slow]
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.wallclock]
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTICED = 15.0  # seconds from the stop to the relay's warning (docs/operations.md)
-RESUMED = 20.0  # seconds from PostgreSQL's return to the relay publishing again
-OUTAGE = 30.0
+RESUMED = 10.0  # seconds from PostgreSQL's return to the relay publishing again
+OUTAGE = 45.0  # the outage itself: a scenario's length, not a wait for a condition
 
 
 def cli(env: dict[str, str], *args: str) -> list[Any]:

@@ -11,6 +11,9 @@ produced into the topic (they land in ``dead_letters``, everything else is still
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -136,3 +139,34 @@ def test_poison_records_land_in_dead_letters_and_the_rest_is_still_exact(pipelin
     assert sorted((d.partition, d.value) for d in letters) == [
         (0, b"\xc1 not msgpack at all"), (1, unknown_class)]
     assert all(d.topic == pipeline.topic and d.error and d.times >= 1 for d in letters)
+
+
+def test_a_restarted_worker_s_lag_gauge_agrees_with_letterlog_lag(pipeline):
+    """Issue 42, item 10: after a restart, before any new record, the worker's
+    ``letterlog_stream_lag_events`` says what ``letterlog lag`` says (caught up: 0) from its
+    first report on, not the whole of its partitions until the first new record."""
+    data = Path(pipeline.worker.env["LETTERLOG_DATA"])
+
+    def gauge() -> float | None:
+        """The worker's lag gauge summed over its partitions (None: not reported yet)."""
+        assert pipeline.worker.proc is not None
+        ports = [entry["metrics_port"] for entry in (
+            json.loads(f.read_text()) for f in (data / "run").glob("worker-*.json"))
+            if entry["pid"] == pipeline.worker.proc.pid]
+        if not ports:
+            return None
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[0]}/metrics", timeout=5) as r:
+            lines = [line for line in r.read().decode().splitlines()
+                     if line.startswith("letterlog_stream_lag_events{")]
+        return sum(float(line.rsplit(" ", 1)[1]) for line in lines) if lines else None
+
+    story(pipeline.letterlog, rounds=2)
+    pipeline.publish()
+    pipeline.worker.start(LETTERLOG_METRICS_PORT="0")
+    pipeline.wait_caught_up()
+    pipeline.worker.stop()
+    pipeline.worker.start(LETTERLOG_METRICS_PORT="0")
+    [first] = until(lambda: (g := gauge()) is not None and [g], timeout=120,
+                    what="the restarted worker's first lag report",
+                    explain=pipeline.worker.tail)
+    assert (first, pipeline.lag()["events"]) == (0, 0), pipeline.worker.tail()

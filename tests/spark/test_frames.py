@@ -91,6 +91,26 @@ def test_the_events_export_is_typed_and_its_time_is_a_utc_timestamp(spark, data,
     assert row.account_address.endswith("@example.org") and row.mailbox in ("INBOX", "Archive")
 
 
+def test_pyarrow_reads_the_export_s_date_as_a_date_when_told_as_docs_spark_md_shows(
+        spark, data, tmp_path):
+    """Issue 42, item 15: the ``date`` partition is a string to pyarrow unless told its
+    type; docs/spark.md shows how."""
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    export(load_settings(data=data), "events", str(tmp_path / "events"), spark=spark)
+    plain = pq.read_table(tmp_path / "events")
+    assert not pa.types.is_date(plain.schema.field("date").type)
+    told = pq.read_table(tmp_path / "events", partitioning=ds.partitioning(
+        pa.schema([("date", pa.date32())]), flavor="hive"))
+    assert pa.types.is_date32(told.schema.field("date").type)
+    assert all(isinstance(d, datetime.date) for d in told.column("date").to_pylist())
+    assert told.num_rows == plain.num_rows > 12
+
+
 def test_the_events_export_appends_what_is_new_once_and_a_rerun_adds_nothing(spark, tmp_path):
     from tests.factories import make_mail
 

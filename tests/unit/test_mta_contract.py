@@ -24,6 +24,7 @@ from domain.errors import (
     StoreBusy,
     StoreUnavailable,
 )
+from projections.tablestore import TableStoreUnavailable
 
 
 @pytest.mark.parametrize(("error", "exit_status", "reply"), [
@@ -33,6 +34,7 @@ from domain.errors import (
     (InvalidCommand("account: 'x' is not an e-mail address"), 67, "553 5.1.3"),
     (StoreBusy("event store busy: database is locked"), 75, "451 4.3.0"),
     (StoreUnavailable("d: no letterlog store here"), 75, "451 4.3.2"),
+    (TableStoreUnavailable("HBase Thrift server at h:9090 is unreachable"), 75, "451 4.3.2"),
     (OSError(errno.ENOSPC, "No space left on device"), 75, "452 4.3.1"),
     (sqlite3.OperationalError("database or disk is full"), 75, "452 4.3.1"),
     (sqlite3.OperationalError("attempt to write a readonly database"), 75, "451 4.3.0"),

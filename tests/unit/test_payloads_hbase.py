@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from adapters.payloads.hbase import DOOMED, TABLE, HBasePayloadStore, chunk_column
+from adapters.payloads.hbase import DOOMED, MANIFEST, TABLE, HBasePayloadStore, chunk_column
 from adapters.tables.memory import InMemoryTableStore
 from projections.tablestore import Cells, Mutation, Put, TableStoreUnavailable
 from tests.contracts.payload_contract import FakeClock
@@ -109,3 +109,28 @@ def test_an_outage_of_the_table_store_is_its_typed_error() -> None:
     store = store_on(Down())
     with pytest.raises(TableStoreUnavailable, match="unreachable"):
         store.put(b"a payload over the inline limit")
+
+
+class DiesBeforeTheManifest(InMemoryTableStore):
+    """The writer's process dies between its chunk calls and its manifest."""
+
+    def apply(self, mutations: Iterable[Mutation]) -> None:
+        batch = list(mutations)
+        if any(isinstance(m, Put) and m.column == MANIFEST for m in batch):
+            raise SystemExit("killed")
+        super().apply(batch)
+
+
+def test_the_chunks_of_a_write_that_died_are_collected_after_the_grace_period() -> None:
+    tables, clock = DiesBeforeTheManifest(), FakeClock()
+    store = store_on(tables, clock)
+    data = bytes(range(256)) * 2  # 32 chunks: two calls of chunks before the manifest
+    with pytest.raises(SystemExit):
+        store.put(data)
+    sha = hashlib.sha256(data).hexdigest()
+    assert not store.exists(sha)  # never visible
+    assert list(store.list()) == [(sha, 0, clock.now)]  # but named, from when it began
+    assert store.delete_unless_touched(sha, clock.now - 1) is None  # within the grace
+    clock.now += 60
+    assert store.delete_unless_touched(sha, clock.now) == 0
+    assert list(tables.scan(TABLE)) == []  # no chunk left

@@ -31,7 +31,8 @@ VIEW = MessageView(sender="ada@example.org", subject="Invoice 12", names=("PO-1.
 def book(*rules: tuple[str, dict[str, Any]]) -> RuleBook:
     b = RuleBook.start()
     for name, terms in rules:
-        b.create(name, uuid4(), rule_spec(name, MATCHER, application=HOOK, **terms), "s")
+        b.create(name, uuid4(), rule_spec(name, MATCHER, application=HOOK, **terms),
+                 "a-secret-of-16-or-more")
     return b
 
 

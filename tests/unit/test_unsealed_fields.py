@@ -116,7 +116,9 @@ UNSEALED: dict[tuple[str, str], str] = {
        for cls, names in (("RuleCreated", ("name", "rule_id", "spec", "secret")),
                           ("RuleChanged", ("name", "rule_id", "spec")),
                           ("RuleEnabled", ("name", "rule_id", "enabled")),
-                          ("RuleDeleted", ("name", "rule_id"))) for name in names},
+                          ("RuleDeleted", ("name", "rule_id")),
+                          ("SecretRotated", ("name", "rule_id", "secret")))
+       for name in names},
     **{("domain.rules:RuleEvent.Raised", name): kind for name, kind in (
         ("account_id", ID), ("message_id", ID), ("mailbox_id", ID), ("mailbox", MAILBOX_NAME),
         ("uid", NUMBER), ("trigger", ENUM), ("rule", RULE), ("rule_id", ID),

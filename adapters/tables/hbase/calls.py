@@ -19,8 +19,9 @@ import importlib
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from queue import Empty, SimpleQueue
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import happybase
 from tenacity import (
@@ -39,6 +40,9 @@ from projections.tablestore import (
     TableStoreUnavailable,
     UnknownFamily,
 )
+
+if TYPE_CHECKING:
+    from adapters.tables.hbase.schema import TableInfo
 
 # happybase registers its Thrift1 IDL (thriftpy2) as the module ``Hbase_thrift`` on import.
 thrift1: Any = importlib.import_module("Hbase_thrift")
@@ -102,7 +106,45 @@ def first_line(text: str) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else "(no message)"
 
 
-class HBaseCalls:
+class HBaseParts:
+    """What every part of ``HBaseTableStore`` (``store.py``) works on: the store sets these
+    attributes; the parts (calls, schema, reads, writes) are mixed into it and use each
+    other's steps (named here for the type checker only)."""
+
+    host: str
+    port: int
+    thrift2_port: int | None
+    table_prefix: str
+    _physical_prefix: bytes
+    _timeout_ms: int
+    _retries: int
+    _retry_deadline: float
+    _write_concurrency: int
+    _acquire_timeout: float
+    _thrift2_batch_cells: int
+    _lock: threading.Lock
+    _tables: dict[str, TableInfo]
+    _executor: ThreadPoolExecutor | None
+    _closed: bool
+    _pool: happybase.ConnectionPool | None
+    _t2: Any
+    _clients2: Thrift2Clients | None
+
+    if TYPE_CHECKING:
+        def _where(self, *, thrift2: bool = False) -> str: ...
+
+        def _call(self, op: str, fn: Callable[[Any], R], table: str | None = None) -> R: ...
+
+        def _call2(self, op: str, fn: Callable[[Any], R], table: str) -> R: ...
+
+        def _forget(self, name: str) -> None: ...
+
+        def _table(self, name: str) -> TableInfo: ...
+
+        def table_exists(self, name: str) -> bool: ...
+
+
+class HBaseCalls(HBaseParts):
     """Runs Thrift calls with retries and maps HBase's answers to the port's errors
     (used by the other parts of ``HBaseTableStore``)."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from adapters.tables.hbase.calls import thrift1
+from adapters.tables.hbase.calls import HBaseParts, thrift1
 from adapters.tables.hbase.schema import TableInfo
 from projections.tablestore import (
     Cells,
@@ -30,7 +30,7 @@ _FIRST_PAGE = 128
 _MAX_PAGE = 1024
 
 
-class HBaseReads:
+class HBaseReads(HBaseParts):
     """Row reads and paged scans (Thrift1)."""
 
     def _columns(self, table: TableInfo, columns: Sequence[bytes] | None) -> list[bytes] | None:

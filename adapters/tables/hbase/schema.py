@@ -26,9 +26,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
+from operator import methodcaller
 from typing import Any
 
-from adapters.tables.hbase.calls import error_message, thrift1
+from adapters.tables.hbase.calls import HBaseParts, error_message, thrift1
 from projections.tablestore import TableSpec, TableSpecConflict, family_of, validate_table_name
 
 SALT_SPLIT_KEYS: tuple[bytes, ...] = tuple(bytes([salt]) for salt in range(1, 128))
@@ -56,7 +58,7 @@ class TableInfo:
     families: frozenset[bytes]
 
 
-class HBaseSchema:
+class HBaseSchema(HBaseParts):
     """Logical table names to HBase tables, and table DDL (Thrift1)."""
 
     def _physical(self, name: str) -> bytes:
@@ -166,7 +168,7 @@ class HBaseSchema:
 
         for name in names:
             physical = self._physical(name)
-            self._call2("modifyTable", lambda c, p=physical: reopen(c, p), name)
+            self._call2("modifyTable", partial(reopen, physical=physical), name)
         return True
 
     def major_compact(self, names: Iterable[str]) -> None:
@@ -176,7 +178,7 @@ class HBaseSchema:
         (``flush`` first)."""
         for name in names:
             physical = self._physical(name)
-            self._call("majorCompact", lambda c, p=physical: c.majorCompact(p), name)
+            self._call("majorCompact", methodcaller("majorCompact", physical), name)
 
     def drop_table(self, name: str) -> None:
         physical = self._physical(name)

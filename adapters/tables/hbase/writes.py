@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.tables.hbase.calls import thrift1
+from adapters.tables.hbase.calls import HBaseParts, thrift1
 from adapters.tables.hbase.schema import TableInfo
 from projections.tablestore import (
     DeleteColumn,
@@ -92,7 +92,7 @@ class _Call2:
     items: list[Any] = field(default_factory=list)
 
 
-class HBaseWrites:
+class HBaseWrites(HBaseParts):
     """``apply``: a batch reduced, planned into calls and sent over the pool."""
 
     def apply(self, mutations: Iterable[Mutation]) -> None:
