@@ -66,6 +66,11 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                  rights: Annotated[bool, typer.Option(
                      "--rights", help="instead: single deliveries into a shared mailbox as the "
                      "administrator and as a user with lri (what the rights check costs)")
+                 ] = False,
+                 hosts: Annotated[bool, typer.Option(
+                     "--hosts", help="instead: single deliveries on the scale-out path (the "
+                     "log, the key cluster, HBase) from one application host and from two at "
+                     "once, same run (throw-away servers; default --messages 1000)")
                  ] = False) -> None:
     """Deliveries/s (single command and batched import) vs raw SQLite, same durability;
     with --peer dovecot also import, LMTP servers (one and four connections), one lda
@@ -74,6 +79,14 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     one (docs/permissions.md)."""
     from adapters.bench.ingest import bench_ingest as run
 
+    if hosts:
+        from adapters.bench.hosts import bench_hosts
+
+        if peer is not None or rules is not None or key_store or scale_out or rights:
+            fail("--hosts: not with --peer, --rules, --key-store, --scale-out or --rights")
+        _bench(bench_hosts(1000 if messages == 5000 else messages, plot=plot,
+                           progress=lambda line: typer.echo(line, err=True)), as_json)
+        return
     if rights:
         from adapters.bench.rights import bench_rights_ingest
 
