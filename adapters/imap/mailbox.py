@@ -1,0 +1,77 @@
+"""A selected mailbox as one IMAP session sees it: its messages in UID order (message
+sequence numbers are positions in that order), each one's flags and MODSEQ, and what
+changed since the session last looked (EXISTS, EXPUNGE, FETCH FLAGS updates)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+
+@dataclass
+class Entry:
+    uid: int
+    message_id: UUID
+    flags: frozenset[str]
+    modseq: int
+    size: int
+    internal_date: datetime
+
+
+@dataclass
+class Selected:
+    account: str
+    name: str          # the store's mailbox name
+    path: str          # the client's name for it
+    readonly: bool
+    uidvalidity: int
+    uidnext: int = 1
+    highestmodseq: int = 0
+    rights: str = ""
+    uids: list[int] = field(default_factory=list)
+    entries: dict[int, Entry] = field(default_factory=dict)
+    head: int = -1     # the log position the listing was read at
+
+    def seq_of(self, uid: int) -> int:
+        from bisect import bisect_left
+
+        i = bisect_left(self.uids, uid)
+        return i + 1 if i < len(self.uids) and self.uids[i] == uid else 0
+
+    def exists(self) -> int:
+        return len(self.uids)
+
+    def update(self, listing: list[Any]) -> tuple[list[int], int, list[int]]:
+        """Takes a new listing: the sequence numbers to report expunged (in the order to
+        send them), the new EXISTS count (0: unchanged) and the UIDs whose flags changed."""
+        now = {m.uid: m for m in listing}
+        expunged: list[int] = []
+        kept: list[int] = []
+        for uid in self.uids:
+            if uid in now:
+                kept.append(uid)
+            else:
+                expunged.append(len(kept) + 1)  # its sequence number once those before went
+                self.entries.pop(uid, None)
+        changed: list[int] = []
+        for uid in kept:
+            m, e = now[uid], self.entries[uid]
+            flags = frozenset(m.flags)
+            if flags != e.flags or m.modseq != e.modseq:
+                if flags != e.flags:
+                    changed.append(uid)
+                e.flags, e.modseq = flags, m.modseq
+        last = kept[-1] if kept else 0
+        new = sorted(uid for uid in now if uid > last and uid not in self.entries)
+        for uid in new:
+            self.entries[uid] = entry(now[uid])
+        self.uids = kept + new
+        return expunged, (len(self.uids) if new else 0), changed
+
+
+def entry(m: Any) -> Entry:
+    when = datetime.fromisoformat(m.internal_date) if isinstance(m.internal_date, str) \
+        else m.internal_date
+    return Entry(m.uid, m.message_id, frozenset(m.flags), m.modseq, m.size, when)

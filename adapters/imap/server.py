@@ -1,0 +1,162 @@
+"""The IMAP server: listening (plain with STARTTLS, and implicit TLS), logging users in
+against the user directory, and watching the log for changes.
+
+One store (the administrator's, opened by the entry point) serves every session; each
+session acts through ``store.as_user(user)``. Every call on the store runs on one thread
+(``call``): the store's connections stay on the thread that opened them, and the sessions'
+protocol work stays on the event loop. A watcher reads the log's last position every
+``WATCH_SECONDS``; when it moves (a delivery by lmtp, a command of another process or host)
+the read models catch up once and every IDLE session is woken, so a change anywhere reaches
+an idling client within about a second, at one cheap query per server, not per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import ssl
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from adapters.imap.session import Session
+
+log = logging.getLogger("letterlog.imap")
+
+WATCH_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class Options:
+    listen: tuple[str, int] | None
+    listen_tls: tuple[str, int] | None = None
+    tls_context: ssl.SSLContext | None = None
+    plaintext_auth: bool = False
+    failure_delay: float = 2.0
+    max_command: int = 64 << 20
+
+
+class Server:
+    def __init__(self, store: Any, directory: Any, options: Options) -> None:
+        self.store = store
+        self.directory = directory
+        self.options = options
+        self.tls_context = options.tls_context
+        self.plaintext_auth = options.plaintext_auth
+        self.max_command = options.max_command
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="letterlog-imap-store")
+        self.auth_executor = ThreadPoolExecutor(4, thread_name_prefix="letterlog-imap-auth")
+        self.changed = asyncio.Event()
+        self._caught_up = -1
+        self.sessions: set[asyncio.Task[Any]] = set()
+        self.ports: list[int] = []
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, partial(fn, *args, **kwargs))
+
+    def catch_up(self) -> int:
+        """On the store's thread: the log's last position, the read models caught up to it."""
+        head = int(self.store.max_position())
+        if head != self._caught_up:
+            self.store.catch_up()
+            self._caught_up = head
+        return head
+
+    async def authenticate(self, user: str, password: str, peer: str) -> Any:
+        """The store acting as ``user`` if the directory accepts the password, else None
+        after ``failure_delay`` seconds (logged with the user name and the peer, never the
+        password)."""
+        loop = asyncio.get_running_loop()
+        try:
+            found = await loop.run_in_executor(self.auth_executor, self.directory.authenticate,
+                                               user, password)
+        except Exception as error:  # noqa: BLE001 - a directory down: a failed login, logged
+            log.warning("imap: login of %r from %s: the directory failed: %s", user, peer,
+                        error)
+            found = None
+        if found is None:
+            log.warning("imap: login failed for %r from %s", user, peer)
+            await asyncio.sleep(self.options.failure_delay)
+            return None
+        log.info("imap: %s logged in from %s", found.name, peer)
+        return await self.call(self.store.as_user, found.name, found.groups)
+
+    async def watch(self) -> None:
+        last = await self.call(self.catch_up)
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            try:
+                head = await self.call(self.catch_up)
+            except Exception as error:  # noqa: BLE001 - keep watching through an outage
+                log.warning("imap: reading the log's position failed: %s", error)
+                continue
+            if head != last:
+                last = head
+                self.changed.set()
+                self.changed = asyncio.Event()
+
+    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       tls: bool) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.sessions.add(task)
+        try:
+            await Session(self, reader, writer, tls=tls).run()
+        except Exception:
+            log.exception("imap: a session failed")
+        finally:
+            self.sessions.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def serve(self, ready: Callable[[list[int]], None] | None = None) -> None:
+        servers = []
+        limit = 1 << 20
+        if self.options.listen is not None:
+            host, port = self.options.listen
+            servers.append(await asyncio.start_server(
+                lambda r, w: self._session(r, w, False), host, port, limit=limit))
+        if self.options.listen_tls is not None:
+            host, port = self.options.listen_tls
+            servers.append(await asyncio.start_server(
+                lambda r, w: self._session(r, w, True), host, port, ssl=self.tls_context,
+                limit=limit))
+        self.ports = [s.sockets[0].getsockname()[1] for s in servers]
+        watcher = asyncio.ensure_future(self.watch())
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        log.warning("imap: listening on %s", ", ".join(
+            f"{s.sockets[0].getsockname()[0]}:{p}" for s, p in zip(servers, self.ports,
+                                                                     strict=True)))
+        if ready is not None:
+            ready(self.ports)
+        try:
+            await stop.wait()
+        finally:
+            for s in servers:
+                s.close()
+            watcher.cancel()
+            for task in list(self.sessions):
+                task.cancel()
+            await asyncio.gather(*self.sessions, return_exceptions=True)
+            self.executor.shutdown(wait=True)
+            self.auth_executor.shutdown(wait=False, cancel_futures=True)
+
+
+def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def run(store: Any, directory: Any, options: Options) -> None:
+    asyncio.run(Server(store, directory, options).serve(
+        lambda ports: print(f"letterlog imap: listening on port(s) "
+                            f"{', '.join(map(str, ports))}", flush=True)))

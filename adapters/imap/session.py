@@ -1,0 +1,910 @@
+"""One IMAP connection (RFC 3501 and the extensions in ``CAPABILITIES``): its states
+(not authenticated, authenticated, selected), its commands, and its selected mailbox.
+
+After LOGIN / AUTHENTICATE the session holds the store acting as the user (a
+``CallerView``, ``Letterlog.as_user``): every command goes through it, so every right and
+the user's virtual root apply as they do to ``letterlog --as USER``. Store calls run on the
+server's store thread (``Server.call``); the protocol runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from adapters.imap import mime
+from adapters.imap.mailbox import Entry, Selected, entry
+from adapters.imap.search import SearchError, Searcher, parse_search
+from adapters.imap.wire import (
+    LITERAL_AT_END,
+    Atom,
+    BadCommand,
+    String,
+    Token,
+    astring_out,
+    in_set,
+    literal,
+    nstring,
+    plist,
+    sequence_set,
+    tokens,
+)
+from domain.errors import (
+    InvalidCommand,
+    LetterlogError,
+    MailboxExists,
+    MailboxNotFound,
+    MessageNotFound,
+    NotFound,
+    PermissionDenied,
+    QuotaExceeded,
+)
+
+if TYPE_CHECKING:
+    from adapters.imap.server import Server
+
+log = logging.getLogger("letterlog.imap")
+
+SYSTEM_FLAGS = ("\\Answered", "\\Flagged", "\\Deleted", "\\Seen", "\\Draft")
+MAX_LINE = 64 * 1024
+ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\Junk",
+         "archive": "\\Archive"}
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+ANSWERED = "answered"
+"""A handler's result when it has sent its tagged reply itself (STARTTLS)."""
+
+
+class No(Exception):
+    """A command that failed: answered ``NO`` (``code``: an RFC 5530 response code)."""
+
+    def __init__(self, text: str, code: str = "") -> None:
+        super().__init__(text)
+        self.code = code
+
+
+def imap_date(when: datetime) -> str:
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    off = int(when.utcoffset().total_seconds() // 60)  # type: ignore[union-attr]
+    sign = "+" if off >= 0 else "-"
+    return (f"{when.day:02d}-{MONTHS[when.month - 1]}-{when.year:04d} "
+            f"{when:%H:%M:%S} {sign}{abs(off) // 60:02d}{abs(off) % 60:02d}")
+
+
+_DATE_TIME = re.compile(r"^\s?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)$")
+
+
+def parse_date_time(text: str) -> datetime:
+    from datetime import timedelta, timezone
+
+    m = _DATE_TIME.match(text)
+    if not m or m.group(2).title() not in MONTHS:
+        raise BadCommand(f"invalid date-time {text!r}")
+    off = (int(m.group(8)) * 60 + int(m.group(9))) * (-1 if m.group(7) == "-" else 1)
+    return datetime(int(m.group(3)), MONTHS.index(m.group(2).title()) + 1, int(m.group(1)),
+                    int(m.group(4)), int(m.group(5)), int(m.group(6)),
+                    tzinfo=timezone(timedelta(minutes=off)))
+
+
+def _text(token: Token) -> str:
+    if isinstance(token, Atom):
+        return token.value
+    if isinstance(token, String):
+        return token.text()
+    raise BadCommand("expected a string")
+
+
+def _mailbox_name(token: Token) -> str:
+    name = _text(token)
+    if name.upper() == "INBOX":
+        return "INBOX"
+    from adapters.imap.utf7 import decode
+
+    try:
+        return decode(name)
+    except ValueError:
+        raise BadCommand(f"mailbox name {name!r} is not modified UTF-7") from None
+
+
+class Session:
+    def __init__(self, server: Server, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter, *, tls: bool) -> None:
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.tls = tls
+        self.peer = str((writer.get_extra_info("peername") or ("?",))[0])
+        self.user: str | None = None
+        self.caller: Any = None
+        self.selected: Selected | None = None
+        self.condstore = False
+        self.parsed: OrderedDict[tuple[int, int], mime.Part] = OrderedDict()
+
+    # -- the connection ---------------------------------------------------------------------
+    def capabilities(self) -> str:
+        caps = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE",
+                "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE"]
+        if self.user is None:
+            if not self.tls and self.server.tls_context is not None:
+                caps.append("STARTTLS")
+            if self.tls or self.server.plaintext_auth:
+                caps += ["AUTH=PLAIN"]
+            else:
+                caps.append("LOGINDISABLED")
+        return " ".join(caps)
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def untagged(self, line: str | bytes) -> None:
+        await self.send(b"* " + (line.encode() if isinstance(line, str) else line) + b"\r\n")
+
+    async def run(self) -> None:
+        await self.untagged(f"OK [CAPABILITY {self.capabilities()}] letterlog ready")
+        try:
+            while True:
+                try:
+                    segments = await self.read_command()
+                except BadCommand as bad:
+                    await self.untagged(f"BAD {bad}")
+                    continue
+                if segments is None:
+                    return
+                if not await self.dispatch(segments):
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            return
+        finally:
+            self.writer.close()
+
+    async def read_command(self) -> list[bytes] | None:
+        segments: list[bytes] = []
+        total = 0
+        while True:
+            line = await self.reader.readline()
+            if not line:
+                return None
+            if not line.endswith(b"\n"):
+                raise BadCommand("line too long")
+            segments.append(line)
+            m = LITERAL_AT_END.search(line)
+            if not m:
+                return segments
+            size = int(m.group(1))
+            total += size
+            if total > self.server.max_command:
+                raise BadCommand("literal too large")
+            if not m.group(2):
+                await self.send(b"+ OK\r\n")
+            segments.append(await self.reader.readexactly(size))
+
+    async def dispatch(self, segments: list[bytes]) -> bool:
+        tag = "*"
+        try:
+            toks = tokens(segments)
+            if not toks or not isinstance(toks[0], Atom):
+                raise BadCommand("no tag")
+            tag = toks[0].value
+            if len(toks) < 2 or not isinstance(toks[1], Atom):
+                raise BadCommand("no command")
+            name, args = toks[1].upper(), toks[2:]
+            if name == "UID" and args and isinstance(args[0], Atom):
+                name, args = "UID " + args[0].upper(), args[1:]
+            handler = self.handler(name)
+            if handler is None:
+                raise BadCommand(f"unknown command or not in this state: {name}")
+            result = await handler(tag, args)
+            if result is False:
+                return False
+            if result is ANSWERED:
+                return True
+            await self.send(f"{tag} OK {result or name + ' completed'}\r\n".encode())
+        except BadCommand as bad:
+            await self.send(f"{tag} BAD {bad}\r\n".encode())
+        except No as no:
+            code = f"[{no.code}] " if no.code else ""
+            await self.send(f"{tag} NO {code}{_one_line(str(no))}\r\n".encode())
+        except (ConnectionError, asyncio.IncompleteReadError):
+            raise
+        except Exception:
+            log.exception("imap: %s failed for %s", tag, self.user)
+            await self.send(f"{tag} NO [SERVERBUG] internal error; see the server's log\r\n"
+                            .encode())
+        return True
+
+    def handler(self, name: str) -> Callable[[str, list[Token]], Awaitable[Any]] | None:
+        anywhere = {"CAPABILITY", "NOOP", "LOGOUT", "ID"}
+        unauth = {"LOGIN", "AUTHENTICATE", "STARTTLS"}
+        auth = {"SELECT", "EXAMINE", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE",
+                "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE"}
+        selected = {"CHECK", "CLOSE", "UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY",
+                    "MOVE", "UID FETCH", "UID STORE", "UID SEARCH", "UID COPY", "UID MOVE",
+                    "UID EXPUNGE"}
+        allowed = anywhere | (unauth if self.user is None else auth)
+        if self.selected is not None:
+            allowed |= selected
+        if name not in allowed:
+            return None
+        return getattr(self, "cmd_" + name.replace(" ", "_").lower(), None)
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn`` on the store's thread; the store's refusals become NO."""
+        try:
+            return await self.server.call(fn, *args, **kwargs)
+        except PermissionDenied as e:
+            raise No(str(e), "NOPERM") from None
+        except (MailboxNotFound, MessageNotFound) as e:
+            raise No(str(e), "NONEXISTENT") from None
+        except MailboxExists as e:
+            raise No(str(e), "ALREADYEXISTS") from None
+        except QuotaExceeded as e:
+            raise No(str(e), "OVERQUOTA") from None
+        except (InvalidCommand, NotFound) as e:
+            raise No(str(e), "CANNOT") from None
+        except LetterlogError as e:
+            raise No(str(e)) from None
+
+    # -- any state --------------------------------------------------------------------------
+    async def cmd_capability(self, tag: str, args: list[Token]) -> str:
+        await self.untagged(f"CAPABILITY {self.capabilities()}")
+        return "CAPABILITY completed"
+
+    async def cmd_noop(self, tag: str, args: list[Token]) -> str:
+        await self.report()
+        return "NOOP completed"
+
+    async def cmd_check(self, tag: str, args: list[Token]) -> str:
+        await self.report()
+        return "CHECK completed"
+
+    async def cmd_logout(self, tag: str, args: list[Token]) -> bool:
+        await self.untagged("BYE logging out")
+        await self.send(f"{tag} OK LOGOUT completed\r\n".encode())
+        return False
+
+    async def cmd_id(self, tag: str, args: list[Token]) -> str:
+        await self.untagged('ID ("name" "letterlog")')
+        return "ID completed"
+
+    # -- not authenticated ------------------------------------------------------------------
+    async def cmd_starttls(self, tag: str, args: list[Token]) -> str:
+        if self.tls or self.server.tls_context is None:
+            raise BadCommand("STARTTLS is not available")
+        await self.send(f"{tag} OK begin TLS negotiation now\r\n".encode())
+        await self.writer.start_tls(self.server.tls_context)  # type: ignore[attr-defined]
+        self.tls = True
+        return ANSWERED
+
+    async def cmd_login(self, tag: str, args: list[Token]) -> str:
+        if len(args) != 2:
+            raise BadCommand("LOGIN takes a user name and a password")
+        return await self.login(_text(args[0]), _text(args[1]))
+
+    async def cmd_authenticate(self, tag: str, args: list[Token]) -> str:
+        if not args or not isinstance(args[0], Atom):
+            raise BadCommand("AUTHENTICATE needs a mechanism")
+        if args[0].upper() != "PLAIN":
+            raise No("unsupported authentication mechanism", "CANNOT")
+        if len(args) > 1:
+            answer = _text(args[1]).encode()
+        else:
+            await self.send(b"+ \r\n")
+            answer = (await self.reader.readline()).strip()
+        if answer == b"*":
+            raise BadCommand("authentication cancelled")
+        try:
+            decoded = base64.b64decode(answer, validate=True) if answer != b"=" else b""
+            _authz, user, password = decoded.split(b"\0")
+        except ValueError:
+            raise BadCommand("invalid SASL PLAIN response") from None
+        return await self.login(user.decode("utf-8", "replace"),
+                                password.decode("utf-8", "replace"))
+
+    async def login(self, user: str, password: str) -> str:
+        if not (self.tls or self.server.plaintext_auth):
+            raise No("plaintext authentication is disabled until STARTTLS", "PRIVACYREQUIRED")
+        caller = await self.server.authenticate(user, password, self.peer)
+        if caller is None:
+            raise No("authentication failed", "AUTHENTICATIONFAILED")
+        self.caller, self.user = caller, caller.user
+        return f"[CAPABILITY {self.capabilities()}] logged in"
+
+    # -- authenticated ----------------------------------------------------------------------
+    async def cmd_namespace(self, tag: str, args: list[Token]) -> str:
+        await self.untagged('NAMESPACE (("" "/")) NIL (("shared/" "/"))')
+        return "NAMESPACE completed"
+
+    async def cmd_enable(self, tag: str, args: list[Token]) -> str:
+        enabled = [a.upper() for a in args if isinstance(a, Atom)
+                   and a.upper() in ("CONDSTORE",)]
+        if enabled:
+            self.condstore = True
+        await self.untagged("ENABLED" + "".join(" " + e for e in enabled))
+        return "ENABLE completed"
+
+    def resolve(self, name: str) -> tuple[str, str]:
+        try:
+            return self.caller.resolve(name)  # type: ignore[no-any-return]
+        except MailboxNotFound as e:
+            raise No(str(e), "NONEXISTENT") from None
+
+    async def cmd_select(self, tag: str, args: list[Token], readonly: bool = False) -> str:
+        if self.selected is not None:
+            self.selected = None
+            await self.untagged("OK [CLOSED] previous mailbox closed")
+        params = args[1] if len(args) > 1 and isinstance(args[1], list) else []
+        if any(isinstance(p, Atom) and p.upper() == "CONDSTORE" for p in params):
+            self.condstore = True
+        path = _mailbox_name(args[0]) if args else ""
+        if not path:
+            raise BadCommand("SELECT needs a mailbox")
+        account, name = self.resolve(path)
+        status, rights = await self.call(self._open, account, name)
+        writable = not readonly and bool(set(rights) & set("swtedi"))
+        sel = Selected(account, name, path, not writable, status["uidvalidity"],
+                       rights=rights)
+        await self.call(self._sync, sel)
+        self.selected = sel
+        self.parsed.clear()
+        flags = " ".join(SYSTEM_FLAGS)
+        await self.untagged(f"FLAGS ({flags})")
+        await self.untagged(f"{sel.exists()} EXISTS")
+        await self.untagged("0 RECENT")
+        unseen = next((i + 1 for i, uid in enumerate(sel.uids)
+                       if "\\Seen" not in sel.entries[uid].flags), 0)
+        if unseen:
+            await self.untagged(f"OK [UNSEEN {unseen}] first unseen")
+        permanent = self._permanent(sel)
+        await self.untagged(f"OK [PERMANENTFLAGS ({permanent})] flags the user may keep")
+        await self.untagged(f"OK [UIDVALIDITY {sel.uidvalidity}] UIDs valid")
+        await self.untagged(f"OK [UIDNEXT {sel.uidnext}] predicted next UID")
+        await self.untagged(f"OK [HIGHESTMODSEQ {max(sel.highestmodseq, 1)}] highest")
+        return f"[{'READ-ONLY' if sel.readonly else 'READ-WRITE'}] selected"
+
+    @staticmethod
+    def _permanent(sel: Selected) -> str:
+        if sel.readonly:
+            return ""
+        out = []
+        if "s" in sel.rights:
+            out.append("\\Seen")
+        if "t" in sel.rights:
+            out.append("\\Deleted")
+        if "w" in sel.rights:
+            out += ["\\Answered", "\\Flagged", "\\Draft", "\\*"]
+        return " ".join(out)
+
+    async def cmd_examine(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_select(tag, args, readonly=True)
+
+    def _open(self, account: str, name: str) -> tuple[dict[str, Any], str]:
+        self.server.catch_up()
+        status = self.caller.mailbox_status(account, name)
+        return status, self.caller.my_rights(account, name)
+
+    def _sync(self, sel: Selected) -> None:
+        """Reads the mailbox's listing into ``sel`` when the log has moved since."""
+        head = self.server.catch_up()
+        if head == sel.head:
+            return
+        listing = self.caller.messages(sel.account, sel.name, limit=1 << 31)
+        listing.reverse()
+        if sel.head < 0:
+            sel.uids = [m.uid for m in listing]
+            sel.entries = {m.uid: entry(m) for m in listing}
+        else:
+            sel.pending = sel.update(listing)  # type: ignore[attr-defined]
+        status = self.caller.mailbox_status(sel.account, sel.name)
+        sel.uidnext, sel.highestmodseq = status["uidnext"], status["highestmodseq"]
+        sel.head = head
+
+    async def report(self, *, expunges: bool = True) -> None:
+        """Untagged updates of the selected mailbox: what changed since the last look."""
+        sel = self.selected
+        if sel is None:
+            return
+        if not expunges and getattr(sel, "pending", None):
+            return
+        await self.call(self._sync, sel)
+        expunged, exists, changed = getattr(sel, "pending", None) or ([], 0, [])
+        sel.pending = None  # type: ignore[attr-defined]
+        for seq in expunged:
+            await self.untagged(f"{seq} EXPUNGE")
+        if exists:
+            await self.untagged(f"{exists} EXISTS")
+        for uid in changed:
+            seq = sel.seq_of(uid)
+            if seq:
+                await self.untagged(self._flags_line(sel, seq, sel.entries[uid], uid=True))
+
+    def _flags_line(self, sel: Selected, seq: int, e: Entry, *, uid: bool) -> str:
+        items = [f"FLAGS ({' '.join(sorted(e.flags))})"]
+        if uid:
+            items.append(f"UID {e.uid}")
+        if self.condstore:
+            items.append(f"MODSEQ ({e.modseq})")
+        return f"{seq} FETCH ({' '.join(items)})"
+
+    async def cmd_create(self, tag: str, args: list[Token]) -> str:
+        path = _mailbox_name(args[0]).rstrip("/") if args else ""
+        if not path:
+            raise BadCommand("CREATE needs a mailbox name")
+        if path == "INBOX":
+            raise No("INBOX exists", "ALREADYEXISTS")
+        account, name = self.resolve(path)
+        await self.call(self.caller.create_mailbox, account, name)
+        return "CREATE completed"
+
+    async def cmd_delete(self, tag: str, args: list[Token]) -> str:
+        path = _mailbox_name(args[0]) if args else ""
+        if path == "INBOX":
+            raise No("INBOX cannot be deleted", "CANNOT")
+        account, name = self.resolve(path)
+        if self.selected is not None and (self.selected.account, self.selected.name) == (
+                account, name):
+            self.selected = None
+        await self.call(self.caller.delete_mailbox, account, name)
+        return "DELETE completed"
+
+    async def cmd_rename(self, tag: str, args: list[Token]) -> str:
+        if len(args) != 2:
+            raise BadCommand("RENAME takes two mailbox names")
+        old, new = _mailbox_name(args[0]), _mailbox_name(args[1]).rstrip("/")
+        if old == "INBOX":
+            raise No("renaming INBOX is not supported yet", "CANNOT")
+        account, name = self.resolve(old)
+        new_account, new_name = self.resolve(new)
+        if new_account != account:
+            raise No("a mailbox cannot be renamed into another account", "CANNOT")
+        await self.call(self.caller.rename_mailbox, account, name, new_name)
+        return "RENAME completed"
+
+    async def cmd_subscribe(self, tag: str, args: list[Token]) -> str:
+        account, name = self.resolve(_mailbox_name(args[0]) if args else "")
+        await self.call(self.caller.subscribe, account, name)
+        return "SUBSCRIBE completed"
+
+    async def cmd_unsubscribe(self, tag: str, args: list[Token]) -> str:
+        account, name = self.resolve(_mailbox_name(args[0]) if args else "")
+        await self.call(self.caller.unsubscribe, account, name)
+        return "UNSUBSCRIBE completed"
+
+    async def cmd_list(self, tag: str, args: list[Token], lsub: bool = False) -> str:
+        select_opts: list[str] = []
+        if args and isinstance(args[0], list):  # LIST-EXTENDED selection options
+            select_opts = [_text(a).upper() for a in args[0]]
+            args = args[1:]
+        if len(args) < 2:
+            raise BadCommand("LIST takes a reference and a pattern")
+        ref = _text(args[0])
+        patterns = [_text(p) for p in args[1]] if isinstance(args[1], list) else [_text(args[1])]
+        return_opts = []
+        if len(args) > 3 and isinstance(args[2], Atom) and args[2].upper() == "RETURN":
+            return_opts = [_text(a).upper() for a in args[3]] if isinstance(args[3], list) else []
+        word = "LSUB" if lsub else "LIST"
+        if patterns == [""]:
+            await self.untagged(f'{word} (\\Noselect) "/" ""')
+            return f"{word} completed"
+        rows = await self.call(self._list_rows, lsub or "SUBSCRIBED" in select_opts)
+        names = {r["path"] for r in rows}
+        out: list[tuple[str, list[str]]] = []
+        seen: set[str] = set()
+        for pattern in patterns:
+            regex = _pattern(ref + pattern if not pattern.upper().startswith("INBOX")
+                             else pattern)
+            for row in rows:
+                path = row["path"]
+                if path in seen or not regex.match(path if path != "INBOX" else "INBOX"):
+                    continue
+                seen.add(path)
+                attrs = []
+                if row.get("noselect"):
+                    attrs.append("\\Noselect")
+                if not lsub:
+                    children = any(n.startswith(path + "/") for n in names)
+                    attrs.append("\\HasChildren" if children else "\\HasNoChildren")
+                    if row.get("role") in ROLES:
+                        attrs.append(ROLES[row["role"]])
+                    if row.get("subscribed") and "SUBSCRIBED" in (select_opts + return_opts):
+                        attrs.append("\\Subscribed")
+                out.append((path, attrs))
+            if lsub or "%" in pattern:  # a parent of a match that is not listed itself
+                for row_path in list(names):
+                    parts = row_path.split("/")
+                    for i in range(1, len(parts)):
+                        parent = "/".join(parts[:i])
+                        if parent not in seen and parent not in names and regex.match(parent):
+                            seen.add(parent)
+                            out.append((parent, ["\\Noselect"]))
+        for path, attrs in out:
+            from adapters.imap.utf7 import encode
+
+            name = path if path == "INBOX" else encode(path)
+            await self.untagged(f"{word} ({' '.join(attrs)}) \"/\" ".encode()
+                                + astring_out(name))
+        return f"{word} completed"
+
+    def _list_rows(self, subscribed_only: bool) -> list[dict[str, Any]]:
+        self.server.catch_up()
+        rows = self.caller.mailboxes()
+        if subscribed_only:
+            account, _ = self.caller.root()
+            subs: set[str] = set()
+            if account:
+                try:
+                    subs = set(self.caller.subscriptions(account))
+                except (PermissionDenied, NotFound):
+                    subs = set()
+            rows = [r for r in rows if r["name"] in subs and r["account"] == account]
+        return rows
+
+    async def cmd_lsub(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_list(tag, args, lsub=True)
+
+    async def cmd_status(self, tag: str, args: list[Token]) -> str:
+        if len(args) != 2 or not isinstance(args[1], list):
+            raise BadCommand("STATUS takes a mailbox and a list of items")
+        path = _mailbox_name(args[0])
+        account, name = self.resolve(path)
+        status, _ = await self.call(self._open, account, name)
+        values = {"MESSAGES": status["messages"], "RECENT": 0,
+                  "UIDNEXT": status["uidnext"], "UIDVALIDITY": status["uidvalidity"],
+                  "UNSEEN": status["unseen"], "HIGHESTMODSEQ": max(status["highestmodseq"], 1)}
+        items = []
+        for item in args[1]:
+            key = _text(item).upper()
+            if key not in values:
+                raise BadCommand(f"unknown STATUS item {key}")
+            items.append(f"{key} {values[key]}")
+        from adapters.imap.utf7 import encode
+
+        await self.untagged(b"STATUS " + astring_out(path if path == "INBOX" else
+                                                     encode(path))
+                            + f" ({' '.join(items)})".encode())
+        return "STATUS completed"
+
+    async def cmd_append(self, tag: str, args: list[Token]) -> str:
+        if len(args) < 2:
+            raise BadCommand("APPEND takes a mailbox and a message")
+        path = _mailbox_name(args[0])
+        rest = args[1:]
+        flags: list[str] = []
+        when: datetime | None = None
+        if rest and isinstance(rest[0], list):
+            flags = [_text(f) for f in rest[0]]
+            rest = rest[1:]
+        if len(rest) > 1 and isinstance(rest[0], String) and not rest[0].literal:
+            when = parse_date_time(rest[0].text())
+            rest = rest[1:]
+        if len(rest) != 1 or not isinstance(rest[0], String):
+            raise BadCommand("APPEND needs the message as a literal")
+        if any(f.lower() == "\\recent" for f in flags):
+            raise BadCommand("\\Recent cannot be set")
+        flags = [_flag_name(f) for f in flags]
+        account, name = self.resolve(path)
+        fields: dict[str, Any] = {"account": account, "mailbox": name,
+                                  "raw": rest[0].value, "flags": flags}
+        if when is not None:
+            fields["internal_date"] = when
+        try:
+            d = await self.call(self.caller.deliver, **fields)
+        except No as no:
+            if no.code == "NONEXISTENT":
+                no.code = "TRYCREATE"
+            raise
+        await self.report()
+        return f"[APPENDUID {d.uidvalidity} {d.uid}] APPEND completed"
+
+    async def cmd_idle(self, tag: str, args: list[Token]) -> str:
+        await self.send(b"+ idling\r\n")
+        await self.report()
+        line_task = asyncio.ensure_future(self.reader.readline())
+        try:
+            while True:
+                changed = asyncio.ensure_future(self.server.changed.wait())
+                done, _ = await asyncio.wait({line_task, changed}, timeout=30,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if changed not in done:
+                    changed.cancel()
+                if line_task in done:
+                    line = line_task.result()
+                    if not line:
+                        raise ConnectionError("client gone")
+                    if line.strip().upper() != b"DONE":
+                        raise BadCommand("expected DONE")
+                    return "IDLE terminated"
+                await self.report()
+        finally:
+            if not line_task.done():
+                line_task.cancel()
+
+    # -- selected -------------------------------------------------------------------------
+    async def cmd_close(self, tag: str, args: list[Token]) -> str:
+        sel = self.selected
+        assert sel is not None
+        if not sel.readonly and "e" in sel.rights:
+            ids = [e.message_id for e in sel.entries.values() if "\\Deleted" in e.flags]
+            if ids:
+                await self.call(self.caller.expunge, ids)
+        self.selected = None
+        return "CLOSE completed"
+
+    async def cmd_unselect(self, tag: str, args: list[Token]) -> str:
+        self.selected = None
+        return "UNSELECT completed"
+
+    async def cmd_expunge(self, tag: str, args: list[Token], uids: str | None = None) -> str:
+        sel = self.selected
+        assert sel is not None
+        if sel.readonly:
+            raise No("the mailbox is read-only", "READ-ONLY")
+        await self.report()
+        ranges = sequence_set(uids, sel.uids[-1] if sel.uids else 0) if uids else None
+        ids = [e.message_id for e in sel.entries.values() if "\\Deleted" in e.flags
+               and (ranges is None or in_set(e.uid, ranges))]
+        if ids:
+            await self.call(self.caller.expunge, ids)
+        await self.report()
+        return "EXPUNGE completed"
+
+    async def cmd_uid_expunge(self, tag: str, args: list[Token]) -> str:
+        if not args:
+            raise BadCommand("UID EXPUNGE needs a UID set")
+        return await self.cmd_expunge(tag, [], uids=_text(args[0]))
+
+    def _targets(self, spec: str, by_uid: bool) -> list[tuple[int, int]]:
+        """(seq, uid) of the messages a set names, in order."""
+        sel = self.selected
+        assert sel is not None
+        if spec == "$":
+            raise BadCommand("no saved search result")
+        if by_uid:
+            ranges = sequence_set(spec, sel.uids[-1] if sel.uids else 0)
+            return [(i + 1, uid) for i, uid in enumerate(sel.uids) if in_set(uid, ranges)]
+        if not sel.uids:
+            raise BadCommand("no messages")
+        ranges = sequence_set(spec, len(sel.uids))
+        if any(high > len(sel.uids) for _, high in ranges):
+            raise BadCommand("invalid message sequence number")
+        return [(i + 1, uid) for i, uid in enumerate(sel.uids) if in_set(i + 1, ranges)]
+
+    async def cmd_search(self, tag: str, args: list[Token], by_uid: bool = False) -> str:
+        sel = self.selected
+        assert sel is not None
+        if not by_uid:
+            await self.report(expunges=False)
+        try:
+            query = parse_search(args, sel)
+        except SearchError as e:
+            raise BadCommand(str(e)) from None
+        searcher = Searcher(sel, lambda uid: self.call(self.message, uid))
+        found = await searcher.run(query)
+        numbers = [uid if by_uid else sel.seq_of(uid) for uid in found]
+        line = "SEARCH" + "".join(f" {n}" for n in numbers)
+        if query.uses_modseq and found:
+            line += f" (MODSEQ {max(sel.entries[u].modseq for u in found)})"
+        await self.untagged(line)
+        if by_uid:
+            await self.report()
+        return "SEARCH completed"
+
+    async def cmd_uid_search(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_search(tag, args, by_uid=True)
+
+    def message(self, uid: int) -> mime.Part:
+        """The message's structure, from its bytes (``body``: a preview read, refused as
+        ``extract`` refuses); the last few are kept."""
+        sel = self.selected
+        assert sel is not None
+        key = (sel.uidvalidity, uid)
+        if key in self.parsed:
+            self.parsed.move_to_end(key)
+            return self.parsed[key]
+        raw = b"".join(self.caller.body(sel.account, sel.name, uid))
+        part = mime.parse(raw)
+        self.parsed[key] = part
+        while len(self.parsed) > 16:
+            self.parsed.popitem(last=False)
+        return part
+
+    async def cmd_fetch(self, tag: str, args: list[Token], by_uid: bool = False) -> str:
+        from adapters.imap.fetch import FetchItems
+
+        sel = self.selected
+        assert sel is not None
+        if len(args) < 2:
+            raise BadCommand("FETCH takes a set and items")
+        if not by_uid:
+            await self.report(expunges=False)
+        items = FetchItems.parse(args[1], by_uid)
+        changedsince = None
+        if len(args) > 2 and isinstance(args[2], list):
+            mods = args[2]
+            for i, m in enumerate(mods):
+                if isinstance(m, Atom) and m.upper() == "CHANGEDSINCE" and i + 1 < len(mods):
+                    changedsince = int(_text(mods[i + 1]))
+                    self.condstore = True
+                    items.modseq = True
+        if items.modseq:
+            self.condstore = True
+        targets = self._targets(_text(args[0]), by_uid)
+        for seq, uid in targets:
+            e = sel.entries.get(uid)
+            if e is None or (changedsince is not None and e.modseq <= changedsince):
+                continue
+            line = await items.render(self, sel, seq, e)
+            await self.send(line)
+        if by_uid:
+            await self.report()
+        return "FETCH completed"
+
+    async def cmd_uid_fetch(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_fetch(tag, args, by_uid=True)
+
+    async def set_seen(self, sel: Selected, e: Entry) -> bool:
+        """FETCH BODY[...] (not PEEK) marks the message \\Seen where the user may."""
+        if sel.readonly or "\\Seen" in e.flags or "s" not in sel.rights:
+            return False
+        change = await self.call(self.caller.flag, e.message_id, ["\\Seen"], "add")
+        e.flags = e.flags | {"\\Seen"}
+        if change.modseq:
+            e.modseq = change.modseq
+        return True
+
+    async def cmd_store(self, tag: str, args: list[Token], by_uid: bool = False) -> str:
+        sel = self.selected
+        assert sel is not None
+        if len(args) < 3:
+            raise BadCommand("STORE takes a set, an item and flags")
+        if sel.readonly:
+            raise No("the mailbox is read-only", "READ-ONLY")
+        rest = args[1:]
+        unchangedsince = None
+        if isinstance(rest[0], list):
+            mods = rest[0]
+            if len(mods) == 2 and _text(mods[0]).upper() == "UNCHANGEDSINCE":
+                unchangedsince = int(_text(mods[1]))
+                self.condstore = True
+            rest = rest[1:]
+        item = _text(rest[0]).upper()
+        m = re.match(r"^([+-]?)FLAGS(\.SILENT)?$", item)
+        if not m:
+            raise BadCommand(f"unknown STORE item {item}")
+        values = rest[1] if isinstance(rest[1], list) else rest[1:]
+        flags = [_flag_name(_text(f)) for f in values]
+        if any(f.lower() == "\\recent" for f in flags):
+            raise BadCommand("\\Recent cannot be stored")
+        mode = {"+": "add", "-": "remove", "": "replace"}[m.group(1)]
+        silent = bool(m.group(2))
+        if not by_uid:
+            await self.report(expunges=False)
+        failed: list[int] = []
+        for seq, uid in self._targets(_text(args[0]), by_uid):
+            e = sel.entries[uid]
+            if unchangedsince is not None and e.modseq > unchangedsince:
+                failed.append(uid if by_uid else seq)
+                continue
+            new = _apply(e.flags, frozenset(flags), mode)
+            if new != e.flags:
+                try:
+                    change = await self.call(self.caller.flag, e.message_id, flags, mode)
+                except No as no:
+                    if no.code == "NONEXISTENT":  # expunged meanwhile
+                        continue
+                    raise
+                e.flags = new
+                if getattr(change, "modseq", 0):
+                    e.modseq = change.modseq
+            if not silent or (self.condstore and unchangedsince is not None):
+                await self.untagged(self._flags_line(sel, seq, e, uid=by_uid))
+        if by_uid:
+            await self.report()
+        if failed:
+            return f"[MODIFIED {','.join(map(str, failed))}] conditional STORE failed"
+        return "STORE completed"
+
+    async def cmd_uid_store(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_store(tag, args, by_uid=True)
+
+    async def cmd_copy(self, tag: str, args: list[Token], by_uid: bool = False,
+                       move: bool = False) -> str:
+        sel = self.selected
+        assert sel is not None
+        if len(args) != 2:
+            raise BadCommand("COPY takes a set and a mailbox")
+        targets = self._targets(_text(args[0]), by_uid)
+        account, name = self.resolve(_mailbox_name(args[1]))
+        if account != sel.account:
+            raise No("copying into another account's mailbox is not supported yet", "CANNOT")
+        try:
+            await self.call(self.caller.mailbox_status, account, name)
+        except No as no:
+            if no.code == "NONEXISTENT":
+                no.code = "TRYCREATE"
+            raise
+        source, dest = [], []
+        uidvalidity = 0
+        for _seq, uid in targets:
+            e = sel.entries[uid]
+            if move:
+                change = await self.call(self.caller.move, e.message_id, name)
+                extra = getattr(change, "extra", {}) or {}
+                new_uid, uidvalidity = extra.get("uid"), extra.get("uidvalidity", uidvalidity)
+            else:
+                d = await self.call(self.caller.copy, e.message_id, name)
+                new_uid, uidvalidity = d.uid, d.uidvalidity
+            if new_uid:
+                source.append(uid)
+                dest.append(int(new_uid))
+        code = ""
+        if source:
+            code = f"[COPYUID {uidvalidity} {_compact(source)} {_compact(dest)}] "
+        if move:
+            if code:
+                await self.untagged(f"OK {code.strip()} moved")
+            await self.report()
+            return "MOVE completed"
+        if by_uid:
+            await self.report()
+        return f"{code}COPY completed"
+
+    async def cmd_uid_copy(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_copy(tag, args, by_uid=True)
+
+    async def cmd_move(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_copy(tag, args, move=True)
+
+    async def cmd_uid_move(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_copy(tag, args, by_uid=True, move=True)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _flag_name(flag: str) -> str:
+    """A system flag in its usual spelling (``\\seen`` -> ``\\Seen``); keywords as given."""
+    if flag.startswith("\\"):
+        for f in SYSTEM_FLAGS:
+            if f.lower() == flag.lower():
+                return f
+        if flag.lower() == "\\recent":
+            return "\\Recent"
+        raise BadCommand(f"unknown system flag {flag}")
+    return flag
+
+
+def _apply(current: frozenset[str], change: frozenset[str], mode: str) -> frozenset[str]:
+    if mode == "add":
+        return current | change
+    if mode == "remove":
+        return current - change
+    return change
+
+
+def _compact(numbers: list[int]) -> str:
+    out: list[str] = []
+    start = prev = numbers[0]
+    for n in numbers[1:] + [0]:
+        if n == prev + 1:
+            prev = n
+            continue
+        out.append(f"{start}:{prev}" if prev != start else str(start))
+        start = prev = n
+    return ",".join(out)
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    regex = "".join(".*" if c == "*" else "[^/]*" if c == "%" else re.escape(c)
+                    for c in pattern)
+    if pattern.upper().startswith("INBOX"):
+        regex = "(?i:INBOX)" + regex[5:] if len(pattern) >= 5 else regex
+    return re.compile(f"^{regex}$")
