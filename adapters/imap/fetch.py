@@ -119,16 +119,16 @@ class FetchItems:
                 seen |= not item.peek
         if seen and await session.set_seen(sel, e) and not any(
                 i.name == "FLAGS" for i in self.items):
-            parts.append(_flags(e))
+            parts.append(_flags(sel, e))
         if any(i.name == "FLAGS" for i in self.items):
-            parts.insert(0, _flags(e))
+            parts.insert(0, _flags(sel, e))
         if self.modseq or session.condstore:
             parts.append(b"MODSEQ (%d)" % e.modseq)
         return b"* %d FETCH (" % seq + b" ".join(parts) + b")\r\n"
 
 
-def _flags(e: Entry) -> bytes:
-    return b"FLAGS (" + " ".join(sorted(e.flags)).encode() + b")"
+def _flags(sel: Selected, e: Entry) -> bytes:
+    return b"FLAGS (" + " ".join(sel.flags_of(e)).encode() + b")"
 
 
 _SECTION_OK = re.compile(r"^((\d+\.)*\d+(\.(HEADER|TEXT|MIME|HEADER\.FIELDS(\.NOT)?\s*\(.*\)))?|"

@@ -33,6 +33,20 @@ class Selected:
     uids: list[int] = field(default_factory=list)
     entries: dict[int, Entry] = field(default_factory=dict)
     head: int = -1     # the log position the listing was read at
+    recent: set[int] = field(default_factory=set)  # the UIDs recent to this session
+    keywords: set[str] = field(default_factory=set)  # announced in FLAGS
+    pending: tuple[list[int], int, list[int]] | None = None  # read, not yet reported
+
+    def flags_of(self, e: Entry) -> list[str]:
+        return sorted(e.flags | ({"\\Recent"} if e.uid in self.recent else set()))
+
+    def new_keywords(self) -> bool:
+        """Whether the messages' keywords include some not announced yet (then they are)."""
+        used = {f for e in self.entries.values() for f in e.flags if not f.startswith("\\")}
+        if used <= self.keywords:
+            return False
+        self.keywords |= used
+        return True
 
     def seq_of(self, uid: int) -> int:
         from bisect import bisect_left

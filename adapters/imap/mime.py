@@ -244,15 +244,37 @@ _ADDR_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|\((?:[^()\\]|\\.)*\)|[<>@,;:]|[^\
                           re.S)
 
 
+Address = tuple[str | None, str | None, str | None, str | None]  # name, adl, mailbox, host
+
+
 def addresses(value: bytes | None) -> bytes:
     """An address list as IMAP's list of (name adl mailbox host); a group as
     (NIL NIL group NIL) ... (NIL NIL NIL NIL). Empty bytes when there is none."""
-    if not value:
+    found = parse_addresses(value)
+    if not found:
         return b""
-    toks = [t for t in _ADDR_TOKENS.findall(value) if not t.startswith(b"(")]
-    out: list[bytes] = []
+    return plist([plist([nstring(name), nstring(adl),
+                         b'""' if mailbox == "" else nstring(mailbox), nstring(host)])
+                  for name, adl, mailbox, host in found])
+
+
+def parse_addresses(value: bytes | None) -> list[Address]:
+    """RFC 5322 address lists, groups and obsolete routes included; a comment after an
+    address without a display name is its name (as Dovecot reads it)."""
+    if not value:
+        return []
+    all_toks = _ADDR_TOKENS.findall(value)
+    out: list[Address] = []
     i = 0
     group_open = False
+    toks = [t for t in all_toks if not t.startswith(b"(")]
+    comments_after: dict[int, bytes] = {}
+    k = -1
+    for t in all_toks:
+        if t.startswith(b"("):
+            comments_after.setdefault(k, t[1:-1])
+        else:
+            k += 1
     while i < len(toks):
         j = i
         while j < len(toks) and toks[j] not in (b",", b";", b":", b"<"):
@@ -260,33 +282,34 @@ def addresses(value: bytes | None) -> bytes:
         stop = toks[j] if j < len(toks) else b","
         words = toks[i:j]
         if stop == b":" and not group_open:
-            out.append(b"(NIL NIL " + nstring(_phrase(words)) + b" NIL)")
+            out.append((None, None, _phrase(words), None))
             group_open = True
             i = j + 1
             continue
         if stop == b"<":
-            k = toks.index(b">", j) if b">" in toks[j:] else len(toks)
-            inside = toks[j + 1:k]
+            end = toks.index(b">", j) if b">" in toks[j:] else len(toks)
+            inside = toks[j + 1:end]
             route = None
             if b":" in inside:
                 c = inside.index(b":")
                 route = b"".join(inside[:c]).decode("latin-1")
                 inside = inside[c + 1:]
-            name = _phrase(words) or None
-            out.append(_address(name, route, inside))
-            j = k + 1
+            out.append(_address(_phrase(words) or None, route, inside))
+            j = end + 1
             while j < len(toks) and toks[j] not in (b",", b";"):
                 j += 1
             stop = toks[j] if j < len(toks) else b","
         elif words:
-            out.append(_address(None, None, words))
+            comment = comments_after.get(j - 1)
+            name = comment.decode("utf-8", "surrogateescape") if comment else None
+            out.append(_address(name, None, words))
         if stop == b";" and group_open:
-            out.append(b"(NIL NIL NIL NIL)")
+            out.append((None, None, None, None))
             group_open = False
         i = j + 1
     if group_open:
-        out.append(b"(NIL NIL NIL NIL)")
-    return plist(out) if out else b""
+        out.append((None, None, None, None))
+    return out
 
 
 def _phrase(words: list[bytes]) -> str:
@@ -295,7 +318,7 @@ def _phrase(words: list[bytes]) -> str:
     return b" ".join(parts).decode("utf-8", "surrogateescape")
 
 
-def _address(name: str | None, route: str | None, spec: list[bytes]) -> bytes:
+def _address(name: str | None, route: str | None, spec: list[bytes]) -> Address:
     if b"@" in spec:
         at = len(spec) - 1 - spec[::-1].index(b"@")
         local, host = spec[:at], spec[at + 1:]
@@ -305,8 +328,7 @@ def _address(name: str | None, route: str | None, spec: list[bytes]) -> bytes:
     domain = b"".join(host).decode("utf-8", "surrogateescape")
     if mailbox.startswith('"') and mailbox.endswith('"') and len(mailbox) > 1:
         mailbox = mailbox[1:-1]
-    return plist([nstring(name), nstring(route), nstring(mailbox or None) if mailbox else
-                  b'""', nstring(domain) if domain else b"NIL"])
+    return name, route, mailbox, domain or None
 
 
 # -- BODY[section] --------------------------------------------------------------------------
@@ -331,8 +353,8 @@ def section(part: Part, spec: str) -> bytes | None:
         raise SectionError("MIME needs a part number")
     target: Part | None = part
     if numbers:
-        for n in (int(x) for x in numbers.split(".")):
-            target = _child(target, n)
+        for depth, n in enumerate(int(x) for x in numbers.split(".")):
+            target = _child(target, n, depth == 0)
             if target is None:
                 return None
         if text in ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT", "TEXT"):
@@ -355,14 +377,16 @@ def section(part: Part, spec: str) -> bytes | None:
     return out + b"\r\n"
 
 
-def _child(part: Part | None, n: int) -> Part | None:
+def _child(part: Part | None, n: int, top: bool) -> Part | None:
+    """Part ``n`` of ``part`` (RFC 3501 6.4.5): a multipart's n-th child; part 1 of the
+    top-level message when it is not multipart is the message itself; below a
+    message/rfc822 part, the parts of the message it holds (part 1 of a message that is
+    not multipart is that message)."""
     if part is None or n < 1:
         return None
-    if part.message is not None and part.message.maintype == "multipart":
-        part = part.message
-    if part.maintype == "multipart":
-        return part.children[n - 1] if n <= len(part.children) else None
-    if part.message is not None:
-        return _child(part.message, n) if n == 1 and part.message.maintype != "multipart" \
-            else None
-    return part if n == 1 else None
+    container = part if top or part.message is None else part.message
+    if container.maintype == "multipart":
+        return container.children[n - 1] if n <= len(container.children) else None
+    if top or part.message is not None:
+        return container if n == 1 else None
+    return None

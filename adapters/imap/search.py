@@ -40,7 +40,7 @@ _FLAG_KEYS = {"ANSWERED": ("\\Answered", True), "DELETED": ("\\Deleted", True),
               "SEEN": ("\\Seen", True), "UNANSWERED": ("\\Answered", False),
               "UNDELETED": ("\\Deleted", False), "UNDRAFT": ("\\Draft", False),
               "UNFLAGGED": ("\\Flagged", False), "UNSEEN": ("\\Seen", False),
-              "OLD": (None, True), "NEW": (None, False), "RECENT": (None, False)}
+              "OLD": ("\\Recent", False), "RECENT": ("\\Recent", True)}
 _STRING_KEYS = {"BCC", "BODY", "CC", "FROM", "SUBJECT", "TEXT", "TO"}
 _DATE_KEYS = {"BEFORE", "ON", "SINCE", "SENTBEFORE", "SENTON", "SENTSINCE"}
 
@@ -99,6 +99,8 @@ def _key(toks: list[Token], pos: list[int], sel: Selected, query: Query) -> Key:
     name = t.upper()
     if name in ("ALL",):
         return Key("ALL")
+    if name == "NEW":
+        return Key("AND", [Key("FLAG", ["\\Recent", True]), Key("FLAG", ["\\Seen", False])])
     if name in _FLAG_KEYS:
         return Key("FLAG", list(_FLAG_KEYS[name]))
     if name in ("KEYWORD", "UNKEYWORD"):
@@ -187,9 +189,7 @@ class Searcher:
             return self.match(k.args[0], seq, e, msg) or self.match(k.args[1], seq, e, msg)
         if n == "FLAG":
             flag, wanted = k.args
-            if flag is None:  # OLD / NEW / RECENT: no message is recent to a session here
-                return bool(wanted)
-            has = any(f.lower() == flag.lower() for f in e.flags)
+            has = any(f.lower() == flag.lower() for f in self.sel.flags_of(e))
             return has == wanted
         if n == "UID":
             return in_set(e.uid, k.args[0])
@@ -214,14 +214,28 @@ class Searcher:
             if not values:
                 return False
             return any(needle in _decoded(v) for v in values)
-        if n in ("FROM", "TO", "CC", "BCC", "SUBJECT"):
+        if n == "SUBJECT":
             return any(needle in _decoded(v) for name, v, _ in msg.fields
-                       if name == n.lower())
+                       if name == "subject")
+        if n in ("FROM", "TO", "CC", "BCC"):
+            return any(needle in _decoded(v) or needle in _address_text(v)
+                       for name, v, _ in msg.fields if name == n.lower())
         if n == "BODY":
             return needle in _text_of(msg)
         if n == "TEXT":
             return needle in _decoded(msg.header) or needle in _text_of(msg)
         return False
+
+
+def _address_text(value: bytes) -> str:
+    """An address header as names and ``mailbox@host``, comments and routes left out."""
+    out = []
+    for name, _adl, mailbox, host in mime.parse_addresses(value):
+        if name:
+            out.append(_decoded(name.encode("utf-8", "surrogateescape")))
+        if mailbox is not None:
+            out.append(f"{mailbox}@{host}" if host else mailbox)
+    return " ".join(out).lower()
 
 
 def _compare(how: str, day: date, wanted: date) -> bool:

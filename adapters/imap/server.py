@@ -53,6 +53,7 @@ class Server:
         self.changed = asyncio.Event()
         self._caught_up = -1
         self.sessions: set[asyncio.Task[Any]] = set()
+        self.recent: dict[tuple[str, str, int], int] = {}  # a mailbox's first recent UID
         self.ports: list[int] = []
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -66,6 +67,19 @@ class Server:
             self.store.catch_up()
             self._caught_up = head
         return head
+
+    def recent_from(self, sel: Any) -> int:
+        return self.recent.get((sel.account, sel.name, sel.uidvalidity), 1)
+
+    def claim_recent(self, sel: Any, uids: list[int], *, claim: bool) -> set[int]:
+        """\\Recent (RFC 3501 2.3.2): a message is recent to the first session that sees it
+        with the mailbox selected read-write. Kept per server process, in memory: after a
+        restart every message is recent once more to the first session that selects it."""
+        start = self.recent_from(sel)
+        mine = {uid for uid in uids if uid >= start}
+        if claim and uids:
+            self.recent[(sel.account, sel.name, sel.uidvalidity)] = max(start, max(uids) + 1)
+        return mine
 
     async def authenticate(self, user: str, password: str, peer: str) -> Any:
         """The store acting as ``user`` if the directory accepts the password, else None

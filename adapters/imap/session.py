@@ -109,8 +109,8 @@ def _mailbox_name(token: Token) -> str:
 
     try:
         return decode(name)
-    except ValueError:
-        raise BadCommand(f"mailbox name {name!r} is not modified UTF-7") from None
+    except ValueError:  # not modified UTF-7: a name of its own (that no mailbox has)
+        return name
 
 
 class Session:
@@ -352,17 +352,18 @@ class Session:
         sel = Selected(account, name, path, not writable, status["uidvalidity"],
                        rights=rights)
         await self.call(self._sync, sel)
+        sel.recent = self.server.claim_recent(sel, sel.uids, claim=writable)
+        sel.new_keywords()
         self.selected = sel
         self.parsed.clear()
-        flags = " ".join(SYSTEM_FLAGS)
-        await self.untagged(f"FLAGS ({flags})")
+        await self.untagged(f"FLAGS ({self._flag_names(sel)})")
         await self.untagged(f"{sel.exists()} EXISTS")
-        await self.untagged("0 RECENT")
+        await self.untagged(f"{len(sel.recent)} RECENT")
         unseen = next((i + 1 for i, uid in enumerate(sel.uids)
                        if "\\Seen" not in sel.entries[uid].flags), 0)
         if unseen:
             await self.untagged(f"OK [UNSEEN {unseen}] first unseen")
-        permanent = self._permanent(sel)
+        permanent = self._permanent(sel, sel.keywords)
         await self.untagged(f"OK [PERMANENTFLAGS ({permanent})] flags the user may keep")
         await self.untagged(f"OK [UIDVALIDITY {sel.uidvalidity}] UIDs valid")
         await self.untagged(f"OK [UIDNEXT {sel.uidnext}] predicted next UID")
@@ -370,7 +371,11 @@ class Session:
         return f"[{'READ-ONLY' if sel.readonly else 'READ-WRITE'}] selected"
 
     @staticmethod
-    def _permanent(sel: Selected) -> str:
+    def _flag_names(sel: Selected) -> str:
+        return " ".join([*SYSTEM_FLAGS, *sorted(sel.keywords)])
+
+    @staticmethod
+    def _permanent(sel: Selected, keywords: set[str]) -> str:
         if sel.readonly:
             return ""
         out = []
@@ -379,7 +384,7 @@ class Session:
         if "t" in sel.rights:
             out.append("\\Deleted")
         if "w" in sel.rights:
-            out += ["\\Answered", "\\Flagged", "\\Draft", "\\*"]
+            out += ["\\Answered", "\\Flagged", "\\Draft", *sorted(keywords), "\\*"]
         return " ".join(out)
 
     async def cmd_examine(self, tag: str, args: list[Token]) -> str:
@@ -401,32 +406,46 @@ class Session:
             sel.uids = [m.uid for m in listing]
             sel.entries = {m.uid: entry(m) for m in listing}
         else:
-            sel.pending = sel.update(listing)  # type: ignore[attr-defined]
+            sel.pending = sel.update(listing)
         status = self.caller.mailbox_status(sel.account, sel.name)
         sel.uidnext, sel.highestmodseq = status["uidnext"], status["highestmodseq"]
         sel.head = head
 
     async def report(self, *, expunges: bool = True) -> None:
-        """Untagged updates of the selected mailbox: what changed since the last look."""
+        """Untagged updates of the selected mailbox: what changed since the last look. Not
+        during FETCH, STORE and SEARCH (``expunges`` False): sequence numbers may not
+        change under them (RFC 3501 7.4.1), so their changes wait for the next command."""
         sel = self.selected
-        if sel is None:
-            return
-        if not expunges and getattr(sel, "pending", None):
+        if sel is None or not expunges:
             return
         await self.call(self._sync, sel)
-        expunged, exists, changed = getattr(sel, "pending", None) or ([], 0, [])
-        sel.pending = None  # type: ignore[attr-defined]
+        expunged, exists, changed = sel.pending or ([], 0, [])
+        sel.pending = None
         for seq in expunged:
             await self.untagged(f"{seq} EXPUNGE")
+        sel.recent &= set(sel.entries)
+        if sel.new_keywords():
+            await self.untagged(f"FLAGS ({self._flag_names(sel)})")
+            await self.untagged(f"OK [PERMANENTFLAGS ({self._permanent(sel, sel.keywords)})]"
+                                " flags the user may keep")
         if exists:
+            new = [u for u in sel.uids if u not in sel.recent and u >= self.server.recent_from(sel)]
+            sel.recent |= self.server.claim_recent(sel, new, claim=not sel.readonly)
             await self.untagged(f"{exists} EXISTS")
+            await self.untagged(f"{len(sel.recent)} RECENT")
         for uid in changed:
             seq = sel.seq_of(uid)
             if seq:
                 await self.untagged(self._flags_line(sel, seq, sel.entries[uid], uid=True))
 
+    async def announce_keywords(self, sel: Selected) -> None:
+        if sel.new_keywords():
+            await self.untagged(f"FLAGS ({self._flag_names(sel)})")
+            await self.untagged(f"OK [PERMANENTFLAGS ({self._permanent(sel, sel.keywords)})]"
+                                " flags the user may keep")
+
     def _flags_line(self, sel: Selected, seq: int, e: Entry, *, uid: bool) -> str:
-        items = [f"FLAGS ({' '.join(sorted(e.flags))})"]
+        items = [f"FLAGS ({' '.join(sel.flags_of(e))})"]
         if uid:
             items.append(f"UID {e.uid}")
         if self.condstore:
@@ -440,8 +459,19 @@ class Session:
         if path == "INBOX":
             raise No("INBOX exists", "ALREADYEXISTS")
         account, name = self.resolve(path)
-        await self.call(self.caller.create_mailbox, account, name)
+        await self.call(self._create, account, name)
         return "CREATE completed"
+
+    def _create(self, account: str, name: str) -> None:
+        """CREATE makes the missing mailboxes above the new one too (RFC 3501 6.3.3)."""
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            try:
+                self.caller.mailbox_status(account, parent)
+            except MailboxNotFound:
+                self.caller.create_mailbox(account, parent)
+        self.caller.create_mailbox(account, name)
 
     async def cmd_delete(self, tag: str, args: list[Token]) -> str:
         path = _mailbox_name(args[0]) if args else ""
@@ -555,7 +585,10 @@ class Session:
         path = _mailbox_name(args[0])
         account, name = self.resolve(path)
         status, _ = await self.call(self._open, account, name)
-        values = {"MESSAGES": status["messages"], "RECENT": 0,
+        recent = 0
+        if any(_text(i).upper() == "RECENT" for i in args[1]):
+            recent = await self.call(self._recent_count, account, name, status)
+        values = {"MESSAGES": status["messages"], "RECENT": recent,
                   "UIDNEXT": status["uidnext"], "UIDVALIDITY": status["uidvalidity"],
                   "UNSEEN": status["unseen"], "HIGHESTMODSEQ": max(status["highestmodseq"], 1)}
         items = []
@@ -570,6 +603,13 @@ class Session:
                                                      encode(path))
                             + f" ({' '.join(items)})".encode())
         return "STATUS completed"
+
+    def _recent_count(self, account: str, name: str, status: dict[str, Any]) -> int:
+        start = self.server.recent.get((account, name, status["uidvalidity"]), 1)
+        if start >= status["uidnext"]:
+            return 0
+        listing = self.caller.messages(account, name, limit=1 << 31)
+        return sum(1 for m in listing if m.uid >= start)
 
     async def cmd_append(self, tag: str, args: list[Token]) -> str:
         if len(args) < 2:
@@ -803,6 +843,7 @@ class Session:
                 e.flags = new
                 if getattr(change, "modseq", 0):
                     e.modseq = change.modseq
+                await self.announce_keywords(sel)
             if not silent or (self.condstore and unchangedsince is not None):
                 await self.untagged(self._flags_line(sel, seq, e, uid=by_uid))
         if by_uid:

@@ -104,7 +104,7 @@ def _atom(line: bytes, i: int) -> tuple[int, str]:
     start, depth = i, 0
     while i < len(line):
         c = line[i]
-        if c == 0x5B:  # [ : a section, kept whole up to its ]
+        if c == 0x5B and line.find(b"]", i) > 0:  # [ : a section, kept whole up to its ]
             depth += 1
         elif c == 0x5D and depth:
             depth -= 1
