@@ -90,6 +90,10 @@ def _header_end(raw: bytes, start: int, end: int) -> int:
 
 
 def _fields(header: bytes) -> list[tuple[str, bytes, bytes]]:
+    if header.endswith(b"\r\n\r\n"):  # the blank line that ends the header is no field's
+        header = header[:-2]
+    elif header.endswith(b"\n\n"):
+        header = header[:-1]
     out: list[tuple[str, bytes, bytes]] = []
     starts = [m.start() for m in _FIELD_START.finditer(header)]
     for i, s in enumerate(starts):

@@ -98,7 +98,24 @@ class Server:
             await asyncio.sleep(self.options.failure_delay)
             return None
         log.info("imap: %s logged in from %s", found.name, peer)
-        return await self.call(self.store.as_user, found.name, found.groups)
+        return await self.call(self._session_store, found.name, found.groups)
+
+    def _session_store(self, user: str, groups: frozenset[str]) -> Any:
+        """The store as ``user``; a user named by an address gets its account and INBOX on
+        its first login (as Dovecot makes INBOX; subscribed), as a delivery would open them."""
+        from domain.errors import AccountNotFound, InvalidCommand
+        from domain.values import normalise_address
+
+        try:
+            address = normalise_address(user)
+        except InvalidCommand:
+            address = None
+        if address is not None:
+            try:
+                self.store.mailbox_list(address)
+            except AccountNotFound:  # opened, with INBOX subscribed
+                self.store.subscribe(address, "INBOX", create_account=True)
+        return self.store.as_user(user, groups)
 
     async def watch(self) -> None:
         last = await self.call(self.catch_up)

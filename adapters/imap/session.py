@@ -93,6 +93,16 @@ def parse_date_time(text: str) -> datetime:
                     tzinfo=timezone(timedelta(minutes=off)))
 
 
+def _pattern_name(token: Token) -> str:
+    """A LIST pattern, decoded from modified UTF-7 where it is that."""
+    from adapters.imap.utf7 import decode
+
+    try:
+        return decode(_text(token))
+    except ValueError:
+        return _text(token)
+
+
 def _text(token: Token) -> str:
     if isinstance(token, Atom):
         return token.value
@@ -515,7 +525,8 @@ class Session:
         if len(args) < 2:
             raise BadCommand("LIST takes a reference and a pattern")
         ref = _text(args[0])
-        patterns = [_text(p) for p in args[1]] if isinstance(args[1], list) else [_text(args[1])]
+        patterns = [_pattern_name(p) for p in
+                    (args[1] if isinstance(args[1], list) else [args[1]])]
         return_opts = []
         if len(args) > 3 and isinstance(args[2], Atom) and args[2].upper() == "RETURN":
             return_opts = [_text(a).upper() for a in args[3]] if isinstance(args[3], list) else []
