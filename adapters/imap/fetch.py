@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from adapters.imap import mime
-from adapters.imap.wire import Atom, BadCommand, Token, literal
+from adapters.imap.wire import Atom, BadCommand, Token, imap_date, literal
 
 if TYPE_CHECKING:
     from adapters.imap.mailbox import Entry, Selected
@@ -19,8 +19,8 @@ _MACROS = {"ALL": ["FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE"],
            "FULL": ["FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODY"]}
 _SIMPLE = {"FLAGS", "UID", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODYSTRUCTURE", "BODY",
            "RFC822", "RFC822.HEADER", "RFC822.TEXT", "MODSEQ"}
-_BODY = re.compile(r"^(BODY|BODY\.PEEK|BINARY|BINARY\.PEEK|BINARY\.SIZE)\[(.*)\](?:<(\d+)(?:\.(\d+))?>)?$",
-                   re.I | re.S)
+_BODY = re.compile(r"^(BODY|BODY\.PEEK|BINARY|BINARY\.PEEK|BINARY\.SIZE)\[(.*)\]"
+                   r"(?:<(\d+)(?:\.(\d+))?>)?$", re.I | re.S)
 
 
 @dataclass
@@ -85,8 +85,6 @@ class FetchItems:
             if n == "UID":
                 parts.append(b"UID %d" % e.uid)
             elif n == "INTERNALDATE":
-                from adapters.imap.session import imap_date
-
                 parts.append(b'INTERNALDATE "' + imap_date(e.internal_date).encode() + b'"')
             elif n == "RFC822.SIZE":
                 parts.append(b"RFC822.SIZE %d" % e.size)

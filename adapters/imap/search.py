@@ -4,6 +4,7 @@ UIDs are answered from the session's listing; header and text keys read the mess
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -258,10 +259,8 @@ def _sent(msg: mime.Part) -> date | None:
 
 def _decoded(value: bytes) -> str:
     text = value.decode("utf-8", "replace")
-    try:
+    with contextlib.suppress(ValueError, LookupError, UnicodeError):
         text = str(make_header(decode_header(text)))
-    except (ValueError, LookupError, UnicodeError):
-        pass
     return " ".join(text.split()).lower()
 
 

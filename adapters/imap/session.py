@@ -15,23 +15,21 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.imap import mime
 from adapters.imap.mailbox import Entry, Selected, entry
-from adapters.imap.search import SearchError, Searcher, parse_search
+from adapters.imap.search import Searcher, SearchError, parse_search
 from adapters.imap.wire import (
     LITERAL_AT_END,
+    MONTHS,
     Atom,
     BadCommand,
     String,
     Token,
     astring_out,
     in_set,
-    literal,
-    nstring,
-    plist,
     sequence_set,
     tokens,
 )
@@ -55,7 +53,6 @@ SYSTEM_FLAGS = ("\\Answered", "\\Flagged", "\\Deleted", "\\Seen", "\\Draft")
 MAX_LINE = 64 * 1024
 ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\Junk",
          "archive": "\\Archive"}
-MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
 ANSWERED = "answered"
@@ -70,15 +67,8 @@ class No(Exception):
         self.code = code
 
 
-def imap_date(when: datetime) -> str:
-    when = when if when.tzinfo else when.replace(tzinfo=UTC)
-    off = int(when.utcoffset().total_seconds() // 60)  # type: ignore[union-attr]
-    sign = "+" if off >= 0 else "-"
-    return (f"{when.day:02d}-{MONTHS[when.month - 1]}-{when.year:04d} "
-            f"{when:%H:%M:%S} {sign}{abs(off) // 60:02d}{abs(off) % 60:02d}")
-
-
-_DATE_TIME = re.compile(r"^\s?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)$")
+_DATE_TIME = re.compile(r"^\s?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d\d):(\d\d):(\d\d) "
+                        r"([+-])(\d\d)(\d\d)$")
 
 
 def parse_date_time(text: str) -> datetime:

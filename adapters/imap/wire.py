@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 
 class BadCommand(Exception):
@@ -163,3 +164,15 @@ def _seq_number(text: str, largest: int) -> int:
 
 def in_set(number: int, ranges: list[tuple[int, int]]) -> bool:
     return any(low <= number <= high for low, high in ranges)
+
+
+# -- dates ---------------------------------------------------------------------------------
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def imap_date(when: datetime) -> str:
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    off = int(when.utcoffset().total_seconds() // 60)  # type: ignore[union-attr]
+    sign = "+" if off >= 0 else "-"
+    return (f"{when.day:02d}-{MONTHS[when.month - 1]}-{when.year:04d} "
+            f"{when:%H:%M:%S} {sign}{abs(off) // 60:02d}{abs(off) % 60:02d}")
