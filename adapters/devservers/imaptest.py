@@ -1,7 +1,7 @@
 """Dovecot's imaptest (the IMAP conformance and stress tester), built once and cached.
 
 The source and its build script come with the project's shared files
-(``<checkout>/../shared/imaptest/build.sh``, or ``LETTERLOG_IMAPTEST_SOURCE``): the build
+(``shared/imaptest/build.sh`` beside the checkout, or ``LETTERLOG_IMAPTEST_SOURCE``): the build
 installs ``dovecot-dev`` and the C tool chain with apt when missing and takes about half a
 minute; the result is kept in ``<cache>/imaptest-<hash of the build script and archive>``,
 so later runs start at once.
