@@ -257,9 +257,9 @@ def addresses(value: bytes | None) -> bytes:
     found = parse_addresses(value)
     if not found:
         return b""
-    return plist([plist([nstring(name), nstring(adl),
-                         b'""' if mailbox == "" else nstring(mailbox), nstring(host)])
-                  for name, adl, mailbox, host in found])
+    return b"(" + b"".join(plist([nstring(name), nstring(adl),  # RFC 3501: no SP between
+                                  b'""' if mailbox == "" else nstring(mailbox), nstring(host)])
+                           for name, adl, mailbox, host in found) + b")"
 
 
 def parse_addresses(value: bytes | None) -> list[Address]:

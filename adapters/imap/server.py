@@ -138,6 +138,8 @@ class Server:
         self.sessions.add(task)
         try:
             await Session(self, reader, writer, tls=tls).run()
+        except asyncio.CancelledError:
+            pass  # the server is stopping: the connection closes below
         except Exception:
             log.exception("imap: a session failed")
         finally:

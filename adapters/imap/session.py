@@ -130,7 +130,8 @@ class Session:
     # -- the connection ---------------------------------------------------------------------
     def capabilities(self) -> str:
         caps = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE",
-                "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE"]
+                "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
+                "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
                 caps.append("STARTTLS")
@@ -224,7 +225,8 @@ class Session:
         anywhere = {"CAPABILITY", "NOOP", "LOGOUT", "ID"}
         unauth = {"LOGIN", "AUTHENTICATE", "STARTTLS"}
         auth = {"SELECT", "EXAMINE", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE",
-                "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE"}
+                "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE", "SETACL",
+                "DELETEACL", "GETACL", "LISTRIGHTS", "MYRIGHTS"}
         selected = {"CHECK", "CLOSE", "UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY",
                     "MOVE", "UID FETCH", "UID STORE", "UID SEARCH", "UID COPY", "UID MOVE",
                     "UID EXPUNGE"}
@@ -612,6 +614,47 @@ class Session:
         listing = self.caller.messages(account, name, limit=1 << 31)
         return sum(1 for m in listing if m.uid >= start)
 
+    # -- ACL (RFC 4314) ----------------------------------------------------------------------
+    def _acl_target(self, args: list[Token], count: int) -> tuple[str, str, str, list[str]]:
+        if len(args) != count:
+            raise BadCommand(f"expected {count} arguments")
+        path = _mailbox_name(args[0])
+        account, name = self.resolve(path)
+        return path, account, name, [_text(a) for a in args[1:]]
+
+    async def cmd_setacl(self, tag: str, args: list[Token]) -> str:
+        _, account, name, (identifier, rights) = self._acl_target(args, 3)
+        await self.call(self.caller.acl_set, account, name, identifier, rights)
+        return "SETACL completed"
+
+    async def cmd_deleteacl(self, tag: str, args: list[Token]) -> str:
+        _, account, name, (identifier,) = self._acl_target(args, 2)
+        await self.call(self.caller.acl_delete, account, name, identifier)
+        return "DELETEACL completed"
+
+    async def cmd_getacl(self, tag: str, args: list[Token]) -> str:
+        path, account, name, _ = self._acl_target(args, 1)
+        acl = await self.call(self.caller.acl_get, account, name)
+        line = b"ACL " + astring_out(_listed_name(path))
+        for identifier, rights in acl.items():
+            line += b" " + astring_out(identifier) + b" " + astring_out(rights)
+        await self.untagged(line)
+        return "GETACL completed"
+
+    async def cmd_listrights(self, tag: str, args: list[Token]) -> str:
+        path, account, name, (identifier,) = self._acl_target(args, 2)
+        await self.call(self.caller.acl_get, account, name)  # 'a' needed, as for GETACL
+        await self.untagged(b"LISTRIGHTS " + astring_out(_listed_name(path)) + b" "
+                            + astring_out(identifier) + b' "" l r s w i p k x t e a')
+        return "LISTRIGHTS completed"
+
+    async def cmd_myrights(self, tag: str, args: list[Token]) -> str:
+        path, account, name, _ = self._acl_target(args, 1)
+        rights = await self.call(self.caller.my_rights, account, name)
+        await self.untagged(b"MYRIGHTS " + astring_out(_listed_name(path)) + b" "
+                            + astring_out(rights))
+        return "MYRIGHTS completed"
+
     async def cmd_append(self, tag: str, args: list[Token]) -> str:
         if len(args) < 2:
             raise BadCommand("APPEND takes a mailbox and a message")
@@ -906,6 +949,12 @@ class Session:
 
     async def cmd_uid_move(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_copy(tag, args, by_uid=True, move=True)
+
+
+def _listed_name(path: str) -> str:
+    from adapters.imap.utf7 import encode
+
+    return path if path == "INBOX" else encode(path)
 
 
 def _one_line(text: str) -> str:

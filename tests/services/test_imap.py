@@ -248,3 +248,67 @@ def _loopback() -> object:
     import ipaddress
 
     return ipaddress.ip_address(socket.gethostbyname("127.0.0.1"))
+
+
+MSG = b"From: ada@example.org\r\nSubject: rights\r\n\r\nbody\r\n"
+
+#: (bob's rights on the source, on the target, the command bob sends, whether it succeeds)
+RIGHTS_TABLE = [
+    ("l", "", "SELECT", False),
+    ("lr", "", "EXAMINE", True),
+    ("lr", "", "STORE +FLAGS (\\Seen)", False),
+    ("lrs", "", "STORE +FLAGS (\\Seen)", True),
+    ("lrs", "", "STORE +FLAGS (\\Flagged)", False),
+    ("lrw", "", "STORE +FLAGS (\\Flagged $Work)", True),
+    ("lrw", "", "STORE +FLAGS (\\Deleted)", False),
+    ("lrt", "", "STORE +FLAGS (\\Deleted)", True),
+    ("lrt", "", "EXPUNGE", False),
+    ("lrte", "", "EXPUNGE", True),
+    ("lr", "lr", "COPY", False),
+    ("lr", "lri", "COPY", True),
+    ("lrte", "lri", "MOVE", True),
+    ("lr", "lri", "MOVE", False),
+    ("lr", "", "CREATE", False),
+    ("lrk", "", "CREATE", True),
+    ("lr", "", "DELETE", False),
+    ("lrx", "", "DELETE", True),
+    ("lr", "", "SETACL", False),
+    ("lra", "", "SETACL", True),
+]
+
+
+@pytest.mark.parametrize(("source", "target", "command", "allowed"), RIGHTS_TABLE,
+                         ids=[f"{s}-{t}-{c.split()[0]}-{a}" for s, t, c, a in RIGHTS_TABLE])
+def test_each_right_of_rfc_4314_through_imap(server: ImapServer, source: str, target: str,
+                                             command: str, allowed: bool) -> None:
+    name = f"R{RIGHTS_TABLE.index((source, target, command, allowed))}"
+    ada = server.client(ADA)
+    for box, rights in ((name, source), (name + "-target", target or "l")):
+        assert ada.create(box)[0] == "OK"
+        ada.append(box, "(\\Deleted)" if "EXPUNGE" in command else None, None, MSG)
+        assert ada._simple_command("SETACL", box, BOB, rights)[0] == "OK"  # noqa: SLF001
+    ada.logout()
+    bob = server.client(BOB)
+    bob.is_readonly = True  # imaplib would raise on READ-ONLY itself: the answer is the test
+    shared = f"shared/ada@example.org/{name}"
+    if command == "SELECT":
+        outcome = bob._simple_command("SELECT", shared)[0]  # noqa: SLF001
+    elif command == "EXAMINE":
+        outcome = bob._simple_command("EXAMINE", shared)[0]  # noqa: SLF001
+    elif command == "CREATE":
+        outcome = bob._simple_command("CREATE", shared + "/child")[0]  # noqa: SLF001
+    elif command == "DELETE":
+        outcome = bob._simple_command("DELETE", shared)[0]  # noqa: SLF001
+    elif command == "SETACL":
+        outcome = bob._simple_command("SETACL", shared, "ada@example.org", "lr")[0]  # noqa: SLF001
+    else:
+        assert bob._simple_command("SELECT", shared)[0] == "OK"  # noqa: SLF001
+        bob.state = "SELECTED"
+        if command in ("COPY", "MOVE"):
+            outcome = bob._simple_command(command, "1", shared + "-target")[0]  # noqa: SLF001
+        elif command == "EXPUNGE":
+            outcome = bob._simple_command("EXPUNGE")[0]  # noqa: SLF001
+        else:
+            outcome = bob._simple_command("STORE", "1", *command.split()[1:])[0]  # noqa: SLF001
+    bob.logout()
+    assert outcome == ("OK" if allowed else "NO"), (source, target, command)
