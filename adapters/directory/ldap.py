@@ -129,7 +129,11 @@ class LdapDirectory:
         """The user ``name`` if the server accepts a bind as its entry's DN with
         ``password`` (a simple bind: the server checks the password), else None."""
         from ldap3 import NONE, Connection, Server
-        from ldap3.core.exceptions import LDAPBindError, LDAPException
+        from ldap3.core.exceptions import (
+            LDAPBindError,
+            LDAPException,
+            LDAPInvalidCredentialsResult,
+        )
         from ldap3.utils.conv import escape_filter_chars
 
         found = self.user(name)
@@ -149,7 +153,7 @@ class LdapDirectory:
             conn.open()
             conn.bind()
             return found
-        except LDAPBindError:
+        except (LDAPBindError, LDAPInvalidCredentialsResult):
             return None
         except LDAPException as error:
             raise self._unavailable(error) from None
