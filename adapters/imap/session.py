@@ -35,6 +35,7 @@ from adapters.imap.wire import (
 )
 from domain.errors import (
     InvalidCommand,
+    InvalidState,
     LetterlogError,
     MailboxExists,
     MailboxNotFound,
@@ -51,10 +52,14 @@ log = logging.getLogger("letterlog.imap")
 
 SYSTEM_FLAGS = ("\\Answered", "\\Flagged", "\\Deleted", "\\Seen", "\\Draft")
 MAX_LINE = 64 * 1024
+AUTOLOGOUT = 30 * 60.0
+AUTOLOGOUT_UNAUTHENTICATED = 120.0
 ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\Junk",
          "archive": "\\Archive"}
 
 
+GONE = ("NONEXISTENT", "EXPUNGEISSUED")
+"""The codes of a message another session expunged while this one still shows it."""
 ANSWERED = "answered"
 """A handler's result when it has sent its tagged reply itself (STARTTLS)."""
 
@@ -167,10 +172,17 @@ class Session:
             self.writer.close()
 
     async def read_command(self) -> list[bytes] | None:
+        """The next command's lines and literals; None when the client has gone or has said
+        nothing for the autologout time (RFC 3501 5.4: 30 minutes once logged in, 2 before)."""
         segments: list[bytes] = []
         total = 0
         while True:
-            line = await self.reader.readline()
+            wait = AUTOLOGOUT if self.user is not None else AUTOLOGOUT_UNAUTHENTICATED
+            try:
+                line = await asyncio.wait_for(self.reader.readline(), wait)
+            except TimeoutError:
+                await self.untagged("BYE autologout: idle for too long")
+                return None
             if not line:
                 return None
             if not line.endswith(b"\n"):
@@ -249,6 +261,8 @@ class Session:
             raise No(str(e), "ALREADYEXISTS") from None
         except QuotaExceeded as e:
             raise No(str(e), "OVERQUOTA") from None
+        except InvalidState as e:  # most often: expunged by another session meanwhile
+            raise No(str(e), "EXPUNGEISSUED" if "expunged" in str(e) else "CANNOT") from None
         except (InvalidCommand, NotFound) as e:
             raise No(str(e), "CANNOT") from None
         except LetterlogError as e:
@@ -730,12 +744,21 @@ class Session:
         assert sel is not None
         if sel.readonly:
             raise No("the mailbox is read-only", "READ-ONLY")
-        await self.report()
         ranges = sequence_set(uids, sel.uids[-1] if sel.uids else 0) if uids else None
-        ids = [e.message_id for e in sel.entries.values() if "\\Deleted" in e.flags
-               and (ranges is None or in_set(e.uid, ranges))]
-        if ids:
-            await self.call(self.caller.expunge, ids)
+        for attempt in range(3):
+            await self.report()
+            ids = [e.message_id for e in sel.entries.values() if "\\Deleted" in e.flags
+                   and (ranges is None or in_set(e.uid, ranges))]
+            if not ids:
+                break
+            try:
+                await self.call(self.caller.expunge, ids)
+                break
+            except No as no:
+                # another session took \Deleted off (or expunged) one of them since this one
+                # looked: look again, and expunge what is marked now
+                if attempt == 2 or no.code not in ("CANNOT", *GONE):
+                    raise
         await self.report()
         return "EXPUNGE completed"
 
@@ -820,14 +843,23 @@ class Session:
         if items.modseq:
             self.condstore = True
         targets = self._targets(_text(args[0]), by_uid)
+        gone = 0
         for seq, uid in targets:
             e = sel.entries.get(uid)
             if e is None or (changedsince is not None and e.modseq <= changedsince):
                 continue
-            line = await items.render(self, sel, seq, e)
+            try:
+                line = await items.render(self, sel, seq, e)
+            except No as no:
+                if no.code not in GONE:
+                    raise
+                gone += 1  # expunged by another session: its EXPUNGE is still to come
+                continue
             await self.send(line)
         if by_uid:
             await self.report()
+        if gone:
+            raise No("Some of the requested messages no longer exist", "EXPUNGEISSUED")
         return "FETCH completed"
 
     async def cmd_uid_fetch(self, tag: str, args: list[Token]) -> str:
@@ -881,7 +913,7 @@ class Session:
                 try:
                     change = await self.call(self.caller.flag, e.message_id, flags, mode)
                 except No as no:
-                    if no.code == "NONEXISTENT":  # expunged meanwhile
+                    if no.code in GONE:  # expunged meanwhile: left alone, as Dovecot does
                         continue
                     raise
                 e.flags = new
@@ -917,18 +949,29 @@ class Session:
             raise
         source, dest = [], []
         uidvalidity = 0
+        gone = 0
         for _seq, uid in targets:
             e = sel.entries[uid]
-            if move:
-                change = await self.call(self.caller.move, e.message_id, name)
-                extra = getattr(change, "extra", {}) or {}
-                new_uid, uidvalidity = extra.get("uid"), extra.get("uidvalidity", uidvalidity)
-            else:
-                d = await self.call(self.caller.copy, e.message_id, name)
-                new_uid, uidvalidity = d.uid, d.uidvalidity
+            try:
+                if move:
+                    change = await self.call(self.caller.move, e.message_id, name)
+                    extra = getattr(change, "extra", {}) or {}
+                    new_uid = extra.get("uid")
+                    uidvalidity = extra.get("uidvalidity", uidvalidity)
+                else:
+                    d = await self.call(self.caller.copy, e.message_id, name)
+                    new_uid, uidvalidity = d.uid, d.uidvalidity
+            except No as no:
+                if no.code not in GONE:
+                    raise
+                gone += 1  # expunged by another session meanwhile
+                continue
             if new_uid:
                 source.append(uid)
                 dest.append(int(new_uid))
+        if gone:
+            await self.report()
+            raise No("Some of the requested messages no longer exist", "EXPUNGEISSUED")
         code = ""
         if source:
             code = f"[COPYUID {uidvalidity} {_compact(source)} {_compact(dest)}] "
