@@ -218,6 +218,26 @@ def test_logindisabled_until_starttls_then_login_works(tmp_path: Path) -> None:
         c.logout()
 
 
+def test_implicit_tls_serves_imap_from_the_first_byte(tmp_path: Path) -> None:
+    import imaplib
+
+    from adapters.devservers._common import free_ports
+
+    cert, key = _self_signed(tmp_path)
+    port = free_ports(1)[0]
+    with imap_server(tmp_path / "data", "--listen-tls", f"127.0.0.1:{port}", "--tls-cert",
+                     str(cert), "--tls-key", str(key)):
+        context = ssl.create_default_context(cafile=str(cert))
+        c = imaplib.IMAP4_SSL("127.0.0.1", port, ssl_context=context, timeout=60)
+        assert "AUTH=PLAIN" in c.capabilities and "STARTTLS" not in c.capabilities
+        c.login(BOB, USERS[BOB])
+        assert c.select("INBOX")[0] == "OK"
+        c.logout()
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as plain:
+            plain.sendall(b"a1 CAPABILITY\r\n")  # no TLS: the server says nothing IMAP
+            assert not plain.recv(100).startswith(b"* OK")
+
+
 def _self_signed(where: Path) -> tuple[Path, Path]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
