@@ -332,3 +332,42 @@ def test_each_right_of_rfc_4314_through_imap(server: ImapServer, source: str, ta
             outcome = bob._simple_command("STORE", "1", *command.split()[1:])[0]  # noqa: SLF001
     bob.logout()
     assert outcome == ("OK" if allowed else "NO"), (source, target, command)
+
+
+def test_the_imap_server_runs_supervised_and_comes_back_after_a_crash(tmp_path: Path) -> None:
+    import imaplib
+    import json
+    import os
+    import signal
+
+    from adapters.devservers._common import free_ports
+    from tests.factories import until
+
+    data = tmp_path / "data"
+    with imap_server(data):  # makes the store and its users; stopped at once
+        pass
+    port = free_ports(1)[0]
+    started = [json.loads(line) for line in run(
+        data, "--json", "processes", "start", "--workers", "0", "--no-relay", "--no-purger",
+        "--imap", f"127.0.0.1:{port}", "--imap-plaintext-auth").stdout.splitlines()]
+    try:
+        [imap] = [r for r in started if r["name"] == "imap"]
+        assert imap["state"] == "RUNNING", started
+
+        def logs_in() -> bool:
+            try:
+                c = imaplib.IMAP4("127.0.0.1", port, timeout=10)
+            except OSError:
+                return False
+            c.login(ADA, USERS[ADA])
+            c.logout()
+            return True
+
+        until(logs_in, timeout=60, what="the supervised IMAP server answering")
+        os.kill(imap["pid"], signal.SIGKILL)
+        until(lambda: json.loads(run(data, "--json", "processes", "status", ok=False)
+                                 .stdout.splitlines()[0])["pid"] not in (imap["pid"], None),
+              timeout=60, what="supervisord starting the IMAP server again")
+        until(logs_in, timeout=60, what="the restarted IMAP server answering")
+    finally:
+        run(data, "processes", "stop")
