@@ -1,4 +1,5 @@
-"""Dovecot's imaptest (the IMAP conformance and stress tester), built once and cached.
+"""The IMAP server's test tools: Dovecot's imaptest (the IMAP conformance and stress
+tester), built once and cached, and a real client, ``mbsync`` (Debian's ``isync``).
 
 The source and its build script come with the project's shared files
 (``shared/imaptest/build.sh`` beside the checkout, or ``LETTERLOG_IMAPTEST_SOURCE``): the build
@@ -17,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ._common import ServiceFailed, cache_dir
+from .toolchain import apt_install
 
 LIBRARY_PATH = "/usr/lib/dovecot"
 
@@ -54,3 +56,14 @@ def install_imaptest() -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return binary.parent
+
+
+def install_mbsync() -> str:
+    """The ``mbsync`` command, installed with apt (Debian's ``isync``) when missing."""
+    found = shutil.which("mbsync")
+    if found is None:
+        apt_install(["isync"])
+        found = shutil.which("mbsync")
+    if found is None:
+        raise ServiceFailed("mbsync not found after apt-get install isync")
+    return found

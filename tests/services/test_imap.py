@@ -371,3 +371,72 @@ def test_the_imap_server_runs_supervised_and_comes_back_after_a_crash(tmp_path: 
         until(logs_in, timeout=60, what="the restarted IMAP server answering")
     finally:
         run(data, "processes", "stop")
+
+
+def test_mbsync_syncs_an_account_both_ways_and_a_second_sync_changes_nothing(
+        tmp_path: Path) -> None:
+    import subprocess
+
+    from adapters.devservers.imaptest import install_mbsync
+    from adapters.mailgen import bench_messages
+
+    try:
+        mbsync = install_mbsync()
+    except ServiceFailed as failed:
+        _unavailable(str(failed))
+        raise
+    cert, key = _self_signed(tmp_path)
+    data = tmp_path / "data"
+    with imap_server(data, "--tls-cert", str(cert), "--tls-key", str(key),
+                     "--plaintext-auth") as server:
+        c = server.client(ADA)  # the first login opens the account
+        c.logout()
+        mail = tmp_path / "mail"
+        mail.mkdir()
+        messages = bench_messages(200)
+        for i, raw in enumerate(messages):
+            (mail / f"m{i:03}.eml").write_bytes(raw)
+        run(data, "deliver", "--account", ADA, *sorted(str(p) for p in mail.iterdir()))
+        local = tmp_path / "maildir"
+        local.mkdir()
+        config = tmp_path / "mbsyncrc"
+        config.write_text(
+            f"IMAPAccount ada\nHost localhost\nPort {server.port}\nUser {ADA}\n"
+            f"Pass {USERS[ADA]}\nSSLType STARTTLS\nCertificateFile {cert}\n\n"
+            "IMAPStore remote\nAccount ada\n\n"
+            f"MaildirStore local\nPath {local}/\nInbox {local}/INBOX\nSubFolders Verbatim\n\n"
+            "Channel ada\nFar :remote:\nNear :local:\nPatterns *\nCreate Both\n"
+            "Expunge Both\nSyncState *\n")
+
+        def sync() -> str:
+            done = subprocess.run([mbsync, "-c", str(config), "-a"], capture_output=True,
+                                  text=True, timeout=300)
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done.stdout + done.stderr
+
+        sync()
+        synced = sorted((local / "INBOX" / "cur").iterdir()) + sorted(
+            (local / "INBOX" / "new").iterdir())
+        assert len(synced) == 200
+        # mbsync's Maildir keeps LF line ends and an X-TUID header of its own
+        assert {re.sub(rb"(?m)^X-TUID: .*\n", b"", p.read_bytes()) for p in synced} == {
+            raw.replace(b"\r\n", b"\n") for raw in messages}
+        # a local change goes up: a new message and a flag
+        new = local / "INBOX" / "cur" / "1700000000.local_1.host:2,S"
+        new.write_bytes(b"From: ada@example.org\r\nSubject: written offline\r\n\r\nhi\r\n")
+        first = synced[0]
+        first.rename(first.with_name(first.name.split(":2,")[0] + ":2,F"))
+        sync()
+        c = server.client(ADA)
+        c.select("INBOX", readonly=True)
+        assert c.search(None, "SUBJECT", "offline")[1] != [b""]
+        assert c.search(None, "FLAGGED")[1] != [b""]
+        c.logout()
+        position = run(data, "--json", "status", ADA).stdout
+        names = sorted(p.name for p in local.rglob("*") if p.is_file()
+                       and ".mbsyncstate" not in p.name and ".uidvalidity" not in p.name)
+        sync()  # nothing changed on either side: nothing is written anywhere
+        assert sorted(p.name for p in local.rglob("*") if p.is_file()
+                      and ".mbsyncstate" not in p.name and ".uidvalidity" not in p.name) \
+            == names
+        assert run(data, "--json", "status", ADA).stdout == position
