@@ -33,6 +33,7 @@ class Selected:
     uids: list[int] = field(default_factory=list)
     entries: dict[int, Entry] = field(default_factory=dict)
     head: int = -1     # the log position the listing was read at
+    read_at: float = 0.0  # when (time.monotonic) it was read
     recent: set[int] = field(default_factory=set)  # the UIDs recent to this session
     keywords: set[str] = field(default_factory=set)  # announced in FLAGS
     pending: tuple[list[int], int, list[int]] | None = None  # read, not yet reported
@@ -72,6 +73,8 @@ class Selected:
         changed: list[int] = []
         for uid in kept:
             m, e = now[uid], self.entries[uid]
+            if m.modseq < e.modseq:  # a read side behind this session's own STORE
+                continue
             flags = frozenset(m.flags)
             if flags != e.flags or m.modseq != e.modseq:
                 if flags != e.flags:

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import signal
 import ssl
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from adapters.imap.session import Session
 log = logging.getLogger("letterlog.imap")
 
 WATCH_SECONDS = 0.25
+SETTLE_SECONDS = 5.0
+"""With read models kept by stream workers (scale-out), how long after a change of the log
+sessions read their mailboxes again on every look, for the workers to project it."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class Server:
         self.auth_executor = ThreadPoolExecutor(4, thread_name_prefix="letterlog-imap-auth")
         self.changed = asyncio.Event()
         self._caught_up = -1
+        self.lagging = getattr(store.settings, "table_store", "embedded") == "hbase"
+        self.changed_at = 0.0  # when (time.monotonic) the watcher saw the log change
         self.sessions: set[asyncio.Task[Any]] = set()
         self.recent: dict[tuple[str, str, int], int] = {}  # a mailbox's first recent UID
         self.ports: list[int] = []
@@ -126,10 +132,17 @@ class Server:
             except Exception as error:  # noqa: BLE001 - keep watching through an outage
                 log.warning("imap: reading the log's position failed: %s", error)
                 continue
+            now = time.monotonic()
             if head != last:
-                last = head
-                self.changed.set()
-                self.changed = asyncio.Event()
+                last, self.changed_at = head, now
+            elif not (self.lagging and now - self.changed_at < SETTLE_SECONDS):
+                continue
+            self.changed.set()  # wakes IDLE sessions; in scale-out, for a while after
+            self.changed = asyncio.Event()
+
+    def settling(self, read_at: float) -> bool:
+        """Whether a listing read at ``read_at`` may miss what the workers are projecting."""
+        return self.lagging and read_at - self.changed_at < SETTLE_SECONDS
 
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                        tls: bool) -> None:

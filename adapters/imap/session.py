@@ -13,9 +13,11 @@ import asyncio
 import base64
 import logging
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from adapters.imap import mime
@@ -414,8 +416,9 @@ class Session:
     def _sync(self, sel: Selected) -> None:
         """Reads the mailbox's listing into ``sel`` when the log has moved since."""
         head = self.server.catch_up()
-        if head == sel.head:
+        if head == sel.head and not self.server.settling(sel.read_at):
             return
+        sel.read_at = time.monotonic()
         listing = self.caller.messages(sel.account, sel.name, limit=1 << 31)
         listing.reverse()
         if sel.head < 0:
@@ -453,6 +456,19 @@ class Session:
             seq = sel.seq_of(uid)
             if seq:
                 await self.untagged(self._flags_line(sel, seq, sel.entries[uid], uid=True))
+
+    async def settle(self, done: Callable[[Selected], bool]) -> None:
+        """With read models kept by stream workers: report updates until this session's
+        own command shows in them (``done``), for at most ``SETTLE_SECONDS``; at once in the
+        embedded store, which projects a command before it returns."""
+        from adapters.imap.server import SETTLE_SECONDS
+
+        sel = self.selected
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while (self.server.lagging and sel is not None and sel is self.selected
+               and not done(sel) and time.monotonic() < deadline):
+            await asyncio.sleep(0.1)  # the workers' pace: what a command waits for here
+            await self.report()
 
     async def announce_keywords(self, sel: Selected) -> None:
         if sel.new_keywords():
@@ -699,6 +715,9 @@ class Session:
                 no.code = "TRYCREATE"
             raise
         await self.report()
+        sel = self.selected
+        if sel is not None and (sel.account, sel.name) == (account, name):
+            await self.settle(lambda s: d.uid in s.entries)
         return f"[APPENDUID {d.uidvalidity} {d.uid}] APPEND completed"
 
     async def cmd_idle(self, tag: str, args: list[Token]) -> str:
@@ -753,6 +772,7 @@ class Session:
                 break
             try:
                 await self.call(self.caller.expunge, ids)
+                await self.settle(partial(_none_of, frozenset(ids)))
                 break
             except No as no:
                 # another session took \Deleted off (or expunged) one of them since this one
@@ -979,6 +999,8 @@ class Session:
             if code:
                 await self.untagged(f"OK {code.strip()} moved")
             await self.report()
+            moved = set(source)
+            await self.settle(lambda s: not moved & set(s.entries))
             return "MOVE completed"
         if by_uid:
             await self.report()
@@ -992,6 +1014,11 @@ class Session:
 
     async def cmd_uid_move(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_copy(tag, args, by_uid=True, move=True)
+
+
+def _none_of(ids: frozenset[Any], sel: Selected) -> bool:
+    """Whether none of the messages ``ids`` is in the selected mailbox any more."""
+    return not any(e.message_id in ids for e in sel.entries.values())
 
 
 def _listed_name(path: str) -> str:
