@@ -34,18 +34,20 @@ class ImapServer:
 
 
 @contextlib.contextmanager
-def imap_server(data: Path, *extra: str) -> Iterator[ImapServer]:
-    """``letterlog imap`` on a free port of 127.0.0.1 for the store in ``data`` (made with
-    ``USERS`` in its passwd-file when new), until the block ends (SIGTERM, then waited)."""
+def imap_server(data: Path, *extra: str, env: dict[str, str] | None = None
+                ) -> Iterator[ImapServer]:
+    """``letterlog imap`` on a free port of 127.0.0.1 for the store in ``data`` (made when
+    new), with ``USERS`` in its passwd-file, until the block ends (SIGTERM, then waited).
+    ``env``: more settings (``LETTERLOG_...``) for the server."""
     if not data.exists():
         run(data, "init")
-        lines = "".join(f"{u}:{{PLAIN}}{p}\n" for u, p in USERS.items())
-        passwd = data / "users.passwd"
-        passwd.write_text(lines)
+    passwd = data / "users.passwd"
+    if not passwd.exists():
+        passwd.write_text("".join(f"{u}:{{PLAIN}}{p}\n" for u, p in USERS.items()))
         passwd.chmod(0o600)
     port = free_ports(1)[0]
     log = data.parent / f"imap-{port}.log"
-    env = {**os.environ, "LETTERLOG_DURABILITY": "normal"}
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal", **(env or {})}
     with open(log, "wb") as out:
         proc = subprocess.Popen([*BIN, "--data", str(data), "imap", "--listen",
                                  f"127.0.0.1:{port}", "--login-failure-delay", "0.5", *extra],
