@@ -34,6 +34,7 @@ class Key:
 class Query:
     keys: list[Key]
     uses_modseq: bool = False
+    returns: list[str] | None = None  # ESEARCH's RETURN options ([] for "RETURN ()")
 
 
 _FLAG_KEYS = {"ANSWERED": ("\\Answered", True), "DELETED": ("\\Deleted", True),
@@ -53,9 +54,20 @@ def parse_search(args: list[Token], sel: Selected) -> Query:
         if charset not in ("US-ASCII", "UTF-8"):
             raise SearchError(f"[BADCHARSET (US-ASCII UTF-8)] unsupported charset {charset}")
         toks = toks[2:]
+    returns: list[str] | None = None
     if toks and isinstance(toks[0], Atom) and toks[0].upper() == "RETURN":
+        if len(toks) < 2 or not isinstance(toks[1], list):
+            raise SearchError("RETURN needs a list of options")
+        returns = [_word(t).upper() for t in toks[1]]
+        if any(r not in ("MIN", "MAX", "ALL", "COUNT") for r in returns):
+            raise SearchError(f"unknown RETURN option in {returns}")
         toks = toks[2:]
-    query = Query([])
+    if len(toks) >= 2 and isinstance(toks[0], Atom) and toks[0].upper() == "CHARSET":
+        charset = _word(toks[1]).upper()
+        if charset not in ("US-ASCII", "UTF-8"):
+            raise SearchError(f"[BADCHARSET (US-ASCII UTF-8)] unsupported charset {charset}")
+        toks = toks[2:]
+    query = Query([], returns=returns)
     pos = [0]
     while pos[0] < len(toks):
         query.keys.append(_key(toks, pos, sel, query))

@@ -138,6 +138,7 @@ class Session:
     def capabilities(self) -> str:
         caps = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE",
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
+                "ESEARCH", "MULTIAPPEND",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -470,6 +471,16 @@ class Session:
             await asyncio.sleep(0.1)  # the workers' pace: what a command waits for here
             await self.report()
 
+    async def enable_condstore(self) -> None:
+        """A CONDSTORE-enabling command (RFC 7162 3.1): the first one in a selected mailbox
+        is answered with the mailbox's HIGHESTMODSEQ too."""
+        if self.condstore:
+            return
+        self.condstore = True
+        if self.selected is not None:
+            await self.untagged(f"OK [HIGHESTMODSEQ {max(self.selected.highestmodseq, 1)}]"
+                                " CONDSTORE enabled")
+
     async def announce_keywords(self, sel: Selected) -> None:
         if sel.new_keywords():
             await self.untagged(f"FLAGS ({self._flag_names(sel)})")
@@ -686,39 +697,46 @@ class Session:
         return "MYRIGHTS completed"
 
     async def cmd_append(self, tag: str, args: list[Token]) -> str:
+        """APPEND, and MULTIAPPEND (RFC 3502: several messages, each with its flags and
+        date; delivered one after the other, not atomically)."""
         if len(args) < 2:
             raise BadCommand("APPEND takes a mailbox and a message")
         path = _mailbox_name(args[0])
         rest = args[1:]
-        flags: list[str] = []
-        when: datetime | None = None
-        if rest and isinstance(rest[0], list):
-            flags = [_text(f) for f in rest[0]]
+        messages: list[dict[str, Any]] = []
+        while rest:
+            flags: list[str] = []
+            fields: dict[str, Any] = {}
+            if isinstance(rest[0], list):
+                flags = [_text(f) for f in rest[0]]
+                rest = rest[1:]
+            if len(rest) > 1 and isinstance(rest[0], String) and not rest[0].literal:
+                fields["internal_date"] = parse_date_time(rest[0].text())
+                rest = rest[1:]
+            if not rest or not isinstance(rest[0], String):
+                raise BadCommand("APPEND needs each message as a literal")
+            if any(f.lower() == "\\recent" for f in flags):
+                raise BadCommand("\\Recent cannot be set")
+            messages.append({**fields, "raw": rest[0].value,
+                             "flags": [_flag_name(f) for f in flags]})
             rest = rest[1:]
-        if len(rest) > 1 and isinstance(rest[0], String) and not rest[0].literal:
-            when = parse_date_time(rest[0].text())
-            rest = rest[1:]
-        if len(rest) != 1 or not isinstance(rest[0], String):
-            raise BadCommand("APPEND needs the message as a literal")
-        if any(f.lower() == "\\recent" for f in flags):
-            raise BadCommand("\\Recent cannot be set")
-        flags = [_flag_name(f) for f in flags]
         account, name = self.resolve(path)
-        fields: dict[str, Any] = {"account": account, "mailbox": name,
-                                  "raw": rest[0].value, "flags": flags}
-        if when is not None:
-            fields["internal_date"] = when
-        try:
-            d = await self.call(self.caller.deliver, **fields)
-        except No as no:
-            if no.code == "NONEXISTENT":
-                no.code = "TRYCREATE"
-            raise
+        delivered = []
+        for fields in messages:
+            try:
+                delivered.append(await self.call(self.caller.deliver, account=account,
+                                                 mailbox=name, **fields))
+            except No as no:
+                if no.code == "NONEXISTENT":
+                    no.code = "TRYCREATE"
+                raise
         await self.report()
+        uids = {d.uid for d in delivered}
         sel = self.selected
         if sel is not None and (sel.account, sel.name) == (account, name):
-            await self.settle(lambda s: d.uid in s.entries)
-        return f"[APPENDUID {d.uidvalidity} {d.uid}] APPEND completed"
+            await self.settle(lambda s: uids <= set(s.entries))
+        return (f"[APPENDUID {delivered[0].uidvalidity} "
+                f"{_compact(sorted(uids))}] APPEND completed")
 
     async def cmd_idle(self, tag: str, args: list[Token]) -> str:
         await self.send(b"+ idling\r\n")
@@ -815,9 +833,31 @@ class Session:
         searcher = Searcher(sel, lambda uid: self.call(self.message, uid))
         found = await searcher.run(query)
         numbers = [uid if by_uid else sel.seq_of(uid) for uid in found]
-        line = "SEARCH" + "".join(f" {n}" for n in numbers)
-        if query.uses_modseq and found:
-            line += f" (MODSEQ {max(sel.entries[u].modseq for u in found)})"
+        if query.uses_modseq:
+            await self.enable_condstore()
+        returned = found
+        if query.returns and not {"ALL", "COUNT"} & set(query.returns) and found:
+            returned = [u for u in found if ("MIN" in query.returns and u == found[0])
+                        or ("MAX" in query.returns and u == found[-1])]
+        modseq = max(sel.entries[u].modseq for u in returned) \
+            if query.uses_modseq and returned else None
+        if query.returns is None:
+            line = "SEARCH" + "".join(f" {n}" for n in numbers)
+            if modseq is not None:
+                line += f" (MODSEQ {modseq})"
+        else:  # ESEARCH (RFC 4731)
+            line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
+            wanted = query.returns or ["ALL"]
+            if numbers and "MIN" in wanted:
+                line += f" MIN {min(numbers)}"
+            if numbers and "MAX" in wanted:
+                line += f" MAX {max(numbers)}"
+            if "COUNT" in wanted:
+                line += f" COUNT {len(numbers)}"
+            if numbers and "ALL" in wanted:
+                line += f" ALL {_compact(sorted(numbers))}"
+            if modseq is not None:
+                line += f" MODSEQ {modseq}"
         await self.untagged(line)
         if by_uid:
             await self.report()
@@ -858,10 +898,9 @@ class Session:
             for i, m in enumerate(mods):
                 if isinstance(m, Atom) and m.upper() == "CHANGEDSINCE" and i + 1 < len(mods):
                     changedsince = int(_text(mods[i + 1]))
-                    self.condstore = True
                     items.modseq = True
         if items.modseq:
-            self.condstore = True
+            await self.enable_condstore()
         targets = self._targets(_text(args[0]), by_uid)
         gone = 0
         for seq, uid in targets:
@@ -908,7 +947,7 @@ class Session:
             mods = rest[0]
             if len(mods) == 2 and _text(mods[0]).upper() == "UNCHANGEDSINCE":
                 unchangedsince = int(_text(mods[1]))
-                self.condstore = True
+                await self.enable_condstore()
             rest = rest[1:]
         item = _text(rest[0]).upper()
         m = re.match(r"^([+-]?)FLAGS(\.SILENT)?$", item)
