@@ -62,6 +62,7 @@ ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\
 
 GONE = ("NONEXISTENT", "EXPUNGEISSUED")
 """The codes of a message another session expunged while this one still shows it."""
+STATUS_ITEMS = ("MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN", "HIGHESTMODSEQ")
 ANSWERED = "answered"
 """A handler's result when it has sent its tagged reply itself (STARTTLS)."""
 
@@ -138,7 +139,7 @@ class Session:
     def capabilities(self) -> str:
         caps = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE",
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
-                "ESEARCH", "MULTIAPPEND",
+                "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -551,74 +552,105 @@ class Session:
         return "UNSUBSCRIBE completed"
 
     async def cmd_list(self, tag: str, args: list[Token], lsub: bool = False) -> str:
-        select_opts: list[str] = []
-        if args and isinstance(args[0], list):  # LIST-EXTENDED selection options
-            select_opts = [_text(a).upper() for a in args[0]]
-            args = args[1:]
+        """LIST and LSUB, with LIST-EXTENDED (RFC 5258: selection and return options,
+        several patterns), LIST-STATUS (RFC 5819) and SPECIAL-USE (RFC 6154)."""
+        word = "LSUB" if lsub else "LIST"
+        select: list[str] = []
+        extended = False
+        if not lsub and args and isinstance(args[0], list):
+            select, args, extended = [_text(a).upper() for a in args[0]], args[1:], True
         if len(args) < 2:
-            raise BadCommand("LIST takes a reference and a pattern")
+            raise BadCommand(f"{word} takes a reference and a pattern")
         ref = _text(args[0])
+        extended |= isinstance(args[1], list)
         patterns = [_pattern_name(p) for p in
                     (args[1] if isinstance(args[1], list) else [args[1]])]
-        return_opts = []
-        if len(args) > 3 and isinstance(args[2], Atom) and args[2].upper() == "RETURN":
-            return_opts = [_text(a).upper() for a in args[3]] if isinstance(args[3], list) else []
-        word = "LSUB" if lsub else "LIST"
-        if patterns == [""]:
+        returns, status_items = _list_returns(args[2:]) if not lsub else ([], [])
+        extended |= bool(args[2:])
+        if set(select) - {"SUBSCRIBED", "REMOTE", "RECURSIVEMATCH", "SPECIAL-USE"}:
+            raise BadCommand(f"unknown LIST selection option in {select}")
+        if "RECURSIVEMATCH" in select and not set(select) - {"RECURSIVEMATCH", "REMOTE"}:
+            raise BadCommand("RECURSIVEMATCH needs another selection option")
+        if not extended and patterns == [""]:
             await self.untagged(f'{word} (\\Noselect) "/" ""')
             return f"{word} completed"
-        rows = await self.call(self._list_rows, lsub or "SUBSCRIBED" in select_opts)
-        names = {r["path"] for r in rows}
-        out: list[tuple[str, list[str]]] = []
+        rows, subscribed = await self.call(self._list_rows)
+        existing = {r["path"]: r for r in rows}
+        by_subscription = lsub or "SUBSCRIBED" in select
+        candidates = sorted(subscribed) if by_subscription else list(existing)
+        show_subscribed = "SUBSCRIBED" in select or "SUBSCRIBED" in returns
+        out: list[tuple[str, list[str], str]] = []
         seen: set[str] = set()
-        for pattern in patterns:
-            regex = _pattern(ref + pattern if not pattern.upper().startswith("INBOX")
-                             else pattern)
-            for row in rows:
-                path = row["path"]
-                if path in seen or not regex.match(path if path != "INBOX" else "INBOX"):
+        regexes = [_pattern(ref + p if not p.upper().startswith("INBOX") else p)
+                   for p in patterns]
+        for pattern, regex in zip(patterns, regexes, strict=True):
+            for path in candidates:
+                row = existing.get(path)
+                if path in seen or not regex.match(path):
+                    continue
+                if "SPECIAL-USE" in select and (row is None or row.get("role") not in ROLES):
                     continue
                 seen.add(path)
                 attrs = []
-                if row.get("noselect"):
+                if row is None:
+                    attrs.append("\\NonExistent" if extended else "\\Noselect")
+                elif row.get("noselect"):
                     attrs.append("\\Noselect")
-                if not lsub:
-                    children = any(n.startswith(path + "/") for n in names)
+                if not lsub and row is not None:
+                    children = any(n.startswith(path + "/") for n in existing)
                     attrs.append("\\HasChildren" if children else "\\HasNoChildren")
                     if row.get("role") in ROLES:
                         attrs.append(ROLES[row["role"]])
-                    if row.get("subscribed") and "SUBSCRIBED" in (select_opts + return_opts):
-                        attrs.append("\\Subscribed")
-                out.append((path, attrs))
-            if lsub or "%" in pattern:  # a parent of a match that is not listed itself
-                for row_path in list(names):
-                    parts = row_path.split("/")
-                    for i in range(1, len(parts)):
-                        parent = "/".join(parts[:i])
-                        if parent not in seen and parent not in names and regex.match(parent):
-                            seen.add(parent)
-                            out.append((parent, ["\\Noselect"]))
-        for path, attrs in out:
-            from adapters.imap.utf7 import encode
-
-            name = path if path == "INBOX" else encode(path)
+                if show_subscribed and path in subscribed:
+                    attrs.append("\\Subscribed")
+                out.append((path, attrs, ""))
+            parents: set[str] = set()
+            for path in (subscribed if by_subscription else existing):
+                parts = path.split("/")
+                parents |= {"/".join(parts[:i]) for i in range(1, len(parts))}
+            for parent in sorted(parents - seen):
+                if not regex.match(parent):
+                    continue
+                if "RECURSIVEMATCH" in select and by_subscription:
+                    if all(any(r.match(c) for r in regexes) for c in subscribed
+                           if c.startswith(parent + "/")):
+                        continue  # every subscribed child is listed itself
+                    seen.add(parent)
+                    row = existing.get(parent)
+                    attrs = [] if row is not None else ["\\NonExistent"]
+                    if row is not None and "CHILDREN" in returns:
+                        attrs.append("\\HasChildren")
+                    out.append((parent, attrs, ' ("CHILDINFO" ("SUBSCRIBED"))'))
+                elif (lsub or "%" in pattern) and parent not in existing \
+                        and not by_subscription:
+                    seen.add(parent)
+                    out.append((parent, ["\\Noselect"] if not extended
+                                else ["\\NonExistent"], ""))
+                elif lsub and "%" in pattern:
+                    seen.add(parent)
+                    out.append((parent, ["\\Noselect"], ""))
+        for path, attrs, extra in out:
             await self.untagged(f"{word} ({' '.join(attrs)}) \"/\" ".encode()
-                                + astring_out(name))
+                                + astring_out(_listed_name(path)) + extra.encode())
+            row = existing.get(path)
+            if status_items and row is not None and not row.get("noselect"):
+                await self._status_line(path, status_items, quiet=True)
         return f"{word} completed"
 
-    def _list_rows(self, subscribed_only: bool) -> list[dict[str, Any]]:
+    def _list_rows(self) -> tuple[list[dict[str, Any]], set[str]]:
+        """The mailboxes the user may look up, and the paths of its subscriptions (its own
+        account's: subscriptions are the owner's)."""
         self.server.catch_up()
         rows = self.caller.mailboxes()
-        if subscribed_only:
-            account, _ = self.caller.root()
-            subs: set[str] = set()
-            if account:
-                try:
-                    subs = set(self.caller.subscriptions(account))
-                except (PermissionDenied, NotFound):
-                    subs = set()
-            rows = [r for r in rows if r["name"] in subs and r["account"] == account]
-        return rows
+        account, _ = self.caller.root()
+        subscribed: set[str] = set()
+        if account:
+            try:
+                names = self.caller.subscriptions(account)
+            except (PermissionDenied, NotFound):
+                names = []
+            subscribed = {self.caller.path_of(account, n) for n in names}
+        return rows, subscribed
 
     async def cmd_lsub(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_list(tag, args, lsub=True)
@@ -626,27 +658,31 @@ class Session:
     async def cmd_status(self, tag: str, args: list[Token]) -> str:
         if len(args) != 2 or not isinstance(args[1], list):
             raise BadCommand("STATUS takes a mailbox and a list of items")
-        path = _mailbox_name(args[0])
+        items = [_text(i).upper() for i in args[1]]
+        await self._status_line(_mailbox_name(args[0]), items)
+        return "STATUS completed"
+
+    async def _status_line(self, path: str, items: list[str], *, quiet: bool = False) -> None:
+        """``* STATUS`` of the mailbox ``path``; ``quiet`` (LIST-STATUS): nothing when the
+        user may not read it."""
+        if any(i not in STATUS_ITEMS for i in items):
+            raise BadCommand(f"unknown STATUS item in {items}")
         account, name = self.resolve(path)
-        status, _ = await self.call(self._open, account, name)
+        try:
+            status, _ = await self.call(self._open, account, name)
+        except No:
+            if quiet:
+                return
+            raise
         recent = 0
-        if any(_text(i).upper() == "RECENT" for i in args[1]):
+        if "RECENT" in items:
             recent = await self.call(self._recent_count, account, name, status)
         values = {"MESSAGES": status["messages"], "RECENT": recent,
                   "UIDNEXT": status["uidnext"], "UIDVALIDITY": status["uidvalidity"],
                   "UNSEEN": status["unseen"], "HIGHESTMODSEQ": max(status["highestmodseq"], 1)}
-        items = []
-        for item in args[1]:
-            key = _text(item).upper()
-            if key not in values:
-                raise BadCommand(f"unknown STATUS item {key}")
-            items.append(f"{key} {values[key]}")
-        from adapters.imap.utf7 import encode
-
-        await self.untagged(b"STATUS " + astring_out(path if path == "INBOX" else
-                                                     encode(path))
-                            + f" ({' '.join(items)})".encode())
-        return "STATUS completed"
+        shown = " ".join(f"{key} {values[key]}" for key in items)
+        await self.untagged(b"STATUS " + astring_out(_listed_name(path))
+                            + f" ({shown})".encode())
 
     def _recent_count(self, account: str, name: str, status: dict[str, Any]) -> int:
         start = self.server.recent.get((account, name, status["uidvalidity"]), 1)
@@ -1053,6 +1089,31 @@ class Session:
 
     async def cmd_uid_move(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_copy(tag, args, by_uid=True, move=True)
+
+
+def _list_returns(rest: list[Token]) -> tuple[list[str], list[str]]:
+    """LIST's ``RETURN (...)``: its options, and the STATUS items it asks for."""
+    if not rest:
+        return [], []
+    if len(rest) != 2 or not isinstance(rest[0], Atom) or rest[0].upper() != "RETURN" \
+            or not isinstance(rest[1], list):
+        raise BadCommand("LIST: expected RETURN (options) after the patterns")
+    options: list[str] = []
+    status: list[str] = []
+    tokens_ = rest[1]
+    i = 0
+    while i < len(tokens_):
+        option = _text(tokens_[i]).upper()
+        if option == "STATUS":
+            if i + 1 >= len(tokens_) or not isinstance(tokens_[i + 1], list):
+                raise BadCommand("RETURN (STATUS ...) needs a list of items")
+            status = [_text(t).upper() for t in tokens_[i + 1]]
+            i += 1
+        elif option not in ("SUBSCRIBED", "CHILDREN", "SPECIAL-USE"):
+            raise BadCommand(f"unknown LIST return option {option}")
+        options.append(option)
+        i += 1
+    return options, status
 
 
 def _none_of(ids: frozenset[Any], sel: Selected) -> bool:

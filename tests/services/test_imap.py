@@ -36,7 +36,7 @@ NOT_YET = {
     "append-binary": "BINARY", "catenate": "CATENATE", "catenate-multiappend": "CATENATE",
     "esort": "ESORT", "fetch-binary-mime": "BINARY",
     "fetch-binary-mime-base64": "BINARY", "fetch-binary-mime-qp": "BINARY",
-    "listext": "LIST-EXTENDED", "notify": "NOTIFY",
+    "notify": "NOTIFY",
     "search-context-update": "CONTEXT=SEARCH", "search-context-update2": "CONTEXT=SEARCH",
     "search-context-update3": "CONTEXT=SEARCH", "search-partial": "CONTEXT=SEARCH",
     "sort-addresses": "SORT", "sort-arrival": "SORT", "sort-date": "SORT",
