@@ -139,7 +139,8 @@ class Session:
     def capabilities(self) -> str:
         caps = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE",
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
-                "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS",
+                "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS", "SORT",
+                "SORT=DISPLAY", "ESORT",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -244,6 +245,7 @@ class Session:
                 "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE", "SETACL",
                 "DELETEACL", "GETACL", "LISTRIGHTS", "MYRIGHTS"}
         selected = {"CHECK", "CLOSE", "UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY",
+                    "SORT", "UID SORT",
                     "MOVE", "UID FETCH", "UID STORE", "UID SEARCH", "UID COPY", "UID MOVE",
                     "UID EXPUNGE"}
         allowed = anywhere | (unauth if self.user is None else auth)
@@ -902,6 +904,62 @@ class Session:
     async def cmd_uid_search(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_search(tag, args, by_uid=True)
 
+    async def cmd_sort(self, tag: str, args: list[Token], by_uid: bool = False) -> str:
+        """SORT (RFC 5256, SORT=DISPLAY: RFC 5957), and ESORT's RETURN (RFC 5267)."""
+        from adapters.imap import sort
+
+        sel = self.selected
+        assert sel is not None
+        returns: list[str] | None = None
+        if args and isinstance(args[0], Atom) and args[0].upper() == "RETURN":
+            if len(args) < 2 or not isinstance(args[1], list):
+                raise BadCommand("RETURN needs a list of options")
+            returns = [_text(t).upper() for t in args[1]]
+            if set(returns) - {"MIN", "MAX", "ALL", "COUNT"}:
+                raise BadCommand(f"unknown RETURN option in {returns}")
+            args = args[2:]
+        if len(args) < 3 or not isinstance(args[0], list):
+            raise BadCommand("SORT takes (criteria) charset search-keys")
+        try:
+            criteria = sort.parse_criteria([_text(t) for t in args[0]])
+            query = parse_search([Atom("CHARSET"), args[1], *args[2:]], sel)
+        except (sort.SortError, SearchError) as e:
+            raise BadCommand(str(e)) from None
+        found = await Searcher(sel, lambda uid: self.call(self.message, uid)).run(query)
+        keyed = []
+        for uid in found:
+            msg = None
+            if sort.needs_message(criteria):
+                try:
+                    msg = await self.call(self.message, uid)
+                except No as no:
+                    if no.code not in GONE:
+                        raise
+            keyed.append((sort.sort_key(criteria, sel.seq_of(uid), sel.entries[uid], msg),
+                          uid))
+        keyed.sort(key=lambda pair: pair[0])
+        numbers = [uid if by_uid else sel.seq_of(uid) for _, uid in keyed]
+        if returns is None:
+            await self.untagged("SORT" + "".join(f" {n}" for n in numbers))
+        else:
+            line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
+            wanted = returns or ["ALL"]
+            if numbers and "MIN" in wanted:
+                line += f" MIN {numbers[0]}"
+            if numbers and "MAX" in wanted:
+                line += f" MAX {numbers[-1]}"
+            if "COUNT" in wanted:
+                line += f" COUNT {len(numbers)}"
+            if numbers and "ALL" in wanted:
+                line += f" ALL {_in_order(numbers)}"
+            await self.untagged(line)
+        if by_uid:
+            await self.report()
+        return "SORT completed"
+
+    async def cmd_uid_sort(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_sort(tag, args, by_uid=True)
+
     def message(self, uid: int) -> mime.Part:
         """The message's structure, from its bytes (``body``: a preview read, refused as
         ``extract`` refuses); the last few are kept."""
@@ -1149,6 +1207,19 @@ def _apply(current: frozenset[str], change: frozenset[str], mode: str) -> frozen
     if mode == "remove":
         return current - change
     return change
+
+
+def _in_order(numbers: list[int]) -> str:
+    """Numbers in the order given, ascending runs as ranges (ESORT's ALL)."""
+    out: list[str] = []
+    start = prev = numbers[0]
+    for n in numbers[1:] + [-1]:
+        if n == prev + 1:
+            prev = n
+            continue
+        out.append(f"{start}:{prev}" if prev != start else str(start))
+        start = prev = n
+    return ",".join(out)
 
 
 def _compact(numbers: list[int]) -> str:
