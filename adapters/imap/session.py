@@ -140,7 +140,7 @@ class Session:
         caps = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "ENABLE", "IDLE", "NAMESPACE",
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
                 "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS", "SORT",
-                "SORT=DISPLAY", "ESORT",
+                "SORT=DISPLAY", "ESORT", "THREAD=ORDEREDSUBJECT", "THREAD=REFERENCES",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -245,7 +245,7 @@ class Session:
                 "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE", "SETACL",
                 "DELETEACL", "GETACL", "LISTRIGHTS", "MYRIGHTS"}
         selected = {"CHECK", "CLOSE", "UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY",
-                    "SORT", "UID SORT",
+                    "SORT", "UID SORT", "THREAD", "UID THREAD",
                     "MOVE", "UID FETCH", "UID STORE", "UID SEARCH", "UID COPY", "UID MOVE",
                     "UID EXPUNGE"}
         allowed = anywhere | (unauth if self.user is None else auth)
@@ -959,6 +959,47 @@ class Session:
 
     async def cmd_uid_sort(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_sort(tag, args, by_uid=True)
+
+    async def cmd_thread(self, tag: str, args: list[Token], by_uid: bool = False) -> str:
+        """THREAD (RFC 5256): ORDEREDSUBJECT and REFERENCES."""
+        from adapters.imap import sort, thread
+
+        sel = self.selected
+        assert sel is not None
+        if len(args) < 3 or not isinstance(args[0], Atom):
+            raise BadCommand("THREAD takes an algorithm, a charset and search keys")
+        algorithm = args[0].upper()
+        if algorithm not in ("ORDEREDSUBJECT", "REFERENCES"):
+            raise BadCommand(f"unknown threading algorithm {algorithm}")
+        try:
+            query = parse_search([Atom("CHARSET"), args[1], *args[2:]], sel)
+        except SearchError as e:
+            raise BadCommand(str(e)) from None
+        found = await Searcher(sel, lambda uid: self.call(self.message, uid)).run(query)
+        messages = []
+        for uid in found:
+            seq, e = sel.seq_of(uid), sel.entries[uid]
+            try:
+                msg = await self.call(self.message, uid)
+            except No as no:
+                if no.code not in GONE:
+                    raise
+                continue
+            messages.append(thread.Message(
+                uid if by_uid else seq, (sort.key_of("DATE", seq, e, msg), seq),
+                msg.get("subject"), msg.get("message-id"), msg.get("references"),
+                msg.get("in-reply-to")))
+        if algorithm == "ORDEREDSUBJECT":
+            threads = thread.ordered_subject(messages)
+        else:
+            threads = thread.references(messages)
+        await self.untagged("THREAD" + (" " + threads if threads else ""))
+        if by_uid:
+            await self.report()
+        return "THREAD completed"
+
+    async def cmd_uid_thread(self, tag: str, args: list[Token]) -> str:
+        return await self.cmd_thread(tag, args, by_uid=True)
 
     def message(self, uid: int) -> mime.Part:
         """The message's structure, from its bytes (``body``: a preview read, refused as

@@ -39,11 +39,7 @@ NOT_YET = {
     "search-context-update": "CONTEXT=SEARCH", "search-context-update2": "CONTEXT=SEARCH",
     "search-context-update3": "CONTEXT=SEARCH", "search-partial": "CONTEXT=SEARCH",
     "sort-partial": "CONTEXT=SORT",
-    "thread": "THREAD=REFERENCES", "thread-orderedsubject": "THREAD=ORDEREDSUBJECT",
-    "thread-orderedsubject2": "THREAD=ORDEREDSUBJECT", "thread2": "THREAD=REFERENCES",
-    "thread3": "THREAD=REFERENCES", "thread4": "THREAD=REFERENCES",
-    "thread5": "THREAD=REFERENCES", "thread6": "THREAD=REFERENCES",
-    "thread7": "THREAD=REFERENCES", "thread8": "THREAD=REFERENCES", "urlauth": "URLAUTH",
+    "urlauth": "URLAUTH",
     "urlauth-binary": "URLAUTH", "urlauth2": "URLAUTH",
 }
 
