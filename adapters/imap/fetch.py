@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from adapters.imap import mime
-from adapters.imap.wire import Atom, BadCommand, Token, imap_date, literal
+from adapters.imap.wire import Atom, BadCommand, No, Token, imap_date, literal
 
 if TYPE_CHECKING:
     from adapters.imap.mailbox import Entry, Selected
@@ -55,8 +55,19 @@ class FetchItems:
                 out.modseq |= upper == "MODSEQ"
                 continue
             m = _BODY.match(word.value)
-            if not m or m.group(1).upper().startswith("BINARY"):
+            if not m:
                 raise BadCommand(f"unknown FETCH item {word.value}")
+            kind = m.group(1).upper()
+            if kind.startswith("BINARY"):
+                if not re.match(r"^(\d+(\.\d+)*)?$", m.group(2)):
+                    raise BadCommand(f"BINARY takes part numbers: {word.value}")
+                if kind == "BINARY.SIZE" and m.group(3) is not None:
+                    raise BadCommand("BINARY.SIZE takes no partial")
+                out.items.append(Item(kind if kind == "BINARY.SIZE" else "BINARY", m.group(2),
+                                      kind == "BINARY.PEEK",
+                                      int(m.group(3)) if m.group(3) is not None else None,
+                                      int(m.group(4)) if m.group(4) is not None else None))
+                continue
             start = int(m.group(3)) if m.group(3) is not None else None
             length = int(m.group(4)) if m.group(4) is not None else None
             if m.group(3) is not None and m.group(4) is None:
@@ -73,7 +84,8 @@ class FetchItems:
     async def render(self, session: Session, sel: Selected, seq: int, e: Entry) -> bytes:
         parts: list[bytes] = []
         need_body = any(i.name in ("ENVELOPE", "BODYSTRUCTURE", "BODY", "RFC822",
-                                   "RFC822.HEADER", "RFC822.TEXT") for i in self.items)
+                                   "RFC822.HEADER", "RFC822.TEXT", "BINARY", "BINARY.SIZE")
+                        for i in self.items)
         msg: mime.Part | None = None
         if need_body:
             msg = await session.call(session.message, e.uid)
@@ -104,6 +116,21 @@ class FetchItems:
             elif n == "RFC822.TEXT":
                 parts.append(b"RFC822.TEXT " + literal(msg.body))  # type: ignore[union-attr]
                 seen = True
+            elif n in ("BINARY", "BINARY.SIZE"):
+                assert msg is not None and item.section is not None
+                data = _binary(msg, item.section)
+                if n == "BINARY.SIZE":
+                    parts.append(f"BINARY.SIZE[{item.section}] {len(data or b'')}".encode())
+                    continue
+                label = f"BINARY[{item.section}]"
+                if item.start is not None:
+                    label += f"<{item.start}>"
+                    if data is not None:
+                        data = data[item.start:item.start + (item.length or 0)]
+                value = b"NIL" if data is None else (
+                    b"~" + literal(data) if b"\0" in data else literal(data))
+                parts.append(label.encode() + b" " + value)
+                seen |= not item.peek
             else:
                 assert msg is not None and item.section is not None
                 data = mime.section(msg, item.section)
@@ -123,6 +150,13 @@ class FetchItems:
         if self.modseq or session.condstore:
             parts.append(b"MODSEQ (%d)" % e.modseq)
         return b"* %d FETCH (" % seq + b" ".join(parts) + b")\r\n"
+
+
+def _binary(msg: mime.Part, section: str) -> bytes | None:
+    try:
+        return mime.binary_section(msg, section)
+    except mime.UnknownEncoding as e:
+        raise No(str(e), "UNKNOWN-CTE") from None
 
 
 def _flags(sel: Selected, e: Entry) -> bytes:

@@ -394,3 +394,84 @@ def _child(part: Part | None, n: int, top: bool) -> Part | None:
     if top or part.message is not None:
         return container if n == 1 else None
     return None
+
+
+# -- BINARY (RFC 3516) ----------------------------------------------------------------------
+class UnknownEncoding(ValueError):
+    """A part whose Content-Transfer-Encoding cannot be decoded (``[UNKNOWN-CTE]``)."""
+
+
+def binary_section(part: Part, spec: str) -> bytes | None:
+    """``BINARY[spec]``: a leaf part's content decoded from its transfer encoding; the
+    whole message, a multipart or a message/rfc822 part as it is."""
+    if spec and not re.match(r"^\d+(\.\d+)*$", spec):
+        raise SectionError(f"BINARY takes a part number, not {spec!r}")
+    if not spec:
+        return part.raw[part.start:part.end]
+    target: Part | None = part
+    for depth, n in enumerate(int(x) for x in spec.split(".")):
+        target = _child(target, n, depth == 0)
+        if target is None:
+            return None
+    if target.maintype == "multipart" or target.message is not None:
+        return target.body
+    return decode_body(target)
+
+
+def decode_body(part: Part) -> bytes:
+    import base64
+    import binascii
+
+    enc = (part.get("content-transfer-encoding") or b"7bit").strip().lower()
+    if enc in (b"7bit", b"8bit", b"binary"):
+        return part.body
+    if enc == b"base64":
+        try:
+            return base64.b64decode(re.sub(rb"[^A-Za-z0-9+/=]", b"", part.body))
+        except (binascii.Error, ValueError):
+            raise UnknownEncoding("invalid base64") from None
+    if enc == b"quoted-printable":
+        return _quoted_printable(part.body)
+    raise UnknownEncoding(f"unknown transfer encoding {enc.decode('latin-1')!r}")
+
+
+def _quoted_printable(body: bytes) -> bytes:
+    """RFC 2045 6.7: trailing white space of each line dropped, ``=`` at a line's end a
+    soft break, ``=XX`` an octet; anything else as it is."""
+    out = bytearray()
+    lines = re.split(rb"\r?\n", body)
+    for i, line in enumerate(lines):
+        line = line.rstrip(b" \t")
+        soft = line.endswith(b"=")
+        if soft:
+            line = line[:-1]
+        out += re.sub(rb"=([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), line)
+        if not soft and i + 1 < len(lines):
+            out += b"\r\n"
+    return bytes(out)
+
+
+def binary_parts_as_base64(raw: bytes) -> bytes:
+    """A message whose leaf parts of transfer encoding ``binary`` are given as base64
+    instead (APPEND of a literal8, RFC 3516 4.2: IMAP4rev1 cannot give binary back)."""
+    import base64
+
+    leaves: list[Part] = []
+
+    def walk(p: Part) -> None:
+        if p.children:
+            for c in p.children:
+                walk(c)
+        elif p.message is not None:
+            walk(p.message)
+        elif (p.get("content-transfer-encoding") or b"").strip().lower() == b"binary":
+            leaves.append(p)
+
+    walk(parse(raw))
+    out = raw
+    for p in sorted(leaves, key=lambda p: p.start, reverse=True):
+        header = re.sub(rb"(?im)^(content-transfer-encoding:)[ \t]*binary[ \t]*(\r?\n)",
+                        rb"\1 base64\2", p.header)
+        encoded = base64.encodebytes(p.body).replace(b"\n", b"\r\n")
+        out = out[:p.start] + header + encoded + out[p.end:]
+    return out

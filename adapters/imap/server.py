@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from adapters.imap.session import Session
+from adapters.imap.session import SETTLE_SECONDS, Session
 
 log = logging.getLogger("letterlog.imap")
 
 WATCH_SECONDS = 0.25
-SETTLE_SECONDS = 5.0
-"""With read models kept by stream workers (scale-out), how long after a change of the log
-sessions read their mailboxes again on every look, for the workers to project it."""
+
 
 
 @dataclass(frozen=True)

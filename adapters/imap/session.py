@@ -28,6 +28,7 @@ from adapters.imap.wire import (
     MONTHS,
     Atom,
     BadCommand,
+    No,
     String,
     Token,
     astring_out,
@@ -54,6 +55,9 @@ log = logging.getLogger("letterlog.imap")
 
 SYSTEM_FLAGS = ("\\Answered", "\\Flagged", "\\Deleted", "\\Seen", "\\Draft")
 MAX_LINE = 64 * 1024
+SETTLE_SECONDS = 5.0
+"""With read models kept by stream workers (scale-out), how long after a change of the log
+sessions read their mailboxes again on every look, for the workers to project it."""
 AUTOLOGOUT = 30 * 60.0
 AUTOLOGOUT_UNAUTHENTICATED = 120.0
 ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\Junk",
@@ -65,14 +69,6 @@ GONE = ("NONEXISTENT", "EXPUNGEISSUED")
 STATUS_ITEMS = ("MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN", "HIGHESTMODSEQ")
 ANSWERED = "answered"
 """A handler's result when it has sent its tagged reply itself (STARTTLS)."""
-
-
-class No(Exception):
-    """A command that failed: answered ``NO`` (``code``: an RFC 5530 response code)."""
-
-    def __init__(self, text: str, code: str = "") -> None:
-        super().__init__(text)
-        self.code = code
 
 
 _DATE_TIME = re.compile(r"^\s?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d\d):(\d\d):(\d\d) "
@@ -141,6 +137,7 @@ class Session:
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
                 "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS", "SORT",
                 "SORT=DISPLAY", "ESORT", "THREAD=ORDEREDSUBJECT", "THREAD=REFERENCES",
+                "BINARY",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -465,8 +462,6 @@ class Session:
         """With read models kept by stream workers: report updates until this session's
         own command shows in them (``done``), for at most ``SETTLE_SECONDS``; at once in the
         embedded store, which projects a command before it returns."""
-        from adapters.imap.server import SETTLE_SECONDS
-
         sel = self.selected
         deadline = time.monotonic() + SETTLE_SECONDS
         while (self.server.lagging and sel is not None and sel is self.selected
@@ -755,8 +750,10 @@ class Session:
                 raise BadCommand("APPEND needs each message as a literal")
             if any(f.lower() == "\\recent" for f in flags):
                 raise BadCommand("\\Recent cannot be set")
-            messages.append({**fields, "raw": rest[0].value,
-                             "flags": [_flag_name(f) for f in flags]})
+            raw = rest[0].value
+            if rest[0].binary:  # literal8: binary parts are kept as base64 (RFC 3516 4.2)
+                raw = mime.binary_parts_as_base64(raw)
+            messages.append({**fields, "raw": raw, "flags": [_flag_name(f) for f in flags]})
             rest = rest[1:]
         account, name = self.resolve(path)
         delivered = []

@@ -18,6 +18,14 @@ class BadCommand(Exception):
     """A command that is not IMAP: answered ``BAD`` with this text."""
 
 
+class No(Exception):
+    """A command that failed: answered ``NO`` (``code``: an RFC 5530 response code)."""
+
+    def __init__(self, text: str, code: str = "") -> None:
+        super().__init__(text)
+        self.code = code
+
+
 @dataclass(frozen=True)
 class Atom:
     value: str
@@ -32,6 +40,7 @@ class String:
 
     value: bytes
     literal: bool = False
+    binary: bool = False  # a literal8 (``~{N}``, RFC 3516)
 
     def text(self) -> str:
         return self.value.decode("utf-8", "surrogateescape")
@@ -39,7 +48,7 @@ class String:
 
 Token = Atom | String | list  # a list holds tokens
 
-LITERAL_AT_END = re.compile(rb"\{(\d{1,10})(\+?)\}\r?\n?$")
+LITERAL_AT_END = re.compile(rb"~?\{(\d{1,10})(\+?)\}\r?\n?$")
 _ATOM_END = frozenset(b" ()\"{\r\n")
 
 
@@ -50,7 +59,9 @@ def tokens(segments: list[bytes]) -> list[Token]:
     stack: list[list[Token]] = [out]
     for index, segment in enumerate(segments):
         if index % 2:  # a literal's bytes
-            stack[-1].append(String(segment, literal=True))
+            binary = segments[index - 1].rstrip(b"\r\n").endswith(b"}") and bool(
+                re.search(rb"~\{\d+\+?\}\r?\n?$", segments[index - 1]))
+            stack[-1].append(String(segment, literal=True, binary=binary))
             continue
         line = segment
         if index + 1 < len(segments):  # the line ends with the literal's announcement
