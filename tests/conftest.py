@@ -52,7 +52,7 @@ MODULE_GROUPS = {
     "test_processes.py": "stream", "test_relay_postgres_outage.py": "stream",
     "test_erasure_hbase.py": "erasure", "test_erasure_scaleout.py": "erasure",
     "test_supervised_servers.py": "supervised", "test_bench_dovecot.py": "dovecot",
-    "test_imap.py": "imap",
+    "test_imap.py": "imap", "test_bench_imap.py": "dovecot",
 }
 
 
