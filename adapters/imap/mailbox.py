@@ -37,6 +37,7 @@ class Selected:
     recent: set[int] = field(default_factory=set)  # the UIDs recent to this session
     keywords: set[str] = field(default_factory=set)  # announced in FLAGS
     pending: tuple[list[int], int, list[int]] | None = None  # read, not yet reported
+    vanished: list[int] = field(default_factory=list)  # the UIDs of ``pending``'s expunges
 
     def flags_of(self, e: Entry) -> list[str]:
         return sorted(e.flags | ({"\\Recent"} if e.uid in self.recent else set()))
@@ -69,6 +70,7 @@ class Selected:
                 kept.append(uid)
             else:
                 expunged.append(len(kept) + 1)  # its sequence number once those before went
+                self.vanished.append(uid)
                 self.entries.pop(uid, None)
         changed: list[int] = []
         for uid in kept:

@@ -129,6 +129,7 @@ class Session:
         self.caller: Any = None
         self.selected: Selected | None = None
         self.condstore = False
+        self.qresync = False  # RFC 7162: expunges are VANISHED; SELECT (QRESYNC ...)
         self.parsed: OrderedDict[tuple[int, int], mime.Part] = OrderedDict()
 
     # -- the connection ---------------------------------------------------------------------
@@ -137,7 +138,7 @@ class Session:
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
                 "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS", "SORT",
                 "SORT=DISPLAY", "ESORT", "THREAD=ORDEREDSUBJECT", "THREAD=REFERENCES",
-                "BINARY",
+                "BINARY", "QRESYNC",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -343,9 +344,11 @@ class Session:
 
     async def cmd_enable(self, tag: str, args: list[Token]) -> str:
         enabled = [a.upper() for a in args if isinstance(a, Atom)
-                   and a.upper() in ("CONDSTORE",)]
+                   and a.upper() in ("CONDSTORE", "QRESYNC")]
         if enabled:
             self.condstore = True
+        if "QRESYNC" in enabled:
+            self.qresync = True
         await self.untagged("ENABLED" + "".join(" " + e for e in enabled))
         return "ENABLE completed"
 
@@ -362,6 +365,9 @@ class Session:
         params = args[1] if len(args) > 1 and isinstance(args[1], list) else []
         if any(isinstance(p, Atom) and p.upper() == "CONDSTORE" for p in params):
             self.condstore = True
+        resync = _qresync_parameters(params)
+        if resync is not None and not self.qresync:
+            raise BadCommand("QRESYNC needs ENABLE QRESYNC first")
         path = _mailbox_name(args[0]) if args else ""
         if not path:
             raise BadCommand("SELECT needs a mailbox")
@@ -387,7 +393,26 @@ class Session:
         await self.untagged(f"OK [UIDVALIDITY {sel.uidvalidity}] UIDs valid")
         await self.untagged(f"OK [UIDNEXT {sel.uidnext}] predicted next UID")
         await self.untagged(f"OK [HIGHESTMODSEQ {max(sel.highestmodseq, 1)}] highest")
+        if resync is not None and resync[0] == sel.uidvalidity:
+            await self._resync(sel, resync[1], resync[2])
         return f"[{'READ-ONLY' if sel.readonly else 'READ-WRITE'}] selected"
+
+    async def _resync(self, sel: Selected, modseq: int, known: str | None) -> None:
+        """QRESYNC (RFC 7162 3.2.5): what the client knew that is gone, as VANISHED
+        (EARLIER): every UID of its known set (or below UIDNEXT) the mailbox no longer
+        holds, which may include UIDs it never saw; then the messages changed since
+        ``modseq``, with their flags."""
+        top = max(sel.uidnext - 1, 1)
+        ranges = sequence_set(known, top) if known else [(1, top)]
+        present = set(sel.uids)
+        gone = [u for low, high in ranges for u in range(low, min(high, top) + 1)
+                if u not in present]
+        if gone:
+            await self.untagged(f"VANISHED (EARLIER) {_compact(sorted(set(gone)))}")
+        for seq, uid in enumerate(sel.uids, start=1):
+            e = sel.entries[uid]
+            if e.modseq > modseq:
+                await self.untagged(self._flags_line(sel, seq, e, uid=True))
 
     @staticmethod
     def _flag_names(sel: Selected) -> str:
@@ -440,9 +465,13 @@ class Session:
             return
         await self.call(self._sync, sel)
         expunged, exists, changed = sel.pending or ([], 0, [])
-        sel.pending = None
-        for seq in expunged:
-            await self.untagged(f"{seq} EXPUNGE")
+        vanished = sel.vanished
+        sel.pending, sel.vanished = None, []
+        if self.qresync and vanished:
+            await self.untagged(f"VANISHED {_compact(sorted(vanished))}")
+        else:
+            for seq in expunged:
+                await self.untagged(f"{seq} EXPUNGE")
         sel.recent &= set(sel.entries)
         if sel.new_keywords():
             await self.untagged(f"FLAGS ({self._flag_names(sel)})")
@@ -1034,6 +1063,16 @@ class Session:
         if items.modseq:
             await self.enable_condstore()
         targets = self._targets(_text(args[0]), by_uid)
+        if by_uid and self.qresync and changedsince is not None and any(
+                isinstance(m, Atom) and m.upper() == "VANISHED" for m in args[2]):
+            top = sel.uids[-1] if sel.uids else 0
+            present = set(sel.uids)
+            asked = sequence_set(_text(args[0]), max(top, 1))
+            gone_uids = sorted({u for low, high in asked
+                                for u in range(low, min(high, max(sel.uidnext - 1, 0)) + 1)
+                                if u not in present})
+            if gone_uids:
+                await self.untagged(f"VANISHED (EARLIER) {_compact(gone_uids)}")
         gone = 0
         for seq, uid in targets:
             e = sel.entries.get(uid)
@@ -1185,6 +1224,25 @@ class Session:
 
     async def cmd_uid_move(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_copy(tag, args, by_uid=True, move=True)
+
+
+def _qresync_parameters(params: list[Token]) -> tuple[int, int, str | None] | None:
+    """SELECT's ``(QRESYNC (uidvalidity modseq [known-uids [seq-match]]))``."""
+    for i, p in enumerate(params):
+        if isinstance(p, Atom) and p.upper() == "QRESYNC":
+            if i + 1 >= len(params) or not isinstance(params[i + 1], list):
+                raise BadCommand("QRESYNC needs (uidvalidity modseq [known-uids])")
+            values = params[i + 1]
+            if len(values) < 2 or not all(isinstance(v, Atom) for v in values[:3]):
+                raise BadCommand("QRESYNC needs (uidvalidity modseq [known-uids])")
+            try:
+                uidvalidity, modseq = int(_text(values[0])), int(_text(values[1]))
+            except ValueError:
+                raise BadCommand("QRESYNC: uidvalidity and modseq are numbers") from None
+            known = _text(values[2]) if len(values) > 2 and isinstance(values[2], Atom) \
+                else None
+            return uidvalidity, modseq, known
+    return None
 
 
 def _list_returns(rest: list[Token]) -> tuple[list[str], list[str]]:

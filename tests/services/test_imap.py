@@ -430,3 +430,32 @@ def test_mbsync_syncs_an_account_both_ways_and_a_second_sync_changes_nothing(
                       and ".mbsyncstate" not in p.name and ".uidvalidity" not in p.name) \
             == names
         assert run(data, "--json", "status", ADA).stdout == position
+
+
+def test_qresync_reports_what_vanished_and_what_changed_since_a_modseq(
+        server: ImapServer) -> None:
+    c = server.client(ADA)
+    c.create("Resync")
+    for i in range(4):
+        c.append("Resync", None, None, f"Subject: {i}\r\n\r\nbody {i}\r\n".encode())
+    c._simple_command("ENABLE", "QRESYNC")  # noqa: SLF001
+    c.select("Resync")
+    uidvalidity = int(c.response("UIDVALIDITY")[1][0])
+    highest = int(c.response("HIGHESTMODSEQ")[1][0])
+    other = server.client(ADA)
+    other.select("Resync")
+    other.store("2", "+FLAGS", "(\\Deleted)")
+    other.expunge()
+    other.store("3", "+FLAGS", "(\\Flagged)")  # was UID 4
+    other.logout()
+    typ, _ = c.noop()  # this session hears of the expunge as VANISHED, not EXPUNGE
+    assert typ == "OK" and c.response("VANISHED")[1] == [b"2"], c.untagged_responses
+    c.close()
+    c.untagged_responses.clear()
+    typ, data = c._simple_command(  # noqa: SLF001
+        "SELECT", "Resync", f"(QRESYNC ({uidvalidity} {highest} 1:4))")
+    assert typ == "OK", data
+    assert c.response("VANISHED")[1] == [b"(EARLIER) 2"]
+    changed = c.response("FETCH")[1]
+    assert len(changed) == 1 and b"UID 4" in changed[0] and b"\\Flagged" in changed[0]
+    c.logout()
