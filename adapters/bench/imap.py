@@ -68,8 +68,9 @@ def imaptest_rate(binary_dir: Path, port: int, mbox: Path, seconds: int,
 
 
 @contextlib.contextmanager
-def letterlog_imap(root: Path) -> Iterator[tuple[int, int]]:
-    """``letterlog imap`` on a new store with the bench user: (port, pid)."""
+def letterlog_imap(root: Path, processes: int = 1) -> Iterator[tuple[int, int]]:
+    """``letterlog imap`` on a new store with the bench user: (port, pid; with several
+    processes, the first server's)."""
     data = root / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LETTERLOG_")}
     env["LETTERLOG_DATA"] = str(data)
@@ -82,15 +83,19 @@ def letterlog_imap(root: Path) -> Iterator[tuple[int, int]]:
     log = root / "imap.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([*cli, "imap", "--listen", f"127.0.0.1:{port}",
-                                 "--plaintext-auth"], env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
+                                 "--plaintext-auth", "--processes", str(processes)], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while b"listening on port" not in log.read_bytes():
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"letterlog imap did not start: {log.read_text()[-2000:]}")
             time.sleep(0.1)  # a readiness probe: its own line that it listens
-        yield port, proc.pid
+        server = proc.pid
+        if processes > 1:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            server = int(children[0])
+        yield port, server
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -124,18 +129,19 @@ def idle_connection_kib(port: int, pid: int, count: int) -> float:
 
 
 def bench_imap(*, seconds: int = 30, clients: int = 10, messages: int = 160,
-               idle: int = 100, peer: str | None = None,
+               idle: int = 100, peer: str | None = None, processes: int = 1,
                plot: Path | None = None) -> dict[str, Any]:
     binary = install_imaptest()
     with tempfile.TemporaryDirectory(prefix="letterlog-bench-imap-") as tmp:
         root = Path(tmp)
         mbox = root / "bench.mbox"
         write_mbox(mbox, messages)
-        with letterlog_imap(root) as (port, pid):
+        with letterlog_imap(root, processes) as (port, pid):
             ours = imaptest_rate(binary, port, mbox, seconds, clients)
             ours["idle_connection_kib"] = idle_connection_kib(port, pid, idle) if idle else None
         result: dict[str, Any] = {"benchmark": "imap", "seconds": seconds, "clients": clients,
-                                  "messages": messages, "letterlog": ours}
+                                  "messages": messages, "server_processes": processes,
+                                  "letterlog": ours}
         if peer == "dovecot":
             dport = free_ports(1)[0]
             with DovecotServer(imap_port=dport):

@@ -28,6 +28,8 @@ def imap(
         "STARTTLS)")] = False,
     login_failure_delay: Annotated[float, typer.Option(
         metavar="SECONDS", help="how long a failed login waits before its answer")] = 2.0,
+    processes: Annotated[int, typer.Option(
+        metavar="N", min=1, help="server processes on the same ports (one core each)")] = 1,
 ) -> None:
     """Serve IMAP4rev1 in the foreground until SIGTERM or Ctrl-C.
 
@@ -64,6 +66,14 @@ def imap(
             context = tls_context(tls_cert, tls_key)
         except (OSError, ValueError) as e:
             raise InvalidCommand(f"--tls-cert {tls_cert}: {e}") from None
-    store = state.reader()
     options = Options(where, where_tls, context, plaintext_auth, login_failure_delay)
-    run(store, directory(load_settings(data=state.data)), options)
+    users = directory(load_settings(data=state.data))
+    if processes == 1:
+        run(state.reader(), users, options)
+        return
+    from adapters.embedded import Letterlog
+    from adapters.imap.server import run_processes
+
+    Letterlog.open(state.data, create=False).close()  # refused here if there is no store
+    raise typer.Exit(run_processes(lambda: Letterlog.open(state.data, create=False), users,
+                                   options, processes))

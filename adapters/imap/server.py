@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from adapters.imap.recent import RecentClaims
 from adapters.imap.session import SETTLE_SECONDS, Session
 
 log = logging.getLogger("letterlog.imap")
@@ -57,7 +60,7 @@ class Server:
         self.lagging = getattr(store.settings, "table_store", "embedded") == "hbase"
         self.changed_at = 0.0  # when (time.monotonic) the watcher saw the log change
         self.sessions: set[asyncio.Task[Any]] = set()
-        self.recent: dict[tuple[str, str, int], int] = {}  # a mailbox's first recent UID
+        self.recent = RecentClaims(store.settings.data)
         self.ports: list[int] = []
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -72,18 +75,20 @@ class Server:
             self._caught_up = head
         return head
 
+    @staticmethod
+    def _mailbox_key(account: str, name: str, uidvalidity: int) -> str:
+        return f"{account}\0{name}\0{uidvalidity}"
+
     def recent_from(self, sel: Any) -> int:
-        return self.recent.get((sel.account, sel.name, sel.uidvalidity), 1)
+        return self.recent.first(self._mailbox_key(sel.account, sel.name, sel.uidvalidity))
+
+    def recent_first(self, account: str, name: str, uidvalidity: int) -> int:
+        return self.recent.first(self._mailbox_key(account, name, uidvalidity))
 
     def claim_recent(self, sel: Any, uids: list[int], *, claim: bool) -> set[int]:
-        """\\Recent (RFC 3501 2.3.2): a message is recent to the first session that sees it
-        with the mailbox selected read-write. Kept per server process, in memory: after a
-        restart every message is recent once more to the first session that selects it."""
-        start = self.recent_from(sel)
-        mine = {uid for uid in uids if uid >= start}
-        if claim and uids:
-            self.recent[(sel.account, sel.name, sel.uidvalidity)] = max(start, max(uids) + 1)
-        return mine
+        """\\Recent: of ``uids``, those recent to ``sel``'s session (``recent``)."""
+        return self.recent.claim(self._mailbox_key(sel.account, sel.name, sel.uidvalidity),
+                                 uids, claim=claim)
 
     async def authenticate(self, user: str, password: str, peer: str) -> Any:
         """The store acting as ``user`` if the directory accepts the password, else None
@@ -158,18 +163,25 @@ class Server:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def serve(self, ready: Callable[[list[int]], None] | None = None) -> None:
+    async def serve(self, ready: Callable[[list[int]], None] | None = None,
+                    sockets: tuple[socket.socket | None, socket.socket | None] = (None, None)
+                    ) -> None:
+        """Serves until SIGTERM or SIGINT; ``sockets``: listening sockets made (and shared
+        with other processes) by the caller, else this server binds its own."""
         servers = []
         limit = 1 << 20
-        if self.options.listen is not None:
-            host, port = self.options.listen
+        plain, tls = sockets
+        if plain is not None or self.options.listen is not None:
+            where = {"sock": plain} if plain is not None else dict(
+                zip(("host", "port"), self.options.listen, strict=True))  # type: ignore[arg-type]
             servers.append(await asyncio.start_server(
-                lambda r, w: self._session(r, w, False), host, port, limit=limit))
-        if self.options.listen_tls is not None:
-            host, port = self.options.listen_tls
+                lambda r, w: self._session(r, w, False), limit=limit, **where))
+        if tls is not None or self.options.listen_tls is not None:
+            where = {"sock": tls} if tls is not None else dict(
+                zip(("host", "port"), self.options.listen_tls, strict=True))  # type: ignore[arg-type]
             servers.append(await asyncio.start_server(
-                lambda r, w: self._session(r, w, True), host, port, ssl=self.tls_context,
-                limit=limit))
+                lambda r, w: self._session(r, w, True), ssl=self.tls_context, limit=limit,
+                **where))
         self.ports = [s.sockets[0].getsockname()[1] for s in servers]
         watcher = asyncio.ensure_future(self.watch())
         stop = asyncio.Event()
@@ -191,6 +203,7 @@ class Server:
                 task.cancel()
             await asyncio.gather(*self.sessions, return_exceptions=True)
             self.executor.shutdown(wait=True)
+            self.recent.close()
             self.auth_executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -201,6 +214,62 @@ def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
 
 
 def run(store: Any, directory: Any, options: Options) -> None:
-    asyncio.run(Server(store, directory, options).serve(
-        lambda ports: print(f"letterlog imap: listening on port(s) "
-                            f"{', '.join(map(str, ports))}", flush=True)))
+    asyncio.run(Server(store, directory, options).serve(_announce))
+
+
+def _announce(ports: list[int]) -> None:
+    print(f"letterlog imap: listening on port(s) {', '.join(map(str, ports))}", flush=True)
+
+
+def _listening(where: tuple[str, int] | None) -> socket.socket | None:
+    if where is None:
+        return None
+    sock = socket.create_server(where, reuse_port=False, backlog=256)
+    sock.setblocking(False)
+    return sock
+
+
+def run_processes(open_store: Callable[[], Any], directory: Any, options: Options,
+                  processes: int) -> int:
+    """``processes`` servers on the same listening sockets, each a process of its own with
+    its own store (one core each: a server's store calls run on one thread). The parent
+    binds, forks, forwards SIGTERM and SIGINT, and waits; when one server exits, it stops
+    the others (a supervisor starts them all again)."""
+    plain, tls = _listening(options.listen), _listening(options.listen_tls)
+    ports = [s.getsockname()[1] for s in (plain, tls) if s is not None]
+    children: list[int] = []
+    for _ in range(processes):
+        pid = os.fork()
+        if pid == 0:  # a server
+            code = 0
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                store = open_store()
+                asyncio.run(Server(store, directory, options).serve(
+                    None, (plain, tls)))
+            except BaseException:  # noqa: BLE001 - logged; the parent sees the status
+                log.exception("imap: a server process failed")
+                code = 1
+            finally:
+                os._exit(code)
+        children.append(pid)
+    _announce(ports)
+
+    def forward(signum: int, _frame: Any) -> None:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    status = 0
+    remaining = set(children)
+    while remaining:
+        try:
+            pid, code = os.wait()
+        except ChildProcessError:
+            break
+        remaining.discard(pid)
+        status = status or os.waitstatus_to_exitcode(code)
+        forward(signal.SIGTERM, None)
+    return status

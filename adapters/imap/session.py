@@ -711,7 +711,7 @@ class Session:
                             + f" ({shown})".encode())
 
     def _recent_count(self, account: str, name: str, status: dict[str, Any]) -> int:
-        start = self.server.recent.get((account, name, status["uidvalidity"]), 1)
+        start = self.server.recent_first(account, name, status["uidvalidity"])
         if start >= status["uidnext"]:
             return 0
         listing = self.caller.messages(account, name, limit=1 << 31)

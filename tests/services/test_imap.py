@@ -459,3 +459,18 @@ def test_qresync_reports_what_vanished_and_what_changed_since_a_modseq(
     changed = c.response("FETCH")[1]
     assert len(changed) == 1 and b"UID 4" in changed[0] and b"\\Flagged" in changed[0]
     c.logout()
+
+
+def test_several_server_processes_share_the_ports_and_recent(tmp_path: Path) -> None:
+    with imap_server(tmp_path / "data", "--plaintext-auth", "--processes", "2") as s:
+        c = s.client(ADA)
+        for i in range(3):
+            c.append("INBOX", None, None, f"Subject: {i}\r\n\r\nbody\r\n".encode())
+        sessions = [s.client(ADA) for _ in range(4)]  # spread over both processes
+        recent = []
+        for session in sessions:
+            session.select("INBOX")
+            recent.append(int(session.response("RECENT")[1][0]))
+            session.logout()
+        assert sorted(recent) == [0, 0, 0, 3]  # \Recent is one session's, in any process
+        c.logout()
