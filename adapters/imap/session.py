@@ -197,6 +197,9 @@ class Session:
             size = int(m.group(1))
             total += size
             if total > self.server.max_command:
+                if m.group(2):  # LITERAL+: its bytes are on their way; nothing else is safe
+                    await self.untagged("BYE literal too large")
+                    return None
                 raise BadCommand("literal too large")
             if not m.group(2):
                 await self.send(b"+ OK\r\n")
@@ -298,6 +301,9 @@ class Session:
     async def cmd_starttls(self, tag: str, args: list[Token]) -> str:
         if self.tls or self.server.tls_context is None:
             raise BadCommand("STARTTLS is not available")
+        # what the client sent after STARTTLS in the clear is dropped, never read as
+        # commands of the protected session (the STARTTLS command injection)
+        self.reader._buffer.clear()  # type: ignore[attr-defined]  # noqa: SLF001
         await self.send(f"{tag} OK begin TLS negotiation now\r\n".encode())
         await self.writer.start_tls(self.server.tls_context)  # type: ignore[attr-defined]
         self.tls = True

@@ -48,7 +48,7 @@ class String:
 
 Token = Atom | String | list  # a list holds tokens
 
-LITERAL_AT_END = re.compile(rb"~?\{(\d{1,10})(\+?)\}\r?\n?$")
+LITERAL_AT_END = re.compile(rb"~?\{(\d{1,20})(\+?)\}\r?\n?$")
 _ATOM_END = frozenset(b" ()\"{\r\n")
 
 
@@ -87,6 +87,8 @@ def tokens(segments: list[bytes]) -> list[Token]:
                 stack[-1].append(String(value))
             elif c in (0x0D, 0x0A):
                 i += 1
+            elif c == 0x7B:  # { not announcing a literal at the line's end
+                raise BadCommand("unexpected '{'")
             else:
                 i, atom = _atom(line, i)
                 stack[-1].append(Atom(atom))

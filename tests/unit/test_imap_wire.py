@@ -21,7 +21,8 @@ def test_a_fetch_section_stays_one_atom_and_literals_are_strings() -> None:
 
 
 @pytest.mark.parametrize("line", [b"a1 FETCH (1\r\n", b"a1 FETCH 1)\r\n",
-                                  b'a1 LOGIN "ada\r\n'])
+                                  b'a1 LOGIN "ada\r\n', b"a1 APPEND INBOX {5x}\r\n",
+                                  b"a1 {\r\n"])
 def test_unbalanced_commands_are_bad(line: bytes) -> None:
     with pytest.raises(BadCommand):
         tokens([line])
