@@ -478,21 +478,21 @@ def test_several_server_processes_share_the_ports_and_recent(tmp_path: Path) -> 
 
 def test_commands_sent_in_the_clear_behind_starttls_are_dropped(tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path)
-    with imap_server(tmp_path / "data", "--tls-cert", str(cert), "--tls-key",
-                     str(key)) as s:
-        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as raw:
-            assert raw.recv(4096).startswith(b"* OK")
-            raw.sendall(b"a STARTTLS\r\nb LOGIN ada@example.org ada-secret\r\n")
-            answer = b""
-            while b"a OK" not in answer:
-                answer += raw.recv(4096)
-            context = ssl.create_default_context(cafile=str(cert))
-            with context.wrap_socket(raw, server_hostname="localhost") as tls:
-                tls.sendall(b"c NOOP\r\n")
-                reply = b""
-                while b"c OK" not in reply:
-                    reply += tls.recv(4096)
-                assert b"b OK" not in reply and b"b NO" not in reply  # b was never read
+    with (imap_server(tmp_path / "data", "--tls-cert", str(cert), "--tls-key",
+                      str(key)) as s,
+          socket.create_connection(("127.0.0.1", s.port), timeout=30) as raw):
+        assert raw.recv(4096).startswith(b"* OK")
+        raw.sendall(b"a STARTTLS\r\nb LOGIN ada@example.org ada-secret\r\n")
+        answer = b""
+        while b"a OK" not in answer:
+            answer += raw.recv(4096)
+        context = ssl.create_default_context(cafile=str(cert))
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            tls.sendall(b"c NOOP\r\n")
+            reply = b""
+            while b"c OK" not in reply:
+                reply += tls.recv(4096)
+            assert b"b OK" not in reply and b"b NO" not in reply  # b was never read
 
 
 def test_a_literal_plus_beyond_the_limit_ends_the_connection(server: ImapServer) -> None:
