@@ -58,6 +58,8 @@ MAX_LINE = 64 * 1024
 SETTLE_SECONDS = 5.0
 """With read models kept by stream workers (scale-out), how long after a change of the log
 sessions read their mailboxes again on every look, for the workers to project it."""
+PARSED_BYTES = 8 << 20
+"""At most this many bytes of messages kept parsed per session (FETCH of their parts)."""
 AUTOLOGOUT = 30 * 60.0
 AUTOLOGOUT_UNAUTHENTICATED = 120.0
 ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\Junk",
@@ -130,7 +132,8 @@ class Session:
         self.selected: Selected | None = None
         self.condstore = False
         self.qresync = False  # RFC 7162: expunges are VANISHED; SELECT (QRESYNC ...)
-        self.parsed: OrderedDict[tuple[int, int], mime.Part] = OrderedDict()
+        self.parsed: OrderedDict[tuple[str, str, int, int], mime.Part] = OrderedDict()
+        self.parsed_at = -1  # the log position the kept messages were read at
 
     # -- the connection ---------------------------------------------------------------------
     def capabilities(self) -> str:
@@ -1034,18 +1037,24 @@ class Session:
         return await self.cmd_thread(tag, args, by_uid=True)
 
     def message(self, uid: int) -> mime.Part:
-        """The message's structure, from its bytes (``body``: a preview read, refused as
-        ``extract`` refuses); the last few are kept."""
+        """The message's structure, from its bytes (``body``: a preview read, checked and
+        refused as ``extract`` refuses). The last few are kept while the log stands still
+        (any change may be a right taken away), at most ``PARSED_BYTES`` of them."""
         sel = self.selected
         assert sel is not None
-        key = (sel.uidvalidity, uid)
+        head = self.server.catch_up()
+        if head != self.parsed_at:
+            self.parsed.clear()
+            self.parsed_at = head
+        key = (sel.account, sel.name, sel.uidvalidity, uid)
         if key in self.parsed:
             self.parsed.move_to_end(key)
             return self.parsed[key]
         raw = b"".join(self.caller.body(sel.account, sel.name, uid))
         part = mime.parse(raw)
         self.parsed[key] = part
-        while len(self.parsed) > 16:
+        while len(self.parsed) > 16 or sum(len(p.raw) for p in self.parsed.values()) \
+                > PARSED_BYTES:
             self.parsed.popitem(last=False)
         return part
 

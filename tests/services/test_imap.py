@@ -503,3 +503,19 @@ def test_a_literal_plus_beyond_the_limit_ends_the_connection(server: ImapServer)
         while chunk := raw.recv(4096):
             reply += chunk
         assert b"* BYE" in reply and b"b OK" not in reply
+
+
+def test_a_right_taken_away_holds_at_once_in_an_open_session(server: ImapServer) -> None:
+    ada = server.client(ADA)
+    ada.create("Revoked")
+    ada.append("Revoked", None, None, MSG)
+    ada._simple_command("SETACL", "Revoked", BOB, "lr")  # noqa: SLF001
+    bob = server.client(BOB)
+    assert bob.select("shared/ada@example.org/Revoked", readonly=True)[0] == "OK"
+    typ, data = bob.fetch("1", "(BODY.PEEK[])")
+    assert typ == "OK" and data[0][1] == MSG
+    assert ada._simple_command("DELETEACL", "Revoked", BOB)[0] == "OK"  # noqa: SLF001
+    typ, data = bob.fetch("1", "(BODY.PEEK[])")  # the same message, read a moment ago
+    assert typ == "NO", data
+    ada.logout()
+    bob.logout()
