@@ -32,7 +32,7 @@ _ADMINISTRATOR = (
     "dead-letters show", "dead-letters discard", "dead-letters redrive", "processes start",
     "processes status", "processes restart", "processes stop", "bench ingest",
     "bench project", "bench rebuild", "bench query", "bench stream", "bench startup",
-    "bench purge", "imap", "server start", "server stop", "server status", "lda", "lmtp", "init",
+    "bench purge", "bench imap", "imap", "server start", "server stop", "server status", "lda", "lmtp", "init",
     "users list", "users purge", "dispatcher", "rule create", "rule change", "rule show",
     "rule list", "rule enable", "rule disable", "rule delete", "events list", "events show",
     "events resend", "events purge", "acl list", "root set", "root get", "root delete",
