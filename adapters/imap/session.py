@@ -141,7 +141,7 @@ class Session:
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
                 "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS", "SORT",
                 "SORT=DISPLAY", "ESORT", "THREAD=ORDEREDSUBJECT", "THREAD=REFERENCES",
-                "BINARY", "QRESYNC",
+                "BINARY", "QRESYNC", "CATENATE",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -784,16 +784,27 @@ class Session:
             if len(rest) > 1 and isinstance(rest[0], String) and not rest[0].literal:
                 fields["internal_date"] = parse_date_time(rest[0].text())
                 rest = rest[1:]
-            if not rest or not isinstance(rest[0], String):
-                raise BadCommand("APPEND needs each message as a literal")
             if any(f.lower() == "\\recent" for f in flags):
                 raise BadCommand("\\Recent cannot be set")
-            raw = rest[0].value
-            if rest[0].binary:  # literal8: binary parts are kept as base64 (RFC 3516 4.2)
-                raw = mime.binary_parts_as_base64(raw)
-            messages.append({**fields, "raw": raw, "flags": [_flag_name(f) for f in flags]})
-            rest = rest[1:]
+            if len(rest) > 1 and isinstance(rest[0], Atom) and rest[0].upper() == "CATENATE" \
+                    and isinstance(rest[1], list):
+                pieces: Any = rest[1]  # CATENATE (RFC 4469): read once the command is whole
+                rest = rest[2:]
+            elif rest and isinstance(rest[0], String):
+                pieces = rest[0]
+                rest = rest[1:]
+            else:
+                raise BadCommand("APPEND needs each message as a literal")
+            messages.append({**fields, "raw": pieces, "flags": [_flag_name(f) for f in flags]})
         account, name = self.resolve(path)
+        try:  # a missing target is TRYCREATE before any CATENATE part is read
+            await self.call(self.caller.my_rights, account, name)
+        except No as no:
+            if no.code == "NONEXISTENT":
+                no.code = "TRYCREATE"
+            raise
+        for fields in messages:
+            fields["raw"] = await self._catenated(fields["raw"])
         delivered = []
         for fields in messages:
             try:
@@ -810,6 +821,57 @@ class Session:
             await self.settle(lambda s: uids <= set(s.entries))
         return (f"[APPENDUID {delivered[0].uidvalidity} "
                 f"{_compact(sorted(uids))}] APPEND completed")
+
+    async def _catenated(self, pieces: String | list[Token]) -> bytes:
+        """A message given as a literal, or as CATENATE's TEXT literals and URLs of parts
+        of messages the user may read (RFC 4469 with RFC 5092 URLs of this server)."""
+        if isinstance(pieces, String):
+            raw = pieces.value
+            # literal8: binary parts are kept as base64 (RFC 3516 4.2)
+            return mime.binary_parts_as_base64(raw) if pieces.binary else raw
+        out = b""
+        i = 0
+        while i < len(pieces):
+            kind = _text(pieces[i]).upper() if isinstance(pieces[i], Atom) else ""
+            if kind not in ("TEXT", "URL") or i + 1 >= len(pieces) or not isinstance(
+                    pieces[i + 1], String):
+                raise BadCommand("CATENATE takes TEXT literal and URL \"url\" parts")
+            value = pieces[i + 1]
+            if kind == "TEXT":
+                if not value.literal:
+                    raise BadCommand("CATENATE's TEXT is a literal")
+                out += value.value
+            else:
+                out += await self._url_part(value.text())
+            i += 2
+        return out
+
+    async def _url_part(self, url: str) -> bytes:
+        """``/mailbox[;UIDVALIDITY=n]/;UID=n[/;SECTION=s][/;PARTIAL=o[.l]]``, read as the
+        user reads it (rights and policy as FETCH)."""
+        from urllib.parse import unquote
+
+        m = re.match(r"^/([^;/][^;]*?|[^;]*?)(?:;UIDVALIDITY=(\d+))?/;UID=(\d+)"
+                     r"(?:/;SECTION=([^/]*))?(?:/;PARTIAL=(\d+)(?:\.(\d+))?)?$", url, re.I)
+        if not m:
+            raise No(f"cannot use the URL {url!r}", "BADURL " + _quoted_code(url))
+        account, name = self.resolve(_pattern_name(Atom(unquote(m.group(1)))))
+        try:
+            status, _ = await self.call(self._open, account, name)
+            if m.group(2) and int(m.group(2)) != status["uidvalidity"]:
+                raise No("UIDVALIDITY differs", "")
+            raw = b"".join(await self.call(
+                lambda: list(self.caller.body(account, name, int(m.group(3))))))
+        except No:
+            raise No(f"cannot use the URL {url!r}", "BADURL " + _quoted_code(url)) from None
+        part = mime.parse(raw)
+        data = mime.section(part, m.group(4) or "") if m.group(4) else raw
+        if data is None:
+            raise No(f"no such section in {url!r}", "BADURL " + _quoted_code(url))
+        if m.group(5) is not None:
+            start = int(m.group(5))
+            data = data[start:start + int(m.group(6))] if m.group(6) else data[start:]
+        return data
 
     async def cmd_idle(self, tag: str, args: list[Token]) -> str:
         await self.send(b"+ idling\r\n")
@@ -1288,6 +1350,10 @@ def _list_returns(rest: list[Token]) -> tuple[list[str], list[str]]:
 def _none_of(ids: frozenset[Any], sel: Selected) -> bool:
     """Whether none of the messages ``ids`` is in the selected mailbox any more."""
     return not any(e.message_id in ids for e in sel.entries.values())
+
+
+def _quoted_code(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _listed_name(path: str) -> str:

@@ -33,7 +33,7 @@ ADA, BOB = "ada@example.org", "bob@example.org"
 #: imaptest's groups that need a capability the server does not offer yet, and so do not
 #: run (docs/imap.md lists them): the test fails when one is offered and not listed here.
 NOT_YET = {
-    "catenate": "CATENATE", "catenate-multiappend": "CATENATE", "notify": "NOTIFY",
+    "notify": "NOTIFY",
     "search-context-update": "CONTEXT=SEARCH", "search-context-update2": "CONTEXT=SEARCH",
     "search-context-update3": "CONTEXT=SEARCH", "search-partial": "CONTEXT=SEARCH",
     "sort-partial": "CONTEXT=SORT",
