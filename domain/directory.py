@@ -59,6 +59,11 @@ class Directory(Protocol):
         """The entries the last answer left out (none before the first)."""
         ...
 
+    def authenticate(self, name: str, password: str) -> DirectoryUser | None:
+        """The user ``name`` when ``password`` is its password, else None (an unknown
+        user and a wrong password alike)."""
+        ...
+
 
 class DirectoryError(LetterlogError):
     """The directory gave no answer that can be trusted."""

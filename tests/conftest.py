@@ -55,6 +55,7 @@ MODULE_GROUPS = {
     "test_erasure_crash_hbase.py": "erasure",
     "test_supervised_servers.py": "supervised", "test_bench_dovecot.py": "dovecot",
     "test_bench_keystore.py": "keys", "test_erasure_intent_host_loss.py": "netns",
+    "test_imap.py": "imap", "test_bench_imap.py": "dovecot",
 }
 
 

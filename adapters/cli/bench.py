@@ -251,6 +251,27 @@ def bench_startup(runs: Annotated[int, typer.Option(metavar="N", min=3,
     _bench(run(runs=runs, plot=plot), as_json)
 
 
+@bench_app.command("imap")
+def bench_imap(seconds: Annotated[int, typer.Option(metavar="N", min=1,
+                                                    help="seconds of each run")] = 30,
+               clients: Annotated[int, typer.Option(metavar="N", min=1,
+                                                    help="imaptest clients")] = 10,
+               idle: Annotated[int, typer.Option(
+                   metavar="N", min=0, help="idle connections for the memory figure")] = 100,
+               peer: Annotated[str | None, typer.Option(
+                   metavar="PEER", help="also measure a peer in the same run: dovecot")] = None,
+               processes: Annotated[int, typer.Option(
+                   metavar="N", min=1, help="letterlog imap --processes N")] = 1,
+               plot: PlotOption = None, as_json: BenchJson = False) -> None:
+    """IMAP commands/s under imaptest's benchmark mode, letterlog imap beside Dovecot's."""
+    from adapters.bench.imap import bench_imap as run
+
+    if peer not in (None, "dovecot"):
+        fail(f"--peer {peer!r}: the only peer is dovecot", 2)
+    _bench(run(seconds=seconds, clients=clients, idle=idle, peer=peer, processes=processes,
+               plot=plot), as_json)
+
+
 @bench_app.command("purge")
 def bench_purge(messages: Annotated[int, typer.Option(
                     metavar="N", help="due messages to purge")] = 50_000,

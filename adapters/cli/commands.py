@@ -26,6 +26,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ('Benchmarks', 'bench', ('bench',)),
     ('Command server', 'server', ('server',)),
     ('Mail from an MTA', 'mta', ('lda', 'lmtp', 'init',)),
+    ('Mail clients', 'imap', ('imap',)),
     ('Users', 'users', ('users',)),
     ('Event rules', 'rules', ('dispatcher', 'rule', 'events',)),
     ('Access', 'access', ('acl', 'root',)),

@@ -230,14 +230,36 @@ def processes_start(
     lmtp_socket_mode: Annotated[str | None, typer.Option(
         metavar="MODE", help="the LMTP unix socket's permission bits (lmtp --socket-mode)")
     ] = None,
+    imap: Annotated[str | None, typer.Option(
+        metavar="HOST:PORT", help="run `letterlog imap --listen` there too")] = None,
+    imap_tls: Annotated[str | None, typer.Option(
+        metavar="HOST:PORT", help="... and `--listen-tls` there (needs --imap-tls-cert)")] = None,
+    imap_tls_cert: Annotated[str | None, typer.Option(
+        metavar="FILE", help="the IMAP server's certificate chain (imap --tls-cert)")] = None,
+    imap_tls_key: Annotated[str | None, typer.Option(
+        metavar="FILE", help="its private key (imap --tls-key)")] = None,
+    imap_plaintext_auth: Annotated[bool, typer.Option(
+        help="imap --plaintext-auth: LOGIN without TLS")] = False,
 ) -> None:
-    """Start the relay, N workers, the purger (the LMTP server, the event rules'
-    dispatcher) under supervisord (restarted on a crash)."""
+    """Start the relay, N workers, the purger (the LMTP server, the IMAP server, the event
+    rules' dispatcher) under supervisord (restarted on a crash)."""
     from adapters.streaming.processes import start
+    from domain.errors import InvalidCommand
 
+    imap_args: list[str] = []
+    for option, value in (("--listen", imap), ("--listen-tls", imap_tls),
+                          ("--tls-cert", imap_tls_cert), ("--tls-key", imap_tls_key)):
+        if value is not None:
+            imap_args += [option, value]
+    if imap_plaintext_auth:
+        imap_args.append("--plaintext-auth")
+    if imap_args and imap is None and imap_tls is None:
+        raise InvalidCommand("the IMAP server's options need --imap HOST:PORT or "
+                             "--imap-tls HOST:PORT")
     for row in _supervised(lambda: start(state.data, workers, purger, relay=relay,
                                          lmtp=lmtp, dispatcher=dispatcher,
-                                         lmtp_socket_mode=lmtp_socket_mode)):
+                                         lmtp_socket_mode=lmtp_socket_mode,
+                                         imap=tuple(imap_args))):
         out(row, _proc_line(row))
 
 
@@ -255,7 +277,7 @@ def processes_status() -> None:
 
 @proc_app.command("restart")
 def processes_restart(name: Annotated[str, typer.Argument(
-        metavar="NAME", help="relay, worker-N, purger or lmtp")]) -> None:
+        metavar="NAME", help="relay, worker-N, purger, lmtp or imap")]) -> None:
     """Restart one process (SIGTERM, then start it again)."""
     from adapters.streaming.processes import restart
 

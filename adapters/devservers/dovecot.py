@@ -73,6 +73,20 @@ service stats {{
 """
 
 
+IMAP_CONFIG = """\
+protocols = lmtp imap
+service imap-login {{
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+"""
+
+
 def _dovecot() -> str | None:
     return shutil.which("dovecot") or (
         "/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None)
@@ -108,9 +122,10 @@ class DovecotServer(Service):
 
     name = "dovecot"
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, *, imap_port: int | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.proc: Handle | None = None
+        self.imap_port = imap_port  # IMAP on 127.0.0.1 too (the IMAP benchmark), any password
 
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
@@ -155,7 +170,7 @@ class DovecotServer(Service):
         self.config.write_text(CONFIG.format(
             run=w / "run", state=w / "state", log=w / "dovecot.log", user=user.pw_name,
             group=group, uid=user.pw_uid, gid=user.pw_gid, mail=w / "mail", home=w / "home",
-            lmtp="lmtp"))
+            lmtp="lmtp") + (IMAP_CONFIG.format(port=self.imap_port) if self.imap_port else ""))
 
     def programs(self) -> list[Program]:
         assert self.workdir is not None

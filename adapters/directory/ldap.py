@@ -127,6 +127,45 @@ class LdapDirectory:
         user: DirectoryUser | None = self._asking(ask)
         return user
 
+    def authenticate(self, name: str, password: str) -> DirectoryUser | None:
+        """The user ``name`` if the server accepts a bind as its entry's DN with
+        ``password`` (a simple bind: the server checks the password), else None."""
+        from ldap3 import NONE, Connection, Server
+        from ldap3.core.exceptions import (
+            LDAPBindError,
+            LDAPException,
+            LDAPInvalidCredentialsResult,
+        )
+        from ldap3.utils.conv import escape_filter_chars
+
+        found = self.user(name)
+        if found is None or not password:
+            return None
+        uid = escape_filter_chars(found.name)
+        entries = self._asking(lambda conn: self._search(conn, self.base_dn, f"(uid={uid})",
+                                                         ["uid"]))
+        dns = [e["dn"] for e in entries if found.name in self._names(e, [])]
+        if len(dns) != 1:
+            return None
+        seconds = max(1, math.ceil(self.timeout))
+        conn = Connection(Server(self.url, connect_timeout=seconds, get_info=NONE),
+                          user=dns[0], password=password, receive_timeout=seconds,
+                          raise_exceptions=True, read_only=True)
+        try:
+            conn.open()
+            conn.bind()
+            return found
+        except (LDAPBindError, LDAPInvalidCredentialsResult):
+            return None
+        except LDAPException as error:
+            raise self._unavailable(error) from None
+        except OSError as error:
+            raise DirectoryUnavailable(self.source, str(error),
+                                       timed_out=isinstance(error, TimeoutError)) from None
+        finally:
+            with contextlib.suppress(Exception):
+                conn.unbind()
+
     def skipped(self) -> list[SkippedEntry]:
         return list(self._skipped)
 

@@ -183,3 +183,24 @@ class PasswdFileDirectory:
                 raise DirectoryInvalid(f"{entry.reason} (the user's groups are unknown "
                                        "until the line is mended)")
         return next((u for u in users if u.name == wanted), None)
+
+    def authenticate(self, name: str, password: str) -> DirectoryUser | None:
+        """The user ``name`` if ``password`` matches its line's password field (Dovecot's
+        ``{SCHEME}value``: ``adapters.directory.passwords``), else None."""
+        from adapters.directory.passwords import verify
+
+        found = self.user(name)
+        if found is None:
+            return None
+        for number, line in enumerate(self._read().decode("utf-8", "replace").splitlines(), 1):
+            if _name_of(line) is None:
+                continue
+            try:
+                parsed = parse_line(line, f"{self.path}:{number}")
+            except DirectoryInvalid:
+                continue
+            if parsed is not None and parsed.name == found.name:
+                fields = line.split(":", 2)
+                return found if len(fields) > 1 and verify(fields[1], password) else None
+        return None
+

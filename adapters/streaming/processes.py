@@ -52,7 +52,8 @@ def metrics_offset(name: str) -> int | None:
 
 def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = True,
              lmtp: str | None = None, dispatcher: bool = False,
-             metrics_port: int = 0, lmtp_socket_mode: str | None = None) -> list[Program]:
+             metrics_port: int = 0, lmtp_socket_mode: str | None = None,
+             imap: tuple[str, ...] = ()) -> list[Program]:
     """The programs supervisord runs. ``metrics_port``: the base port (N > 0: each process
     its own, ``metrics_offset``; 0 a free one each; -1 none)."""
     data = Path(data).resolve()
@@ -71,6 +72,8 @@ def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = Tr
     if lmtp:  # the LMTP server: SIGTERM lets its transactions in flight finish
         mode = ("--socket-mode", lmtp_socket_mode) if lmtp_socket_mode else ()
         found.append(letterlog("lmtp", "lmtp", "--listen", lmtp, *mode, priority=5))
+    if imap:  # the IMAP server (``letterlog imap`` and these options): SIGTERM ends it
+        found.append(letterlog("imap", "imap", *imap, priority=6))
     host = socket.gethostname()
     found += [letterlog(f"worker-{i}", "worker",
                         env={"LETTERLOG_STREAM_INSTANCE": f"{host}-worker-{i}"}, priority=20)
@@ -98,8 +101,8 @@ def _metrics_env(name: str, base: int) -> dict[str, str]:
 
 def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 120.0, *,
           relay: bool = True, lmtp: str | None = None,
-          dispatcher: bool = False, lmtp_socket_mode: str | None = None
-          ) -> list[dict[str, Any]]:
+          dispatcher: bool = False, lmtp_socket_mode: str | None = None,
+          imap: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Writes the configuration, starts supervisord (it starts every program) and waits
     until each counts as started (alive ``start_seconds``) or has failed for good."""
     supervisor = supervisor_for(data)
@@ -110,7 +113,7 @@ def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 12
 
     found = programs(data, workers, purger, relay, lmtp, dispatcher,
                      metrics_port=load_settings(data=data).metrics_port,
-                     lmtp_socket_mode=lmtp_socket_mode)
+                     lmtp_socket_mode=lmtp_socket_mode, imap=imap)
     private_dir(data)
     write_config(supervisor.root, found, autostart=True)
     supervisor.launch(dict(os.environ))

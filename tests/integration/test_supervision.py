@@ -120,3 +120,11 @@ def test_letterlog_processes_are_the_cli_commands_with_an_instance_per_worker(tm
                  if "LETTERLOG_STREAM_INSTANCE" in p.env}
     assert len(instances) == 2
     assert "purger" in {p.name for p in programs(tmp_path, workers=0)}
+
+
+def test_the_imap_server_is_a_program_with_its_options(tmp_path):
+    found = {p.name: p for p in programs(tmp_path, workers=0, purger=False, relay=False,
+                                         imap=("--listen", "127.0.0.1:143", "--plaintext-auth"))}
+    assert list(found) == ["imap"]
+    assert found["imap"].command[-4:] == ("imap", "--listen", "127.0.0.1:143",
+                                          "--plaintext-auth")

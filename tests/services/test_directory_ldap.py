@@ -303,3 +303,50 @@ def test_case_and_names_do_not_escape_rights_with_groups_from_slapd(people, tmp_
             store.as_user("GRACE").messages(owner, "INBOX")
         with pytest.raises(NameRefused):
             store.as_user("\u0430da")  # Cyrillic a: would read as ada
+
+
+def _set_password(ldap: LdapServer, uid: str, password: str) -> None:
+    from ldap3 import MODIFY_REPLACE
+
+    from adapters.devservers.ldap import ssha
+
+    conn = ldap.connection()
+    try:
+        assert conn.modify(f"uid={uid},{ldap.people_dn}",
+                           {"userPassword": [(MODIFY_REPLACE, [ssha(password)])]})
+    finally:
+        conn.unbind()
+
+
+def test_a_user_authenticates_by_a_bind_as_its_entry(people):
+    _set_password(people, "ada", "ada-pw")
+    found = directory(people).authenticate("ada", "ada-pw")
+    assert found == DirectoryUser("ada", frozenset({"sales"}))
+    assert directory(people).authenticate("ada", "wrong") is None
+    assert directory(people).authenticate("ada", "") is None  # never an anonymous bind
+    assert directory(people).authenticate("grace", "ada-pw") is None  # no password set
+    assert directory(people).authenticate("nobody", "ada-pw") is None
+
+
+def test_imap_logs_users_in_against_ldap(people, tmp_path):
+    from tests.services.imap_support import imap_server
+
+    _set_password(people, "ada", "ada-pw")
+    env = {k: os.environ.get(k) for k in people.settings_env()}
+    os.environ.update(people.settings_env())
+    try:
+        with imap_server(tmp_path / "data", "--plaintext-auth") as server:
+            c = server.client()
+            with pytest.raises(c.error, match="AUTHENTICATIONFAILED"):
+                c.login("ada", "wrong")
+            c.logout()
+            c = server.client()
+            c.login("ada", "ada-pw")
+            assert c.list()[0] == "OK"  # ada is no address: no account of her own, no error
+            c.logout()
+    finally:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,0 +1,9 @@
+"""The IMAP server (``letterlog imap``): IMAP4rev1 and the extensions clients use, each
+session acting as its logged-in user through the store's caller's face (``as_user``).
+
+``wire`` reads commands and writes strings; ``mime`` reads a message's structure from its
+stored bytes; ``fetch`` and ``search`` answer FETCH and SEARCH; ``mailbox`` is a selected
+mailbox's state; ``session`` is one connection; ``server`` listens, logs users in and
+watches the log. It imports the domain's errors and nothing of the composition root: the
+entry point (``adapters.cli.imap``) hands it the store and the user directory.
+"""

@@ -1,0 +1,312 @@
+"""SEARCH (RFC 3501 section 6.4.4, CONDSTORE's MODSEQ): the keys a client sends, read into
+a tree, and the messages of the selected mailbox that match it. Flags, sizes, dates and
+UIDs are answered from the session's listing; header and text keys read the message."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import date
+from email.header import decode_header, make_header
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from adapters.imap import mime
+from adapters.imap.mailbox import Entry, Selected
+from adapters.imap.wire import Atom, BadCommand, String, Token, in_set, sequence_set
+
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+class SearchError(ValueError):
+    pass
+
+
+@dataclass
+class Key:
+    name: str
+    args: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class Query:
+    keys: list[Key]
+    uses_modseq: bool = False
+    returns: list[str] | None = None  # ESEARCH's RETURN options ([] for "RETURN ()")
+
+
+_FLAG_KEYS = {"ANSWERED": ("\\Answered", True), "DELETED": ("\\Deleted", True),
+              "DRAFT": ("\\Draft", True), "FLAGGED": ("\\Flagged", True),
+              "SEEN": ("\\Seen", True), "UNANSWERED": ("\\Answered", False),
+              "UNDELETED": ("\\Deleted", False), "UNDRAFT": ("\\Draft", False),
+              "UNFLAGGED": ("\\Flagged", False), "UNSEEN": ("\\Seen", False),
+              "OLD": ("\\Recent", False), "RECENT": ("\\Recent", True)}
+_STRING_KEYS = {"BCC", "BODY", "CC", "FROM", "SUBJECT", "TEXT", "TO"}
+_DATE_KEYS = {"BEFORE", "ON", "SINCE", "SENTBEFORE", "SENTON", "SENTSINCE"}
+
+
+def parse_search(args: list[Token], sel: Selected) -> Query:
+    toks = list(args)
+    if len(toks) >= 2 and isinstance(toks[0], Atom) and toks[0].upper() == "CHARSET":
+        charset = _word(toks[1]).upper()
+        if charset not in ("US-ASCII", "UTF-8"):
+            raise SearchError(f"[BADCHARSET (US-ASCII UTF-8)] unsupported charset {charset}")
+        toks = toks[2:]
+    returns: list[str] | None = None
+    if toks and isinstance(toks[0], Atom) and toks[0].upper() == "RETURN":
+        if len(toks) < 2 or not isinstance(toks[1], list):
+            raise SearchError("RETURN needs a list of options")
+        returns = [_word(t).upper() for t in toks[1]]
+        if any(r not in ("MIN", "MAX", "ALL", "COUNT") for r in returns):
+            raise SearchError(f"unknown RETURN option in {returns}")
+        toks = toks[2:]
+    if len(toks) >= 2 and isinstance(toks[0], Atom) and toks[0].upper() == "CHARSET":
+        charset = _word(toks[1]).upper()
+        if charset not in ("US-ASCII", "UTF-8"):
+            raise SearchError(f"[BADCHARSET (US-ASCII UTF-8)] unsupported charset {charset}")
+        toks = toks[2:]
+    query = Query([], returns=returns)
+    pos = [0]
+    while pos[0] < len(toks):
+        query.keys.append(_key(toks, pos, sel, query))
+    if not query.keys:
+        raise SearchError("SEARCH needs a key")
+    return query
+
+
+def _word(token: Token) -> str:
+    if isinstance(token, Atom):
+        return token.value
+    if isinstance(token, String):
+        return token.text()
+    raise SearchError("expected a string")
+
+
+def _next(toks: list[Token], pos: list[int]) -> Token:
+    if pos[0] >= len(toks):
+        raise SearchError("missing search argument")
+    t = toks[pos[0]]
+    pos[0] += 1
+    return t
+
+
+def _date(text: str) -> date:
+    m = re.match(r"^(\d{1,2})-([A-Za-z]{3})-(\d{4})$", text)
+    if not m or m.group(2).lower() not in MONTHS:
+        raise SearchError(f"invalid date {text!r}")
+    return date(int(m.group(3)), MONTHS.index(m.group(2).lower()) + 1, int(m.group(1)))
+
+
+def _key(toks: list[Token], pos: list[int], sel: Selected, query: Query) -> Key:
+    t = _next(toks, pos)
+    if isinstance(t, list):
+        inner_pos = [0]
+        inner: list[Key] = []
+        while inner_pos[0] < len(t):
+            inner.append(_key(t, inner_pos, sel, query))
+        return Key("AND", inner)
+    if not isinstance(t, Atom):
+        raise SearchError("expected a search key")
+    name = t.upper()
+    if name in ("ALL",):
+        return Key("ALL")
+    if name == "NEW":
+        return Key("AND", [Key("FLAG", ["\\Recent", True]), Key("FLAG", ["\\Seen", False])])
+    if name in _FLAG_KEYS:
+        return Key("FLAG", list(_FLAG_KEYS[name]))
+    if name in ("KEYWORD", "UNKEYWORD"):
+        return Key("FLAG", [_word(_next(toks, pos)), name == "KEYWORD"])
+    if name in _STRING_KEYS:
+        return Key(name, [_word(_next(toks, pos))])
+    if name == "HEADER":
+        return Key(name, [_word(_next(toks, pos)), _word(_next(toks, pos))])
+    if name in _DATE_KEYS:
+        return Key(name, [_date(_word(_next(toks, pos)))])
+    if name in ("LARGER", "SMALLER"):
+        value = _word(_next(toks, pos))
+        if not value.isdigit():
+            raise SearchError(f"{name} needs a number")
+        return Key(name, [int(value)])
+    if name == "NOT":
+        return Key("NOT", [_key(toks, pos, sel, query)])
+    if name == "OR":
+        return Key("OR", [_key(toks, pos, sel, query), _key(toks, pos, sel, query)])
+    if name == "UID":
+        try:
+            return Key("UID", [sequence_set(_word(_next(toks, pos)),
+                                            sel.uids[-1] if sel.uids else 0)])
+        except BadCommand as e:
+            raise SearchError(str(e)) from None
+    if name == "MODSEQ":
+        value = _word(_next(toks, pos))
+        if not value.isdigit():  # an entry name and type come first
+            _next(toks, pos)
+            value = _word(_next(toks, pos))
+        query.uses_modseq = True
+        return Key("MODSEQ", [int(value)])
+    if re.match(r"^[\d*:,]+$", name):
+        try:
+            return Key("SEQ", [sequence_set(name, len(sel.uids))])
+        except BadCommand as e:
+            raise SearchError(str(e)) from None
+    raise SearchError(f"unknown search key {t.value}")
+
+
+_CONTENT = {"BCC", "BODY", "CC", "FROM", "SUBJECT", "TEXT", "TO", "HEADER", "SENTBEFORE",
+            "SENTON", "SENTSINCE"}
+
+
+def _needs_message(keys: list[Key]) -> bool:
+    for k in keys:
+        if k.name in _CONTENT:
+            return True
+        if k.name in ("AND", "NOT", "OR") and _needs_message(k.args):
+            return True
+    return False
+
+
+class Searcher:
+    def __init__(self, sel: Selected,
+                 message: Callable[[int], Awaitable[mime.Part]]) -> None:
+        self.sel = sel
+        self.message = message
+
+    async def run(self, query: Query) -> list[int]:
+        found = []
+        content = _needs_message(query.keys)
+        for seq, uid in enumerate(list(self.sel.uids), start=1):
+            e = self.sel.entries.get(uid)
+            if e is None:
+                continue
+            msg = None
+            if content:
+                try:
+                    msg = await self.message(uid)
+                except Exception:  # noqa: BLE001 - a message the user may not read matches no text
+                    msg = None
+            if all(self.match(k, seq, e, msg) for k in query.keys):
+                found.append(uid)
+        return found
+
+    def match(self, k: Key, seq: int, e: Entry, msg: mime.Part | None) -> bool:
+        n = k.name
+        if n == "ALL":
+            return True
+        if n == "AND":
+            return all(self.match(x, seq, e, msg) for x in k.args)
+        if n == "NOT":
+            return not self.match(k.args[0], seq, e, msg)
+        if n == "OR":
+            return self.match(k.args[0], seq, e, msg) or self.match(k.args[1], seq, e, msg)
+        if n == "FLAG":
+            flag, wanted = k.args
+            has = any(f.lower() == flag.lower() for f in self.sel.flags_of(e))
+            return has == wanted
+        if n == "UID":
+            return in_set(e.uid, k.args[0])
+        if n == "SEQ":
+            return in_set(seq, k.args[0])
+        if n == "LARGER":
+            return e.size > k.args[0]
+        if n == "SMALLER":
+            return e.size < k.args[0]
+        if n == "MODSEQ":
+            return e.modseq >= k.args[0]
+        if n in ("BEFORE", "ON", "SINCE"):
+            return _compare(n, e.internal_date.date(), k.args[0])
+        if msg is None:
+            return False
+        if n in ("SENTBEFORE", "SENTON", "SENTSINCE"):
+            sent = _sent(msg)
+            return sent is not None and _compare(n[4:], sent, k.args[0])
+        needle = k.args[-1].lower()
+        if n == "HEADER":
+            values = [v for name, v, _ in msg.fields if name == k.args[0].lower()]
+            if not values:
+                return False
+            return any(needle in _decoded(v) for v in values)
+        if n == "SUBJECT":
+            return any(needle in _decoded(v) for name, v, _ in msg.fields
+                       if name == "subject")
+        if n in ("FROM", "TO", "CC", "BCC"):
+            return any(needle in _decoded(v) or needle in _address_text(v)
+                       for name, v, _ in msg.fields if name == n.lower())
+        if n == "BODY":
+            return needle in _text_of(msg)
+        if n == "TEXT":
+            return needle in _decoded(msg.header) or needle in _text_of(msg)
+        return False
+
+
+def _address_text(value: bytes) -> str:
+    """An address header as names and ``mailbox@host``, comments and routes left out."""
+    out = []
+    for name, _adl, mailbox, host in mime.parse_addresses(value):
+        if name:
+            out.append(_decoded(name.encode("utf-8", "surrogateescape")))
+        if mailbox is not None:
+            out.append(f"{mailbox}@{host}" if host else mailbox)
+    return " ".join(out).lower()
+
+
+def _compare(how: str, day: date, wanted: date) -> bool:
+    if how == "BEFORE":
+        return day < wanted
+    if how == "ON":
+        return day == wanted
+    return day >= wanted
+
+
+def _sent(msg: mime.Part) -> date | None:
+    value = msg.get("date")
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value.decode("latin-1")).date()
+    except (ValueError, TypeError, IndexError):
+        return None
+
+
+def _decoded(value: bytes) -> str:
+    text = value.decode("utf-8", "replace")
+    with contextlib.suppress(ValueError, LookupError, UnicodeError):
+        text = str(make_header(decode_header(text)))
+    return " ".join(text.split()).lower()
+
+
+def _text_of(msg: mime.Part) -> str:
+    """The text of every leaf part, transfer-decoded and in its charset where it says."""
+    import base64
+    import quopri
+
+    out: list[str] = []
+
+    def walk(p: mime.Part) -> None:
+        if p.children:
+            for c in p.children:
+                walk(c)
+            return
+        if p.message is not None:
+            out.append(_decoded(p.message.header))
+            walk(p.message)
+            return
+        body = p.body
+        enc = (p.get("content-transfer-encoding") or b"").strip().lower()
+        try:
+            if enc == b"base64":
+                body = base64.b64decode(body, validate=False)
+            elif enc == b"quoted-printable":
+                body = quopri.decodestring(body)
+        except ValueError:
+            pass
+        charset = dict(p.params).get("charset", "utf-8")
+        try:
+            out.append(body.decode(charset, "replace"))
+        except LookupError:
+            out.append(body.decode("utf-8", "replace"))
+
+    walk(msg)
+    return " ".join(" ".join(out).split()).lower()
+

@@ -1,0 +1,83 @@
+"""The IMAP server's reading of a message's structure (adapters/imap/mime.py): every body
+section is a slice of the stored bytes, for every corpus message, and the structures
+imaptest's scripts name come out as Dovecot gives them."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.imap import mime
+from tests.factories import CORPUS, corpus_messages
+
+MESSAGES = list(corpus_messages(CORPUS)) if CORPUS.is_dir() else []
+
+NESTED = (b"From: user@domain.org\r\nMime-Version: 1.0\r\n"
+          b"Content-Type: multipart/mixed; boundary=\"foo\r\n bar\"\r\n\r\n"
+          b"Root prologue\r\n\r\n--foo bar\r\nContent-Type: text/x-myown; charset=us-ascii\r\n"
+          b"\r\nhello\r\n\r\n--foo bar\r\nContent-Type: message/rfc822\r\n\r\n"
+          b"From: sub@domain.org\r\nSubject: submsg\r\n"
+          b"Content-Type: multipart/alternative; boundary=\"sub1\"\r\n\r\n"
+          b"--sub1\r\nContent-Type: text/html\r\n\r\n<p>Hello</p>\r\n"
+          b"--sub1\r\nContent-Type: text/plain\r\n\r\nHello\r\n--sub1--\r\n"
+          b"\r\n--foo bar--\r\nepilogue\r\n")
+
+
+def _leaves(part: mime.Part, prefix: str = "") -> list[str]:
+    """The section numbers of every part below ``part``."""
+    out = []
+    inner = part.message if part.message is not None else part
+    children = inner.children if inner.maintype == "multipart" else []
+    for i, child in enumerate(children, start=1):
+        out.append(f"{prefix}{i}")
+        out += _leaves(child, f"{prefix}{i}.")
+    return out
+
+
+@pytest.mark.skipif(not MESSAGES, reason="the shared mail corpus is not beside the checkout")
+@pytest.mark.parametrize(("name", "raw"), MESSAGES, ids=[n for n, _ in MESSAGES])
+def test_every_section_of_a_corpus_message_is_a_slice_of_its_bytes(name: str,
+                                                                   raw: bytes) -> None:
+    part = mime.parse(raw)
+    assert mime.section(part, "") == raw
+    assert mime.section(part, "HEADER") + mime.section(part, "TEXT") == raw
+    for number in ["1", *_leaves(part)]:
+        body = mime.section(part, number)
+        header = mime.section(part, f"{number}.MIME")
+        assert body is not None and body in raw, number
+        assert header is not None and header in raw, number
+    assert mime.bodystructure(part).startswith(b"(")
+    assert mime.envelope(part).startswith(b"(")
+
+
+def test_a_nested_message_s_sections_are_its_bytes() -> None:
+    part = mime.parse(NESTED)
+    assert mime.section(part, "1") == b"hello\r\n"
+    assert mime.section(part, "1.MIME") == (b"Content-Type: text/x-myown; "
+                                            b"charset=us-ascii\r\n\r\n")
+    assert mime.section(part, "2.HEADER").startswith(b"From: sub@domain.org\r\n")
+    assert mime.section(part, "2.1") == b"<p>Hello</p>"
+    assert mime.section(part, "2.2") == b"Hello"
+    assert mime.section(part, "2.HEADER.FIELDS (SUBJECT X-NONE)") == (
+        b"Subject: submsg\r\n\r\n")
+    assert mime.section(part, "3") is None
+    assert mime.section(part, "1.1") is None
+
+
+def test_bodystructure_names_types_sizes_and_lines_as_dovecot_does() -> None:
+    part = mime.parse(NESTED)
+    assert mime.bodystructure(part, extended=False).startswith(
+        b'(("TEXT" "X-MYOWN" ("charset" "us-ascii") NIL NIL "7BIT" 7 1)')
+    assert b'"MIXED" ("boundary" "foo bar")' in mime.bodystructure(part)
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    (b"user@domain (Real Name)", b'(("Real Name" NIL "user" "domain"))'),
+    (b"\"Ada L.\" <ada@example.org>", b'(("Ada L." NIL "ada" "example.org"))'),
+    (b"<@route:user@domain>", b'((NIL "@route" "user" "domain"))'),
+    (b"group: a@b.org, c@d.org;", b'((NIL NIL "group" NIL)(NIL NIL "a" "b.org")'
+                                  b'(NIL NIL "c" "d.org")(NIL NIL NIL NIL))'),
+    (b"undisclosed-recipients:;", b'((NIL NIL "undisclosed-recipients" NIL)'
+                                  b'(NIL NIL NIL NIL))'),
+])
+def test_addresses_read_as_imap_lists(header: bytes, expected: bytes) -> None:
+    assert mime.addresses(header) == expected

@@ -1,0 +1,51 @@
+"""The IMAP wire format (adapters/imap/wire.py, utf7.py) and the passwd-file's password
+schemes (adapters/directory/passwords.py)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from adapters.directory.passwords import verify
+from adapters.imap import utf7
+from adapters.imap.wire import Atom, BadCommand, String, sequence_set, tokens
+
+
+def test_a_fetch_section_stays_one_atom_and_literals_are_strings() -> None:
+    toks = tokens([b'a1 FETCH 1:* (BODY.PEEK[HEADER.FIELDS (FROM TO)]<0.10> FLAGS)\r\n'])
+    assert toks[3] == [Atom("BODY.PEEK[HEADER.FIELDS (FROM TO)]<0.10>"), Atom("FLAGS")]
+    toks = tokens([b"a2 APPEND INBOX {5}\r\n", b"hello", b" \"x\\\"y\"\r\n"])
+    assert toks[3] == String(b"hello", literal=True) and toks[4] == String(b'x"y')
+
+
+@pytest.mark.parametrize("line", [b"a1 FETCH (1\r\n", b"a1 FETCH 1)\r\n",
+                                  b'a1 LOGIN "ada\r\n', b"a1 APPEND INBOX {5x}\r\n",
+                                  b"a1 {\r\n"])
+def test_unbalanced_commands_are_bad(line: bytes) -> None:
+    with pytest.raises(BadCommand):
+        tokens([line])
+
+
+def test_sequence_sets_take_star_as_the_largest_and_reject_zero() -> None:
+    assert sequence_set("1:3,5,7:*", 9) == [(1, 3), (5, 5), (7, 9)]
+    assert sequence_set("*:4", 2) == [(2, 4)]
+    with pytest.raises(BadCommand):
+        sequence_set("0:2", 5)
+
+
+@pytest.mark.parametrize("name", ["Entwürfe", "p&q", "日本語/子", "INBOX"])
+def test_modified_utf7_round_trips(name: str) -> None:
+    assert utf7.decode(utf7.encode(name)) == name
+    assert utf7.encode("pää") == "p&AOQA5A-"
+
+
+def test_password_schemes_of_the_passwd_file() -> None:
+    salt = b"salt1234"
+    ssha = base64.b64encode(hashlib.sha512(b"secret" + salt).digest() + salt).decode()
+    assert verify("{PLAIN}secret", "secret") and not verify("{PLAIN}secret", "Secret")
+    assert verify("{SSHA512}" + ssha, "secret") and not verify("{SSHA512}" + ssha, "x")
+    sha = hashlib.sha256(b"secret").hexdigest()
+    assert verify("{SHA256.HEX}" + sha, "secret")
+    assert not verify("", "") and not verify("{NOSUCH}x", "x")
