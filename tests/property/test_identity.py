@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from hypothesis import assume, given
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from domain.errors import InvalidCommand
@@ -112,6 +112,11 @@ def pairs(draw):
             draw(disguised(draw(st.sampled_from([one, two])))))
 
 
+# the pairs are drawn from disguises of a few bases, and names no rule accepts are assumed
+# away: under some seeds hypothesis's health checks flagged the filtering or the size of the
+# draws (a failure seen twice in test-fast, never an assertion): those checks are not the test
+@settings(suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.data_too_large,
+                                 HealthCheck.too_slow])
 @given(pairs(), domains, domains)
 def test_distinct_users_never_share_an_account_an_ownership_or_a_right(pair, da, db):
     """The attack: a name that some rule folds to another user's name (``ſam``, ``SAM``,
