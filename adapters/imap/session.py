@@ -308,7 +308,7 @@ class Session:
         # commands of the protected session (the STARTTLS command injection)
         self.reader._buffer.clear()  # type: ignore[attr-defined]  # noqa: SLF001
         await self.send(f"{tag} OK begin TLS negotiation now\r\n".encode())
-        await self.writer.start_tls(self.server.tls_context)  # type: ignore[attr-defined]
+        await self.writer.start_tls(self.server.tls_context)
         self.tls = True
         return ANSWERED
 
@@ -833,10 +833,9 @@ class Session:
         i = 0
         while i < len(pieces):
             kind = _text(pieces[i]).upper() if isinstance(pieces[i], Atom) else ""
-            if kind not in ("TEXT", "URL") or i + 1 >= len(pieces) or not isinstance(
-                    pieces[i + 1], String):
+            value = pieces[i + 1] if i + 1 < len(pieces) else None
+            if kind not in ("TEXT", "URL") or not isinstance(value, String):
                 raise BadCommand("CATENATE takes TEXT literal and URL \"url\" parts")
-            value = pieces[i + 1]
             if kind == "TEXT":
                 if not value.literal:
                     raise BadCommand("CATENATE's TEXT is a literal")
@@ -1070,8 +1069,8 @@ class Session:
             raise BadCommand(f"unknown threading algorithm {algorithm}")
         try:
             query = parse_search([Atom("CHARSET"), args[1], *args[2:]], sel)
-        except SearchError as e:
-            raise BadCommand(str(e)) from None
+        except SearchError as err:
+            raise BadCommand(str(err)) from None
         found = await Searcher(sel, lambda uid: self.call(self.message, uid)).run(query)
         messages = []
         for uid in found:
@@ -1131,17 +1130,16 @@ class Session:
             await self.report(expunges=False)
         items = FetchItems.parse(args[1], by_uid)
         changedsince = None
-        if len(args) > 2 and isinstance(args[2], list):
-            mods = args[2]
-            for i, m in enumerate(mods):
-                if isinstance(m, Atom) and m.upper() == "CHANGEDSINCE" and i + 1 < len(mods):
-                    changedsince = int(_text(mods[i + 1]))
-                    items.modseq = True
+        mods: list[Token] = args[2] if len(args) > 2 and isinstance(args[2], list) else []
+        for i, m in enumerate(mods):
+            if isinstance(m, Atom) and m.upper() == "CHANGEDSINCE" and i + 1 < len(mods):
+                changedsince = int(_text(mods[i + 1]))
+                items.modseq = True
         if items.modseq:
             await self.enable_condstore()
         targets = self._targets(_text(args[0]), by_uid)
         if by_uid and self.qresync and changedsince is not None and any(
-                isinstance(m, Atom) and m.upper() == "VANISHED" for m in args[2]):
+                isinstance(m, Atom) and m.upper() == "VANISHED" for m in mods):
             top = sel.uids[-1] if sel.uids else 0
             present = set(sel.uids)
             asked = sequence_set(_text(args[0]), max(top, 1))
@@ -1307,9 +1305,9 @@ def _qresync_parameters(params: list[Token]) -> tuple[int, int, str | None] | No
     """SELECT's ``(QRESYNC (uidvalidity modseq [known-uids [seq-match]]))``."""
     for i, p in enumerate(params):
         if isinstance(p, Atom) and p.upper() == "QRESYNC":
-            if i + 1 >= len(params) or not isinstance(params[i + 1], list):
+            values = params[i + 1] if i + 1 < len(params) else None
+            if not isinstance(values, list):
                 raise BadCommand("QRESYNC needs (uidvalidity modseq [known-uids])")
-            values = params[i + 1]
             if len(values) < 2 or not all(isinstance(v, Atom) for v in values[:3]):
                 raise BadCommand("QRESYNC needs (uidvalidity modseq [known-uids])")
             try:
@@ -1336,9 +1334,10 @@ def _list_returns(rest: list[Token]) -> tuple[list[str], list[str]]:
     while i < len(tokens_):
         option = _text(tokens_[i]).upper()
         if option == "STATUS":
-            if i + 1 >= len(tokens_) or not isinstance(tokens_[i + 1], list):
+            items = tokens_[i + 1] if i + 1 < len(tokens_) else None
+            if not isinstance(items, list):
                 raise BadCommand("RETURN (STATUS ...) needs a list of items")
-            status = [_text(t).upper() for t in tokens_[i + 1]]
+            status = [_text(t).upper() for t in items]
             i += 1
         elif option not in ("SUBSCRIBED", "CHILDREN", "SPECIAL-USE"):
             raise BadCommand(f"unknown LIST return option {option}")
