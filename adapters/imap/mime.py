@@ -355,17 +355,16 @@ def section(part: Part, spec: str) -> bytes | None:
         raise SectionError("HEADER.FIELDS needs a list of field names")
     if text == "MIME" and not numbers:
         raise SectionError("MIME needs a part number")
-    target: Part | None = part
+    target = part
     if numbers:
-        for depth, n in enumerate(int(x) for x in numbers.split(".")):
-            target = _child(target, n, depth == 0)
-            if target is None:
-                return None
+        found = _descendant(part, numbers)
+        if found is None:
+            return None
+        target = found
         if text in ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT", "TEXT"):
-            target = target.message
-            if target is None:
+            if target.message is None:
                 return None
-    assert target is not None
+            target = target.message
     if text == "":
         return target.body if numbers else target.raw[target.start:target.end]
     if text == "MIME":
@@ -379,6 +378,16 @@ def section(part: Part, spec: str) -> bytes | None:
             if (name in wanted) != (text == "HEADER.FIELDS.NOT")]
     out = b"".join(r if r.endswith(b"\n") else r + b"\r\n" for r in keep)
     return out + b"\r\n"
+
+
+def _descendant(part: Part, numbers: str) -> Part | None:
+    """The part a part number (``1.2.3``) names below ``part``, or None when there is none."""
+    target: Part | None = part
+    for depth, n in enumerate(int(x) for x in numbers.split(".")):
+        target = _child(target, n, depth == 0)
+        if target is None:
+            return None
+    return target
 
 
 def _child(part: Part | None, n: int, top: bool) -> Part | None:
@@ -408,11 +417,9 @@ def binary_section(part: Part, spec: str) -> bytes | None:
         raise SectionError(f"BINARY takes a part number, not {spec!r}")
     if not spec:
         return part.raw[part.start:part.end]
-    target: Part | None = part
-    for depth, n in enumerate(int(x) for x in spec.split(".")):
-        target = _child(target, n, depth == 0)
-        if target is None:
-            return None
+    target = _descendant(part, spec)
+    if target is None:
+        return None
     if target.maintype == "multipart" or target.message is not None:
         return target.body
     return decode_body(target)

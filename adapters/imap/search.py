@@ -203,17 +203,17 @@ class Searcher:
         if n == "FLAG":
             flag, wanted = k.args
             has = any(f.lower() == flag.lower() for f in self.sel.flags_of(e))
-            return has == wanted
+            return has == _bool_arg(wanted)
         if n == "UID":
             return in_set(e.uid, k.args[0])
         if n == "SEQ":
             return in_set(seq, k.args[0])
         if n == "LARGER":
-            return e.size > k.args[0]
+            return e.size > _int_arg(k.args[0])
         if n == "SMALLER":
-            return e.size < k.args[0]
+            return e.size < _int_arg(k.args[0])
         if n == "MODSEQ":
-            return e.modseq >= k.args[0]
+            return e.modseq >= _int_arg(k.args[0])
         if n in ("BEFORE", "ON", "SINCE"):
             return _compare(n, e.internal_date.date(), k.args[0])
         if msg is None:
@@ -249,6 +249,20 @@ def _address_text(value: bytes) -> str:
         if mailbox is not None:
             out.append(f"{mailbox}@{host}" if host else mailbox)
     return " ".join(out).lower()
+
+
+def _int_arg(value: object) -> int:
+    """A number a key holds (LARGER, SMALLER, MODSEQ), as the parser made it."""
+    if not isinstance(value, int):
+        raise TypeError(f"a search key's number, not {value!r}")
+    return value
+
+
+def _bool_arg(value: object) -> bool:
+    """Whether a FLAG key wants the flag set, as the parser made it."""
+    if not isinstance(value, bool):
+        raise TypeError(f"a FLAG key's wanted state, not {value!r}")
+    return value
 
 
 def _compare(how: str, day: date, wanted: date) -> bool:

@@ -24,10 +24,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
+from adapters.caller import CallerView
 from adapters.imap.recent import RecentClaims
 from adapters.imap.session import SETTLE_SECONDS, Session
+
+T = TypeVar("T")
 
 log = logging.getLogger("letterlog.imap")
 
@@ -63,7 +66,7 @@ class Server:
         self.recent = RecentClaims(store.settings.data)
         self.ports: list[int] = []
 
-    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, partial(fn, *args, **kwargs))
 
@@ -90,7 +93,7 @@ class Server:
         return self.recent.claim(self._mailbox_key(sel.account, sel.name, sel.uidvalidity),
                                  uids, claim=claim)
 
-    async def authenticate(self, user: str, password: str, peer: str) -> Any:
+    async def authenticate(self, user: str, password: str, peer: str) -> CallerView | None:
         """The store acting as ``user`` if the directory accepts the password, else None
         after ``failure_delay`` seconds (logged with the user name and the peer, never the
         password)."""
@@ -109,7 +112,7 @@ class Server:
         log.info("imap: %s logged in from %s", found.name, peer)
         return await self.call(self._session_store, found.name, found.groups)
 
-    def _session_store(self, user: str, groups: frozenset[str]) -> Any:
+    def _session_store(self, user: str, groups: frozenset[str]) -> CallerView:
         """The store as ``user``; a user named by an address gets its account and INBOX on
         its first login (as Dovecot makes INBOX; subscribed), as a delivery would open them."""
         from domain.errors import AccountNotFound, InvalidCommand
@@ -124,7 +127,10 @@ class Server:
                 self.store.mailbox_list(address)
             except AccountNotFound:  # opened, with INBOX subscribed
                 self.store.subscribe(address, "INBOX", create_account=True)
-        return self.store.as_user(user, groups)
+        view = self.store.as_user(user, groups)
+        if not isinstance(view, CallerView):
+            raise TypeError(f"as_user gave {type(view).__name__}, not the caller's view")
+        return view
 
     async def watch(self) -> None:
         last = await self.call(self.catch_up)

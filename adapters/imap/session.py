@@ -49,6 +49,7 @@ from domain.errors import (
 )
 
 if TYPE_CHECKING:
+    from adapters.caller import CallerView
     from adapters.imap.server import Server
 
 log = logging.getLogger("letterlog.imap")
@@ -128,7 +129,7 @@ class Session:
         self.tls = tls
         self.peer = str((writer.get_extra_info("peername") or ("?",))[0])
         self.user: str | None = None
-        self.caller: Any = None
+        self.caller: CallerView | None = None  # the user's face, once logged in
         self.selected: Selected | None = None
         self.condstore = False
         self.qresync = False  # RFC 7162: expunges are VANISHED; SELECT (QRESYNC ...)
@@ -259,6 +260,14 @@ class Session:
             return None
         return getattr(self, "cmd_" + name.replace(" ", "_").lower(), None)
 
+    @property
+    def face(self) -> CallerView:
+        """The logged-in user's face (an authenticated command's: ``handler`` runs none
+        before LOGIN)."""
+        if self.caller is None:
+            raise BadCommand("log in first")
+        return self.caller
+
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn`` on the store's thread; the store's refusals become NO."""
         try:
@@ -308,7 +317,7 @@ class Session:
         # commands of the protected session (the STARTTLS command injection)
         self.reader._buffer.clear()  # type: ignore[attr-defined]  # noqa: SLF001
         await self.send(f"{tag} OK begin TLS negotiation now\r\n".encode())
-        await self.writer.start_tls(self.server.tls_context)  # type: ignore[attr-defined]
+        await self.writer.start_tls(self.server.tls_context)
         self.tls = True
         return ANSWERED
 
@@ -363,7 +372,7 @@ class Session:
 
     def resolve(self, name: str) -> tuple[str, str]:
         try:
-            return self.caller.resolve(name)  # type: ignore[no-any-return]
+            return self.face.resolve(name)
         except MailboxNotFound as e:
             raise No(str(e), "NONEXISTENT") from None
 
@@ -445,8 +454,8 @@ class Session:
 
     def _open(self, account: str, name: str) -> tuple[dict[str, Any], str]:
         self.server.catch_up()
-        status = self.caller.mailbox_status(account, name)
-        return status, self.caller.my_rights(account, name)
+        status = self.face.mailbox_status(account, name)
+        return status, self.face.my_rights(account, name)
 
     def _sync(self, sel: Selected) -> None:
         """Reads the mailbox's listing into ``sel`` when the log has moved since."""
@@ -454,14 +463,14 @@ class Session:
         if head == sel.head and not self.server.settling(sel.read_at):
             return
         sel.read_at = time.monotonic()
-        listing = self.caller.messages(sel.account, sel.name, limit=1 << 31)
+        listing = self.face.messages(sel.account, sel.name, limit=1 << 31)
         listing.reverse()
         if sel.head < 0:
             sel.uids = [m.uid for m in listing]
             sel.entries = {m.uid: entry(m) for m in listing}
         else:
             sel.pending = sel.update(listing)
-        status = self.caller.mailbox_status(sel.account, sel.name)
+        status = self.face.mailbox_status(sel.account, sel.name)
         sel.uidnext, sel.highestmodseq = status["uidnext"], status["highestmodseq"]
         sel.head = head
 
@@ -547,10 +556,10 @@ class Session:
         for i in range(1, len(parts)):
             parent = "/".join(parts[:i])
             try:
-                self.caller.mailbox_status(account, parent)
+                self.face.mailbox_status(account, parent)
             except MailboxNotFound:
-                self.caller.create_mailbox(account, parent)
-        self.caller.create_mailbox(account, name)
+                self.face.create_mailbox(account, parent)
+        self.face.create_mailbox(account, name)
 
     async def cmd_delete(self, tag: str, args: list[Token]) -> str:
         path = _mailbox_name(args[0]) if args else ""
@@ -560,7 +569,7 @@ class Session:
         if self.selected is not None and (self.selected.account, self.selected.name) == (
                 account, name):
             self.selected = None
-        await self.call(self.caller.delete_mailbox, account, name)
+        await self.call(self.face.delete_mailbox, account, name)
         return "DELETE completed"
 
     async def cmd_rename(self, tag: str, args: list[Token]) -> str:
@@ -573,17 +582,17 @@ class Session:
         new_account, new_name = self.resolve(new)
         if new_account != account:
             raise No("a mailbox cannot be renamed into another account", "CANNOT")
-        await self.call(self.caller.rename_mailbox, account, name, new_name)
+        await self.call(self.face.rename_mailbox, account, name, new_name)
         return "RENAME completed"
 
     async def cmd_subscribe(self, tag: str, args: list[Token]) -> str:
         account, name = self.resolve(_mailbox_name(args[0]) if args else "")
-        await self.call(self.caller.subscribe, account, name)
+        await self.call(self.face.subscribe, account, name)
         return "SUBSCRIBE completed"
 
     async def cmd_unsubscribe(self, tag: str, args: list[Token]) -> str:
         account, name = self.resolve(_mailbox_name(args[0]) if args else "")
-        await self.call(self.caller.unsubscribe, account, name)
+        await self.call(self.face.unsubscribe, account, name)
         return "UNSUBSCRIBE completed"
 
     async def cmd_list(self, tag: str, args: list[Token], lsub: bool = False) -> str:
@@ -676,15 +685,15 @@ class Session:
         """The mailboxes the user may look up, and the paths of its subscriptions (its own
         account's: subscriptions are the owner's)."""
         self.server.catch_up()
-        rows = self.caller.mailboxes()
-        account, _ = self.caller.root()
+        rows = self.face.mailboxes()
+        account, _ = self.face.root()
         subscribed: set[str] = set()
         if account:
             try:
-                names = self.caller.subscriptions(account)
+                names = self.face.subscriptions(account)
             except (PermissionDenied, NotFound):
                 names = []
-            subscribed = {self.caller.path_of(account, n) for n in names}
+            subscribed = {self.face.path_of(account, n) for n in names}
         return rows, subscribed
 
     async def cmd_lsub(self, tag: str, args: list[Token]) -> str:
@@ -723,7 +732,7 @@ class Session:
         start = self.server.recent_first(account, name, status["uidvalidity"])
         if start >= status["uidnext"]:
             return 0
-        listing = self.caller.messages(account, name, limit=1 << 31)
+        listing = self.face.messages(account, name, limit=1 << 31)
         return sum(1 for m in listing if m.uid >= start)
 
     # -- ACL (RFC 4314) ----------------------------------------------------------------------
@@ -736,17 +745,17 @@ class Session:
 
     async def cmd_setacl(self, tag: str, args: list[Token]) -> str:
         _, account, name, (identifier, rights) = self._acl_target(args, 3)
-        await self.call(self.caller.acl_set, account, name, identifier, rights)
+        await self.call(self.face.acl_set, account, name, identifier, rights)
         return "SETACL completed"
 
     async def cmd_deleteacl(self, tag: str, args: list[Token]) -> str:
         _, account, name, (identifier,) = self._acl_target(args, 2)
-        await self.call(self.caller.acl_delete, account, name, identifier)
+        await self.call(self.face.acl_delete, account, name, identifier)
         return "DELETEACL completed"
 
     async def cmd_getacl(self, tag: str, args: list[Token]) -> str:
         path, account, name, _ = self._acl_target(args, 1)
-        acl = await self.call(self.caller.acl_get, account, name)
+        acl = await self.call(self.face.acl_get, account, name)
         line = b"ACL " + astring_out(_listed_name(path))
         for identifier, rights in acl.items():
             line += b" " + astring_out(identifier) + b" " + astring_out(rights)
@@ -755,14 +764,14 @@ class Session:
 
     async def cmd_listrights(self, tag: str, args: list[Token]) -> str:
         path, account, name, (identifier,) = self._acl_target(args, 2)
-        await self.call(self.caller.acl_get, account, name)  # 'a' needed, as for GETACL
+        await self.call(self.face.acl_get, account, name)  # 'a' needed, as for GETACL
         await self.untagged(b"LISTRIGHTS " + astring_out(_listed_name(path)) + b" "
                             + astring_out(identifier) + b' "" l r s w i p k x t e a')
         return "LISTRIGHTS completed"
 
     async def cmd_myrights(self, tag: str, args: list[Token]) -> str:
         path, account, name, _ = self._acl_target(args, 1)
-        rights = await self.call(self.caller.my_rights, account, name)
+        rights = await self.call(self.face.my_rights, account, name)
         await self.untagged(b"MYRIGHTS " + astring_out(_listed_name(path)) + b" "
                             + astring_out(rights))
         return "MYRIGHTS completed"
@@ -798,7 +807,7 @@ class Session:
             messages.append({**fields, "raw": pieces, "flags": [_flag_name(f) for f in flags]})
         account, name = self.resolve(path)
         try:  # a missing target is TRYCREATE before any CATENATE part is read
-            await self.call(self.caller.my_rights, account, name)
+            await self.call(self.face.my_rights, account, name)
         except No as no:
             if no.code == "NONEXISTENT":
                 no.code = "TRYCREATE"
@@ -808,7 +817,7 @@ class Session:
         delivered = []
         for fields in messages:
             try:
-                delivered.append(await self.call(self.caller.deliver, account=account,
+                delivered.append(await self.call(self.face.deliver, account=account,
                                                  mailbox=name, **fields))
             except No as no:
                 if no.code == "NONEXISTENT":
@@ -833,10 +842,9 @@ class Session:
         i = 0
         while i < len(pieces):
             kind = _text(pieces[i]).upper() if isinstance(pieces[i], Atom) else ""
-            if kind not in ("TEXT", "URL") or i + 1 >= len(pieces) or not isinstance(
-                    pieces[i + 1], String):
+            value = pieces[i + 1] if i + 1 < len(pieces) else None
+            if kind not in ("TEXT", "URL") or not isinstance(value, String):
                 raise BadCommand("CATENATE takes TEXT literal and URL \"url\" parts")
-            value = pieces[i + 1]
             if kind == "TEXT":
                 if not value.literal:
                     raise BadCommand("CATENATE's TEXT is a literal")
@@ -861,7 +869,7 @@ class Session:
             if m.group(2) and int(m.group(2)) != status["uidvalidity"]:
                 raise No("UIDVALIDITY differs", "")
             raw = b"".join(await self.call(
-                lambda: list(self.caller.body(account, name, int(m.group(3))))))
+                lambda: list(self.face.body(account, name, int(m.group(3))))))
         except No:
             raise No(f"cannot use the URL {url!r}", "BADURL " + _quoted_code(url)) from None
         part = mime.parse(raw)
@@ -903,7 +911,7 @@ class Session:
         if not sel.readonly and "e" in sel.rights:
             ids = [e.message_id for e in sel.entries.values() if "\\Deleted" in e.flags]
             if ids:
-                await self.call(self.caller.expunge, ids)
+                await self.call(self.face.expunge, ids)
         self.selected = None
         return "CLOSE completed"
 
@@ -924,7 +932,7 @@ class Session:
             if not ids:
                 break
             try:
-                await self.call(self.caller.expunge, ids)
+                await self.call(self.face.expunge, ids)
                 await self.settle(partial(_none_of, frozenset(ids)))
                 break
             except No as no:
@@ -1070,8 +1078,8 @@ class Session:
             raise BadCommand(f"unknown threading algorithm {algorithm}")
         try:
             query = parse_search([Atom("CHARSET"), args[1], *args[2:]], sel)
-        except SearchError as e:
-            raise BadCommand(str(e)) from None
+        except SearchError as err:
+            raise BadCommand(str(err)) from None
         found = await Searcher(sel, lambda uid: self.call(self.message, uid)).run(query)
         messages = []
         for uid in found:
@@ -1112,7 +1120,7 @@ class Session:
         if key in self.parsed:
             self.parsed.move_to_end(key)
             return self.parsed[key]
-        raw = b"".join(self.caller.body(sel.account, sel.name, uid))
+        raw = b"".join(self.face.body(sel.account, sel.name, uid))
         part = mime.parse(raw)
         self.parsed[key] = part
         while len(self.parsed) > 16 or sum(len(p.raw) for p in self.parsed.values()) \
@@ -1131,17 +1139,16 @@ class Session:
             await self.report(expunges=False)
         items = FetchItems.parse(args[1], by_uid)
         changedsince = None
-        if len(args) > 2 and isinstance(args[2], list):
-            mods = args[2]
-            for i, m in enumerate(mods):
-                if isinstance(m, Atom) and m.upper() == "CHANGEDSINCE" and i + 1 < len(mods):
-                    changedsince = int(_text(mods[i + 1]))
-                    items.modseq = True
+        mods: list[Token] = args[2] if len(args) > 2 and isinstance(args[2], list) else []
+        for i, m in enumerate(mods):
+            if isinstance(m, Atom) and m.upper() == "CHANGEDSINCE" and i + 1 < len(mods):
+                changedsince = int(_text(mods[i + 1]))
+                items.modseq = True
         if items.modseq:
             await self.enable_condstore()
         targets = self._targets(_text(args[0]), by_uid)
         if by_uid and self.qresync and changedsince is not None and any(
-                isinstance(m, Atom) and m.upper() == "VANISHED" for m in args[2]):
+                isinstance(m, Atom) and m.upper() == "VANISHED" for m in mods):
             top = sel.uids[-1] if sel.uids else 0
             present = set(sel.uids)
             asked = sequence_set(_text(args[0]), max(top, 1))
@@ -1176,7 +1183,7 @@ class Session:
         """FETCH BODY[...] (not PEEK) marks the message \\Seen where the user may."""
         if sel.readonly or "\\Seen" in e.flags or "s" not in sel.rights:
             return False
-        change = await self.call(self.caller.flag, e.message_id, ["\\Seen"], "add")
+        change = await self.call(self.face.flag, e.message_id, ["\\Seen"], "add")
         e.flags = e.flags | {"\\Seen"}
         if change.modseq:
             e.modseq = change.modseq
@@ -1218,7 +1225,7 @@ class Session:
             new = _apply(e.flags, frozenset(flags), mode)
             if new != e.flags:
                 try:
-                    change = await self.call(self.caller.flag, e.message_id, flags, mode)
+                    change = await self.call(self.face.flag, e.message_id, flags, mode)
                 except No as no:
                     if no.code in GONE:  # expunged meanwhile: left alone, as Dovecot does
                         continue
@@ -1249,7 +1256,7 @@ class Session:
         if account != sel.account:
             raise No("copying into another account's mailbox is not supported yet", "CANNOT")
         try:
-            await self.call(self.caller.mailbox_status, account, name)
+            await self.call(self.face.mailbox_status, account, name)
         except No as no:
             if no.code == "NONEXISTENT":
                 no.code = "TRYCREATE"
@@ -1261,12 +1268,12 @@ class Session:
             e = sel.entries[uid]
             try:
                 if move:
-                    change = await self.call(self.caller.move, e.message_id, name)
+                    change = await self.call(self.face.move, e.message_id, name)
                     extra = getattr(change, "extra", {}) or {}
                     new_uid = extra.get("uid")
                     uidvalidity = extra.get("uidvalidity", uidvalidity)
                 else:
-                    d = await self.call(self.caller.copy, e.message_id, name)
+                    d = await self.call(self.face.copy, e.message_id, name)
                     new_uid, uidvalidity = d.uid, d.uidvalidity
             except No as no:
                 if no.code not in GONE:
@@ -1307,9 +1314,9 @@ def _qresync_parameters(params: list[Token]) -> tuple[int, int, str | None] | No
     """SELECT's ``(QRESYNC (uidvalidity modseq [known-uids [seq-match]]))``."""
     for i, p in enumerate(params):
         if isinstance(p, Atom) and p.upper() == "QRESYNC":
-            if i + 1 >= len(params) or not isinstance(params[i + 1], list):
+            values = params[i + 1] if i + 1 < len(params) else None
+            if not isinstance(values, list):
                 raise BadCommand("QRESYNC needs (uidvalidity modseq [known-uids])")
-            values = params[i + 1]
             if len(values) < 2 or not all(isinstance(v, Atom) for v in values[:3]):
                 raise BadCommand("QRESYNC needs (uidvalidity modseq [known-uids])")
             try:
@@ -1336,9 +1343,10 @@ def _list_returns(rest: list[Token]) -> tuple[list[str], list[str]]:
     while i < len(tokens_):
         option = _text(tokens_[i]).upper()
         if option == "STATUS":
-            if i + 1 >= len(tokens_) or not isinstance(tokens_[i + 1], list):
+            items = tokens_[i + 1] if i + 1 < len(tokens_) else None
+            if not isinstance(items, list):
                 raise BadCommand("RETURN (STATUS ...) needs a list of items")
-            status = [_text(t).upper() for t in tokens_[i + 1]]
+            status = [_text(t).upper() for t in items]
             i += 1
         elif option not in ("SUBSCRIBED", "CHILDREN", "SPECIAL-USE"):
             raise BadCommand(f"unknown LIST return option {option}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeAlias
 
 
 class BadCommand(Exception):
@@ -46,7 +47,7 @@ class String:
         return self.value.decode("utf-8", "surrogateescape")
 
 
-Token = Atom | String | list  # a list holds tokens
+Token: TypeAlias = "Atom | String | list[Token]"  # a list holds tokens
 
 LITERAL_AT_END = re.compile(rb"~?\{(\d{1,20})(\+?)\}\r?\n?$")
 _ATOM_END = frozenset(b" ()\"{\r\n")

@@ -63,6 +63,18 @@ def test_a_nested_message_s_sections_are_its_bytes() -> None:
     assert mime.section(part, "1.1") is None
 
 
+def test_a_part_number_that_names_no_part_or_no_message_reads_as_none() -> None:
+    part = mime.parse(NESTED)
+    assert mime.section(part, "1.HEADER") is None  # part 1 is text, not a message
+    assert mime.section(part, "2.1.TEXT") is None
+    text = mime.section(part, "2.TEXT")  # part 2 is a message: its text is the multipart
+    assert text is not None and text.startswith(b"--sub1\r\n")
+    assert mime.binary_section(part, "3") is None
+    assert mime.binary_section(part, "2.3") is None
+    assert mime.binary_section(part, "2") == mime.section(part, "2")  # a message/rfc822
+    assert mime.binary_section(part, "2.2") == b"Hello"
+
+
 def test_bodystructure_names_types_sizes_and_lines_as_dovecot_does() -> None:
     part = mime.parse(NESTED)
     assert mime.bodystructure(part, extended=False).startswith(

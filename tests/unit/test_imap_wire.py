@@ -10,6 +10,7 @@ import pytest
 
 from adapters.directory.passwords import verify
 from adapters.imap import utf7
+from adapters.imap.session import _list_returns, _qresync_parameters
 from adapters.imap.wire import Atom, BadCommand, String, sequence_set, tokens
 
 
@@ -49,3 +50,27 @@ def test_password_schemes_of_the_passwd_file() -> None:
     sha = hashlib.sha256(b"secret").hexdigest()
     assert verify("{SHA256.HEX}" + sha, "secret")
     assert not verify("", "") and not verify("{NOSUCH}x", "x")
+
+
+def test_select_s_qresync_parameters_are_read_or_refused() -> None:
+    assert _qresync_parameters([Atom("CONDSTORE")]) is None
+    assert _qresync_parameters([Atom("QRESYNC"), [Atom("7"), Atom("9"), Atom("1:4")]]) == (
+        7, 9, "1:4")
+    assert _qresync_parameters([Atom("qresync"), [Atom("7"), Atom("9")]]) == (7, 9, None)
+    for bad in ([Atom("QRESYNC")], [Atom("QRESYNC"), Atom("7")],
+                [Atom("QRESYNC"), [Atom("7")]], [Atom("QRESYNC"), [Atom("x"), Atom("9")]],
+                [Atom("QRESYNC"), [Atom("7"), String(b"9")]]):
+        with pytest.raises(BadCommand):
+            _qresync_parameters(bad)
+
+
+def test_list_s_return_options_are_read_or_refused() -> None:
+    assert _list_returns([]) == ([], [])
+    assert _list_returns([Atom("RETURN"), [Atom("subscribed"), Atom("STATUS"),
+                                           [Atom("messages"), Atom("UIDNEXT")]]]) == (
+        ["SUBSCRIBED", "STATUS"], ["MESSAGES", "UIDNEXT"])
+    for bad in ([Atom("RETURN")], [Atom("RETURN"), Atom("STATUS")],
+                [Atom("RETURN"), [Atom("STATUS")]], [Atom("RETURN"), [Atom("STATUS"), Atom("x")]],
+                [Atom("RETURN"), [Atom("FANCY")]], [String(b"RETURN"), [Atom("CHILDREN")]]):
+        with pytest.raises(BadCommand):
+            _list_returns(bad)
