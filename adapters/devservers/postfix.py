@@ -227,8 +227,9 @@ def grant_letterlog_to(user: str) -> None:
 
     On our machines the interpreter lives under ``/root`` (mode 0700), which the pipe user may
     not enter. Then each such directory gets one POSIX ACL entry, ``u:USER:--x``: that user
-    (and no one else) may pass through it, not list it. ``acl`` (setfacl) is installed with
-    apt if missing. Nothing is changed when the user can run the program already.
+    (and no one else) may pass through it, not list it; the checkout itself, which Python's
+    import system lists, ``u:USER:r-x`` when that user may not read it. ``acl`` (setfacl) is
+    installed with apt if missing. Nothing is changed when the user can run the program already.
     """
     program = letterlog_program()
     probe = [str(program), "--help"]
@@ -239,11 +240,18 @@ def grant_letterlog_to(user: str) -> None:
     needed = [Path(os.path.realpath(sys.executable)), program,
               Path(adapters.__file__).resolve().parent]
     blocked = _blocked_dirs(user, needed)
-    if blocked:
+    # the checkout (on sys.path through the editable install) is listed by Python's import
+    # system: in a private directory (a mktemp -d clone, 0700) passage alone finds nothing
+    checkout = Path(adapters.__file__).resolve().parent.parent
+    listable = _can_run_as(user, ["test", "-r", str(checkout)])
+    if blocked or not listable:
         if shutil.which("setfacl") is None:
             apt_install(["acl"])
         for d in blocked:
             subprocess.run(["setfacl", "-m", f"u:{user}:x", str(d)], check=True,
+                           capture_output=True, timeout=30)
+        if not listable:
+            subprocess.run(["setfacl", "-m", f"u:{user}:rx", str(checkout)], check=True,
                            capture_output=True, timeout=30)
     if not _can_run_as(user, probe):
         raise ServiceFailed(
