@@ -28,8 +28,9 @@ apart:
   the next command that opens the store would finish it otherwise (any command does), and
   this campaign wants every killed erasure left for the documented repair. Released, they
   are what a power cut leaves under erasures running at once: N intents, nobody holding
-  them. ``erase complete`` then finishes all of them, compacts HBase
-  once, and a purge run (grace 0) deletes the purge runs' payloads.
+  them. First a purge run after the payloads' grace (0 here, the workers caught up)
+  deletes the purge runs' payloads from HBase's payload table; then ``erase complete``
+  finishes every intent, deletes the erasures' payloads and compacts HBase once.
 - **A killed purge run is repaired by the next purge run at once**, before the next boundary
   (that is the documented repair; the next killed run would otherwise purge what the last
   one left due). The purge runs come first, so that no purge run acts on an erasure's
@@ -131,9 +132,9 @@ LAST = "keys:rotated"  # the erasures killed here: last (module docstring)
 ORDER = ([("purge run", s) for s in PURGE_STEPS]
          + [(c, s) for c in ("erase-message", "erase-account") for s in ERASE_STEPS if s != LAST]
          + [(c, LAST) for c in ("erase-message", "erase-account")])
-ERASE_REPAIR = "`letterlog erase complete` (one for every erasure killed), then a purge run"
-PURGE_REPAIR = ("`letterlog purge run` (the next run, at once); then `letterlog erase "
-                "complete` and a purge run after the payloads' grace")
+ERASE_REPAIR = "`letterlog erase complete` (one for the twelve erasures killed)"
+PURGE_REPAIR = ("`letterlog purge run` (the next run, at once); a purge run after the "
+                "payloads' grace; then `letterlog erase complete`")
 
 
 @pytest.fixture(scope="module")
@@ -306,13 +307,17 @@ def campaign(deployment: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
                 case.failed = f"{case.name}: {error}"
             held += [hold(dep["dsn"], i) for i in sorted(intents(dep["dsn"]) - before)]
         phase("erasures killed")
+        # the purge runs' payloads: deleted from HBase's payload table by the first purge
+        # run after their grace (here 0, the workers caught up: as if it had passed)
+        caught_up(dep)
+        repaired(data, "purge run", **DUE)
     finally:
         for conn in held:
             conn.close()  # the lock with the session: N intents, nobody holding them
-
-    repaired(data, "erase complete")  # every intent finished, the workers waited for, HBase
-    repaired(data, "purge run", **DUE)  # compacted once; the purge runs' payloads deleted
-    phase("repair pass: erase complete, purge run")
+    # every intent finished, the workers waited for, the erasures' payloads deleted, and HBase
+    # compacted once: the tables the purges and erasures deleted from, the payload table
+    repaired(data, "erase complete")
+    phase("repair pass: a purge run after the grace, erase complete")
 
     erased = [m for c in cases.values() for m in c.markers]
     found = evidence(dep, scratch / "after", [k for c in cases.values() for k in c.key_ids],
