@@ -8,14 +8,15 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from email.message import EmailMessage
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from adapters.embedded import Letterlog
-from adapters.eventlog.sealing import unwrap
+from adapters.eventlog.sealing import NONCE, unwrap
 
 ACCOUNT = "erasure@example.org"
 
@@ -48,13 +49,40 @@ def every_file(root: Path) -> Iterator[tuple[Path, bytes]]:
                 continue
 
 
+Needles = dict[bytes, list[tuple[bytes, bytes]]]
+
+
+def needles(forms: Iterable[tuple[bytes, bytes]]) -> Needles:
+    """``(form, marker)`` pairs by the form's first 4 bytes: a search makes one pass over a
+    file per distinct start (markers made alike share a few) instead of one per form."""
+    out: Needles = {}
+    for form, marker in forms:
+        out.setdefault(form[:4], []).append((form, marker))
+    return out
+
+
+def markers_in(data: bytes, index: Needles) -> set[bytes]:
+    """The markers one of whose forms occurs in ``data``: every occurrence of each start,
+    then the forms that begin with it checked there (as exact as ``form in data``)."""
+    hits: set[bytes] = set()
+    for start, forms in index.items():
+        at = data.find(start)
+        while at >= 0:
+            for form, marker in forms:
+                if marker not in hits and data.startswith(form, at):
+                    hits.add(marker)
+            at = data.find(start, at + 1)
+    return hits
+
+
 def files_holding(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
     """Every file under ``root`` with the markers found in it."""
+    index = needles((m, m) for m in markers)
     found: dict[str, list[bytes]] = {}
     for path, data in every_file(root):
-        hits = [m for m in markers if m in data]
-        if hits:
-            found[str(path.relative_to(root))] = hits
+        hit = markers_in(data, index)
+        if hit:
+            found[str(path.relative_to(root))] = [m for m in markers if m in hit]
     return found
 
 
@@ -78,12 +106,13 @@ def opened_by_a_fresh_reader(data: Path, markers: list[bytes]) -> list[bytes]:
     return [m for m in markers if m in out]
 
 
-def deliver_marked(store: Letterlog) -> tuple[list[uuid.UUID], list[bytes]]:
+def deliver_marked(store: Letterlog, account: str = ACCOUNT,
+                   ) -> tuple[list[uuid.UUID], list[bytes]]:
     small, small_markers = marked_mail("s", attachment=False)  # inline: body in the event
     large, large_markers = marked_mail("l", attachment=True)  # in the payload store
     assert len(small) < 10 * 1024 < len(large)
-    ids = [store.deliver(account=ACCOUNT, raw=raw).message_id for raw in (small, large)]
-    store.ensure_mailbox(ACCOUNT, "Archive")  # a deployment's second case finds it
+    ids = [store.deliver(account=account, raw=raw).message_id for raw in (small, large)]
+    store.ensure_mailbox(account, "Archive")  # a deployment's second case finds it
     store.move(ids[0], "Archive")  # the personal data is in a second event too
     return ids, small_markers + large_markers
 
@@ -119,12 +148,12 @@ def decompressed_frames(data: bytes) -> bytes:
 
 def files_holding_any_form(root: Path, markers: list[bytes]) -> dict[str, list[bytes]]:
     """``files_holding`` for the markers plain, base64-encoded, and inside any zstd frame."""
+    index = needles((f, m) for m in markers for f in encoded_forms(m))
     found: dict[str, list[bytes]] = {}
     for path, data in every_file(root):
-        data += decompressed_frames(data)
-        hits = [m for m in markers if any(f in data for f in encoded_forms(m))]
-        if hits:
-            found[str(path.relative_to(root))] = hits
+        hit = markers_in(data + decompressed_frames(data), index)
+        if hit:
+            found[str(path.relative_to(root))] = [m for m in markers if m in hit]
     return found
 
 
@@ -132,10 +161,15 @@ def files_holding_any_form(root: Path, markers: list[bytes]) -> dict[str, list[b
 def around(blob: bytes, needle: bytes, before: int, after: int, width: int) -> set[bytes]:
     """Every ``width``-byte window starting up to ``before`` bytes before and ``after``
     bytes after each occurrence of ``needle`` in ``blob``."""
-    out, at = set(), blob.find(needle)
+    out: set[bytes] = set()
+    seen: set[bytes] = set()  # the bytes around an occurrence seen before: the same windows
+    at = blob.find(needle)
     while at >= 0:
-        for start in range(max(0, at - before), min(len(blob) - width, at + after) + 1):
-            out.add(blob[start:start + width])
+        lo, hi = max(0, at - before), min(len(blob) - width, at + after)
+        context = blob[lo:hi + width]
+        if hi >= lo and context not in seen:
+            seen.add(context)
+            out.update(context[i:i + width] for i in range(hi - lo + 1))
         at = blob.find(needle, at + 1)
     return out
 
@@ -147,6 +181,29 @@ def opens(kek: bytes, key_id: uuid.UUID, wrapped: bytes) -> bool:
         return True
     except (InvalidTag, ValueError):
         return False
+
+
+def any_opens(keks: Iterable[bytes], key_id: uuid.UUID, wrapped: Iterable[bytes]) -> bool:
+    """Whether any of ``keks`` unwraps any of ``wrapped`` as the data key ``key_id``:
+    ``opens`` for every pair, ``unwrap``'s AES-GCM (the nonce first, the key id as
+    associated data) built once per KEK, as the attacker tries hundreds of thousands of
+    pairs (a pair that opens is confirmed by ``unwrap`` itself; the crash tests' keys that
+    must open, before the repair, check that this finds them)."""
+    sealed = [(bytes(w[:NONCE]), bytes(w[NONCE:]), w) for w in wrapped]
+    aad = key_id.bytes
+    for kek in keks:
+        try:
+            aead = AESGCM(kek)
+        except ValueError:
+            continue
+        for nonce, body, w in sealed:
+            try:
+                aead.decrypt(nonce, body, aad)
+            except (InvalidTag, ValueError):
+                continue
+            if opens(kek, key_id, w):
+                return True
+    return False
 
 
 def killed(p: subprocess.CompletedProcess[bytes]) -> None:

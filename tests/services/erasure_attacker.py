@@ -112,51 +112,58 @@ def stale_keks_in_cluster(key_dsn: str, dsn: str, *, retiring_only: bool = False
                if k not in referenced)
 
 
-def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[UUID],
-             markers: list[bytes]) -> dict[str, Any]:
-    """What is left (``tests.erasure_crash_support.Examine``) of a deployment whose log is in
-    PostgreSQL: ``dep`` names its data directory, DSNs and the server's data directory, and
-    its key cluster's DSN and data directory (``key_dsn``, ``key_root``) if it has one."""
-    data, dsn = dep["data"], dep["dsn"]
-    if dep.get("key_dsn"):
-        return _state_with_key_cluster(dep, ids, key_ids, markers)
+def copy_vault(data: Path, scratch: Path) -> Path:
+    """The vault's files as they are on disk (``-wal`` included), copied under ``scratch``."""
     vault_copy = scratch / "vault"
     vault_copy.mkdir(parents=True)
-    for p in data.iterdir():  # the vault's files as they are on disk (-wal included)
+    for p in data.iterdir():
         if p.name.startswith("vault.sqlite") and p.is_file():
             shutil.copy2(p, vault_copy / p.name)
+    return vault_copy
+
+
+def evidence(dep: dict[str, Any], scratch: Path, key_ids: list[UUID],
+             markers: list[bytes]) -> dict[str, Any]:
+    """What an attacker finds in a deployment whose log is in PostgreSQL, item by item:
+    ``dep`` names its data directory, DSNs and the server's data directory, and its key
+    cluster's DSN and data directory (``key_dsn``, ``key_root``) if it has one. The ids
+    purged in the log (``purged``), the data keys among ``key_ids`` that open
+    (``keys_open``), the intents left, the rotated-away KEKs, and the files of the data
+    directory holding any of ``markers`` with those they hold (``files``)."""
+    data, dsn = dep["data"], dep["dsn"]
+    retiring_only = dep.get("retiring_only", False)
+    if dep.get("key_dsn"):
+        # every file of the key cluster as it is on disk (no checkpoint: that would do the
+        # erasure's scrub for it)
+        key_files = [blob for _, blob in every_file(dep["key_root"])]
+        assert not list(data.glob("vault.sqlite*")), "the KEKs are the key cluster's alone"
+    else:
+        vault_copy = copy_vault(data, scratch)
     try:
         [(table,)] = sql(dsn, "SELECT table_name FROM information_schema.columns WHERE "
                          "column_name = 'topic' AND table_name LIKE '%%events'")
         purged = {str(r[0]) for r in sql(
             dsn, f'SELECT originator_id FROM "{table}" WHERE topic = %s', PURGED_TOPIC)}
         blobs = pg_files(dsn, dep["admin_dsn"], dep["pg_root"])
-        return {"intents": intents_left(dsn, data),
-                "purged": sum(1 for i in ids if str(i) in purged),
-                "keys_open": len(recoverable_keys(vault_copy, dsn, blobs, key_ids)),
-                "stale_keks": stale_keks(vault_copy, dsn,
-                                         retiring_only=dep.get("retiring_only", False)),
-                "files_with_markers": sorted(files_holding_any_form(data, markers))}
+        if dep.get("key_dsn"):
+            keys_open = recoverable_keys_in_cluster(dep["key_dsn"], key_files, dsn, blobs,
+                                                    key_ids)
+            stale = stale_keks_in_cluster(dep["key_dsn"], dsn, retiring_only=retiring_only)
+        else:
+            keys_open = recoverable_keys(vault_copy, dsn, blobs, key_ids)
+            stale = stale_keks(vault_copy, dsn, retiring_only=retiring_only)
+        return {"intents": intents_left(dsn, data), "purged": purged, "keys_open": keys_open,
+                "stale_keks": stale, "files": files_holding_any_form(data, markers)}
     finally:
-        shutil.rmtree(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _state_with_key_cluster(dep: dict[str, Any], ids: list[UUID], key_ids: list[UUID],
-                            markers: list[bytes]) -> dict[str, Any]:
-    data, dsn, key_dsn = dep["data"], dep["dsn"], dep["key_dsn"]
-    # every file of the key cluster as it is on disk (no checkpoint: that would do the
-    # erasure's scrub for it)
-    key_files = [blob for _, blob in every_file(dep["key_root"])]
-    assert not list(data.glob("vault.sqlite*")), "the KEKs are the key cluster's alone"
-    [(table,)] = sql(dsn, "SELECT table_name FROM information_schema.columns WHERE "
-                     "column_name = 'topic' AND table_name LIKE '%%events'")
-    purged = {str(r[0]) for r in sql(
-        dsn, f'SELECT originator_id FROM "{table}" WHERE topic = %s', PURGED_TOPIC)}
-    blobs = pg_files(dsn, dep["admin_dsn"], dep["pg_root"])
-    return {"intents": intents_left(dsn, data),
-            "purged": sum(1 for i in ids if str(i) in purged),
-            "keys_open": len(recoverable_keys_in_cluster(key_dsn, key_files, dsn, blobs,
-                                                         key_ids)),
-            "stale_keks": stale_keks_in_cluster(key_dsn, dsn,
-                                                retiring_only=dep.get("retiring_only", False)),
-            "files_with_markers": sorted(files_holding_any_form(data, markers))}
+def state_of(dep: dict[str, Any], scratch: Path, ids: list[UUID], key_ids: list[UUID],
+             markers: list[bytes]) -> dict[str, Any]:
+    """What is left (``tests.erasure_crash_support.Examine``) of a deployment whose log is in
+    PostgreSQL: ``evidence`` counted."""
+    found = evidence(dep, scratch, key_ids, markers)
+    return {"intents": found["intents"],
+            "purged": sum(1 for i in ids if str(i) in found["purged"]),
+            "keys_open": len(found["keys_open"]), "stale_keks": found["stale_keks"],
+            "files_with_markers": sorted(found["files"])}
