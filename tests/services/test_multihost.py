@@ -38,6 +38,7 @@ from adapters.devservers._common import port_open, terminate, wait_for
 from adapters.devservers.dovecot import ensure_system_user
 from adapters.devservers.keycluster import KeyClusterServer
 from adapters.devservers.postfix import LDA_MACROS, SYSTEM_USER, grant_letterlog_to
+from tests.erasure_support import files_holding_any_form
 from tests.factories import make_mail, until
 from tests.services.hosts import ApplicationHosts, Host
 from tests.services.servers import _unavailable
@@ -298,6 +299,12 @@ def test_two_hosts_deliver_to_the_same_accounts_and_either_serves_every_message(
         # which tests/services/test_erasure_scaleout.py attacks
         host.letterlog("erase-message", message_id, codes=(0, 3))
     until(lambda: caught_up(a), timeout=300, what="the stream caught up with the erasures")
+    # no host's disk holds a byte of them (the hosts keep nothing of a message: ADR 0072-0074,
+    # 0084), in any form (plain, base64, inside a compressed frame)
+    markers = [sent[seen["a"][m]["subject"]].split(b"Message-ID: ")[1].split(b"\r\n")[0]
+               for m in doomed]
+    for root in (a.data, b.data, deployment.root / "stream"):
+        assert files_holding_any_form(root, markers) == {}, root
     for h in (a, b):
         assert not set(doomed) & h.listed(ACCOUNT).keys()
         for message_id in doomed:
