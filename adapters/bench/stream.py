@@ -4,7 +4,8 @@ happybase batch writes of the same cells, in the same run.
 * **End to end**: the cached benchmark log (``adapters.bench.benchlog.bench_log``: at least
   ``events`` events through the real aggregates) is published by an ``OutboxRelay`` to a
   fresh topic while ``workers`` stream workers (``python -m adapters.cli.worker``
-  subprocesses, one consumer group) project it into fresh HBase tables. The clock runs from
+  subprocesses, one consumer group, their data directory holding a copy of the log's data
+  keys: ``worker_data``) project it into fresh HBase tables. The clock runs from
   the relay's start until Kafka reports every record committed by the group (offsets are
   committed only after the cells are written). The tables are then checked cell for cell
   against a fold of the log (``verify_tables``). Workers write through Thrift2 (a timestamp
@@ -206,6 +207,37 @@ class _CommittedProbe:
         finally:
             self._admin = None
             self._runner.close()
+
+
+def worker_data(events_path: Path, data: Path) -> Path:
+    """``data``, a workers' data directory holding a copy of the data keys of the log at
+    ``events_path`` (``keys.sqlite`` and ``vault.sqlite`` beside it, copied with SQLite's
+    backup so a reader's open WAL is included). A stream worker opens the key store beside its
+    data (``adapters.bootstrap.key_store``) to open sealed events (a move's or a copy's
+    ``personal``, ADR 0081): in a fresh directory it finds none, dead-letters every sealed
+    record, and the tables differ from a fold of the log."""
+    import sqlite3
+
+    from adapters.datadir import KEYS, VAULT
+    from adapters.filemodes import DIR_MODE
+
+    data.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(data, DIR_MODE)
+    for name in (KEYS, VAULT):
+        source = events_path.parent / name
+        if not source.exists():
+            continue
+        target = data / name
+        target.touch(mode=0o600)
+        os.chmod(target, 0o600)
+        src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+        dst = sqlite3.connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+    return data
 
 
 def _workers(n: int, env: dict[str, str], logs: Path) -> list[subprocess.Popen[bytes]]:
@@ -441,7 +473,9 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
         relay.run_once(max_events=0)  # creates the topic
         tables = HBaseTableStore(host, port, table_prefix=prefix)
         stack.callback(tables.close)
-        env = {"LETTERLOG_DATA": str(tmp / "worker"), "LETTERLOG_KAFKA_BOOTSTRAP": bootstrap,
+        # the workers open the log's data keys, as a deployment's workers do (sealed events)
+        data = worker_data(path, tmp / "worker")
+        env = {"LETTERLOG_DATA": str(data), "LETTERLOG_KAFKA_BOOTSTRAP": bootstrap,
                "LETTERLOG_KAFKA_TOPIC": topic, "LETTERLOG_TABLE_STORE": "hbase",
                "LETTERLOG_HBASE_HOST": host, "LETTERLOG_HBASE_PORT": str(port),
                "LETTERLOG_HBASE_TABLE_PREFIX": prefix, "LETTERLOG_STREAM_GROUP": group,

@@ -77,3 +77,64 @@ def test_a_group_that_cannot_be_described_counts_as_empty(monkeypatch) -> None:
     described = bench._described("localhost:1", "g")
     assert described == {"members": [], "state": None}
     assert group_assignment(described, "bench") == {}
+
+
+_DECODE_ALL = """
+import sys
+from pathlib import Path
+from adapters import bootstrap
+from adapters.eventlog.records import decode_record
+from adapters.settings import load_settings
+keys = bootstrap.key_store(load_settings(data=sys.argv[1]))
+failed = 0
+for path in sys.argv[2:]:
+    try:
+        decode_record(Path(path).read_bytes())
+    except Exception as error:
+        failed += 1
+        print(type(error).__name__, error)
+print("failed", failed)
+"""
+
+
+def test_the_workers_data_holds_the_logs_keys_so_sealed_records_decode(
+        tmp_path: Path, monkeypatch) -> None:
+    """A move seals its message's ``personal`` (ADR 0081): a worker whose data directory
+    holds none of the log's keys dead-lettered those records (bench stream's verify found
+    ``counters``, ``messages``, ``threads`` and ``mailboxes`` short of the move). The records
+    are decoded in a fresh process: this one has the log's key store open already."""
+    import subprocess
+    import sys
+
+    import msgpack
+
+    from adapters.bench.benchlog import bench_log, open_reader
+    from adapters.bench.stream import ROOT, worker_data
+    from adapters.eventlog.records import record_from_notification
+
+    monkeypatch.setenv("LETTERLOG_BENCH_CACHE", str(tmp_path / "cache"))
+    path, _ = bench_log(600)
+    reader = open_reader(path)
+    try:
+        notes = reader.log.recorder.select_notifications(start=1, limit=10_000)
+    finally:
+        reader.close()
+    sealed = []
+    for n in notes:
+        personal = msgpack.unpackb(bytes(n.state), raw=False, strict_map_key=False).get(
+            "personal")
+        if isinstance(personal, msgpack.ExtType) and personal.code == 7:  # sealed
+            out = tmp_path / f"record-{n.id}"
+            out.write_bytes(record_from_notification(n).encode())
+            sealed.append(str(out))
+    assert sealed, "the bench log holds no sealed event: the test attacks nothing"
+
+    def failures(data: Path) -> int:
+        done = subprocess.run([sys.executable, "-c", _DECODE_ALL, str(data), *sealed],
+                              cwd=ROOT, capture_output=True, text=True, check=True)
+        return int(done.stdout.split()[-1])
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir(mode=0o700)
+    assert failures(fresh) == len(sealed)  # what the workers had before
+    assert failures(worker_data(path, tmp_path / "worker")) == 0
