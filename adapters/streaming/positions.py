@@ -135,9 +135,13 @@ class PostgresPosition:
             return self._conn
         import psycopg
 
+        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
+
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=30)
-        # (UniqueViolation: another relay created the table at the same moment)
-        with contextlib.suppress(psycopg.errors.UniqueViolation):
+        # CREATE TABLE IF NOT EXISTS is not safe against itself (two relays starting at once,
+        # on two hosts: DuplicateObject on pg_type): serialised with letterlog's schema
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.TABLE} (name text PRIMARY KEY, "
                 "position bigint NOT NULL, saved_at timestamptz NOT NULL DEFAULT now())"
