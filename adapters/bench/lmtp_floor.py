@@ -24,6 +24,7 @@ class Discard:
 
     def __init__(self) -> None:
         self.answered = 0
+        self.spool_dir: str | None = None  # the server's DATA reads through a Spool: in memory
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.answered += 1

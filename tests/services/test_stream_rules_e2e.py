@@ -18,6 +18,8 @@ from tests.webhook_endpoint import Endpoint
 
 pytestmark = pytest.mark.services
 
+SECRET = "k3y-of-the-kafka-rule"  # 16 to 512 printable characters (ADR 0078)
+
 
 def test_rule_events_reach_hbase_identical_to_a_fold_of_the_log(pipeline):  # noqa: F811
     store = pipeline.letterlog
@@ -57,7 +59,7 @@ def test_the_kafka_application_publishes_each_event_keyed_and_signed(tmp_path, k
 
     topic = f"rules-{tokens.token_hex(4)}"
     with Letterlog.open(tmp_path / "data", kafka_bootstrap=kafka_server.bootstrap) as store:
-        store.create_rule("to-kafka", kafka_topic=topic, secret="k3y",
+        store.create_rule("to-kafka", kafka_topic=topic, secret=SECRET,
                           properties={"team": "ops"})
         for i in range(3):
             store.deliver(account="ada@example.org",
@@ -85,5 +87,5 @@ def test_the_kafka_application_publishes_each_event_keyed_and_signed(tmp_path, k
     for r in records:
         headers = dict(r.headers)
         assert headers["Idempotency-Key"] == r.key
-        assert headers["X-Letterlog-Signature"].decode() == signature("k3y", r.value)
+        assert headers["X-Letterlog-Signature"].decode() == signature(SECRET, r.value)
         assert json.loads(r.value)["properties"] == {"team": "ops"}
