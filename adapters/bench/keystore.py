@@ -6,28 +6,18 @@ cluster for the KEKs."""
 
 from __future__ import annotations
 
-import secrets
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from adapters.bench.scaleout import _database
 from adapters.mailgen import PEOPLE, bench_messages
 
 ROUNDS = 2
-
-
-def _database(server: Any) -> str:
-    import psycopg
-    from psycopg import sql
-
-    name = f"b_{secrets.token_hex(6)}"
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
-            sql.Identifier(name), sql.Identifier(server.user)))
-    return str(server.dsn).rsplit("/", 1)[0] + "/" + name
 
 
 def _run(blobs: list[bytes], data: Path, dsn: str, key_dsn: str | None) -> dict[str, float]:
@@ -68,9 +58,11 @@ def bench_keystore(messages: int = 1000, *, plot: Path | None = None,
         for n in range(ROUNDS):
             for kind in (list(runs) if n % 2 == 0 else list(runs)[::-1]):  # A B, then B A
                 progress(f"round {n + 1}: {kind}")
-                key_dsn = _database(keys) if kind == "key_cluster" else None
-                runs[kind].append(_run(blobs, Path(tmp) / f"{kind}-{n}", _database(pg),
-                                       key_dsn))
+                with ExitStack() as dbs:  # fresh databases, the scale-out bench's helper
+                    dsn = dbs.enter_context(_database(pg.admin_dsn, pg.user, pg.dsn))
+                    key_dsn = (dbs.enter_context(_database(keys.admin_dsn, keys.user, keys.dsn))
+                               if kind == "key_cluster" else None)
+                    runs[kind].append(_run(blobs, Path(tmp) / f"{kind}-{n}", dsn, key_dsn))
     summary: dict[str, dict[str, Any]] = {
                kind: {"msgs_per_s": statistics.median(r["msgs_per_s"] for r in rs),
                       "cpu_ms_per_delivery": statistics.median(
