@@ -141,7 +141,8 @@ def open_reader(events_path: Path) -> Any:
 def select_unpack(events_path: Path, progress: Callable[[int], None] | None = None) -> int:
     """Events read with one plain ``SELECT`` and their state unpacked by msgpack (with
     letterlog's extension types), building no event object: what any rebuild of this log
-    costs at least. Returns how many were read."""
+    costs at least. Returns how many were read. The log's key store must be open (an
+    ``open_reader`` of the same log): sealed parts are opened as they are unpacked."""
     from adapters.eventlog.transcoder import unpackb
 
     con = sqlite3.connect(f"file:{events_path}?mode=ro", uri=True)

@@ -286,9 +286,13 @@ class SharedIntents(_Holding):
             self.dsn, autocommit=True, connect_timeout=self.timeout, keepalives=1,
             keepalives_idle=KEEPALIVE_IDLE, keepalives_interval=KEEPALIVE_INTERVAL,
             keepalives_count=KEEPALIVE_COUNT, application_name="letterlog erasure intent")
+        # tcp_user_timeout too: keepalive probes are not sent while the server has data the
+        # vanished host never acknowledged (retransmissions then last ~15 minutes); the user
+        # timeout bounds both cases
         for name, value in (("tcp_keepalives_idle", KEEPALIVE_IDLE),
                             ("tcp_keepalives_interval", KEEPALIVE_INTERVAL),
-                            ("tcp_keepalives_count", KEEPALIVE_COUNT)):
+                            ("tcp_keepalives_count", KEEPALIVE_COUNT),
+                            ("tcp_user_timeout", RELEASE_BOUND * 1000)):
             conn.execute(f"SET {name} = {int(value)}")
         return conn
 
