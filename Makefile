@@ -12,9 +12,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,postgres,hbase,kafka,spark,bench,ops,directory]'
 	touch $(STAMP)
 
-venv: $(STAMP)
+# the lda's compiled hand-off client, beside the letterlog it falls back to (ADR 0087)
+LDA_CLIENT := $(VENV)/bin/letterlog-lda
+CC ?= cc
+$(LDA_CLIENT): adapters/startup/lda_client.c $(STAMP)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ adapters/startup/lda_client.c
 
-demo: $(STAMP)
+venv: $(STAMP) $(LDA_CLIENT)
+
+demo: $(STAMP) $(LDA_CLIENT)
 	rm -rf demo-data
 	$(VENV)/bin/letterlog --data demo-data init
 	$(VENV)/bin/letterlog --data demo-data demo
@@ -23,7 +29,7 @@ demo: $(STAMP)
 # not compute); tests that share a server run on one worker (tests/conftest.py, docs/testing.md)
 TEST_WORKERS ?= 4
 PYTEST_ARGS  ?=
-test: $(STAMP) install-servers
+test: $(STAMP) $(LDA_CLIENT) install-servers
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # PostgreSQL, Postfix, Dovecot, slapd (Debian packages), HBase, Kafka (Maven jars): once

@@ -2,7 +2,7 @@
 demo and the command server.
 
 ``main`` is what the ``letterlog`` program runs: an ``lda`` command line goes first to the
-data directory's LMTP server when one is listening there (``adapters.mta.handoff``: standard
+data directory's LMTP server when one is listening there (``adapters.startup.handoff``: standard
 library only); any command line goes to the user's command server when one is running
 (``commandserver``: standard library only, so a command run there costs this process no
 more than the interpreter's start), else runs it here.
@@ -18,7 +18,7 @@ import sys
 
 def main() -> None:
     if "lda" in sys.argv[1:]:  # first: a running ``letterlog lmtp`` delivers it (ADR 0060)
-        from adapters.mta.handoff import handoff
+        from adapters.startup.handoff import handoff
 
         delivered = handoff(sys.argv[1:])
         if delivered is not None:

@@ -68,7 +68,7 @@ def lda(
     too large (a message is never refused for its structure);
     67 unknown account (--accounts-must-exist); 64 usage. One line on stderr starts with
     an RFC 3463 code. Never creates a data directory: make the store with 'letterlog init'."""
-    from adapters.mta.handoff import as_store_owner
+    from adapters.startup.handoff import as_store_owner
     from adapters.mta.lda import Envelope, deliver
 
     refused = as_store_owner(str(state.data))  # as root: the store owner's uid (ADR 0068)

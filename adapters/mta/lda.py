@@ -122,7 +122,7 @@ def syslog(outcome: Outcome, envelope: Envelope) -> None:
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
              deadline: Deadline) -> Outcome:
     from adapters.embedded import Letterlog
-    from adapters.mta.handoff import NOTHING_ON_INPUT, nothing_to_deliver
+    from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
     from adapters.settings import load_settings
 
     limit = load_settings(data=data).max_message_size

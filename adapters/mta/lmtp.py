@@ -309,7 +309,7 @@ class Handler:
 
 class Handoff:
     """The lda's fast path, server half (ADR 0060): ``letterlog lda`` hands its message over
-    ``DATA/lda.sock`` (``adapters.mta.handoff``, the client) and this server's writer
+    ``DATA/lda.sock`` (``adapters.startup.handoff``, the client) and this server's writer
     delivers it with the store already open, with the lda's own options and envelope, the
     same idempotency key as an lda delivering itself and the same checks, and answers with
     lda's exit status and line. A request it cannot serve exactly as ``lda`` would (another
@@ -317,7 +317,7 @@ class Handoff:
     sent: the lda then delivers itself."""
 
     def __init__(self, data: Path, writer: Writer, handler: Handler, max_size: int) -> None:
-        from adapters.mta import handoff
+        from adapters.startup import handoff
 
         self.protocol = handoff
         self.data = os.path.realpath(data)

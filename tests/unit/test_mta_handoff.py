@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from adapters.mta import handoff
+from adapters.startup import handoff
 
 
 @pytest.fixture(autouse=True)
