@@ -3,7 +3,7 @@
 ``check_data_dir`` raises a ``StoreUnavailable`` naming what is wrong (a file where the
 directory should be, no store in it for a reader, an ``events.sqlite`` that is not
 letterlog's, a data directory or key store open to other users: ``StoreNotPrivate``);
-the store (``Letterlog.open``) and the fast read path (``adapters.readside.current``) both
+the store (``Letterlog.open``) and the fast read path (``adapters.startup.current``) both
 check through it, so both refuse alike. A data directory it creates is 0700
 (``adapters.filemodes``).
 """

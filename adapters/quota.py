@@ -87,7 +87,7 @@ class TablesSnapshot:
             if not self.path.is_file():
                 return None
             from adapters.readside.catalog import Catalog
-            from adapters.readside.current import CurrentTables, tracked_position
+            from adapters.startup.current import CurrentTables, tracked_position
             from adapters.tables.sqlite import SqliteTableStore
 
             # a writer holding tables.sqlite (a rebuild, a long report) must not delay mail:

@@ -10,7 +10,7 @@ The environment is read by pydantic-settings (prefix, names in any case,
 variables ignored). Importing it costs a command started without the command server about
 40-55 ms of CPU (measured); with the server running (``letterlog server start``, ADR 0032)
 commands start forked from a process that imported it once. The fast read path
-(``adapters.readside.current``) reads its four settings with ``adapters.envsettings`` and
+(``adapters.startup.current``) reads its four settings with ``adapters.startup.envsettings`` and
 is held to these settings by tests/unit/test_settings.py.
 """
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as EnvironmentUnreadable
 
-from adapters.envsettings import DEFAULTS, PREFIX
+from adapters.startup.envsettings import DEFAULTS, PREFIX
 from domain.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore",
                                       env_nested_delimiter="_", env_nested_max_split=1)
 
-    # these four defaults live in adapters.envsettings (the fast read path reads them too)
+    # these four defaults live in adapters.startup.envsettings (the fast read path reads them too)
     data: Path = Field(Path(DEFAULTS["data"]), description="data directory (embedded stores)")
     event_store: Literal["sqlite", "postgres"] = DEFAULTS["event_store"]  # type: ignore[assignment]
     durability: Literal["full", "normal"] = Field(

@@ -82,7 +82,7 @@ def command_server(env: dict[str, str], runtime: Path) -> Iterator[dict[str, str
     cli = [sys.executable, "-m", "adapters.cli"]
     subprocess.run([*cli, "server", "start"], env=env, check=True, capture_output=True)
     try:
-        check = ("import sys; from adapters.cli.commandserver import forward; "
+        check = ("import sys; from adapters.startup.commandclient import forward; "
                  "sys.exit(0 if forward(['--version']) == 0 else 3)")
         subprocess.run([sys.executable, "-c", check], env=env, check=True,
                        stdout=subprocess.DEVNULL)  # exit 3: it did not run the command

@@ -218,6 +218,17 @@ def letterlog_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "adapters.cli"]
 
 
+def lda_client_command() -> list[str]:
+    """``letterlog-lda``, the lda's compiled hand-off client (ADR 0087), beside the
+    ``letterlog`` program it falls back to (``make venv`` builds it there)."""
+    program = Path(letterlog_command()[0])
+    client = program.with_name("letterlog-lda")
+    if program.name != "letterlog" or not os.access(client, os.X_OK):
+        raise RuntimeError(f"no letterlog-lda beside {program} (make venv builds it: cc -O2 "
+                           f"-o {client} adapters/startup/lda_client.c)")
+    return [str(client)]
+
+
 def private_runtime(env: dict[str, str], directory: Path) -> dict[str, str]:
     """``env`` with ``XDG_RUNTIME_DIR`` a private (0700) directory of the run: no command
     server of the user's is found there."""
@@ -450,8 +461,9 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
     alone = private_runtime(env, root / "run-lda-alone")
     letterlog = letterlog_command()
 
-    def ours(data: Path, messages: list[tuple[str, bytes]]) -> list[tuple[list[str], bytes]]:
-        return [([*letterlog, "--data", str(data), "lda", "--recipient", account,
+    def ours(data: Path, messages: list[tuple[str, bytes]],
+             program: list[str] = letterlog) -> list[tuple[list[str], bytes]]:
+        return [([*program, "--data", str(data), "lda", "--recipient", account,
                   "--sender", SENDER, "--queue-id", f"Q{data.name}{i}"], raw)
                 for i, (account, raw) in enumerate(messages)]
 
@@ -509,6 +521,8 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
     served_data = root / "lda-served"
     letterlog_init(served_data, alone)
     served_messages = addressed(blobs, leg_accounts(names, "lda-s"))
+    client = lda_client_command()
+    client_messages = addressed(blobs, leg_accounts(names, "lda-k"))
     with letterlog_lmtp(served_data, root / "lda-served.sock", alone,
                         root / "lda-served.log"):
         if not (served_data / "lda.sock").is_socket():
@@ -517,10 +531,18 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
                  "letterlog lda warm-up, lmtp server")
         served_rate = rate(n, run_each(ours(served_data, served_messages), alone,
                                        "letterlog lda, lmtp server"))
-    counts = letterlog_counts(served_data, [*per_account(served_messages), WARM_UP_ACCOUNT])
+        # the same, through the compiled hand-off client (ADR 0087)
+        client_rate = rate(n, run_each(ours(served_data, client_messages, client), alone,
+                                       "letterlog-lda, lmtp server"))
+        bounds["letterlog_lda_client_falling_back_ms"] = startup_ms(
+            [*client, "--data", str(root / "no-store"), "lda", "--help"], alone, runs=5)
+    counts = letterlog_counts(served_data, [*per_account(served_messages),
+                                            *per_account(client_messages), WARM_UP_ACCOUNT])
     check_count("letterlog lda warm-up, lmtp server", counts.pop(WARM_UP_ACCOUNT), 1)
     for account, expected in per_account(served_messages).items():
         check_count(f"letterlog lda, lmtp server, {account}", counts[account], expected)
+    for account, expected in per_account(client_messages).items():
+        check_count(f"letterlog-lda, lmtp server, {account}", counts[account], expected)
 
     after = addressed(blobs, leg_accounts(names, "lda-b"))
     dovecot_rates.append(rate(n, run_each(theirs(after), None, "dovecot-lda")))
@@ -531,6 +553,7 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
     bounds["letterlog_lda_ms_per_msg"] = round(1000 / cold, 2)
     bounds["letterlog_lda_with_server_ms_per_msg"] = round(1000 / served_rate, 2)
     bounds["letterlog_lda_with_command_server_ms_per_msg"] = round(1000 / forked_rate, 2)
+    bounds["letterlog_lda_client_with_server_ms_per_msg"] = round(1000 / client_rate, 2)
     # the ratio if an lda through the server cost no more than a forwarded --version, and
     # if a process cost no more than the interpreter's start
     bounds["ratio_ceiling_version_with_server"] = round(
@@ -547,7 +570,10 @@ def lda_leg(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str], root: Pa
         "ratio_lda_vs_dovecot_lda": ratio(cold, dovecot_rate),
         "ratio_lda_with_server_vs_dovecot_lda": ratio(served_rate, dovecot_rate),
         "ratio_lda_with_command_server_vs_dovecot_lda": ratio(forked_rate, dovecot_rate),
+        "lda_client_with_server_msgs_per_s": client_rate,
+        "ratio_lda_client_with_server_vs_dovecot_lda": ratio(client_rate, dovecot_rate),
         "target_ratio_lda_with_server_vs_dovecot_lda": 0.5,
+        "target_ratio_lda_client_with_server_vs_dovecot_lda": 0.8,
         "lda_bounds": bounds,
     }
 
@@ -556,7 +582,9 @@ def mta_targets_met(result: dict[str, Any]) -> bool:
     return (all(result[f"ratio_lmtp_vs_dovecot_lmtp_{c}conn"]
                 >= result["target_ratio_lmtp_vs_dovecot_lmtp"] for c in CONNECTIONS)
             and result["ratio_lda_with_server_vs_dovecot_lda"]
-            >= result["target_ratio_lda_with_server_vs_dovecot_lda"])
+            >= result["target_ratio_lda_with_server_vs_dovecot_lda"]
+            and result.get("ratio_lda_client_with_server_vs_dovecot_lda", 0.0)
+            >= result.get("target_ratio_lda_client_with_server_vs_dovecot_lda", 0.0))
 
 
 def compare_delivery_agents(dovecot: Any, blobs: Sequence[bytes], names: Sequence[str],

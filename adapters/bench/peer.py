@@ -204,6 +204,9 @@ def peer_plot(path: Path, result: dict[str, Any]) -> None:
                    "lda_with_command_server_msgs_per_s", result["lda_with_server_msgs_per_s"]),
                **({"letterlog lda, lmtp server (fast path)": result["lda_with_server_msgs_per_s"]}
                   if "lda_with_command_server_msgs_per_s" in result else {}),
+               **({"letterlog-lda (compiled client), lmtp server":
+                   result["lda_client_with_server_msgs_per_s"]}
+                  if "lda_client_with_server_msgs_per_s" in result else {}),
                "dovecot-lda": result["dovecot_lda_msgs_per_s"]}
     storage = {"letterlog": result["storage_amplification"],
                "dovecot": result["dovecot_storage_amplification"]}

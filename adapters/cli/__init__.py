@@ -23,7 +23,7 @@ def main() -> None:
         delivered = handoff(sys.argv[1:])
         if delivered is not None:
             sys.exit(delivered)
-    from adapters.cli.commandserver import forward
+    from adapters.startup.commandclient import forward
 
     code = forward(sys.argv[1:])
     if code is not None:

@@ -3,7 +3,7 @@
 Commands live in one module per group (``messages``, ``mailboxes``, ``reads``, ``imports``,
 ``admin``, ``lifecycle``, ``stream``, ``bench``, ...); a module is imported only when one of
 its commands runs (or for ``--help``): a simple command pays for typer and what it uses.
-Which module holds which command is read from ``adapters/cli/commands.py``, generated from
+Which module holds which command is read from ``adapters/startup/commands.py``, generated from
 the modules themselves (their ``SECTION`` and what their typer app registers) by
 ``python -m adapters.cli.table --write``; ``tests/unit/test_cli_table.py`` fails when it is
 out of date. A new command module declares ``SECTION = (order, "Title")``.
@@ -29,9 +29,9 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from adapters.cli import coercion
-from adapters.cli.commands import SECTIONS  # generated from the commands (cli/table.py)
 from adapters.cli.common import DEFAULT_DATA, group, state
+from adapters.startup import coercion
+from adapters.startup.commands import SECTIONS  # generated from the commands (cli/table.py)
 
 coercion.install()  # plain parameters are converted without pydantic (see coercion.py)
 

@@ -5,7 +5,7 @@ Nothing here imports the store: a command opens it (``state.store()``, or ``stat
 when it needs an existing store) only when it runs, so that ``--help`` and a mistyped
 argument cost no more than typer itself. A read command asks for ``state.read_models()``:
 the read models as they are when they are current with the log (no log, no command side,
-no pydantic: ``adapters.readside.current``), else the store, caught up on opening.
+no pydantic: ``adapters.startup.current``), else the store, caught up on opening.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import typer
 
 if TYPE_CHECKING:
     from adapters.face import Face, Store
-    from adapters.readside.current import CurrentTables
+    from adapters.startup.current import CurrentTables
 
 DEFAULT_DATA = Path("letterlog-data")
 
@@ -100,7 +100,7 @@ class State:
         if self.user is not None:  # a user's reads are checked by the store (CallerView)
             return self.reader()
         if self._store is None and self._current is None:
-            from adapters.readside.current import open_current
+            from adapters.startup.current import open_current
 
             self._current = open_current(self.data)
         return self._current if self._current is not None else self.reader()

@@ -12,25 +12,32 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import group, out, state
+from adapters.startup.handoff import LDA_OPTIONS
+
+# each option by the name in the lda's one option table (its fast parser reads the same)
+OPT = {field: option for field, (option, _) in LDA_OPTIONS.items()}
 
 app = group("Mail from an MTA.")
 SECTION = (130, 'Mail from an MTA')  # the root help's section (adapters.cli.table)
 
 RecipientDelimiter = Annotated[str, typer.Option(
-    metavar="C", help="separates user and detail in user+detail@domain ('' for none)")]
+    OPT["recipient_delimiter"], metavar="C",
+    help="separates user and detail in user+detail@domain ('' for none)")]
 DetailMailbox = Annotated[bool, typer.Option(
-    "--detail-mailbox", help="deliver user+detail@domain to mailbox 'detail' if the "
+    OPT["detail_mailbox"], help="deliver user+detail@domain to mailbox 'detail' if the "
     "account has one (else INBOX)")]
 MustExist = Annotated[bool, typer.Option(
-    "--accounts-must-exist", envvar="LETTERLOG_ACCOUNTS_MUST_EXIST",
+    OPT["accounts_must_exist"], envvar="LETTERLOG_ACCOUNTS_MUST_EXIST",
     help="refuse mail for an account the store does not have (5.1.1) instead of opening it")]
 EnvelopeHeaders = Annotated[bool, typer.Option(
-    "--envelope-headers", help="add Return-Path and Delivered-To in front of the message "
+    OPT["envelope_headers"], help="add Return-Path and Delivered-To in front of the message "
     "(otherwise it is stored exactly as the MTA handed it over)")]
 Mailbox = Annotated[str | None, typer.Option(
-    metavar="NAME", help="deliver to this mailbox (INBOX if the account has none of the name)")]
+    OPT["mailbox"], metavar="NAME",
+    help="deliver to this mailbox (INBOX if the account has none of the name)")]
 Timeout = Annotated[float, typer.Option(
-    metavar="SECONDS", min=1.0, help="give up (temporary failure) after this long in all")]
+    OPT["timeout"], metavar="SECONDS", min=1.0,
+    help="give up (temporary failure) after this long in all")]
 
 
 def _options(**given: Any) -> Any:
@@ -45,14 +52,18 @@ def _options(**given: Any) -> Any:
 @app.command()
 def lda(
     recipient: Annotated[str, typer.Option(
-        metavar="ADDR", help="the final recipient (user+detail@domain goes to user@domain)")],
+        OPT["recipient"], metavar="ADDR",
+        help="the final recipient (user+detail@domain goes to user@domain)")],
     sender: Annotated[str | None, typer.Option(
-        metavar="ADDR", help="the envelope sender ('' or '<>': the null sender of a bounce)")
+        OPT["sender"], metavar="ADDR",
+        help="the envelope sender ('' or '<>': the null sender of a bounce)")
     ] = None,
     original_recipient: Annotated[str, typer.Option(
-        metavar="ADDR", help="the recipient before aliases and forwarding")] = "",
+        OPT["original_recipient"], metavar="ADDR",
+        help="the recipient before aliases and forwarding")] = "",
     queue_id: Annotated[str, typer.Option(
-        metavar="ID", help="the MTA's queue id: a retry of the same message is a duplicate")
+        OPT["queue_id"], metavar="ID",
+        help="the MTA's queue id: a retry of the same message is a duplicate")
     ] = "",
     mailbox: Mailbox = None,
     detail_mailbox: DetailMailbox = False,
@@ -68,8 +79,8 @@ def lda(
     too large (a message is never refused for its structure);
     67 unknown account (--accounts-must-exist); 64 usage. One line on stderr starts with
     an RFC 3463 code. Never creates a data directory: make the store with 'letterlog init'."""
-    from adapters.startup.handoff import as_store_owner
     from adapters.mta.lda import Envelope, deliver
+    from adapters.startup.handoff import as_store_owner
 
     refused = as_store_owner(str(state.data))  # as root: the store owner's uid (ADR 0068)
     if refused is not None:

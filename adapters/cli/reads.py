@@ -213,7 +213,7 @@ def _store_du() -> None:
     """``du`` without an account: what the data directory takes on disk (allocated blocks,
     as ``du`` counts them), per part, beside every account's listed mail."""
     from adapters.datadir import disk_use
-    from adapters.readside.current import CurrentTables
+    from adapters.startup.current import CurrentTables
 
     # weighed before this command opens anything: an SQLite file it opens gets a -shm file
     # (32 KiB) that lives as long as this process, and is nobody's data

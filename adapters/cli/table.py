@@ -2,7 +2,7 @@
 
 The root command imports a sub-command's module only when that command runs (the lazy group
 of ``adapters.cli.app``); to know which module holds a command without importing them all,
-it reads ``adapters/cli/commands.py``, which this module writes from the commands themselves:
+it reads ``adapters/startup/commands.py``, which this module writes from the commands themselves:
 every module of ``adapters.cli`` with a typer ``app`` and a ``SECTION = (order, title)`` is
 imported, and each command and command group it registers is listed under its section, in
 the order the module registers them. ``--check`` (and ``tests/unit/test_cli_table.py``)
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 '''
-TARGET = Path(__file__).with_name("commands.py")
+TARGET = Path(__file__).parents[1] / "startup" / "commands.py"
 NOT_COMMANDS = ("__main__", "app", "commands", "table")  # the root, the table and its maker
 
 

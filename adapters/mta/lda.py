@@ -122,8 +122,8 @@ def syslog(outcome: Outcome, envelope: Envelope) -> None:
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
              deadline: Deadline) -> Outcome:
     from adapters.embedded import Letterlog
-    from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
     from adapters.settings import load_settings
+    from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
 
     limit = load_settings(data=data).max_message_size
     raw = read_message(fd, limit, data if data.is_dir() else None)

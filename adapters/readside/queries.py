@@ -4,7 +4,7 @@
 status, subscriptions, disk usage) from the tables ``_read()`` returns: anything with
 ``tables``, ``physical(logical)``, ``catalog`` (``refresh()``) and ``position()``. It needs
 no log and no event class: ``adapters.embedded.Letterlog`` reads its caught-up
-``ProjectionHost``; ``adapters.readside.current.CurrentTables`` the tables as they are when
+``ProjectionHost``; ``adapters.startup.current.CurrentTables`` the tables as they are when
 they are current with the log (ADR 0024).
 """
 

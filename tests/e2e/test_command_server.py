@@ -28,7 +28,7 @@ from tests.factories import make_mail
 ADA = "ada@example.org"
 CLIENT_PROBE = """
 import json, sys
-from adapters.cli.commandserver import forward
+from adapters.startup.commandclient import forward
 code = forward(sys.argv[1:])
 sys.stdout.flush()
 print(json.dumps({"code": code, "typer": "typer" in sys.modules,
@@ -256,7 +256,7 @@ def test_a_client_in_a_deleted_directory_leaves_the_command_to_itself(served, tm
     gone = tmp_path / "gone"
     gone.mkdir()
     probe = ("import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
-             "from adapters.cli.commandserver import forward; print(forward(['--version']))")
+             "from adapters.startup.commandclient import forward; print(forward(['--version']))")
     p = subprocess.run([sys.executable, "-c", probe, str(gone)], capture_output=True,
                        text=True, env=served, timeout=120)
     assert (p.returncode, p.stdout.strip(), p.stderr) == (0, "None", "")

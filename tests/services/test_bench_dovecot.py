@@ -78,7 +78,7 @@ def test_bench_ingest_measures_letterlogs_lmtp_and_lda_against_dovecots(tmp_path
         assert 0 < ceiling <= floor  # the store behind the protocol only adds work
         assert result[f"ratio_ceiling_vs_dovecot_lmtp_{conns}conn"] == round(
             ceiling / theirs, 3)
-    for way in ("lda", "lda_with_server"):
+    for way in ("lda", "lda_with_server", "lda_client_with_server"):
         assert result[f"ratio_{way}_vs_dovecot_lda"] == round(
             result[f"{way}_msgs_per_s"] / result["dovecot_lda_msgs_per_s"], 3) > 0
     assert len(result["dovecot_lda_runs_before_and_after"]) == 2
@@ -89,7 +89,8 @@ def test_bench_ingest_measures_letterlogs_lmtp_and_lda_against_dovecots(tmp_path
     assert result["meets_mta_targets"] == (
         result["ratio_lmtp_vs_dovecot_lmtp_1conn"] >= 2.0
         and result["ratio_lmtp_vs_dovecot_lmtp_4conn"] >= 2.0
-        and result["ratio_lda_with_server_vs_dovecot_lda"] >= 0.5)
+        and result["ratio_lda_with_server_vs_dovecot_lda"] >= 0.5
+        and result["ratio_lda_client_with_server_vs_dovecot_lda"] >= 0.8)
     # the keys of the older legs stay
     assert result["dovecot_lmtp_msgs_per_s"] > 0 and "ratio_import_vs_dovecot" in result
     assert Path(result["peer_plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -140,6 +140,10 @@ def test_the_mta_targets_need_both_lmtp_ratios_and_the_served_lda() -> None:
     assert mta_targets_met(result)
     assert not mta_targets_met({**result, "ratio_lmtp_vs_dovecot_lmtp_4conn": 1.99})
     assert not mta_targets_met({**result, "ratio_lda_with_server_vs_dovecot_lda": 0.49})
+    client = {**result, "target_ratio_lda_client_with_server_vs_dovecot_lda": 0.8,
+              "ratio_lda_client_with_server_vs_dovecot_lda": 0.8}
+    assert mta_targets_met(client)
+    assert not mta_targets_met({**client, "ratio_lda_client_with_server_vs_dovecot_lda": 0.79})
 
 
 def test_runs_of_the_bench_find_no_command_server_of_the_users(tmp_path: Path) -> None:

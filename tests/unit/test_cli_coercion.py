@@ -1,4 +1,4 @@
-"""The CLI's plain coercion (adapters/cli/coercion.py) gives every parameter of the command
+"""The CLI's plain coercion (adapters/startup/typer_plain.py) gives every parameter of the command
 tree the value, or the error message, typer's own pydantic coercion gives."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typer._coercion import build_runtime_param
 from typer.main import get_command
 
 from adapters.cli.app import app
-from adapters.cli.coercion import PlainParam, runtime_param
+from adapters.startup.typer_plain import PlainParam, runtime_param
 
 SAMPLES = ["", "x", "ada@example.org", "0", "1", "-3", "50", "10000", "10001", "007", " 5",
            "1_000", "2.5", "1e3", "abc", "99999999999999999999", "/tmp", "-", "a\u00e9b",
@@ -61,3 +61,25 @@ def test_an_out_of_range_number_is_worded_by_typer():
                          if pa == "letterlog list" and p.name == "limit"]
     with pytest.raises(BadParameter, match="greater than or equal to 1"):
         runtime_param(limit.type_descriptor).coerce("0", param=limit, ctx=Context(cmd))
+
+
+def test_the_patch_is_pinned_to_the_typer_it_was_checked_against():
+    import typer
+    import typer.core
+
+    from adapters.startup import coercion
+
+    assert coercion.supported(typer.__version__), (
+        f"typer {typer.__version__}: check adapters/startup/typer_plain.py against its "
+        "private coercion API (this module's other tests), then update coercion.TESTED")
+    assert coercion.supported("0.29.0") and coercion.supported("0.29.7")
+    assert not any(coercion.supported(v) for v in ("0.30.0", "0.28.1", "1.0.0", "0.2"))
+    before = typer.core.build_runtime_param  # type: ignore[attr-defined]
+    try:
+        typer.core.build_runtime_param = build_runtime_param  # type: ignore[attr-defined]
+        assert coercion.install("0.30.1") is False  # another release: typer's own coercion
+        assert typer.core.build_runtime_param is build_runtime_param  # type: ignore[attr-defined]
+        assert coercion.install() is True
+        assert typer.core.build_runtime_param is runtime_param  # type: ignore[attr-defined]
+    finally:
+        typer.core.build_runtime_param = before  # type: ignore[attr-defined]

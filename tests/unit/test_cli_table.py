@@ -1,4 +1,4 @@
-"""The root command's table of commands (``adapters/cli/commands.py``) is generated from the
+"""The root command's table of commands (``adapters/startup/commands.py``) is generated from the
 commands themselves: it is what ``python -m adapters.cli.table`` writes now, every command a
 module registers is in it, and every name in it is a command its module registers."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 from adapters.cli import table
-from adapters.cli.commands import SECTIONS
+from adapters.startup.commands import SECTIONS
 
 
 def test_the_table_is_what_the_commands_say() -> None:

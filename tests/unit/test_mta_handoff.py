@@ -77,3 +77,26 @@ def test_without_a_server_nothing_is_read_and_lda_runs_itself(tmp_path):
         assert os.read(read, 100) == b"Subject: x\r\n\r\nx\r\n"
     finally:
         os.close(read)
+
+
+def test_one_option_table_for_the_lda_command_its_parser_and_the_compiled_client():
+    """The typer command declares exactly the table's options (the flags as flags), and
+    the compiled client (adapters/startup/lda_client.c) lists the same."""
+    import re
+    from pathlib import Path
+
+    from typer.main import get_command
+
+    from adapters.cli.mta import app
+
+    command = get_command(app).get_command(None, "lda")  # type: ignore[attr-defined]
+    declared = {p.name: (p.opts[0], not p.is_flag) for p in command.params
+                if p.name != "help"}
+    assert declared == handoff.LDA_OPTIONS
+    source = (Path(handoff.__file__).with_name("lda_client.c")).read_text()
+    values = dict(re.findall(r'\{"(--[a-z-]+)", "([a-z_]+)"\}',
+                             source.split("static const char *const values")[1]
+                             .split(";")[0]))
+    flags = dict(re.findall(r'\{"(--[a-z-]+)", "([a-z_]+)"\}',
+                            source.split("static const char *const flags")[1].split(";")[0]))
+    assert values == handoff._VALUES and flags == handoff._FLAGS

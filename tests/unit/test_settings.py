@@ -89,7 +89,7 @@ ENVIRONMENTS = [
 def test_the_read_paths_settings_are_settings_or_none(monkeypatch, env):
     """``read_settings`` gives every field Settings would, or declines (None) and leaves it
     to Settings; it never accepts what Settings refuses."""
-    from adapters.envsettings import DEFAULTS, read_settings
+    from adapters.startup.envsettings import DEFAULTS, read_settings
 
     for key in [k for k in os.environ if k.upper().startswith("LETTERLOG_")]:
         monkeypatch.delenv(key)
@@ -109,7 +109,7 @@ def test_the_read_paths_settings_are_settings_or_none(monkeypatch, env):
 def test_settings_take_the_read_paths_defaults_and_choices():
     from typing import get_args
 
-    from adapters.envsettings import CHOICES, DEFAULTS
+    from adapters.startup.envsettings import CHOICES, DEFAULTS
 
     fields = Settings.model_fields
     assert {name: str(fields[name].default) for name in DEFAULTS} == DEFAULTS
@@ -117,7 +117,7 @@ def test_settings_take_the_read_paths_defaults_and_choices():
 
 
 def test_the_read_path_declines_any_setting_it_does_not_read():
-    from adapters.envsettings import read_settings
+    from adapters.startup.envsettings import read_settings
 
     assert read_settings({"LETTERLOG_INLINE_LIMIT": "4096"}) is None
     assert read_settings({"LETTERLOG_DATA": "/d", "PATH": "/bin"}).data == Path("/d")

@@ -1,4 +1,5 @@
-"""Turning a command line's strings into parameter values without pydantic where it is plain.
+"""Turning a command line's strings into parameter values without pydantic where it is plain
+(installed by ``adapters.startup.coercion`` on the typer release it was checked against).
 
 typer (0.29) coerces every parameter's value through a pydantic ``TypeAdapter``: the first
 value a command receives imports pydantic (~40 ms) and each parameter builds its adapter
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-import typer.core
 from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
 from typer._param_types import coerce_cli_path
 
@@ -84,8 +84,3 @@ def runtime_param(descriptor: TypeDescriptor) -> RuntimeParam:
         return PlainParam(annotation=descriptor.annotation, parameter_info=info,
                           descriptor=descriptor)
     return build_runtime_param(descriptor)
-
-
-def install() -> None:
-    """Every typer parameter created from now on coerces through ``runtime_param``."""
-    typer.core.build_runtime_param = runtime_param  # type: ignore[attr-defined]

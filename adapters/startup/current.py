@@ -19,9 +19,9 @@ from pathlib import Path
 
 from adapters import datadir
 from adapters.datadir import check_data_dir
-from adapters.envsettings import read_settings
 from adapters.readside.catalog import Catalog
 from adapters.readside.queries import ReadModelQueries
+from adapters.startup.envsettings import read_settings
 from adapters.tables.sqlite import SqliteTableStore
 from projections import names as n
 from projections.keys import tracked, tracking_row
