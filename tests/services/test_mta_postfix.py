@@ -93,6 +93,7 @@ class Route:
 
     server: PostfixServer
     path: str  # "pipe" | "lmtp" | "served-pipe" (pipe, its lda handed to a running lmtp)
+    # | "client-pipe" (the same through the compiled letterlog-lda)
     data: Path
     lmtp_log: Path | None = None
     lmtp: subprocess.Popen[bytes] | None = None
@@ -103,7 +104,7 @@ class Route:
     @property
     def transport(self) -> str:
         """How Postfix hands the mail over: ``pipe`` or ``lmtp``."""
-        return "pipe" if self.path == "served-pipe" else self.path
+        return "pipe" if self.path in ("served-pipe", "client-pipe") else self.path
 
     def letterlog(self, *args: str, stdin: bytes | None = None,
                   check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -194,6 +195,23 @@ def handoff_only(where: Path) -> Path:
     return script
 
 
+def compiled_client(where: Path) -> Path:
+    """``letterlog-lda`` (ADR 0087) built from the repository's source, beside a
+    ``letterlog`` that only hands off (``handoff_only``): a message stored through it went
+    through the compiled client and the running ``letterlog lmtp``."""
+    directory = where / "compiled-client"
+    directory.mkdir(exist_ok=True)
+    directory.chmod(0o755)
+    client = directory / "letterlog-lda"
+    source = Path(__file__).resolve().parents[2] / "adapters" / "startup" / "lda_client.c"
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", str(client), str(source)],
+                   check=True, capture_output=True)
+    beside = directory / "letterlog"
+    beside.unlink(missing_ok=True)
+    beside.symlink_to(handoff_only(where))
+    return client
+
+
 @pytest.fixture(params=["pipe", "lmtp"])
 def path(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -217,11 +235,12 @@ def open_route(postfix_server: PostfixServer, path: str) -> Iterator[Callable[..
             route.mounted = True
         os.chown(data, mta.pw_uid, mta.pw_gid)
         route.letterlog("init")
-        if path == "served-pipe":  # each lda hands its message to the server (ADR 0060)
-            route.start_lmtp(timeout or 60, transport=False)
+        if path in ("served-pipe", "client-pipe"):  # each lda hands its message over
+            route.start_lmtp(timeout or 60, transport=False)  # (ADR 0060; ADR 0087)
+            program = (handoff_only if path == "served-pipe" else compiled_client)(
+                postfix_server.store_root)
             postfix_server.use_pipe(data, argv=[
-                str(handoff_only(postfix_server.store_root)),
-                *postfix_server.lda_argv(data, timeout=timeout)[1:]])
+                str(program), *postfix_server.lda_argv(data, timeout=timeout)[1:]])
         elif path == "pipe":
             postfix_server.use_pipe(data, timeout=timeout)
         else:
@@ -256,7 +275,7 @@ def send_all(route: Route, messages: list[bytes], rcpt: str = RCPT) -> list[str]
 # --------------------------------------------------------------------------- delivery
 
 
-@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe"])
+@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe", "client-pipe"])
 def test_corpus_messages_arrive_byte_exact_with_their_envelope(
         open_route: Callable[..., Route], corpus: Path) -> None:
     route = open_route()
@@ -289,7 +308,7 @@ def test_corpus_messages_arrive_byte_exact_with_their_envelope(
     route.assert_nothing_bounced()
 
 
-@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe"])
+@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe", "client-pipe"])
 def test_a_bounce_keeps_its_null_sender(open_route: Callable[..., Route]) -> None:
     """Issue 42, item 6: a bounce (``MAIL FROM:<>``) is stored with the null sender ``<>``,
     not as a message without a sender (pipe(8)'s ``null_sender=`` hands it over as an
@@ -528,7 +547,7 @@ CONTROL_BYTES = (b"From: Old Mailer <old@sender.test>\r\n"
                  b"\r\nthe body\r\n")
 
 
-@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe"])
+@pytest.mark.parametrize("path", ["pipe", "lmtp", "served-pipe", "client-pipe"])
 def test_a_header_block_with_control_bytes_is_stored_not_bounced(
         open_route: Callable[..., Route]) -> None:
     """Issue 42, item 3: real mail is never rejected for its structure (ADR 0067); what
