@@ -150,8 +150,10 @@ class Writer:
         if stack is not None:
             try:
                 stack.close()
-            except Exception:  # noqa: BLE001 - closing a broken store: reopened next time
-                log.warning("closing the store failed", exc_info=True)
+            except Exception as e:  # noqa: BLE001 - closing a broken store: reopened next time
+                log.warning("closing the store failed (%s: %s); it is opened afresh for the "
+                            "next delivery", type(e).__name__, str(e).splitlines()[0][:200]
+                            if str(e) else "")
 
     # -- deliveries ----------------------------------------------------------------------
     def check_address(self, recipient: str) -> Outcome | None:
