@@ -31,6 +31,7 @@ import os
 import select
 import signal
 import socket
+import socketserver
 import sys
 from typing import Any
 
@@ -300,6 +301,45 @@ def _note_signal(_signum: int, _frame: Any) -> None:
     a handler could land in a fork's at-fork callbacks, where an exception is ignored."""
 
 
+class _Forking(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
+    """The standard library's forking server on the socket ``serve`` bound: it accepts a
+    connection and forks a handler process for it (``process_request``), which ends with
+    ``os._exit``. The kernel reaps the handlers (SIGCHLD ignored); ``service_actions`` only
+    forgets them. No bound on the handlers running at once (``max_children``): a burst of
+    commands or forwarded ``lda``s must not wait for others to end."""
+
+    max_children = 1 << 30
+    block_on_close = False
+
+    def __init__(self, listener: socket.socket, files: dict[str, int],
+                 closing: tuple[int, ...]) -> None:
+        super().__init__(listener.getsockname(), _Handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = listener
+        self.files = files
+        self.server_pid = os.getpid()
+        self.closing = closing  # the server's own descriptors, closed in each handler
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A handler's own failure (never the command's), in the server's log."""
+        _log(f"a handler failed: {sys.exc_info()[1]!r}")
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    """In a handler process: the connection's command (``_handle``)."""
+
+    server: _Forking
+
+    def setup(self) -> None:
+        signal.set_wakeup_fd(-1)
+        for fd in self.server.closing:
+            os.close(fd)
+        self.server.socket.close()
+
+    def handle(self) -> None:
+        _handle(self.request, self.server.files, self.server.server_pid)
+
+
 def running() -> dict[str, Any] | None:
     """The running server's description (pid, socket, log, started), or None."""
     try:
@@ -369,35 +409,19 @@ def serve(ready: int | None = None, log: str = "stderr") -> None:
     if ready is not None:
         os.write(ready, b"ready\n")
         os.close(ready)
-    server_pid = os.getpid()
     stop = {signal.SIGTERM, signal.SIGINT}
+    server = _Forking(listener, files, closing=(wake_read, wake_write))
     try:
         while True:
-            readable, _, _ = select.select([listener, wake_read], [], [])
+            readable, _, _ = select.select([server, wake_read], [], [])
             if wake_read in readable and stop & set(os.read(wake_read, 256)):
                 break
-            if listener not in readable:
-                continue
-            conn, _ = listener.accept()
-            try:
-                if os.fork() == 0:
-                    code = 0
-                    try:
-                        signal.set_wakeup_fd(-1)
-                        for fd in (wake_read, wake_write):
-                            os.close(fd)
-                        listener.close()
-                        _handle(conn, files, server_pid)
-                    except BaseException as e:  # the handler's own failure, never the command's
-                        _log(f"a handler failed: {e!r}")
-                        code = 1
-                    finally:
-                        os._exit(code)
-            finally:
-                conn.close()
+            if server in readable:
+                server.handle_request()  # accept, fork a handler (process_request)
+                server.service_actions()  # forget the handlers the kernel has reaped
         _log("stopping")
     finally:
-        listener.close()
+        listener.close()  # (the server's socket: server_close would wait for no handler)
         for p in (path, info_path()):
             try:
                 if p != path or os.stat(p).st_ino == ino:
