@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import group, out, state
-from adapters.startup.handoff import LDA_OPTIONS
+from adapters.startup.ldaoptions import LDA_OPTIONS
 
 # each option by the name in the lda's one option table (its fast parser reads the same)
 OPT = {field: option for field, (option, _) in LDA_OPTIONS.items()}

@@ -32,6 +32,8 @@ from __future__ import annotations
 import os
 import sys
 
+from adapters.startup.ldaoptions import LDA_OPTIONS
+
 SOCKET_NAME = "lda.sock"
 VERSION = "2"  # 2: the message in chunks
 GRACE = 10.0
@@ -47,21 +49,6 @@ IGNORED_SETTINGS = frozenset({
 })
 EXIT_STATUSES = frozenset({0, 64, 65, 67, 75, 77})
 
-LDA_OPTIONS: dict[str, tuple[str, bool]] = {
-    # the lda's options, one table: its typer command (adapters/cli/mta.py) declares each
-    # by this name, this parser reads them, and tests/unit/test_mta_handoff.py checks the
-    # command and the compiled client (lda_client.c) against it. field: (option, a value?)
-    "recipient": ("--recipient", True),
-    "sender": ("--sender", True),
-    "original_recipient": ("--original-recipient", True),
-    "queue_id": ("--queue-id", True),
-    "mailbox": ("--mailbox", True),
-    "detail_mailbox": ("--detail-mailbox", False),
-    "accounts_must_exist": ("--accounts-must-exist", False),
-    "recipient_delimiter": ("--recipient-delimiter", True),
-    "envelope_headers": ("--envelope-headers", False),
-    "timeout": ("--timeout", True),
-}
 _ROOT_FLAGS = frozenset({"--json", "--bytes"})
 _VALUES = {option: field for field, (option, value) in LDA_OPTIONS.items() if value}
 _FLAGS = {option: field for field, (option, value) in LDA_OPTIONS.items() if not value}

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from adapters.startup import handoff
+from adapters.startup.ldaoptions import LDA_OPTIONS
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +93,7 @@ def test_one_option_table_for_the_lda_command_its_parser_and_the_compiled_client
     command = get_command(app).get_command(None, "lda")  # type: ignore[attr-defined]
     declared = {p.name: (p.opts[0], not p.is_flag) for p in command.params
                 if p.name != "help"}
-    assert declared == handoff.LDA_OPTIONS
+    assert declared == LDA_OPTIONS
     source = (Path(handoff.__file__).with_name("lda_client.c")).read_text()
     values = dict(re.findall(r'\{"(--[a-z-]+)", "([a-z_]+)"\}',
                              source.split("static const char *const values")[1]
