@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from adapters.caller import CallerView
+from adapters.face import Store
 from adapters.imap.recent import RecentClaims
 from adapters.imap.session import SETTLE_SECONDS, Session
 
@@ -49,7 +50,7 @@ class Options:
 
 
 class Server:
-    def __init__(self, store: Any, directory: Any, options: Options) -> None:
+    def __init__(self, store: Store, directory: Any, options: Options) -> None:
         self.store = store
         self.directory = directory
         self.options = options
@@ -60,7 +61,7 @@ class Server:
         self.auth_executor = ThreadPoolExecutor(4, thread_name_prefix="letterlog-imap-auth")
         self.changed = asyncio.Event()
         self._caught_up = -1
-        self.lagging = getattr(store.settings, "table_store", "embedded") == "hbase"
+        self.lagging = store.settings.table_store == "hbase"
         self.changed_at = 0.0  # when (time.monotonic) the watcher saw the log change
         self.sessions: set[asyncio.Task[Any]] = set()
         self.recent = RecentClaims(store.settings.data)
@@ -219,7 +220,7 @@ def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
     return context
 
 
-def run(store: Any, directory: Any, options: Options) -> None:
+def run(store: Store, directory: Any, options: Options) -> None:
     asyncio.run(Server(store, directory, options).serve(_announce))
 
 
@@ -235,7 +236,7 @@ def _listening(where: tuple[str, int] | None) -> socket.socket | None:
     return sock
 
 
-def run_processes(open_store: Callable[[], Any], directory: Any, options: Options,
+def run_processes(open_store: Callable[[], Store], directory: Any, options: Options,
                   processes: int) -> int:
     """``processes`` servers on the same listening sockets, each a process of its own with
     its own store (one core each: a server's store calls run on one thread). The parent
