@@ -16,13 +16,21 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from adapters.imap import mime
 from adapters.imap.mailbox import Entry, Selected, entry
-from adapters.imap.search import Searcher, SearchError, parse_search
+from adapters.imap.search import (
+    Query,
+    Searcher,
+    SearchError,
+    parse_search,
+    partial_of,
+    return_options,
+)
 from adapters.imap.wire import (
     LITERAL_AT_END,
     MONTHS,
@@ -135,6 +143,7 @@ class Session:
         self.qresync = False  # RFC 7162: expunges are VANISHED; SELECT (QRESYNC ...)
         self.parsed: OrderedDict[tuple[str, str, int, int], mime.Part] = OrderedDict()
         self.parsed_at = -1  # the log position the kept messages were read at
+        self.contexts: dict[str, Context] = {}  # searches kept updated (RFC 5267), by tag
 
     # -- the connection ---------------------------------------------------------------------
     def capabilities(self) -> str:
@@ -142,7 +151,7 @@ class Session:
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
                 "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS", "SORT",
                 "SORT=DISPLAY", "ESORT", "THREAD=ORDEREDSUBJECT", "THREAD=REFERENCES",
-                "BINARY", "QRESYNC", "CATENATE",
+                "BINARY", "QRESYNC", "CATENATE", "CONTEXT=SEARCH", "CONTEXT=SORT",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -250,6 +259,7 @@ class Session:
                 "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE", "SETACL",
                 "DELETEACL", "GETACL", "LISTRIGHTS", "MYRIGHTS"}
         selected = {"CHECK", "CLOSE", "UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY",
+                    "CANCELUPDATE",
                     "SORT", "UID SORT", "THREAD", "UID THREAD",
                     "MOVE", "UID FETCH", "UID STORE", "UID SEARCH", "UID COPY", "UID MOVE",
                     "UID EXPUNGE"}
@@ -399,6 +409,7 @@ class Session:
         sel.new_keywords()
         self.selected = sel
         self.parsed.clear()
+        self.contexts.clear()
         await self.untagged(f"FLAGS ({self._flag_names(sel)})")
         await self.untagged(f"{sel.exists()} EXISTS")
         await self.untagged(f"{len(sel.recent)} RECENT")
@@ -481,10 +492,14 @@ class Session:
         sel = self.selected
         if sel is None or not expunges:
             return
+        old_uids = list(sel.uids)
         await self.call(self._sync, sel)
         expunged, exists, changed = sel.pending or ([], 0, [])
         vanished = sel.vanished
         sel.pending, sel.vanished = None, []
+        removes, adds = await self.context_changes(old_uids)
+        for line in removes:
+            await self.untagged(line)
         if self.qresync and vanished:
             await self.untagged(f"VANISHED {_compact(sorted(vanished))}")
         else:
@@ -504,6 +519,8 @@ class Session:
             seq = sel.seq_of(uid)
             if seq:
                 await self.untagged(self._flags_line(sel, seq, sel.entries[uid], uid=True))
+        for line in adds:
+            await self.untagged(line)
 
     async def settle(self, done: Callable[[Selected], bool]) -> None:
         """With read models kept by stream workers: report updates until this session's
@@ -913,10 +930,12 @@ class Session:
             if ids:
                 await self.call(self.face.expunge, ids)
         self.selected = None
+        self.contexts.clear()
         return "CLOSE completed"
 
     async def cmd_unselect(self, tag: str, args: list[Token]) -> str:
         self.selected = None
+        self.contexts.clear()
         return "UNSELECT completed"
 
     async def cmd_expunge(self, tag: str, args: list[Token], uids: str | None = None) -> str:
@@ -982,29 +1001,68 @@ class Session:
         if query.returns and not {"ALL", "COUNT"} & set(query.returns) and found:
             returned = [u for u in found if ("MIN" in query.returns and u == found[0])
                         or ("MAX" in query.returns and u == found[-1])]
+            if query.partial is not None:
+                returned += partial_of(found, query.partial)
         modseq = max(sel.entries[u].modseq for u in returned) \
             if query.uses_modseq and returned else None
         if query.returns is None:
             line = "SEARCH" + "".join(f" {n}" for n in numbers)
             if modseq is not None:
                 line += f" (MODSEQ {modseq})"
-        else:  # ESEARCH (RFC 4731)
+        else:  # ESEARCH (RFC 4731), CONTEXT=SEARCH (RFC 5267)
             line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
-            wanted = query.returns or ["ALL"]
-            if numbers and "MIN" in wanted:
-                line += f" MIN {min(numbers)}"
-            if numbers and "MAX" in wanted:
-                line += f" MAX {max(numbers)}"
-            if "COUNT" in wanted:
-                line += f" COUNT {len(numbers)}"
-            if numbers and "ALL" in wanted:
-                line += f" ALL {_compact(sorted(numbers))}"
+            line += _esearch_results(numbers, query.returns, query.partial, _compact)
             if modseq is not None:
                 line += f" MODSEQ {modseq}"
+            if "UPDATE" in query.returns:
+                self.contexts[tag] = Context(tag, query, by_uid, set(found))
         await self.untagged(line)
         if by_uid:
             await self.report()
         return "SEARCH completed"
+
+    async def cmd_cancelupdate(self, tag: str, args: list[Token]) -> str:
+        """CANCELUPDATE (RFC 5267 4.3): the named searches are no longer updated."""
+        if not args:
+            raise BadCommand("CANCELUPDATE needs the tags of searches")
+        for t in args:
+            if not isinstance(t, String):
+                raise BadCommand("CANCELUPDATE takes quoted tags")
+            self.contexts.pop(t.text(), None)
+        return "CANCELUPDATE completed"
+
+    async def context_changes(self, old_uids: list[int]
+                              ) -> tuple[list[str], list[str]]:
+        """The updates of the searches kept with RETURN (UPDATE) since their last report:
+        REMOVEFROM lines (positions before this report's expunges: sent before them) and
+        ADDTO lines (sent after EXISTS)."""
+        sel = self.selected
+        if sel is None or not self.contexts:
+            return [], []
+        from bisect import bisect_left
+
+        removes: list[str] = []
+        adds: list[str] = []
+        searcher = Searcher(sel, lambda uid: self.call(self.message, uid))
+        for ctx in list(self.contexts.values()):
+            now = await searcher.run(ctx.query)
+            if ctx.sort is not None:
+                now = [uid for _, uid in await self._sorted(ctx.sort, now)]
+            gone = sorted(ctx.result - set(now))
+            new = [u for u in now if u not in ctx.result]
+            ctx.result = set(now)
+            head = f'ESEARCH (TAG "{ctx.tag}")' + (" UID" if ctx.by_uid else "")
+            if gone:
+                old = [u if ctx.by_uid else bisect_left(old_uids, u) + 1 for u in gone]
+                removes.append(f"{head} REMOVEFROM (0 {_compact(sorted(old))})")
+            if new and ctx.sort is None:
+                numbers = [u if ctx.by_uid else sel.seq_of(u) for u in new]
+                adds.append(f"{head} ADDTO (0 {_compact(sorted(numbers))})")
+            elif new:  # sorted: each at its position in the new order
+                for u in new:
+                    adds.append(f"{head} ADDTO ({now.index(u) + 1} "
+                                f"{u if ctx.by_uid else sel.seq_of(u)})")
+        return removes, adds
 
     async def cmd_uid_search(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_search(tag, args, by_uid=True)
@@ -1016,12 +1074,14 @@ class Session:
         sel = self.selected
         assert sel is not None
         returns: list[str] | None = None
+        partial_range = None
         if args and isinstance(args[0], Atom) and args[0].upper() == "RETURN":
             if len(args) < 2 or not isinstance(args[1], list):
                 raise BadCommand("RETURN needs a list of options")
-            returns = [_text(t).upper() for t in args[1]]
-            if set(returns) - {"MIN", "MAX", "ALL", "COUNT"}:
-                raise BadCommand(f"unknown RETURN option in {returns}")
+            try:
+                returns, partial_range = return_options(args[1])
+            except SearchError as e:
+                raise BadCommand(str(e)) from None
             args = args[2:]
         if len(args) < 3 or not isinstance(args[0], list):
             raise BadCommand("SORT takes (criteria) charset search-keys")
@@ -1031,6 +1091,27 @@ class Session:
         except (sort.SortError, SearchError) as e:
             raise BadCommand(str(e)) from None
         found = await Searcher(sel, lambda uid: self.call(self.message, uid)).run(query)
+        keyed = await self._sorted(criteria, found)
+        numbers = [uid if by_uid else sel.seq_of(uid) for _, uid in keyed]
+        if returns is None:
+            await self.untagged("SORT" + "".join(f" {n}" for n in numbers))
+        else:
+            line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
+            line += _esearch_results(numbers, returns, partial_range, _in_order)
+            await self.untagged(line)
+            if "UPDATE" in returns:
+                self.contexts[tag] = Context(tag, query, by_uid, {u for _, u in keyed},
+                                             criteria)
+        if by_uid:
+            await self.report()
+        return "SORT completed"
+
+    async def _sorted(self, criteria: Any, found: list[int]) -> list[tuple[Any, int]]:
+        """``found`` in the order of the SORT ``criteria``, each with its sort key."""
+        from adapters.imap import sort
+
+        sel = self.selected
+        assert sel is not None
         keyed = []
         for uid in found:
             msg = None
@@ -1043,24 +1124,7 @@ class Session:
             keyed.append((sort.sort_key(criteria, sel.seq_of(uid), sel.entries[uid], msg),
                           uid))
         keyed.sort(key=lambda pair: pair[0])
-        numbers = [uid if by_uid else sel.seq_of(uid) for _, uid in keyed]
-        if returns is None:
-            await self.untagged("SORT" + "".join(f" {n}" for n in numbers))
-        else:
-            line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
-            wanted = returns or ["ALL"]
-            if numbers and "MIN" in wanted:
-                line += f" MIN {numbers[0]}"
-            if numbers and "MAX" in wanted:
-                line += f" MAX {numbers[-1]}"
-            if "COUNT" in wanted:
-                line += f" COUNT {len(numbers)}"
-            if numbers and "ALL" in wanted:
-                line += f" ALL {_in_order(numbers)}"
-            await self.untagged(line)
-        if by_uid:
-            await self.report()
-        return "SORT completed"
+        return keyed
 
     async def cmd_uid_sort(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_sort(tag, args, by_uid=True)
@@ -1238,6 +1302,10 @@ class Session:
                 await self.untagged(self._flags_line(sel, seq, e, uid=by_uid))
         if by_uid:
             await self.report()
+        else:
+            removes, adds = await self.context_changes(list(sel.uids))
+            for line in removes + adds:
+                await self.untagged(line)
         if failed:
             return f"[MODIFIED {','.join(map(str, failed))}] conditional STORE failed"
         return "STORE completed"
@@ -1308,6 +1376,39 @@ class Session:
 
     async def cmd_uid_move(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_copy(tag, args, by_uid=True, move=True)
+
+
+def _esearch_results(numbers: list[int], returns: list[str],
+                     partial: tuple[int, int] | None, listed: Callable[[list[int]], str]
+                     ) -> str:
+    """ESEARCH's result items for RETURN ``returns`` (``numbers`` in the result's order:
+    ascending for SEARCH, sorted for SORT; ``listed`` writes a set of them)."""
+    wanted = [r for r in returns if r != "UPDATE"] or ["ALL"]
+    out = ""
+    if numbers and "MIN" in wanted:
+        out += f" MIN {min(numbers) if listed is _compact else numbers[0]}"
+    if numbers and "MAX" in wanted:
+        out += f" MAX {max(numbers) if listed is _compact else numbers[-1]}"
+    if "COUNT" in wanted:
+        out += f" COUNT {len(numbers)}"
+    if numbers and "ALL" in wanted:
+        out += f" ALL {listed(sorted(numbers) if listed is _compact else numbers)}"
+    if partial is not None:
+        part = partial_of(numbers, partial)
+        shown = listed(sorted(part) if listed is _compact else part) if part else "NIL"
+        out += f" PARTIAL ({partial[0]}:{partial[1]} {shown})"
+    return out
+
+
+@dataclass
+class Context:
+    """A search kept with RETURN (UPDATE) (RFC 5267): its result (UIDs) as last reported."""
+
+    tag: str
+    query: Query
+    by_uid: bool
+    result: set[int]
+    sort: Any = None  # SORT's criteria, for a sorted result
 
 
 def _qresync_parameters(params: list[Token]) -> tuple[int, int, str | None] | None:
