@@ -30,6 +30,7 @@ from adapters.caller import CallerView
 from adapters.face import Store
 from adapters.imap.recent import RecentClaims
 from adapters.imap.session import SETTLE_SECONDS, Session
+from adapters.imap.urlauth import UrlKeys
 
 T = TypeVar("T")
 
@@ -65,6 +66,7 @@ class Server:
         self.changed_at = 0.0  # when (time.monotonic) the watcher saw the log change
         self.sessions: set[asyncio.Task[Any]] = set()
         self.recent = RecentClaims(store.settings.data)
+        self.url_keys = UrlKeys(store.settings.data)
         self.ports: list[int] = []
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -129,6 +131,14 @@ class Server:
             except AccountNotFound:  # opened, with INBOX subscribed
                 self.store.subscribe(address, "INBOX", create_account=True)
         view = self.store.as_user(user, groups)
+        if not isinstance(view, CallerView):
+            raise TypeError(f"as_user gave {type(view).__name__}, not the caller's view")
+        return view
+
+    def face_of(self, user: str) -> CallerView:
+        """On the store's thread: the store acting as ``user`` (the owner of a URLAUTH URL:
+        its rights apply to what the URL reads), its groups asked of the directory."""
+        view = self.store.as_user(user)
         if not isinstance(view, CallerView):
             raise TypeError(f"as_user gave {type(view).__name__}, not the caller's view")
         return view
@@ -211,6 +221,7 @@ class Server:
             await asyncio.gather(*self.sessions, return_exceptions=True)
             self.executor.shutdown(wait=True)
             self.recent.close()
+            self.url_keys.close()
             self.auth_executor.shutdown(wait=False, cancel_futures=True)
 
 

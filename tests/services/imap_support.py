@@ -89,9 +89,10 @@ def run_imaptest(binary_dir: Path, port: int, user: str, password: str,
                           capture_output=True, env=env, timeout=600)
     text = done.stdout.decode("utf-8", "replace") + done.stderr.decode("utf-8", "replace")
     figures: dict[str, int] = {}
-    m = re.search(r"(\d+) test groups: (\d+) failed", text)
+    m = re.search(r"(\d+) test groups: (\d+) failed, (\d+) skipped", text)
     if m:
         figures["groups"], figures["failed"] = int(m.group(1)), int(m.group(2))
+        figures["skipped"] = int(m.group(3))
     m = re.search(r"base protocol: (\d+)/(\d+) individual commands failed", text)
     if m:
         figures["base_failed"], figures["base"] = int(m.group(1)), int(m.group(2))
