@@ -157,6 +157,7 @@ class Session:
                 "SORT=DISPLAY", "ESORT", "THREAD=ORDEREDSUBJECT", "THREAD=REFERENCES",
                 "BINARY", "QRESYNC", "CATENATE", "CONTEXT=SEARCH", "CONTEXT=SORT",
                 "URLAUTH", "URLAUTH=BINARY", "NOTIFY",
+                "QUOTA", "QUOTA=RES-STORAGE", "QUOTA=RES-MESSAGE",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -263,7 +264,7 @@ class Session:
         auth = {"SELECT", "EXAMINE", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE",
                 "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE", "SETACL",
                 "DELETEACL", "GETACL", "LISTRIGHTS", "MYRIGHTS", "GENURLAUTH", "URLFETCH",
-                "RESETKEY", "NOTIFY"}
+                "RESETKEY", "NOTIFY", "GETQUOTA", "GETQUOTAROOT", "SETQUOTA"}
         selected = {"CHECK", "CLOSE", "UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY",
                     "CANCELUPDATE",
                     "SORT", "UID SORT", "THREAD", "UID THREAD",
@@ -601,14 +602,29 @@ class Session:
         if len(args) != 2:
             raise BadCommand("RENAME takes two mailbox names")
         old, new = _mailbox_name(args[0]), _mailbox_name(args[1]).rstrip("/")
-        if old == "INBOX":
-            raise No("renaming INBOX is not supported yet", "CANNOT")
         account, name = self.resolve(old)
         new_account, new_name = self.resolve(new)
         if new_account != account:
             raise No("a mailbox cannot be renamed into another account", "CANNOT")
+        if new == "INBOX" or (name == "INBOX" and new_name == "INBOX"):
+            raise No("INBOX exists", "ALREADYEXISTS")
+        if name == "INBOX":
+            moved = await self.call(self._rename_inbox, account, new_name)
+            await self.report()
+            return f"RENAME completed ({moved} messages moved out of INBOX)"
         await self.call(self.face.rename_mailbox, account, name, new_name)
         return "RENAME completed"
+
+    def _rename_inbox(self, account: str, new_name: str) -> int:
+        """RENAME INBOX (RFC 3501 6.3.5): a new mailbox takes INBOX's messages (with their
+        flags) and INBOX stays, empty; mailboxes below INBOX stay where they are. A message
+        delivered meanwhile stays in INBOX."""
+        self.server.catch_up()
+        self._create(account, new_name)
+        listing = self.face.messages(account, "INBOX", limit=1 << 31)
+        for m in sorted(listing, key=lambda m: m.uid):
+            self.face.move(m.message_id, new_name)
+        return len(listing)
 
     async def cmd_subscribe(self, tag: str, args: list[Token]) -> str:
         account, name = self.resolve(_mailbox_name(args[0]) if args else "")
@@ -800,6 +816,47 @@ class Session:
         await self.untagged(b"MYRIGHTS " + astring_out(_listed_name(path)) + b" "
                             + astring_out(rights))
         return "MYRIGHTS completed"
+
+    # -- QUOTA (RFC 9208) ---------------------------------------------------------------------
+    async def cmd_getquotaroot(self, tag: str, args: list[Token]) -> str:
+        """GETQUOTAROOT mailbox: its quota root (one per account, named by the account's
+        address) and, for the user's own account, the root's usage and limits."""
+        if len(args) != 1:
+            raise BadCommand("GETQUOTAROOT takes a mailbox")
+        path = _mailbox_name(args[0])
+        account, name = self.resolve(path)
+        await self.call(self._open, account, name)  # NONEXISTENT / NOPERM as for STATUS
+        await self.untagged(b"QUOTAROOT " + astring_out(_listed_name(path)) + b" "
+                            + astring_out(account))
+        try:
+            quota = await self.call(self.face.quota, account)
+        except No as no:
+            if no.code != "NOPERM":
+                raise
+            return "GETQUOTAROOT completed (the root's usage is its owner's to read)"
+        await self.untagged(_quota_line(account, quota))
+        return "GETQUOTAROOT completed"
+
+    async def cmd_getquota(self, tag: str, args: list[Token]) -> str:
+        if len(args) != 1:
+            raise BadCommand("GETQUOTA takes a quota root")
+        root = _text(args[0])
+        own, _ = self.face.root()
+        if root in ("", own):
+            root = own
+        try:
+            quota = await self.call(self.face.quota, root)
+        except No as no:
+            raise No(f"no quota root {root!r} of this user", "NONEXISTENT") from no
+        await self.untagged(_quota_line(root, quota))
+        return "GETQUOTA completed"
+
+    async def cmd_setquota(self, tag: str, args: list[Token]) -> str:
+        """SETQUOTA: quotas are the administrator's (``letterlog quota set``), so a user's
+        is refused (QUOTASET is not announced)."""
+        if len(args) != 2 or not isinstance(args[1], list):
+            raise BadCommand("SETQUOTA takes a quota root and a list of limits")
+        raise No("quotas are set by the administrator (letterlog quota set)", "NOPERM")
 
     # -- NOTIFY (RFC 5465) --------------------------------------------------------------------
     async def cmd_notify(self, tag: str, args: list[Token]) -> str:
@@ -1034,7 +1091,7 @@ class Session:
 
     async def cmd_append(self, tag: str, args: list[Token]) -> str:
         """APPEND, and MULTIAPPEND (RFC 3502: several messages, each with its flags and
-        date; delivered one after the other, not atomically)."""
+        date; all of them or none: ``_append_all``)."""
         if len(args) < 2:
             raise BadCommand("APPEND takes a mailbox and a message")
         path = _mailbox_name(args[0])
@@ -1070,15 +1127,7 @@ class Session:
             raise
         for fields in messages:
             fields["raw"] = await self._catenated(fields["raw"])
-        delivered = []
-        for fields in messages:
-            try:
-                delivered.append(await self.call(self.face.deliver, account=account,
-                                                 mailbox=name, **fields))
-            except No as no:
-                if no.code == "NONEXISTENT":
-                    no.code = "TRYCREATE"
-                raise
+        delivered = await self._append_all(account, name, messages)
         await self.report()
         uids = {d.uid for d in delivered}
         sel = self.selected
@@ -1086,6 +1135,62 @@ class Session:
             await self.settle(lambda s: uids <= set(s.entries))
         return (f"[APPENDUID {delivered[0].uidvalidity} "
                 f"{_compact(sorted(uids))}] APPEND completed")
+
+    async def _append_all(self, account: str, name: str, messages: list[dict[str, Any]]
+                          ) -> list[Any]:
+        """Delivers ``messages`` into the mailbox, all or none (RFC 3502): every message's
+        fields are checked and the account's quota is checked for all of them together
+        before the first is delivered; a delivery that still fails (a quota another
+        session used up meanwhile, an outage) takes the ones before it out again (\\Deleted
+        and expunged, as the user: it needs 't' and 'e' where the target is shared, and
+        without them the answer says what was left)."""
+        def check() -> None:
+            for fields in messages:
+                self.face.check_delivery(account=account, mailbox=name,
+                                         **{k: v for k, v in fields.items() if k != "raw"})
+            if len(messages) < 2:
+                return
+            try:
+                quota = self.face.quota(account)
+            except PermissionDenied:
+                return  # another account's quota: each delivery checks it
+            size = sum(len(f["raw"]) for f in messages)
+            for resource, adding in (("bytes", size), ("messages", len(messages))):
+                limit, used = quota[resource]["limit"], quota[resource]["used"]
+                if limit > 0 and used + adding > limit:
+                    raise QuotaExceeded(account, resource, limit, used, adding)
+
+        try:
+            await self.call(check)
+        except No as no:
+            if no.code == "NONEXISTENT":
+                no.code = "TRYCREATE"
+            raise
+        delivered: list[Any] = []
+        for fields in messages:
+            try:
+                delivered.append(await self.call(self.face.deliver, account=account,
+                                                 mailbox=name, **fields))
+            except No as no:
+                if no.code == "NONEXISTENT":
+                    no.code = "TRYCREATE"
+                if delivered:
+                    await self._take_back(delivered, no)
+                raise
+        return delivered
+
+    async def _take_back(self, delivered: list[Any], failure: No) -> None:
+        """A MULTIAPPEND that failed part way: the messages it delivered are expunged."""
+        ids = [d.message_id for d in delivered]
+        try:
+            for message_id in ids:
+                await self.call(self.face.flag, message_id, ["\\Deleted"], "add")
+            await self.call(self.face.expunge, ids)
+        except No as no:
+            log.error("imap: MULTIAPPEND of %s failed after %d messages and they could not "
+                      "be taken back: %s", self.user, len(ids), no)
+            failure.args = (f"{failure}; the first {len(ids)} messages were delivered and "
+                            f"could not be taken back ({no})",)
 
     async def _catenated(self, pieces: String | list[Token]) -> bytes:
         """A message given as a literal, or as CATENATE's TEXT literals and URLs of parts
@@ -1648,6 +1753,18 @@ class Context:
     by_uid: bool
     result: set[int]
     sort: Any = None  # SORT's criteria, for a sorted result
+
+
+def _quota_line(root: str, quota: dict[str, Any]) -> bytes:
+    """``* QUOTA root (...)``: STORAGE in KiB (RFC 9208), MESSAGE; an unlimited one is
+    left out."""
+    items = []
+    storage, messages = quota["bytes"], quota["messages"]
+    if storage["limit"] > 0:
+        items.append(f"STORAGE {(storage['used'] + 1023) // 1024} {storage['limit'] // 1024}")
+    if messages["limit"] > 0:
+        items.append(f"MESSAGE {messages['used']} {messages['limit']}")
+    return b"QUOTA " + astring_out(root) + f" ({' '.join(items)})".encode()
 
 
 NOTIFY_FILTERS = ("SELECTED", "SELECTED-DELAYED", "INBOXES", "PERSONAL", "SUBSCRIBED",
