@@ -4,15 +4,15 @@ NOTIFY of another mailbox's changes, CONTEXT=SEARCH updates."""
 
 from __future__ import annotations
 
-import imaplib
 import re
 from collections.abc import Iterator
+from imaplib import IMAP4
 from pathlib import Path
 
 import pytest
 
 from tests.factories import run
-from tests.services.imap_support import ImapServer, imap_server
+from tests.services.imap_support import ImapServer, imap_server, raw
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -26,24 +26,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImapServer]:
         yield s
 
 
-def raw(c: imaplib.IMAP4, command: str, *literals: bytes) -> tuple[str, list[bytes]]:
-    """``command`` (with ``{N+}`` literals, given in order), its untagged lines and its
-    tagged status (``OK``, ``NO`` or ``BAD``) with its text."""
-    tag = c._new_tag().decode()  # noqa: SLF001 - raw commands imaplib does not know
-    parts = re.split(r"(?<=\+\})", command)
-    c.send(f"{tag} {parts[0]}".encode())
-    for literal, rest in zip(literals, parts[1:], strict=True):
-        c.send(b"\r\n" + literal + rest.encode())
-    c.send(b"\r\n")
-    lines = []
-    while True:
-        line = c.readline()
-        if line.startswith(tag.encode() + b" "):
-            return line[len(tag) + 1:].decode().strip(), lines
-        lines.append(line)
-
-
-def count(c: imaplib.IMAP4, mailbox: str) -> int:
+def count(c: IMAP4, mailbox: str) -> int:
     _, lines = raw(c, f"STATUS {mailbox} (MESSAGES)")
     return int(re.search(rb"MESSAGES (\d+)", lines[0]).group(1))  # type: ignore[union-attr]
 
