@@ -1,8 +1,8 @@
 """RFC 4314 side by side with Dovecot 2.3's ACL plugin (``acl = vfile``, IMAP over the
 ``imap`` binary's standard input, pre-authenticated): the same shares, the same attacks,
 and what each answers; every right through IMAP as another user, against Dovecot and
-``letterlog imap`` alike (the answer and the effect). Where letterlog follows RFC 4314 more strictly than Dovecot, the
-difference is named here and in docs/permissions.md."""
+``letterlog imap`` alike (the answer and the effect). Where letterlog follows RFC 4314 more
+strictly than Dovecot, the difference is named here and in docs/permissions.md."""
 
 from __future__ import annotations
 
