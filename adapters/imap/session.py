@@ -506,7 +506,8 @@ class Session:
         expunged, exists, changed = sel.pending or ([], 0, [])
         vanished = sel.vanished
         sel.pending, sel.vanished = None, []
-        removes, adds = await self.context_changes(old_uids)
+        removes, adds = await self.context_changes(old_uids) \
+            if expunged or exists or changed else ([], [])
         for line in removes:
             await self.untagged(line)
         if self.qresync and vanished:
@@ -976,7 +977,7 @@ class Session:
                 raise No(str(e), "BADURL " + _quoted_code(text)) from None
             if url.token is not None or not url.owned_by(self.face.user):
                 raise No(f"cannot authorize the URL {text!r}", "BADURL " + _quoted_code(text))
-            account, name = self.resolve(_pattern_name(Atom(url.mailbox)))
+            account, name = self.resolve(url.mailbox_name)
             status, rights = await self.call(self._open, account, name)
             if "r" not in rights or url.uidvalidity not in (None, status["uidvalidity"]):
                 raise No(f"cannot authorize the URL {text!r}", "BADURL " + _quoted_code(text))
@@ -1051,17 +1052,21 @@ class Session:
             return None
         if url.token is None or not url.may_fetch(self.face.user):
             return None
-        try:
-            owner = self.server.face_of(url.owner())
-            account, name = owner.resolve(_pattern_name(Atom(url.mailbox)))
-            self.server.catch_up()
-            status = owner.mailbox_status(account, name)
-            uidvalidity = int(status["uidvalidity"])
-            if url.uidvalidity not in (None, uidvalidity) or not self.server.url_keys.verify(
-                    (owner.user, account, name, uidvalidity), url):
-                return None
-            raw = b"".join(owner.body(account, name, url.uid))
-        except LetterlogError:
+        self.server.catch_up()
+        raw = None
+        for user in url.owners():
+            try:
+                owner = self.server.face_of(user)
+                account, name = owner.resolve(url.mailbox_name)
+                status = owner.mailbox_status(account, name)
+                uidvalidity = int(status["uidvalidity"])
+                if url.uidvalidity in (None, uidvalidity) and self.server.url_keys.verify(
+                        (owner.user, account, name, uidvalidity), url):
+                    raw = b"".join(owner.body(account, name, url.uid))
+                    break
+            except LetterlogError:
+                continue
+        if raw is None:
             return None
         message = mime.parse(raw)
         part = mime.part_at(message, url.section) if url.section else message

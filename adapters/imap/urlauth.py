@@ -66,8 +66,15 @@ class Url:
         ``imap://ada@example.org/...`` writes it) the URL's user at the URL's host."""
         return user in (self.user, f"{self.user}@{self.host}")
 
-    def owner(self) -> str:
-        return self.user if "@" in self.user else f"{self.user}@{self.host}"
+    def owners(self) -> list[str]:
+        """Who may own the URL: its user, and its user at its host (``owned_by``); only
+        the one who signed it has a key that verifies it."""
+        return [self.user] + ([f"{self.user}@{self.host}"] if "@" not in self.user else [])
+
+    @property
+    def mailbox_name(self) -> str:
+        """The mailbox's name (RFC 5092: UTF-8, percent-decoded; INBOX in any case)."""
+        return "INBOX" if self.mailbox.upper() == "INBOX" else self.mailbox
 
     def may_fetch(self, user: str) -> bool:
         """Whether ``user`` (logged in) may fetch the URL, by its access identifier."""
