@@ -1583,6 +1583,10 @@ class Session:
                 gone += 1  # expunged by another session: its EXPUNGE is still to come
                 continue
             await self.send(line)
+        if self.contexts:  # a FETCH of a body may have set \\Seen
+            removes, adds = await self.context_changes(list(sel.uids))
+            for update in removes + adds:
+                await self.untagged(update)
         if by_uid:
             await self.report()
         if gone:
@@ -1649,12 +1653,11 @@ class Session:
                 await self.announce_keywords(sel)
             if not silent or (self.condstore and unchangedsince is not None):
                 await self.untagged(self._flags_line(sel, seq, e, uid=by_uid))
+        removes, adds = await self.context_changes(list(sel.uids))  # this STORE's own
+        for line in removes + adds:
+            await self.untagged(line)
         if by_uid:
             await self.report()
-        else:
-            removes, adds = await self.context_changes(list(sel.uids))
-            for line in removes + adds:
-                await self.untagged(line)
         if failed:
             return f"[MODIFIED {','.join(map(str, failed))}] conditional STORE failed"
         return "STORE completed"
