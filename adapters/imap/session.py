@@ -1583,7 +1583,7 @@ class Session:
                 gone += 1  # expunged by another session: its EXPUNGE is still to come
                 continue
             await self.send(line)
-        if self.contexts:  # a FETCH of a body may have set \\Seen
+        if self.contexts:  # a FETCH of a body may have set \Seen
             removes, adds = await self.context_changes(list(sel.uids))
             for update in removes + adds:
                 await self.untagged(update)
