@@ -77,7 +77,10 @@ ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\
 
 GONE = ("NONEXISTENT", "EXPUNGEISSUED")
 """The codes of a message another session expunged while this one still shows it."""
-STATUS_ITEMS = ("MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN", "HIGHESTMODSEQ")
+STATUS_ITEMS = ("MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN", "HIGHESTMODSEQ",
+                "DELETED", "DELETED-STORAGE")
+"""DELETED and DELETED-STORAGE: RFC 9208 asks for them with QUOTA=RES-MESSAGE and
+QUOTA=RES-STORAGE (the messages marked \\Deleted, and their size in KiB)."""
 ANSWERED = "answered"
 """A handler's result when it has sent its tagged reply itself (STARTTLS)."""
 
@@ -763,12 +766,22 @@ class Session:
         recent = 0
         if "RECENT" in items:
             recent = await self.call(self._recent_count, account, name, status)
-        values = {"MESSAGES": status["messages"], "RECENT": recent,
+        deleted = (0, 0)
+        if {"DELETED", "DELETED-STORAGE"} & set(items):
+            deleted = await self.call(self._deleted, account, name)
+        values = {"DELETED": deleted[0], "DELETED-STORAGE": (deleted[1] + 1023) // 1024,
+                  "MESSAGES": status["messages"], "RECENT": recent,
                   "UIDNEXT": status["uidnext"], "UIDVALIDITY": status["uidvalidity"],
                   "UNSEEN": status["unseen"], "HIGHESTMODSEQ": max(status["highestmodseq"], 1)}
         shown = " ".join(f"{key} {values[key]}" for key in items)
         await self.untagged(b"STATUS " + astring_out(_listed_name(path))
                             + f" ({shown})".encode())
+
+    def _deleted(self, account: str, name: str) -> tuple[int, int]:
+        """How many messages of the mailbox are marked \\Deleted, and their bytes."""
+        listing = self.face.messages(account, name, limit=1 << 31)
+        marked = [m for m in listing if "\\Deleted" in m.flags]
+        return len(marked), sum(m.size for m in marked)
 
     def _recent_count(self, account: str, name: str, status: dict[str, Any]) -> int:
         start = self.server.recent_first(account, name, status["uidvalidity"])

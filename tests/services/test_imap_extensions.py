@@ -43,8 +43,12 @@ def test_multiappend_over_the_quota_appends_nothing(tmp_path: Path) -> None:
         assert answer.startswith("NO [OVERQUOTA]"), answer
         assert count(c, "Multi") == 2
         # one more fits
-        answer, _ = raw(c, f"APPEND Multi (\\Seen) {{{len(MSG)}+}}", MSG)
+        answer, _ = raw(c, f"APPEND Multi (\\Seen \\Deleted) {{{len(MSG)}+}}", MSG)
         assert answer.startswith("OK"), answer
+        # RFC 9208's STATUS items: the messages marked \Deleted, their KiB
+        _, lines = raw(c, "STATUS Multi (DELETED DELETED-STORAGE MESSAGES)")
+        assert lines[0].strip() == (b'* STATUS "Multi" (DELETED 1 DELETED-STORAGE 1 '
+                                    b'MESSAGES 3)'), lines
         # QUOTA (RFC 9208): the account is the root; MESSAGE used and limit
         answer, lines = raw(c, "GETQUOTAROOT Multi")
         assert answer.startswith("OK"), answer
