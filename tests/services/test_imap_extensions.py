@@ -161,3 +161,25 @@ def test_search_update_follows_another_sessions_changes(server: ImapServer) -> N
     assert any(b"REMOVEFROM" in line for line in lines), lines
     a.logout()
     b.logout()
+
+
+def test_sort_update_adds_at_the_position_in_the_sorted_order(server: ImapServer) -> None:
+    a, b = server.client(ADA), server.client(ADA)
+    raw(a, "CREATE Sorted")
+    for subject in (b"c", b"a", b"b"):
+        raw(a, f"APPEND Sorted {{{len(MSG) + 2}+}}", MSG.replace(b"ext", b"ext " + subject))
+    raw(a, "SELECT Sorted")
+    raw(b, "SELECT Sorted")
+    answer, lines = raw(a, "SORT RETURN (UPDATE ALL) (SUBJECT) UTF-8 FLAGGED")
+    assert answer.startswith("OK") and b"ALL" not in b"".join(lines), (answer, lines)
+    raw(b, "STORE 1 +FLAGS (\\Flagged)")  # "ext c"
+    _, lines = raw(a, "NOOP")
+    assert any(b"ADDTO (1 1)" in line for line in lines), lines
+    raw(b, "STORE 2 +FLAGS (\\Flagged)")  # "ext a": sorts first
+    _, lines = raw(a, "NOOP")
+    assert any(b"ADDTO (1 2)" in line for line in lines), lines
+    raw(b, "STORE 3 +FLAGS (\\Flagged)")  # "ext b": between them
+    _, lines = raw(a, "NOOP")
+    assert any(b"ADDTO (2 3)" in line for line in lines), lines
+    a.logout()
+    b.logout()
