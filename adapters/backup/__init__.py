@@ -24,6 +24,10 @@ backup was taken is made again on the restored store (``ErasureRecord``): ADR 00
 
 The package: ``common`` (the format, the errors, consistent file copies), ``copying`` (taking
 a backup), ``erasures`` (the erasure record), ``restoring`` (putting a backup in place).
+
+May import: ``domain``, ``datadir``, ``filemodes``, ``payloads``, ``eventlog`` and
+``lifecycle``; never ``bootstrap`` (the entry point hands ``open_store`` over), the CLI or
+the tools.
 """
 
 from adapters.backup.common import (
