@@ -176,7 +176,7 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
         limits=settings.message_limits(),
         inline_limit=settings.inline_limit,
         deleted_retention=timedelta(days=settings.deleted_retention_days),
-        log_head=getattr(log, "head", None),
+        log_head=log.head,
         reservation_ttl=timedelta(seconds=settings.extraction_reservation_seconds),
     )
     from adapters.rules.matching import RegexMatcher  # event rules' bounded filters

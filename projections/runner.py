@@ -42,6 +42,7 @@ from typing import Any
 
 from domain.errors import CorruptEvent
 from projections import names as n
+from projections.capabilities import BulkLoading
 from projections.codec import put
 from projections.keys import RowReader, tracked, tracking_position, tracking_row
 from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Folder, Projection
@@ -516,7 +517,8 @@ class ProjectionRunner:
                folders: dict[int, Folder]) -> None:
         """Write the batch and, in the same ``apply``, every projection's new position."""
         assert self._positions is not None
-        load = getattr(self.store, "load", None) if fold else None
+        store = self.store
+        load = store.load if fold and isinstance(store, BulkLoading) else None
         if fold:
             for folder in folders.values():
                 overlay.extend(folder.drain())

@@ -29,6 +29,7 @@ from adapters.tables.sqlite import SqliteTableStore
 from domain.errors import InvalidCommand, NotFound, SettingsError
 from domain.values import account_id_for
 from projections import names as n
+from projections.capabilities import Compacting, DataVersioned
 from projections.keys import tracked, tracking_generation, tracking_position, tracking_row
 from projections.registry import ALL, TRACKING_SPEC, Projection, select
 from projections.runner import ProjectionRunner
@@ -145,13 +146,12 @@ class ProjectionHost:
         """The table store's file rewritten with full pages, excluding every projecting
         thread and process (ADR 0030); None if the store has no such step (HBase compacts
         its own files)."""
-        compact = getattr(self.tables, "compact", None)
-        if compact is None:
+        tables = self.tables
+        if not isinstance(tables, Compacting):
             return None
         with self._locked():
-            sqlite: Any = self.tables  # a store with compact has file_bytes (SQLite's)
-            before = int(sqlite.file_bytes())
-            freed = int(compact())
+            before = tables.file_bytes()
+            freed = tables.compact()
         return {"bytes_before": before, "bytes_after": before - freed, "bytes_freed": freed}
 
     def catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
@@ -188,10 +188,9 @@ class ProjectionHost:
         """True when no other connection has committed to the tables since the last check
         (SQLite's ``data_version``, no table read): catalog and tracking are as this runner
         left them, so neither needs reading."""
-        probe = getattr(self.tables, "data_version", None)
-        if probe is None:
+        if not isinstance(self.tables, DataVersioned):
             return False
-        version = probe()
+        version = self.tables.data_version()
         untouched = version == self._data_version
         self._data_version = version
         return bool(untouched)
