@@ -44,7 +44,7 @@ from domain.errors import CorruptEvent
 from projections import names as n
 from projections.capabilities import BulkLoading
 from projections.codec import put
-from projections.keys import RowReader, tracked, tracking_position, tracking_row
+from projections.keys import RowReader
 from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Folder, Projection
 from projections.tablestore import (
     MAX_VERSION,
@@ -59,6 +59,7 @@ from projections.tablestore import (
     TableStore,
     TombRecord,
 )
+from projections.tracking import Tracking
 
 
 def identity(name: str) -> str:
@@ -374,12 +375,8 @@ class ProjectionRunner:
         if self._positions is None and not self.track:
             self._positions = {p.name: 0 for p in self.projections}
         if self._positions is None:
-            table = self._name(n.TRACKING)
-            found: dict[str, int] = {}
-            for p in self.projections:
-                row = self.store.get(table, tracking_row(p.name), [n.TR_POSITION])
-                found[p.name] = tracked(row)
-            self._positions = found
+            tracking = Tracking(self.store, self._name(n.TRACKING))
+            self._positions = tracking.positions(p.name for p in self.projections)
         return dict(self._positions)
 
     def reload_positions(self) -> None:
@@ -526,10 +523,10 @@ class ProjectionRunner:
             pending.clear()
         loads = overlay.contents(self._name) if load is not None and not overlay.empty else []
         batch = pending if overlay.empty or loads else pending + overlay.mutations(self._name)
-        tracking = self._name(n.TRACKING)
+        tracking = Tracking(self.store, self._name(n.TRACKING))
         advanced = [p.name for p in self.projections if top > self._positions[p.name]]
         for name in advanced if self.track else ():
-            batch.append(tracking_position(tracking, name, top))
+            batch.append(tracking.record(name, top))
         if loads:
             assert load is not None
             load(loads, batch)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from adapters.probing import run_in_thread
 from projections import names as n
-from projections.keys import tracked
+from projections.tracking import Tracking
 
 __all__ = ["exit_status", "kafka_lag", "render", "snapshot", "wait_until_applied"]
 
@@ -122,12 +122,7 @@ def _tracking(settings: Any, parts: Parts) -> tuple[dict[str, dict[str, int]], i
             dead = sum(1 for _ in store.scan(n.DEAD_LETTERS, columns=[n.DL_TIMES]))
         if not store.table_exists(n.TRACKING):
             return {}, dead
-        found: dict[str, dict[str, int]] = {}
-        for row, cells in store.scan(n.TRACKING, columns=[n.TR_POSITION]):
-            name, _, partition = row.decode().partition("@")
-            if partition:
-                found.setdefault(name, {})[partition] = tracked(cells)
-        return found, dead
+        return Tracking(store).by_partition(), dead
     finally:
         store.close()
 

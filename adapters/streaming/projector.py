@@ -101,12 +101,12 @@ from adapters.streaming.deadletters import (
 )
 from domain.errors import CorruptEvent
 from projections import names as n
-from projections.keys import tracked, tracking_generation, tracking_row
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner, identity
 from projections.tablestore import (
     TableStore,
 )
+from projections.tracking import Tracking
 
 log = logging.getLogger("letterlog.stream")
 
@@ -427,14 +427,13 @@ class StreamProjector:
     def _handover_gaps(self, tp: TP) -> list[_Gap]:
         """What this partition applied, to tables since switched out, past the position the
         tables switched in start from (see the module docstring)."""
-        tracking = self.physical(n.TRACKING)
+        tracking = Tracking(self.store, self.physical(n.TRACKING))
         if self._switches is None:
             switches = {}
             for p in self.projections:
-                row = self.store.get(tracking, tracking_row(p.name),
-                                     [n.TR_POSITION, n.TR_GENERATION])
-                if n.TR_GENERATION in row:
-                    switches[p.name] = (tracked(row), tracked(row, n.TR_GENERATION))
+                start, generation = tracking.position_and_generation(p.name)
+                if generation is not None:
+                    switches[p.name] = (start, generation)
             self._switches = switches
         gaps = []
         for p in self.projections:
@@ -443,9 +442,8 @@ class StreamProjector:
                 continue
             start, generation = switched
             name = partition_projections([p], *tp)[0].name
-            row = self.store.get(tracking, tracking_row(name), [n.TR_POSITION, n.TR_GENERATION])
-            position = tracked(row)
-            applied_in = tracked(row, n.TR_GENERATION)
+            position, applied = tracking.position_and_generation(name)
+            applied_in = applied or 0
             if applied_in < generation and position > start:
                 gaps.append(_Gap(p, name, start, position, applied_in, generation))
         return gaps
@@ -475,8 +473,8 @@ class StreamProjector:
                         skipped += 1
                         log.warning("replay skips position %d: %s", item[0], error)
             replayed += len(chunk)
-        stamp = [tracking_generation(self.physical(n.TRACKING), g.name, g.generation)
-                 for g in gaps]
+        tracking = Tracking(self.store, self.physical(n.TRACKING))
+        stamp = [tracking.stamp(g.name, g.generation) for g in gaps]
         self.store.apply(stamp)
         log.warning("%s/%d: handover gap repaired: %d events replayed (%d skipped as corrupt)",
                     tp[0], tp[1], replayed, skipped)
