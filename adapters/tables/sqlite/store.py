@@ -24,6 +24,13 @@ from adapters.tables.sqlite.writes import (
     merge_table,
     write,
 )
+from projections.capabilities import (
+    BulkLoading,
+    Checkpointing,
+    Compacting,
+    DataVersioned,
+    TableSized,
+)
 from projections.tablestore import (
     Cells,
     Mutation,
@@ -32,6 +39,7 @@ from projections.tablestore import (
     TableLoad,
     TableNotFound,
     TableSpec,
+    TableStore,
     key_range,
     validate_table_name,
 )
@@ -343,3 +351,10 @@ class SqliteTableStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _capabilities(store: SqliteTableStore) -> tuple[TableStore, BulkLoading, Checkpointing,
+                                                    Compacting, DataVersioned, TableSized]:
+    """mypy checks here that the store keeps the port and the capabilities callers find on it
+    (``projections.capabilities``): a signature that drifts fails the lint."""
+    return store, store, store, store, store, store
