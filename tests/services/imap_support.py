@@ -117,3 +117,28 @@ def raw(c: imaplib.IMAP4, command: str, *literals: bytes) -> tuple[str, list[byt
         if line.startswith(tag.encode() + b" "):
             return line[len(tag) + 1:].decode().strip(), lines
         lines.append(line)
+
+
+#: (bob's rights on the source, on the target, the command bob sends, whether it succeeds)
+RIGHTS_TABLE = [
+    ("l", "", "SELECT", False),
+    ("lr", "", "EXAMINE", True),
+    ("lr", "", "STORE +FLAGS (\\Seen)", False),
+    ("lrs", "", "STORE +FLAGS (\\Seen)", True),
+    ("lrs", "", "STORE +FLAGS (\\Flagged)", False),
+    ("lrw", "", "STORE +FLAGS (\\Flagged $Work)", True),
+    ("lrw", "", "STORE +FLAGS (\\Deleted)", False),
+    ("lrt", "", "STORE +FLAGS (\\Deleted)", True),
+    ("lrt", "", "EXPUNGE", False),
+    ("lrte", "", "EXPUNGE", True),
+    ("lr", "lr", "COPY", False),
+    ("lr", "lri", "COPY", True),
+    ("lrte", "lri", "MOVE", True),
+    ("lr", "lri", "MOVE", False),
+    ("lr", "", "CREATE", False),
+    ("lrk", "", "CREATE", True),
+    ("lr", "", "DELETE", False),
+    ("lrx", "", "DELETE", True),
+    ("lr", "", "SETACL", False),
+    ("lra", "", "SETACL", True),
+]

@@ -18,6 +18,7 @@ from adapters.devservers import ServiceFailed
 from adapters.devservers.imaptest import install_imaptest
 from tests.factories import CORPUS, corpus_messages, run
 from tests.services.imap_support import (
+    RIGHTS_TABLE,
     USERS,
     ImapServer,
     imap_server,
@@ -260,29 +261,6 @@ def _loopback() -> object:
 
 MSG = b"From: ada@example.org\r\nSubject: rights\r\n\r\nbody\r\n"
 
-#: (bob's rights on the source, on the target, the command bob sends, whether it succeeds)
-RIGHTS_TABLE = [
-    ("l", "", "SELECT", False),
-    ("lr", "", "EXAMINE", True),
-    ("lr", "", "STORE +FLAGS (\\Seen)", False),
-    ("lrs", "", "STORE +FLAGS (\\Seen)", True),
-    ("lrs", "", "STORE +FLAGS (\\Flagged)", False),
-    ("lrw", "", "STORE +FLAGS (\\Flagged $Work)", True),
-    ("lrw", "", "STORE +FLAGS (\\Deleted)", False),
-    ("lrt", "", "STORE +FLAGS (\\Deleted)", True),
-    ("lrt", "", "EXPUNGE", False),
-    ("lrte", "", "EXPUNGE", True),
-    ("lr", "lr", "COPY", False),
-    ("lr", "lri", "COPY", True),
-    ("lrte", "lri", "MOVE", True),
-    ("lr", "lri", "MOVE", False),
-    ("lr", "", "CREATE", False),
-    ("lrk", "", "CREATE", True),
-    ("lr", "", "DELETE", False),
-    ("lrx", "", "DELETE", True),
-    ("lr", "", "SETACL", False),
-    ("lra", "", "SETACL", True),
-]
 
 
 @pytest.mark.parametrize(("source", "target", "command", "allowed"), RIGHTS_TABLE,

@@ -19,7 +19,7 @@ from adapters.devservers import DovecotServer
 from adapters.embedded import Letterlog
 from domain.errors import LetterlogError
 from tests.services.imap_support import ImapServer, imap_server, raw
-from tests.services.test_imap import RIGHTS_TABLE
+from tests.services.imap_support import RIGHTS_TABLE
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
