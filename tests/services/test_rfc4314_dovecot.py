@@ -18,8 +18,7 @@ import pytest
 from adapters.devservers import DovecotServer
 from adapters.embedded import Letterlog
 from domain.errors import LetterlogError
-from tests.services.imap_support import ImapServer, imap_server, raw
-from tests.services.imap_support import RIGHTS_TABLE
+from tests.services.imap_support import RIGHTS_TABLE, ImapServer, imap_server, raw
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
