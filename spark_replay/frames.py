@@ -42,6 +42,7 @@ from projections.registry import select
 from spark_replay.fold import CELLS, fold_cells
 from spark_replay.settings import open_event_log, to_wire
 from spark_replay.source import raw_events
+from spark_replay.watch import started, watching
 
 EVENTS = ("position long, aggregate string, version long, topic string, type string, "
           "account string, account_address string, time timestamp, date date, "
@@ -211,13 +212,16 @@ def export(settings: Settings, what: str, directory: str, *, personal: bool = Fa
     from spark_replay.session import effective_conf, spark_session
 
     session = spark or spark_session(master)
-    if what == "events":
-        result = export_events(session, settings, Path(directory), personal=personal)
-    else:
-        _head(settings)  # no store, no export
-        frame = projection_dataframe(session, settings, what)
-        frame.write.mode("overwrite").partitionBy("table").parquet(directory)
-        result = {"rows": session.read.parquet(directory).count(), "partitioned_by": "table"}
+    started(session.sparkContext)  # or one line saying why it cannot (ADR 0093)
+    with watching(session.sparkContext):  # stages and tasks, as progress lines
+        if what == "events":
+            result = export_events(session, settings, Path(directory), personal=personal)
+        else:
+            _head(settings)  # no store, no export
+            frame = projection_dataframe(session, settings, what)
+            frame.write.mode("overwrite").partitionBy("table").parquet(directory)
+            result = {"rows": session.read.parquet(directory).count(),
+                      "partitioned_by": "table"}
     return {"exported": what, "directory": directory, **result,
             "personal": personal and what == "events", "spark_conf": effective_conf(session)}
 

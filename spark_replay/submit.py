@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--master", help="Spark master URL (else spark-submit's --master)")
     parser.add_argument("--result", metavar="FILE",
                         help="also write the JSON result to FILE (written whole, then renamed)")
+    parser.add_argument("--progress", action="store_true",
+                        help="print the job's progress as `letterlog-progress {json}` lines")
     sub = parser.add_subparsers(dest="command", required=True)
     rebuild = sub.add_parser("rebuild", help="rebuild projections, blue/green")
     rebuild.add_argument("projections", nargs="*")
@@ -61,6 +63,10 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
     from adapters.settings import load_settings
 
     args = _parser().parse_args(argv)
+    if args.progress:
+        from spark_replay.watch import print_sink, set_sink
+
+        set_sink(print_sink)
     settings = load_settings()
     if args.command == "rebuild":
         from spark_replay.job import rebuild
