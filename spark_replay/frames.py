@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.settings import Settings
+from adapters.bootstrap.spark import Settings
 from domain.errors import InvalidCommand
 from domain.personal import Personal
 from projections.registry import select
@@ -52,7 +52,7 @@ EVENTS = ("position long, aggregate string, version long, topic string, type str
 
 
 def _head(settings: Settings) -> int:
-    from adapters.spark import require_store
+    from adapters.bootstrap.spark import require_store
 
     require_store(settings)  # an export never makes an empty store
     log = open_event_log(to_wire(settings))
@@ -129,21 +129,20 @@ def _row(position: int, version: int, topic: str, account: bytes, event: Any,
 def _names(settings: Settings) -> dict[str, dict[str, str | None]]:
     """The accounts' addresses and the mailboxes' names, as the read models hold them now
     (a mailbox renamed since an event shows its current name; a deleted one none)."""
-    from adapters.embedded import Letterlog
+    from adapters.bootstrap.spark import read_models
     from projections import names as n
     from projections.queries import account_address
 
     accounts: dict[str, str | None] = {}
     mailboxes: dict[str, str | None] = {}
-    with Letterlog.open(create=False, **settings.model_dump()) as store:
-        host = store.projections
-        for row, cells in host.tables.scan(host.physical(n.MAILBOXES)):
+    with read_models(settings) as (tables, physical):  # as they are: nothing caught up
+        for row, cells in tables.scan(physical(n.MAILBOXES)):
             if n.MB_ACCOUNT not in cells or cells.get(n.MB_DELETED) == b"1":
                 continue
             mailboxes[str(UUID(bytes=row))] = cells.get(n.MB_NAME, b"").decode()
             account = UUID(bytes=cells[n.MB_ACCOUNT])
             if str(account) not in accounts:
-                accounts[str(account)] = account_address(host.tables, account, host.physical)
+                accounts[str(account)] = account_address(tables, account, physical)
     return {"accounts": accounts, "mailboxes": mailboxes}
 
 
@@ -152,8 +151,7 @@ def _decode_events(wire: dict[str, Any], personal: bool,
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        from adapters.eventlog.reader import row_decoder
-        from adapters.eventlog.transcoder import uuid_from_int
+        from adapters.bootstrap.spark import row_decoder, uuid_from_int
 
         log = open_event_log(wire)
         decode = row_decoder(log)

@@ -45,8 +45,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.settings import Settings
-from adapters.spark import remove_stale_runs, run_directory
+from adapters.bootstrap.spark import Settings, remove_stale_runs, run_directory
 from domain.errors import CorruptEvent, InvalidCommand
 from projections import names as n
 from projections.keys import tracking_position
@@ -351,9 +350,7 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
     ``merge_during_job``: see ``SparkFold``. A data directory
     holding no store is ``StoreUnavailable``, another rebuild of the store running
     ``RebuildRunning``, both before Spark starts."""
-    from adapters.embedded import Letterlog
-    from adapters.rebuild_lock import rebuild_lock
-    from adapters.spark import require_store
+    from adapters.bootstrap.spark import rebuild_lock, rebuilding, require_store
     from spark_replay.session import effective_conf, spark_session
 
     require_store(settings)  # before Spark starts: a missing store is the user's mistake
@@ -362,13 +359,12 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
         started(session.sparkContext)  # or one line saying why it cannot (ADR 0093)
         fold = SparkFold(session, settings, partitions, fail_partition, by_account_only,
                          merge_during_job)
-        with Letterlog.open(create=False, **settings.model_dump()) as store:
+        with rebuilding(settings) as store:  # the log and the read side: no facade
             if until is None and as_of is None:
-                result = dict(store.projections.rebuild(names, progress, fold=fold))
+                result = dict(store.host.rebuild(names, progress, fold=fold))
             else:
                 stop = until if until is not None else store.position_at(_instant(as_of))
-                result = dict(store.projections.build_view(view or f"p{stop}", names, stop,
-                                                           fold))
+                result = dict(store.host.build_view(view or f"p{stop}", names, stop, fold))
                 store.erase_from_views()  # messages purged since ``stop`` leave the view
     result.update(fold.stats, engine="spark", master=session.sparkContext.master,
                   spark_conf=effective_conf(session))

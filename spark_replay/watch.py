@@ -1,6 +1,6 @@
 """What a Spark job is doing, and a job that cannot start said in one line (ADR 0093).
 
-``started(sc)``: before the job proper, one tiny Python task (``_probe``) must come back
+``started(sc)``: before the job proper, one tiny Python task (``abs`` over ``[0]``) must come back
 within ``spark.letterlog.startTimeout`` (default 60 s): it needs an executor registered with
 the driver and a Python worker started in it, which is what every job of ours needs first.
 If it does not, the task is cancelled and ``CannotStart`` names the cause (``diagnose``),
@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from adapters.spark import PROGRESS_PREFIX
+from adapters.bootstrap.spark import PROGRESS_PREFIX
 from domain.errors import LetterlogError
 
 START_TIMEOUT = "spark.letterlog.startTimeout"
@@ -75,10 +75,6 @@ def seconds(text: str | None, default: float) -> float:
     return value / 1000 if unit == "ms" else value * 60 if unit in ("m", "min") else value
 
 
-def _probe(value: int) -> int:
-    return value
-
-
 def started(sc: Any, timeout: float | None = None) -> float:
     """Returns the seconds the first task took to run, or raises ``CannotStart`` (above)."""
     if timeout is None:
@@ -90,7 +86,7 @@ def started(sc: Any, timeout: float | None = None) -> float:
     def run() -> None:
         try:
             sc.setJobGroup(group, "letterlog: can the job start?", interruptOnCancel=True)
-            sc.parallelize([0], 1).map(_probe).collect()
+            sc.parallelize([0], 1).map(abs).collect()  # a builtin: no import
         except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
             failure.append(error)
         finally:
@@ -106,10 +102,28 @@ def started(sc: Any, timeout: float | None = None) -> float:
             sc.cancelJobGroup(group)
         raise CannotStart(cause)
     if failure:
-        raise failure[0]
+        raise _failed(sc, failure[0]) from None
     waited = round(time.monotonic() - t0, 2)
     emit({"event": "started", "seconds": waited, "executors": registered_executors(sc)})
     return waited
+
+
+def _failed(sc: Any, error: BaseException) -> BaseException:
+    """The first task failed instead of hanging: a Python-worker memory limit too small is
+    said as such; any other failure is the job's own error (``submit.main`` says it)."""
+    from adapters.bootstrap.spark import python_exception
+
+    memory = sc.getConf().get("spark.executor.pyspark.memory", None)
+    raised = python_exception(str(error))
+    if memory and (raised is None or raised.startswith("MemoryError")):
+        return CannotStart(f"the Spark job cannot start: no Python worker started in the "
+                           f"executors: {_too_little(memory)}")
+    return error
+
+
+def _too_little(memory: str) -> str:
+    return (f"spark.executor.pyspark.memory={memory} limits each Python worker's address "
+            f"space, too little for it to start; raise it (e.g. 1g) or unset it")
 
 
 def registered_executors(sc: Any) -> int:
@@ -134,9 +148,7 @@ def diagnose(sc: Any, timeout: float) -> str:
     memory = conf.get("spark.executor.pyspark.memory", None)
     if memory:
         return (f"the Spark job cannot start {waited}: executors registered, but no Python "
-                f"worker started in them: spark.executor.pyspark.memory={memory} limits "
-                f"each Python worker's address space, too little for it to start; raise it "
-                f"(e.g. 1g) or unset it")
+                f"worker started in them: {_too_little(memory)}")
     python = conf.get("spark.pyspark.python", None) or "PYSPARK_PYTHON"
     return (f"the Spark job cannot start {waited}: executors registered, but no Python "
             f"worker started in them (the executors' Python: {python}; their stderr is in "
@@ -156,7 +168,10 @@ def _standalone(sc: Any) -> str | None:
 
 
 def _from_master(sc: Any, state: Any) -> str | None:
-    workers = [w for w in _iterate(state.workers()) if str(w.state()) == "ALIVE"]
+    """The master's state comes over RPC without what it marks transient (the workers'
+    use, the application's executors): those are asked of each worker's own status page
+    (``<worker web UI>/json/``), where it answers."""
+    workers = list(_iterate(state.workers()))
     if not workers:
         return f"no worker is registered with the master {sc.master}: start one"
     mine = next((a for a in _iterate(state.activeApps()) if a.id() == sc.applicationId),
@@ -175,20 +190,48 @@ def _from_master(sc: Any, state: Any) -> str | None:
     if cores > most:
         return (f"spark.executor.cores asks {cores} cores per executor, more than any worker "
                 f"has (the most: {most}); ask for fewer")
-    launched = mine.executors().size() + mine.removedExecutors().size()
-    if launched:
-        hosts = sorted({str(e.worker().host()) for e in _iterate_values(mine.executors())}
-                       | {str(e.worker().host())
-                          for e in _iterate(mine.removedExecutors())})
-        conf = sc.getConf()
-        driver = f"{conf.get('spark.driver.host', '?')}:{conf.get('spark.driver.port', '?')}"
-        return (f"{launched} executor(s) launched on {', '.join(hosts)}, none registered "
-                f"with the driver at {driver}: they cannot reach that address; set "
-                f"spark.driver.host (or SPARK_LOCAL_IP) to an address the workers reach")
-    free = ", ".join(f"{w.host()}: {int(w.coresFree())} cores, {_mib(int(w.memoryFree()))}"
-                     for w in workers)
-    return (f"no worker has {cores} core(s) and {_mib(memory)} free for an executor "
-            f"(free now: {free}): other applications hold them")
+    conf = sc.getConf()
+    driver_host = str(conf.get("spark.driver.host", "?"))
+    driver = f"{driver_host}:{conf.get('spark.driver.port', '?')}"
+    pages = {str(w.host()): _worker_page(str(w.webUiAddress())) for w in workers}
+    launched = {host: sum(1 for e in [*page.get("executors", []),
+                                      *page.get("finishedexecutors", [])]
+                          if e.get("appid") == sc.applicationId)
+                for host, page in pages.items() if page is not None}
+    unreachable = ("set spark.driver.host (or SPARK_LOCAL_IP) to an address the workers "
+                   "reach")
+    if sum(launched.values()):
+        hosts = ", ".join(h for h, n in sorted(launched.items()) if n)
+        return (f"{sum(launched.values())} executor(s) launched on {hosts}, none registered "
+                f"with the driver at {driver}: they cannot reach that address; "
+                + unreachable)
+    remote = sorted(h for h in pages if not _loopback(h))
+    if _loopback(driver_host) and remote:
+        return (f"the driver advertises {driver}, a loopback address, to workers on other "
+                f"hosts ({', '.join(remote)}): their executors cannot reach it; "
+                + unreachable)
+    busy = [h for h, page in pages.items() if page is not None
+            and (int(page.get("cores", 0)) - int(page.get("coresused", 0)) < cores
+                 or int(page.get("memory", 0)) - int(page.get("memoryused", 0)) < memory)]
+    if busy and len(busy) == len(workers):
+        return (f"every worker's cores or memory are held by other applications (an "
+                f"executor needs {cores} core(s) and {_mib(memory)}); wait, or stop one")
+    return None
+
+
+def _loopback(host: str) -> bool:
+    return host.startswith("127.") or host in ("localhost", "::1")
+
+
+def _worker_page(address: str) -> dict[str, Any] | None:
+    """A standalone worker's status (its web UI's ``/json/``), or ``None``."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(address.rstrip("/") + "/json/", timeout=3) as page:
+            return dict(json.loads(page.read()))
+    except (OSError, ValueError):
+        return None
 
 
 def _master_state(sc: Any) -> Any:
@@ -215,10 +258,6 @@ def _iterate(items: Any) -> Iterator[Any]:
             yield found.next()
         return
     yield from items
-
-
-def _iterate_values(mapping: Any) -> Iterator[Any]:
-    yield from _iterate(mapping.values())
 
 
 @contextlib.contextmanager
