@@ -5,8 +5,8 @@ head once and cuts ``1..stop`` into position ranges, one input partition each; a
 opens the event log from the settings shipped with the job (embedded SQLite file or
 PostgreSQL) and reads its range page by page (``row_pages``, through the job's door
 ``adapters.bootstrap.spark``: one plain ``SELECT`` per page on SQLite,
-``select_notifications`` on PostgreSQL). It decodes only the msgpack it must to find each event's account (the relay's Kafka key,
-``account_key``), and hands Spark Arrow record batches of
+``select_notifications`` on PostgreSQL). It decodes only the msgpack it must to find each
+event's account (the relay's Kafka key, ``account_key``), and hands Spark Arrow record batches of
 
     position long, aggregate binary(16), version long, topic string, state binary,
     account binary(16)
