@@ -7,8 +7,8 @@ import json
 import os
 import shutil
 import subprocess
-import tarfile
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
