@@ -91,13 +91,15 @@ class SparkJobFailed(LetterlogError):
     exit_code = 1
 
 
-def require_store(settings: Any) -> None:
+def require_store(settings: Any, *, read_only: bool = False) -> None:
     """``StoreUnavailable`` (exit 2) unless ``settings.data`` holds a store: a rebuild or an
-    export never makes one (a mistyped ``--data`` is not an empty store at position 0)."""
+    export never makes one (a mistyped ``--data`` is not an empty store at position 0).
+    ``read_only``: the export, which only reads, takes a data directory it cannot write."""
     from adapters.datadir import check_data_dir
 
     check_data_dir(Path(settings.data), settings.event_store == "sqlite", False,
-                   allow_shared=settings.allow_shared_keys, vault=settings.key_vault)
+                   allow_shared=settings.allow_shared_keys, vault=settings.key_vault,
+                   writable=not read_only)
 
 
 def check_master(master: str, timeout: float = 5.0) -> None:

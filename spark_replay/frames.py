@@ -54,7 +54,7 @@ EVENTS = ("position long, aggregate string, version long, topic string, type str
 def _head(settings: Settings) -> int:
     from adapters.bootstrap.spark import require_store
 
-    require_store(settings)  # an export never makes an empty store
+    require_store(settings, read_only=True)  # never makes a store; reads a read-only one
     log = open_event_log(to_wire(settings))
     try:
         return int(log.recorder.max_notification_id() or 0)

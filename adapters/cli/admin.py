@@ -114,8 +114,8 @@ def _ready_for_spark(*, rebuilding: bool) -> None:
     from adapters.spark import require_store
     from domain.errors import LetterlogError
 
-    try:
-        require_store(load_settings(data=state.data))
+    try:  # an export only reads: a read-only store (a snapshot) will do
+        require_store(load_settings(data=state.data), read_only=not rebuilding)
         if rebuilding:
             check_not_running(state.data)
     except LetterlogError as e:
