@@ -209,8 +209,8 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
     times["reset"] = time.monotonic() - t0
     assert reset.returncode == 0, reset.stderr
     for line in ("PostgreSQL: the event log and the wrapped data keys",
-                 "HBase: the read-model tables", "Kafka: the event topics", "stopping the servers first",
-                 "hbase-master stopped in", f"deleted {root}"):
+                 "HBase: the read-model tables", "Kafka: the event topics",
+                 "stopping the servers first", "hbase-master stopped in", f"deleted {root}"):
         assert line in reset.stdout, reset.stdout
     assert not root.exists()
     assert foreground.wait(timeout=60) == 0, third.read_text()
