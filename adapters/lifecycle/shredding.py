@@ -208,12 +208,17 @@ class Shredding:
     def erase_from_views(self, tables: TableStore) -> dict[str, Any]:
         """Applies every purge and erasure in the log to every saved view in ``tables`` that
         has not had it yet (after each purge run and erasure, and when a view is built)."""
-        from adapters.eventlog.reader import row_decoder, row_pages
-        from adapters.readside.views import erase_purged
+        return erase_from_views(self.settings, self.log, tables)
 
-        log = self.log
-        with exclusive(self.settings.data, "views"):
-            return erase_purged(tables, self.max_position(),
-                                lambda start, stop: row_pages(log, start, stop, 2000),
-                                row_decoder(log),
-                                lambda i, version: log.repository.get(i, version=version))
+
+def erase_from_views(settings: Settings, log: MailLog, tables: TableStore) -> dict[str, Any]:
+    """``Shredding.erase_from_views`` for a process that opens no payload store (the Spark
+    job, which builds views from the log and the tables alone)."""
+    from adapters.eventlog.reader import row_decoder, row_pages
+    from adapters.readside.views import erase_purged
+
+    with exclusive(settings.data, "views"):
+        return erase_purged(tables, int(log.recorder.max_notification_id() or 0),
+                            lambda start, stop: row_pages(log, start, stop, 2000),
+                            row_decoder(log),
+                            lambda i, version: log.repository.get(i, version=version))
