@@ -32,12 +32,14 @@ PROJECTIONS_LOCK = ".projections.lock"  # held by whoever projects into the read
 
 
 def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
-                   allow_shared: bool = False, vault: Path | None = None) -> None:
+                   allow_shared: bool = False, vault: Path | None = None,
+                   writable: bool = True) -> None:
     """A data directory a store can use, or a ``StoreUnavailable`` naming what is wrong.
     The directory and its key store must be closed to other users (``StoreNotPrivate``;
     ``allow_shared``: a warning only). A directory it creates is 0700, and so is an empty
     one a new store is made in (nothing in it yet: the store's own); a directory holding
-    anything is never changed."""
+    anything is never changed. ``writable=False``: a reader that writes nothing into the
+    directory (the Spark export) takes a read-only one too (a snapshot, a backup mount)."""
     try:
         if root.exists() and not root.is_dir():
             raise StoreUnavailable(f"{root}: is not a directory (give --data a directory)")
@@ -56,7 +58,7 @@ def check_data_dir(root: Path, sqlite_log: bool, create: bool, *,
             private_dir(root)
         elif create and not any(os.scandir(root)) and os.stat(root).st_uid == os.geteuid():
             os.chmod(root, DIR_MODE)  # a new store's own (empty) directory
-        if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
+        if not os.access(root, os.R_OK | os.X_OK | (os.W_OK if writable else 0)):
             if os.statvfs(root).f_flag & os.ST_RDONLY:
                 raise StoreUnavailable(f"{root}: on a read-only filesystem")
             raise StoreUnavailable(f"{root}: not readable and writable by this user")
@@ -108,8 +110,10 @@ def check_event_store(path: Path) -> None:
                                    "(not an SQLite database)")
     import sqlite3
 
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    from adapters.filemodes import read_only_sqlite
+
+    try:  # in a read-only directory (a snapshot) as SQLite can open it there
+        con = sqlite3.connect(read_only_sqlite(path) or f"file:{path}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master "
                                                 "WHERE type = 'table'")}

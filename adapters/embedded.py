@@ -33,6 +33,7 @@ from adapters.facade.erasure import Erasure
 from adapters.facade.mailboxes import Mailboxes
 from adapters.facade.messages import Messages
 from adapters.facade.reading import Reading
+from adapters.payloads import ClosingPayloads
 from adapters.readside.queries import ReadModelQueries
 from adapters.rules.api import RulesAPI
 from adapters.settings import Settings, load_settings
@@ -156,9 +157,8 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
         if self._projections is not None:
             self._projections.close()
         self.log.close()
-        stop = getattr(self.payloads, "close", None)  # the file store's put threads
-        if stop is not None:
-            stop()
+        if isinstance(self.payloads, ClosingPayloads):  # the file store's put threads
+            self.payloads.close()
 
     def __enter__(self) -> Letterlog:
         return self

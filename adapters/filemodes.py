@@ -44,6 +44,23 @@ def private_dir(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def read_only_sqlite(path: str | os.PathLike[str]) -> str | None:
+    """A read-only SQLite URI for an existing database file in a directory this process
+    cannot write (a snapshot, a backup mount), where SQLite could not make its ``-wal`` and
+    ``-shm``: ``mode=ro`` when both are there to read, else ``immutable=1`` (no ``-wal``:
+    the file alone holds the database, and nothing will change it). ``None``: open it as
+    usual (absent, in memory, a URI already, or a writable directory)."""
+    text = os.fspath(path)
+    if not text or text.startswith(("file:", ":memory:")) or not os.path.isfile(text):
+        return None
+    if os.access(os.path.dirname(os.path.abspath(text)), os.W_OK):
+        return None
+    from urllib.parse import quote
+
+    wal = all(os.path.exists(text + suffix) for suffix in ("-wal", "-shm"))
+    return f"file:{quote(os.path.abspath(text))}?{'mode=ro' if wal else 'immutable=1'}"
+
+
 def private_file(path: str | os.PathLike[str]) -> Path:
     """Creates ``path`` empty and 0600 if it does not exist (e.g. before SQLite opens it);
     an existing file is left as it is."""

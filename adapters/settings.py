@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -263,3 +264,17 @@ def load_settings(**overrides: object) -> Settings:
             name = f"LETTERLOG_{loc.upper()}" if loc else "settings"
             parts.append(f"{name}: {_message(err)}")
         raise SettingsError("invalid settings: " + "; ".join(parts)) from None
+
+
+def postgres_env_from_dsn(dsn: str) -> dict[str, str]:
+    """``LETTERLOG_POSTGRES_DSN`` as the eventsourcing library's ``POSTGRES_*`` settings."""
+    u = urlparse(dsn)
+    if u.scheme not in ("postgres", "postgresql") or not u.hostname or not u.path.strip("/"):
+        raise SettingsError(f"LETTERLOG_POSTGRES_DSN: {dsn!r} is not postgresql://user:pw@host:port/db")
+    return {
+        "POSTGRES_DBNAME": u.path.strip("/"),
+        "POSTGRES_HOST": u.hostname,
+        "POSTGRES_PORT": str(u.port or 5432),
+        "POSTGRES_USER": unquote(u.username or ""),
+        "POSTGRES_PASSWORD": unquote(u.password or ""),
+    }

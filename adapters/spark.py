@@ -34,6 +34,9 @@ _PROPERTY = re.compile(r"([^\s=:]+)\s*[\s=:]\s*(.*)")
 RUN_DIRS = (".spark-runs-", ".spark-warm-up-")
 """The scratch directories a Spark rebuild makes in the data directory: each task's folded
 tables (plain text: subjects, senders) as a run file, merged by the driver."""
+PROGRESS_PREFIX = "letterlog-progress "
+"""What starts a progress line on the driver's standard output (``submit.py --progress``):
+the rest of the line is one JSON object (``spark_replay.watch``)."""
 LOGS = "spark-logs"
 """The data directory's folder for the logs of failed Spark jobs started by the CLI."""
 _OWNER = ".owner"
@@ -88,13 +91,15 @@ class SparkJobFailed(LetterlogError):
     exit_code = 1
 
 
-def require_store(settings: Any) -> None:
+def require_store(settings: Any, *, read_only: bool = False) -> None:
     """``StoreUnavailable`` (exit 2) unless ``settings.data`` holds a store: a rebuild or an
-    export never makes one (a mistyped ``--data`` is not an empty store at position 0)."""
+    export never makes one (a mistyped ``--data`` is not an empty store at position 0).
+    ``read_only``: the export, which only reads, takes a data directory it cannot write."""
     from adapters.datadir import check_data_dir
 
     check_data_dir(Path(settings.data), settings.event_store == "sqlite", False,
-                   allow_shared=settings.allow_shared_keys, vault=settings.key_vault)
+                   allow_shared=settings.allow_shared_keys, vault=settings.key_vault,
+                   writable=not read_only)
 
 
 def check_master(master: str, timeout: float = 5.0) -> None:
@@ -229,22 +234,24 @@ def submit_env(data: Path | None = None) -> dict[str, str]:
 
 def submit(args: Sequence[str], master: str | None, *, data: Path,
            fail: Callable[[str, int], NoReturn],
-           conf: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+           conf: Sequence[tuple[str, str]] = (),
+           progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Runs the job to completion; its JSON result, or ``fail(message, code)``: one line,
-    naming the file that keeps Spark's whole log (``<data>/spark-logs/``; a successful
-    job's log is deleted)."""
-    from adapters.filemodes import create_private, private_dir
+    naming the file that keeps Spark's whole log (``<data>/spark-logs/``, or a directory
+    of this user's in the temporary directory when the data directory is read-only; a
+    successful job's log is deleted). ``progress`` gets each of the driver's progress
+    events (``spark_replay.watch``) as it comes."""
+    from adapters.filemodes import create_private
     from adapters.settings import load_settings
 
     master = resolve_master(master, load_settings(data=data).spark_master)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    log = private_dir(Path(data).resolve() / LOGS) / f"{args[0]}-{stamp}-{os.getpid()}.log"
+    log = logs_dir(Path(data).resolve()) / f"{args[0]}-{stamp}-{os.getpid()}.log"
     fd = create_private(log)
     result = log.with_suffix(".json")
+    command = submit_command(["--result", str(result), "--progress", *args], master, conf)
     try:
-        done = subprocess.run(submit_command(["--result", str(result), *args], master, conf),
-                              env=submit_env(data), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=fd, check=False)
+        done = _run_reading_progress(command, submit_env(data), fd, progress)
     finally:
         os.close(fd)
     if done.returncode == 0:
@@ -254,6 +261,39 @@ def submit(args: Sequence[str], master: str | None, *, data: Path,
             fh.write(b"\n==> the driver's standard output <==\n" + done.stdout)
     done.stderr = log.read_bytes() if log.exists() else b""
     return _result(done, fail, result, log)
+
+
+def logs_dir(data: Path) -> Path:
+    """Where the CLI keeps a Spark job's log: ``<data>/spark-logs``, else (a read-only
+    store: a snapshot, a backup mount) ``letterlog-spark-logs-<uid>`` in the temporary
+    directory, 0700 either way."""
+    from adapters.filemodes import private_dir
+
+    try:
+        return private_dir(data / LOGS)
+    except OSError:
+        return private_dir(Path(tempfile.gettempdir()) / f"letterlog-{LOGS}-{os.getuid()}")
+
+
+def _run_reading_progress(command: list[str], env: dict[str, str], stderr: int,
+                          progress: Callable[[dict[str, Any]], None] | None
+                          ) -> subprocess.CompletedProcess[bytes]:
+    """``command`` run to its end, its progress lines handed to ``progress`` as they come;
+    its other output kept as the completed process's stdout."""
+    prefix = PROGRESS_PREFIX.encode()
+    kept: list[bytes] = []
+    with subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=stderr) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if not line.startswith(prefix):
+                kept.append(line)
+                continue
+            if progress is not None:
+                with contextlib.suppress(ValueError):
+                    progress(dict(json.loads(line[len(prefix):])))
+        code = proc.wait()
+    return subprocess.CompletedProcess(command, code, b"".join(kept), b"")
 
 
 def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:

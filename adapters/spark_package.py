@@ -3,13 +3,14 @@
 Three files, built from this environment (nothing is downloaded):
 
 * ``letterlog.zip``: letterlog's own packages (pure Python) for ``--py-files``;
-* ``letterlog-deps.tar.gz``: every distribution letterlog needs at run time (and those of
+* ``letterlog-deps.tar.gz``: every distribution letterlog's executors need (and those of
   the ``extras`` asked for: ``postgres``, ``hbase``; ``include`` adds others, e.g.
   ``pyarrow`` for the export's Arrow tasks), as installed here, C extensions included, for
   ``--archives letterlog-deps.tar.gz#letterlog-deps`` with
   ``spark.executorEnv.PYTHONPATH=letterlog-deps``. Built for this Python (``python``:
   e.g. ``cp311``) and platform; the nodes' Python must be the same minor version. Spark's
-  own packages (pyspark, py4j) are left out: the nodes' Spark provides them;
+  own packages (pyspark, py4j) are left out: the nodes' Spark provides them; so are the
+  requirements executors never import (``NOT_ON_EXECUTORS``, ``UNUSED_FILES``);
 * ``letterlog_spark.py``: the driver program for ``spark-submit`` (it runs
   ``spark_replay.submit.main``, as the ``letterlog-spark`` console script and
   ``python -m spark_replay`` do).
@@ -34,6 +35,24 @@ ARCHIVE_NAME = "letterlog-deps.tar.gz"
 ARCHIVE_ALIAS = "letterlog-deps"
 DRIVER_NAME = "letterlog_spark.py"
 SPARK_OWN = frozenset({"pyspark", "py4j", "letterlog"})
+NOT_ON_EXECUTORS = frozenset({"typer", "rich", "aiosmtpd", "python-daemon", "httpx", "regex"})
+"""letterlog's requirements its executors never import (measured: the modules a range
+task, a counters merge, the by-account fold and the export's decoding load): the CLI's
+(typer, rich), the MTA's (aiosmtpd), the command server's (python-daemon), the event
+rules' (httpx, regex). Their own requirements go too unless something shipped needs them."""
+UNUSED_FILES = {
+    "zstandard": re.compile(r"zstandard/_cffi\."),
+    "pyarrow": re.compile(r"pyarrow/(include/|tests/|src/|.*\.(pxd|pyx|pxi|h|hpp|cc)$"
+                          r"|(lib)?_?arrow_flight|_flight|(lib)?arrow_python_flight"
+                          r"|libarrow_s3|_s3fs|libgandiva|_gandiva)"),
+}
+"""Files of a shipped distribution nothing on an executor loads: zstandard's CFFI backend
+(12 MB; it imports it only when its C backend is missing or told to); pyarrow's headers,
+Cython sources and tests, and its Flight, S3 and Gandiva libraries (loaded only by
+``pyarrow.flight``, ``pyarrow.fs``'s S3 and ``pyarrow.gandiva``; ``pyarrow.lib`` links
+neither)."""
+NOT_ZIPPED = ("adapters/cli/", "adapters/bench/", "adapters/devservers/")
+"""letterlog's own modules the executors never import (the CLI, the dev tools)."""
 DRIVER = '''"""letterlog's Spark driver: spark-submit [options] letterlog_spark.py COMMAND ..."""
 
 import sys
@@ -87,8 +106,10 @@ def requirements(dist: str, extras: Iterable[str] = ()) -> list[tuple[str, list[
 
 def closure(extras: Sequence[str], include: Sequence[str] = ()) -> list[metadata.Distribution]:
     """The installed distributions letterlog (with ``extras``) needs, and ``include``'s."""
-    todo: list[tuple[str, list[str]]] = [*requirements("letterlog", extras),
-                                         *((name, []) for name in include)]
+    todo: list[tuple[str, list[str]]] = [
+        *((name, inner) for name, inner in requirements("letterlog", extras)
+          if _normal(name) not in NOT_ON_EXECUTORS),
+        *((name, []) for name in include)]
     seen: dict[str, metadata.Distribution] = {}
     while todo:
         name, inner = todo.pop()
@@ -112,8 +133,10 @@ def _zip_packages(path: Path) -> int:
         for package in PACKAGES:
             root = Path(__import__(package).__file__ or "").parent
             for file in sorted(root.rglob("*")):
-                if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
-                    out.write(file, str(Path(package) / file.relative_to(root)))
+                name = str(Path(package) / file.relative_to(root))
+                if (file.is_file() and "__pycache__" not in file.parts
+                        and file.suffix != ".pyc" and not name.startswith(NOT_ZIPPED)):
+                    out.write(file, name)
                     count += 1
     return count
 
@@ -122,10 +145,13 @@ def _tar_distributions(path: Path, dists: Sequence[metadata.Distribution]) -> in
     count = 0
     with tarfile.open(path, "w:gz") as out:
         for dist in dists:
+            unused = UNUSED_FILES.get(_normal(dist.metadata["Name"]))
             for file in dist.files or []:
                 parts = Path(str(file)).parts
                 if parts[:1] == ("..",) or "__pycache__" in parts:
                     continue  # scripts outside site-packages, byte code
+                if unused is not None and unused.match(str(file)):
+                    continue
                 source = Path(str(dist.locate_file(file)))
                 if source.is_file():
                     out.add(source, arcname=str(file))

@@ -15,14 +15,27 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeAlias
 from uuid import UUID
 
 from domain.identity import NameRefused, canonical_name
 from projections import names as n
-from projections.tablestore import Put
+
+# tracking rows are owned by projections.tracking; their names stay importable from here
+from projections.tracking import (
+    tracked as tracked,
+)
+from projections.tracking import (
+    tracking_generation as tracking_generation,
+)
+from projections.tracking import (
+    tracking_position as tracking_position,
+)
+from projections.tracking import (
+    tracking_row as tracking_row,
+)
 
 RowReader: TypeAlias = Callable[[str, bytes], dict[bytes, bytes]]
 """Reads the current visible row ``(table, row key) -> {column: value}`` ({} if none)."""
@@ -252,35 +265,3 @@ def purge_row_parts(row: bytes) -> tuple[str, int, int, UUID]:
 
 def purge_pointer_row(queue: str, shard: int) -> bytes:
     return queue.encode() + b"\x00" + bytes((shard,))
-
-
-# -- tracking ----------------------------------------------------------------------------------
-
-
-def tracking_row(projection: str) -> bytes:
-    """A projection's row in ``tracking`` (a stream partition's projections are renamed
-    ``name@topic/partition``: each partition tracks its own)."""
-    return projection.encode()
-
-
-# The tracking rule, in one place: the position a projection has applied is the cell
-# ``t:position`` of its row, value and version the position (at least 1: a version-0 cell
-# would not hide an older one); the generation its tables started at (a rebuild's switch) is
-# ``t:generation``, version generation + 1. Absent: 0.
-
-
-def tracking_position(table: str, projection: str, position: int) -> Put:
-    """The put recording that ``projection`` has applied the log up to ``position``."""
-    return Put(table, tracking_row(projection), n.TR_POSITION, b"%d" % position,
-               max(position, 1))
-
-
-def tracking_generation(table: str, projection: str, generation: int) -> Put:
-    """The put recording the generation ``projection``'s tables started at."""
-    return Put(table, tracking_row(projection), n.TR_GENERATION, b"%d" % generation,
-               generation + 1)
-
-
-def tracked(cells: Mapping[bytes, bytes], column: bytes = n.TR_POSITION) -> int:
-    """A tracking row's position (or, ``column=TR_GENERATION``, generation); 0 if absent."""
-    return int(cells.get(column, b"0"))

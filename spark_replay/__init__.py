@@ -1,5 +1,5 @@
 """The PySpark replay job: read the log, run the projectors, write fresh tables.
 
-May import: ``domain``, ``projections``, ``adapters`` (``adapters.bootstrap`` for its parts)
-and pyspark; nothing imports it.
+May import: ``domain``, ``projections``, of ``adapters`` only its door
+``adapters.bootstrap.spark`` (ADR 0094), and pyspark; nothing imports it.
 """

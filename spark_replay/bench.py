@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.settings import load_settings
+from adapters.bootstrap.spark import load_settings
 
 
 def _rate(n: float, seconds: float) -> float:

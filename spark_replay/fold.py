@@ -47,7 +47,7 @@ class InjectedFault(RuntimeError):
 
 def _events(batches: Iterable[Any], decode: Callable[[Any], tuple[int, Any]],
             seen: list[int]) -> Iterator[tuple[int, Any]]:
-    from adapters.eventlog.transcoder import uuid_from_int
+    from adapters.bootstrap.spark import uuid_from_int
 
     for batch in batches:
         positions = batch.column(0).to_pylist()
@@ -71,7 +71,7 @@ def fold_cells(wire: dict[str, Any], names: list[str]) -> Callable[[Iterable[Any
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         def events(log: Any, seen: list[int]) -> Iterator[tuple[int, Any]]:
-            from adapters.eventlog.reader import row_decoder
+            from adapters.bootstrap.spark import row_decoder
 
             return _events(batches, row_decoder(log), seen)
 
@@ -197,7 +197,7 @@ def fold_accounts(wire: dict[str, Any], names: list[str], physical: dict[str, st
 
     def run(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, ...]]:
         def events(log: Any, seen: list[int]) -> Iterator[tuple[int, Any]]:
-            from adapters.eventlog.reader import row_decoder
+            from adapters.bootstrap.spark import row_decoder
 
             decode = row_decoder(log)
             for _, row in pairs:
@@ -214,7 +214,7 @@ def fold_accounts(wire: dict[str, Any], names: list[str], physical: dict[str, st
 
 
 def _range_events(log: Any, start: int, stop: int, seen: list[int]) -> Iterator[tuple[int, Any]]:
-    from adapters.eventlog.reader import row_decoder, row_pages
+    from adapters.bootstrap.spark import row_decoder, row_pages
 
     decode = row_decoder(log)
     for rows in row_pages(log, start, stop, PAGE):
@@ -286,15 +286,15 @@ def _target_store(wire: dict[str, Any], physical: dict[str, str], target: str,
                   ) -> tuple[Any, str, Callable[[str], str | None]]:
     """Where a task writes: ``(store, run file or "", table names)``."""
     if target == "cells":
-        from adapters.tables.memory import InMemoryTableStore
+        from adapters.bootstrap.spark import run_tables
 
-        return InMemoryTableStore(), "", _identity
+        return run_tables(None), "", _identity
     if target == "sqlite":
-        from adapters.tables.sqlite import SqliteTableStore
+        from adapters.bootstrap.spark import run_tables
 
         assert spool is not None
         run_path = str(Path(spool) / f"run-{kind}-{part}-{attempt}.sqlite")
-        return SqliteTableStore(run_path, synchronous="OFF"), run_path, _identity
+        return run_tables(run_path), run_path, _identity
     from spark_replay.settings import open_tables
 
     return open_tables(wire), "", physical.get

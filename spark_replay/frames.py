@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.settings import Settings
+from adapters.bootstrap.spark import Settings
 from domain.errors import InvalidCommand
 from domain.personal import Personal
 from projections.registry import select
 from spark_replay.fold import CELLS, fold_cells
 from spark_replay.settings import open_event_log, to_wire
 from spark_replay.source import raw_events
+from spark_replay.watch import started, watching
 
 EVENTS = ("position long, aggregate string, version long, topic string, type string, "
           "account string, account_address string, time timestamp, date date, "
@@ -51,9 +52,9 @@ EVENTS = ("position long, aggregate string, version long, topic string, type str
 
 
 def _head(settings: Settings) -> int:
-    from adapters.spark import require_store
+    from adapters.bootstrap.spark import require_store
 
-    require_store(settings)  # an export never makes an empty store
+    require_store(settings, read_only=True)  # never makes a store; reads a read-only one
     log = open_event_log(to_wire(settings))
     try:
         return int(log.recorder.max_notification_id() or 0)
@@ -128,21 +129,20 @@ def _row(position: int, version: int, topic: str, account: bytes, event: Any,
 def _names(settings: Settings) -> dict[str, dict[str, str | None]]:
     """The accounts' addresses and the mailboxes' names, as the read models hold them now
     (a mailbox renamed since an event shows its current name; a deleted one none)."""
-    from adapters.embedded import Letterlog
+    from adapters.bootstrap.spark import read_models
     from projections import names as n
     from projections.queries import account_address
 
     accounts: dict[str, str | None] = {}
     mailboxes: dict[str, str | None] = {}
-    with Letterlog.open(create=False, **settings.model_dump()) as store:
-        host = store.projections
-        for row, cells in host.tables.scan(host.physical(n.MAILBOXES)):
+    with read_models(settings) as (tables, physical):  # as they are: nothing caught up
+        for row, cells in tables.scan(physical(n.MAILBOXES)):
             if n.MB_ACCOUNT not in cells or cells.get(n.MB_DELETED) == b"1":
                 continue
             mailboxes[str(UUID(bytes=row))] = cells.get(n.MB_NAME, b"").decode()
             account = UUID(bytes=cells[n.MB_ACCOUNT])
             if str(account) not in accounts:
-                accounts[str(account)] = account_address(host.tables, account, host.physical)
+                accounts[str(account)] = account_address(tables, account, physical)
     return {"accounts": accounts, "mailboxes": mailboxes}
 
 
@@ -151,8 +151,7 @@ def _decode_events(wire: dict[str, Any], personal: bool,
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        from adapters.eventlog.reader import row_decoder
-        from adapters.eventlog.transcoder import uuid_from_int
+        from adapters.bootstrap.spark import row_decoder, uuid_from_int
 
         log = open_event_log(wire)
         decode = row_decoder(log)
@@ -211,13 +210,16 @@ def export(settings: Settings, what: str, directory: str, *, personal: bool = Fa
     from spark_replay.session import effective_conf, spark_session
 
     session = spark or spark_session(master)
-    if what == "events":
-        result = export_events(session, settings, Path(directory), personal=personal)
-    else:
-        _head(settings)  # no store, no export
-        frame = projection_dataframe(session, settings, what)
-        frame.write.mode("overwrite").partitionBy("table").parquet(directory)
-        result = {"rows": session.read.parquet(directory).count(), "partitioned_by": "table"}
+    started(session.sparkContext)  # or one line saying why it cannot (ADR 0093)
+    with watching(session.sparkContext):  # stages and tasks, as progress lines
+        if what == "events":
+            result = export_events(session, settings, Path(directory), personal=personal)
+        else:
+            _head(settings)  # no store, no export
+            frame = projection_dataframe(session, settings, what)
+            frame.write.mode("overwrite").partitionBy("table").parquet(directory)
+            result = {"rows": session.read.parquet(directory).count(),
+                      "partitioned_by": "table"}
     return {"exported": what, "directory": directory, **result,
             "personal": personal and what == "events", "spark_conf": effective_conf(session)}
 

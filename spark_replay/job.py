@@ -45,8 +45,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.settings import Settings
-from adapters.spark import remove_stale_runs, run_directory
+from adapters.bootstrap.spark import Settings, remove_stale_runs, run_directory
 from domain.errors import CorruptEvent, InvalidCommand
 from projections import names as n
 from projections.keys import tracking_position
@@ -66,6 +65,7 @@ from spark_replay.fold import (
 )
 from spark_replay.settings import to_wire
 from spark_replay.source import account_partition, keyed_ranges, ranges
+from spark_replay.watch import counting, started, watching
 
 _CORRUPT = re.compile(r"CorruptEvent: (.*)")
 TAIL_RANGE = 2.0
@@ -169,18 +169,19 @@ class SparkFold:
         self.stats["last_range"] = last_range
         names = [p.name for p in projections]
         folds = []
+        counted = sc.accumulator(0)  # the positions folded, for the progress lines
         if by_account_only:  # every projection, every event of an account in one task
             folds.append(sc.parallelize(spans, len(spans))
-                         .mapPartitions(keyed_ranges(wire, ()))
+                         .mapPartitions(counting(keyed_ranges(wire, ()), counted))
                          .repartitionAndSortWithinPartitions(parts, account_partition)
                          .mapPartitions(fold_accounts(wire, names, physical, target, spool,
                                                       self.fail_partition)))
         else:  # every projection by position range; counters as mergeable parts
             counters = n.COUNTERS in names
             others = [name for name in names if name != n.COUNTERS]
-            folded_ranges = sc.parallelize(spans, len(spans)).mapPartitions(
+            folded_ranges = sc.parallelize(spans, len(spans)).mapPartitions(counting(
                 fold_ranges(wire, others, physical, target, spool, self.fail_partition,
-                            counters=counters))
+                            counters=counters), counted))
             if counters:  # the parts of an account meet in one (small) task, in log order
                 merges = max(1, min(parts, cores))
                 folded_ranges = (folded_ranges
@@ -192,7 +193,8 @@ class SparkFold:
         group = f"letterlog-rebuild-{uuid.uuid4().hex}"
         sc.setJobGroup(group, "letterlog rebuild")
         try:
-            rows = folded.collect()
+            with watching(sc, events=stop, counted=counted):
+                rows = folded.collect()
         except Exception as error:
             raise _translated(error) from None
         finally:
@@ -348,23 +350,21 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
     ``merge_during_job``: see ``SparkFold``. A data directory
     holding no store is ``StoreUnavailable``, another rebuild of the store running
     ``RebuildRunning``, both before Spark starts."""
-    from adapters.embedded import Letterlog
-    from adapters.rebuild_lock import rebuild_lock
-    from adapters.spark import require_store
+    from adapters.bootstrap.spark import rebuild_lock, rebuilding, require_store
     from spark_replay.session import effective_conf, spark_session
 
     require_store(settings)  # before Spark starts: a missing store is the user's mistake
     with rebuild_lock(settings.data):  # one at a time; the kernel frees it if we are killed
         session = spark or spark_session(master)
+        started(session.sparkContext)  # or one line saying why it cannot (ADR 0093)
         fold = SparkFold(session, settings, partitions, fail_partition, by_account_only,
                          merge_during_job)
-        with Letterlog.open(create=False, **settings.model_dump()) as store:
+        with rebuilding(settings) as store:  # the log and the read side: no facade
             if until is None and as_of is None:
-                result = dict(store.projections.rebuild(names, progress, fold=fold))
+                result = dict(store.host.rebuild(names, progress, fold=fold))
             else:
                 stop = until if until is not None else store.position_at(_instant(as_of))
-                result = dict(store.projections.build_view(view or f"p{stop}", names, stop,
-                                                           fold))
+                result = dict(store.host.build_view(view or f"p{stop}", names, stop, fold))
                 store.erase_from_views()  # messages purged since ``stop`` leave the view
     result.update(fold.stats, engine="spark", master=session.sparkContext.master,
                   spark_conf=effective_conf(session))

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.spark import DEFAULT_MASTER, check_master, conf_dir, defaults_file
+from adapters.bootstrap.spark import DEFAULT_MASTER, check_master, conf_dir, defaults_file
 
 DEFAULTS_KEY = "spark.letterlog.defaults"
 """Where a session records which settings were letterlog's defaults (``effective_conf``)."""
@@ -40,7 +40,7 @@ _LOG4J_FILES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.json")
 def prepare_environment() -> None:
     """JAVA_HOME and PYSPARK_PYTHON for a driver started from Python (only when unset)."""
     if not os.environ.get("JAVA_HOME"):
-        from adapters.spark import java_home
+        from adapters.bootstrap.spark import java_home
 
         os.environ["JAVA_HOME"] = str(java_home())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

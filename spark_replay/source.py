@@ -3,10 +3,10 @@
 A PySpark Python data source (``letterlog_events``, ADR 0012). The driver asks for the log's
 head once and cuts ``1..stop`` into position ranges, one input partition each; an executor
 opens the event log from the settings shipped with the job (embedded SQLite file or
-PostgreSQL) and reads its range page by page (``adapters.eventlog.reader.row_pages``: one
-plain ``SELECT`` per page on SQLite, ``select_notifications`` on PostgreSQL). It decodes
-only the msgpack it must to find each event's account (the relay's Kafka key,
-``account_key``), and hands Spark Arrow record batches of
+PostgreSQL) and reads its range page by page (``row_pages``, through the job's door
+``adapters.bootstrap.spark``: one plain ``SELECT`` per page on SQLite,
+``select_notifications`` on PostgreSQL). It decodes only the msgpack it must to find each
+event's account (the relay's Kafka key, ``account_key``), and hands Spark Arrow record batches of
 
     position long, aggregate binary(16), version long, topic string, state binary,
     account binary(16)
@@ -73,7 +73,7 @@ class EventsReader(DataSourceReader):
     def read(self, partition: Any) -> Iterator[Any]:
         import pyarrow as pa
 
-        from adapters.eventlog.reader import row_pages
+        from adapters.bootstrap.spark import row_pages
         from spark_replay.settings import open_event_log
 
         schema = _arrow_schema()
@@ -95,8 +95,9 @@ def keyed_ranges(settings: dict[str, Any], handled: Sequence[str]
     stored ``(position, aggregate, version, topic, state)``; ``CorruptEvent`` as above."""
 
     def run(spans: Iterable[tuple[int, int]]) -> Iterator[tuple[Any, Any]]:
-        from adapters.eventlog.reader import _corrupt, _uuid_of, row_pages
-        from adapters.eventlog.records import account_key
+        from adapters.bootstrap.spark import account_key, row_pages
+        from adapters.bootstrap.spark import corrupt_event as _corrupt
+        from adapters.bootstrap.spark import uuid_of as _uuid_of
         from spark_replay.settings import open_event_log
 
         keep = _kept_topics(list(handled))
@@ -153,8 +154,9 @@ def _columns(rows: list[tuple[int, Any, int, str, bytes]],
              keep: Callable[[str], bool] | None = None) -> list[Any]:
     import pyarrow as pa
 
-    from adapters.eventlog.reader import _corrupt, _uuid_of
-    from adapters.eventlog.records import account_key
+    from adapters.bootstrap.spark import account_key
+    from adapters.bootstrap.spark import corrupt_event as _corrupt
+    from adapters.bootstrap.spark import uuid_of as _uuid_of
 
     positions, aggregates, versions, topics, states, accounts = [], [], [], [], [], []
     for position, originator_id, version, topic, state in rows:

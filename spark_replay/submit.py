@@ -11,7 +11,7 @@ Commands (settings from ``LETTERLOG_`` variables, as everywhere in letterlog):
 Each prints one JSON object on stdout and, with ``--result FILE``, writes it to FILE (what
 ``letterlog`` hands the driver and reads back: no scraping of Spark's output). A missing
 data directory or event store is refused (exit 2) before Spark starts; a second rebuild of a
-store while one runs too (``adapters.rebuild_lock``). ``letterlog rebuild --engine spark``
+store while one runs too (the rebuild lock). ``letterlog rebuild --engine spark``
 and ``letterlog export`` run this file through the pyspark package's ``spark-submit``; it
 runs as well with ``python -m spark_replay``. A letterlog error (a corrupt event, a bad
 argument) is one line ``letterlog: error: ...`` on stderr and exit code 2.
@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--master", help="Spark master URL (else spark-submit's --master)")
     parser.add_argument("--result", metavar="FILE",
                         help="also write the JSON result to FILE (written whole, then renamed)")
+    parser.add_argument("--progress", action="store_true",
+                        help="print the job's progress as `letterlog-progress {json}` lines")
     sub = parser.add_subparsers(dest="command", required=True)
     rebuild = sub.add_parser("rebuild", help="rebuild projections, blue/green")
     rebuild.add_argument("projections", nargs="*")
@@ -58,9 +60,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str]) -> dict[str, Any]:
-    from adapters.settings import load_settings
+    from adapters.bootstrap.spark import load_settings
 
     args = _parser().parse_args(argv)
+    if args.progress:
+        from spark_replay.watch import print_sink, set_sink
+
+        set_sink(print_sink)
     settings = load_settings()
     if args.command == "rebuild":
         from spark_replay.job import rebuild
@@ -95,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # the job failed in Spark: its traceback, then one line last
         import traceback
 
-        from adapters.spark import python_exception
+        from adapters.bootstrap.spark import python_exception
 
         traceback.print_exc()
         text = str(e)

@@ -114,8 +114,8 @@ def _ready_for_spark(*, rebuilding: bool) -> None:
     from adapters.spark import require_store
     from domain.errors import LetterlogError
 
-    try:
-        require_store(load_settings(data=state.data))
+    try:  # an export only reads: a read-only store (a snapshot) will do
+        require_store(load_settings(data=state.data), read_only=not rebuilding)
         if rebuilding:
             check_not_running(state.data)
     except LetterlogError as e:
@@ -154,7 +154,35 @@ def spark_job(args: list[str], master: str | None,
         pairs = parse_conf(conf or [])
     except SettingsError as e:
         fail(str(e))
-    return submit(args, master, data=state.data, fail=fail, conf=pairs)
+    return submit(args, master, data=state.data, fail=fail, conf=pairs,
+                  progress=_spark_progress)
+
+
+def _spark_progress(event: dict[str, Any]) -> None:
+    """A Spark job's progress on stderr: a JSON line each with --json, else a line for a
+    person (ADR 0093)."""
+    import json
+
+    if state.json:
+        typer.echo(json.dumps(event, sort_keys=True), err=True)
+        return
+    kind = event.get("event")
+    if kind == "starting":
+        text = (f"starting on {event['master']}: its first task must run within "
+                f"{event['timeout_s']:g} s")
+    elif kind == "started":
+        text = f"started in {event['seconds']} s ({event['executors']} executors)"
+    elif kind == "executors":
+        text = f"{event['registered']} executors registered"
+    elif kind == "stage":
+        text = (f"stage {event['stage']} ({event['name']}): {event['done']}/{event['tasks']} "
+                f"tasks done, {event['running']} running"
+                + (f", {event['failed']} failed" if event["failed"] else ""))
+    elif kind == "events":
+        text = f"{event['folded']}/{event['of']} log positions folded"
+    else:
+        return
+    typer.echo(f"spark: {text}", err=True)
 
 
 HOLDS_PERSONAL_DATA = ("messages",)

@@ -69,7 +69,7 @@ def imap(
     options = Options(where, where_tls, context, plaintext_auth, login_failure_delay)
     users = directory(load_settings(data=state.data))
     if processes == 1:
-        run(state.reader(), users, options)
+        run(state.admin_reader(), users, options)
         return
     from adapters.embedded import Letterlog
     from adapters.imap.server import run_processes

@@ -26,6 +26,7 @@ from ._common import Handle, Launch, Program, Service, run_checked, terminate, w
 from .toolchain import apt_install
 
 PACKAGES = ("dovecot-core", "dovecot-lmtpd", "dovecot-imapd")  # imapd: the side-by-side tests
+CLIENTS = ("isync", "mutt", "tmux")  # the IMAP tests' real clients (mbsync, mutt under tmux)
 SYSTEM_USER = "letterlog-mail"
 
 CONFIG = """\
@@ -129,10 +130,13 @@ class DovecotServer(Service):
 
     # -- Service --------------------------------------------------------------------------
     def install(self) -> None:
-        """``apt-get install dovecot-core dovecot-lmtpd dovecot-imapd`` unless all are there."""
+        """``apt-get install dovecot-core dovecot-lmtpd dovecot-imapd`` unless all are there,
+        and the IMAP tests' clients (``isync``, ``mutt``, ``tmux``) unless they are."""
         if (_dovecot() is None or shutil.which("doveadm") is None or not _lmtp_installed()
                 or _dovecot_lda() is None or not Path("/usr/lib/dovecot/imap").exists()):
             apt_install(list(PACKAGES))
+        if any(shutil.which(c) is None for c in ("mbsync", "mutt", "tmux")):
+            apt_install(list(CLIENTS))
         if _dovecot() is None:
             raise self.fail("dovecot not found after apt-get install")
 

@@ -26,15 +26,9 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 from adapters.probing import run_in_thread
-from adapters.tables.hbase_thrift2 import (
-    Thrift2IdlMissing,
-    extract_idl,
-    load_thrift2,
-    thrift2_client,
-)
+from adapters.tables.hbase_thrift2 import load_thrift2, thrift2_client
 
 from ._common import (
     LOCALHOST,
@@ -51,80 +45,22 @@ from ._common import (
     terminate,
     wait_for,
 )
-from .toolchain import find_java, java_major, jdk_module_flags, maven_lib, pom_property
+from .hbase_files import (
+    COMPACTOR_CLASS,
+    HBASE_POM,
+    LOG4J2_PROPERTIES,
+    MASTER_CLASS,
+    MASTER_READY,
+    THRIFT2_CLASS,
+    THRIFT_CLASS,
+    _site_xml,
+    install_hbase,
+    thrift2_idl,
+)
+from .toolchain import find_java, java_major, jdk_module_flags
 
-__all__ = [
-    "HBaseServer",
-    "HBASE_POM",
-    "install_hbase",
-    "load_thrift2",
-    "thrift2_client",
-    "thrift2_idl",
-]
-
-HBASE_POM = Path(__file__).parent / "maven" / "hbase" / "pom.xml"
-
-MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
-THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
-THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
-COMPACTOR_CLASS = "org.apache.hadoop.hbase.util.compaction.MajorCompactor"
-MASTER_READY = "Master has completed initialization"
-
-LOG4J2_PROPERTIES = """\
-# written by adapters/devservers/hbase.py
-status = warn
-name = letterlog-hbase
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = ${sys:letterlog.log.file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{ISO8601} %-5p [%t] %c{2}: %m%n
-rootLogger = INFO, file
-logger.zookeeper.name = org.apache.zookeeper
-logger.zookeeper.level = WARN
-logger.hadoop.name = org.apache.hadoop
-logger.hadoop.level = WARN
-logger.hbase.name = org.apache.hadoop.hbase
-logger.hbase.level = INFO
-logger.hbasezk.name = org.apache.hadoop.hbase.zookeeper
-logger.hbasezk.level = WARN
-"""
-
-
-def install_hbase() -> Path:
-    """Resolve the HBase jars (once), extract the Thrift2 IDL, and return the lib dir."""
-    version = pom_property(HBASE_POM, "hbase.version")
-    lib = maven_lib(HBASE_POM, prefix=f"hbase-{version}")
-    thrift2_idl(lib)
-    return lib
-
-
-def thrift2_idl(lib: Path | None = None, *, install: bool = False) -> Path:
-    """HBase's Thrift2 IDL, extracted (once) from the cached hbase-thrift jar.
-
-    `lib` is the HBase lib dir (default: this pom's cached one; with `install=False` a missing
-    cache raises `ServiceFailed` instead of running Maven). The file lands next to `lib`, in
-    `<cache>/hbase-<version>-<hash>/thrift2/hbase.thrift`, written atomically."""
-    if lib is None:
-        lib = maven_lib(
-            HBASE_POM, prefix=f"hbase-{pom_property(HBASE_POM, 'hbase.version')}", install=install
-        )
-    try:
-        return extract_idl(lib)
-    except Thrift2IdlMissing as exc:
-        raise ServiceFailed(str(exc)) from exc
-
-
-def _site_xml(props: dict[str, str]) -> str:
-    body = "\n".join(
-        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
-        for k, v in props.items()
-    )
-    return (
-        '<?xml version="1.0"?>\n<!-- written by adapters/devservers/hbase.py -->\n'
-        f"<configuration>\n{body}\n</configuration>\n"
-    )
-
+__all__ = ["HBASE_POM", "HBaseServer", "install_hbase", "load_thrift2", "thrift2_client",
+           "thrift2_idl"]
 
 class HBaseServer(Service):
     """Standalone HBase with a Thrift1 and a Thrift2 gateway on 127.0.0.1.

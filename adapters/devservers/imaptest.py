@@ -1,5 +1,6 @@
 """The IMAP server's test tools: Dovecot's imaptest (the IMAP conformance and stress
-tester), built once and cached, and a real client, ``mbsync`` (Debian's ``isync``).
+tester), built once and cached, and real clients: ``mbsync`` (Debian's ``isync``), and
+``mutt`` driven under ``tmux``.
 
 The source and its build script come with the project's shared files
 (``shared/imaptest/build.sh`` beside the checkout, or ``LETTERLOG_IMAPTEST_SOURCE``): the build
@@ -67,3 +68,15 @@ def install_mbsync() -> str:
     if found is None:
         raise ServiceFailed("mbsync not found after apt-get install isync")
     return found
+
+
+def install_mutt() -> tuple[str, str]:
+    """The ``mutt`` and ``tmux`` commands, installed with apt when missing (``make
+    install-servers`` installs them with Dovecot's IMAP server)."""
+    missing = [p for p in ("mutt", "tmux") if shutil.which(p) is None]
+    if missing:
+        apt_install(missing)
+    mutt, tmux = shutil.which("mutt"), shutil.which("tmux")
+    if mutt is None or tmux is None:
+        raise ServiceFailed("mutt or tmux not found after apt-get install mutt tmux")
+    return mutt, tmux

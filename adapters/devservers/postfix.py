@@ -31,6 +31,9 @@ is the launched process and passes SIGTERM on to its children.
 
 As root, ``postqueue -c DIR`` / ``postsuper -c DIR`` accept a config directory that no default
 ``main.cf`` lists in ``alternate_config_directories``: no ``/etc/postfix/main.cf`` is needed.
+
+The configuration's templates are ``postfix_conf``'s; letting the pipe user run letterlog is
+``pipeuser``'s (their names importable from here).
 """
 
 from __future__ import annotations
@@ -41,9 +44,7 @@ import pwd
 import re
 import shutil
 import smtplib
-import stat
 import subprocess
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,202 +62,30 @@ from ._common import (
     wait_for,
 )
 from .dovecot import ensure_system_user
+from .pipeuser import grant_letterlog_to, letterlog_program
+from .postfix_conf import (
+    ADDED_HEADERS,
+    DEBCONF,
+    DOMAINS,
+    LDA_MACROS,
+    MAIN_CF,
+    MASTER_CF,
+    PACKAGES,
+    PIPE_ENTRY,
+    PIPE_MAIN,
+    PIPE_TRANSPORT,
+    SYSTEM_USER,
+    _pipe_quote,
+    _postfix,
+    daemon_directory,
+)
+from .smtp import submit
 from .toolchain import apt_install
 
-PACKAGES = ("postfix",)
-#: debconf answer that installs the package without configuring a system instance
-DEBCONF = "postfix postfix/main_mailer_type select No configuration\n"
-SYSTEM_USER = "letterlog-mta"  # the pipe(8) command runs as this user (never root)
-DOMAINS = ("example.org", "example.net")
-PIPE_TRANSPORT = "letterlog"
-
-#: the headers Postfix puts in front of a message, per delivery path, in order
-ADDED_HEADERS = {"pipe": ("Received",), "lmtp": ("Received",)}
-
-MAIN_CF = """\
-# written by adapters/devservers/postfix.py -- a private test instance
-compatibility_level = 3.6
-queue_directory = {queue}
-data_directory = {data}
-mail_owner = postfix
-setgid_group = postdrop
-maillog_file = {maillog}
-maillog_file_prefixes = {workdir}
-inet_interfaces = {host}
-inet_protocols = ipv4
-myhostname = mta.letterlog.test
-mydomain = letterlog.test
-myorigin = $myhostname
-mydestination = {domains}
-mynetworks = 127.0.0.0/8
-relayhost =
-smtp_dns_support_level = disabled
-biff = no
-enable_long_queue_ids = {long_ids}
-recipient_delimiter = +
-local_recipient_maps =
-alias_maps =
-alias_database =
-# the message stays as the client sent it
-local_header_rewrite_clients =
-message_drop_headers =
-always_add_missing_headers = no
-disable_mime_output_conversion = yes
-lmtp_line_length_limit = 0
-# the LMTP server keeps the queue id with the message (XFORWARD IDENT: docs/mta.md)
-lmtp_send_xforward_command = yes
-header_size_limit = 1048576
-message_size_limit = 52428800
-# a deferred message waits for `postqueue -f` (which ignores back-off times): with back-off
-# times of a second or two, qmgr picked a deferred message up again while the delivery agent
-# still had its queue file locked, and parked it in the incoming queue for 60 s
-queue_run_delay = 1s
-minimal_backoff_time = 600s
-maximal_backoff_time = 600s
-delay_warning_time = 0
-# where mail for the test domains goes
-local_transport = {local_transport}
-"""
-
-MASTER_CF = """\
-# written by adapters/devservers/postfix.py -- a private test instance, nothing chrooted
-# but lmtp when asked (use_lmtp(..., chroot=True): Debian's default master.cf chroots it)
-{host}:{port} inet n - n - - smtpd
-pickup    unix  n       -       n       60      1       pickup
-cleanup   unix  n       -       n       -       0       cleanup
-qmgr      unix  n       -       n       300     1       qmgr
-rewrite   unix  -       -       n       -       -       trivial-rewrite
-bounce    unix  -       -       n       -       0       bounce
-defer     unix  -       -       n       -       0       bounce
-trace     unix  -       -       n       -       0       bounce
-verify    unix  -       -       n       -       1       verify
-flush     unix  n       -       n       1000?   0       flush
-proxymap  unix  -       -       n       -       -       proxymap
-showq     unix  n       -       n       -       -       showq
-error     unix  -       -       n       -       -       error
-retry     unix  -       -       n       -       -       error
-discard   unix  -       -       n       -       -       discard
-lmtp      unix  -       -       {lmtp_chroot}       -       -       lmtp
-anvil     unix  -       -       n       -       1       anvil
-scache    unix  -       -       n       -       1       scache
-postlog   unix-dgram n  -       n       -       1       postlogd
-"""
-
-PIPE_MAIN = """\
-{transport}_destination_recipient_limit = 1
-{transport}_time_limit = 120s
-"""
-
-PIPE_ENTRY = """\
-{transport} unix - n n - - pipe
-  flags=q user={user} null_sender= argv={argv}
-"""
-
-#: the pipe(8) macros handed to ``letterlog lda`` (each one argument per recipient)
-LDA_MACROS = (
-    "--recipient=${recipient}",
-    "--original-recipient=${original_recipient}",
-    "--sender=${sender}",
-    "--queue-id=${queue_id}",
-)
+__all__ = ["ADDED_HEADERS", "DOMAINS", "LDA_MACROS", "PostfixServer", "SYSTEM_USER",
+           "grant_letterlog_to", "letterlog_program"]
 
 _QUEUED_RE = re.compile(rb"queued as ([0-9A-Za-z]+)")
-_EOL_RE = re.compile(rb"\r\n|\r|\n")
-
-
-def _postfix() -> str | None:
-    return shutil.which("postfix") or (
-        "/usr/sbin/postfix" if Path("/usr/sbin/postfix").exists() else None)
-
-
-def _pipe_quote(arg: str) -> str:
-    """One pipe(8) argv element: ``{ ... }`` around one with white space (Postfix 3.0+)."""
-    if arg and not any(c.isspace() for c in arg) and not arg.startswith("{"):
-        return arg
-    if "}" in arg or arg != arg.strip():
-        raise ValueError(f"cannot quote {arg!r} for pipe(8)")
-    return "{" + arg + "}"
-
-
-def daemon_directory() -> Path:
-    out = subprocess.run(["postconf", "-d", "-h", "daemon_directory"], capture_output=True,
-                         text=True, timeout=30, check=True).stdout.strip()
-    return Path(out or "/usr/lib/postfix/sbin")
-
-
-def letterlog_program() -> Path:
-    """The ``letterlog`` console script of the running interpreter's environment."""
-    return Path(sys.prefix) / "bin" / "letterlog"
-
-
-def _can_run_as(user: str, argv: Sequence[str]) -> bool:
-    account = pwd.getpwnam(user)
-    try:
-        return subprocess.run(list(argv), user=account.pw_uid, group=account.pw_gid,
-                              extra_groups=[], capture_output=True, timeout=120,
-                              check=False, cwd="/").returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def _blocked_dirs(user: str, paths: Iterable[Path]) -> list[Path]:
-    """Directories above ``paths`` that ``user`` may not enter (mode bits only)."""
-    account = pwd.getpwnam(user)
-    blocked: list[Path] = []
-    for path in paths:
-        for d in [*reversed(Path(path).parents), Path(path)]:
-            try:
-                st = d.stat()
-            except OSError:
-                break
-            if not stat.S_ISDIR(st.st_mode):
-                continue
-            if st.st_uid == account.pw_uid:
-                ok = st.st_mode & stat.S_IXUSR
-            elif st.st_gid == account.pw_gid:
-                ok = st.st_mode & stat.S_IXGRP
-            else:
-                ok = st.st_mode & stat.S_IXOTH
-            if not ok and d not in blocked:
-                blocked.append(d)
-    return blocked
-
-
-def grant_letterlog_to(user: str) -> None:
-    """Make sure ``user`` can run this environment's ``letterlog``.
-
-    On our machines the interpreter lives under ``/root`` (mode 0700), which the pipe user may
-    not enter. Then each such directory gets one POSIX ACL entry, ``u:USER:--x``: that user
-    (and no one else) may pass through it, not list it; the checkout itself, which Python's
-    import system lists, ``u:USER:r-x`` when that user may not read it. ``acl`` (setfacl) is
-    installed with apt if missing. Nothing is changed when the user can run the program already.
-    """
-    program = letterlog_program()
-    probe = [str(program), "--help"]
-    if _can_run_as(user, probe):
-        return
-    import adapters
-
-    needed = [Path(os.path.realpath(sys.executable)), program,
-              Path(adapters.__file__).resolve().parent]
-    blocked = _blocked_dirs(user, needed)
-    # the checkout (on sys.path through the editable install) is listed by Python's import
-    # system: in a private directory (a mktemp -d clone, 0700) passage alone finds nothing
-    checkout = Path(adapters.__file__).resolve().parent.parent
-    listable = _can_run_as(user, ["test", "-r", str(checkout)])
-    if blocked or not listable:
-        if shutil.which("setfacl") is None:
-            apt_install(["acl"])
-        for d in blocked:
-            subprocess.run(["setfacl", "-m", f"u:{user}:x", str(d)], check=True,
-                           capture_output=True, timeout=30)
-        if not listable:
-            subprocess.run(["setfacl", "-m", f"u:{user}:rx", str(checkout)], check=True,
-                           capture_output=True, timeout=30)
-    if not _can_run_as(user, probe):
-        raise ServiceFailed(
-            f"postfix: the pipe user {user!r} cannot run {program} "
-            f"(granted passage through {[str(d) for d in blocked]}; still failing)")
 
 
 class PostfixServer(Service):
@@ -504,25 +333,10 @@ class PostfixServer(Service):
 
     # -- sending --------------------------------------------------------------------------
     def send(self, sender: str, recipients: Sequence[str], raw: bytes) -> str:
-        """One SMTP transaction to smtpd; returns the queue id Postfix answered with.
-
-        Line ends are made CRLF first, as SMTP wants (smtplib sends bytes as they are: a bare
-        LF message would gain an empty last line from the CRLF smtplib ends it with)."""
+        """One SMTP transaction to smtpd (``smtp.submit``); returns the queue id Postfix
+        answered with."""
         assert self.port is not None
-        raw = _EOL_RE.sub(b"\r\n", raw)
-        eight_bit = any(b > 0x7F for b in raw)
-        with smtplib.SMTP(self.host, self.port, timeout=60) as smtp:
-            smtp.ehlo("client.letterlog.test")
-            code, resp = smtp.mail(sender, ["BODY=8BITMIME"] if eight_bit else [])
-            if code != 250:
-                raise smtplib.SMTPSenderRefused(code, resp, sender)
-            for rcpt in recipients:
-                code, resp = smtp.rcpt(rcpt)
-                if code not in (250, 251):
-                    raise smtplib.SMTPRecipientsRefused({rcpt: (code, resp)})
-            code, resp = smtp.data(raw)
-            if code != 250:
-                raise smtplib.SMTPDataError(code, resp)
+        resp = submit(self.host, self.port, sender, recipients, raw)
         m = _QUEUED_RE.search(resp)
         if not m:
             raise self.fail(f"no queue id in smtpd's answer {resp!r}")

@@ -155,9 +155,13 @@ def unwrap(kek: bytes, key_id: UUID, wrapped: bytes) -> bytes:
 def _private_sqlite(path: str, synchronous: str) -> sqlite3.Connection:
     """A key file: 0600 before SQLite makes it (and its -wal, -shm), WAL, ``secure_delete``
     (a deleted key's bytes are zeroed)."""
-    if path != ":memory:" and not path.startswith("file:"):
-        from adapters.filemodes import private_file
+    from adapters.filemodes import private_file, read_only_sqlite
 
+    read_only = read_only_sqlite(path)  # a snapshot, a backup mount: read, never written
+    if read_only is not None:
+        return sqlite3.connect(read_only, uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=30)
+    if path != ":memory:" and not path.startswith("file:"):
         private_file(path)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")

@@ -84,7 +84,10 @@ class DurableSQLiteFactory(SQLiteFactory):
         super().__init__(env)
         mode = SYNCHRONOUS.get((self.env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
         old = self.datastore.pool
-        pool = _DurableSQLitePool(db_name=old.db_name, lock_timeout=old.lock_timeout)
+        from adapters.filemodes import read_only_sqlite
+
+        pool = _DurableSQLitePool(db_name=read_only_sqlite(old.db_name) or old.db_name,
+                                  lock_timeout=old.lock_timeout)  # read-only: a snapshot
         pool.synchronous = mode
         old.close()
         self.datastore.pool = pool

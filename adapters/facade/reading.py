@@ -19,6 +19,7 @@ from adapters.facade.parts import FacadePart
 from domain.errors import InvalidCommand, MessageNotFound
 from domain.values import account_id_for, normalise_address
 from projections import names as pn
+from projections.capabilities import Checkpointing, FileSized
 
 
 class Reading(FacadePart):
@@ -119,9 +120,8 @@ class Reading(FacadePart):
         tables = self._read().tables
         with self.exclusive("views"):
             dropped = drop_view(tables, name)
-        checkpoint = getattr(tables, "checkpoint", None)
-        if checkpoint is not None:
-            checkpoint("TRUNCATE")
+        if isinstance(tables, Checkpointing):
+            tables.checkpoint("TRUNCATE")
         return dropped
 
     def erase_from_views(self) -> dict[str, Any]:
@@ -137,8 +137,8 @@ class Reading(FacadePart):
         not opened, let alone connected to, to find that out)."""
         if self.settings.table_store != "embedded" or self.projections is None:
             return None
-        file_bytes = getattr(self.projections.tables, "file_bytes", None)
-        return None if file_bytes is None else int(file_bytes())
+        tables = self.projections.tables
+        return tables.file_bytes() if isinstance(tables, FileSized) else None
 
     def compact_read_models(self) -> dict[str, int] | None:
         """Rewrites the embedded read models' file with full pages (ADR 0030); None for a

@@ -10,6 +10,7 @@ encoded-word stays encoded, as IMAP wants it).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapters.imap.wire import nstring, plist
@@ -185,9 +186,12 @@ def _lines(body: bytes) -> int:
     return body.count(b"\n") + (1 if body and not body.endswith(b"\n") else 0)
 
 
-def bodystructure(part: Part, extended: bool = True) -> bytes:
+def bodystructure(part: Part, extended: bool = True,
+                  measure: Callable[[Part], tuple[int, int]] | None = None) -> bytes:
+    """``measure``: each part's size and lines in another form of the message than its
+    bytes (URLFETCH's BODYPARTSTRUCTURE of BINARY data: ``binary_measure``)."""
     if part.maintype == "multipart":
-        out = b"".join(bodystructure(c, extended) for c in part.children)
+        out = b"".join(bodystructure(c, extended, measure) for c in part.children)
         out += b" " + nstring(part.subtype.upper())
         if extended:
             out += b" " + _param_list(part.params) + b" " + _extension(part)
@@ -196,13 +200,14 @@ def bodystructure(part: Part, extended: bool = True) -> bytes:
     fields = [nstring(part.maintype.upper()), nstring(part.subtype.upper()),
               _param_list(part.params), nstring(part.get("content-id")),
               nstring(part.get("content-description")),
-              nstring(enc.decode("latin-1").strip().upper() if enc else "7BIT"),
-              str(part.end - part.body_start).encode()]
+              nstring(enc.decode("latin-1").strip().upper() if enc else "7BIT")]
+    size, lines = measure(part) if measure else (part.end - part.body_start, _lines(part.body))
+    fields.append(str(size).encode())
     if part.message is not None:
-        fields += [envelope(part.message), bodystructure(part.message, extended),
-                   str(_lines(part.body)).encode()]
+        fields += [envelope(part.message), bodystructure(part.message, extended, measure),
+                   str(lines).encode()]
     elif part.maintype == "text":
-        fields.append(str(_lines(part.body)).encode())
+        fields.append(str(lines).encode())
     if extended:
         fields += [nstring(part.get("content-md5")), _extension(part)]
     return plist(fields)
@@ -380,6 +385,13 @@ def section(part: Part, spec: str) -> bytes | None:
     return out + b"\r\n"
 
 
+def part_at(part: Part, numbers: str) -> Part | None:
+    """The part a part number (``1.2.3``) names, or None (a number that is not one)."""
+    if not re.match(r"^\d+(\.\d+)*$", numbers):
+        return None
+    return _descendant(part, numbers)
+
+
 def _descendant(part: Part, numbers: str) -> Part | None:
     """The part a part number (``1.2.3``) names below ``part``, or None when there is none."""
     target: Part | None = part
@@ -440,6 +452,53 @@ def decode_body(part: Part) -> bytes:
     if enc == b"quoted-printable":
         return _quoted_printable(part.body)
     raise UnknownEncoding(f"unknown transfer encoding {enc.decode('latin-1')!r}")
+
+
+def binary_form(part: Part) -> bytes:
+    """The part (header and body) with every leaf below it decoded from its transfer
+    encoding, its Content-Transfer-Encoding then ``binary`` (URLAUTH=BINARY, RFC 5524, as
+    Dovecot converts a message/rfc822 part)."""
+    header = part.header
+    if not part.children and part.message is None:
+        enc = (part.get("content-transfer-encoding") or b"").strip().lower()
+        if enc in (b"base64", b"quoted-printable"):
+            try:
+                body = decode_body(part)
+            except UnknownEncoding:
+                return part.raw[part.start:part.end]
+            for name, _, raw in part.fields:
+                if name == "content-transfer-encoding":
+                    end = b"\r\n" if raw.endswith(b"\r\n") else b"\n"
+                    header = header.replace(raw, b"Content-Transfer-Encoding: binary" + end, 1)
+            return header + body
+    return header + binary_body(part)
+
+
+def binary_body(part: Part) -> bytes:
+    """The body of ``part`` in its binary form (``binary_form``)."""
+    if part.message is not None:
+        return binary_form(part.message)
+    if not part.children or part.maintype != "multipart":
+        return part.body
+    out = [part.raw[part.body_start:part.children[0].start]]
+    for child, following in zip(part.children, [*part.children[1:], None], strict=True):
+        out.append(binary_form(child))
+        out.append(part.raw[child.end:following.start if following else part.end])
+    return b"".join(out)
+
+
+def binary_measure(part: Part) -> tuple[int, int]:
+    """A part's size and lines (line breaks) in its binary form."""
+    if part.message is not None:
+        data = binary_form(part.message)
+    elif part.maintype == "multipart":
+        data = binary_body(part)
+    else:
+        try:
+            data = decode_body(part)
+        except UnknownEncoding:
+            data = part.body
+    return len(data), data.count(b"\n")
 
 
 def _quoted_printable(body: bytes) -> bytes:

@@ -35,6 +35,8 @@ class Query:
     keys: list[Key]
     uses_modseq: bool = False
     returns: list[str] | None = None  # ESEARCH's RETURN options ([] for "RETURN ()")
+    partial: tuple[int, int] | None = None  # RETURN (PARTIAL low:high): 1-based, or
+    # negative: counted from the end (RFC 9394)
 
 
 _FLAG_KEYS = {"ANSWERED": ("\\Answered", True), "DELETED": ("\\Deleted", True),
@@ -58,9 +60,7 @@ def parse_search(args: list[Token], sel: Selected) -> Query:
     if toks and isinstance(toks[0], Atom) and toks[0].upper() == "RETURN":
         if len(toks) < 2 or not isinstance(toks[1], list):
             raise SearchError("RETURN needs a list of options")
-        returns = [_word(t).upper() for t in toks[1]]
-        if any(r not in ("MIN", "MAX", "ALL", "COUNT") for r in returns):
-            raise SearchError(f"unknown RETURN option in {returns}")
+        returns, partial = return_options(toks[1])
         toks = toks[2:]
     if len(toks) >= 2 and isinstance(toks[0], Atom) and toks[0].upper() == "CHARSET":
         charset = _word(toks[1]).upper()
@@ -68,12 +68,50 @@ def parse_search(args: list[Token], sel: Selected) -> Query:
             raise SearchError(f"[BADCHARSET (US-ASCII UTF-8)] unsupported charset {charset}")
         toks = toks[2:]
     query = Query([], returns=returns)
+    if returns is not None:
+        query.partial = partial
     pos = [0]
     while pos[0] < len(toks):
         query.keys.append(_key(toks, pos, sel, query))
     if not query.keys:
         raise SearchError("SEARCH needs a key")
     return query
+
+
+RETURN_OPTIONS = ("MIN", "MAX", "ALL", "COUNT", "UPDATE", "PARTIAL")
+
+
+def return_options(options: list[Token]) -> tuple[list[str], tuple[int, int] | None]:
+    """ESEARCH's and ESORT's RETURN options (RFC 4731, RFC 5267 with UPDATE and PARTIAL),
+    PARTIAL's range apart, its ends in order (``4:2`` is ``2:4``)."""
+    returns: list[str] = []
+    partial = None
+    i = 0
+    while i < len(options):
+        option = _word(options[i]).upper()
+        if option not in RETURN_OPTIONS:
+            raise SearchError(f"unknown RETURN option {option}")
+        if option == "PARTIAL":
+            i += 1
+            given = _word(options[i]) if i < len(options) else ""
+            m = re.match(r"^(-?)([1-9]\d*):(-?)([1-9]\d*)$", given)
+            if not m or m.group(1) != m.group(3):
+                raise SearchError(f"PARTIAL needs a range low:high, not {given!r}")
+            sign = -1 if m.group(1) else 1
+            a, b = sign * int(m.group(2)), sign * int(m.group(4))
+            partial = (min(a, b), max(a, b)) if sign > 0 else (max(a, b), min(a, b))
+        returns.append(option)
+        i += 1
+    return returns, partial
+
+
+def partial_of(found: list[int], partial: tuple[int, int]) -> list[int]:
+    """The results at PARTIAL's positions (1-based; negative ones from the end)."""
+    low, high = partial
+    if low > 0:
+        return found[low - 1:high]
+    n = len(found)
+    return found[max(n + high, 0):max(n + low + 1, 0)]
 
 
 def _word(token: Token) -> str:

@@ -27,8 +27,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from adapters.caller import CallerView
+from adapters.face import Store
 from adapters.imap.recent import RecentClaims
 from adapters.imap.session import SETTLE_SECONDS, Session
+from adapters.imap.urlauth import UrlKeys
 
 T = TypeVar("T")
 
@@ -49,7 +51,7 @@ class Options:
 
 
 class Server:
-    def __init__(self, store: Any, directory: Any, options: Options) -> None:
+    def __init__(self, store: Store, directory: Any, options: Options) -> None:
         self.store = store
         self.directory = directory
         self.options = options
@@ -60,10 +62,11 @@ class Server:
         self.auth_executor = ThreadPoolExecutor(4, thread_name_prefix="letterlog-imap-auth")
         self.changed = asyncio.Event()
         self._caught_up = -1
-        self.lagging = getattr(store.settings, "table_store", "embedded") == "hbase"
+        self.lagging = store.settings.table_store == "hbase"
         self.changed_at = 0.0  # when (time.monotonic) the watcher saw the log change
         self.sessions: set[asyncio.Task[Any]] = set()
         self.recent = RecentClaims(store.settings.data)
+        self.url_keys = UrlKeys(store.settings.data)
         self.ports: list[int] = []
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -128,6 +131,14 @@ class Server:
             except AccountNotFound:  # opened, with INBOX subscribed
                 self.store.subscribe(address, "INBOX", create_account=True)
         view = self.store.as_user(user, groups)
+        if not isinstance(view, CallerView):
+            raise TypeError(f"as_user gave {type(view).__name__}, not the caller's view")
+        return view
+
+    def face_of(self, user: str) -> CallerView:
+        """On the store's thread: the store acting as ``user`` (the owner of a URLAUTH URL:
+        its rights apply to what the URL reads), its groups asked of the directory."""
+        view = self.store.as_user(user)
         if not isinstance(view, CallerView):
             raise TypeError(f"as_user gave {type(view).__name__}, not the caller's view")
         return view
@@ -210,6 +221,7 @@ class Server:
             await asyncio.gather(*self.sessions, return_exceptions=True)
             self.executor.shutdown(wait=True)
             self.recent.close()
+            self.url_keys.close()
             self.auth_executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -219,7 +231,7 @@ def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
     return context
 
 
-def run(store: Any, directory: Any, options: Options) -> None:
+def run(store: Store, directory: Any, options: Options) -> None:
     asyncio.run(Server(store, directory, options).serve(_announce))
 
 
@@ -235,7 +247,7 @@ def _listening(where: tuple[str, int] | None) -> socket.socket | None:
     return sock
 
 
-def run_processes(open_store: Callable[[], Any], directory: Any, options: Options,
+def run_processes(open_store: Callable[[], Store], directory: Any, options: Options,
                   processes: int) -> int:
     """``processes`` servers on the same listening sockets, each a process of its own with
     its own store (one core each: a server's store calls run on one thread). The parent

@@ -16,13 +16,21 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from adapters.imap import mime
 from adapters.imap.mailbox import Entry, Selected, entry
-from adapters.imap.search import Searcher, SearchError, parse_search
+from adapters.imap.search import (
+    Query,
+    Searcher,
+    SearchError,
+    parse_search,
+    partial_of,
+    return_options,
+)
 from adapters.imap.wire import (
     LITERAL_AT_END,
     MONTHS,
@@ -69,7 +77,10 @@ ROLES = {"sent": "\\Sent", "drafts": "\\Drafts", "trash": "\\Trash", "junk": "\\
 
 GONE = ("NONEXISTENT", "EXPUNGEISSUED")
 """The codes of a message another session expunged while this one still shows it."""
-STATUS_ITEMS = ("MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN", "HIGHESTMODSEQ")
+STATUS_ITEMS = ("MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN", "HIGHESTMODSEQ",
+                "DELETED", "DELETED-STORAGE")
+"""DELETED and DELETED-STORAGE: RFC 9208 asks for them with QUOTA=RES-MESSAGE and
+QUOTA=RES-STORAGE (the messages marked \\Deleted, and their size in KiB)."""
 ANSWERED = "answered"
 """A handler's result when it has sent its tagged reply itself (STARTTLS)."""
 
@@ -135,6 +146,11 @@ class Session:
         self.qresync = False  # RFC 7162: expunges are VANISHED; SELECT (QRESYNC ...)
         self.parsed: OrderedDict[tuple[str, str, int, int], mime.Part] = OrderedDict()
         self.parsed_at = -1  # the log position the kept messages were read at
+        self.contexts: dict[str, Context] = {}  # searches kept updated (RFC 5267), by tag
+        self.notify: list[tuple[str, list[str], set[str]]] | None = None  # NOTIFY's filters
+        self.watched: dict[str, dict[str, int]] = {}  # NOTIFY: the mailboxes' last STATUS
+        self.watched_at = -1  # the log position ``watched`` was read at
+        self._subscribed: set[str] = set()  # NOTIFY's SUBSCRIBED filter, as last read
 
     # -- the connection ---------------------------------------------------------------------
     def capabilities(self) -> str:
@@ -142,7 +158,9 @@ class Session:
                 "UIDPLUS", "MOVE", "UNSELECT", "CHILDREN", "SPECIAL-USE", "CONDSTORE", "ACL",
                 "ESEARCH", "MULTIAPPEND", "LIST-EXTENDED", "LIST-STATUS", "SORT",
                 "SORT=DISPLAY", "ESORT", "THREAD=ORDEREDSUBJECT", "THREAD=REFERENCES",
-                "BINARY", "QRESYNC", "CATENATE",
+                "BINARY", "QRESYNC", "CATENATE", "CONTEXT=SEARCH", "CONTEXT=SORT",
+                "URLAUTH", "URLAUTH=BINARY", "NOTIFY",
+                "QUOTA", "QUOTA=RES-STORAGE", "QUOTA=RES-MESSAGE",
                 "RIGHTS=texk"]
         if self.user is None:
             if not self.tls and self.server.tls_context is not None:
@@ -248,8 +266,10 @@ class Session:
         unauth = {"LOGIN", "AUTHENTICATE", "STARTTLS"}
         auth = {"SELECT", "EXAMINE", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE",
                 "LIST", "LSUB", "STATUS", "APPEND", "NAMESPACE", "ENABLE", "IDLE", "SETACL",
-                "DELETEACL", "GETACL", "LISTRIGHTS", "MYRIGHTS"}
+                "DELETEACL", "GETACL", "LISTRIGHTS", "MYRIGHTS", "GENURLAUTH", "URLFETCH",
+                "RESETKEY", "NOTIFY", "GETQUOTA", "GETQUOTAROOT", "SETQUOTA"}
         selected = {"CHECK", "CLOSE", "UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY",
+                    "CANCELUPDATE",
                     "SORT", "UID SORT", "THREAD", "UID THREAD",
                     "MOVE", "UID FETCH", "UID STORE", "UID SEARCH", "UID COPY", "UID MOVE",
                     "UID EXPUNGE"}
@@ -399,6 +419,7 @@ class Session:
         sel.new_keywords()
         self.selected = sel
         self.parsed.clear()
+        self.contexts.clear()
         await self.untagged(f"FLAGS ({self._flag_names(sel)})")
         await self.untagged(f"{sel.exists()} EXISTS")
         await self.untagged(f"{len(sel.recent)} RECENT")
@@ -478,13 +499,20 @@ class Session:
         """Untagged updates of the selected mailbox: what changed since the last look. Not
         during FETCH, STORE and SEARCH (``expunges`` False): sequence numbers may not
         change under them (RFC 3501 7.4.1), so their changes wait for the next command."""
+        if self.notify and expunges:
+            await self.notify_changes()
         sel = self.selected
         if sel is None or not expunges:
             return
+        old_uids = list(sel.uids)
         await self.call(self._sync, sel)
         expunged, exists, changed = sel.pending or ([], 0, [])
         vanished = sel.vanished
         sel.pending, sel.vanished = None, []
+        removes, adds = await self.context_changes(old_uids) \
+            if expunged or exists or changed else ([], [])
+        for line in removes:
+            await self.untagged(line)
         if self.qresync and vanished:
             await self.untagged(f"VANISHED {_compact(sorted(vanished))}")
         else:
@@ -504,6 +532,8 @@ class Session:
             seq = sel.seq_of(uid)
             if seq:
                 await self.untagged(self._flags_line(sel, seq, sel.entries[uid], uid=True))
+        for line in adds:
+            await self.untagged(line)
 
     async def settle(self, done: Callable[[Selected], bool]) -> None:
         """With read models kept by stream workers: report updates until this session's
@@ -576,14 +606,29 @@ class Session:
         if len(args) != 2:
             raise BadCommand("RENAME takes two mailbox names")
         old, new = _mailbox_name(args[0]), _mailbox_name(args[1]).rstrip("/")
-        if old == "INBOX":
-            raise No("renaming INBOX is not supported yet", "CANNOT")
         account, name = self.resolve(old)
         new_account, new_name = self.resolve(new)
         if new_account != account:
             raise No("a mailbox cannot be renamed into another account", "CANNOT")
+        if new == "INBOX" or (name == "INBOX" and new_name == "INBOX"):
+            raise No("INBOX exists", "ALREADYEXISTS")
+        if name == "INBOX":
+            moved = await self.call(self._rename_inbox, account, new_name)
+            await self.report()
+            return f"RENAME completed ({moved} messages moved out of INBOX)"
         await self.call(self.face.rename_mailbox, account, name, new_name)
         return "RENAME completed"
+
+    def _rename_inbox(self, account: str, new_name: str) -> int:
+        """RENAME INBOX (RFC 3501 6.3.5): a new mailbox takes INBOX's messages (with their
+        flags) and INBOX stays, empty; mailboxes below INBOX stay where they are. A message
+        delivered meanwhile stays in INBOX."""
+        self.server.catch_up()
+        self._create(account, new_name)
+        listing = self.face.messages(account, "INBOX", limit=1 << 31)
+        for m in sorted(listing, key=lambda m: m.uid):
+            self.face.move(m.message_id, new_name)
+        return len(listing)
 
     async def cmd_subscribe(self, tag: str, args: list[Token]) -> str:
         account, name = self.resolve(_mailbox_name(args[0]) if args else "")
@@ -721,12 +766,22 @@ class Session:
         recent = 0
         if "RECENT" in items:
             recent = await self.call(self._recent_count, account, name, status)
-        values = {"MESSAGES": status["messages"], "RECENT": recent,
+        deleted = (0, 0)
+        if {"DELETED", "DELETED-STORAGE"} & set(items):
+            deleted = await self.call(self._deleted, account, name)
+        values = {"DELETED": deleted[0], "DELETED-STORAGE": (deleted[1] + 1023) // 1024,
+                  "MESSAGES": status["messages"], "RECENT": recent,
                   "UIDNEXT": status["uidnext"], "UIDVALIDITY": status["uidvalidity"],
                   "UNSEEN": status["unseen"], "HIGHESTMODSEQ": max(status["highestmodseq"], 1)}
         shown = " ".join(f"{key} {values[key]}" for key in items)
         await self.untagged(b"STATUS " + astring_out(_listed_name(path))
                             + f" ({shown})".encode())
+
+    def _deleted(self, account: str, name: str) -> tuple[int, int]:
+        """How many messages of the mailbox are marked \\Deleted, and their bytes."""
+        listing = self.face.messages(account, name, limit=1 << 31)
+        marked = [m for m in listing if "\\Deleted" in m.flags]
+        return len(marked), sum(m.size for m in marked)
 
     def _recent_count(self, account: str, name: str, status: dict[str, Any]) -> int:
         start = self.server.recent_first(account, name, status["uidvalidity"])
@@ -776,9 +831,285 @@ class Session:
                             + astring_out(rights))
         return "MYRIGHTS completed"
 
+    # -- QUOTA (RFC 9208) ---------------------------------------------------------------------
+    async def cmd_getquotaroot(self, tag: str, args: list[Token]) -> str:
+        """GETQUOTAROOT mailbox: its quota root (one per account, named by the account's
+        address) and, for the user's own account, the root's usage and limits."""
+        if len(args) != 1:
+            raise BadCommand("GETQUOTAROOT takes a mailbox")
+        path = _mailbox_name(args[0])
+        account, name = self.resolve(path)
+        await self.call(self._open, account, name)  # NONEXISTENT / NOPERM as for STATUS
+        await self.untagged(b"QUOTAROOT " + astring_out(_listed_name(path)) + b" "
+                            + astring_out(account))
+        try:
+            quota = await self.call(self.face.quota, account)
+        except No as no:
+            if no.code != "NOPERM":
+                raise
+            return "GETQUOTAROOT completed (the root's usage is its owner's to read)"
+        await self.untagged(_quota_line(account, quota))
+        return "GETQUOTAROOT completed"
+
+    async def cmd_getquota(self, tag: str, args: list[Token]) -> str:
+        if len(args) != 1:
+            raise BadCommand("GETQUOTA takes a quota root")
+        root = _text(args[0])
+        own, _ = self.face.root()
+        if root in ("", own):
+            root = own
+        try:
+            quota = await self.call(self.face.quota, root)
+        except No as no:
+            raise No(f"no quota root {root!r} of this user", "NONEXISTENT") from no
+        await self.untagged(_quota_line(root, quota))
+        return "GETQUOTA completed"
+
+    async def cmd_setquota(self, tag: str, args: list[Token]) -> str:
+        """SETQUOTA: quotas are the administrator's (``letterlog quota set``), so a user's
+        is refused (QUOTASET is not announced)."""
+        if len(args) != 2 or not isinstance(args[1], list):
+            raise BadCommand("SETQUOTA takes a quota root and a list of limits")
+        raise No("quotas are set by the administrator (letterlog quota set)", "NOPERM")
+
+    # -- NOTIFY (RFC 5465) --------------------------------------------------------------------
+    async def cmd_notify(self, tag: str, args: list[Token]) -> str:
+        """NOTIFY NONE, or NOTIFY SET [STATUS] (filter [mailboxes] (events)) ...: changes
+        of the mailboxes the filters name (other than the selected one, reported as ever)
+        come as STATUS (MessageNew, MessageExpunge, FlagChange) and LIST (MailboxName,
+        SubscriptionChange) responses, read again each time the log moves."""
+        if len(args) == 1 and isinstance(args[0], Atom) and args[0].upper() == "NONE":
+            self.notify, self.watched = None, {}
+            return "NOTIFY completed"
+        if not args or not isinstance(args[0], Atom) or args[0].upper() != "SET":
+            raise BadCommand("NOTIFY takes SET or NONE")
+        rest = args[1:]
+        status = bool(rest) and isinstance(rest[0], Atom) and rest[0].upper() == "STATUS"
+        if status:
+            rest = rest[1:]
+        if not rest:
+            raise BadCommand("NOTIFY SET needs at least one (filter (events))")
+        filters = [_notify_filter(group) for group in rest]
+        self.notify = filters
+        self.watched_at, self.watched = await self.call(self._watched_status)
+        if status:
+            for path, values in sorted(self.watched.items()):
+                items = _notify_items(self._events_of(path))
+                if values and items:
+                    await self._status_values(path, values, items)
+        return "NOTIFY completed"
+
+    def _events_of(self, path: str) -> set[str]:
+        """The events the NOTIFY filters ask for on the mailbox ``path`` (not selected)."""
+        sel = self.selected
+        if sel is not None and path == sel.path:
+            return set()
+        events: set[str] = set()
+        own = not path.startswith("shared/")
+        for kind, names, wanted in self.notify or []:
+            if kind == "PERSONAL" and own or kind == "INBOXES" and path == "INBOX" or (
+                    kind == "MAILBOXES" and path in names) or (
+                    kind == "SUBTREE" and any(path == n or path.startswith(n + "/")
+                                              for n in names)) or (
+                    kind == "SUBSCRIBED" and path in self._subscribed):
+                events |= wanted
+        return events
+
+    def _watched_status(self) -> tuple[int, dict[str, dict[str, int]]]:
+        """On the store's thread: the log's position, and the STATUS values of every
+        mailbox a NOTIFY filter names (empty for one the user may look up but not read)."""
+        head = self.server.catch_up()
+        rows, self._subscribed = self._list_rows()
+        out: dict[str, dict[str, int]] = {}
+        for row in rows:
+            path = row["path"]
+            if row.get("noselect") or not self._events_of(path):
+                continue
+            try:
+                account, name = self.face.resolve(path)
+                st = self.face.mailbox_status(account, name)
+            except LetterlogError:
+                out[path] = {}
+                continue
+            out[path] = {"MESSAGES": st["messages"], "UIDNEXT": st["uidnext"],
+                         "UIDVALIDITY": st["uidvalidity"],
+                         "HIGHESTMODSEQ": max(st["highestmodseq"], 1)}
+        return head, out
+
+    async def notify_changes(self) -> None:
+        """NOTIFY: what changed in the watched mailboxes since the last look."""
+        head = await self.call(self.server.catch_up)
+        if head == self.watched_at:
+            return
+        self.watched_at = head
+        before, subscribed_before = self.watched, set(self._subscribed)
+        self.watched_at, now = await self.call(self._watched_status)
+        self.watched = now
+        for path in sorted(set(now) | set(before)):
+            events = self._events_of(path)
+            if "MAILBOXNAME" in events and (path in now) != (path in before):
+                attrs = "" if path in now else "\\NonExistent"
+                await self.untagged(f"LIST ({attrs}) \"/\" ".encode()
+                                    + astring_out(_listed_name(path)))
+            old, new = before.get(path), now.get(path)
+            if not old or not new:
+                continue
+            counted = old["MESSAGES"] != new["MESSAGES"] or old["UIDNEXT"] != new["UIDNEXT"]
+            flagged = old["HIGHESTMODSEQ"] != new["HIGHESTMODSEQ"]
+            if ({"MESSAGENEW", "MESSAGEEXPUNGE"} & events and counted) or (
+                    "FLAGCHANGE" in events and flagged):
+                await self._status_values(path, new, _notify_items(events))
+        if "SUBSCRIPTIONCHANGE" in _all_events(self.notify):
+            for path in sorted(self._subscribed ^ subscribed_before):
+                attrs = "\\Subscribed" if path in self._subscribed else ""
+                await self.untagged(f"LIST ({attrs}) \"/\" ".encode()
+                                    + astring_out(_listed_name(path)))
+
+    async def _status_values(self, path: str, values: dict[str, int], items: list[str]
+                             ) -> None:
+        shown = " ".join(f"{key} {values[key]}" for key in items)
+        await self.untagged(b"STATUS " + astring_out(_listed_name(path))
+                            + f" ({shown})".encode())
+
+    # -- URLAUTH (RFC 4467, RFC 5524) --------------------------------------------------------
+    async def cmd_genurlauth(self, tag: str, args: list[Token]) -> str:
+        """GENURLAUTH url INTERNAL ...: each URL (of the user's, naming a message it may
+        read) signed with its mailbox's key (adapters/imap/urlauth.py)."""
+        from adapters.imap import urlauth
+
+        if not args or len(args) % 2:
+            raise BadCommand("GENURLAUTH takes pairs of a URL and a mechanism")
+        signed: list[bytes] = []
+        for i in range(0, len(args), 2):
+            text, mechanism = _text(args[i]), _text(args[i + 1]).upper()
+            if mechanism != urlauth.MECHANISM:
+                raise No(f"unknown URLAUTH mechanism {mechanism}", "CANNOT")
+            try:
+                url = urlauth.parse(text)
+            except urlauth.BadUrl as e:
+                raise No(str(e), "BADURL " + _quoted_code(text)) from None
+            if url.token is not None or not url.owned_by(self.face.user):
+                raise No(f"cannot authorize the URL {text!r}", "BADURL " + _quoted_code(text))
+            account, name = self.resolve(url.mailbox_name)
+            status, rights = await self.call(self._open, account, name)
+            if "r" not in rights or url.uidvalidity not in (None, status["uidvalidity"]):
+                raise No(f"cannot authorize the URL {text!r}", "BADURL " + _quoted_code(text))
+            key = (self.face.user, account, name, int(status["uidvalidity"]))
+            signed.append(astring_out(await self.call(self.server.url_keys.sign, key, url)))
+        await self.untagged(b"GENURLAUTH " + b" ".join(signed))
+        return "GENURLAUTH completed"
+
+    async def cmd_resetkey(self, tag: str, args: list[Token]) -> str:
+        """RESETKEY [mailbox [mechanism ...]]: the user's URLs of the mailbox (of every
+        mailbox without one) stop working."""
+        from adapters.imap import urlauth
+
+        if any(_text(a).upper() != urlauth.MECHANISM for a in args[1:]):
+            raise No("unknown URLAUTH mechanism", "CANNOT")
+        mailbox = None
+        if args:
+            account, name = self.resolve(_mailbox_name(args[0]))
+            await self.call(self._open, account, name)  # NONEXISTENT unless it is there
+            mailbox = (account, name)
+        await self.call(self.server.url_keys.reset, self.face.user, mailbox)
+        return "RESETKEY completed"
+
+    async def cmd_urlfetch(self, tag: str, args: list[Token]) -> str:
+        """URLFETCH url ... (RFC 4467), or (url [BODY] [BINARY] [BODYPARTSTRUCTURE]) ...
+        (RFC 5524): each URL's data read as its owner, NIL where the URL is not valid,
+        not the user's to fetch, or its message gone."""
+        from adapters.imap.wire import literal
+
+        if not args:
+            raise BadCommand("URLFETCH needs a URL")
+        out = b"URLFETCH"
+        for arg in args:
+            modifiers: list[str] = []
+            if isinstance(arg, list):
+                if not arg or isinstance(arg[0], list):
+                    raise BadCommand("URLFETCH: expected (url modifiers...)")
+                text = _text(arg[0])
+                modifiers = [_text(m).upper() for m in arg[1:]]
+                if set(modifiers) - {"BODY", "BINARY", "BODYPARTSTRUCTURE"} or \
+                        {"BODY", "BINARY"} <= set(modifiers):
+                    raise BadCommand(f"unknown URLFETCH modifiers {modifiers}")
+            else:
+                text = _text(arg)
+            found = await self.call(self._url_fetch, text, modifiers)
+            out += b" " + astring_out(text) + b" "
+            if found is None:
+                out += b"NIL"
+            elif not isinstance(arg, list):
+                out += literal(found[0])
+            else:
+                data, structure = found
+                items = []
+                if "BODYPARTSTRUCTURE" in modifiers:
+                    items.append(b"BODYPARTSTRUCTURE " + structure)
+                for kind in ("BODY", "BINARY"):
+                    if kind in modifiers:
+                        eight = b"~" if kind == "BINARY" and b"\0" in data else b""
+                        items.append(kind.encode() + b" " + eight + literal(data))
+                out += b"(" + b" ".join(items) + b")"
+        await self.send(b"* " + out + b"\r\n")
+        return "URLFETCH completed"
+
+    def _url_fetch(self, text: str, modifiers: list[str]) -> tuple[bytes, bytes] | None:
+        """On the store's thread: the URL's data (its section, decoded for BINARY) and its
+        part's BODYSTRUCTURE, read by the URL's owner; None when it may not be fetched."""
+        from adapters.imap import urlauth
+
+        try:
+            url = urlauth.parse(text)
+        except urlauth.BadUrl:
+            return None
+        if url.token is None or not url.may_fetch(self.face.user):
+            return None
+        self.server.catch_up()
+        raw = None
+        for user in url.owners():
+            try:
+                owner = self.server.face_of(user)
+                account, name = owner.resolve(url.mailbox_name)
+                status = owner.mailbox_status(account, name)
+                uidvalidity = int(status["uidvalidity"])
+                if url.uidvalidity in (None, uidvalidity) and self.server.url_keys.verify(
+                        (owner.user, account, name, uidvalidity), url):
+                    raw = b"".join(owner.body(account, name, url.uid))
+                    break
+            except LetterlogError:
+                continue
+        if raw is None:
+            return None
+        message = mime.parse(raw)
+        part = mime.part_at(message, url.section) if url.section else message
+        if part is None:
+            return None
+        binary = "BINARY" in modifiers
+        data: bytes | None
+        try:
+            if binary:  # leaves decoded, as Dovecot gives a message/rfc822 part
+                if not url.section:
+                    data = mime.binary_form(part)
+                elif not part.children and part.message is None:
+                    data = mime.decode_body(part)
+                else:
+                    data = mime.binary_body(part)
+            else:
+                data = mime.section(message, url.section) if url.section else raw
+        except (mime.SectionError, mime.UnknownEncoding):
+            return None
+        if data is None:
+            return None
+        if url.partial is not None:
+            start, length = url.partial
+            data = data[start:start + length] if length is not None else data[start:]
+        # with BINARY, the structure of the data sent (sizes and lines decoded)
+        return data, mime.bodystructure(part, measure=mime.binary_measure if binary else None)
+
     async def cmd_append(self, tag: str, args: list[Token]) -> str:
         """APPEND, and MULTIAPPEND (RFC 3502: several messages, each with its flags and
-        date; delivered one after the other, not atomically)."""
+        date; all of them or none: ``_append_all``)."""
         if len(args) < 2:
             raise BadCommand("APPEND takes a mailbox and a message")
         path = _mailbox_name(args[0])
@@ -814,15 +1145,7 @@ class Session:
             raise
         for fields in messages:
             fields["raw"] = await self._catenated(fields["raw"])
-        delivered = []
-        for fields in messages:
-            try:
-                delivered.append(await self.call(self.face.deliver, account=account,
-                                                 mailbox=name, **fields))
-            except No as no:
-                if no.code == "NONEXISTENT":
-                    no.code = "TRYCREATE"
-                raise
+        delivered = await self._append_all(account, name, messages)
         await self.report()
         uids = {d.uid for d in delivered}
         sel = self.selected
@@ -830,6 +1153,62 @@ class Session:
             await self.settle(lambda s: uids <= set(s.entries))
         return (f"[APPENDUID {delivered[0].uidvalidity} "
                 f"{_compact(sorted(uids))}] APPEND completed")
+
+    async def _append_all(self, account: str, name: str, messages: list[dict[str, Any]]
+                          ) -> list[Any]:
+        """Delivers ``messages`` into the mailbox, all or none (RFC 3502): every message's
+        fields are checked and the account's quota is checked for all of them together
+        before the first is delivered; a delivery that still fails (a quota another
+        session used up meanwhile, an outage) takes the ones before it out again (\\Deleted
+        and expunged, as the user: it needs 't' and 'e' where the target is shared, and
+        without them the answer says what was left)."""
+        def check() -> None:
+            for fields in messages:
+                self.face.check_delivery(account=account, mailbox=name,
+                                         **{k: v for k, v in fields.items() if k != "raw"})
+            if len(messages) < 2:
+                return
+            try:
+                quota = self.face.quota(account)
+            except PermissionDenied:
+                return  # another account's quota: each delivery checks it
+            size = sum(len(f["raw"]) for f in messages)
+            for resource, adding in (("bytes", size), ("messages", len(messages))):
+                limit, used = quota[resource]["limit"], quota[resource]["used"]
+                if limit > 0 and used + adding > limit:
+                    raise QuotaExceeded(account, resource, limit, used, adding)
+
+        try:
+            await self.call(check)
+        except No as no:
+            if no.code == "NONEXISTENT":
+                no.code = "TRYCREATE"
+            raise
+        delivered: list[Any] = []
+        for fields in messages:
+            try:
+                delivered.append(await self.call(self.face.deliver, account=account,
+                                                 mailbox=name, **fields))
+            except No as no:
+                if no.code == "NONEXISTENT":
+                    no.code = "TRYCREATE"
+                if delivered:
+                    await self._take_back(delivered, no)
+                raise
+        return delivered
+
+    async def _take_back(self, delivered: list[Any], failure: No) -> None:
+        """A MULTIAPPEND that failed part way: the messages it delivered are expunged."""
+        ids = [d.message_id for d in delivered]
+        try:
+            for message_id in ids:
+                await self.call(self.face.flag, message_id, ["\\Deleted"], "add")
+            await self.call(self.face.expunge, ids)
+        except No as no:
+            log.error("imap: MULTIAPPEND of %s failed after %d messages and they could not "
+                      "be taken back: %s", self.user, len(ids), no)
+            failure.args = (f"{failure}; the first {len(ids)} messages were delivered and "
+                            f"could not be taken back ({no})",)
 
     async def _catenated(self, pieces: String | list[Token]) -> bytes:
         """A message given as a literal, or as CATENATE's TEXT literals and URLs of parts
@@ -913,10 +1292,12 @@ class Session:
             if ids:
                 await self.call(self.face.expunge, ids)
         self.selected = None
+        self.contexts.clear()
         return "CLOSE completed"
 
     async def cmd_unselect(self, tag: str, args: list[Token]) -> str:
         self.selected = None
+        self.contexts.clear()
         return "UNSELECT completed"
 
     async def cmd_expunge(self, tag: str, args: list[Token], uids: str | None = None) -> str:
@@ -982,29 +1363,68 @@ class Session:
         if query.returns and not {"ALL", "COUNT"} & set(query.returns) and found:
             returned = [u for u in found if ("MIN" in query.returns and u == found[0])
                         or ("MAX" in query.returns and u == found[-1])]
+            if query.partial is not None:
+                returned += partial_of(found, query.partial)
         modseq = max(sel.entries[u].modseq for u in returned) \
             if query.uses_modseq and returned else None
         if query.returns is None:
             line = "SEARCH" + "".join(f" {n}" for n in numbers)
             if modseq is not None:
                 line += f" (MODSEQ {modseq})"
-        else:  # ESEARCH (RFC 4731)
+        else:  # ESEARCH (RFC 4731), CONTEXT=SEARCH (RFC 5267)
             line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
-            wanted = query.returns or ["ALL"]
-            if numbers and "MIN" in wanted:
-                line += f" MIN {min(numbers)}"
-            if numbers and "MAX" in wanted:
-                line += f" MAX {max(numbers)}"
-            if "COUNT" in wanted:
-                line += f" COUNT {len(numbers)}"
-            if numbers and "ALL" in wanted:
-                line += f" ALL {_compact(sorted(numbers))}"
+            line += _esearch_results(numbers, query.returns, query.partial, _compact)
             if modseq is not None:
                 line += f" MODSEQ {modseq}"
+            if "UPDATE" in query.returns:
+                self.contexts[tag] = Context(tag, query, by_uid, set(found))
         await self.untagged(line)
         if by_uid:
             await self.report()
         return "SEARCH completed"
+
+    async def cmd_cancelupdate(self, tag: str, args: list[Token]) -> str:
+        """CANCELUPDATE (RFC 5267 4.3): the named searches are no longer updated."""
+        if not args:
+            raise BadCommand("CANCELUPDATE needs the tags of searches")
+        for t in args:
+            if not isinstance(t, String):
+                raise BadCommand("CANCELUPDATE takes quoted tags")
+            self.contexts.pop(t.text(), None)
+        return "CANCELUPDATE completed"
+
+    async def context_changes(self, old_uids: list[int]
+                              ) -> tuple[list[str], list[str]]:
+        """The updates of the searches kept with RETURN (UPDATE) since their last report:
+        REMOVEFROM lines (positions before this report's expunges: sent before them) and
+        ADDTO lines (sent after EXISTS)."""
+        sel = self.selected
+        if sel is None or not self.contexts:
+            return [], []
+        from bisect import bisect_left
+
+        removes: list[str] = []
+        adds: list[str] = []
+        searcher = Searcher(sel, lambda uid: self.call(self.message, uid))
+        for ctx in list(self.contexts.values()):
+            now = await searcher.run(ctx.query)
+            if ctx.sort is not None:
+                now = [uid for _, uid in await self._sorted(ctx.sort, now)]
+            gone = sorted(ctx.result - set(now))
+            new = [u for u in now if u not in ctx.result]
+            ctx.result = set(now)
+            head = f'ESEARCH (TAG "{ctx.tag}")' + (" UID" if ctx.by_uid else "")
+            if gone:
+                old = [u if ctx.by_uid else bisect_left(old_uids, u) + 1 for u in gone]
+                removes.append(f"{head} REMOVEFROM (0 {_compact(sorted(old))})")
+            if new and ctx.sort is None:
+                numbers = [u if ctx.by_uid else sel.seq_of(u) for u in new]
+                adds.append(f"{head} ADDTO (0 {_compact(sorted(numbers))})")
+            elif new:  # sorted: each at its position in the new order
+                for u in new:
+                    adds.append(f"{head} ADDTO ({now.index(u) + 1} "
+                                f"{u if ctx.by_uid else sel.seq_of(u)})")
+        return removes, adds
 
     async def cmd_uid_search(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_search(tag, args, by_uid=True)
@@ -1016,12 +1436,14 @@ class Session:
         sel = self.selected
         assert sel is not None
         returns: list[str] | None = None
+        partial_range = None
         if args and isinstance(args[0], Atom) and args[0].upper() == "RETURN":
             if len(args) < 2 or not isinstance(args[1], list):
                 raise BadCommand("RETURN needs a list of options")
-            returns = [_text(t).upper() for t in args[1]]
-            if set(returns) - {"MIN", "MAX", "ALL", "COUNT"}:
-                raise BadCommand(f"unknown RETURN option in {returns}")
+            try:
+                returns, partial_range = return_options(args[1])
+            except SearchError as e:
+                raise BadCommand(str(e)) from None
             args = args[2:]
         if len(args) < 3 or not isinstance(args[0], list):
             raise BadCommand("SORT takes (criteria) charset search-keys")
@@ -1031,6 +1453,27 @@ class Session:
         except (sort.SortError, SearchError) as e:
             raise BadCommand(str(e)) from None
         found = await Searcher(sel, lambda uid: self.call(self.message, uid)).run(query)
+        keyed = await self._sorted(criteria, found)
+        numbers = [uid if by_uid else sel.seq_of(uid) for _, uid in keyed]
+        if returns is None:
+            await self.untagged("SORT" + "".join(f" {n}" for n in numbers))
+        else:
+            line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
+            line += _esearch_results(numbers, returns, partial_range, _in_order)
+            await self.untagged(line)
+            if "UPDATE" in returns:
+                self.contexts[tag] = Context(tag, query, by_uid, {u for _, u in keyed},
+                                             criteria)
+        if by_uid:
+            await self.report()
+        return "SORT completed"
+
+    async def _sorted(self, criteria: Any, found: list[int]) -> list[tuple[Any, int]]:
+        """``found`` in the order of the SORT ``criteria``, each with its sort key."""
+        from adapters.imap import sort
+
+        sel = self.selected
+        assert sel is not None
         keyed = []
         for uid in found:
             msg = None
@@ -1043,24 +1486,7 @@ class Session:
             keyed.append((sort.sort_key(criteria, sel.seq_of(uid), sel.entries[uid], msg),
                           uid))
         keyed.sort(key=lambda pair: pair[0])
-        numbers = [uid if by_uid else sel.seq_of(uid) for _, uid in keyed]
-        if returns is None:
-            await self.untagged("SORT" + "".join(f" {n}" for n in numbers))
-        else:
-            line = f'ESEARCH (TAG "{tag}")' + (" UID" if by_uid else "")
-            wanted = returns or ["ALL"]
-            if numbers and "MIN" in wanted:
-                line += f" MIN {numbers[0]}"
-            if numbers and "MAX" in wanted:
-                line += f" MAX {numbers[-1]}"
-            if "COUNT" in wanted:
-                line += f" COUNT {len(numbers)}"
-            if numbers and "ALL" in wanted:
-                line += f" ALL {_in_order(numbers)}"
-            await self.untagged(line)
-        if by_uid:
-            await self.report()
-        return "SORT completed"
+        return keyed
 
     async def cmd_uid_sort(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_sort(tag, args, by_uid=True)
@@ -1170,6 +1596,10 @@ class Session:
                 gone += 1  # expunged by another session: its EXPUNGE is still to come
                 continue
             await self.send(line)
+        if self.contexts:  # a FETCH of a body may have set \Seen
+            removes, adds = await self.context_changes(list(sel.uids))
+            for update in removes + adds:
+                await self.untagged(update)
         if by_uid:
             await self.report()
         if gone:
@@ -1236,6 +1666,9 @@ class Session:
                 await self.announce_keywords(sel)
             if not silent or (self.condstore and unchangedsince is not None):
                 await self.untagged(self._flags_line(sel, seq, e, uid=by_uid))
+        removes, adds = await self.context_changes(list(sel.uids))  # this STORE's own
+        for line in removes + adds:
+            await self.untagged(line)
         if by_uid:
             await self.report()
         if failed:
@@ -1308,6 +1741,109 @@ class Session:
 
     async def cmd_uid_move(self, tag: str, args: list[Token]) -> str:
         return await self.cmd_copy(tag, args, by_uid=True, move=True)
+
+
+def _esearch_results(numbers: list[int], returns: list[str],
+                     partial: tuple[int, int] | None, listed: Callable[[list[int]], str]
+                     ) -> str:
+    """ESEARCH's result items for RETURN ``returns`` (``numbers`` in the result's order:
+    ascending for SEARCH, sorted for SORT; ``listed`` writes a set of them)."""
+    wanted = [r for r in returns if r != "UPDATE"] or ["ALL"]
+    out = ""
+    if numbers and "MIN" in wanted:
+        out += f" MIN {min(numbers) if listed is _compact else numbers[0]}"
+    if numbers and "MAX" in wanted:
+        out += f" MAX {max(numbers) if listed is _compact else numbers[-1]}"
+    if "COUNT" in wanted:
+        out += f" COUNT {len(numbers)}"
+    if numbers and "ALL" in wanted:
+        out += f" ALL {listed(sorted(numbers) if listed is _compact else numbers)}"
+    if partial is not None:
+        part = partial_of(numbers, partial)
+        shown = listed(sorted(part) if listed is _compact else part) if part else "NIL"
+        out += f" PARTIAL ({partial[0]}:{partial[1]} {shown})"
+    return out
+
+
+@dataclass
+class Context:
+    """A search kept with RETURN (UPDATE) (RFC 5267): its result (UIDs) as last reported."""
+
+    tag: str
+    query: Query
+    by_uid: bool
+    result: set[int]
+    sort: Any = None  # SORT's criteria, for a sorted result
+
+
+def _quota_line(root: str, quota: dict[str, Any]) -> bytes:
+    """``* QUOTA root (...)``: STORAGE in KiB (RFC 9208), MESSAGE; an unlimited one is
+    left out."""
+    items = []
+    storage, messages = quota["bytes"], quota["messages"]
+    if storage["limit"] > 0:
+        items.append(f"STORAGE {(storage['used'] + 1023) // 1024} {storage['limit'] // 1024}")
+    if messages["limit"] > 0:
+        items.append(f"MESSAGE {messages['used']} {messages['limit']}")
+    return b"QUOTA " + astring_out(root) + f" ({' '.join(items)})".encode()
+
+
+NOTIFY_FILTERS = ("SELECTED", "SELECTED-DELAYED", "INBOXES", "PERSONAL", "SUBSCRIBED",
+                  "SUBTREE", "MAILBOXES")
+NOTIFY_EVENTS = ("MESSAGENEW", "MESSAGEEXPUNGE", "FLAGCHANGE", "ANNOTATIONCHANGE",
+                 "MAILBOXNAME", "SUBSCRIPTIONCHANGE", "MAILBOXMETADATACHANGE",
+                 "SERVERMETADATACHANGE")
+
+
+def _notify_filter(group: Token) -> tuple[str, list[str], set[str]]:
+    """One ``(filter [mailboxes] (events))`` of NOTIFY SET: the filter, its mailboxes (for
+    SUBTREE and MAILBOXES) and its events (upper case; MessageNew's fetch items are not
+    sent: a client fetches what EXISTS announces)."""
+    if not isinstance(group, list) or len(group) < 2 or not isinstance(group[0], Atom):
+        raise BadCommand("NOTIFY: expected (filter (events))")
+    kind = group[0].upper()
+    if kind not in NOTIFY_FILTERS:
+        raise BadCommand(f"NOTIFY: unknown filter {kind}")
+    names: list[str] = []
+    rest = group[1:]
+    if kind in ("SUBTREE", "MAILBOXES"):
+        given = rest[0]
+        names = [_mailbox_name(t) for t in (given if isinstance(given, list) else [given])]
+        rest = rest[1:]
+    if len(rest) != 1 or not isinstance(rest[0], list):
+        raise BadCommand("NOTIFY: expected a list of events")
+    events: set[str] = set()
+    for t in rest[0]:
+        if isinstance(t, list):  # MessageNew's fetch attributes
+            continue
+        event = _text(t).upper()
+        if event == "NONE":
+            continue
+        if event not in NOTIFY_EVENTS:
+            raise BadCommand(f"NOTIFY: unknown event {event}")
+        events.add(event)
+    if {"MESSAGENEW", "MESSAGEEXPUNGE"} & events and not \
+            {"MESSAGENEW", "MESSAGEEXPUNGE"} <= events and kind.startswith("SELECTED"):
+        raise BadCommand("NOTIFY: MessageNew and MessageExpunge go together")
+    return kind, names, events
+
+
+def _notify_items(events: set[str]) -> list[str]:
+    """The STATUS items NOTIFY reports for ``events`` (as Dovecot 2.3 chooses them)."""
+    items = []
+    if {"MESSAGENEW", "MESSAGEEXPUNGE"} & events:
+        items.append("MESSAGES")
+    if "MESSAGENEW" in events:
+        items += ["UIDNEXT", "UIDVALIDITY"]
+    if "FLAGCHANGE" in events:
+        if "UIDVALIDITY" not in items:
+            items.append("UIDVALIDITY")
+        items.append("HIGHESTMODSEQ")
+    return items
+
+
+def _all_events(filters: list[tuple[str, list[str], set[str]]] | None) -> set[str]:
+    return set().union(*(events for _, _, events in filters or []))
 
 
 def _qresync_parameters(params: list[Token]) -> tuple[int, int, str | None] | None:

@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from adapters import datadir
 from adapters.filemodes import create_private, private_dir
@@ -226,9 +226,29 @@ class PendingErasures:
         return cleared
 
 
+class Scrubbed(Protocol):
+    """What a scrub of the key cluster left: one line per server that may still hold a
+    removed KEK."""
+
+    left: list[str]
+
+
+@runtime_checkable
+class KeyCluster(Protocol):
+    """The key-encryption keys in a PostgreSQL key cluster (``PostgresVault``,
+    ``FallbackVault``; ADR 0073): a removal there is complete once no server's files hold
+    it."""
+
+    path: str
+
+    def owes_scrub(self) -> bool: ...
+
+    def scrub(self, deadline: float, *, force: bool = False) -> Scrubbed: ...
+
+
 def complete(data: str | os.PathLike[str], vault: str | os.PathLike[str] | None, *,
              wait: float, record: bool = False, position: int = 0,
-             messages: int = 0, key_cluster: Any = None) -> Completion:
+             messages: int = 0, key_cluster: KeyCluster | None = None) -> Completion:
     """Checkpoints every store file (within ``wait`` seconds in all); when all are done,
     the pending records made before this began are removed; else, with ``record`` (an
     erasure or purge that deleted something now), a record is added. With nothing deleted
@@ -242,12 +262,12 @@ def complete(data: str | os.PathLike[str], vault: str | os.PathLike[str] | None,
     began = time.monotonic()
     deadline = began + (wait if owed else 0.0)  # nothing erased is owed: one try, no wait
     files = store_files(data, vault)
-    holders = []
+    holders: list[Holder] = []
     for path in files:
         if not truncate_wal(path, deadline):
             pids, names = _holders(path)
             holders.append(Holder(str(path), pids, names))
-    if dirty:
+    if dirty and key_cluster is not None:
         scrubbed = key_cluster.scrub(deadline)
         holders += [Holder(key_cluster.path, reason=line) for line in scrubbed.left]
     outcome = Completion(complete=not holders or not owed, holders=holders if owed else [],

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from adapters.outages import KeyValueLog, dependency_of
 from domain.errors import SettingsError, StoreUnavailable
@@ -38,6 +38,15 @@ log = logging.getLogger("letterlog.purger")
 
 #: mistakes no retry fixes: the purger exits on them (exit status 2)
 FATAL: tuple[type[BaseException], ...] = (SettingsError, StoreUnavailable)
+
+
+@runtime_checkable
+class PurgesRuleEvents(Protocol):
+    """A store with event rules (``Store.purge_rule_events``): a purge run purges their
+    events by status too."""
+
+    def purge_rule_events(self, now: datetime | None = None, *,
+                          dry_run: bool = False) -> dict[str, Any]: ...
 
 
 def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
@@ -68,9 +77,8 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
             store = open_store(data)
             table_store = store.settings.table_store
         report = store.purge(datetime.now(UTC), queues).as_dict()
-        rule_events = getattr(store, "purge_rule_events", None)
-        if rule_events is not None and not queues:  # event rules: by status too
-            report["rule_events"] = rule_events(datetime.now(UTC))
+        if isinstance(store, PurgesRuleEvents) and not queues:  # event rules: by status too
+            report["rule_events"] = store.purge_rule_events(datetime.now(UTC))
         return report, user_purge(store, datetime.now(UTC)) if user_purge else None
 
     def failed(state: RetryCallState) -> None:

@@ -21,13 +21,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from uuid import UUID
 
 from adapters.datadir import exclusive
 from adapters.faults import fault_point
+from adapters.lifecycle.completion import KeyCluster
 from domain.message import Message
 from domain.personal import Personal
 from projections import names as pn
+from projections.capabilities import MajorCompacting
 from projections.keys import payload_row
 
 if TYPE_CHECKING:
@@ -37,7 +40,23 @@ if TYPE_CHECKING:
     from domain.ports import PayloadStore
     from projections.tablestore import TableStore
 
-__all__ = ["Shredding"]
+__all__ = ["Shredding", "SweepingKeys", "VaultedKeys"]
+
+
+@runtime_checkable
+class SweepingKeys(Protocol):
+    """Data keys wrapped under key-encryption keys (``WrappedKeyStore``): the vault is rid
+    of every KEK rotated away and no longer used."""
+
+    def sweep(self, retired: Iterable[UUID] = ()) -> int: ...
+
+
+@runtime_checkable
+class VaultedKeys(Protocol):
+    """Data keys whose key-encryption keys are in a vault of their own (a file, or the key
+    cluster: ``completion.KeyCluster``)."""
+
+    vault: object
 
 
 class Shredding:
@@ -133,9 +152,9 @@ class Shredding:
         """The keys of every message purged after ``position`` destroyed (again: idempotent),
         and the vault rid of every KEK rotated away (``WrappedKeyStore.sweep``)."""
         destroyed = self.destroy_keys(self.purged_since(position))
-        sweep = getattr(self.log.keys, "sweep", None)
-        if sweep is not None:
-            sweep()
+        keys = self.log.keys
+        if isinstance(keys, SweepingKeys):
+            keys.sweep()
         return destroyed
 
     def record_scale_out(self, payloads: Iterable[str], began: float, messages: int) -> None:
@@ -161,12 +180,12 @@ class Shredding:
         if host is None:
             return
         tables, physical = host.tables, host.physical
-        compact = getattr(tables, "major_compact", None)
-        if compact is not None and self.settings.table_store != "hbase":  # else: workers
-            # write the deletes later; `erase complete` compacts after them (lifecycle/scaleout)
+        if isinstance(tables, MajorCompacting) and self.settings.table_store != "hbase":
+            # (else: workers write the deletes later; `erase complete` compacts after them:
+            # lifecycle/scaleout)
             purged = [physical(t) for t in pn.PURGED_FROM] + in_views
             tables.flush(purged)
-            compact(purged)
+            tables.major_compact(purged)
 
     def complete(self, *, record: bool = False) -> Completion:
         """Finishes the erasures still pending on this store's SQLite files (``letterlog
@@ -174,10 +193,11 @@ class Shredding:
         from adapters.lifecycle.completion import complete
 
         s = self.settings
-        vault = getattr(self.log.keys, "vault", None)
+        keys = self.log.keys
+        vault = keys.vault if isinstance(keys, VaultedKeys) else None
         return complete(s.data, s.key_vault, wait=s.erase_wait_seconds, record=record,
                         position=self.max_position(), messages=self.unfinished,
-                        key_cluster=vault if hasattr(vault, "scrub") else None)
+                        key_cluster=vault if isinstance(vault, KeyCluster) else None)
 
     def pending(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
@@ -188,12 +208,17 @@ class Shredding:
     def erase_from_views(self, tables: TableStore) -> dict[str, Any]:
         """Applies every purge and erasure in the log to every saved view in ``tables`` that
         has not had it yet (after each purge run and erasure, and when a view is built)."""
-        from adapters.eventlog.reader import row_decoder, row_pages
-        from adapters.readside.views import erase_purged
+        return erase_from_views(self.settings, self.log, tables)
 
-        log = self.log
-        with exclusive(self.settings.data, "views"):
-            return erase_purged(tables, self.max_position(),
-                                lambda start, stop: row_pages(log, start, stop, 2000),
-                                row_decoder(log),
-                                lambda i, version: log.repository.get(i, version=version))
+
+def erase_from_views(settings: Settings, log: MailLog, tables: TableStore) -> dict[str, Any]:
+    """``Shredding.erase_from_views`` for a process that opens no payload store (the Spark
+    job, which builds views from the log and the tables alone)."""
+    from adapters.eventlog.reader import row_decoder, row_pages
+    from adapters.readside.views import erase_purged
+
+    with exclusive(settings.data, "views"):
+        return erase_purged(tables, int(log.recorder.max_notification_id() or 0),
+                            lambda start, stop: row_pages(log, start, stop, 2000),
+                            row_decoder(log),
+                            lambda i, version: log.repository.get(i, version=version))

@@ -21,6 +21,8 @@ migration), and a put of the same content keeps them.
 ``written_at`` is the file's mtime (a legacy payload's: its manifest's). Putting content that
 is already stored writes nothing but refreshes it, so orphan collection (grace period since
 written_at) never takes a payload that a delivery in flight is about to reference.
+
+Reading a stored payload's index (either layout) is ``stored``'s.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import hashlib
 import json
 import os
 import shutil
-import struct
 import threading
 import time
 import uuid
@@ -39,8 +40,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from adapters.compression import compress, decompress
+from adapters.compression import compress
 from adapters.filemodes import create_private, private_dir
+from adapters.payloads.stored import (
+    MAGIC,
+    MANIFEST,
+    TRAILER,
+    Stored,
+    read_legacy,
+    read_packed,
+)
 from domain.errors import PayloadMissing
 from domain.payloads import (
     CHUNK_SIZE,
@@ -51,91 +60,10 @@ from domain.payloads import (
     rechunk,
 )
 
-MAGIC = b"LLP1"
-TRAILER = struct.Struct(">Q4s")  # the index's length, the magic
-MANIFEST = "manifest.json"  # payloads written before ADR 0031
+__all__ = ["MANIFEST", "PUT_THREADS", "WORTH_COMPRESSING", "FilePayloadStore"]
+
 WORTH_COMPRESSING = 7 / 8  # a chunk is stored compressed if that makes it this much smaller
 PUT_THREADS = 8  # payloads of one batch written (and fsynced) at once
-
-
-class _Stored:
-    """One stored payload's index: where each chunk is and how it is stored. Chunks are
-    read by opening the payload again each time, so that a payload deleted while it is
-    being read raises ``PayloadMissing`` instead of yielding what was unlinked."""
-
-    def __init__(self, sha256: str, size: int, chunk_size: int,
-                 chunks: list[tuple[str, int, int, bool]], home: Path,
-                 written_at: float) -> None:
-        self.sha256 = sha256
-        self.home = home  # the file whose mtime is written_at
-        self.size = size
-        self.chunk_size = chunk_size
-        self.chunks = chunks  # (file, offset, stored length, compressed) per chunk
-        self.written_at = written_at
-
-    @property
-    def ref(self) -> PayloadRef:
-        return PayloadRef(self.sha256, self.size, len(self.chunks))
-
-    def chunk(self, index: int) -> bytes:
-        path, offset, length, compressed = self.chunks[index]
-        data = self._read(path, offset, length)
-        return decompress(data) if compressed else data
-
-    def piece(self, index: int, start: int, length: int) -> bytes:
-        """``length`` bytes of chunk ``index`` from ``start``."""
-        path, offset, stored, compressed = self.chunks[index]
-        if compressed:
-            return decompress(self._read(path, offset, stored))[start:start + length]
-        return self._read(path, offset + start, length)
-
-    def _read(self, path: str, offset: int, length: int) -> bytes:
-        try:
-            with open(path, "rb") as file:
-                file.seek(offset)
-                return file.read(length)
-        except FileNotFoundError:
-            raise PayloadMissing(f"payload {self.sha256} is not in the payload store") from None
-
-
-def _read_packed(sha256: str, path: Path) -> _Stored | None:
-    """The index of a payload file; None if there is none, or no whole one."""
-    try:
-        with open(path, "rb") as file:
-            end = file.seek(0, os.SEEK_END)
-            if end < TRAILER.size:
-                return None
-            file.seek(end - TRAILER.size)
-            length, magic = TRAILER.unpack(file.read(TRAILER.size))
-            if magic != MAGIC or length > end - TRAILER.size:
-                return None
-            file.seek(end - TRAILER.size - length)
-            index = json.loads(file.read(length))
-            written_at = os.fstat(file.fileno()).st_mtime
-        chunks, offset, name = [], 0, str(path)
-        for stored, compressed in index["chunks"]:
-            chunks.append((name, offset, int(stored), bool(compressed)))
-            offset += int(stored)
-        return _Stored(sha256, int(index["size"]), int(index["chunk_size"]), chunks, path,
-                       written_at)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, ValueError, KeyError,
-            TypeError):
-        return None
-
-
-def _read_legacy(sha256: str, directory: Path) -> _Stored | None:
-    """A payload written before ADR 0031 (a directory); None if it has no manifest."""
-    try:
-        raw = (directory / MANIFEST).read_bytes()
-        written_at = (directory / MANIFEST).stat().st_mtime
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    manifest = json.loads(raw)
-    compressed = frozenset(manifest.get("zstd", ()))  # absent: written before ADR 0023
-    chunks = [(str(directory / _chunk_name(i)), 0, -1, i in compressed)
-              for i in range(manifest["chunk_count"])]
-    return _Stored(sha256, manifest["size"], manifest["chunk_size"], chunks,
-                   directory / MANIFEST, written_at)
 
 
 class FilePayloadStore:
@@ -215,8 +143,8 @@ class FilePayloadStore:
         if moved is None:
             return None
         doomed, home = moved
-        stored = (_read_legacy(sha256, doomed) if doomed.is_dir()
-                  else _read_packed(sha256, doomed))
+        stored = (read_legacy(sha256, doomed) if doomed.is_dir()
+                  else read_packed(sha256, doomed))
         touched = stored is not None and stored.written_at > horizon
         if touched:
             try:
@@ -266,7 +194,7 @@ class FilePayloadStore:
         for path in self.root.glob("??/*"):
             name = path.name
             if is_sha256(name) and name[:2] == path.parent.name:
-                stored = _read_packed(name, path)
+                stored = read_packed(name, path)
             elif len(name) == 2:  # a directory of payloads written before ADR 0031
                 yield from self._list_legacy(path)
                 continue
@@ -278,7 +206,7 @@ class FilePayloadStore:
     def _list_legacy(self, directory: Path) -> Iterator[tuple[str, int, float]]:
         for manifest in directory.glob(f"*/{MANIFEST}"):
             name = manifest.parent.name
-            stored = _read_legacy(name, manifest.parent) if is_sha256(name) else None
+            stored = read_legacy(name, manifest.parent) if is_sha256(name) else None
             if stored is not None:
                 yield name, stored.size, stored.written_at
 
@@ -295,11 +223,11 @@ class FilePayloadStore:
     def _legacy_dir(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256[2:4] / sha256
 
-    def _stored(self, sha256: str) -> _Stored | None:
-        return (_read_packed(sha256, self._file(sha256))
-                or _read_legacy(sha256, self._legacy_dir(sha256)))
+    def _stored(self, sha256: str) -> Stored | None:
+        return (read_packed(sha256, self._file(sha256))
+                or read_legacy(sha256, self._legacy_dir(sha256)))
 
-    def _found(self, sha256: str) -> _Stored:
+    def _found(self, sha256: str) -> Stored:
         stored = self._stored(sha256)
         if stored is None:
             raise PayloadMissing(f"payload {sha256} is not in the payload store")
@@ -339,7 +267,7 @@ class FilePayloadStore:
 
     def _verify(self, tmp: Path, ref: PayloadRef) -> None:
         """Read back what was written: a short write or a bad disk must not be committed."""
-        stored = _read_packed(ref.sha256, tmp)
+        stored = read_packed(ref.sha256, tmp)
         digest = hashlib.sha256()
         try:
             if stored is not None and stored.size == ref.size:
@@ -417,7 +345,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
-
-
-def _chunk_name(index: int) -> str:
-    return f"{index:08d}"

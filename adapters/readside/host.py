@@ -29,7 +29,7 @@ from adapters.tables.sqlite import SqliteTableStore
 from domain.errors import InvalidCommand, NotFound, SettingsError
 from domain.values import account_id_for
 from projections import names as n
-from projections.keys import tracked, tracking_generation, tracking_position, tracking_row
+from projections.capabilities import Compacting, DataVersioned
 from projections.registry import ALL, TRACKING_SPEC, Projection, select
 from projections.runner import ProjectionRunner
 from projections.tablestore import (
@@ -40,6 +40,7 @@ from projections.tablestore import (
     diff_tables,
     table_digest,
 )
+from projections.tracking import Tracking
 
 _REBUILT = re.compile(r"__g\d+_\d+$")
 VIEWS = TableSpec(n.VIEWS, (n.F_VIEW,), split_by_salt=False)
@@ -145,13 +146,12 @@ class ProjectionHost:
         """The table store's file rewritten with full pages, excluding every projecting
         thread and process (ADR 0030); None if the store has no such step (HBase compacts
         its own files)."""
-        compact = getattr(self.tables, "compact", None)
-        if compact is None:
+        tables = self.tables
+        if not isinstance(tables, Compacting):
             return None
         with self._locked():
-            sqlite: Any = self.tables  # a store with compact has file_bytes (SQLite's)
-            before = int(sqlite.file_bytes())
-            freed = int(compact())
+            before = tables.file_bytes()
+            freed = tables.compact()
         return {"bytes_before": before, "bytes_after": before - freed, "bytes_freed": freed}
 
     def catch_up(self, saved: Sequence[tuple[int, Any]] = ()) -> int:
@@ -188,10 +188,9 @@ class ProjectionHost:
         """True when no other connection has committed to the tables since the last check
         (SQLite's ``data_version``, no table read): catalog and tracking are as this runner
         left them, so neither needs reading."""
-        probe = getattr(self.tables, "data_version", None)
-        if probe is None:
+        if not isinstance(self.tables, DataVersioned):
             return False
-        version = probe()
+        version = self.tables.data_version()
         untouched = version == self._data_version
         self._data_version = version
         return bool(untouched)
@@ -200,8 +199,8 @@ class ProjectionHost:
         """One read: has another process applied events past what this runner knows?"""
         known = self.runner.positions()
         probe = ALL[0].name
-        row = self.tables.get(self.physical(n.TRACKING), tracking_row(probe), [n.TR_POSITION])
-        return tracked(row) > known.get(probe, 0)
+        tracking = Tracking(self.tables, self.physical(n.TRACKING))
+        return tracking.position(probe) > known.get(probe, 0)
 
     def physical(self, logical: str) -> str:
         return self.catalog.physical(logical)
@@ -241,11 +240,11 @@ class ProjectionHost:
         with self._locked():
             runner.apply_events(self.events(start=head + 1))  # catch up what arrived meanwhile
             position = runner.position()
-            tracking = [put for p in projections for put in (
-                tracking_position(self.physical(n.TRACKING), p.name, position),
-                # the generation these tables start at ``position``: stream workers check
-                # their own positions against it (adapters.streaming.projector, handover)
-                tracking_generation(self.physical(n.TRACKING), p.name, generation))]
+            # the generation these tables start at ``position``: stream workers check their
+            # own positions against it (adapters.streaming.projector, handover)
+            started = Tracking(self.tables, self.physical(n.TRACKING))
+            tracking = [put for p in projections
+                        for put in started.started(p.name, position, generation)]
             old = {t: self.physical(t) for t in rebuilt if t != n.TRACKING}
             self.catalog.switch({t: rebuilt[t] for t in old}, tracking)
             if self.live:

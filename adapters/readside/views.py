@@ -44,6 +44,7 @@ from adapters.readside.host import _VIEW_NAME, VIEWS, view_physical
 from domain.errors import InvalidCommand, NotFound
 from domain.message import Message
 from projections import names as n
+from projections.capabilities import TableSized
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner
 from projections.tablestore import DeleteRow, Put, TableNotFound, TableStore
@@ -84,7 +85,7 @@ def saved_views(tables: TableStore, *, sizes: bool = False) -> list[SavedView]:
     if not rows:
         return []
     existing = tables.list_tables()
-    measure = getattr(tables, "table_bytes", None) if sizes else None
+    measure = tables.table_bytes if sizes and isinstance(tables, TableSized) else None
     found = []
     for row, cells in rows:
         if n.V_POSITION not in cells:

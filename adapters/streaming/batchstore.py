@@ -15,7 +15,6 @@ from typing import Any
 import msgpack
 
 from projections import names as n
-from projections.keys import tracking_generation
 from projections.tablestore import (
     Cells,
     DeleteColumn,
@@ -26,6 +25,7 @@ from projections.tablestore import (
     TableSpec,
     TableStore,
 )
+from projections.tracking import is_position, tracking_generation
 
 log = logging.getLogger("letterlog.stream")
 
@@ -187,7 +187,7 @@ class BatchStore:
             stamps: list[Mutation] = []
             if self.generation is not None:
                 stamps = [tracking_generation(m.table, m.row.decode(), self.generation)
-                          for m in held if m.column == n.TR_POSITION]
+                          for m in held if is_position(m)]
             try:
                 self.store.apply([*held, *stamps])
             except BaseException:

@@ -3,13 +3,14 @@
 One snapshot asks each part on its own, each with a time limit (a frozen HBase or Kafka must
 not freeze the report): the log's head (the event store), the relay's recorded position and
 its lag (``OutboxRelay.lag``), the consumer group's lag per partition as Kafka sees it
-(``worker.kafka_lag``: events and seconds), and each projection's tracked position per
+(``kafka_lag``: events and seconds), and each projection's tracked position per
 partition (the stream table store's ``tracking`` table). A part that does not answer in time
 is named in ``problems``; the verdict is one line.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -17,9 +18,9 @@ from typing import Any, Protocol
 
 from adapters.probing import run_in_thread
 from projections import names as n
-from projections.keys import tracked
+from projections.tracking import Tracking
 
-__all__ = ["exit_status", "render", "snapshot", "wait_until_applied"]
+__all__ = ["exit_status", "kafka_lag", "render", "snapshot", "wait_until_applied"]
 
 
 def _ask(what: str, fn: Callable[[], Any], timeout: float, problems: list[str]) -> Any:
@@ -30,6 +31,57 @@ def _ask(what: str, fn: Callable[[], Any], timeout: float, problems: list[str]) 
     except Exception as error:  # noqa: BLE001 - reported, the other parts still shown
         problems.append(f"{what}: {type(error).__name__}: {error}")
     return None
+
+
+def kafka_lag(bootstrap: str, topic: str, group: str, *,
+              timeout: float = 30.0) -> dict[str, Any]:
+    """A consumer group's lag as Kafka sees it (any process can ask; no worker needed):
+    per partition ``events`` = end offset - committed offset (from the log start when the
+    group never committed), ``seconds`` = age of the oldest record not yet committed
+    (its Kafka timestamp; 0 when caught up)."""
+    return asyncio.run(asyncio.wait_for(_kafka_lag(bootstrap, topic, group), timeout))
+
+
+async def _kafka_lag(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                group_id=None)
+    await consumer.start()
+    try:
+        await consumer.topics()  # fetches the cluster's metadata
+        numbers = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(numbers)]
+        ends = await consumer.end_offsets(tps) if tps else {}
+        starts = await consumer.beginning_offsets(tps) if tps else {}
+        parts: dict[str, dict[str, Any]] = {}
+        now = time.time()
+        for tp in tps:
+            found = committed.get(tp)
+            done = found.offset if found is not None and found.offset >= 0 else None
+            events = ends[tp] - (done if done is not None else starts[tp])
+            seconds = 0.0
+            if events > 0:
+                consumer.assign([tp])
+                consumer.seek(tp, done if done is not None else starts[tp])
+                fetched = await consumer.getmany(tp, timeout_ms=5000, max_records=1)
+                for message in fetched.get(tp, [])[:1]:
+                    seconds = max(0.0, now - message.timestamp / 1000)
+            parts[f"{topic}/{tp.partition}"] = {"end": ends[tp], "committed": done,
+                                                "events": events, "seconds": round(seconds, 3)}
+    finally:
+        await consumer.stop()
+    return {"group": group, "topic": topic,
+            "events": sum(p["events"] for p in parts.values()),
+            "seconds": max((p["seconds"] for p in parts.values()), default=0.0),
+            "partitions": parts}
 
 
 class Parts(Protocol):
@@ -70,12 +122,7 @@ def _tracking(settings: Any, parts: Parts) -> tuple[dict[str, dict[str, int]], i
             dead = sum(1 for _ in store.scan(n.DEAD_LETTERS, columns=[n.DL_TIMES]))
         if not store.table_exists(n.TRACKING):
             return {}, dead
-        found: dict[str, dict[str, int]] = {}
-        for row, cells in store.scan(n.TRACKING, columns=[n.TR_POSITION]):
-            name, _, partition = row.decode().partition("@")
-            if partition:
-                found.setdefault(name, {})[partition] = tracked(cells)
-        return found, dead
+        return Tracking(store).by_partition(), dead
     finally:
         store.close()
 
@@ -83,8 +130,6 @@ def _tracking(settings: Any, parts: Parts) -> tuple[dict[str, dict[str, int]], i
 def snapshot(settings: Any, group: str, parts: Parts, timeout: float = 5.0) -> dict[str, Any]:
     """Everything ``letterlog lag`` shows, as a dict (see the module docstring); ``parts``
     builds the log, the relay and the table store (``adapters.bootstrap``)."""
-    from adapters.streaming.worker import kafka_lag
-
     problems: list[str] = []
     started = time.monotonic()
     log = _ask("event store", lambda: _log_and_relay(settings, parts), timeout, problems) or {}
@@ -197,8 +242,6 @@ def wait_until_applied(settings: Any, log: Any, target: int, *, parts: Parts, de
     """Waits until the relay has published up to ``target`` and then the workers' consumer
     group has committed every record Kafka held at that moment (a worker commits a record
     only after its cells and tracking are written). '' when reached, else why not."""
-    from adapters.streaming.worker import kafka_lag
-
     if not settings.kafka_bootstrap:
         return "LETTERLOG_KAFKA_BOOTSTRAP is not set: no relay and workers to wait for"
     said = 0.0

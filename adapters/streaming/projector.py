@@ -44,28 +44,10 @@ Read-modify-write projections (``counters``) with a redo record
     once per batch and kept current in a batch-local cache.
 
 Following the catalog (``catalog=``: what the workers pass)
-    Physical table names are resolved through the catalog (``adapters.readside.host``), as
-    the read side does, and the catalog's generation is read at the start of every batch:
-    after a blue/green rebuild switched tables (``letterlog rebuild --engine spark`` on
-    HBase), the next batch writes the new ones. The rebuild caught the new tables up to the
-    log's head at its switch and recorded that position and the generation in the
-    projections' own tracking rows; every tracking row a worker writes carries the
-    generation it was written in. A partition's runners are (re)built from its tracking rows:
-    a position reached in an older generation and at or below the switch position is
-    carried over (the new tables hold those events; what follows is applied to them, the
-    overlap idempotently). A position *past* the switch position reached in an older
-    generation means this partition applied events to the old tables after the rebuild's
-    catch-up had read the log (the switch landed while a batch was in flight): those events
-    are not in the new tables. Given ``replay`` (the workers pass the event log's reader),
-    the projector repairs that before the batch: it reads positions ``switch+1..reached``
-    from the log and applies them to the new tables (untracked: every event of the range,
-    of every account; cells keep the highest version and ``counters`` skips an event at or
-    below its row's ``c:pos``, so an event another partition applies too, before or after,
-    counts once), then stamps the partition's tracking rows with the new generation. A crash
-    in between repeats the repair, with the same result. Without ``replay`` the batch fails
-    with ``HandoverGap`` naming the partition, projection and positions, and the worker
-    writes nothing and retries (records stay unacknowledged) until a rebuild switched in
-    later covers the positions.
+    Physical table names are resolved through the catalog, as the read side does, and its
+    generation is read at the start of every batch: after a blue/green rebuild switched
+    tables, the next batch writes the new ones. What a partition applied to the old tables
+    after the rebuild read the log is replayed into the new ones first (``handover``).
 
 Poison records
     A record from a topic this projector does not consume, a value that is not an event
@@ -84,8 +66,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
@@ -99,14 +80,27 @@ from adapters.streaming.deadletters import (
     list_dead_letters,
     record_failures,
 )
+from adapters.streaming.handover import Handover
+from adapters.streaming.partitions import (
+    TP,
+    BatchResult,
+    Decoded,
+    HandoverGap,
+    Item,
+    Physical,
+    Poison,
+    Record,
+    _event_time,
+    _Partition,
+    _Progress,
+    lag,
+    partition_projections,
+)
 from domain.errors import CorruptEvent
 from projections import names as n
-from projections.keys import tracked, tracking_generation, tracking_row
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner, identity
-from projections.tablestore import (
-    TableStore,
-)
+from projections.tablestore import TableStore
 
 log = logging.getLogger("letterlog.stream")
 
@@ -124,155 +118,7 @@ __all__ = [
     "partition_projections",
 ]
 
-TP = tuple[str, int]
-Physical = Callable[[str], str]
-
-class HandoverGap(RuntimeError):
-    """Events a partition applied to tables switched out after the rebuild read the log
-    (see the module docstring): not poison, not a store failure, nothing is written."""
-# -- values -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One Kafka record as the projector needs it (``timestamp``: Kafka's, in seconds)."""
-
-    topic: str
-    partition: int
-    offset: int
-    value: bytes | None
-    key: bytes | None = None
-    timestamp: float | None = None
-
-
-@dataclass
-class BatchResult:
-    records: int = 0
-    applied: int = 0  # events new to the tables
-    duplicates: int = 0  # events at or below their partition's tracked position
-    dead_letters: int = 0
-    offsets: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> last offset
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"records": self.records, "applied": self.applied,
-                "duplicates": self.duplicates, "dead_letters": self.dead_letters,
-                "offsets": dict(self.offsets)}
-
-
-def partition_projections(projections: Iterable[Projection], topic: str,
-                          partition: int) -> tuple[Projection, ...]:
-    """The projections renamed for one partition: their own tracking rows."""
-    return tuple(replace(p, name=f"{p.name}@{topic}/{partition}") for p in projections)
-
-
-def _event_time(event: Any) -> float | None:
-    stamp = getattr(event, "timestamp", None)
-    if isinstance(stamp, datetime):
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=UTC)
-        return stamp.timestamp()
-    return None
-
-
-# -- one partition ----------------------------------------------------------------------------
-
-Item = tuple[Record, int, Any]  # record, position, event
-Poison = tuple[Record, str, int | None]  # record, error, position if known
-
-
-class _Partition:
-    """The runners of one partition: ``plain`` projections (absolute cells only) fold the
-    batch; read-modify-write ones (``rmw``) apply it live, their rows through the redo
-    record (``BatchStore``)."""
-
-    def __init__(self, store: BatchStore, tp: TP, plain: Sequence[Projection],
-                 rmw: Sequence[Projection], physical: Physical) -> None:
-        topic, partition = tp
-        self.runners: list[tuple[ProjectionRunner, bool]] = []
-        if plain:
-            self.runners.append((ProjectionRunner(
-                store, partition_projections(plain, topic, partition), physical,
-                batch_size=1_000_000), True))
-        if rmw:
-            self.runners.append((ProjectionRunner(
-                store, partition_projections(rmw, topic, partition), physical,
-                batch_size=1_000_000), False))
-
-    def position(self) -> int:
-        return min((r.position() for r, _ in self.runners), default=0)
-
-    def apply(self, events: Sequence[tuple[int, Any]]) -> None:
-        """All events at once (raises ``CorruptEvent`` at the first bad one; what came
-        before it is written)."""
-        for runner, fold in self.runners:
-            runner.apply_events(events, fold=fold)
-
-    def apply_one(self, position: int, event: Any, retrying: Callable[[], Retrying]) -> None:
-        """One event through each runner, each retried on its own: a projection that fails
-        on it does not keep the others from applying it. Raises the first failure left."""
-        failures: list[CorruptEvent] = []
-        for runner, _ in self.runners:
-            try:
-                for attempt in retrying():
-                    with attempt:
-                        runner.apply_events([(position, event)])
-            except CorruptEvent as error:
-                failures.append(error)
-        if failures:
-            raise CorruptEvent("; ".join(str(f) for f in failures))
-
-
 # -- the projector ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Gap:
-    """One projection of one partition applied ``start+1..reached`` to switched-out tables."""
-
-    projection: Projection
-    name: str  # its tracking row's name (the partition's)
-    start: int  # the position the switched-in tables start from
-    reached: int
-    applied_in: int  # the generation it applied them in
-    generation: int  # the generation switched in
-
-    def describe(self, tp: TP) -> str:
-        return (f"{tp[0]}/{tp[1]}: projection {self.projection.name!r} applied events up to "
-                f"position {self.reached} to the tables of generation {self.applied_in}, but "
-                f"the tables switched in at generation {self.generation} start from position "
-                f"{self.start}: positions {self.start + 1}..{self.reached} of this partition "
-                "are not in them. Run the rebuild again (it catches up past them), or run "
-                "the worker with the event log's settings (it replays them); until then "
-                "this partition writes nothing")
-
-
-def _chunks(items: Iterable[tuple[int, Any]], size: int) -> Iterable[list[tuple[int, Any]]]:
-    chunk: list[tuple[int, Any]] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """``StreamProjector.decode``'s result: the records by partition, each partition's
-    decoded events and the records that failed to decode."""
-
-    records: Sequence[Record]
-    by_tp: dict[TP, list[Record]]
-    items: dict[TP, tuple[list[Item], list[Poison]]]
-
-
-@dataclass
-class _Progress:
-    offset: int = -1  # last offset handled (applied or dead-lettered)
-    position: int = 0  # last log position applied
-    event_time: float | None = None  # when the last applied event happened (epoch seconds)
-    records: int = 0
 
 
 class StreamProjector:
@@ -331,7 +177,7 @@ class StreamProjector:
         self._store = BatchStore(self.store, physical(n.TRACKING), cached,
                                   physical(REDO.name), generation)
         self._partitions: dict[TP, _Partition] = {}
-        self._switches: dict[str, tuple[int, int]] | None = None
+        self._handover = Handover(self.store, physical, self.projections, self.replay)
         self.dead_letters_table = physical(DEAD_LETTERS.name)
 
     def create_tables(self) -> None:
@@ -403,11 +249,11 @@ class StreamProjector:
         part = self._partitions.get(tp)
         if part is None:
             if self.catalog is not None:
-                gaps = self._handover_gaps(tp)
+                gaps = self._handover.gaps(tp)
                 if gaps and self.replay is None:
                     raise HandoverGap(gaps[0].describe(tp))
                 if gaps:
-                    self._repair(tp, gaps)
+                    self._handover.repair(tp, gaps, self._store)
             part = _Partition(self._store, tp, self._plain, self._rmw, self.physical)
             self._partitions[tp] = part
         return part
@@ -423,63 +269,6 @@ class StreamProjector:
                                       for t in p.tables})))
         self._bind(self.catalog.physical)
         self.create_tables()
-
-    def _handover_gaps(self, tp: TP) -> list[_Gap]:
-        """What this partition applied, to tables since switched out, past the position the
-        tables switched in start from (see the module docstring)."""
-        tracking = self.physical(n.TRACKING)
-        if self._switches is None:
-            switches = {}
-            for p in self.projections:
-                row = self.store.get(tracking, tracking_row(p.name),
-                                     [n.TR_POSITION, n.TR_GENERATION])
-                if n.TR_GENERATION in row:
-                    switches[p.name] = (tracked(row), tracked(row, n.TR_GENERATION))
-            self._switches = switches
-        gaps = []
-        for p in self.projections:
-            switched = self._switches.get(p.name)
-            if switched is None:
-                continue
-            start, generation = switched
-            name = partition_projections([p], *tp)[0].name
-            row = self.store.get(tracking, tracking_row(name), [n.TR_POSITION, n.TR_GENERATION])
-            position = tracked(row)
-            applied_in = tracked(row, n.TR_GENERATION)
-            if applied_in < generation and position > start:
-                gaps.append(_Gap(p, name, start, position, applied_in, generation))
-        return gaps
-
-    def _repair(self, tp: TP, gaps: list[_Gap]) -> None:
-        """Applies the gaps' positions from the log to the switched-in tables, then stamps
-        the partition's tracking rows with their generation (see the module docstring)."""
-        assert self.replay is not None
-        first = min(g.start for g in gaps) + 1
-        last = max(g.reached for g in gaps)
-        projections = tuple(g.projection for g in gaps)
-        log.warning("%s/%d: events %d..%d were applied to tables switched out (generation "
-                    "%d); replaying them from the log into generation %d (%s)", tp[0], tp[1],
-                    first, last, min(g.applied_in for g in gaps), gaps[0].generation,
-                    ", ".join(p.name for p in projections))
-        self._store.begin()  # rows cached by an earlier batch may have been written since
-        runner = ProjectionRunner(self._store, projections, self.physical, track=False)
-        replayed = skipped = 0
-        for chunk in _chunks(self.replay(first, last), 1000):
-            try:
-                runner.apply_events(chunk)
-            except CorruptEvent:  # its partition dead-lettered it: apply the others one by one
-                for item in chunk:
-                    try:
-                        runner.apply_events([item])
-                    except CorruptEvent as error:
-                        skipped += 1
-                        log.warning("replay skips position %d: %s", item[0], error)
-            replayed += len(chunk)
-        stamp = [tracking_generation(self.physical(n.TRACKING), g.name, g.generation)
-                 for g in gaps]
-        self.store.apply(stamp)
-        log.warning("%s/%d: handover gap repaired: %d events replayed (%d skipped as corrupt)",
-                    tp[0], tp[1], replayed, skipped)
 
     def _decode_all(self, records: list[Record]) -> tuple[list[Item], list[Poison]]:
         items: list[Item] = []
@@ -601,25 +390,6 @@ class StreamProjector:
 
     def lag(self, highwaters: Mapping[TP, int], committed: Mapping[TP, int | None] | None = None,
             now: float | None = None) -> dict[str, Any]:
-        """Lag per partition and in all: ``events`` = the partition's end offset minus the
-        next offset to apply (from this projector's progress, else ``committed``), and
-        ``seconds`` = now minus the time of the last event applied while events are waiting
-        (0 when caught up)."""
-        now = self.clock() if now is None else now
-        parts: dict[str, dict[str, Any]] = {}
-        total_events, worst = 0, 0.0
-        for tp, highwater in sorted(highwaters.items()):
-            progress = self._progress.get(tp)
-            if progress is not None and progress.offset >= 0:
-                next_offset: int | None = progress.offset + 1
-            else:
-                next_offset = (committed or {}).get(tp)
-            events = max(0, highwater - (next_offset or 0))
-            seconds = 0.0
-            if events and progress is not None and progress.event_time is not None:
-                seconds = max(0.0, now - progress.event_time)
-            total_events += events
-            worst = max(worst, seconds)
-            parts[f"{tp[0]}/{tp[1]}"] = {"highwater": highwater, "next_offset": next_offset,
-                                         "events": events, "seconds": round(seconds, 3)}
-        return {"events": total_events, "seconds": round(worst, 3), "partitions": parts}
+        """Lag per partition and in all (``partitions.lag``) from this projector's progress."""
+        return lag(self._progress, highwaters, committed,
+                   self.clock() if now is None else now)

@@ -20,7 +20,7 @@ from adapters.streaming.deadletters import (
     now_iso,
     operator,
 )
-from adapters.streaming.projector import Physical, partition_projections
+from adapters.streaming.partitions import Physical, partition_projections
 from domain.errors import CorruptEvent
 from projections import names as n
 from projections.registry import ALL, Projection

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import domain.delivery
+import domain.delivery_fields
 from adapters.embedded import Letterlog
 from adapters.eventlog.reader import row_pages
 from adapters.eventlog.transcoder import unpackb
@@ -46,7 +47,7 @@ def old_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, An
     to Copies, each event at version 1 with the old defects (also in the read models)."""
     data = tmp_path / "data"
     with monkeypatch.context() as old:
-        old.setattr(domain.delivery, "facts_for_event", _old_facts)
+        old.setattr(domain.delivery_fields, "facts_for_event", _old_facts)
         for event_class in (Message.Delivered, Message.UploadCompleted, Message.Moved):
             old.setattr(event_class, "class_version", 1)
         with Letterlog.open(data) as store:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import domain.delivery
+import domain.delivery_fields
 from adapters.embedded import Letterlog
 from adapters.eventlog.reader import row_pages
 from adapters.eventlog.transcoder import unpackb
@@ -98,7 +99,7 @@ def test_outside_the_seal_are_only_payload_addresses_and_the_vocabulary(store):
 
 def test_the_guess_that_worked_before_finds_nothing_now(store, monkeypatch):
     """The search is real: with the digest outside the seal (as before), it finds the code."""
-    monkeypatch.setattr(domain.delivery, "plain_sha256", lambda sha256, inline: sha256)
+    monkeypatch.setattr(domain.delivery_fields, "plain_sha256", lambda sha256, inline: sha256)
     store.deliver(account=ADA, raw=vendor_mail("4712"))
     assert guess_code(stored_states(store)) == ["4712"]
 

@@ -89,9 +89,10 @@ def run_imaptest(binary_dir: Path, port: int, user: str, password: str,
                           capture_output=True, env=env, timeout=600)
     text = done.stdout.decode("utf-8", "replace") + done.stderr.decode("utf-8", "replace")
     figures: dict[str, int] = {}
-    m = re.search(r"(\d+) test groups: (\d+) failed", text)
+    m = re.search(r"(\d+) test groups: (\d+) failed, (\d+) skipped", text)
     if m:
         figures["groups"], figures["failed"] = int(m.group(1)), int(m.group(2))
+        figures["skipped"] = int(m.group(3))
     m = re.search(r"base protocol: (\d+)/(\d+) individual commands failed", text)
     if m:
         figures["base_failed"], figures["base"] = int(m.group(1)), int(m.group(2))
@@ -99,3 +100,45 @@ def run_imaptest(binary_dir: Path, port: int, user: str, password: str,
     if m:
         figures["ext_failed"], figures["ext"] = int(m.group(1)), int(m.group(2))
     return text, figures
+
+
+def raw(c: imaplib.IMAP4, command: str, *literals: bytes) -> tuple[str, list[bytes]]:
+    """``command`` (with ``{N+}`` literals, given in order), its untagged lines and its
+    tagged status (``OK``, ``NO`` or ``BAD``) with its text."""
+    tag = c._new_tag().decode()  # noqa: SLF001 - raw commands imaplib does not know
+    parts = re.split(r"(?<=\+\})", command)
+    c.send(f"{tag} {parts[0]}".encode())
+    for literal, rest in zip(literals, parts[1:], strict=True):
+        c.send(b"\r\n" + literal + rest.encode())
+    c.send(b"\r\n")
+    lines = []
+    while True:
+        line = c.readline()
+        if line.startswith(tag.encode() + b" "):
+            return line[len(tag) + 1:].decode().strip(), lines
+        lines.append(line)
+
+
+#: (bob's rights on the source, on the target, the command bob sends, whether it succeeds)
+RIGHTS_TABLE = [
+    ("l", "", "SELECT", False),
+    ("lr", "", "EXAMINE", True),
+    ("lr", "", "STORE +FLAGS (\\Seen)", False),
+    ("lrs", "", "STORE +FLAGS (\\Seen)", True),
+    ("lrs", "", "STORE +FLAGS (\\Flagged)", False),
+    ("lrw", "", "STORE +FLAGS (\\Flagged $Work)", True),
+    ("lrw", "", "STORE +FLAGS (\\Deleted)", False),
+    ("lrt", "", "STORE +FLAGS (\\Deleted)", True),
+    ("lrt", "", "EXPUNGE", False),
+    ("lrte", "", "EXPUNGE", True),
+    ("lr", "lr", "COPY", False),
+    ("lr", "lri", "COPY", True),
+    ("lrte", "lri", "MOVE", True),
+    ("lr", "lri", "MOVE", False),
+    ("lr", "", "CREATE", False),
+    ("lrk", "", "CREATE", True),
+    ("lr", "", "DELETE", False),
+    ("lrx", "", "DELETE", True),
+    ("lr", "", "SETACL", False),
+    ("lra", "", "SETACL", True),
+]

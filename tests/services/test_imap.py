@@ -18,6 +18,7 @@ from adapters.devservers import ServiceFailed
 from adapters.devservers.imaptest import install_imaptest
 from tests.factories import CORPUS, corpus_messages, run
 from tests.services.imap_support import (
+    RIGHTS_TABLE,
     USERS,
     ImapServer,
     imap_server,
@@ -30,16 +31,13 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 ADA, BOB = "ada@example.org", "bob@example.org"
 
-#: imaptest's groups that need a capability the server does not offer yet, and so do not
-#: run (docs/imap.md lists them): the test fails when one is offered and not listed here.
-NOT_YET = {
-    "notify": "NOTIFY",
-    "search-context-update": "CONTEXT=SEARCH", "search-context-update2": "CONTEXT=SEARCH",
-    "search-context-update3": "CONTEXT=SEARCH", "search-partial": "CONTEXT=SEARCH",
-    "sort-partial": "CONTEXT=SORT",
-    "urlauth": "URLAUTH",
-    "urlauth-binary": "URLAUTH", "urlauth2": "URLAUTH",
-}
+#: imaptest's groups that need a capability the server does not offer, and so do not run
+#: (docs/imap.md lists them): the test fails when one is offered and not listed here. None
+#: now. (``urlauth2`` also needs imaptest's ``user2=``; it is not given, so imaptest leaves
+#: the group out without counting it, as it does against Dovecot without URLAUTH: the group
+#: appends no messages and its first command fetches two, so it fails on any server.
+#: test_imap_extensions.py fetches a URL as another user instead.)
+NOT_YET: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +70,7 @@ def test_imaptest_scripted_groups_pass_for_every_capability_offered(
           f"need capabilities not offered yet: {sorted(set(skipped.values()))}")
     assert figures.get("groups") == len(needs), text[-3000:]
     assert figures["failed"] == 0 and figures["base_failed"] == 0, text[-6000:]
+    assert figures["skipped"] == 0, text[-3000:]
     assert figures["ext_failed"] == 0, text[-6000:]
     assert figures["base"] >= 450, figures
 
@@ -262,29 +261,6 @@ def _loopback() -> object:
 
 MSG = b"From: ada@example.org\r\nSubject: rights\r\n\r\nbody\r\n"
 
-#: (bob's rights on the source, on the target, the command bob sends, whether it succeeds)
-RIGHTS_TABLE = [
-    ("l", "", "SELECT", False),
-    ("lr", "", "EXAMINE", True),
-    ("lr", "", "STORE +FLAGS (\\Seen)", False),
-    ("lrs", "", "STORE +FLAGS (\\Seen)", True),
-    ("lrs", "", "STORE +FLAGS (\\Flagged)", False),
-    ("lrw", "", "STORE +FLAGS (\\Flagged $Work)", True),
-    ("lrw", "", "STORE +FLAGS (\\Deleted)", False),
-    ("lrt", "", "STORE +FLAGS (\\Deleted)", True),
-    ("lrt", "", "EXPUNGE", False),
-    ("lrte", "", "EXPUNGE", True),
-    ("lr", "lr", "COPY", False),
-    ("lr", "lri", "COPY", True),
-    ("lrte", "lri", "MOVE", True),
-    ("lr", "lri", "MOVE", False),
-    ("lr", "", "CREATE", False),
-    ("lrk", "", "CREATE", True),
-    ("lr", "", "DELETE", False),
-    ("lrx", "", "DELETE", True),
-    ("lr", "", "SETACL", False),
-    ("lra", "", "SETACL", True),
-]
 
 
 @pytest.mark.parametrize(("source", "target", "command", "allowed"), RIGHTS_TABLE,

@@ -38,8 +38,9 @@ from adapters.devservers._common import port_open, terminate, wait_for
 from adapters.devservers.dovecot import ensure_system_user
 from adapters.devservers.keycluster import KeyClusterServer
 from adapters.devservers.postfix import LDA_MACROS, SYSTEM_USER, grant_letterlog_to
-from tests.erasure_support import files_holding_any_form
+from tests.erasure_support import every_file, files_holding_any_form
 from tests.factories import make_mail, until
+from tests.key_cluster_support import checkpoint, files_with, keks, server_files
 from tests.services.hosts import ApplicationHosts, Host
 from tests.services.servers import _unavailable
 
@@ -172,6 +173,21 @@ class Deployment:
     def host(self, name: str, directory: str | None = None) -> AppHost:
         return AppHost(self.network[name], self.root / (directory or name), self.env)
 
+    def on_servers_host(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """``letterlog --json ARGS`` on the servers' host (outside the namespaces), where
+        HBase's own tools run: its data directory ``ops``, made on first use."""
+        env = {**os.environ, **self.env, "LETTERLOG_DATA": str(self.root / "ops"),
+               "LETTERLOG_HBASE_COMPACTOR": self.servers.hbase.compactor_command(),
+               "LETTERLOG_ERASE_COMPLETE_WAIT_SECONDS": "300"}
+        for argv in (["init"], ["--json", *args]):
+            if argv == ["init"] and (self.root / "ops").exists():
+                continue
+            p = subprocess.run([sys.executable, "-m", "adapters.cli", *argv], cwd=str(ROOT),
+                               env=env, capture_output=True, timeout=900)
+            assert p.returncode == 0, (argv, p.returncode,
+                                       p.stderr.decode(errors="replace")[-3000:])
+        return p
+
 
 @pytest.fixture
 def deployment(network: ApplicationHosts, servers: Servers) -> Iterator[Deployment]:
@@ -253,6 +269,7 @@ def mail(tag: str, i: int, *, big: bool = False) -> bytes:
 # ------------------------------------------------------------------------------ the stories
 
 
+@pytest.mark.timeout(1800)  # 70 deliveries on 2 cores, then a major compaction
 def test_two_hosts_deliver_to_the_same_accounts_and_either_serves_every_message(deployment):
     a, b = deployment.host("a"), deployment.host("b")
     for h in (a, b):
@@ -293,18 +310,39 @@ def test_two_hosts_deliver_to_the_same_accounts_and_either_serves_every_message(
         assert stored_a.replace(b"\r\n", b"\n").endswith(raw.replace(b"\r\n", b"\n"))
     # erasable from either host: one erased on A, one on B; both gone everywhere
     doomed = sorted(seen["a"])[:2]
+    keks_before = keks(deployment.servers.keys.dsn)
     for host, message_id in ((a, doomed[0]), (b, doomed[1])):
         # exit 3: erased (keys destroyed), finished by `erase complete` once the workers have
-        # it and HBase is compacted: a job for a host with HBase's tools (the compactor),
-        # which tests/services/test_erasure_scaleout.py attacks
+        # it and HBase is compacted
         host.letterlog("erase-message", message_id, codes=(0, 3))
     until(lambda: caught_up(a), timeout=300, what="the stream caught up with the erasures")
+    # `erase complete` on a host with HBase's tools (the compactor): here, the servers' host
+    done = deployment.on_servers_host("erase", "complete")
+    scale = json.loads(done.stdout)["scale_out"]
+    assert scale["complete"] and scale["pending_cleared"] >= 2, scale
     # no host's disk holds a byte of them (the hosts keep nothing of a message: ADR 0072-0074,
     # 0084), in any form (plain, base64, inside a compressed frame)
     markers = [sent[seen["a"][m]["subject"]].split(b"Message-ID: ")[1].split(b"\r\n")[0]
                for m in doomed]
-    for root in (a.data, b.data, deployment.root / "stream"):
+    for root in (a.data, b.data, deployment.root / "stream", deployment.root / "ops"):
         assert files_holding_any_form(root, markers) == {}, root
+    # nor any server's, but sealed: the log's PostgreSQL (heap, pg_wal), Kafka's segments, the
+    # key cluster; HBase's live store files (its WALs and archive go by its own schedules,
+    # docs/lifecycle.md); and no KEK the erasures rotated away is left in any file
+    servers = deployment.servers
+    for sql_server in (servers.pg, servers.keys):
+        checkpoint(sql_server)
+    for server_root in (Path(servers.pg.workdir), Path(servers.kafka.workdir),
+                        Path(servers.keys.workdir)):
+        assert files_holding_any_form(server_root, markers) == {}, server_root
+    left = files_holding_any_form(Path(servers.hbase.workdir) / "data" / "hbase", markers)
+    assert {f for f in left if not f.startswith(("WALs/", "oldWALs/", "archive/"))} == set()
+    gone = [v for k, v in keks_before.items() if k not in keks(servers.keys.dsn)]
+    assert gone, "the erasures rotated KEKs away"
+    everywhere = [*server_files(servers.keys), *server_files(servers.pg),
+                  *every_file(Path(servers.kafka.workdir)), *every_file(a.data),
+                  *every_file(b.data)]
+    assert files_with(everywhere, gone) == [], "an erased KEK is left in a file"
     for h in (a, b):
         assert not set(doomed) & h.listed(ACCOUNT).keys()
         for message_id in doomed:

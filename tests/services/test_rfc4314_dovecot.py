@@ -1,7 +1,8 @@
 """RFC 4314 side by side with Dovecot 2.3's ACL plugin (``acl = vfile``, IMAP over the
 ``imap`` binary's standard input, pre-authenticated): the same shares, the same attacks,
-and what each answers. Where letterlog follows RFC 4314 more strictly than Dovecot, the
-difference is named here and in docs/permissions.md."""
+and what each answers; every right through IMAP as another user, against Dovecot and
+``letterlog imap`` alike (the answer and the effect). Where letterlog follows RFC 4314 more
+strictly than Dovecot, the difference is named here and in docs/permissions.md."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from adapters.devservers import DovecotServer
 from adapters.embedded import Letterlog
 from domain.errors import LetterlogError
+from tests.services.imap_support import RIGHTS_TABLE, ImapServer, imap_server, raw
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -43,6 +45,7 @@ namespace shared {{
 plugin {{
   acl = vfile
 }}
+
 """
 IMAP = "/usr/lib/dovecot/imap"
 
@@ -202,3 +205,164 @@ def test_status_with_lookup_alone_is_where_letterlog_is_stricter(both):
     [row] = [r for r in store.as_user(BOB).mailboxes() if r["name"] == team]
     assert "uidnext" not in row
     assert not ours(lambda: store.as_user(BOB).mailbox_status(ADA, team))
+
+
+# -- every right through IMAP, letterlog imap beside Dovecot ---------------------------------
+#: Where Dovecot 2.3's answer differs from RFC 4314 (and letterlog's): the command is
+#: refused by effect in both (nothing changes, as the table says), but Dovecot answers OK
+#: where letterlog answers NO ([NOPERM], or [READ-ONLY] in a mailbox opened read-only).
+DOVECOT_ANSWERS_OK_WITHOUT_EFFECT = {
+    # a flag bob may not set: Dovecot leaves it off silently
+    ("lr", "", "STORE +FLAGS (\\Seen)"),
+    ("lrs", "", "STORE +FLAGS (\\Flagged)"),
+    ("lrw", "", "STORE +FLAGS (\\Deleted)"),
+    # EXPUNGE without 'e': Dovecot expunges nothing and answers OK
+    # (test_expunge_removes_only_deleted_messages_in_both)
+    ("lrt", "", "EXPUNGE"),
+}
+#: Where Dovecot 2.3 (this configuration) refuses what RFC 4314 grants: DELETE of another
+#: user's shared mailbox with 'x' answers NO [CANNOT] "Mailbox attributes not enabled" (and
+#: with a mail_attribute_dict, "The /private/specialuse attribute cannot be changed");
+#: letterlog deletes it.
+DOVECOT_REFUSES = {("lrx", "", "DELETE")}
+
+
+@pytest.fixture(scope="module")
+def letterlog_imap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImapServer]:
+    with imap_server(tmp_path_factory.mktemp("imap-acl") / "data", "--plaintext-auth") as s:
+        yield s
+
+
+def _bobs_commands(box: str, command: str) -> list[str]:
+    """What bob sends for a row of the table, the last one the command under test."""
+    shared_box = f'"shared/{ADA}/{box}"'
+    if command in ("SELECT", "EXAMINE"):
+        return [f"{command} {shared_box}"]
+    if command == "CREATE":
+        return [f'CREATE "shared/{ADA}/{box}/child"']
+    if command == "DELETE":
+        return [f"DELETE {shared_box}"]
+    if command == "SETACL":
+        return [f"SETACL {shared_box} {ADA} lr"]
+    if command in ("COPY", "MOVE"):
+        return [f"SELECT {shared_box}", f'{command} 1 "shared/{ADA}/{box}-target"']
+    if command == "EXPUNGE":
+        return [f"SELECT {shared_box}", "EXPUNGE"]
+    return [f"SELECT {shared_box}", "STORE 1 " + command.split(" ", 1)[1]]
+
+
+def _effect(command: str, status: Callable[[str], int], flags: Callable[[str], set[str]],
+            exists: Callable[[str], bool], acl: Callable[[str], str], box: str) -> bool:
+    """Whether bob's command took effect, as ada sees her mailboxes afterwards."""
+    if command in ("SELECT", "EXAMINE"):
+        raise AssertionError("no effect to look at")
+    if command == "CREATE":
+        return exists(f"{box}/child")
+    if command == "DELETE":
+        return not exists(box)
+    if command == "SETACL":  # bob gave ada exactly "lr"
+        return re.search(rf'{re.escape(ADA)}"? "?lr"?(\s|$)', acl(box)) is not None
+    if command == "COPY":
+        return status(f"{box}-target") == 2
+    if command == "MOVE":
+        return status(f"{box}-target") == 2 and status(box) == 0
+    if command == "EXPUNGE":
+        return status(box) == 0
+    wanted = set(re.findall(r"[\\$]\w+", command))
+    return wanted <= flags(box)
+
+
+def _status(answer: str) -> str:
+    return answer.splitlines()[-1].split()[1]
+
+
+@pytest.mark.parametrize(("source", "target", "command", "allowed"), RIGHTS_TABLE,
+                         ids=[f"{s}-{t}-{c.split()[0]}-{a}" for s, t, c, a in RIGHTS_TABLE])
+def test_each_right_through_imap_beside_dovecot(dovecot: AclDovecot,
+                                                letterlog_imap: ImapServer,
+                                                source: str, target: str, command: str,
+                                                allowed: bool, tmp_path: Path) -> None:
+    """Bob's command on ada's mailbox shared with the row's rights: the answer and the
+    effect (as ada sees it afterwards) in Dovecot 2.3 with its ACL plugin and in letterlog
+    imap, and RFC 4314's (the table's)."""
+    box = f"R{RIGHTS_TABLE.index((source, target, command, allowed))}" \
+          f"x{tmp_path.name[-6:].replace('_', '')}"
+    flags = "(\\Deleted) " if command == "EXPUNGE" else ""
+    append = f"APPEND {{box}} {flags}{{{{{len(RAW)}+}}}}\r\n" + RAW.decode()
+    # Dovecot
+    setup = []
+    for name, rights in ((box, source), (box + "-target", target or "l")):
+        setup += [f"CREATE {name}", append.format(box=name), f"SETACL {name} {BOB} {rights}"]
+    assert all(ok(a) for a in dovecot.imap(ADA, *setup)), setup
+    theirs = dovecot.imap(BOB, *_bobs_commands(box, command))
+    # letterlog imap
+    ada = letterlog_imap.client(ADA)
+    for name, rights in ((box, source), (box + "-target", target or "l")):
+        assert raw(ada, f"CREATE {name}")[0].startswith("OK")
+        assert raw(ada, f"APPEND {name} {flags}{{{len(RAW)}+}}", RAW)[0].startswith("OK")
+        assert raw(ada, f"SETACL {name} {BOB} {rights}")[0].startswith("OK")
+    bob = letterlog_imap.client(BOB)
+    mine = [(status + " " + text) for status, text in
+            (raw(bob, c)[0].split(" ", 1) for c in _bobs_commands(box, command))]
+    bob.logout()
+    word = command.split()[0]
+    if word in ("SELECT", "EXAMINE"):
+        their_ok, my_ok = _status(theirs[-1]) == "OK", mine[-1].startswith("OK")
+        assert their_ok == my_ok == allowed, (theirs, mine)
+        ada.logout()
+        return
+
+    def their_status(name: str) -> int:
+        m = re.search(r"MESSAGES (\d+)", dovecot.imap(ADA, f"STATUS {name} (MESSAGES)")[0])
+        return int(m.group(1)) if m else -1
+
+    def their_flags(name: str) -> set[str]:
+        answer = dovecot.imap(ADA, f"EXAMINE {name}", "FETCH 1 (FLAGS)")[1]
+        m = re.search(r"FLAGS \(([^)]*)\)", answer)
+        return set(m.group(1).split()) if m else set()
+
+    def their_exists(name: str) -> bool:
+        return f'"{name}"' in dovecot.imap(ADA, f'LIST "" "{name}"')[0] or \
+            f" {name}\n" in dovecot.imap(ADA, f'LIST "" "{name}"')[0] + "\n"
+
+    def their_acl(name: str) -> str:
+        # once bob gave ada (the owner) "lr", Dovecot refuses ada's GETACL (no 'a' left:
+        # letterlog keeps the owner's rights): bob, who had 'a', reads it then
+        return dovecot.imap(ADA, f"GETACL {name}")[0] + dovecot.imap(
+            BOB, f'GETACL "shared/{ADA}/{name}"')[0]
+
+    def my_status(name: str) -> int:
+        _, lines = raw(ada, f"STATUS {name} (MESSAGES)")
+        m = re.search(rb"MESSAGES (\d+)", b"".join(lines))
+        return int(m.group(1)) if m else -1
+
+    def my_flags(name: str) -> set[str]:
+        raw(ada, f"EXAMINE {name}")
+        _, lines = raw(ada, "FETCH 1 (FLAGS)")
+        m = re.search(rb"FLAGS \(([^)]*)\)", b"".join(lines))
+        return set(m.group(1).decode().split()) if m else set()
+
+    def my_exists(name: str) -> bool:
+        _, lines = raw(ada, f'LIST "" "{name}"')
+        return bool(lines)
+
+    def my_acl(name: str) -> str:
+        _, lines = raw(ada, f"GETACL {name}")
+        return b"".join(lines).decode()
+
+    their_effect = _effect(word if word in ("COPY", "MOVE", "EXPUNGE", "CREATE", "DELETE",
+                                            "SETACL") else command,
+                           their_status, their_flags, their_exists, their_acl, box)
+    my_effect = _effect(word if word in ("COPY", "MOVE", "EXPUNGE", "CREATE", "DELETE",
+                                         "SETACL") else command,
+                        my_status, my_flags, my_exists, my_acl, box)
+    ada.logout()
+    if (source, target, word) in DOVECOT_REFUSES:
+        assert not their_effect and _status(theirs[-1]) == "NO", theirs
+        their_effect = allowed
+    assert their_effect == my_effect == allowed, (theirs, mine)
+    assert mine[-1].startswith("OK") == allowed, mine
+    if (source, target, command) in DOVECOT_ANSWERS_OK_WITHOUT_EFFECT:
+        assert _status(theirs[-1]) == "OK", theirs
+    elif (source, target, word) not in DOVECOT_REFUSES:
+        assert (_status(theirs[-1]) == "OK") == allowed, theirs

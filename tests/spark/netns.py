@@ -15,7 +15,8 @@ same pair. Both workers have 1 core; a session asks for ``spark.cores.max=2`` an
 ``NamespacedCluster.start()`` creates the namespace and the pair, starts the JVMs and waits
 for the master's log to say both workers registered; ``stop()`` kills every process (the
 JVMs' process groups and anything left in the namespace) and deletes the namespace and the
-pair, also after a failed start. Needs root (``ip netns``).
+pair, also after a failed start. Needs root (``ip netns``). ``host_worker=False``: the
+namespace's worker only (every executor on the other side of the pair).
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ def can_make_namespaces() -> str | None:
 
 
 class NamespacedCluster:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, host_worker: bool = True) -> None:
         tag = secrets.token_hex(3)
         self.workdir = workdir
+        self.host_worker = host_worker  # False: the namespace's worker only
         self.netns = f"llspark-{tag}"
         self.host_if, self.ns_if = f"llh{tag}", f"lln{tag}"
         octet = int(tag[:2], 16)
@@ -105,16 +107,19 @@ class NamespacedCluster:
                        env=self._env(self.host_ip, "a"))
         self._procs.append(master)
         worker = (WORKER, "--cores", "1", "--memory", "1g", "--webui-port", "0")
-        self._procs.append(spawn(
-            [launcher, *worker, "--host", self.host_ip, "--work-dir", str(self.worker_dir("a")),
-             self.master_url], log=self.logs / "worker-a.out", cwd=self.workdir,
-            env=self._env(self.host_ip, "a")))
+        if self.host_worker:
+            self._procs.append(spawn(
+                [launcher, *worker, "--host", self.host_ip,
+                 "--work-dir", str(self.worker_dir("a")), self.master_url],
+                log=self.logs / "worker-a.out", cwd=self.workdir,
+                env=self._env(self.host_ip, "a")))
         self._procs.append(spawn(
             ["ip", "netns", "exec", self.netns, launcher, *worker, "--host", self.ns_ip,
              "--work-dir", str(self.worker_dir("b")), self.master_url],
             log=self.logs / "worker-b.out", cwd=self.workdir, env=self._env(self.ns_ip, "b")))
         master_log = self.logs / "master.out"
-        wait_for(lambda: log_contains(master_log, f"Registering worker {self.host_ip}")
+        wait_for(lambda: (not self.host_worker
+                          or log_contains(master_log, f"Registering worker {self.host_ip}"))
                  and log_contains(master_log, f"Registering worker {self.ns_ip}"),
                  what=f"both workers registered with {self.master_url}", timeout=timeout,
                  log_paths=[master_log, self.logs / "worker-a.out", self.logs / "worker-b.out"],

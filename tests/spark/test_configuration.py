@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -105,6 +106,11 @@ def test_packaged_letterlog_runs_on_executors_whose_python_has_nothing_installed
     packaged = subprocess.run([*LETTERLOG, "--json", "spark", "package", str(tmp_path / "pkg")],
                               capture_output=True, text=True, check=True, timeout=600)
     files = json.loads(packaged.stdout)
+    shipped = {d.split("==")[0].lower() for d in files["distributions"]}
+    assert {"msgpack", "zstandard", "cryptography", "eventsourcing"} <= shipped
+    assert not {"typer", "rich", "pygments", "aiosmtpd", "httpx", "regex"} & shipped  # CLI's
+    with tarfile.open(files["archive"]) as archive:
+        assert not [n for n in archive.getnames() if n.startswith("zstandard/_cffi.")]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     from adapters.spark import spark_env, spark_home

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from adapters.devservers.__main__ import ORDER, env_lines, parse_only
 from adapters.devservers.keycluster import KEY_CLUSTER_SETTINGS, KeyClusterServer
+from adapters.devservers.servers import ORDER, env_lines, parse_only
 from adapters.devservers.supervised import ports
 
 

@@ -8,8 +8,8 @@ import base64
 import hashlib
 from pathlib import Path
 
-from adapters.devservers.__main__ import INSTALL_ORDER, ORDER, env_lines, parse_only
 from adapters.devservers.ldap import LdapServer, ssha
+from adapters.devservers.servers import INSTALL_ORDER, ORDER, env_lines, parse_only
 from adapters.devservers.supervised import PORTS, _kept_of, make, ports
 
 

@@ -87,7 +87,7 @@ def test_the_relay_partition_cache_chooses_as_kafka_default_partitioner() -> Non
             return {3, 0, 2, 1}
 
     relay = OutboxRelay(lambda start, limit: [], "127.0.0.1:9", "t", FilePosition("/dev/null"))
-    choose = asyncio.run(relay._partitions(_Producer()))
+    choose = asyncio.run(relay._sender.partitions(_Producer()))
     keys = [bytes([i]) * 16 for i in range(64)]
     expected = [DefaultPartitioner()(k, [0, 1, 2, 3], [0, 1, 2, 3]) for k in keys]
     assert [choose(k) for k in keys] == expected

@@ -93,3 +93,23 @@ def test_bodystructure_names_types_sizes_and_lines_as_dovecot_does() -> None:
 ])
 def test_addresses_read_as_imap_lists(header: bytes, expected: bytes) -> None:
     assert mime.addresses(header) == expected
+
+
+def test_the_binary_form_decodes_leaves_and_says_binary() -> None:
+    """URLAUTH=BINARY's form of a message/rfc822 part (RFC 5524), as Dovecot gives it: the
+    leaves decoded, their Content-Transfer-Encoding ``binary``, sizes of the decoded form."""
+    raw = (b"Content-Type: multipart/mixed; boundary=b\r\n\r\npre\r\n--b\r\n"
+           b"Content-Type: message/rfc822\r\n\r\nSubject: inner\r\n"
+           b"Content-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+           b"aGVsbG8gd29y\r\nbGQ=\r\n\r\n--b--\r\n")
+    message = mime.parse(raw)
+    part = mime.part_at(message, "1")
+    assert part is not None and part.message is not None
+    assert mime.binary_body(part) == (b"Subject: inner\r\nContent-Type: text/plain\r\n"
+                                      b"Content-Transfer-Encoding: binary\r\n\r\nhello world")
+    assert mime.binary_measure(part.message) == (11, 0)
+    structure = mime.bodystructure(part, measure=mime.binary_measure)
+    inner = len(mime.binary_body(part))
+    assert structure.startswith(b'("MESSAGE" "RFC822" NIL NIL NIL "7BIT" %d ' % inner)
+    assert b'"BASE64" 11 0' in structure
+    assert mime.part_at(message, "x") is None and mime.part_at(message, "3") is None

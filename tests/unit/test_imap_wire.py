@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,41 @@ def test_list_s_return_options_are_read_or_refused() -> None:
                 [Atom("RETURN"), [Atom("FANCY")]], [String(b"RETURN"), [Atom("CHILDREN")]]):
         with pytest.raises(BadCommand):
             _list_returns(bad)
+
+
+def test_partial_ranges_of_rfc_5267_and_9394() -> None:
+    from adapters.imap.search import SearchError, partial_of, return_options
+
+    assert return_options([Atom("PARTIAL"), Atom("4:2"), Atom("UPDATE")]) == (
+        ["PARTIAL", "UPDATE"], (2, 4))
+    assert return_options([Atom("PARTIAL"), Atom("-1:-3")])[1] == (-1, -3)
+    for bad in ("1", "1:*", "*:1", "0:2", "-1:2"):
+        with pytest.raises(SearchError):
+            return_options([Atom("PARTIAL"), Atom(bad)])
+    found = [10, 20, 30, 40, 50]
+    assert partial_of(found, (2, 4)) == [20, 30, 40]
+    assert partial_of(found, (4, 9)) == [40, 50] and partial_of(found, (6, 6)) == []
+    assert partial_of(found, (-1, -2)) == [40, 50]
+    assert partial_of(found, (-5, -9)) == [10]
+
+
+def test_urlauth_urls_are_read_signed_and_checked(tmp_path: Path) -> None:
+    from adapters.imap import urlauth
+
+    url = urlauth.parse("imap://ada@example.org/Team%20A;UIDVALIDITY=7/;UID=3/;SECTION=1.2"
+                        "/;PARTIAL=0.10;URLAUTH=user+bob%40example.org")
+    assert (url.owners(), url.mailbox_name, url.uidvalidity, url.uid, url.section,
+            url.partial) == (["ada", "ada@example.org"], "Team A", 7, 3, "1.2", (0, 10))
+    assert url.owned_by("ada@example.org") and not url.owned_by("bob@example.org")
+    assert url.may_fetch("bob@example.org") and not url.may_fetch("ada@example.org")
+    keys = urlauth.UrlKeys(tmp_path)
+    box = ("ada@example.org", "ada@example.org", "Team A", 7)
+    signed = urlauth.parse(keys.sign(box, url))
+    assert keys.verify(box, signed)
+    assert not keys.verify(("ada@example.org", "ada@example.org", "Team A", 8), signed)
+    assert not keys.verify(box, url)  # not signed
+    keys.reset("ada@example.org", ("ada@example.org", "Team A"))
+    assert not keys.verify(box, signed)
+    keys.close()
+    with pytest.raises(urlauth.BadUrl):
+        urlauth.parse("imap://ada@example.org/INBOX/;UID=1")  # no URLAUTH

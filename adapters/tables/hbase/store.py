@@ -22,7 +22,8 @@ from adapters.tables.hbase.calls import HBaseCalls, Thrift2Clients
 from adapters.tables.hbase.reads import HBaseReads
 from adapters.tables.hbase.schema import HBaseSchema, TableInfo
 from adapters.tables.hbase.writes import THRIFT2_CALL_CELLS, HBaseWrites
-from projections.tablestore import TableStoreError, ValuesFromCells
+from projections.capabilities import MajorCompacting
+from projections.tablestore import TableStore, TableStoreError, ValuesFromCells
 
 _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,39}$")
 
@@ -144,3 +145,9 @@ class HBaseTableStore(HBaseReads, HBaseWrites, HBaseSchema, HBaseCalls, ValuesFr
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _capabilities(store: HBaseTableStore) -> tuple[TableStore, MajorCompacting]:
+    """mypy checks here that the store keeps the port and the capability an erasure finds on
+    it (``projections.capabilities.MajorCompacting``)."""
+    return store, store

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_file
+from adapters.filemodes import private_file, read_only_sqlite
 from adapters.tables.sqlite.reads import ScanQuery, column_clause, row_width, scan
 from adapters.tables.sqlite.schema import CATALOG, Schema, create_table, drop_table
 from adapters.tables.sqlite.writes import (
@@ -24,6 +24,13 @@ from adapters.tables.sqlite.writes import (
     merge_table,
     write,
 )
+from projections.capabilities import (
+    BulkLoading,
+    Checkpointing,
+    Compacting,
+    DataVersioned,
+    TableSized,
+)
 from projections.tablestore import (
     Cells,
     Mutation,
@@ -32,6 +39,7 @@ from projections.tablestore import (
     TableLoad,
     TableNotFound,
     TableSpec,
+    TableStore,
     key_range,
     validate_table_name,
 )
@@ -60,7 +68,9 @@ class SqliteTableStore:
         if synchronous.upper() not in _SYNCHRONOUS:
             raise ValueError(f"synchronous: {synchronous!r} is not one of {_SYNCHRONOUS}")
         self._path = str(path)
-        if self._path != ":memory:" and not self._path.startswith("file:"):
+        self._read_only = read_only_sqlite(self._path)  # a snapshot, a backup mount
+        if (self._path != ":memory:" and not self._path.startswith("file:")
+                and self._read_only is None):
             private_file(self._path)  # 0600 before SQLite makes it (and its -wal, -shm)
         self._synchronous = synchronous.upper()
         self._busy_timeout = busy_timeout
@@ -70,6 +80,8 @@ class SqliteTableStore:
         self._schemas: dict[str, Schema] = {}
         self._closed = False
         conn = self._conn()
+        if self._read_only is not None:
+            return  # read only: its catalog is there (it holds read models)
         conn.execute(f"PRAGMA page_size={page_size}")  # only a new, empty file takes it
         conn.execute("PRAGMA journal_mode=WAL")
         with self._transaction(conn):
@@ -86,7 +98,8 @@ class SqliteTableStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(
-                self._path,
+                self._read_only or self._path,
+                uri=self._read_only is not None,
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=self._busy_timeout,
@@ -343,3 +356,10 @@ class SqliteTableStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _capabilities(store: SqliteTableStore) -> tuple[TableStore, BulkLoading, Checkpointing,
+                                                    Compacting, DataVersioned, TableSized]:
+    """mypy checks here that the store keeps the port and the capabilities callers find on it
+    (``projections.capabilities``): a signature that drifts fails the lint."""
+    return store, store, store, store, store, store

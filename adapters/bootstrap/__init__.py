@@ -29,12 +29,12 @@ from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from adapters import datadir
 from adapters.filemodes import private_dir
 from adapters.lifecycle.shredding import Shredding  # small; every store has one (preloaded)
 from adapters.settings import Settings
+from adapters.settings import postgres_env_from_dsn as postgres_env_from_dsn
 from domain.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -50,20 +50,6 @@ if TYPE_CHECKING:
     from domain.ports import PayloadStore
     from domain.service import Mailstore
     from projections.tablestore import TableStore
-
-
-def postgres_env_from_dsn(dsn: str) -> dict[str, str]:
-    """``LETTERLOG_POSTGRES_DSN`` as the eventsourcing library's ``POSTGRES_*`` settings."""
-    u = urlparse(dsn)
-    if u.scheme not in ("postgres", "postgresql") or not u.hostname or not u.path.strip("/"):
-        raise SettingsError(f"LETTERLOG_POSTGRES_DSN: {dsn!r} is not postgresql://user:pw@host:port/db")
-    return {
-        "POSTGRES_DBNAME": u.path.strip("/"),
-        "POSTGRES_HOST": u.hostname,
-        "POSTGRES_PORT": str(u.port or 5432),
-        "POSTGRES_USER": unquote(u.username or ""),
-        "POSTGRES_PASSWORD": unquote(u.password or ""),
-    }
 
 
 def event_log_env(settings: Settings) -> dict[str, str]:
@@ -176,7 +162,7 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
         limits=settings.message_limits(),
         inline_limit=settings.inline_limit,
         deleted_retention=timedelta(days=settings.deleted_retention_days),
-        log_head=getattr(log, "head", None),
+        log_head=log.head,
         reservation_ttl=timedelta(seconds=settings.extraction_reservation_seconds),
     )
     from adapters.rules.matching import RegexMatcher  # event rules' bounded filters
