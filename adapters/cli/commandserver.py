@@ -35,6 +35,7 @@ import socketserver
 import sys
 from typing import Any
 
+from adapters.cli.preload import PRELOAD, preload
 from adapters.startup.commandclient import (
     _LENGTH,
     PREFIX,
@@ -50,47 +51,6 @@ from adapters.startup.commandclient import (
 
 __all__ = ["PRELOAD", "ServerError", "info_path", "log_path", "preload",
            "private_runtime_dir", "running", "serve", "socket_path"]
-
-# What the commands import when they run (their modules are imported by building them).
-PRELOAD = (
-    "adapters.embedded", "adapters.bootstrap", "adapters.eventlog.store",
-    "adapters.payloads.files", "adapters.tables.memory", "adapters.startup.current",
-    "adapters.readside.host", "adapters.readside.queries", "adapters.cli.demo",
-    "adapters.cli.importer", "adapters.extraction", "adapters.lifecycle.jobs",
-    "adapters.quota", "adapters.rules.matching", "adapters.lifecycle.intents", "regex",
-    "domain.service", "domain.commands", "domain.rfc5322.reader", "domain.rfc5322.attachments",
-    "domain.rfc5322.defects", "domain.rfc5322.envelope", "domain.rfc5322.facts",
-    "projections.registry", "projections.search", "eventsourcing.sqlite",
-    "typer._click.decorators", "unicodedata", "gc", "ctypes",
-)
-LEFT_OUT = ("bench",)  # built on demand: benchmarks load plotting and the dev servers
-
-
-def preload() -> int:
-    """Imports what commands run on and builds every command's parser and command schemas;
-    returns how many commands were built."""
-    import importlib
-
-    from typer.main import get_command
-
-    from adapters.cli.app import MODULE_OF, app
-    from domain import commands
-
-    root: Any = get_command(app)  # the LazyGroup: it keeps each command it builds
-    built = 0
-    for name, module in MODULE_OF.items():
-        if module not in LEFT_OUT:
-            root.get_command(None, name)
-            built += 1
-    for module in PRELOAD:
-        importlib.import_module(module)
-    stack: list[type[Any]] = [commands.Command]
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        cls.model_rebuild(force=True)
-    return built
-
 
 def _code_files() -> dict[str, int]:
     """Every loaded module's file and its modification time."""
