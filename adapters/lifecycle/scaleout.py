@@ -16,9 +16,12 @@ only be decided after that:
   no store file older than the request is left; Thrift1's ``majorCompact`` only requests a
   minor compaction on HBase 2.6).
 
-So an erasure records what it owes in ``<data>/erasures-scaleout/`` (one JSON file: when, the
-log position of its last event, the payloads' SHA-256, how many messages; no message id, no
-content), and ``letterlog erase complete`` (``complete``) finishes every record: it waits,
+So an erasure records what it owes (when, the log position of its last event, the payloads'
+SHA-256, how many messages; no message id, no content): with the log in PostgreSQL, as a row
+of ``letterlog_scaleout_pending`` in the log's database (``SharedPending``), which any host's
+``erase complete`` finishes, the host that erased being gone or not; else in
+``<data>/erasures-scaleout/`` (one JSON file each, ``ScaleOutPending``). ``letterlog erase
+complete`` (``complete``) finishes every record: it waits,
 within a bound, for the relay and the workers to pass the recorded positions, deletes each
 payload nothing refers to any more and that no delivery re-used since the erasure began,
 flushes and major-compacts the tables a purge deletes from, and removes the records.
@@ -134,6 +137,96 @@ class ScaleOutPending:
         os.replace(tmp, path)
 
 
+SHARED_TABLE = "letterlog_scaleout_pending"
+
+
+class SharedPending:
+    """The records in the log's PostgreSQL database (one row each, ``kind`` ``erase`` or the
+    one ``purges`` row purge runs share), so that no host's disk holds what an erasure still
+    owes; the files this host's data directory may hold from before are read and cleared
+    too (never written)."""
+
+    def __init__(self, dsn: str, data: str | os.PathLike[str], *, timeout: float = 10) -> None:
+        self.dsn, self.files = dsn, ScaleOutPending(data)
+        self.timeout = max(2, int(timeout))
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.dsn, autocommit=True, connect_timeout=self.timeout,
+                               application_name="letterlog erasure completion")
+
+    def _ensure(self, conn: Any) -> None:
+        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
+
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {SHARED_TABLE} (id bigint GENERATED "
+                         "ALWAYS AS IDENTITY PRIMARY KEY, kind text NOT NULL, "
+                         "body jsonb NOT NULL)")
+            conn.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {SHARED_TABLE}_purges ON "
+                         f"{SHARED_TABLE} (kind) WHERE kind = 'purges'")
+
+    def records(self) -> list[tuple[Any, dict[str, Any]]]:
+        from psycopg.errors import UndefinedTable
+
+        found: list[tuple[Any, dict[str, Any]]] = list(self.files.records())
+        with self._connect() as conn:
+            try:
+                rows = conn.execute(f"SELECT id, body FROM {SHARED_TABLE} "  # noqa: S608
+                                    "ORDER BY id").fetchall()
+            except UndefinedTable:
+                rows = []
+        return found + [(int(i), dict(b)) for i, b in rows]
+
+    def record(self, *, position: int, began: float, payloads: Iterable[str],
+               messages: int) -> int:
+        body = {"since": datetime.now(UTC).isoformat(), "position": position, "began": began,
+                "messages": messages, "payloads": sorted(set(payloads))}
+        with self._connect() as conn:
+            self._ensure(conn)
+            (row,) = conn.execute(f"INSERT INTO {SHARED_TABLE} (kind, body) VALUES "  # noqa: S608
+                                  "('erase', %s::jsonb) RETURNING id",
+                                  (json.dumps(body),)).fetchone()
+        return int(row)
+
+    def record_purge(self, *, position: int, messages: int) -> int:
+        body = {"since": datetime.now(UTC).isoformat(), "position": position, "began": 0.0,
+                "messages": messages, "payloads": []}
+        with self._connect() as conn:
+            self._ensure(conn)
+            (row,) = conn.execute(
+                f"INSERT INTO {SHARED_TABLE} AS p (kind, body) VALUES ('purges', %s::jsonb) "  # noqa: S608
+                "ON CONFLICT (kind) WHERE kind = 'purges' DO UPDATE SET body = "
+                "p.body || jsonb_build_object('position', GREATEST((p.body->>'position')::bigint,"
+                " %s), 'messages', (p.body->>'messages')::bigint + %s) RETURNING id",
+                (json.dumps(body), position, messages)).fetchone()
+        return int(row)
+
+    def clear(self, records: Iterable[tuple[Any, dict[str, Any]]]) -> int:
+        """Removes the records ``complete`` finished, unless one changed since it was read
+        (purges added to the shared row meanwhile: it stays for the next run)."""
+        records = list(records)
+        cleared = self.files.clear([(k, r) for k, r in records if isinstance(k, Path)])
+        rows = [(k, r) for k, r in records if not isinstance(k, Path)]
+        if rows:
+            with self._connect() as conn:
+                for row_id, seen in rows:
+                    done = conn.execute(f"DELETE FROM {SHARED_TABLE} WHERE id = %s AND "  # noqa: S608
+                                        "body = %s::jsonb", (row_id, json.dumps(seen)))
+                    cleared += done.rowcount
+        return cleared
+
+
+def pending_records(settings: Any) -> ScaleOutPending | SharedPending:
+    """Where this deployment keeps what its erasures owe: the log's PostgreSQL database when
+    the log is there (every host sees them), else the data directory."""
+    if settings.event_store == "postgres" and settings.postgres_dsn:
+        return SharedPending(settings.postgres_dsn, settings.data,
+                             timeout=settings.postgres_timeout)
+    return ScaleOutPending(settings.data)
+
+
 @dataclass
 class ScaleOutCompletion:
     """What ``complete`` did."""
@@ -210,7 +303,7 @@ def major_compact(command: str, tables: list[str], *, deadline: float,
 def record_erasure(store: Any, payloads: Iterable[str], began: float, messages: int) -> None:
     """An erasure (or purge) on scale-out: what ``complete`` must still do (one without
     payloads, as a purge run's batch, goes into the shared ``purges.json``)."""
-    pending = ScaleOutPending(store.settings.data)
+    pending = pending_records(store.settings)
     payloads = list(payloads)
     if payloads:
         pending.record(position=store.max_position(), began=began, payloads=payloads,
@@ -223,7 +316,7 @@ def pending(store: Any) -> list[dict[str, Any]]:
     """The records not yet completed (``letterlog erase status``), without payload hashes."""
     return [{"since": r["since"], "position": r["position"], "messages": r["messages"],
              "payloads": len(r.get("payloads", []))}
-            for _, r in ScaleOutPending(store.settings.data).records()]
+            for _, r in pending_records(store.settings).records()]
 
 
 def complete(store: Any, *, wait: float, read_side: ReadSide,
@@ -236,7 +329,7 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
     from projections.keys import payload_row
 
     settings = store.settings
-    records = ScaleOutPending(settings.data).records()
+    records = pending_records(settings).records()
     outcome = ScaleOutCompletion(pending=len(records))
     if not records:
         return outcome
@@ -283,5 +376,5 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
         return outcome
     outcome.compaction_seconds = round(time.monotonic() - compacted, 3)
     outcome.tables_compacted = hbase_names
-    outcome.pending_cleared = ScaleOutPending(settings.data).clear(records)
+    outcome.pending_cleared = pending_records(settings).clear(records)
     return outcome

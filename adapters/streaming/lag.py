@@ -152,9 +152,9 @@ def snapshot(settings: Any, group: str, parts: Parts, timeout: float = 5.0) -> d
 def _erasures_pending(settings: Any) -> dict[str, Any]:
     """The scale-out erasures that ``letterlog erase complete`` has not finished yet: how
     many, and the log position the read side must reach for all of them."""
-    from adapters.lifecycle.scaleout import ScaleOutPending
+    from adapters.lifecycle.scaleout import pending_records
 
-    records = [r for _, r in ScaleOutPending(settings.data).records()]
+    records = [r for _, r in pending_records(settings).records()]
     return {"count": len(records),
             "position": max((int(r["position"]) for r in records), default=None)}
 

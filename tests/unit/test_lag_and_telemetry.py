@@ -50,7 +50,8 @@ def test_erasures_pending_completion_are_shown(tmp_path):
 
     from adapters.lifecycle.scaleout import record_erasure
 
-    store = SimpleNamespace(settings=SimpleNamespace(data=tmp_path), max_position=lambda: 7)
+    store = SimpleNamespace(settings=SimpleNamespace(data=tmp_path, event_store="sqlite"),
+                            max_position=lambda: 7)
     r = snapshot(load_settings(data=tmp_path), "g", bootstrap, timeout=10)
     assert r["erasures_pending"] == {"count": 0, "position": None}
     assert not any(line.startswith("erasures") for line in render(r))

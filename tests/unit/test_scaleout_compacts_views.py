@@ -39,7 +39,7 @@ class Tables:
 def test_the_completion_compacts_the_views_tables_a_purge_deletes_from(tmp_path):
     tables = Tables()
     store = SimpleNamespace(
-        settings=SimpleNamespace(data=tmp_path, hbase_compactor="true",
+        settings=SimpleNamespace(data=tmp_path, event_store="sqlite", hbase_compactor="true",
                                  payloads_in_hbase=lambda: False),
         max_position=lambda: 9, payloads=None,
         projections=SimpleNamespace(tables=tables, physical=lambda t: t))

@@ -22,7 +22,7 @@ from adapters.lifecycle.scaleout import (
 
 class FakeStore:
     def __init__(self, data):
-        self.settings = SimpleNamespace(data=data)
+        self.settings = SimpleNamespace(data=data, event_store="sqlite")
         self.touched: list[str] = []
 
     def max_position(self) -> int:
@@ -106,7 +106,8 @@ def test_payloads_are_freed_after_the_read_side_unless_referred_or_reused(tmp_pa
     free, referred, reused = "aa" * 32, "bb" * 32, "cc" * 32
     tables = Tables({referred})
     store = SimpleNamespace(
-        settings=SimpleNamespace(data=tmp_path, hbase_compactor="true",  # real: services test
+        settings=SimpleNamespace(data=tmp_path, event_store="sqlite",
+                                 hbase_compactor="true",  # real: services test
                                  payloads_in_hbase=lambda: in_hbase),
         max_position=lambda: 42, payloads=Payloads({free: 0.0, referred: 0.0, reused: 2000.0}),
         projections=SimpleNamespace(tables=tables, physical=lambda t: t))
