@@ -62,7 +62,12 @@ def saved_by(result: object) -> Saved | None:
     if isinstance(result, (Change, Delivery, Upload, Reservation)):
         return result.saved
     if isinstance(result, list) and all(isinstance(r, Delivery) for r in result):
-        found = {position: event for r in result for position, event in r.saved}
+        # the deliveries of one append share its ``saved``: each distinct one read once (a
+        # batch of n messages was n × n pairs)
+        distinct = {id(r.saved): r.saved for r in result}
+        if len(distinct) == 1:
+            return next(iter(distinct.values()))
+        found = {position: event for saved in distinct.values() for position, event in saved}
         return tuple(sorted(found.items(), key=lambda item: item[0]))
     return None
 
