@@ -1,7 +1,8 @@
-"""``EventMapper`` (ADR 0085): the write side of the library's mapper in one step. What it
-stores is what the library's ``Mapper`` over the same transcoder stores, byte for byte, for
-every kind of event (sealed personal parts with the same nonce); and it reads back through
-the library's path, upcasters included."""
+"""The append path's cheaper steps (ADR 0085). ``EventMapper``: the write side of the
+library's mapper in one step; what it stores is what the library's ``Mapper`` over the same
+transcoder stores, byte for byte, for every kind of event (sealed personal parts with the
+same nonce), and it reads back through the library's path, upcasters included. The
+transcoder's per-thread packer. A bulk block's spaced young collections."""
 
 from __future__ import annotations
 
@@ -99,3 +100,28 @@ def test_the_thread_packer_survives_a_value_it_cannot_pack() -> None:
         packb({"a": object()})
     assert packb({"s": {2, 1}, "n": 1}) == msgpack.packb(
         {"s": msgpack.ExtType(3, msgpack.packb([1, 2])), "n": 1}, use_bin_type=True)
+
+
+def test_a_bulk_block_spaces_the_young_collections_and_restores_the_process_thresholds(
+) -> None:
+    import gc
+
+    from adapters.embedded import BULK_GC_THRESHOLDS, bulk_collections
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with bulk_collections():
+            assert gc.get_threshold() == BULK_GC_THRESHOLDS
+            with bulk_collections():  # nested: the same
+                assert gc.get_threshold() == BULK_GC_THRESHOLDS
+            assert gc.get_threshold() == BULK_GC_THRESHOLDS
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(50_000, 30, 10)  # a process that collects less often keeps its own
+        with bulk_collections():
+            assert gc.get_threshold() == (50_000, 30, 10)
+        with pytest.raises(RuntimeError), bulk_collections():
+            raise RuntimeError("the block failed")
+        assert gc.get_threshold() == (50_000, 30, 10)
+    finally:
+        gc.set_threshold(*before)
