@@ -125,3 +125,69 @@ def test_a_bulk_block_spaces_the_young_collections_and_restores_the_process_thre
         assert gc.get_threshold() == (50_000, 30, 10)
     finally:
         gc.set_threshold(*before)
+
+
+class _Commits:
+    """A key store's commit as the pool sees it: records what it committed, optionally slow
+    (an event the test sets lets it return) or failing."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.committed: list[UUID] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.fail: Exception | None = None
+
+    def __call__(self, keys: list[tuple[UUID, bytes]]) -> None:
+        self.release.wait(10)
+        if self.fail is not None:
+            raise self.fail
+        self.committed.extend(k for k, _ in keys)
+
+
+def test_the_pool_commits_the_next_keys_ahead_and_hands_out_only_committed_ones() -> None:
+    import threading
+
+    pool, commits = sealing._Pool(), _Commits()
+    first = [pool.take(commits)[0]]  # the first refill, in the caller's thread
+    assert first[0] in commits.committed
+    commits.release.clear()  # the refill ahead will not commit until the test says so
+    first += [pool.take(commits)[0] for _ in range(sealing.POOL_FIRST - 1)]  # no wait
+    assert set(first) <= set(commits.committed) and len(set(first)) == sealing.POOL_FIRST
+    waiting: list[UUID] = []
+    taker = threading.Thread(target=lambda: waiting.append(pool.take(commits)[0]))
+    taker.start()
+    taker.join(0.2)
+    assert taker.is_alive() and not waiting  # the pool is empty, its refill not committed
+    commits.release.set()
+    taker.join(10)
+    assert waiting and waiting[0] in commits.committed and waiting[0] not in first
+    assert len(commits.committed) == 3 * sealing.POOL_FIRST  # 8 here, 16 ahead
+
+
+def test_a_refill_ahead_that_fails_is_made_again_by_the_take_that_needs_it() -> None:
+    pool, commits = sealing._Pool(), _Commits()
+    for _ in range(sealing.POOL_FIRST - sealing.POOL_FIRST // 4):
+        pool.take(commits)
+    commits.fail = OSError("the key table is gone")
+    with pytest.raises(OSError, match="gone"):
+        for _ in range(sealing.POOL):
+            pool.take(commits)
+    commits.fail = None
+    assert pool.take(commits)[0] in commits.committed
+
+
+def test_close_waits_for_the_refill_on_its_way_and_gives_back_every_unused_key() -> None:
+    pool, commits = sealing._Pool(), _Commits()
+    used = {pool.take(commits)[0] for _ in range(sealing.POOL_FIRST - 1)}
+    unused = set(pool.drain())
+    assert unused and not unused & used and unused | used == set(commits.committed)
+
+
+def test_a_forked_child_starts_with_an_empty_pool_of_its_own() -> None:
+    pool, commits = sealing._Pool(), _Commits()
+    parent = pool.take(commits)[0]
+    sealing._after_fork_in_child()
+    assert pool.drain() == []
+    assert pool.take(commits)[0] != parent
