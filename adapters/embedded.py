@@ -65,7 +65,7 @@ def saved_by(result: object) -> Saved | None:
     if isinstance(result, list) and all(isinstance(r, Delivery) for r in result):
         # the deliveries of one append share its ``saved``: each distinct one read once (a
         # batch of n messages was n × n pairs)
-        distinct = {id(r.saved): r.saved for r in result}
+        distinct: dict[int, Saved] = {id(r.saved): r.saved for r in result}
         if len(distinct) == 1:
             return next(iter(distinct.values()))
         found = {position: event for saved in distinct.values() for position, event in saved}
