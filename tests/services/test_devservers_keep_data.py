@@ -208,7 +208,8 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
     reset = devservers(root, "reset", "--yes")
     times["reset"] = time.monotonic() - t0
     assert reset.returncode == 0, reset.stderr
-    for line in ("PostgreSQL: the event log and the wrapped data keys", "HBase: the read-model tables",
+    for line in ("PostgreSQL: the event log and the wrapped data keys",
+                 "HBase: the read-model tables",
                  "Kafka: the event topics", "stopping the servers first",
                  "hbase-master stopped in", f"deleted {root}"):
         assert line in reset.stdout, reset.stdout
