@@ -18,6 +18,7 @@ parts, in ``adapters.facade`` (deliveries, messages, mailboxes, access, erasure,
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -63,9 +64,34 @@ def saved_by(result: object) -> Saved | None:
     if isinstance(result, (Change, Delivery, Upload, Reservation)):
         return result.saved
     if isinstance(result, list) and all(isinstance(r, Delivery) for r in result):
-        found = {position: event for r in result for position, event in r.saved}
+        # the deliveries of one append share its ``saved``: each distinct one read once (a
+        # batch of n messages was n × n pairs)
+        distinct: dict[int, Saved] = {id(r.saved): r.saved for r in result}
+        if len(distinct) == 1:
+            return next(iter(distinct.values()))
+        found = {position: event for saved in distinct.values() for position, event in saved}
         return tuple(sorted(found.items(), key=lambda item: item[0]))
     return None
+
+
+BULK_GC_THRESHOLDS = (10_000, 10, 10)
+"""The cyclic collector's thresholds inside a bulk block (``projecting_in_a_second_process``:
+an import, a long-lived delivering process). With Python's default (700, 10, 10) an import
+ran ~90 young collections per 1,000 messages, each walking the batch in hand: ~10% of the
+command side's CPU, for garbage that is nearly all freed by reference counting. With a young
+generation of 10,000 it is ~4 collections per 1,000 messages (ADR 0085)."""
+
+
+@contextmanager
+def bulk_collections() -> Iterator[None]:
+    """The block with ``BULK_GC_THRESHOLDS`` (never more frequent collections than the
+    process had); the process's own thresholds restored after it."""
+    before = gc.get_threshold()
+    gc.set_threshold(*(max(a, b) for a, b in zip(BULK_GC_THRESHOLDS, before, strict=True)))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _usable_cores() -> int:
@@ -188,10 +214,16 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
         long-lived process delivering one message at a time). Yields whether a follower
         runs: not without embedded read models (they are HBase's), not on one core (the two
         processes would take turns and the follower decodes every event again), not nested."""
-        if (self._projections is None or not self._projections.live
-                or self._follower is not None or _usable_cores() < 2):
-            yield False
-            return
+        with bulk_collections():
+            if (self._projections is None or not self._projections.live
+                    or self._follower is not None or _usable_cores() < 2):
+                yield False
+                return
+            with self._following() as following:
+                yield following
+
+    @contextmanager
+    def _following(self) -> Iterator[bool]:
         from adapters.readside.follower import Follower
 
         follower = Follower(self.settings.model_dump_json())

@@ -232,7 +232,8 @@ class DeliveryCommands(QuotaCommands):
             )
             messages.append(Message.deliver(ids[i], arrival))
             if c.idempotency_key:
-                claims.append(DeliveryKey.claim(account.id, c.idempotency_key, ids[i]))
+                claims.append(DeliveryKey.claim(account.id, c.idempotency_key, ids[i],
+                                                key_id=keys[i]))
         aggregates: list[Any] = []
         for account, fresh in accounts.values():
             aggregates.append(account)

@@ -45,8 +45,11 @@ class DeliveryKey(MailAggregate):
             aggregate.message_id = self.message_id
 
     @classmethod
-    def claim(cls, account_id: UUID, key: str, message_id: UUID) -> DeliveryKey:
-        return cls._create(cls.Claimed, id=delivery_key_id(account_id, key),
+    def claim(cls, account_id: UUID, key: str, message_id: UUID, *,
+              key_id: UUID | None = None) -> DeliveryKey:
+        """``key_id``: ``delivery_key_id(account_id, key)`` when the caller has it already
+        (a delivery computes it to read the claim first)."""
+        return cls._create(cls.Claimed, id=key_id or delivery_key_id(account_id, key),
                            account_id=account_id, key=key_digest(key), message_id=message_id)
 
 

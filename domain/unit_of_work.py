@@ -72,6 +72,14 @@ def conflict_wait(state: RetryCallState) -> float:
     return random.uniform(0, step * state.attempt_number)
 
 
+def _after_first(state: RetryCallState) -> float:
+    """``conflict_wait`` for the tries after the first (``UnitOfWork.run`` made the first
+    outside the retrying machinery): the ``n``-th of these is the command's ``n + 1``-th."""
+    error = state.outcome.exception() if state.outcome is not None else None
+    step = 0.01 if isinstance(error, StoreBusy) else 0.002
+    return random.uniform(0, step * (state.attempt_number + 1))
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -126,8 +134,18 @@ class UnitOfWork:
     def run(self, attempt: Callable[[], T]) -> T:
         """Runs ``attempt`` (load, decide, save) until it saves without a conflict (module
         docstring); ``InvalidState`` after ``max_retries`` tries that all met one. Any other
-        error is raised as it is, at once."""
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries), wait=conflict_wait,
+        error is raised as it is, at once.
+
+        The first try runs on its own (nearly every command saves on it): the retrying
+        machinery is only built once a try met a conflict, and it counts that try."""
+        try:
+            return self._try(attempt)
+        except (IntegrityError, StoreBusy) as first:
+            if self.max_retries <= 1:
+                raise InvalidState(f"gave up after {self.max_retries} concurrency conflicts"
+                                   ) from first
+            time.sleep(random.uniform(0, 0.01 if isinstance(first, StoreBusy) else 0.002))
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries - 1), wait=_after_first,
                             retry=retry_if_exception_type((IntegrityError, StoreBusy)),
                             sleep=time.sleep)
         try:

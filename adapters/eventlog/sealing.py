@@ -118,27 +118,94 @@ def new_keys(n: int) -> list[tuple[UUID, bytes]]:
 class _Pool:
     """Keys committed ahead of use, handed out one by one (thread-safe). A process's first
     refill is small and each next one twice the last, up to ``POOL``: a short-lived command
-    commits a few keys, a long-lived delivery agent one commit per ``POOL`` messages."""
+    commits a few keys, a long-lived delivery agent one commit per ``POOL`` messages.
+
+    Refilled ahead (ADR 0085): once a quarter of the last refill is left, the next one is
+    committed by a thread of its own while deliveries take what is left, so a delivery
+    never waits for the key table's and the vault's commits (fsyncs) unless it empties
+    the pool first. A key is only handed out once its commit returned, as before. A forked
+    child starts with an empty pool (never the parent's keys) and no refill."""
 
     def __init__(self) -> None:
         self._keys: list[tuple[UUID, bytes]] = []
         self._next = POOL_FIRST
+        self._low = 0
         self._lock = threading.Lock()
+        self._refill: threading.Thread | None = None
+        _POOLS.add(self)
 
     def take(self, commit: Any) -> tuple[UUID, bytes]:
-        with self._lock:
-            if not self._keys:
-                fresh = new_keys(self._next)
+        while True:
+            with self._lock:
+                if self._keys:
+                    key = self._keys.pop()
+                    if len(self._keys) <= self._low and self._refill is None:
+                        self._ahead(commit)
+                    return key
+                running = self._refill
+                if running is None:  # nothing on its way (a process's first key): here
+                    fresh = new_keys(self._grow())
+                    commit(fresh)
+                    self._keys = fresh
+                    return self._keys.pop()
+            running.join()  # emptied before the refill ahead landed: wait for it
+
+    def _grow(self) -> int:
+        """The size of the next refill (the one after it doubles, up to ``POOL``); under
+        the lock."""
+        n = self._next
+        self._next = min(POOL, n * 2)
+        self._low = n // 4
+        return n
+
+    def _ahead(self, commit: Any) -> None:
+        """The next refill, committed in a thread; under the lock. A refill that fails
+        hands nothing out: the take that finds the pool empty refills itself (and raises
+        what the store raises)."""
+        n = self._grow()
+
+        def run() -> None:
+            fresh: list[tuple[UUID, bytes]] = []
+            try:
+                fresh = new_keys(n)
                 commit(fresh)
-                self._keys = fresh
-                self._next = min(POOL, self._next * 2)
-            return self._keys.pop()
+            except Exception:  # noqa: BLE001 - the next take refills in the caller's thread
+                fresh = []
+            finally:
+                with self._lock:
+                    self._keys = fresh + self._keys
+                    self._refill = None
+
+        self._refill = threading.Thread(target=run, name="letterlog-keys-ahead", daemon=True)
+        self._refill.start()
 
     def drain(self) -> list[UUID]:
-        """The keys never handed out (given back on close: no message uses them)."""
+        """The keys never handed out (given back on close: no message uses them), after a
+        refill on its way has landed."""
+        with self._lock:
+            running = self._refill
+        if running is not None:
+            running.join()
         with self._lock:
             unused, self._keys = [k for k, _ in self._keys], []
         return unused
+
+    def _forked(self) -> None:
+        self._lock = threading.Lock()
+        self._refill = None
+        self._keys = []
+        self._next, self._low = POOL_FIRST, 0
+
+
+_POOLS: weakref.WeakSet[_Pool] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_POOLS):
+        pool._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def wrap(kek: bytes, key_id: UUID, key: bytes) -> bytes:

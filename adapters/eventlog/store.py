@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent, Repository
-from eventsourcing.persistence import OperationalError, Recording, Transcoder
+from eventsourcing.persistence import Mapper, OperationalError, Recording, Transcoder
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -28,7 +28,7 @@ from eventsourcing.sqlite import (
 
 from adapters import datadir
 from adapters.eventlog import sealing
-from adapters.eventlog.transcoder import MsgpackTranscoder
+from adapters.eventlog.transcoder import EventMapper, MsgpackTranscoder
 from domain.account import Account
 from domain.delivery_key import DeliveryKey
 from domain.errors import SettingsError, StoreBusy
@@ -197,6 +197,11 @@ class MailLog(Application[UUID]):
     def construct_transcoder(self) -> Transcoder:
         self.keys = open_key_store(self.env)
         return MsgpackTranscoder(self.keys)
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        """The library's mapper with the write side in one step (``EventMapper``)."""
+        return self.factory.mapper(transcoder=self.construct_transcoder(),
+                                   mapper_class=EventMapper)
 
     def construct_repository(self) -> Repository[UUID]:
         repository = super().construct_repository()

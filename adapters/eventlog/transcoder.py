@@ -21,13 +21,15 @@ Tuples become lists. A naive datetime is refused: every time in letterlog is UTC
 from __future__ import annotations
 
 import struct
+import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 import msgpack
-from eventsourcing.persistence import Transcoder
+from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+from eventsourcing.utils import get_topic
 
 from adapters.compression import compress as _compress
 from adapters.compression import decompress as _decompress
@@ -60,10 +62,10 @@ def _default(obj: Any) -> Any:
         delta = obj - _EPOCH
         micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
         return _ext(_DATETIME, _Q.pack(micros))
-    if isinstance(obj, frozenset):
-        return _ext(_FROZENSET, packb(sorted(obj, key=repr)))
+    if isinstance(obj, frozenset):  # packed inside another pack: a packer of its own
+        return _ext(_FROZENSET, _fresh_packb(sorted(obj, key=repr)))
     if isinstance(obj, set):
-        return _ext(_SET, packb(sorted(obj, key=repr)))
+        return _ext(_SET, _fresh_packb(sorted(obj, key=repr)))
     if isinstance(obj, Decimal):
         return _ext(_DECIMAL, str(obj).encode())
     raise TypeError(f"cannot encode {type(obj).__name__} in an event")
@@ -115,8 +117,27 @@ def ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
-def packb(obj: Any) -> bytes:
+def _fresh_packb(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_default, use_bin_type=True, datetime=False)  # type: ignore[no-any-return]
+
+
+_packers = threading.local()
+
+
+def packb(obj: Any) -> bytes:
+    """``obj`` as msgpack: the same bytes as ``msgpack.packb`` with these options, by one
+    ``Packer`` per thread (``msgpack.packb`` builds one per call: a sixth of an event's
+    encoding). A packer is not re-entrant, so ``_default`` packs a set inside an event with
+    a packer of its own."""
+    packer = getattr(_packers, "p", None)
+    if packer is None:
+        packer = _packers.p = msgpack.Packer(default=_default, use_bin_type=True,
+                                             datetime=False)
+    try:
+        return packer.pack(obj)  # type: ignore[no-any-return]
+    except BaseException:
+        packer.reset()  # a failed pack leaves its partial output in the buffer
+        raise
 
 
 def unpackb(data: bytes) -> Any:
@@ -160,6 +181,51 @@ def pack_state(state: Any, keys: sealing.KeyStore | None = None) -> bytes:
             state = dict(state)
             state[COMPRESSED_FIELD] = compressed(personal)
     return packb(state)
+
+
+def pack_owned_state(state: dict[str, Any], keys: sealing.KeyStore | None) -> bytes:
+    """``pack_state`` of a dict the caller made for this call alone (``EventMapper``): its
+    ``personal`` part is sealed (or compressed) in place, not in a copy."""
+    personal = state.get(COMPRESSED_FIELD)
+    if isinstance(personal, Personal):
+        if keys is None:
+            raise TypeError("personal data is only written sealed: the log has no key store")
+        state[COMPRESSED_FIELD] = seal_personal(personal, keys)
+    elif type(personal) is dict and personal:
+        state[COMPRESSED_FIELD] = compressed(personal)
+    return packb(state)
+
+
+class EventMapper(Mapper[UUID]):
+    """The library's ``Mapper`` with its write side in one step for every event: the topic
+    and class version looked up once per class, the event's fields copied once (the
+    library's copy, then the transcoder's copy to seal the personal part in) and packed.
+    The stored event is the same, byte for byte; reading is the library's (upcasters
+    included). With the library's compressor or cipher set, it is the library's path."""
+
+    def __init__(self, transcoder: Transcoder, compressor: Any = None,
+                 cipher: Any = None) -> None:
+        super().__init__(transcoder=transcoder, compressor=compressor, cipher=cipher)
+        self._classes: dict[type, tuple[str, int]] = {}
+        self._own = (isinstance(transcoder, MsgpackTranscoder) and compressor is None
+                     and cipher is None)
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        if not self._own:
+            return super().to_stored_event(domain_event)
+        cls = type(domain_event)
+        found = self._classes.get(cls)
+        if found is None:
+            found = self._classes[cls] = (get_topic(cls), getattr(cls, "class_version", 1))
+        topic, class_version = found
+        state = dict(vars(domain_event))
+        originator_id = state.pop("originator_id")
+        originator_version = state.pop("originator_version")
+        if class_version > 1:
+            state["class_version"] = class_version
+        keys = self.transcoder.keys  # type: ignore[attr-defined]
+        return StoredEvent(originator_id=originator_id, originator_version=originator_version,
+                           topic=topic, state=pack_owned_state(state, keys))
 
 
 class MsgpackTranscoder(Transcoder):
