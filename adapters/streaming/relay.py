@@ -38,7 +38,7 @@ from adapters.streaming.positions import (
     RelayPosition,
 )
 from adapters.streaming.producer import Sender, ensure_topic, relay_metrics, start_producer
-from adapters.streaming.relaywatch import RelayWatch
+from adapters.streaming.relaywatch import RelayWatch, corrupt_event
 from domain.errors import CorruptEvent, SettingsError
 
 __all__ = [
@@ -327,11 +327,7 @@ class OutboxRelay(RelayWatch):
         try:
             return account_key(n.originator_id, n.topic, bytes(n.state))
         except Exception as e:
-            raise CorruptEvent(
-                f"event at position {n.id} (aggregate {n.originator_id}, version "
-                f"{n.originator_version}, topic {n.topic!r}) cannot be decoded: "
-                f"{type(e).__name__}: {e}"
-            ) from e
+            raise corrupt_event(n, e) from e
 
     def _publish(self, records: list[tuple[int, bytes, bytes]]) -> None:
         assert self._runner is not None

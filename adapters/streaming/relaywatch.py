@@ -27,11 +27,14 @@ def decode_notification(n: Any) -> Any:
     try:
         return mapper().to_domain_event(n)
     except Exception as e:
-        raise CorruptEvent(
-            f"event at position {n.id} (aggregate {n.originator_id}, version "
-            f"{n.originator_version}, topic {n.topic!r}) cannot be decoded: "
-            f"{type(e).__name__}: {e}"
-        ) from e
+        raise corrupt_event(n, e) from e
+
+
+def corrupt_event(n: Any, error: Exception) -> CorruptEvent:
+    """``CorruptEvent`` naming notification ``n`` and why it cannot be decoded."""
+    return CorruptEvent(f"event at position {n.id} (aggregate {n.originator_id}, version "
+                        f"{n.originator_version}, topic {n.topic!r}) cannot be decoded: "
+                        f"{type(error).__name__}: {error}")
 
 
 class RelayWatch:
