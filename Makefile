@@ -34,7 +34,7 @@ test: $(STAMP) $(LDA_CLIENT) install-servers
 
 # PostgreSQL, Postfix, Dovecot, slapd (Debian packages), HBase, Kafka (Maven jars): once
 install-servers: $(STAMP)
-	$(PY) -m adapters.devservers install
+	$(PY) -m devtools.devservers install
 
 # the unit, property and integration tests, without servers (PostgreSQL, HBase, Kafka, Spark,
 # Postfix, Dovecot, slapd), slow tests (a second process, seconds of waiting) or the benchmark
@@ -46,19 +46,19 @@ test-fast: $(STAMP)
 	  tests/unit tests/property tests/integration
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check domain projections adapters spark_replay tests
-	$(VENV)/bin/mypy domain projections adapters spark_replay
+	$(VENV)/bin/ruff check domain projections adapters spark_replay devtools tests
+	$(VENV)/bin/mypy domain projections adapters spark_replay devtools
 	$(VENV)/bin/lint-imports --no-cache
 
 services: $(STAMP)
-	$(PY) -m adapters.devservers up
+	$(PY) -m devtools.devservers up
 
 bench: $(STAMP)
 	$(VENV)/bin/letterlog bench ingest --json
 
 # every benchmark, JSON and a plot each in bench-results/ (stream starts Kafka and HBase)
 bench-all: $(STAMP)
-	$(PY) -m adapters.devservers install
+	$(PY) -m devtools.devservers install
 	mkdir -p bench-results
 	for b in ingest project rebuild query stream; do \
 	  $(VENV)/bin/letterlog bench $$b --json --plot bench-results/$$b.png \

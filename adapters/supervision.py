@@ -1,5 +1,5 @@
 """Long-running processes under supervisord (the `supervisor` package): the dev servers
-(`python -m adapters.devservers up`) and letterlog's own relay, workers and purger
+(`python -m devtools.devservers up`) and letterlog's own relay, workers and purger
 (`letterlog processes start`). See docs/adr/0013-supervisord-for-long-running-processes.md.
 
 ``Program`` says what to run; ``write_config`` renders a supervisord configuration for a list
@@ -52,7 +52,7 @@ class SupervisorError(RuntimeError):
 @dataclass(frozen=True)
 class Program:
     """One long-running process, as any launcher runs it: a child of this process
-    (``adapters.devservers._common.popen_launch``, the test fixtures) or supervisord
+    (``devtools.devservers._common.popen_launch``, the test fixtures) or supervisord
     (restarted when it crashes). Output (stdout + stderr) is appended to ``log``."""
 
     name: str

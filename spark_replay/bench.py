@@ -1,6 +1,6 @@
 """``letterlog bench rebuild --engine spark``: the Spark rebuild against the single process.
 
-In one run, on the same cached benchmark log (``adapters.bench.benchlog.bench_log``):
+In one run, on the same cached benchmark log (``devtools.bench.benchlog.bench_log``):
 
 * **single process**: ``ProjectionHost.rebuild`` of every projection into a fresh SQLite
   tables file (what ``letterlog rebuild --all`` runs);
@@ -24,7 +24,7 @@ In one run, on the same cached benchmark log (``adapters.bench.benchlog.bench_lo
   one account, the case ADR 0061 is about;
 * **HBase load** (``hbase=True``): the cells the fold of the first ``hbase_events`` events
   leaves, written through the project's HBase table store (what each Spark task does)
-  against plain happybase batch puts of the same cells (``adapters.bench.stream``), on an
+  against plain happybase batch puts of the same cells (``devtools.bench.stream``), on an
   HBase started here.
 
 Results: events/s each, ``speedup_local2_over_local1``,
@@ -48,9 +48,9 @@ def _rate(n: float, seconds: float) -> float:
 
 
 def _rebuild(reader: Any, path: Path, fold: Any) -> tuple[float, dict[str, str]]:
-    from adapters.bench.common import SYNCHRONOUS
     from adapters.readside.host import ProjectionHost
     from adapters.tables.sqlite import SqliteTableStore
+    from devtools.bench.common import SYNCHRONOUS
 
     store = SqliteTableStore(path, synchronous=SYNCHRONOUS)
     host = ProjectionHost(store, reader.events, None, reader.max_position)
@@ -128,7 +128,7 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                         hbase: bool = True, hbase_events: int = 50_000,
                         compare_layouts: bool = True, repeat: int = 1,
                         accounts: int | None = None) -> dict[str, Any]:
-    from adapters.bench.benchlog import bench_log, open_reader
+    from devtools.bench.benchlog import bench_log, open_reader
 
     log_path, meta = bench_log(events, accounts)
     reader = open_reader(log_path)
@@ -147,7 +147,7 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                                      min(total, WARM_UP_EVENTS), compare_layouts, repeat,
                                      single):
                 runs.setdefault(run["label"], []).append(run)
-    from adapters.bench.common import two_process_scaling
+    from devtools.bench.common import two_process_scaling
 
     scaling = two_process_scaling()  # this machine's own ceiling for local[2] over local[1]
     single_s, single_digests = min(singles, key=lambda r: r[0])
@@ -192,7 +192,7 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                          "largest_task_over_fair_share_local2": 1.5,
                          "hbase_load_ratio": 0.5}
     if hbase:
-        from adapters.bench.hbase_load import hbase_load
+        from devtools.bench.hbase_load import hbase_load
 
         result["hbase"] = hbase_load(reader, min(total, hbase_events))
     reader.close()

@@ -8,7 +8,8 @@ library only); any command line goes to the user's command server when one is ru
 more than the interpreter's start), else runs it here.
 
 May import: ``adapters.embedded``, ``adapters.bootstrap``, ``settings`` and the other
-sub-packages (``bench`` lazily, for ``letterlog bench``); never ``devservers``.
+sub-packages (``bench`` lazily, for ``letterlog bench``: the one module that imports
+``devtools``, inside its commands); never ``devtools.devservers`` directly.
 """
 
 from __future__ import annotations

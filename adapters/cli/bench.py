@@ -21,11 +21,15 @@ app.add_typer(bench_app, name="bench")
 @bench_app.callback()
 def _benchmarks_installed() -> None:
     """Benchmarks (JSON, baseline in the same run)."""
-    import importlib.util
-
-    if importlib.util.find_spec("adapters.bench") is None:  # a wheel: they stay in the repo
-        fail("the benchmarks are not part of the installed package; run them from a "
-             "checkout of letterlog (`make bench`, `make bench-all`)")
+    # the development tools stay in the repository (ADR 0086): found only from a checkout
+    try:
+        import devtools.bench  # noqa: F401
+    except ModuleNotFoundError as missing:
+        if missing.name not in ("devtools", "devtools.bench"):
+            raise  # a tool's own dependency: not ours to hide
+        fail("letterlog bench needs the development tools (devtools/), which are not part "
+             "of the installed package; run it from a checkout of letterlog (`pip install "
+             "-e '.[bench]'`, `make bench`, `make bench-all`)")
 
 
 BenchJson = Annotated[bool, typer.Option("--json", help="one JSON line (always JSON)")]
@@ -77,10 +81,10 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     process per message, and bytes on disk, against Dovecot; with --rules N what N event
     rules cost a delivery (docs/event-rules.md); with --rights what the rights check costs
     one (docs/permissions.md)."""
-    from adapters.bench.ingest import bench_ingest as run
+    from devtools.bench.ingest import bench_ingest as run
 
     if hosts:
-        from adapters.bench.hosts import bench_hosts
+        from devtools.bench.hosts import bench_hosts
 
         if peer is not None or rules is not None or key_store or scale_out or rights:
             fail("--hosts: not with --peer, --rules, --key-store, --scale-out or --rights")
@@ -88,14 +92,14 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                            progress=lambda line: typer.echo(line, err=True)), as_json)
         return
     if rights:
-        from adapters.bench.rights import bench_rights_ingest
+        from devtools.bench.rights import bench_rights_ingest
 
         if peer is not None or rules is not None or key_store or scale_out:
             fail("--rights: not with --peer, --rules, --key-store or --scale-out")
         _bench(bench_rights_ingest(messages=messages, plot=plot), as_json)
         return
     if key_store:
-        from adapters.bench.keystore import bench_keystore
+        from devtools.bench.keystore import bench_keystore
 
         if peer is not None or rules is not None or scale_out:
             fail("--key-store: not with --peer, --rules or --scale-out")
@@ -104,8 +108,8 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     if use_running and not scale_out:
         fail("--use-running: only with --scale-out")
     if scale_out:
-        from adapters.bench.scaleout import bench_scaleout_payloads
         from adapters.settings import load_settings
+        from devtools.bench.scaleout import bench_scaleout_payloads
 
         if peer is not None or rules is not None:
             fail("--scale-out: not with --peer or --rules")
@@ -116,7 +120,7 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
         _bench(bench_scaleout_payloads(count, plot=plot, use_running=running), as_json)
         return
     if rules is not None:
-        from adapters.bench.rules import bench_rules
+        from devtools.bench.rules import bench_rules
 
         if peer is not None:
             fail("--rules: not with --peer")
@@ -136,7 +140,7 @@ def bench_project(events: Annotated[int, typer.Option(metavar="N",
                   plot: PlotOption = None,
                   as_json: BenchJson = False) -> None:
     """Catch-up projection throughput vs raw SQLite writes of the same cells."""
-    from adapters.bench.project import bench_project as run
+    from devtools.bench.project import bench_project as run
 
     _bench(run(events=events, plot=plot), as_json)
 
@@ -181,7 +185,7 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
         fail(f"--engine: {engine!r} is not embedded or spark")
     if accounts is not None:
         fail("--accounts: only with --engine spark")
-    from adapters.bench.rebuild import bench_rebuild as run
+    from devtools.bench.rebuild import bench_rebuild as run
 
     _bench(run(events=events, plot=plot), as_json)
 
@@ -198,13 +202,13 @@ def bench_query(messages: Annotated[int, typer.Option(
     """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT; with --rights
     what the rights check costs a listing (docs/permissions.md)."""
     if rights:
-        from adapters.bench.rights import bench_rights_query
+        from devtools.bench.rights import bench_rights_query
 
         given = messages != 100_000  # the default is the listing leg's; this one's is 2000
         _bench(bench_rights_query(messages=messages if given else 2000, samples=samples,
                                   plot=plot), as_json)
         return
-    from adapters.bench.query import bench_query as run
+    from devtools.bench.query import bench_query as run
 
     _bench(run(messages=messages, samples=samples, plot=plot), as_json)
 
@@ -228,9 +232,9 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
                      "none)")] = None,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
-    from adapters.bench.stream import bench_stream as run
-    from adapters.bench.stream import running_servers
     from adapters.settings import load_settings
+    from devtools.bench.stream import bench_stream as run
+    from devtools.bench.stream import running_servers
 
     servers: dict[str, Any] = (running_servers(load_settings(data=state.data)) if use_running
                                else {})
@@ -246,7 +250,7 @@ def bench_startup(runs: Annotated[int, typer.Option(metavar="N", min=3,
     """Start-up of simple commands (help, list, show, flag), whole process, median wall and
     CPU time, beside the interpreter alone and the interpreter importing typer; then the
     same commands through the command server."""
-    from adapters.bench.startup import bench_startup as run
+    from devtools.bench.startup import bench_startup as run
 
     _bench(run(runs=runs, plot=plot), as_json)
 
@@ -264,7 +268,7 @@ def bench_imap(seconds: Annotated[int, typer.Option(metavar="N", min=1,
                    metavar="N", min=1, help="letterlog imap --processes N")] = 1,
                plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """IMAP commands/s under imaptest's benchmark mode, letterlog imap beside Dovecot's."""
-    from adapters.bench.imap import bench_imap as run
+    from devtools.bench.imap import bench_imap as run
 
     if peer not in (None, "dovecot"):
         fail(f"--peer {peer!r}: the only peer is dovecot", 2)
@@ -280,6 +284,6 @@ def bench_purge(messages: Annotated[int, typer.Option(
                 ] = 2000,
                 plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """Due messages purged/s vs single-command deliveries/s and raw SQLite deletes."""
-    from adapters.bench.purge import bench_purge as run
+    from devtools.bench.purge import bench_purge as run
 
     _bench(run(messages=messages, single=single, plot=plot), as_json)

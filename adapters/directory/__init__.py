@@ -3,5 +3,5 @@
 server read with ldap3). ``adapters.bootstrap.directory`` picks one from the settings.
 
 May import: ``domain`` and the standard library; ``ldap`` imports ldap3 (the ``directory``
-extra) when it connects. Never ``streaming``, ``cli``, ``bench`` or ``devservers``.
+extra) when it connects. Never ``streaming``, ``cli`` or ``devtools``.
 """

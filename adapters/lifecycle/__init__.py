@@ -2,5 +2,5 @@
 payload reclamation.
 
 May import: ``domain``, ``projections``, ``adapters.tables``, ``adapters.payloads``; never
-``streaming``, ``cli``, ``bench`` or ``devservers``.
+``streaming``, ``cli`` or ``devtools``.
 """

@@ -1,7 +1,7 @@
 """Payload stores: content-addressed files on disk and an in-memory fake.
 
-May import: ``domain`` (the ``PayloadStore`` port); never ``streaming``, ``cli``, ``bench``
-or ``devservers``.
+May import: ``domain`` (the ``PayloadStore`` port); never ``streaming``, ``cli``
+or ``devtools``.
 """
 
 from typing import Protocol, runtime_checkable

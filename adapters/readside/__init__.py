@@ -1,5 +1,5 @@
 """The read side: projection host, catalog, rebuild and verify.
 
-May import: ``domain``, ``projections``, ``tables``; never ``streaming``, ``cli``, ``bench``
-or ``devservers``.
+May import: ``domain``, ``projections``, ``tables``; never ``streaming``, ``cli``
+or ``devtools``.
 """

@@ -4,6 +4,6 @@ aiokafka, imported when a Kafka rule is first dispatched), the dispatcher that h
 events to them (``dispatcher``) and the facade's part (``api``); docs/event-rules.md.
 
 May import: ``domain``, ``projections``, ``adapters.filemodes`` and the standard library,
-httpx, tenacity, orjson, regex, aiokafka. Never ``streaming``, ``cli``, ``bench`` or
-``devservers``.
+httpx, tenacity, orjson, regex, aiokafka. Never ``streaming``, ``cli`` or
+``devtools``.
 """

@@ -1,5 +1,5 @@
 """Table stores: in-memory, embedded SQLite and HBase (happybase).
 
 May import: ``projections`` (the ``TableStore`` port) and ``domain``; never ``streaming``,
-``cli``, ``bench`` or ``devservers``.
+``cli`` or ``devtools``.
 """

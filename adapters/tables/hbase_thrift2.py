@@ -4,7 +4,7 @@ clients of the Thrift2 gateway.
 Thrift2's IDL is not on PyPI and nothing of HBase is kept in this repository: it is HBase's
 own ``org/apache/hadoop/hbase/thrift2/hbase.thrift``, taken from an ``hbase-thrift`` jar
 (``extract_idl``). Without an explicit path, ``default_idl`` looks in the jar cache
-(``$LETTERLOG_CACHE``, default ``~/.cache/letterlog``) where ``python -m adapters.devservers
+(``$LETTERLOG_CACHE``, default ``~/.cache/letterlog``) where ``python -m devtools.devservers
 install`` resolves HBase's jars.
 """
 

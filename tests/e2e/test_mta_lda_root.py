@@ -26,8 +26,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (lda run a
 
 @pytest.fixture(scope="module")
 def owner() -> pwd.struct_passwd:
-    from adapters.devservers.dovecot import ensure_system_user
-    from adapters.devservers.postfix import SYSTEM_USER, grant_letterlog_to
+    from devtools.devservers.dovecot import ensure_system_user
+    from devtools.devservers.postfix import SYSTEM_USER, grant_letterlog_to
 
     account = ensure_system_user(SYSTEM_USER)
     grant_letterlog_to(SYSTEM_USER)
@@ -102,7 +102,7 @@ def test_an_lda_run_as_root_takes_the_fast_path_as_the_owner(owned, owner):
          f"unix:{sock}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
         **as_owner(owner))  # type: ignore[call-overload]
     try:
-        from adapters.devservers._common import wait_for
+        from devtools.devservers._common import wait_for
 
         wait_for(lambda: (data / "lda.sock").exists(), what="the lmtp server's lda.sock",
                  timeout=60, procs=[server.proc], interval=0.05)

@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from adapters.devservers._common import free_port
 from adapters.payloads.files import FilePayloadStore
+from devtools.devservers._common import free_port
 from tests.factories import BIN, run
 
 

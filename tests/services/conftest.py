@@ -2,7 +2,7 @@
 `slapd` (under supervisord, with `people` in it).
 
 Each fixture starts its server once per test session (installing it first if needed) and
-yields the started object from `adapters.devservers`. If a server cannot start, the test is
+yields the started object from `devtools.devservers`. If a server cannot start, the test is
 skipped with the reason and the log tail -- unless `CI` is set to true (also 1/yes, as in
 tests/conftest.py), where the test fails instead.
 
@@ -27,15 +27,15 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import (
+from devtools.devservers import (
     HBaseServer,
     KafkaServer,
     LdapServer,
     PostfixServer,
     PostgresServer,
 )
-from adapters.devservers.keycluster import KeyClusterServer
-from adapters.devservers.supervised import SupervisedServices
+from devtools.devservers.keycluster import KeyClusterServer
+from devtools.devservers.supervised import SupervisedServices
 from tests.factories import database
 from tests.services.servers import (
     _fixture,
@@ -89,7 +89,7 @@ def pg_dsn(postgres_server: PostgresServer) -> Iterator[str]:
         yield dsn
 
 
-# -- slapd: the user directory, supervised as `python -m adapters.devservers up` runs it ----------
+# -- slapd: the user directory, supervised as `python -m devtools.devservers up` runs it ----------
 
 @pytest.fixture(scope="session")
 def slapd() -> Iterator[SupervisedServices]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.devservers._common import free_ports
+from devtools.devservers._common import free_ports
 from tests.factories import BIN, run, until
 
 USERS = {"ada@example.org": "ada-secret", "bob@example.org": "bob-secret"}

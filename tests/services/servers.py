@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from adapters.devservers import (
+from devtools.devservers import (
     LdapServer,
     ServiceFailed,
 )
-from adapters.devservers._common import Service
-from adapters.devservers.supervised import SupervisedServices
+from devtools.devservers._common import Service
+from devtools.devservers.supervised import SupervisedServices
 
 _lock = threading.Lock()
 

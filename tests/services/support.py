@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from adapters.bootstrap import relay as make_relay
-from adapters.devservers import LdapServer
 from adapters.embedded import Letterlog
 from adapters.readside.host import ProjectionHost, verify_tables
 from adapters.streaming.relay import OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from adapters.tables.hbase import HBaseTableStore
+from devtools.devservers import LdapServer
 from projections.registry import ALL
 from projections.runner import identity
 from tests.factories import scale_out_env, until

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers._common import free_port
-from adapters.devservers.postgres import _os_user
 from adapters.embedded import Letterlog
+from devtools.devservers._common import free_port
+from devtools.devservers.postgres import _os_user
 from domain.errors import MessageNotFound
 from tests.erasure_support import marked_mail
 from tests.factories import database, until

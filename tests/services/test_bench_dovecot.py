@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.bench.ingest import bench_ingest
-from adapters.devservers import DovecotServer
+from devtools.bench.ingest import bench_ingest
+from devtools.devservers import DovecotServer
 
 pytestmark = [pytest.mark.services, pytest.mark.bench]
 
@@ -39,7 +39,7 @@ def test_bench_ingest_measures_dovecot_on_the_same_messages(tmp_path: Path) -> N
 
 
 def test_dovecot_stores_each_lmtp_delivery_and_each_imported_message(tmp_path: Path) -> None:
-    from adapters.bench.peer import write_mbox
+    from devtools.bench.peer import write_mbox
 
     messages = [b"Subject: one\r\n\r\nfirst\r\n", b"Subject: two\r\n\r\nsecond\r\n"]
     write_mbox(messages, tmp_path / "in.mbox")
@@ -109,7 +109,7 @@ def test_dovecot_lda_stores_a_message_from_standard_input(tmp_path: Path) -> Non
 
 
 def test_the_letterlog_lmtp_server_is_ready_stops_on_sigterm_and_counts(tmp_path: Path) -> None:
-    from adapters.bench.mta import (
+    from devtools.bench.mta import (
         letterlog_counts,
         letterlog_init,
         letterlog_lmtp,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.bench.imap import bench_imap
+from devtools.bench.imap import bench_imap
 
 pytestmark = [pytest.mark.services, pytest.mark.bench, pytest.mark.slow]
 

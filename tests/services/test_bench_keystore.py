@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.bench.keystore import bench_keystore
+from devtools.bench.keystore import bench_keystore
 
 pytestmark = [pytest.mark.services, pytest.mark.bench, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.bench.stream import bench_stream
+from devtools.bench.stream import bench_stream
 
 pytestmark = [pytest.mark.services, pytest.mark.bench]
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from adapters.bootstrap import relay as make_relay
-from adapters.devservers._common import free_port
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
+from devtools.devservers._common import free_port
 from tests.factories import make_mail, scale_out_env, until
 from tests.services.support import Worker, drop_tables
 

@@ -1,4 +1,4 @@
-"""The dev servers keep their data (`python -m adapters.devservers`, as an operator runs it).
+"""The dev servers keep their data (`python -m devtools.devservers`, as an operator runs it).
 
 `up --detach`, mail delivered through the scale-out path (PostgreSQL log, the relay, Kafka, a
 worker, HBase), `down`, `up` again: the same services.env, no second initdb or Kafka format,
@@ -33,9 +33,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from adapters.devservers.supervised import status
 from adapters.embedded import Letterlog
 from adapters.supervision import Supervisor
+from devtools.devservers.supervised import status
 from tests.factories import until
 from tests.services.servers import in_ci
 from tests.stream_support import PEOPLE, story
@@ -48,7 +48,7 @@ DOWN_BOUND = 120.0  # seconds; measured 14 s for these three on this machine
 
 
 def devservers(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "adapters.devservers", *args, "--root",
+    return subprocess.run([sys.executable, "-m", "devtools.devservers", *args, "--root",
                            str(root)], cwd=CHECKOUT, capture_output=True, text=True,
                           timeout=900, stdin=subprocess.DEVNULL)
 
@@ -157,7 +157,7 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
     t0 = time.monotonic()
     with open(out, "w") as sink:
         foreground = subprocess.Popen(
-            [sys.executable, "-m", "adapters.devservers", "up", "--only", SERVERS, "--root",
+            [sys.executable, "-m", "devtools.devservers", "up", "--only", SERVERS, "--root",
              str(root)], cwd=CHECKOUT, stdout=sink, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
     try:
@@ -199,7 +199,7 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
     third = tmp_path / "third.out"
     with open(third, "w") as sink:
         foreground = subprocess.Popen(
-            [sys.executable, "-m", "adapters.devservers", "up", "--only", SERVERS, "--root",
+            [sys.executable, "-m", "devtools.devservers", "up", "--only", SERVERS, "--root",
              str(root)], cwd=CHECKOUT, stdout=sink, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
     until(lambda: "Ctrl-C stops them all" in third.read_text() or foreground.poll(),

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from ldap3.utils.dn import escape_rdn
 
-from adapters.devservers import LdapServer
-from adapters.devservers.supervised import SupervisedServices
 from adapters.directory.ldap import LdapDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, purge_users
+from devtools.devservers import LdapServer
+from devtools.devservers.supervised import SupervisedServices
 from domain.directory import (
     DirectoryUnavailable,
     DirectoryUser,
@@ -308,7 +308,7 @@ def test_case_and_names_do_not_escape_rights_with_groups_from_slapd(people, tmp_
 def _set_password(ldap: LdapServer, uid: str, password: str) -> None:
     from ldap3 import MODIFY_REPLACE
 
-    from adapters.devservers.ldap import ssha
+    from devtools.devservers.ldap import ssha
 
     conn = ldap.connection()
     try:

@@ -59,9 +59,9 @@ from uuid import UUID
 
 import pytest
 
-from adapters.devservers import HBaseServer
 from adapters.embedded import Letterlog
 from adapters.lifecycle.intents import LOCK_CLASS, TABLE
+from devtools.devservers import HBaseServer
 from tests.erasure_crash_support import (
     ERASE_STEPS,
     PURGE_STEPS,

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import HBaseServer
 from adapters.embedded import Letterlog
 from adapters.tables.hbase import HBaseTableStore
+from devtools.devservers import HBaseServer
 from projections import names as pn
 from tests.erasure_support import deliver_marked, files_holding
 from tests.services.servers import _fixture

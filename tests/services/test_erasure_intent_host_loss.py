@@ -20,8 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from adapters.devservers.postgres import PostgresServer
 from adapters.lifecycle.intents import LOCK_CLASS, RELEASE_BOUND, SharedIntents
+from devtools.devservers.postgres import PostgresServer
 from tests.factories import until
 from tests.services.servers import in_ci
 from tests.spark.netns import can_make_namespaces

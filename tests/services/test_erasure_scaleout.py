@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from adapters.bootstrap import relay as make_relay
-from adapters.devservers import HBaseServer
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
+from devtools.devservers import HBaseServer
 from tests.erasure_support import (
     deliver_marked,
     encoded_forms,

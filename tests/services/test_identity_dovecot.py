@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.devservers import DovecotServer
+from devtools.devservers import DovecotServer
 from domain.identity import NameRefused, canonical_name
 
 pytestmark = pytest.mark.services

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.devservers import ServiceFailed
-from adapters.devservers.imaptest import install_imaptest
+from devtools.devservers import ServiceFailed
+from devtools.devservers.imaptest import install_imaptest
 from tests.factories import CORPUS, corpus_messages, run
 from tests.services.imap_support import (
     RIGHTS_TABLE,
@@ -210,7 +210,7 @@ def test_logindisabled_until_starttls_then_login_works(tmp_path: Path) -> None:
 def test_implicit_tls_serves_imap_from_the_first_byte(tmp_path: Path) -> None:
     import imaplib
 
-    from adapters.devservers._common import free_ports
+    from devtools.devservers._common import free_ports
 
     cert, key = _self_signed(tmp_path)
     port = free_ports(1)[0]
@@ -306,7 +306,7 @@ def test_the_imap_server_runs_supervised_and_comes_back_after_a_crash(tmp_path: 
     import os
     import signal
 
-    from adapters.devservers._common import free_ports
+    from devtools.devservers._common import free_ports
     from tests.factories import until
 
     data = tmp_path / "data"
@@ -343,8 +343,8 @@ def test_mbsync_syncs_an_account_both_ways_and_a_second_sync_changes_nothing(
         tmp_path: Path) -> None:
     import subprocess
 
-    from adapters.devservers.imaptest import install_mbsync
     from adapters.mailgen import bench_messages
+    from devtools.devservers.imaptest import install_mbsync
 
     try:
         mbsync = install_mbsync()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.devservers import ServiceFailed
-from adapters.devservers.imaptest import install_mutt
+from devtools.devservers import ServiceFailed
+from devtools.devservers.imaptest import install_mutt
 from tests.factories import until
 from tests.services.imap_support import USERS, ImapServer, imap_server
 from tests.services.servers import _unavailable

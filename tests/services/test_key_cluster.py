@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers.keycluster import KeyClusterServer, KeyStandbyServer, remove_data
 from adapters.embedded import Letterlog
+from devtools.devservers.keycluster import KeyClusterServer, KeyStandbyServer, remove_data
 from tests.erasure_crash_support import key_opens
 from tests.erasure_support import marked_mail, opened_by_a_fresh_reader
 from tests.factories import database
@@ -127,7 +127,7 @@ def test_an_erasure_leaves_no_erased_kek_or_data_key_in_any_file_of_the_key_clus
 
 def test_an_erasure_is_not_complete_while_a_standby_of_the_key_cluster_is_unreachable(
         tmp_path: Path, pg_dsn: str, key_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from adapters.devservers._common import free_port
+    from devtools.devservers._common import free_port
 
     unreachable = key_dsn.rsplit("@", 1)[0] + f"@127.0.0.1:{free_port()}/x"
     env = key_store_env(tmp_path / "data", dsn=pg_dsn, key_dsn=key_dsn,

@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import PostfixServer
-from adapters.devservers._common import ServiceFailed, free_port, terminate, wait_for
-from adapters.devservers.postfix import ADDED_HEADERS, SYSTEM_USER, letterlog_program
+from devtools.devservers import PostfixServer
+from devtools.devservers._common import ServiceFailed, free_port, terminate, wait_for
+from devtools.devservers.postfix import ADDED_HEADERS, SYSTEM_USER, letterlog_program
 
 pytestmark = pytest.mark.services
 

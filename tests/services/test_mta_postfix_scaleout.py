@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import PostfixServer, PostgresServer
-from adapters.devservers._common import free_ports, terminate, wait_for
-from adapters.devservers.keycluster import KeyClusterServer
-from adapters.devservers.postfix import ADDED_HEADERS, LDA_MACROS, SYSTEM_USER
 from adapters.embedded import Letterlog
+from devtools.devservers import PostfixServer, PostgresServer
+from devtools.devservers._common import free_ports, terminate, wait_for
+from devtools.devservers.keycluster import KeyClusterServer
+from devtools.devservers.postfix import ADDED_HEADERS, LDA_MACROS, SYSTEM_USER
 from tests.factories import until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

@@ -33,11 +33,11 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import HBaseServer, KafkaServer, PostfixServer, PostgresServer
-from adapters.devservers._common import port_open, terminate, wait_for
-from adapters.devservers.dovecot import ensure_system_user
-from adapters.devservers.keycluster import KeyClusterServer
-from adapters.devservers.postfix import LDA_MACROS, SYSTEM_USER, grant_letterlog_to
+from devtools.devservers import HBaseServer, KafkaServer, PostfixServer, PostgresServer
+from devtools.devservers._common import port_open, terminate, wait_for
+from devtools.devservers.dovecot import ensure_system_user
+from devtools.devservers.keycluster import KeyClusterServer
+from devtools.devservers.postfix import LDA_MACROS, SYSTEM_USER, grant_letterlog_to
 from tests.erasure_support import every_file, files_holding_any_form
 from tests.factories import make_mail, until
 from tests.key_cluster_support import checkpoint, files_with, keks, server_files

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import KafkaServer, PostgresServer
-from adapters.devservers._common import free_ports
+from devtools.devservers import KafkaServer, PostgresServer
+from devtools.devservers._common import free_ports
 from tests.factories import make_mail, scale_out_env, until
 from tests.services.support import drop_tables
 

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("happybase")
 
-from adapters.devservers._common import free_port  # noqa: E402
 from adapters.payloads.hbase import HBasePayloadStore  # noqa: E402
 from adapters.tables.hbase import HBaseTableStore  # noqa: E402
+from devtools.devservers._common import free_port  # noqa: E402
 from domain.ports import PayloadStore  # noqa: E402
 from projections.tablestore import TableStoreUnavailable  # noqa: E402
 from tests.contracts.payload_contract import (  # noqa: E402

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers._common import free_port
+from devtools.devservers._common import free_port
 from tests.erasure_support import marked_mail
 from tests.factories import make_mail, scale_out_env
 from tests.services.support import drop_tables
@@ -120,8 +120,8 @@ def test_a_large_message_is_deferred_while_hbase_does_not_answer(hosts, tmp_path
 @pytest.mark.bench
 def test_the_scale_out_ingest_benchmark_measures_both_payload_stores(
         postgres_server, hbase_server, tmp_path):
-    from adapters.bench.scaleout import bench_scaleout_payloads
     from adapters.settings import load_settings
+    from devtools.bench.scaleout import bench_scaleout_payloads
 
     running = load_settings(data=tmp_path, event_store="postgres",
                             postgres_dsn=postgres_server.admin_dsn, table_store="hbase",

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import PostgresServer
+from devtools.devservers import PostgresServer
 from tests.factories import make_mail
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

@@ -469,7 +469,7 @@ def test_an_event_too_large_for_the_producer_stops_the_relay_unrecorded(
 def test_an_unreachable_broker_raises_once_and_is_retried_by_run(tmp_path: Path) -> None:
     from aiokafka.errors import KafkaError
 
-    from adapters.devservers._common import free_port
+    from devtools.devservers._common import free_port
 
     def read(start: int, limit: int) -> list[Any]:
         raise AssertionError("nothing is read before the broker answers")

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import PostgresServer
-from adapters.devservers._common import free_ports
+from devtools.devservers import PostgresServer
+from devtools.devservers._common import free_ports
 from tests.factories import make_mail, scale_out_env, until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.wallclock]

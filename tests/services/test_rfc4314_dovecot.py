@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.devservers import DovecotServer
 from adapters.embedded import Letterlog
+from devtools.devservers import DovecotServer
 from domain.errors import LetterlogError
 from tests.services.imap_support import RIGHTS_TABLE, ImapServer, imap_server, raw
 
@@ -56,7 +56,7 @@ class AclDovecot(DovecotServer):
     def install(self) -> None:
         super().install()
         if not Path(IMAP).exists():
-            from adapters.devservers.toolchain import apt_install
+            from devtools.devservers.toolchain import apt_install
 
             apt_install(["dovecot-imapd"])
 

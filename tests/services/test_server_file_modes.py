@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.devservers import HBaseServer, KafkaServer, PostgresServer
+from devtools.devservers import HBaseServer, KafkaServer, PostgresServer
 
 pytestmark = pytest.mark.services
 

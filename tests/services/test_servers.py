@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from adapters.devservers import HBaseServer, KafkaServer, PostgresServer
+from devtools.devservers import HBaseServer, KafkaServer, PostgresServer
 
 pytestmark = pytest.mark.services
 

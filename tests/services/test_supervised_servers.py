@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.devservers.supervised import SupervisedServices, status
 from adapters.supervision import Supervisor
+from devtools.devservers.supervised import SupervisedServices, status
 from tests.services.servers import in_ci
 
 pytestmark = pytest.mark.services
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def devservers(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "adapters.devservers", *args, "--root",
+    return subprocess.run([sys.executable, "-m", "devtools.devservers", *args, "--root",
                            str(root)], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 

@@ -39,7 +39,7 @@ PREFIX = f"lltest-{uuid.uuid4().hex[:8]}"
 
 
 class HBaseServer(Protocol):
-    """What these tests use of ``adapters.devservers.HBaseServer``."""
+    """What these tests use of ``devtools.devservers.HBaseServer``."""
 
     thrift_host: str
     thrift_port: int

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import LdapServer
 from adapters.embedded import Letterlog
+from devtools.devservers import LdapServer
 from tests.services.support import letterlog, store_env
 
 pytestmark = pytest.mark.services

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from adapters.devservers import SparkCluster
+from devtools.devservers import SparkCluster
 from tests.services.conftest import hbase_server, postgres_server  # noqa: F401
 from tests.services.servers import _fixture
 from tests.spark.support import _need_pyspark

@@ -29,8 +29,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from adapters.devservers._common import log_contains, spawn, terminate, wait_for
 from adapters.spark import spark_env, spark_home
+from devtools.devservers._common import log_contains, spawn, terminate, wait_for
 
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"

@@ -100,8 +100,8 @@ def test_a_python_worker_memory_limit_too_small_to_start_one_is_named(spark_clus
 @pytest.fixture
 def bare_master(tmp_path: Path) -> Iterator[str]:
     """A standalone master with no worker."""
-    from adapters.devservers._common import free_ports, log_contains, spawn, terminate, wait_for
     from adapters.spark import spark_env, spark_home
+    from devtools.devservers._common import free_ports, log_contains, spawn, terminate, wait_for
 
     port, ui = free_ports(2)
     log = tmp_path / "master.out"

@@ -92,7 +92,7 @@ def test_spark_submit_of_the_driver_refuses_a_directory_holding_no_store(tmp_pat
 
 @pytest.mark.slow
 def test_an_unreachable_master_is_one_line_naming_it_and_spark_logs_file(tmp_path):
-    from adapters.devservers._common import free_port
+    from devtools.devservers._common import free_port
 
     make_store(tmp_path / "data", messages=4)
     master = f"spark://127.0.0.1:{free_port()}"

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 import adapters.embedded
-from adapters.bench.ingest import bench_ingest
 from adapters.cli.app import app
+from devtools.bench.ingest import bench_ingest
 
 pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
 
@@ -49,7 +49,7 @@ def test_bench_ingest_cli_prints_one_json_object() -> None:
 
 
 def test_log_only_store_appends_without_read_models(tmp_path: Path) -> None:
-    from adapters.bench.ingest import _open_log_only
+    from devtools.bench.ingest import _open_log_only
 
     store = _open_log_only(tmp_path / "log-only", "full")
     try:
@@ -67,7 +67,7 @@ def test_bench_ingest_names_an_unknown_peer_without_a_traceback() -> None:
 
 
 def test_the_single_target_is_met_by_the_first_way_that_reaches_it() -> None:
-    from adapters.bench.peer import _single_target_met_by
+    from devtools.bench.peer import _single_target_met_by
 
     def met(inline: float, pipelined: float | None) -> str | None:
         result = {"target_ratio_single_vs_dovecot_lmtp": 2.0,
@@ -84,7 +84,7 @@ def test_the_single_target_is_met_by_the_first_way_that_reaches_it() -> None:
 
 
 def test_messages_are_split_round_robin_over_the_connections() -> None:
-    from adapters.bench.mta import split_round_robin
+    from devtools.bench.mta import split_round_robin
 
     items = list(range(10))
     shares = split_round_robin(items, 4)
@@ -97,7 +97,7 @@ def test_messages_are_split_round_robin_over_the_connections() -> None:
 
 
 def test_a_ratio_is_letterlogs_rate_over_the_peers_and_needs_two_positive_rates() -> None:
-    from adapters.bench.mta import mean_rate, ratio
+    from devtools.bench.mta import mean_rate, ratio
 
     assert ratio(700.0, 350.0) == 2.0
     assert ratio(1.0, 3.0) == 0.333
@@ -108,7 +108,7 @@ def test_a_ratio_is_letterlogs_rate_over_the_peers_and_needs_two_positive_rates(
 
 
 def test_a_wrong_count_fails_the_leg() -> None:
-    from adapters.bench.mta import addressed, check_count, leg_accounts, per_account
+    from devtools.bench.mta import addressed, check_count, leg_accounts, per_account
 
     accounts = leg_accounts(["ada", "alan"], "l4")
     assert accounts == ["ada-l4@example.org", "alan-l4@example.org"]
@@ -121,7 +121,7 @@ def test_a_wrong_count_fails_the_leg() -> None:
 
 
 def test_cpu_per_message_splits_the_servers_time() -> None:
-    from adapters.bench.mta import cpu_ms_per_message, cpu_snapshot
+    from devtools.bench.mta import cpu_ms_per_message, cpu_snapshot
 
     spent = cpu_ms_per_message({"main": 1.0, "threads": 0.5, "children": 0.0},
                                {"main": 2.0, "threads": 1.5, "children": 2.0}, 1000)
@@ -131,7 +131,7 @@ def test_cpu_per_message_splits_the_servers_time() -> None:
 
 
 def test_the_mta_targets_need_both_lmtp_ratios_and_the_served_lda() -> None:
-    from adapters.bench.mta import mta_targets_met
+    from devtools.bench.mta import mta_targets_met
 
     result = {"target_ratio_lmtp_vs_dovecot_lmtp": 2.0,
               "target_ratio_lda_with_server_vs_dovecot_lda": 0.5,
@@ -147,7 +147,7 @@ def test_the_mta_targets_need_both_lmtp_ratios_and_the_served_lda() -> None:
 
 
 def test_runs_of_the_bench_find_no_command_server_of_the_users(tmp_path: Path) -> None:
-    from adapters.bench.mta import private_runtime
+    from devtools.bench.mta import private_runtime
 
     env = private_runtime({"XDG_RUNTIME_DIR": "/run/user/0", "X": "1"}, tmp_path / "run")
     assert env == {"XDG_RUNTIME_DIR": str(tmp_path / "run"), "X": "1"}
@@ -155,7 +155,7 @@ def test_runs_of_the_bench_find_no_command_server_of_the_users(tmp_path: Path) -
 
 
 def test_the_lmtp_ceiling_adds_the_stores_work_to_the_protocol_floor() -> None:
-    from adapters.bench.mta import lmtp_ceilings
+    from devtools.bench.mta import lmtp_ceilings
 
     server = {"main": 0.6, "threads": 1.5, "children": 0.5, "total": 2.6}
     # one connection: the floor's round trip (2 ms at 500 msgs/s) and the writer's 1.5 ms

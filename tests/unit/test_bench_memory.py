@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.bench.memory import large_message, memory_plot, peak_rss_mb
+from devtools.bench.memory import large_message, memory_plot, peak_rss_mb
 
 pytestmark = pytest.mark.bench
 

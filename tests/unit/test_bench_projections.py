@@ -15,7 +15,7 @@ from uuid import uuid4
 
 import pytest
 
-from adapters.bench.benchlog import (
+from devtools.bench.benchlog import (
     bench_log,
     cache_key,
     default_accounts,
@@ -23,10 +23,10 @@ from adapters.bench.benchlog import (
     open_reader,
     select_unpack,
 )
-from adapters.bench.project import bench_project
-from adapters.bench.query import _timed_together, bench_query, query_store
-from adapters.bench.rebuild import bench_rebuild
-from adapters.bench.synthetic import MailFactory
+from devtools.bench.project import bench_project
+from devtools.bench.query import _timed_together, bench_query, query_store
+from devtools.bench.rebuild import bench_rebuild
+from devtools.bench.synthetic import MailFactory
 from domain.rfc5322 import inspect_message
 from domain.service import envelope_for_event, facts_for_event
 from projections import queries as q
@@ -232,7 +232,7 @@ def test_the_raw_two_process_scaling_times_two_workers_at_once() -> None:
     on two free cores and about 1 if both shared one. What a run measures is the machine's
     pace at that moment (beside the parallel suite, one run gave 3.4): only its shape is
     asserted here, the figures are the benchmark's."""
-    from adapters.bench.common import two_process_scaling
+    from devtools.bench.common import two_process_scaling
 
     found = two_process_scaling(rounds=40, repeat=2)
     assert len(found["runs"]) == 2

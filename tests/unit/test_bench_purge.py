@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from adapters.bench.purge import bench_purge
 from adapters.cli.app import app
+from devtools.bench.purge import bench_purge
 
 pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
 

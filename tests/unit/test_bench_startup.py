@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.bench.startup import TARGET_MS, bench_startup
+from devtools.bench.startup import TARGET_MS, bench_startup
 
 pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from adapters.bench.stream import _cpu_seconds, _machine_cpu, group_assignment, worker_balance
+from devtools.bench.stream import _cpu_seconds, _machine_cpu, group_assignment, worker_balance
 
 pytestmark = pytest.mark.bench  # the benchmark harness: `make test-fast` leaves it out
 
@@ -68,7 +68,7 @@ def test_cpu_seconds_of_a_process_is_what_it_used() -> None:
 
 
 def test_a_group_that_cannot_be_described_counts_as_empty(monkeypatch) -> None:
-    import adapters.bench.stream as bench
+    import devtools.bench.stream as bench
 
     def refuse(bootstrap: str, group: str) -> None:
         raise TimeoutError("coordinator not available")
@@ -108,9 +108,9 @@ def test_the_workers_data_holds_the_logs_keys_so_sealed_records_decode(
 
     import msgpack
 
-    from adapters.bench.benchlog import bench_log, open_reader
-    from adapters.bench.stream import ROOT, worker_data
     from adapters.eventlog.records import record_from_notification
+    from devtools.bench.benchlog import bench_log, open_reader
+    from devtools.bench.stream import ROOT, worker_data
 
     monkeypatch.setenv("LETTERLOG_BENCH_CACHE", str(tmp_path / "cache"))
     path, _ = bench_log(600)

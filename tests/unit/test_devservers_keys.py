@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from adapters.devservers.keycluster import KEY_CLUSTER_SETTINGS, KeyClusterServer
-from adapters.devservers.servers import ORDER, env_lines, parse_only
-from adapters.devservers.supervised import ports
+from devtools.devservers.keycluster import KEY_CLUSTER_SETTINGS, KeyClusterServer
+from devtools.devservers.servers import ORDER, env_lines, parse_only
+from devtools.devservers.supervised import ports
 
 
 def test_the_key_cluster_is_a_dev_server_of_its_own_with_the_wal_policy_of_adr_0073():

@@ -8,9 +8,9 @@ import base64
 import hashlib
 from pathlib import Path
 
-from adapters.devservers.ldap import LdapServer, ssha
-from adapters.devservers.servers import INSTALL_ORDER, ORDER, env_lines, parse_only
-from adapters.devservers.supervised import PORTS, _kept_of, make, ports
+from devtools.devservers.ldap import LdapServer, ssha
+from devtools.devservers.servers import INSTALL_ORDER, ORDER, env_lines, parse_only
+from devtools.devservers.supervised import PORTS, _kept_of, make, ports
 
 
 def test_ssha_is_what_slapd_checks_a_password_against():

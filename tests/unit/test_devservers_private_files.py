@@ -10,7 +10,7 @@ import stat
 import sys
 from pathlib import Path
 
-from adapters.devservers._common import (
+from devtools.devservers._common import (
     PRIVATE_UMASK,
     Program,
     Service,

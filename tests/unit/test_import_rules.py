@@ -29,7 +29,7 @@ def test_every_import_contract_is_kept():
 
 
 def test_every_package_says_what_it_holds_and_may_import():
-    packages = [p for top in ("domain", "projections", "adapters", "spark_replay")
+    packages = [p for top in ("domain", "projections", "adapters", "spark_replay", "devtools")
                 for p in sorted((ROOT / top).rglob("__init__.py"))]
     undocumented = [str(p.relative_to(ROOT)) for p in packages
                     if "import" not in (ast.get_docstring(ast.parse(p.read_text())) or "")]

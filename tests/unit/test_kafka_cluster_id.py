@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 
-from adapters.devservers.kafka import new_cluster_id
+from devtools.devservers.kafka import new_cluster_id
 
 
 def test_cluster_ids_are_16_bytes_and_never_look_like_an_option() -> None:

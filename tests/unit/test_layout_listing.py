@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TOPS = ("domain", "projections", "adapters", "spark_replay")
+TOPS = ("domain", "projections", "adapters", "spark_replay", "devtools")
 NAME = re.compile(r"^[A-Za-z_][\w.]*(?:/|\.py)$")
 
 

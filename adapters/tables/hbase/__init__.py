@@ -3,7 +3,7 @@ optionally Thrift2 for writes), in parts: ``calls`` (connections, retries, error
 ``schema`` (tables), ``writes``, ``reads``, ``store`` (the class that puts them together).
 
 May import: ``projections`` (the port), happybase, thriftpy2, tenacity and
-``adapters.tables.hbase_thrift2``; never ``streaming``, ``cli``, ``bench`` or ``devservers``.
+``adapters.tables.hbase_thrift2``; never ``streaming``, ``cli`` or ``devtools``.
 """
 
 from adapters.tables.hbase.schema import SALT_SPLIT_KEYS, hbase_shell_create

@@ -106,7 +106,7 @@ class HBaseTableStore(HBaseReads, HBaseWrites, HBaseSchema, HBaseCalls, ValuesFr
             self._t2 = load_thrift2(idl)
         except OSError as error:
             raise TableStoreError(
-                f"Thrift2 IDL unavailable ({error}); run `python -m adapters.devservers install` "
+                f"Thrift2 IDL unavailable ({error}); run `python -m devtools.devservers install` "
                 "or pass thrift2_idl= (HBase's thrift2/hbase.thrift)"
             ) from error
         clients = Thrift2Clients(self.host, self.thrift2_port, self._write_concurrency, timeout_ms)
