@@ -40,6 +40,7 @@ class Arrival:
     facts: dict[str, Any]
     personal: Mapping[str, Any]
     copied_from: UUID | None = None
+    address: str = ""  # where the payload store keeps a stored message ("": inline; ADR 0099)
 
     def event_fields(self) -> dict[str, Any]:
         """The fields as keyword arguments of ``Delivered`` / ``UploadCompleted`` (shallow:
@@ -67,11 +68,20 @@ def _media_type_reduced(state: dict[str, Any]) -> None:
         state["facts"] = reduce_facts(state["facts"])
 
 
-def with_sealed_digest(personal: Mapping[str, Any], sha256: str, inline: bool) -> Personal:
-    """``personal`` holding the digest of an inline message (one delivered before ADR 0081
-    had it outside the seal only), the same key kept: what a move or a copy seals."""
+def _payload_address(state: dict[str, Any]) -> None:
+    """``upcast_v3_v4`` of the events that carry a message's data: version 3 named a stored
+    message's payload by its content's SHA-256, in ``sha256``; version 4 names it by
+    ``address`` (random since ADR 0099) and seals the digest. An old event's address is its
+    SHA-256 (where its payload is kept); its plain ``sha256`` stays as the log has it."""
+    state["address"] = "" if state.get("inline", True) else state.get("sha256", "")
+
+
+def with_sealed_digest(personal: Mapping[str, Any], sha256: str) -> Personal:
+    """``personal`` holding the message's digest (one delivered before ADR 0081, or a stored
+    one before ADR 0099, had it outside the seal only), the same key kept: what a move or a
+    copy seals."""
     p = personal if isinstance(personal, Personal) else Personal(personal)
-    if not inline or not sha256 or p.get("sha256") == sha256 or p.shredded:
+    if not sha256 or p.get("sha256") == sha256 or p.shredded:
         return p
     return Personal({**p.data, "sha256": sha256}, key_id=p.key_id, key=p.key)
 
@@ -83,6 +93,7 @@ def _delivery_state(aggregate: Any, e: Arrival, timestamp: datetime) -> None:
     aggregate.uidvalidity = e.uidvalidity
     aggregate.size = e.size
     aggregate.sha256 = digest(e.sha256, e.personal)
+    aggregate.address = e.address
     aggregate.inline = e.inline
     aggregate.internal_date = e.internal_date
     aggregate.flags = frozenset(e.flags)

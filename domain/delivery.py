@@ -92,18 +92,20 @@ class DeliveryCommands(QuotaCommands):
         return self.uow.claim_of(delivery_key_id(account_id_for(account), idempotency_key)) \
             is not None
 
-    def store_payloads(self, items: Sequence[CheckedDelivery]) -> list[bool]:
-        """Which messages stay inline; the others' payloads are written now, before any
-        event exists (if the append never commits they are orphans, which the
-        unreferenced-payload purge collects). A batch's payloads are written together.
-        ``deliver_checked`` does this itself; an importer may call it ahead, for the next
-        batch while the current one is appended: a payload stored already is only touched
-        when the delivery writes it again."""
+    def store_payloads(self, items: Sequence[CheckedDelivery]) -> list[str]:
+        """The payload address of each message, ``""`` for one that stays inline; the
+        others' payloads are written now, before any event exists (if the append never
+        commits they are orphans, which the unreferenced-payload purge collects). A batch's
+        payloads are written together. ``deliver_checked`` does this itself; an importer
+        may call it ahead, for the next batch while the current one is appended: a payload
+        stored already is only touched when the delivery writes it again (and keeps its
+        address)."""
         inline = [c.facts.size <= self.inline_limit for c in items]
         large = [c.command.raw for c, small in zip(items, inline, strict=True) if not small]
-        if large:
-            self.payloads.put_many(large)
-        return inline
+        if not large:
+            return [""] * len(items)
+        addresses = iter([ref.address for ref in self.payloads.put_many(large)])
+        return ["" if small else next(addresses) for small in inline]
 
     def deliver(self, **fields: Any) -> Delivery:
         return self.deliver_many([build(Deliver, **fields)])[0]
@@ -138,9 +140,9 @@ class DeliveryCommands(QuotaCommands):
             return []
         uow = self.uow
         commands = [c.command for c in items]
-        inline = self.store_payloads(items)
-        prepared = [(c.command.raw, c.facts, small)
-                    for c, small in zip(items, inline, strict=True)]
+        addresses = self.store_payloads(items)
+        prepared = [(c.command.raw, c.facts, address)
+                    for c, address in zip(items, addresses, strict=True)]
         now = self.clock()
         ids = [new_message_id() for _ in commands]
         keys = [delivery_key_id(account_id_for(c.account), c.idempotency_key)
@@ -189,7 +191,7 @@ class DeliveryCommands(QuotaCommands):
                         modseq=modseq, position=head, duplicate=True)
 
     def _append(self, todo: list[int], commands: list[Deliver],
-                prepared: list[tuple[bytes, MessageFacts, bool]], ids: list[UUID],
+                prepared: list[tuple[bytes, MessageFacts, str]], ids: list[UUID],
                 keys: list[UUID | None], now: datetime) -> dict[int, Delivery]:
         """Delivers the commands at ``todo`` (and claims their keys) in one append."""
         uow = self.uow
@@ -222,10 +224,10 @@ class DeliveryCommands(QuotaCommands):
         claims: list[DeliveryKey] = []
         for i, mailbox, uid in placed:
             c = commands[i]
-            raw, facts, small = prepared[i]
+            raw, facts, address = prepared[i]
             account = accounts[c.account][0]
             arrival = delivery_fields(
-                account, mailbox, uid, ids[i], raw, facts, small,
+                account, mailbox, uid, ids[i], raw, facts, address,
                 labels=c.labels, flags=c.flags, policy=c.policy(),
                 internal_date=c.internal_date or now,
                 smtp_envelope=c.envelope.for_event() if c.envelope is not None else None,
@@ -290,7 +292,7 @@ class DeliveryCommands(QuotaCommands):
                 f"data: upload would exceed max_message_size={self.limits.max_size} bytes"
             )
         ref = self.payloads.put(data)
-        msg.append_chunk(index, len(data), ref.sha256)
+        msg.append_chunk(index, len(data), ref.address)
         return Change.of(self.uow.save(msg))
 
     def _upload_bytes(self, msg: Message) -> Iterator[bytes]:
@@ -305,8 +307,7 @@ class DeliveryCommands(QuotaCommands):
         raw = b"".join(self._upload_bytes(msg))
         facts = rfc5322.inspect_message(raw, self.limits)
         inline = facts.size <= self.inline_limit
-        if not inline:
-            self.payloads.put_stream(self._upload_bytes(msg))
+        address = "" if inline else self.payloads.put_stream(self._upload_bytes(msg)).address
 
         def attempt() -> Delivery:
             m = uow.message(message_id)
@@ -318,7 +319,7 @@ class DeliveryCommands(QuotaCommands):
                 self.quotas.check(account, 1, facts.size)
             uid = mailbox.allocate_uids([m.id])
             m.complete_upload(delivery_fields(
-                account, mailbox, uid, m.id, raw if inline else None, facts, inline,
+                account, mailbox, uid, m.id, raw if inline else None, facts, address,
                 labels=sorted(m.labels), flags=sorted(m.flags), policy=m.policy,
                 internal_date=m.internal_date,
             ))

@@ -16,7 +16,7 @@ from domain.account import Account
 from domain.arrival import Arrival
 from domain.mailbox import Mailbox
 from domain.personal import Personal
-from domain.sealed_facts import plain_sha256, reduced_media_type, sealed_description
+from domain.sealed_facts import reduced_media_type, sealed_description
 from domain.speedups import uuid_of_int
 from domain.values import ExtractionPolicy, name_uuid
 
@@ -78,7 +78,7 @@ def delivery_fields(
     message_id: UUID,
     raw: bytes | None,
     facts: MessageFacts,
-    inline: bool,
+    address: str,
     *,
     labels: Sequence[str],
     flags: Sequence[str],
@@ -86,16 +86,18 @@ def delivery_fields(
     internal_date: datetime,
     smtp_envelope: dict[str, Any] | None = None,
 ) -> Arrival:
-    """What a ``Delivered`` (or ``UploadCompleted``) event records about one message. The
-    MTA's envelope, when there is one, goes into the sealed personal part, and so do an
-    inline message's digest and a media type the vocabulary reduced (ADR 0081)."""
+    """What a ``Delivered`` (or ``UploadCompleted``) event records about one message.
+    ``address``: where the payload store keeps its bytes, ``""`` for a message that travels
+    inline. The MTA's envelope, when there is one, goes into the sealed personal part, and
+    so do the message's digest (ADR 0081, ADR 0099) and a media type the vocabulary reduced."""
+    inline = not address
     return Arrival(
         account_id=account.id,
         mailbox_id=mailbox.id,
         uid=uid,
         uidvalidity=mailbox.uidvalidity,
         size=facts.size,
-        sha256=plain_sha256(facts.sha256, inline),
+        sha256="",  # sealed (ADR 0099)
         inline=inline,
         internal_date=internal_date,
         flags=sorted(flags),
@@ -108,6 +110,7 @@ def delivery_fields(
             "attachment_names": list(facts.attachment_names),
             "body": raw if inline else None,
             **({"smtp_envelope": smtp_envelope} if smtp_envelope else {}),
-            **sealed_description(facts.sha256, inline, facts.content_type),
+            **sealed_description(facts.sha256, facts.content_type),
         }),
+        address=address,
     )

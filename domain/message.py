@@ -31,11 +31,11 @@ from domain.arrival import (
     _defects_without_text,
     _delivery_state,
     _media_type_reduced,
+    _payload_address,
     with_sealed_digest,
 )
 from domain.errors import ExtractionRefused, InvalidCommand, InvalidState
 from domain.personal import Personal
-from domain.sealed_facts import plain_sha256
 from domain.values import ExtractionPolicy, MessageState
 
 __all__ = ["ARRIVAL_FIELDS", "LISTED_STATES", "Arrival", "Arrived", "Message", "Placed",
@@ -50,7 +50,8 @@ class Message(MailAggregate):
     uid: int
     uidvalidity: int
     size: int
-    sha256: str
+    sha256: str  # the content's digest ("" once an erasure destroyed the key that sealed it)
+    address: str  # where the payload store keeps a stored message ("": inline; ADR 0099)
     inline: bool
     internal_date: datetime
     flags: frozenset[str]
@@ -81,11 +82,13 @@ class Message(MailAggregate):
 
         Version 2: ``facts.defects`` hold no text of the message (ADR 0040). Version 3:
         ``facts.content_type`` is of a fixed vocabulary, an inline message's ``sha256`` is
-        sealed (ADR 0081)."""
+        sealed (ADR 0081). Version 4: every message's ``sha256`` is sealed, a stored one's
+        payload named by ``address`` (ADR 0099)."""
 
-        class_version = 3
+        class_version = 4
         upcast_v1_v2 = staticmethod(_defects_without_text)
         upcast_v2_v3 = staticmethod(_media_type_reduced)
+        upcast_v3_v4 = staticmethod(_payload_address)
 
         def apply(self, aggregate: Any) -> None:
             _delivery_state(aggregate, self, self.timestamp)
@@ -106,6 +109,7 @@ class Message(MailAggregate):
             aggregate.uidvalidity = 0
             aggregate.size = 0
             aggregate.sha256 = ""
+            aggregate.address = ""
             aggregate.inline = False
             aggregate.internal_date = self.internal_date
             aggregate.flags = frozenset(self.flags)
@@ -125,7 +129,7 @@ class Message(MailAggregate):
     class UploadChunkAppended(Aggregate.Event):
         index: int
         size: int
-        sha256: str  # the chunk's own content address in the payload store
+        sha256: str  # the chunk's address in the payload store (random since ADR 0099)
 
         def apply(self, aggregate: Any) -> None:
             aggregate.upload_chunks.append(self.sha256)
@@ -136,11 +140,13 @@ class Message(MailAggregate):
 
         Version 2: ``facts.defects`` hold no text of the message (ADR 0040). Version 3:
         ``facts.content_type`` is of a fixed vocabulary, an inline message's ``sha256`` is
-        sealed (ADR 0081)."""
+        sealed (ADR 0081). Version 4: every message's ``sha256`` is sealed, a stored one's
+        payload named by ``address`` (ADR 0099)."""
 
-        class_version = 3
+        class_version = 4
         upcast_v1_v2 = staticmethod(_defects_without_text)
         upcast_v2_v3 = staticmethod(_media_type_reduced)
+        upcast_v3_v4 = staticmethod(_payload_address)
 
         def apply(self, aggregate: Any) -> None:
             _delivery_state(aggregate, self, self.timestamp)
@@ -179,12 +185,14 @@ class Message(MailAggregate):
 
         Version 2: ``facts.defects`` hold no text of the message (ADR 0040). Version 3:
         ``facts.content_type`` is of a fixed vocabulary, an inline message's ``sha256`` is
-        sealed (ADR 0081).
+        sealed (ADR 0081). Version 4: every message's ``sha256`` is sealed, a stored one's
+        payload named by ``address`` (ADR 0099).
         """
 
-        class_version = 3
+        class_version = 4
         upcast_v1_v2 = staticmethod(_defects_without_text)
         upcast_v2_v3 = staticmethod(_media_type_reduced)
+        upcast_v3_v4 = staticmethod(_payload_address)
 
         from_mailbox_id: UUID
         from_uid: int
@@ -195,6 +203,7 @@ class Message(MailAggregate):
         personal: Mapping[str, Any]
         policy: dict[str, Any]
         extract_count: int
+        address: str = ""
 
         def apply(self, aggregate: Any) -> None:
             aggregate.mailbox_id = self.mailbox_id
@@ -310,8 +319,8 @@ class Message(MailAggregate):
             personal = aggregate.personal
             aggregate.personal = Personal(key_id=getattr(personal, "key_id", None),
                                           shredded=True)
-            if aggregate.inline:  # its digest was sealed (ADR 0081): gone with the key
-                aggregate.sha256 = ""
+            if aggregate.address != aggregate.sha256:  # its digest was sealed (ADR 0081,
+                aggregate.sha256 = ""  # ADR 0099): gone with the key
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -388,10 +397,11 @@ class Message(MailAggregate):
             from_mailbox_id=self.mailbox_id,
             from_uid=self.uid,
             uidvalidity=to_uidvalidity,
-            sha256=plain_sha256(self.sha256, self.inline),
+            sha256="",  # sealed (ADR 0081, ADR 0099)
+            address=self.address,
             inline=self.inline,
             facts=self.facts,
-            personal=with_sealed_digest(self.personal, self.sha256, self.inline),
+            personal=with_sealed_digest(self.personal, self.sha256),
             policy=self.policy.as_dict(),
             extract_count=self.extract_count,
             **self._where(mailbox_id=to_mailbox_id, uid=to_uid),
@@ -439,8 +449,8 @@ class Message(MailAggregate):
     def payloads_referred(self) -> list[str]:
         """Every payload this message refers to: its content unless inline, upload chunks."""
         payloads = list(dict.fromkeys(self.upload_chunks))
-        if self.sha256 and not self.inline and self.sha256 not in payloads:
-            payloads.insert(0, self.sha256)
+        if self.address and not self.inline and self.address not in payloads:
+            payloads.insert(0, self.address)
         return payloads
 
     def purge(self, reason: str, queue: str = "", since: datetime | None = None) -> bool:

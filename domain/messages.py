@@ -20,7 +20,6 @@ from domain.personal import Personal
 from domain.results import Change, Delivery, Reservation
 from domain.rights import kept_on_arrival
 from domain.rulecommands import arrival_rule_events
-from domain.sealed_facts import plain_sha256
 from domain.unit_of_work import Commands
 from domain.values import FlagMode, MessageState, apply_flag_mode
 
@@ -120,7 +119,7 @@ class MessageCommands(Commands):
                 uid=uid,
                 uidvalidity=target.uidvalidity,
                 size=src.size,
-                sha256=plain_sha256(src.sha256, src.inline),
+                sha256="",  # sealed (ADR 0081, ADR 0099)
                 inline=src.inline,
                 internal_date=src.internal_date,
                 flags=flags,
@@ -128,9 +127,10 @@ class MessageCommands(Commands):
                 policy=src.policy.as_dict(),
                 thread_id=src.thread_id,
                 facts=dict(src.facts),
-                personal=with_sealed_digest(_personal_of(src), src.sha256,
-                                            src.inline).copy_for_another_message(),
+                personal=with_sealed_digest(_personal_of(src),
+                                            src.sha256).copy_for_another_message(),
                 copied_from=src.id,
+                address=src.address,
             ))
             raised = arrival_rule_events(self, [(new, target.name, "copied", None)])
             recorded = uow.save(target, *raised, new)
@@ -253,7 +253,7 @@ class MessageCommands(Commands):
             if not isinstance(body, bytes):
                 raise InvalidState(f"message {msg.id}: its content is no longer available")
             return iter((body,))
-        return self.payloads.open(msg.sha256)
+        return self.payloads.open(msg.address)
 
     def set_policy(
         self, message_id: UUID, extract_limit: int | None = None,

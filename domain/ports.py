@@ -9,16 +9,22 @@ from domain.payloads import PayloadRef
 
 
 class PayloadStore(Protocol):
-    """Content-addressed, chunked payloads, each written once however often it is put.
+    """Chunked payloads, each kept under an address and written once however often it is
+    put (ADR 0099): a new payload gets a random address, and the store maps its content's
+    SHA-256 to that address for as long as it holds the bytes, so that putting the same
+    content again returns the same address. Payloads stored before ADR 0099 are addressed
+    by their SHA-256 and keep it. Once a payload is deleted, nothing the store keeps links
+    its address to its content.
 
-    Absent payloads raise PayloadMissing naming the sha256; malformed addresses and
+    Absent payloads raise PayloadMissing naming the address; malformed addresses and
     ranges raise InvalidCommand.
     """
 
     chunk_size: int
 
     def put(self, data: bytes) -> PayloadRef:
-        """Store ``data`` (idempotent); a repeated put refreshes its written_at."""
+        """Store ``data`` (idempotent: the address of the same content stored already, its
+        written_at refreshed); the ref names the address and the content's SHA-256."""
         ...
 
     def put_many(self, payloads: Sequence[bytes]) -> list[PayloadRef]:
@@ -27,14 +33,19 @@ class PayloadStore(Protocol):
         the unreferenced-payload purge collects)."""
         ...
 
-    def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
-        """Store an upload of any chunking, hashed while written, committed atomically."""
+    def put_stream(self, chunks: Iterable[bytes], *, address: str | None = None) -> PayloadRef:
+        """Store an upload of any chunking, hashed while written, committed atomically.
+        ``address``: keep it under this address (a copy of another store's payload: a
+        backup, a restore, a migration), not under a new or the content's known one."""
         ...
 
-    def exists(self, sha256: str) -> bool: ...
+    def exists(self, sha256: str) -> bool:
+        """Whether a payload is stored at this address."""
+        ...
 
     def open(self, sha256: str) -> Iterator[bytes]:
-        """The payload chunk by chunk, never whole; PayloadMissing at once if absent."""
+        """The payload at this address chunk by chunk, never whole; PayloadMissing at once
+        if absent."""
         ...
 
     def read_range(self, sha256: str, start: int, end: int) -> bytes:
@@ -44,9 +55,10 @@ class PayloadStore(Protocol):
     def size(self, sha256: str) -> int: ...
 
     def delete(self, sha256: str) -> bool:
-        """Remove the payload; False if it was not there."""
+        """Remove the payload at this address, and the store's link from its content to
+        it; False if it was not there."""
         ...
 
     def list(self) -> Iterator[tuple[str, int, float]]:
-        """Every stored payload as (sha256, size, written_at), for orphan collection."""
+        """Every stored payload as (address, size, written_at), for orphan collection."""
         ...

@@ -9,9 +9,10 @@ code, is recovered by guessing: 4,712 guesses, 12 ms). Now:
 - ``facts.content_type`` outside the seal is one word of a fixed vocabulary
   (``reduced_media_type``); the message's own media type, when the vocabulary changed it, is
   in the sealed part (``personal["content_type"]``);
-- the digest of an inline message is in the sealed part only (``personal["sha256"]``); the
-  event's ``sha256`` field is empty. A stored (not inline) message's ``sha256`` is its
-  payload's content address in the payload store: ADR 0081 says what that leaves.
+- the digest of a message is in the sealed part only (``personal["sha256"]``); the event's
+  ``sha256`` field is empty (ADR 0081 for an inline message; ADR 0099 for a stored one, whose
+  event names its payload by ``address``, a random name the payload store forgets with the
+  bytes).
 """
 
 from __future__ import annotations
@@ -63,26 +64,21 @@ def reduce_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
-def sealed_description(sha256: str, inline: bool, media_type: str) -> dict[str, Any]:
-    """What the sealed part adds to the envelope: the digest of an inline message, the media
-    type when the vocabulary changed it."""
+def sealed_description(sha256: str, media_type: str) -> dict[str, Any]:
+    """What the sealed part adds to the envelope: the message's digest, the media type when
+    the vocabulary changed it."""
     found: dict[str, Any] = {}
-    if inline and sha256:
+    if sha256:
         found["sha256"] = sha256
     if media_type and reduced_media_type(media_type) != media_type:
         found["content_type"] = media_type
     return found
 
 
-def plain_sha256(sha256: str, inline: bool) -> str:
-    """The ``sha256`` an event keeps outside the seal: none for an inline message (its
-    digest is sealed), the payload's address for a stored one."""
-    return "" if inline else sha256
-
-
 def digest(sha256: str, personal: Mapping[str, Any]) -> str:
-    """A message's SHA-256 from its event: the plain field (a stored message, or an event
-    written before ADR 0081), else the sealed one ("" once its key is destroyed)."""
+    """A message's SHA-256 from its event: the plain field (an event written before ADR
+    0099: a stored message's, or before ADR 0081 any), else the sealed one ("" once its key
+    is destroyed)."""
     if sha256:
         return sha256
     found = personal.get("sha256", "") if personal else ""

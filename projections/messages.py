@@ -6,7 +6,8 @@ mailbox's prefix lists it newest (highest UID) first. Two families:
 * ``meta`` -- what changes: flags, labels, modseq, state, thread, policy, extracts;
 * ``data`` -- what never changes for one row key, in three cells: ``data:message`` (the
   message id, 16 bytes), ``data:fields`` (one JSON object: account, size, internal date,
-  sha256, inline, copied_from, facts, and the personal envelope and attachment names; for an
+  sha256, inline, copied_from, facts, and the personal envelope and attachment names; for a
+  stored message whose payload has an address of its own (ADR 0099) ``address``; for an
   inline message ``body_event``, the log position of the event that holds its body: the body
   is stored once, in the log, ADR 0014). Packed because nothing ever updates them one by one:
   a delivery writes 9 cells instead of 19 (rebuilds and catch-up write and fold per cell),
@@ -89,6 +90,8 @@ def _data(e: Written, p: int) -> tuple[bytes, bytes]:
     if sealed_media is not None and type(facts) is dict:  # the live row shows the whole one
         facts = {**facts, "content_type": sealed_media}
     fields: dict[str, Any] = {"account": text, "inline": bool(e.inline), "facts": facts}
+    if not e.inline and e.address and e.address != digest(e.sha256, personal):  # ADR 0099
+        fields["address"] = e.address
     if e.inline and not _shredded(e.personal):
         body = e.personal.get("body")
         if type(body) is not bytes:

@@ -1,6 +1,7 @@
 """``payload_refs``: which messages refer to a payload in the payload store.
 
-Row key: the payload's SHA-256 as 64 hex ASCII bytes. Family ``r``: one column
+Row key: the payload's address (its SHA-256 before ADR 0099, random since) as 64 hex ASCII
+bytes. Family ``r``: one column
 ``r:<message id, 16 bytes>`` per referring message, value the account id (16 bytes). Only
 payloads that are not inline (those live in the payload store) are referenced. Written on
 ``Delivered`` (also a copy: a new message referring to the same payload) and
@@ -39,7 +40,8 @@ def _referenced(e: Arrived, p: int) -> list[Mutation]:
     if e.inline:
         return []
     column = payload_ref_column(e.originator_id)
-    return [put(T, payload_row(e.sha256), column, e.account_id.bytes, p)]
+    # ``address`` since ADR 0099 (an older event's upcast to it); a made-up event's sha256
+    return [put(T, payload_row(e.address or e.sha256), column, e.account_id.bytes, p)]
 
 
 _HANDLERS: dict[type, Callable[[Any, int], list[Mutation]]] = {

@@ -118,5 +118,5 @@ def mailbox_usage(store: TableStore, mailbox_id: UUID,
         if fields.get("inline"):
             inline += size
         else:
-            payloads[str(fields.get("sha256", ""))] = size
+            payloads[str(fields.get("address") or fields.get("sha256", ""))] = size
     return Usage(messages, deleted, delivered, inline, payloads)

@@ -1,7 +1,9 @@
 """Interleavings of a put with a conditional delete (``delete_unless_touched``) of the HBase
 payload store, for any table store: a ``Hooked`` table store runs a step of the other party
 right after one of its writes. In each, the put has returned (a delivery may commit an
-event naming the payload), so the payload must be whole and readable at the end."""
+event naming the payload's address), so the payload at the address it returned must be whole
+and readable at the end (ADR 0099: a put that cannot re-use a payload being deleted stores
+the content under a new address)."""
 
 from __future__ import annotations
 
@@ -55,10 +57,12 @@ def put_between_the_decision_and_the_mark(make: MakeStore, tables: Hooked) -> No
     deleter, writer = make(tables, clock), make(tables, clock)
     ref = writer.put(DATA)
     clock.now += 60
-    tables.after(None, lambda: writer.put(DATA))
-    assert deleter.delete_unless_touched(ref.sha256, clock.now) is None
+    put: list[Any] = []
+    tables.after(None, lambda: put.append(writer.put(DATA)))
+    assert deleter.delete_unless_touched(ref.address, clock.now) is None
     assert tables.hook is None
-    assert b"".join(writer.open(ref.sha256)) == DATA
+    assert put == [ref]
+    assert b"".join(writer.open(ref.address)) == DATA
 
 
 def put_between_the_mark_and_the_check(make: MakeStore, tables: Hooked) -> None:
@@ -68,10 +72,11 @@ def put_between_the_mark_and_the_check(make: MakeStore, tables: Hooked) -> None:
     deleter, writer = make(tables, clock), make(tables, clock)
     ref = writer.put(DATA)
     clock.now += 60
-    tables.after(DOOMED, lambda: writer.put(DATA))
-    deleter.delete_unless_touched(ref.sha256, clock.now)
+    put: list[Any] = []
+    tables.after(DOOMED, lambda: put.append(writer.put(DATA)))
+    deleter.delete_unless_touched(ref.address, clock.now)
     assert tables.hook is None  # the put ran between the two
-    assert b"".join(writer.open(ref.sha256)) == DATA
+    assert b"".join(writer.open(put[0].address)) == DATA
 
 
 def delete_between_the_touch_and_the_check(make: MakeStore, tables: Hooked) -> None:
@@ -81,11 +86,12 @@ def delete_between_the_touch_and_the_check(make: MakeStore, tables: Hooked) -> N
     deleter, writer = make(tables, clock), make(tables, clock)
     ref = writer.put(DATA)
     clock.now += 60
-    tables.after(TOUCHED, lambda: deleter.delete_unless_touched(ref.sha256, clock.now + 1))
-    assert writer.put(DATA) == ref
+    tables.after(TOUCHED, lambda: deleter.delete_unless_touched(ref.address, clock.now + 1))
+    again = writer.put(DATA)
     assert tables.hook is None
-    assert b"".join(writer.open(ref.sha256)) == DATA
-    assert [sha for sha, _, _ in writer.list()] == [ref.sha256]
+    assert again.sha256 == ref.sha256 and again.address != ref.address  # stored anew
+    assert b"".join(writer.open(again.address)) == DATA
+    assert [address for address, _, _ in writer.list()] == [again.address]
 
 
 def delete_while_a_fresh_copy_is_written(make: MakeStore, tables: Hooked) -> None:
@@ -96,9 +102,9 @@ def delete_while_a_fresh_copy_is_written(make: MakeStore, tables: Hooked) -> Non
     ahead.now += 5
     deleter, writer = make(tables, ahead), make(tables, behind)
     ref = deleter.put(DATA)
-    assert deleter.delete_unless_touched(ref.sha256, ahead.now) == len(DATA)
-    assert writer.put(DATA) == ref
-    assert b"".join(writer.open(ref.sha256)) == DATA
+    assert deleter.delete_unless_touched(ref.address, ahead.now) == len(DATA)
+    again = writer.put(DATA)
+    assert b"".join(writer.open(again.address)) == DATA
 
 
 RACES = (put_between_the_decision_and_the_mark, put_between_the_mark_and_the_check,

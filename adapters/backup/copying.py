@@ -57,14 +57,15 @@ def _copy_payloads(store: Any, out: Path, progress: Progress,
     entries = list(store.list())
     for i, (sha, _, written_at) in enumerate(entries, 1):
         try:
-            ref = copies.put_stream(store.open(sha))
+            # the same address: the log refers to it (ADR 0099)
+            ref = copies.put_stream(store.open(sha), address=sha)
         except PayloadMissing:
             counts["vanished"] += 1
             continue
-        if ref.sha256 != sha:
+        if ref.address != sha:
             raise BackupError(f"payload {sha}: read back from the payload store as "
-                              f"{ref.sha256} (damaged); the backup in {out} is incomplete")
-        path = copies.file_of(ref.sha256)
+                              f"{ref.address} (damaged); the backup in {out} is incomplete")
+        path = copies.file_of(ref.address)
         os.utime(path, (written_at, written_at))
         size = path.stat().st_size
         counts["files"] += 1

@@ -87,7 +87,8 @@ class Erasure(FacadePart):
         self.catch_up()
         host = self._read()
         found = copies_of(host.tables, host.physical, message_id=message_id,
-                          account_id=msg.account_id, sha256=msg.sha256, inline=msg.inline)
+                          account_id=msg.account_id, inline=msg.inline,
+                          sha256=msg.sha256 if msg.inline else msg.address)  # ADR 0099
         result = self._erase([message_id, *(found.same_account if with_copies else [])])
         result["copies_remaining"] = [] if with_copies else [str(i) for i in found.same_account]
         result["copies_in_other_accounts"] = found.other_accounts

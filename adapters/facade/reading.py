@@ -81,8 +81,8 @@ class Reading(FacadePart):
             raise MessageNotFound(f"no message with UID {uid} in {mailbox!r}")
         self.mail.check_extractable(UUID(bytes=bytes(cells[pn.DATA_MESSAGE])))
         fields = data_fields(cells.get(pn.DATA_FIELDS), cells.get(pn.DATA_SUMMARY))
-        if not fields.get("inline"):
-            return self.payloads.open(str(fields["sha256"]))
+        if not fields.get("inline"):  # its payload's address (its SHA-256 before ADR 0099)
+            return self.payloads.open(str(fields.get("address") or fields["sha256"]))
         if pn.DATA_BODY in cells:  # a row written before ADR 0014 holds its own copy
             return iter((cells[pn.DATA_BODY],))
         return iter((self._inline_body(int(fields["body_event"]), uid),))

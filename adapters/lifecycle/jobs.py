@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from itertools import groupby
 from typing import Any
 
+from adapters.payloads import SweepingPayloads
 from domain.lifecycle import MESSAGE_QUEUES, QUEUE_PAYLOADS, Retention
 from domain.purging import Outcome, Purging, QueueEntry
 from projections import names as n
@@ -218,6 +219,9 @@ class PurgeJobs:
                 continue
             report.payloads_freed += 1
             report.payload_bytes_freed += freed
+        if not dry_run and isinstance(self.payloads, SweepingPayloads):
+            # what killed writes and deletes left (a content link alone: ADR 0099)
+            self.payloads.discard_stale_writes(max(now.timestamp() - horizon, 3600.0))
         if report.payloads_freed and not dry_run:
             self.payloads_deleted(report.payloads_freed)
         return report

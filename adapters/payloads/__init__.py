@@ -1,4 +1,5 @@
-"""Payload stores: content-addressed files on disk and an in-memory fake.
+"""Payload stores: files on disk, HBase's payload table, and an in-memory fake; each keeps a
+payload under a random address and links its content to it while it holds it (ADR 0099).
 
 May import: ``domain`` (the ``PayloadStore`` port); never ``streaming``, ``cli``
 or ``devtools``.
@@ -15,4 +16,13 @@ class ClosingPayloads(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["ClosingPayloads"]
+@runtime_checkable
+class SweepingPayloads(Protocol):
+    """A payload store that leaves files behind when a process dies mid-write or mid-delete
+    (the file store's temporary writes, its content links left alone): swept by the
+    ``payloads`` job."""
+
+    def discard_stale_writes(self, older_than: float) -> int: ...
+
+
+__all__ = ["ClosingPayloads", "SweepingPayloads"]

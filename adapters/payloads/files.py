@@ -1,18 +1,28 @@
 """The embedded payload store: one file per payload (ADR 0031).
 
-Layout: ``root/ab/<sha256>``, one level of at most 256 directories. The file holds the
-payload's chunks one after another, then an index (JSON: size, chunk size, and each chunk's
-stored length and whether it is zstd-compressed), then a 12-byte trailer (the index's
+Layout: ``root/ab/<address>``, one level of at most 256 directories. The file holds the
+payload's chunks one after another, then an index (JSON: size, chunk size, each chunk's
+stored length and whether it is zstd-compressed, and since ADR 0099 the address and the
+content's SHA-256), then a 12-byte trailer (the index's
 length, 8 bytes big-endian, and the magic ``LLP1``). A chunk that zstd shrinks by at least
 an eighth is stored compressed (ADR 0023): mail's base64 attachments and text bodies shrink,
 images and archives are kept as they are. Chunks stay independent, so a byte range reads only
 the chunks it covers, and a stored chunk is read by seeking to its offset.
 
+Addresses (ADR 0099): a new payload gets a random address; ``root/.digests/ab/<sha256>`` is
+a second hard link to its file, named by the content's SHA-256, through which a put of the
+same content finds the address it has (and refreshes it). The link is removed before the
+payload is (so a crash in between leaves the payload, which the erasure's completion deletes
+again, never a link without it), and ``discard_stale_writes`` removes a link left alone (its
+payload gone, one link count): once a payload is deleted nothing here ties its address to
+its content. Payloads stored before are addressed by their SHA-256 and keep it.
+
 A payload is written into a private file under ``root/.tmp``, fsynced, read back and checked
 against its SHA-256, then linked into place in one step (a hard link, which never replaces:
 a reader sees all of it or nothing, and a crash leaves only a temporary file). When another
-writer (another process, too) linked the same content first, the temporary copy is
-discarded and theirs kept. A put costs two fsyncs: the file and its directory.
+writer (another process, too) stored the same content first, the temporary copy is
+discarded and theirs kept; two writers racing may both keep theirs, under two addresses. A
+put costs two fsyncs: the file and its directory.
 
 Payloads written before ADR 0031 are directories ``root/ab/cd/<sha256>/`` of chunk files
 plus ``manifest.json``; they are read, listed, refreshed and deleted as they are (no
@@ -57,10 +67,13 @@ from domain.payloads import (
     check_range,
     check_sha256,
     is_sha256,
+    new_address,
     rechunk,
 )
 
-__all__ = ["MANIFEST", "PUT_THREADS", "WORTH_COMPRESSING", "FilePayloadStore"]
+__all__ = ["DIGESTS", "MANIFEST", "PUT_THREADS", "WORTH_COMPRESSING", "FilePayloadStore"]
+
+DIGESTS = ".digests"  # the content's links: root/.digests/ab/<sha256> (ADR 0099)
 
 WORTH_COMPRESSING = 7 / 8  # a chunk is stored compressed if that makes it this much smaller
 PUT_THREADS = 8  # payloads of one batch written (and fsynced) at once
@@ -89,7 +102,7 @@ class FilePayloadStore:
     # --- writing ---------------------------------------------------------------------------
 
     def put(self, data: bytes) -> PayloadRef:
-        existing = self._refresh(hashlib.sha256(data).hexdigest())
+        existing = self._known(hashlib.sha256(data).hexdigest())
         return existing or self._write([data])
 
     def put_many(self, payloads: Sequence[bytes]) -> list[PayloadRef]:
@@ -98,7 +111,9 @@ class FilePayloadStore:
         together instead of one after another."""
         if len(payloads) < 2:
             return [self.put(data) for data in payloads]
-        return list(self._threads().map(self.put, payloads))
+        unique = list(dict.fromkeys(payloads))  # the same content twice: one address
+        refs = dict(zip(unique, self._threads().map(self.put, unique), strict=True))
+        return [refs[data] for data in payloads]
 
     def _threads(self) -> ThreadPoolExecutor:
         """The store's put threads, started once (a pool per call started up to 8 threads for
@@ -119,10 +134,13 @@ class FilePayloadStore:
         if pool is not None and self._pool_pid == os.getpid():
             pool.shutdown(wait=True)
 
-    def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
-        return self._write(chunks)
+    def put_stream(self, chunks: Iterable[bytes], *, address: str | None = None) -> PayloadRef:
+        return self._write(chunks, address)
 
     def delete(self, sha256: str) -> bool:
+        stored = self._stored(sha256)
+        if stored is not None:  # the content's link first: a crash leaves the payload
+            self._unlink_digest(stored.digest, stored.home)
         deleted = False
         while (moved := self._move_aside(sha256)) is not None:  # the file, a legacy copy
             _remove(moved[0])
@@ -152,16 +170,30 @@ class FilePayloadStore:
                 return None
             except OSError:  # a fresh copy is there already
                 pass
+        if stored is not None:
+            self._unlink_digest(stored.digest, doomed)
         _remove(doomed)
         return None if touched else (stored.size if stored is not None else 0)
 
     def discard_stale_writes(self, older_than: float) -> int:
         """Remove temporary files (and directories) of writes that crashed over
-        ``older_than`` s ago."""
+        ``older_than`` s ago, and every content link whose payload is gone (a delete killed
+        between moving the payload aside and removing it)."""
         removed = 0
         for entry in os.scandir(self._tmp):
             if entry.stat(follow_symlinks=False).st_mtime < time.time() - older_than:
+                stored = read_packed("", Path(entry.path)) if entry.is_file() else None
+                if stored is not None and stored.digest:
+                    self._unlink_digest(stored.digest, Path(entry.path))
                 _remove(Path(entry.path))
+                removed += 1
+        for link in self.root.glob(f"{DIGESTS}/??/*"):
+            try:
+                alone = link.stat().st_nlink == 1
+            except FileNotFoundError:
+                continue
+            if alone:
+                link.unlink(missing_ok=True)
                 removed += 1
         return removed
 
@@ -220,6 +252,59 @@ class FilePayloadStore:
         check_sha256(sha256)
         return self.root / sha256[:2] / sha256
 
+    def _digest_file(self, sha256: str) -> Path:
+        check_sha256(sha256)
+        return self.root / DIGESTS / sha256[:2] / sha256
+
+    def _known(self, sha256: str) -> PayloadRef | None:
+        """The payload stored with this content, its written_at set to now; None if there is
+        none. Through the content's link (the file's second name: touching it touches the
+        payload), checked to be the file at its address still (a payload being deleted is
+        not); else a payload stored before ADR 0099, under its SHA-256."""
+        link = self._digest_file(sha256)
+        now = self._clock()
+        try:
+            os.utime(link, (now, now))
+            linked = os.stat(link)
+        except FileNotFoundError:
+            return self._refresh(sha256)
+        stored = read_packed("", link)
+        if stored is None or not stored.sha256:
+            return self._refresh(sha256)
+        try:
+            at_home = os.path.samestat(os.stat(self._file(stored.sha256)), linked)
+        except FileNotFoundError:
+            at_home = False
+        return stored.ref if at_home else self._refresh(sha256)
+
+    def _link_digest(self, tmp: Path, ref: PayloadRef) -> None:
+        """``tmp`` (committed at its address) linked under its content's SHA-256, unless a
+        stored payload of the same content is linked there already; a link whose payload is
+        gone is replaced."""
+        link = self._digest_file(ref.sha256)
+        if not link.parent.is_dir():
+            private_dir(link.parent)
+        try:
+            os.link(tmp, link)
+        except FileExistsError:
+            if self._known(ref.sha256) is not None:
+                return
+            staged = self._tmp / f"link-{uuid.uuid4().hex}"
+            os.link(tmp, staged)
+            os.replace(staged, link)
+        # not fsynced: a link lost in a crash costs one more copy of the content, no more
+
+    def _unlink_digest(self, sha256: str, payload: Path) -> None:
+        """The content's link removed if it is ``payload``'s (another copy's is kept)."""
+        if not is_sha256(sha256):
+            return
+        link = self._digest_file(sha256)
+        try:
+            if os.path.samefile(link, payload):
+                link.unlink()
+        except FileNotFoundError:
+            pass
+
     def _legacy_dir(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256[2:4] / sha256
 
@@ -233,7 +318,11 @@ class FilePayloadStore:
             raise PayloadMissing(f"payload {sha256} is not in the payload store")
         return stored
 
-    def _write(self, chunks: Iterable[bytes]) -> PayloadRef:
+    def _write(self, chunks: Iterable[bytes], address: str | None = None) -> PayloadRef:
+        """``address``: a copy's, kept; None: a new payload (a fresh address, unless the
+        content is stored already)."""
+        given = address is not None
+        address = check_sha256(address) if address is not None else new_address()
         tmp = self._tmp / f"write-{uuid.uuid4().hex}"
         descriptor = create_private(tmp)
         try:
@@ -249,16 +338,18 @@ class FilePayloadStore:
                     self._write_out(file, chunk)
                     index.append([len(chunk), int(compressed)])
                 trailer = json.dumps({"size": size, "chunk_size": self.chunk_size,
-                                      "chunks": index}, separators=(",", ":")).encode()
+                                      "chunks": index, "address": address,
+                                      "sha256": digest.hexdigest()},
+                                     separators=(",", ":")).encode()
                 self._write_out(file, trailer + TRAILER.pack(len(trailer), MAGIC))
                 file.flush()
                 if self._durable:
                     os.fsync(file.fileno())
-            ref = PayloadRef(digest.hexdigest(), size, len(index))
+            ref = PayloadRef(digest.hexdigest(), size, len(index), address)
             self._verify(tmp, ref)
             now = self._clock()
             os.utime(tmp, (now, now))
-            return self._commit(tmp, ref)
+            return self._commit(tmp, ref, given)
         finally:
             tmp.unlink(missing_ok=True)  # linked into place, or abandoned
 
@@ -267,7 +358,7 @@ class FilePayloadStore:
 
     def _verify(self, tmp: Path, ref: PayloadRef) -> None:
         """Read back what was written: a short write or a bad disk must not be committed."""
-        stored = read_packed(ref.sha256, tmp)
+        stored = read_packed(ref.address, tmp)
         digest = hashlib.sha256()
         try:
             if stored is not None and stored.size == ref.size:
@@ -278,11 +369,13 @@ class FilePayloadStore:
         if digest.hexdigest() != ref.sha256:
             raise OSError(errno.EIO, f"payload {ref.sha256} read back with another sha256")
 
-    def _commit(self, tmp: Path, ref: PayloadRef) -> PayloadRef:
-        existing = self._refresh(ref.sha256)  # stored already (also before ADR 0031): kept
+    def _commit(self, tmp: Path, ref: PayloadRef, given: bool) -> PayloadRef:
+        # stored already (a new payload: its content, also before ADR 0031; a copy: its
+        # address): kept
+        existing = self._same_at(ref) if given else self._known(ref.sha256)
         if existing:
             return existing
-        final = self._file(ref.sha256)
+        final = self._file(ref.address)
         if not final.parent.is_dir():
             private_dir(final.parent)
             self._sync_dir(self.root)
@@ -293,12 +386,22 @@ class FilePayloadStore:
             except FileExistsError:
                 if attempt:
                     raise
-            existing = self._refresh(ref.sha256)
+            existing = self._same_at(ref)
             if existing:  # another writer committed it first: keep theirs
                 return existing
             final.unlink(missing_ok=True)  # a damaged file, without a whole index
         self._sync_dir(final.parent)
+        self._link_digest(tmp, ref)
         return ref
+
+    def _same_at(self, ref: PayloadRef) -> PayloadRef | None:
+        """The payload at ``ref``'s address, refreshed, if it holds the same content; None if
+        there is none; an error if it holds other content (a copy never replaces)."""
+        existing = self._refresh(ref.address)
+        if existing is not None and existing.sha256 != ref.sha256:
+            raise OSError(errno.EEXIST, f"payload {ref.address} is stored already with other "
+                          "content; nothing was replaced")
+        return existing
 
     def _refresh(self, sha256: str) -> PayloadRef | None:
         """The stored payload's ref with written_at set to now, or None if it is absent."""

@@ -64,8 +64,8 @@ class LayeredPayloadStore:
     def put_many(self, payloads: Sequence[bytes]) -> list[PayloadRef]:
         return self.remote.put_many(payloads)
 
-    def put_stream(self, chunks: Iterable[bytes]) -> PayloadRef:
-        return self.remote.put_stream(chunks)
+    def put_stream(self, chunks: Iterable[bytes], *, address: str | None = None) -> PayloadRef:
+        return self.remote.put_stream(chunks, address=address)
 
     # --- reading: HBase, then the files ----------------------------------------------------
     def exists(self, sha256: str) -> bool:
@@ -106,6 +106,11 @@ class LayeredPayloadStore:
         found = [size for size in freed if size is not None]
         return max(found) if found else None
 
+    def discard_stale_writes(self, older_than: float) -> int:
+        """The host's old files' (HBase leaves nothing behind: a write that died is listed
+        and collected)."""
+        return self.local.discard_stale_writes(older_than) if self.local is not None else 0
+
     def close(self) -> None:
         if self._remote is not None:
             self._remote.close()
@@ -129,9 +134,10 @@ class LayeredPayloadStore:
                     self.remote.touch(sha)
                     outcome.present += 1
                 else:
-                    ref = self.remote.put_stream(self.local.open(sha))
-                    if ref.sha256 != sha or self.remote.size(sha) != size:
-                        raise OSError(f"payload {sha}: copied into HBase as {ref.sha256}, "
+                    # the same address: the log refers to it (ADR 0099)
+                    ref = self.remote.put_stream(self.local.open(sha), address=sha)
+                    if ref.address != sha or self.remote.size(sha) != size:
+                        raise OSError(f"payload {sha}: copied into HBase as {ref.address}, "
                                       f"{ref.size} bytes (not {size}); nothing removed")
                     outcome.copied += 1
                     outcome.bytes_copied += size

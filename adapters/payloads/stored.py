@@ -29,8 +29,9 @@ class Stored:
 
     def __init__(self, sha256: str, size: int, chunk_size: int,
                  chunks: list[tuple[str, int, int, bool]], home: Path,
-                 written_at: float) -> None:
-        self.sha256 = sha256
+                 written_at: float, digest: str = "") -> None:
+        self.sha256 = sha256  # the address
+        self.digest = digest or sha256  # the content's SHA-256 (the address before ADR 0099)
         self.home = home  # the file whose mtime is written_at
         self.size = size
         self.chunk_size = chunk_size
@@ -39,7 +40,7 @@ class Stored:
 
     @property
     def ref(self) -> PayloadRef:
-        return PayloadRef(self.sha256, self.size, len(self.chunks))
+        return PayloadRef(self.digest, self.size, len(self.chunks), self.sha256)
 
     def chunk(self, index: int) -> bytes:
         path, offset, length, compressed = self.chunks[index]
@@ -63,7 +64,9 @@ class Stored:
 
 
 def read_packed(sha256: str, path: Path) -> Stored | None:
-    """The index of a payload file; None if there is none, or no whole one."""
+    """The index of a payload file (``sha256``: its address; a file written since ADR 0099
+    names its address and its content's SHA-256 in its index); None if there is none, or no
+    whole one."""
     try:
         with open(path, "rb") as file:
             end = file.seek(0, os.SEEK_END)
@@ -80,8 +83,9 @@ def read_packed(sha256: str, path: Path) -> Stored | None:
         for stored, compressed in index["chunks"]:
             chunks.append((name, offset, int(stored), bool(compressed)))
             offset += int(stored)
-        return Stored(sha256, int(index["size"]), int(index["chunk_size"]), chunks, path,
-                       written_at)
+        return Stored(str(index.get("address") or sha256), int(index["size"]),
+                      int(index["chunk_size"]), chunks, path, written_at,
+                      str(index.get("sha256", "")))
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, ValueError, KeyError,
             TypeError):
         return None

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.errors import InvalidCommand, PayloadMissing
-from domain.payloads import PayloadRef
+from domain.payloads import is_sha256
 from domain.ports import PayloadStore
 
 CHUNK = 16  # small chunks, so that short test data crosses chunk borders
@@ -60,34 +60,40 @@ class PayloadStoreContract:
 
     # --- writing -------------------------------------------------------------------------
 
-    def test_put_returns_the_content_address_size_and_chunk_count(
+    def test_put_returns_a_fresh_address_the_content_digest_size_and_chunk_count(
         self, store: PayloadStore
     ) -> None:
+        """ADR 0099: the address says nothing about the content (not its SHA-256)."""
         data = bytes(range(40))
-        assert store.put(data) == PayloadRef(sha(data), 40, 3)
+        ref = store.put(data)
+        assert (ref.sha256, ref.size, ref.chunk_count) == (sha(data), 40, 3)
+        assert is_sha256(ref.address) and ref.address != ref.sha256
+        assert ref.address != store.put(bytes(range(41))).address
         assert store.chunk_size == CHUNK
 
     def test_putting_the_same_bytes_twice_stores_them_once(self, store: PayloadStore) -> None:
         first = store.put(b"same bytes" * 5)
         again = store.put(b"same bytes" * 5)
         assert first == again
-        assert [entry[0] for entry in store.list()] == [first.sha256]
+        assert [entry[0] for entry in store.list()] == [first.address]
 
     def test_put_many_stores_each_and_answers_in_order(self, store: PayloadStore) -> None:
         payloads = [bytes([n]) * (10 + n) for n in range(6)] + [b"\x01" * 11]  # a repeat
         refs = store.put_many(payloads)
         assert refs == [store.put(data) for data in payloads]
-        assert sorted(sha for sha, _, _ in store.list()) == sorted({sha(p) for p in payloads})
+        assert [r.sha256 for r in refs] == [sha(p) for p in payloads]
+        assert sorted(a for a, _, _ in store.list()) == sorted({r.address for r in refs})
         for data, ref in zip(payloads, refs, strict=True):
-            assert b"".join(store.open(ref.sha256)) == data
+            assert b"".join(store.open(ref.address)) == data
 
     @reuse_store
     @given(data=st.binary(max_size=200), cuts=st.lists(st.integers(0, 200), max_size=8))
     def test_a_stream_in_any_pieces_is_stored_like_one_put(
         self, store: PayloadStore, data: bytes, cuts: list[int]
     ) -> None:
-        assert store.put_stream(pieces(data, cuts)) == store.put(data)
-        assert b"".join(store.open(sha(data))) == data
+        ref = store.put_stream(pieces(data, cuts))
+        assert ref == store.put(data)
+        assert b"".join(store.open(ref.address)) == data
 
     def test_a_failed_stream_leaves_nothing_behind(self, store: PayloadStore) -> None:
         def broken() -> Iterator[bytes]:
@@ -106,8 +112,8 @@ class PayloadStoreContract:
     def test_the_empty_payload_has_no_chunks(self, store: PayloadStore) -> None:
         ref = store.put(b"")
         assert (ref.size, ref.chunk_count) == (0, 0)
-        assert list(store.open(ref.sha256)) == []
-        assert store.read_range(ref.sha256, 0, 10) == b""
+        assert list(store.open(ref.address)) == []
+        assert store.read_range(ref.address, 0, 10) == b""
 
     # --- reading -------------------------------------------------------------------------
 
@@ -115,7 +121,7 @@ class PayloadStoreContract:
         self, store: PayloadStore
     ) -> None:
         data = bytes(range(256)) * 2
-        chunks = list(store.open(store.put(data).sha256))
+        chunks = list(store.open(store.put(data).address))
         assert [len(c) for c in chunks] == [CHUNK] * (len(data) // CHUNK)
         assert b"".join(chunks) == data
 
@@ -125,18 +131,18 @@ class PayloadStoreContract:
         self, store: PayloadStore, data: bytes, start: int, length: int
     ) -> None:
         ref = store.put(data)
-        assert store.read_range(ref.sha256, start, start + length) == data[start : start + length]
+        assert store.read_range(ref.address, start, start + length) == data[start : start + length]
 
     @pytest.mark.parametrize(("start", "end"), [(-1, 4), (5, 4)])
     def test_an_invalid_range_is_rejected(self, store: PayloadStore, start: int, end: int) -> None:
         ref = store.put(b"0123456789")
         with pytest.raises(InvalidCommand, match="range"):
-            store.read_range(ref.sha256, start, end)
+            store.read_range(ref.address, start, end)
 
     def test_exists_and_size_describe_a_stored_payload(self, store: PayloadStore) -> None:
         ref = store.put(b"y" * 33)
-        assert store.exists(ref.sha256)
-        assert store.size(ref.sha256) == 33
+        assert store.exists(ref.address)
+        assert store.size(ref.address) == 33
         assert not store.exists(ABSENT)
 
     @pytest.mark.parametrize(
@@ -167,11 +173,11 @@ class PayloadStoreContract:
         self, store: PayloadStore
     ) -> None:
         ref = store.put(b"to be purged")
-        assert store.delete(ref.sha256) is True
-        assert store.delete(ref.sha256) is False
-        assert not store.exists(ref.sha256)
+        assert store.delete(ref.address) is True
+        assert store.delete(ref.address) is False
+        assert not store.exists(ref.address)
         with pytest.raises(PayloadMissing):
-            store.open(ref.sha256)
+            store.open(ref.address)
 
     def test_list_gives_address_size_and_write_time_of_every_payload(
         self, store: PayloadStore, clock: FakeClock
@@ -180,7 +186,7 @@ class PayloadStoreContract:
         clock.now += 60
         b = store.put(b"b" * 3)
         assert sorted(store.list()) == sorted(
-            [(a.sha256, 20, clock.now - 60), (b.sha256, 3, clock.now)]
+            [(a.address, 20, clock.now - 60), (b.address, 3, clock.now)]
         )
 
     def test_putting_again_refreshes_the_write_time(
@@ -190,7 +196,7 @@ class PayloadStoreContract:
         ref = store.put(b"old content")
         clock.now += 13 * 3600
         store.put_stream([b"old ", b"content"])
-        assert list(store.list()) == [(ref.sha256, 11, clock.now)]
+        assert list(store.list()) == [(ref.address, 11, clock.now)]
 
     def test_a_payload_deleted_can_be_stored_again(
         self, store: PayloadStore, clock: FakeClock
@@ -200,10 +206,28 @@ class PayloadStoreContract:
         data = bytes(range(50))
         ref = store.put(data)
         store.put(data)  # refreshed in the same instant
-        assert store.delete(ref.sha256)
-        assert store.put(data) == ref
-        assert b"".join(store.open(ref.sha256)) == data
-        assert [entry[0] for entry in store.list()] == [ref.sha256]
+        assert store.delete(ref.address)
+        again = store.put(data)
+        assert again.sha256 == ref.sha256
+        assert again.address != ref.address  # nothing kept the old address's content
+        assert b"".join(store.open(again.address)) == data
+        assert [entry[0] for entry in store.list()] == [again.address]
+        with pytest.raises(PayloadMissing):
+            store.open(ref.address)
+
+    def test_a_copy_keeps_the_address_it_is_given(self, store: PayloadStore) -> None:
+        """A backup, a restore or a migration copies a payload under the address the log
+        names it by; a copy never replaces other content at that address."""
+        data, where = bytes(range(60)), "ab" * 32
+        copy = store.put_stream(pieces(data, [7]), address=where)
+        assert (copy.address, copy.sha256, copy.size) == (where, sha(data), 60)
+        assert b"".join(store.open(where)) == data
+        assert store.put_stream([data], address=where) == copy  # again: kept
+        with pytest.raises((OSError, InvalidCommand)):
+            store.put_stream([b"other content"], address=where)
+        assert b"".join(store.open(where)) == data
+        with pytest.raises(InvalidCommand, match="sha256"):
+            store.put_stream([data], address="../../etc/passwd")
 
 
 class ReleasableContract:
@@ -216,18 +240,18 @@ class ReleasableContract:
     ) -> None:
         ref = store.put(b"released later" * 3)
         clock.now += 3600
-        assert store.touch(ref.sha256) is True
+        assert store.touch(ref.address) is True
         assert store.touch(ABSENT) is False
-        assert list(store.list()) == [(ref.sha256, 42, clock.now)]
+        assert list(store.list()) == [(ref.address, 42, clock.now)]
 
     def test_an_untouched_payload_is_deleted_and_its_size_returned(
         self, store: Any, clock: FakeClock
     ) -> None:
         ref = store.put(b"orphan" * 7)
         clock.now += 60
-        assert store.delete_unless_touched(ref.sha256, clock.now - 1) == 42
-        assert not store.exists(ref.sha256)
-        assert store.delete_unless_touched(ref.sha256, clock.now) is None
+        assert store.delete_unless_touched(ref.address, clock.now - 1) == 42
+        assert not store.exists(ref.address)
+        assert store.delete_unless_touched(ref.address, clock.now) is None
 
     def test_a_payload_touched_after_the_horizon_is_kept(
         self, store: Any, clock: FakeClock
@@ -236,5 +260,5 @@ class ReleasableContract:
         horizon = clock.now
         clock.now += 60
         store.put(b"re-used" * 5)  # a delivery re-used it after the horizon
-        assert store.delete_unless_touched(ref.sha256, horizon) is None
-        assert b"".join(store.open(ref.sha256)) == b"re-used" * 5
+        assert store.delete_unless_touched(ref.address, horizon) is None
+        assert b"".join(store.open(ref.address)) == b"re-used" * 5

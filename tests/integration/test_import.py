@@ -167,7 +167,8 @@ def test_large_payloads_written_ahead_are_delivered_and_read_back_byte_exact(
         listed = {m.subject: m for m in store.messages(ADA, limit=20)}
         for i in range(1, 9, 2):
             m = listed[f"large {i}"]
-            assert store.payloads.exists(m.sha256)  # large: stored as a payload file
+            # large: stored as a payload file, under its own address (ADR 0099)
+            assert store.payloads.exists(store.mail.message(m.message_id).address)
             assert b"".join(store.body(ADA, "INBOX", m.uid)) == items[i].raw
         assert all(r.identical for r in store.verify())
 
@@ -180,7 +181,8 @@ def test_a_failed_write_ahead_leaves_the_payloads_to_the_delivery(tmp_path: Path
         assert failing.calls == 3  # one per batch, every one failed
         assert report["imported"] == 5
         listed = store.messages(ADA, limit=10)
-        assert all(store.payloads.exists(m.sha256) for m in listed)
+        assert all(store.payloads.exists(store.mail.message(m.message_id).address)
+                   for m in listed)
         assert sorted(b"".join(store.body(ADA, "INBOX", m.uid)) for m in listed) == \
             sorted(i.raw for i in items)
 

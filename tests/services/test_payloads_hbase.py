@@ -111,8 +111,33 @@ def test_a_large_payload_reads_back_byte_exact_and_by_range(tables: HBaseTableSt
                 + random.Random(3).randbytes(1 << 20))
         ref = store.put(data)
         assert ref.chunk_count == -(-len(data) // (128 * 1024))
-        assert b"".join(store.open(ref.sha256)) == data
-        assert store.read_range(ref.sha256, 1_500_000, 1_700_000) == data[1_500_000:1_700_000]
+        assert b"".join(store.open(ref.address)) == data
+        assert store.read_range(ref.address, 1_500_000, 1_700_000) == data[1_500_000:1_700_000]
+    finally:
+        tables.drop_table(name)
+
+
+def test_a_deleted_payload_leaves_no_row_that_names_its_content(tables: HBaseTableStore) -> None:
+    """ADR 0099: a payload's row is keyed by a random address; the content's link row (``#`` +
+    its SHA-256) lets a put of the same content find it and goes with the payload, by
+    either delete. What stays is HBase's tombstones, which ``erase complete`` compacts."""
+    import hashlib
+
+    name = own_table()
+    store = HBasePayloadStore(tables, table=name)
+    try:
+        data = b"a 20 KiB template around a code: 4712 " * 600
+        digest = hashlib.sha256(data).digest()
+        ref, again = store.put(data), store.put(data)
+        assert again == ref and bytes.fromhex(ref.address) != digest
+        assert {key for key, _ in tables.scan(name)} == {bytes.fromhex(ref.address),
+                                                         b"#" + digest}
+        assert store.delete_unless_touched(ref.address, horizon=4e9) == len(data)
+        assert list(tables.scan(name)) == []
+        other = store.put(data)  # the same content later: a new address
+        assert other.address != ref.address
+        assert store.delete(other.address)
+        assert list(tables.scan(name)) == []
     finally:
         tables.drop_table(name)
 

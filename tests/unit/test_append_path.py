@@ -70,7 +70,7 @@ def test_what_it_stores_reads_back_as_the_same_event_through_the_library() -> No
     assert back.personal["body"] == b"raw bytes" and back.personal.key_id is not None
     state = mapper.to_stored_event(delivered).state
     assert msgpack.unpackb(state, raw=False, strict_map_key=False,
-                           ext_hook=lambda code, data: code)["class_version"] == 3
+                           ext_hook=lambda code, data: code)["class_version"] == 4
 
 
 def test_it_leaves_the_event_as_it_was() -> None:

@@ -49,10 +49,10 @@ def test_new_payloads_go_to_hbase_and_old_files_are_read_where_they_are(
         store: LayeredPayloadStore, remote: HBasePayloadStore, files: FilePayloadStore) -> None:
     old = files.put(OLD)
     new = store.put(NEW)
-    assert remote.exists(new.sha256) and not files.exists(new.sha256)
-    assert b"".join(store.open(old.sha256)) == OLD
-    assert store.read_range(old.sha256, 5, 30) == OLD[5:30]
-    assert store.size(old.sha256) == len(OLD) and store.exists(old.sha256)
+    assert remote.exists(new.address) and not files.exists(new.address)
+    assert b"".join(store.open(old.address)) == OLD
+    assert store.read_range(old.address, 5, 30) == OLD[5:30]
+    assert store.size(old.address) == len(OLD) and store.exists(old.address)
     with pytest.raises(PayloadMissing):
         store.open("0" * 64)
 
@@ -62,29 +62,29 @@ def test_list_names_each_payload_once_with_its_latest_write(
         clock: FakeClock) -> None:
     both = files.put(OLD)
     clock.now += 10
-    remote.put(OLD)
+    remote.put_stream([OLD], address=both.address)
     here = files.put(b"only here" * 10)
-    assert sorted(store.list()) == sorted([(both.sha256, len(OLD), clock.now),
-                                           (here.sha256, 90, clock.now)])
+    assert sorted(store.list()) == sorted([(both.address, len(OLD), clock.now),
+                                           (here.address, 90, clock.now)])
 
 
 def test_a_delete_or_release_reaches_both_copies(
         store: LayeredPayloadStore, remote: HBasePayloadStore, files: FilePayloadStore,
         clock: FakeClock) -> None:
     ref = files.put(OLD)
-    remote.put(OLD)
+    remote.put_stream([OLD], address=ref.address)  # a copy (as migrate makes)
     clock.now += 60
-    assert store.delete_unless_touched(ref.sha256, clock.now) == len(OLD)
-    assert not remote.exists(ref.sha256) and not files.exists(ref.sha256)
+    assert store.delete_unless_touched(ref.address, clock.now) == len(OLD)
+    assert not remote.exists(ref.address) and not files.exists(ref.address)
     other = files.put(NEW)
-    assert store.delete(other.sha256) and not store.exists(other.sha256)
+    assert store.delete(other.address) and not store.exists(other.address)
 
 
 def test_migrate_copies_every_file_idempotently_and_removes_on_request(
         store: LayeredPayloadStore, remote: HBasePayloadStore,
         files: FilePayloadStore) -> None:
     refs = [files.put(OLD), files.put(NEW)]
-    remote.put(NEW)
+    remote.put_stream([NEW], address=refs[1].address)
     seen: list[tuple[int, int]] = []
     done = store.migrate(progress=lambda n, total: seen.append((n, total)))
     assert (done.files, done.copied, done.present, done.removed) == (2, 1, 1, 0)
@@ -93,4 +93,4 @@ def test_migrate_copies_every_file_idempotently_and_removes_on_request(
     assert (again.copied, again.present, again.removed) == (0, 2, 2)
     assert list(files.list()) == []
     for ref, data in zip(refs, (OLD, NEW), strict=True):
-        assert b"".join(remote.open(ref.sha256)) == data
+        assert b"".join(remote.open(ref.address)) == data

@@ -91,7 +91,7 @@ def test_real_events_project_into_every_read_model(mail: Mailstore) -> None:
     assert boxes[archive][:2] == (2, 2)  # the reply and the copy of big, both unread
     assert labels["work"] == (1, 0, size["first"]) and labels["urgent"] == (1, 1, size["reply"])
 
-    refs = store.get(n.PAYLOAD_REFS, keys.payload_row(mail.message(ids["big"]).sha256))
+    refs = store.get(n.PAYLOAD_REFS, keys.payload_row(mail.message(ids["big"]).address))
     assert len(refs) == 2  # the original and its copy share the stored payload
     assert store.get(n.SUBSCRIPTIONS, keys.account_row(account.id)) == {
         keys.subscription_column("Archive"): b"1"}

@@ -26,9 +26,12 @@ NUMBER = "a number"
 FLAG = "a boolean"
 DATE = "a date-time"
 HASH = "a SHA-256 (hex)"
-ADDRESS_ONLY = ("a stored payload's content address in the payload store, never an inline "
-                "message's digest (empty: sealed in `personal`, ADR 0081; "
-                "test_an_inline_message_keeps_no_digest_outside_the_seal)")
+ADDRESS_ONLY = ("a stored payload's address in the payload store: random since ADR 0099 "
+                "(the store forgets its link to the content with the bytes), the content's "
+                "SHA-256 in events written before")
+OLD_DIGEST = ("empty since ADR 0099 (the digest sealed in `personal`; ADR 0081 for an inline "
+              "message): only events written before hold a digest here; "
+              "test_no_message_keeps_its_digest_outside_the_seal")
 ENUM = "one of a fixed set of words (the code's, not the message's)"
 POLICY = "an extraction policy: kind (a fixed word), limit (a number), until (a date-time)"
 # user-chosen, not message-derived: what the account's owner (or the MTA's configuration)
@@ -135,7 +138,8 @@ UNSEALED: dict[tuple[str, str], str] = {
     ("domain.arrival:Arrival", "uid"): NUMBER,
     ("domain.arrival:Arrival", "uidvalidity"): NUMBER,
     ("domain.arrival:Arrival", "size"): NUMBER,
-    ("domain.arrival:Arrival", "sha256"): ADDRESS_ONLY,
+    ("domain.arrival:Arrival", "sha256"): OLD_DIGEST,
+    ("domain.arrival:Arrival", "address"): ADDRESS_ONLY,
     ("domain.arrival:Arrival", "inline"): FLAG,
     ("domain.arrival:Arrival", "internal_date"): DATE,
     ("domain.arrival:Arrival", "flags"): LABEL,
@@ -169,7 +173,8 @@ UNSEALED: dict[tuple[str, str], str] = {
     (f"{_MESSAGE}.Moved", "from_mailbox_id"): ID,
     (f"{_MESSAGE}.Moved", "from_uid"): NUMBER,
     (f"{_MESSAGE}.Moved", "uidvalidity"): NUMBER,
-    (f"{_MESSAGE}.Moved", "sha256"): ADDRESS_ONLY,
+    (f"{_MESSAGE}.Moved", "sha256"): OLD_DIGEST,
+    (f"{_MESSAGE}.Moved", "address"): ADDRESS_ONLY,
     (f"{_MESSAGE}.Moved", "inline"): FLAG,
     (f"{_MESSAGE}.Moved", "facts"): "the message's structure: see FACTS",
     (f"{_MESSAGE}.Moved", "personal"): SEALED,
@@ -290,15 +295,16 @@ def test_a_media_type_outside_the_vocabulary_keeps_only_its_top_level(media: str
     assert facts_for_event(facts)["content_type"] == kept
 
 
-def test_an_inline_message_keeps_no_digest_outside_the_seal() -> None:
-    """The arrival of a small message: its digest and its own media type only in the seal;
-    a stored one's ``sha256`` is its payload's address (classified ``ADDRESS_ONLY``)."""
+def test_no_message_keeps_its_digest_outside_the_seal() -> None:
+    """The arrival of a message, inline or stored: its digest and its own media type only in
+    the seal; a stored one's payload is named by an address that is not its digest."""
     from datetime import UTC, datetime
     from uuid import uuid4
 
     from domain.account import Account
     from domain.delivery import delivery_fields
     from domain.mailbox import Mailbox
+    from domain.payloads import new_address
     from domain.values import ExtractionPolicy
 
     raw = b"From: a@example.org\r\nContent-Type: application/x-acme\r\n\r\n4712\r\n"
@@ -306,11 +312,12 @@ def test_an_inline_message_keeps_no_digest_outside_the_seal() -> None:
     account = Account.open("a@example.org")
     mailbox = Mailbox.create(uuid4(), account_id=account.id, name="INBOX", role="inbox",
                              uidvalidity=1)
-    for inline in (True, False):
-        arrival = delivery_fields(account, mailbox, 1, uuid4(), raw, facts, inline,
+    for address in ("", new_address()):
+        arrival = delivery_fields(account, mailbox, 1, uuid4(), raw, facts, address,
                                   labels=[], flags=[], policy=ExtractionPolicy(),
                                   internal_date=datetime.now(UTC))
-        assert arrival.sha256 == ("" if inline else facts.sha256)
-        assert arrival.personal.get("sha256") == (facts.sha256 if inline else None)
+        assert arrival.sha256 == "" and arrival.address == address != facts.sha256
+        assert arrival.inline == (not address)
+        assert arrival.personal.get("sha256") == facts.sha256
         assert arrival.facts["content_type"] == "application/other"
         assert arrival.personal["content_type"] == "application/x-acme"
