@@ -80,9 +80,9 @@ def test_every_corpus_message_is_inspected_and_stored_byte_exact(
     assert prescan_structure(raw) == (facts.part_count, facts.depth)
     for payloads in (store, InMemoryPayloadStore()):
         ref = payloads.put(raw)
-        assert b"".join(payloads.open(ref.sha256)) == raw
+        assert b"".join(payloads.open(ref.address)) == raw
         assert (
-            payloads.read_range(ref.sha256, len(raw) // 3, len(raw) // 2)
+            payloads.read_range(ref.address, len(raw) // 3, len(raw) // 2)
             == (raw[len(raw) // 3 : len(raw) // 2])
         )
 

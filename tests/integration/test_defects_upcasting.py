@@ -94,7 +94,7 @@ def test_new_events_of_an_old_message_are_written_without_the_text(old_store):
             store, "Message.Delivered")[-1]
         assert delivered["copied_from"] == message_id
         for state in (moved, delivered):
-            assert state["class_version"] == 3 and state["facts"]["defects"] == NEW_DEFECTS
+            assert state["class_version"] == 4 and state["facts"]["defects"] == NEW_DEFECTS
         assert store.show(copy.message_id)["facts"]["defects"] == NEW_DEFECTS
 
 
