@@ -10,9 +10,10 @@ Personal data (envelope headers, inline body) travels only in the ``personal`` f
 ``Delivered`` / ``UploadCompleted``: one clearly separated part of the event that can be sealed
 with a per-message key (crypto-shredding).
 
-``Arrival`` (the fields an arrival records) is in ``domain.arrival``. The events stay nested
-in the aggregate, in this module, whatever its length: their topics
-(``domain.message:Message.Delivered``, ...) are in every stored log forever.
+``Arrival`` (the fields an arrival records) is in ``domain.arrival``; the state and the
+commands in ``domain.message_fields``, ``domain.message_commands`` and
+``domain.message_extraction``. The events stay nested in the aggregate, in this module: their
+topics (``domain.message:Message.Delivered``, ...) are in every stored log forever.
 """
 
 from __future__ import annotations
@@ -34,39 +35,19 @@ from domain.arrival import (
     _payload_address,
     with_sealed_digest,
 )
-from domain.errors import ExtractionRefused, InvalidCommand, InvalidState
+from domain.message_commands import MessageCommands
+from domain.message_extraction import MessageExtraction, reservations_of
+from domain.message_fields import LISTED_STATES
 from domain.personal import Personal
 from domain.values import ExtractionPolicy, MessageState
 
 __all__ = ["ARRIVAL_FIELDS", "LISTED_STATES", "Arrival", "Arrived", "Message", "Placed",
            "Written", "with_sealed_digest"]
 
-LISTED_STATES = frozenset({MessageState.ACTIVE.value, MessageState.EXPIRED.value})
 
-
-class Message(MailAggregate):
-    account_id: UUID
-    mailbox_id: UUID | None
-    uid: int
-    uidvalidity: int
-    size: int
-    sha256: str  # the content's digest ("" once an erasure destroyed the key that sealed it)
-    address: str  # where the payload store keeps a stored message ("": inline; ADR 0099)
-    inline: bool
-    internal_date: datetime
-    flags: frozenset[str]
-    labels: frozenset[str]
-    policy: ExtractionPolicy
-    thread_id: UUID
-    extract_count: int  # extractions counted against the current policy
-    extractions_total: int  # extractions to date (a new policy does not reset it)
-    last_extracted_at: datetime | None
-    reservations: dict[UUID, datetime]  # extractions under way -> when each lapses
-    state: str
-    state_since: datetime  # when the message entered its state (a purge TTL counts from it)
-    personal: Mapping[str, Any]
-    facts: dict[str, Any]
-    upload_chunks: list[str]
+class Message(MailAggregate, MessageCommands, MessageExtraction):
+    """One message: its state (``MessageFields``), its events (nested here), its commands
+    (``MessageCommands``, ``MessageExtraction``)."""
 
     def __init__(self) -> None:
         """State is set by the creation event's ``apply``."""
@@ -250,7 +231,7 @@ class Message(MailAggregate):
             aggregate.extractions_total = getattr(aggregate, "extractions_total", 0) + 1
             aggregate.last_extracted_at = self.at or self.timestamp
             if self.reservation_id is not None:
-                _reservations(aggregate).pop(self.reservation_id, None)
+                reservations_of(aggregate).pop(self.reservation_id, None)
             super().apply(aggregate)
 
     class ExtractionReserved(Aggregate.Event):
@@ -262,7 +243,7 @@ class Message(MailAggregate):
         until: datetime
 
         def apply(self, aggregate: Any) -> None:
-            _reservations(aggregate)[self.reservation_id] = self.until
+            reservations_of(aggregate)[self.reservation_id] = self.until
 
     class ExtractionReleased(Aggregate.Event):
         """An extraction failed before its bytes were written: it does not count."""
@@ -272,7 +253,7 @@ class Message(MailAggregate):
         reason: str
 
         def apply(self, aggregate: Any) -> None:
-            _reservations(aggregate).pop(self.reservation_id, None)
+            reservations_of(aggregate).pop(self.reservation_id, None)
 
     class PolicyChanged(Changed):
         old_policy: dict[str, Any]
@@ -334,230 +315,6 @@ class Message(MailAggregate):
         return cls._create(cls.UploadBegun, id=message_id, account_id=account_id,
                            mailbox_id=mailbox_id, internal_date=internal_date, flags=flags,
                            labels=labels, policy=policy)
-
-    # -- helpers --------------------------------------------------------------------------
-    def _where(self, *, mailbox_id: UUID | None = None, uid: int | None = None,
-               flags: frozenset[str] | None = None, labels: frozenset[str] | None = None,
-               state: str | None = None) -> dict[str, Any]:
-        """The fields every ``Changed`` event carries, as they are after the change."""
-        return {
-            "account_id": self.account_id,
-            "mailbox_id": self.mailbox_id if mailbox_id is None else mailbox_id,
-            "uid": self.uid if uid is None else uid,
-            "size": self.size,
-            "internal_date": self.internal_date,
-            "thread_id": self.thread_id,
-            "flags": sorted(self.flags if flags is None else flags),
-            "labels": sorted(self.labels if labels is None else labels),
-            "state": self.state if state is None else state,
-        }
-
-    def _require(self, *states: MessageState) -> None:
-        if self.state not in {s.value for s in states}:
-            needs = "/".join(s.value for s in states)
-            raise InvalidState(f"message {self.id} is {self.state}; needs {needs}")
-
-    @property
-    def is_listed(self) -> bool:
-        return self.state in LISTED_STATES
-
-    # -- commands -----------------------------------------------------------------------
-    def append_chunk(self, index: int, size: int, sha256: str) -> None:
-        self._require(MessageState.INCOMPLETE)
-        if index != len(self.upload_chunks):
-            raise InvalidCommand(f"index: expected chunk {len(self.upload_chunks)}, got {index}")
-        self.trigger_event(self.UploadChunkAppended, index=index, size=size, sha256=sha256)
-
-    def complete_upload(self, arrival: Arrival) -> None:
-        self._require(MessageState.INCOMPLETE)
-        self.trigger_event(self.UploadCompleted, **arrival.event_fields())
-
-    def change_flags(self, new: frozenset[str]) -> bool:
-        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
-        if new == self.flags:
-            return False
-        self.trigger_event(
-            self.FlagsChanged, old_flags=sorted(self.flags), **self._where(flags=new)
-        )
-        return True
-
-    def change_labels(self, new: frozenset[str]) -> bool:
-        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
-        if new == self.labels:
-            return False
-        self.trigger_event(
-            self.LabelsChanged, old_labels=sorted(self.labels), **self._where(labels=new)
-        )
-        return True
-
-    def move(self, to_mailbox_id: UUID, to_uid: int, to_uidvalidity: int) -> None:
-        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
-        self.trigger_event(
-            self.Moved,
-            from_mailbox_id=self.mailbox_id,
-            from_uid=self.uid,
-            uidvalidity=to_uidvalidity,
-            sha256="",  # sealed (ADR 0081, ADR 0099)
-            address=self.address,
-            inline=self.inline,
-            facts=self.facts,
-            personal=with_sealed_digest(self.personal, self.sha256),
-            policy=self.policy.as_dict(),
-            extract_count=self.extract_count,
-            **self._where(mailbox_id=to_mailbox_id, uid=to_uid),
-        )
-
-    def soft_delete(self, purge_after: datetime) -> bool:
-        if self.state == MessageState.DELETED.value:
-            return False
-        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
-        self.trigger_event(
-            self.Deleted, purge_after=purge_after, **self._where(state=MessageState.DELETED.value)
-        )
-        return True
-
-    def restore(self, now: datetime) -> bool:
-        if self.state in LISTED_STATES:
-            return False
-        self._require(MessageState.DELETED)
-        state = MessageState.EXPIRED if self._policy_exhausted(now) else MessageState.ACTIVE
-        self.trigger_event(self.Restored, **self._where(state=state.value))
-        return True
-
-    def expunge(self, purge_after: datetime) -> bool:
-        if self.state == MessageState.EXPUNGED.value:
-            return False
-        self._require(MessageState.ACTIVE, MessageState.EXPIRED, MessageState.DELETED)
-        self.trigger_event(
-            self.Expunged,
-            purge_after=purge_after,
-            old_state=self.state,
-            **self._where(state=MessageState.EXPUNGED.value),
-        )
-        return True
-
-    def expire(self, now: datetime) -> bool:
-        """The extract-until date has passed: state expired from that date on."""
-        p = self.policy
-        if self.state != MessageState.ACTIVE.value or p.kind != "until" or p.until is None \
-                or p.until > now:
-            return False
-        self.trigger_event(self.Expired, since=p.until, old_state=self.state,
-                           **self._where(state=MessageState.EXPIRED.value))
-        return True
-
-    def payloads_referred(self) -> list[str]:
-        """Every payload this message refers to: its content unless inline, upload chunks."""
-        payloads = list(dict.fromkeys(self.upload_chunks))
-        if self.address and not self.inline and self.address not in payloads:
-            payloads.insert(0, self.address)
-        return payloads
-
-    def purge(self, reason: str, queue: str = "", since: datetime | None = None) -> bool:
-        """Purged now (the caller decided it is due); False if it was purged already."""
-        if self.state == MessageState.PURGED.value:
-            return False
-        payloads = self.payloads_referred()
-        self.trigger_event(
-            self.Purged, queue=queue, since=since, reason=reason, old_state=self.state,
-            inline=self.inline, payloads=payloads,
-            **self._where(state=MessageState.PURGED.value),
-        )
-        return True
-
-    def _policy_exhausted(self, now: datetime, count: int | None = None) -> bool:
-        p = self.policy
-        n = self.extract_count if count is None else count
-        if p.kind == "count":
-            return p.limit is not None and n >= p.limit
-        if p.kind == "until":
-            return p.until is not None and now > p.until
-        return False
-
-    def _held(self, now: datetime, but: UUID | None = None) -> int:
-        """Reservations that have not lapsed (other than ``but``)."""
-        return sum(1 for r, until in _reservations(self).items() if until > now and r != but)
-
-    def _refuse_unless_extractable(self, now: datetime, held: int) -> None:
-        if self.state == MessageState.EXPIRED.value or (
-            self.state == MessageState.ACTIVE.value
-            and self._policy_exhausted(now, self.extract_count + held)
-        ):
-            raise ExtractionRefused(f"message {self.id}: extraction refused: {self._refusal(now)}")
-        self._require(MessageState.ACTIVE)
-
-    def extract(self, now: datetime, reservation_id: UUID | None = None) -> None:
-        """Counts one extraction against the policy, or refuses with the reason. With
-        ``reservation_id`` it confirms that reservation (the bytes were written): a
-        reservation that has not lapsed always fits, one that lapsed only if the policy
-        still allows one more beside the others under way."""
-        if reservation_id is not None and reservation_id not in _reservations(self):
-            raise InvalidState(f"message {self.id}: no extraction reservation "
-                               f"{reservation_id} (released or confirmed already)")
-        held = self._held(now, but=reservation_id)
-        lapsed = reservation_id is not None and _reservations(self)[reservation_id] <= now
-        if reservation_id is None or lapsed:
-            self._refuse_unless_extractable(now, held)
-        count = self.extract_count + 1
-        p = self.policy
-        remaining = None if p.kind != "count" or p.limit is None else p.limit - count
-        state = MessageState.EXPIRED if remaining == 0 else MessageState.ACTIVE
-        self.trigger_event(
-            self.Extracted, count=count, remaining=remaining, reservation_id=reservation_id,
-            at=now, **self._where(state=state.value)
-        )
-
-    def check_extractable(self, now: datetime) -> None:
-        """Refuses (``ExtractionRefused``, ``InvalidState``) exactly as an extraction at
-        ``now`` would, and counts nothing: the rule for a read of the content that is not an
-        extraction (``Letterlog.body``)."""
-        self._refuse_unless_extractable(now, self._held(now))
-
-    def reserve_extraction(self, reservation_id: UUID, now: datetime, until: datetime) -> None:
-        """Holds one extraction for ``reservation_id`` until ``until``, or refuses: never
-        more reservations and counted extractions together than the policy allows."""
-        self._refuse_unless_extractable(now, self._held(now))
-        self.trigger_event(self.ExtractionReserved, account_id=self.account_id,
-                           reservation_id=reservation_id, until=until)
-
-    def release_extraction(self, reservation_id: UUID, reason: str) -> bool:
-        """Gives a reservation back (nothing was extracted); False if it is not held."""
-        if reservation_id not in _reservations(self):
-            return False
-        self.trigger_event(self.ExtractionReleased, account_id=self.account_id,
-                           reservation_id=reservation_id, reason=reason[:500])
-        return True
-
-    def _refusal(self, now: datetime) -> str:
-        p = self.policy
-        if p.kind == "count":
-            return f"extraction limit of {p.limit} reached"
-        if p.kind == "until" and p.until is not None:
-            return f"extractable until {p.until.isoformat()} (now {now.isoformat()})"
-        return "message expired"
-
-    def set_policy(self, policy: ExtractionPolicy, now: datetime) -> bool:
-        self._require(MessageState.ACTIVE, MessageState.EXPIRED)
-        if policy == self.policy and self.state != MessageState.EXPIRED.value:
-            return False
-        expired_now = (policy.kind == "until" and policy.until is not None and now > policy.until)
-        state = MessageState.EXPIRED if expired_now else MessageState.ACTIVE
-        self.trigger_event(
-            self.PolicyChanged,
-            old_policy=self.policy.as_dict(),
-            policy=policy.as_dict(),
-            old_state=self.state,
-            **self._where(state=state.value),
-        )
-        return True
-
-
-def _reservations(aggregate: Any) -> dict[UUID, datetime]:
-    """The reservations of a message (an aggregate rebuilt before they existed has none)."""
-    found: dict[UUID, datetime] | None = getattr(aggregate, "reservations", None)
-    if found is None:
-        found = aggregate.reservations = {}
-    return found
 
 
 Arrived: TypeAlias = Message.Delivered | Message.UploadCompleted
