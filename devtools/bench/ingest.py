@@ -83,11 +83,28 @@ def _compare(peer: str, blobs: Sequence[bytes], recipients: Sequence[str], root:
 
 def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int = 100,
                  plot: Path | None = None, peer: str | None = None,
-                 lda_messages: int | None = None,
+                 lda_messages: int | None = None, import_only: bool = False,
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``lda_messages``: with ``peer``, the processes a side of the LDA leg (default
-    ``devtools.bench.peer.LDA_MESSAGES``, at most ``messages``)."""
+    ``devtools.bench.peer.LDA_MESSAGES``, at most ``messages``). ``import_only``: with
+    ``peer``, only the import leg (``devtools.bench.peer.compare_import_with_dovecot``)."""
     blobs = bench_messages(messages)
+    if import_only:
+        if peer != "dovecot":
+            raise ValueError("import_only: only with peer='dovecot'")
+        from devtools.bench.peer import compare_import_with_dovecot, import_plot
+
+        with tempfile.TemporaryDirectory(prefix="letterlog-bench-") as tmp:
+            leg = compare_import_with_dovecot(blobs, Path(tmp))
+        leg = {"benchmark": "ingest", "messages": len(blobs), **leg,
+               "cpu_count": os.cpu_count()}
+        leg["meets_import_targets"] = (
+            leg["ratio_import_vs_dovecot"] >= leg["target_ratio_import_vs_dovecot"]
+            and leg["import_msgs_per_s"] >= leg["target_import_msgs_per_s"])
+        if plot is not None:
+            import_plot(plot, leg)
+            leg["plot"] = str(plot)
+        return leg
     recipients = [f"{p}@example.org" for p in PEOPLE]
     sync = {"full": "FULL", "normal": "NORMAL"}[durability]
     with tempfile.TemporaryDirectory(prefix="letterlog-bench-") as tmp:
