@@ -33,7 +33,7 @@ def _warn(problem: str) -> None:
     typer.echo(f"letterlog: warning: {problem}", err=True)
 
 
-def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, account: str,
+def _run(source: Callable[[Path], tuple[int, Any]], path: Path, account: str,
          mailbox: str, batch: int) -> None:
     from adapters.cli.importer import ImportInterrupted
 
@@ -63,7 +63,7 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
         raise typer.Exit(1)
 
 
-def _imported(store: Store, total: int, items: Iterator[Any], account: str, mailbox: str,
+def _imported(store: Store, total: int, items: Any, account: str, mailbox: str,
               batch: int) -> dict[str, Any]:
     from adapters.cli.importer import run_import
 
@@ -94,11 +94,13 @@ def import_mbox(path: PathArg, account: AccountOption, mailbox: MailboxOption = 
                 batch: BatchOption = 100) -> None:
     """Import every message of an mbox file, with its From-line date and Status flags.
     Importing it again into the same mailbox adds nothing; into another mailbox, a copy."""
-    from functools import partial
+    from adapters.cli.mbox_ahead import MboxAhead
 
-    from adapters.cli.importer import mbox_messages
+    def source(path: Path) -> tuple[int, Any]:
+        ahead = MboxAhead(path, warn=_warn)  # read and checked in a second process
+        return ahead.total, ahead
 
-    _run(partial(mbox_messages, warn=_warn), path, account, mailbox, batch)
+    _run(source, path, account, mailbox, batch)
 
 
 @import_app.command("maildir")
