@@ -192,7 +192,7 @@ class Reader:
         """``batches`` from a forked process, through a pipe."""
         context = multiprocessing.get_context("fork")
         receiving, sending = context.Pipe(duplex=False)
-        process = context.Process(target=self._send, args=(sending,), daemon=True,
+        process = context.Process(target=self._send, args=(sending, receiving), daemon=True,
                                   name="letterlog-mbox-reader")
         process.start()
         sending.close()
@@ -216,9 +216,11 @@ class Reader:
                 process.terminate()
             process.join()
 
-    def _send(self, sending: Connection) -> None:
+    def _send(self, sending: Connection, receiving: Connection) -> None:
         """The reading process: Ctrl-C is this process's parent's to handle; a closed pipe
-        (the parent stopped reading) ends it quietly."""
+        (the parent stopped reading, or was killed) ends it quietly. Its copy of the
+        reading end is closed first, or a killed parent would leave it waiting forever."""
+        receiving.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.freeze()  # what the fork inherited is never collected here
         try:
