@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from email.parser import BytesHeaderParser
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from domain.errors import InvalidCommand, LetterlogError
 
@@ -440,8 +440,8 @@ def _deliver_batches(store: Store, items: Iterable[SourceMessage] | CheckingSour
     source: Iterator[CheckedBatch] = (
         items.checked_batches(store, account, mailbox, batch, rejected, on_reject)
         if hasattr(items, "checked_batches") else
-        _checked_batches(store, cast("Iterable[SourceMessage]", items), account, mailbox, batch,
-                         created, rejected, on_reject))
+        _checked_batches(store, items, account, mailbox, batch, created, rejected,
+                         on_reject))
     try:
         for checked, new_keys, count, landed in source:
             already += landed

@@ -201,9 +201,10 @@ class Reader:
                 try:
                     got = receiving.recv()
                 except EOFError:
+                    process.join(5)
                     raise InvalidCommand(
                         f"{self.source.path}: the process reading it ended early (exit code "
-                        f"{process.join(5) or process.exitcode}); run the same command again "
+                        f"{process.exitcode}); run the same command again "
                         "to import the rest") from None
                 if got is None:
                     break

@@ -92,7 +92,7 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
     if import_only:
         if peer != "dovecot":
             raise ValueError("import_only: only with peer='dovecot'")
-        from devtools.bench.peer import compare_import_with_dovecot, import_plot
+        from devtools.bench.peer import compare_import_with_dovecot
 
         with tempfile.TemporaryDirectory(prefix="letterlog-bench-") as tmp:
             leg = compare_import_with_dovecot(blobs, Path(tmp))
@@ -226,6 +226,17 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         }, "messages/s")
         result["plot"] = str(plot)
     return result
+
+
+def import_plot(path: Path, result: dict[str, Any]) -> None:
+    """The import leg's rates (``--import-only``), letterlog's and Dovecot's, the ratio and
+    the load average in the title."""
+    bar_plot(path, f"import of {result['messages']} msgs: letterlog / doveadm "
+                   f"{result['ratio_import_vs_dovecot']:.3f} (load "
+                   f"{result['load_average_start_and_end'][0]})", {
+                       "letterlog import mbox": result["import_msgs_per_s"],
+                       "dovecot doveadm import": result["dovecot_import_msgs_per_s"]},
+             "messages/s")
 
 
 def bar_plot(path: Path, title: str, values: dict[str, float], unit: str) -> None:

@@ -211,18 +211,6 @@ def compare_import_with_dovecot(blobs: Sequence[bytes], root: Path) -> dict[str,
     }
 
 
-def import_plot(path: Path, result: dict[str, Any]) -> None:
-    """The import leg's rates, letterlog's and Dovecot's, with the ratio in the title."""
-    from devtools.bench.ingest import bar_plot
-
-    bar_plot(path, f"import of {result['messages']} msgs, letterlog / doveadm "
-                   f"{result['ratio_import_vs_dovecot']:.3f} (load "
-                   f"{result['load_average_start_and_end'][0]})", {
-                       "letterlog import mbox": result["import_msgs_per_s"],
-                       "dovecot doveadm import": result["dovecot_import_msgs_per_s"]},
-             "messages/s")
-
-
 def _single_target_met_by(result: dict[str, Any]) -> str | None:
     target = result["target_ratio_single_vs_dovecot_lmtp"]
     for way, key in (("inline", "ratio_single_vs_dovecot_lmtp"),
