@@ -19,8 +19,8 @@ Resuming: what landed is a prefix of the file (batches land in order), so before
 process starts this one hashes and looks up messages from the first while they are found
 landed; the reading starts at the first that is not. Ctrl-C reaches the whole process group:
 the reading process ignores it and ends when this one stops reading (its pipe closes); it is
-a daemon, so it ends with this process in any case. With fewer than two usable cores, or a
-file of a single batch, the same steps run in this process.
+a daemon, so it ends with this process in any case. With fewer than two usable cores, a
+file of a single batch, or no ``fork``, the same steps run in this process.
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ class MboxAhead:
         if landed == self.total:
             return
         read = Reader(self, store, account, mailbox, first, landed, batch)
-        ahead = (read.in_a_process() if self.total - landed > batch and _usable_cores() >= 2
+        forks = "fork" in multiprocessing.get_all_start_methods()
+        ahead = (read.in_a_process()
+                 if self.total - landed > batch and _usable_cores() >= 2 and forks
                  else read.batches())
         try:
             for entries, warnings in ahead:

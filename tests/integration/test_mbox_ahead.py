@@ -122,3 +122,22 @@ def test_a_resumed_import_reads_from_the_first_message_that_did_not_land(
         assert starts == [9]
         assert sorted(m.subject for m in store.messages(ADA, limit=50)) == sorted(
             f"mbox {i}" for i in range(20))
+
+
+def test_on_one_core_the_same_steps_run_in_this_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapters.cli.mbox_ahead, "_usable_cores", lambda: 1)
+
+    def no_fork(self: Reader) -> None:
+        raise AssertionError("forked on one core")
+
+    monkeypatch.setattr(Reader, "in_a_process", no_fork)
+    path = _mbox(tmp_path / "in.mbox", 12, bad=(3,))
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        source = MboxAhead(path)
+        report = run_import(store, source.total, source, ADA, "INBOX", batch=5)
+        source.close()
+        assert (report["imported"], report["rejected"]) == (11, 1)
+        total, items = mbox_messages(path)
+        again = run_import(store, total, items, ADA, "INBOX", batch=5)
+        assert (again["imported"], again["already_imported"]) == (0, 11)
