@@ -31,7 +31,9 @@ import hashlib
 import mmap
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -61,6 +63,25 @@ Entry = tuple[str, str, Any, str | None]
 target mailbox), its ``CheckedDelivery`` (None if refused) and why it was refused."""
 Ahead = tuple[list[Entry], list[str]]
 """A batch of entries and the warnings to say before them (a doubtful ``From `` line)."""
+
+
+AHEAD = 8
+"""Checked batches the importing process holds ahead of its appends at most (about 0.7 MB
+a batch of 100 messages of the bench's mail)."""
+
+
+def _take(receiving: Connection, got: queue.Queue[Ahead | str | None | EOFError]) -> None:
+    """The taker thread: each batch off the pipe into ``got``; at the end, the end (None),
+    the reader's failure (its text) or an ``EOFError`` (the reader ended without either)."""
+    while True:
+        try:
+            item = receiving.recv()
+        except (EOFError, OSError):
+            got.put(EOFError())
+            return
+        got.put(item)
+        if not isinstance(item, tuple):
+            return
 
 
 def _usable_cores() -> int:
@@ -191,33 +212,43 @@ class Reader:
         return name, key, replace(checked, command=command), None
 
     def in_a_process(self) -> Iterator[Ahead]:
-        """``batches`` from a forked process, through a pipe."""
+        """``batches`` from a forked process, through a pipe. A thread of this process
+        takes them off the pipe as they come, up to ``AHEAD`` batches ahead, so the reader
+        runs on while this process appends (a pipe alone holds less than a batch: the
+        reader would wait for each of this process's appends, and fall behind whenever
+        it shares its core with the follower)."""
         context = multiprocessing.get_context("fork")
         receiving, sending = context.Pipe(duplex=False)
         process = context.Process(target=self._send, args=(sending, receiving), daemon=True,
                                   name="letterlog-mbox-reader")
         process.start()
         sending.close()
+        got: queue.Queue[Ahead | str | None | EOFError] = queue.Queue(AHEAD)
+        taker = threading.Thread(target=_take, args=(receiving, got), daemon=True,
+                                 name="letterlog-mbox-taker")
+        taker.start()
         try:
             while True:
-                try:
-                    got = receiving.recv()
-                except EOFError:
+                item = got.get()
+                if item is None:
+                    break
+                if isinstance(item, EOFError):
                     process.join(5)
                     raise InvalidCommand(
                         f"{self.source.path}: the process reading it ended early (exit code "
                         f"{process.exitcode}); run the same command again "
                         "to import the rest") from None
-                if got is None:
-                    break
-                if isinstance(got, str):  # the reader's own failure, as text
-                    raise RuntimeError(f"reading {self.source.path} failed:\n{got}")
-                yield got
+                if isinstance(item, str):  # the reader's own failure, as text
+                    raise RuntimeError(f"reading {self.source.path} failed:\n{item}")
+                yield item
         finally:
-            receiving.close()
             if process.is_alive():
-                process.terminate()
+                process.terminate()  # its end of the pipe closes: the taker sees the end
             process.join()
+            while taker.is_alive():  # a taker waiting for room is given it
+                with contextlib.suppress(queue.Empty):
+                    got.get(timeout=0.05)
+            receiving.close()
 
     def _send(self, sending: Connection, receiving: Connection) -> None:
         """The reading process: Ctrl-C is this process's parent's to handle; a closed pipe
