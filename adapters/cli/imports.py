@@ -48,12 +48,14 @@ def _run(source: Callable[[Path], tuple[int, Any]], path: Path, account: str,
     try:
         report = _imported(store, total, items, account, mailbox, batch)
     except ImportInterrupted as e:
+        _let_go(items)
         done = e.report
         typer.echo(f"letterlog: interrupted: {done['imported']} of {total} messages imported "
                    f"so far ({done['already_imported']} were there already, {done['rejected']}"
                    f" rejected); run the same command again to resume (what landed is "
                    f"skipped, nothing is imported twice)", err=True)
         raise typer.Exit(130) from None
+    _let_go(items)
     text = f"imported {report['imported']} messages, rejected {report['rejected']}"
     if report["already_imported"]:
         text += (f"; {report['already_imported']} already imported into {account} {mailbox} "
@@ -61,6 +63,13 @@ def _run(source: Callable[[Path], tuple[int, Any]], path: Path, account: str,
     out(report, text)
     if report["rejected"]:
         raise typer.Exit(1)
+
+
+def _let_go(items: Any) -> None:
+    """A source holding a file (``MboxAhead``: the mbox mapped) lets go of it."""
+    close = getattr(items, "close", None)
+    if close is not None and not hasattr(items, "__next__"):  # not a generator's close
+        close()
 
 
 def _imported(store: Store, total: int, items: Any, account: str, mailbox: str,
