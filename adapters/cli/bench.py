@@ -51,6 +51,9 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                  lda_messages: Annotated[int | None, typer.Option(
                      metavar="N", min=1, help="with --peer: processes a side of the lda leg "
                                               "(default 300)")] = None,
+                 import_only: Annotated[bool, typer.Option(
+                     "--import-only", help="with --peer dovecot: only the import leg, with "
+                     "its CPU a message and the load average")] = False,
                  rules: Annotated[int | None, typer.Option(
                      metavar="N", min=0, max=1000,
                      help="instead: single deliveries with no rules and with N event rules, "
@@ -131,7 +134,10 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
         fail(f"--peer: unknown peer {peer!r} (choose dovecot)")
     if lda_messages is not None and peer is None:
         fail("--lda-messages: only with --peer dovecot")
-    _bench(run(messages=messages, plot=plot, peer=peer, lda_messages=lda_messages), as_json)
+    if import_only and peer is None:
+        fail("--import-only: only with --peer dovecot")
+    _bench(run(messages=messages, plot=plot, peer=peer, lda_messages=lda_messages,
+               import_only=import_only), as_json)
 
 
 @bench_app.command("project")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,7 +33,7 @@ def _warn(problem: str) -> None:
     typer.echo(f"letterlog: warning: {problem}", err=True)
 
 
-def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, account: str,
+def _run(source: Callable[[Path], tuple[int, Any]], path: Path, account: str,
          mailbox: str, batch: int) -> None:
     from adapters.cli.importer import ImportInterrupted
 
@@ -48,12 +48,14 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
     try:
         report = _imported(store, total, items, account, mailbox, batch)
     except ImportInterrupted as e:
+        _let_go(items)
         done = e.report
         typer.echo(f"letterlog: interrupted: {done['imported']} of {total} messages imported "
                    f"so far ({done['already_imported']} were there already, {done['rejected']}"
                    f" rejected); run the same command again to resume (what landed is "
                    f"skipped, nothing is imported twice)", err=True)
         raise typer.Exit(130) from None
+    _let_go(items)
     text = f"imported {report['imported']} messages, rejected {report['rejected']}"
     if report["already_imported"]:
         text += (f"; {report['already_imported']} already imported into {account} {mailbox} "
@@ -63,7 +65,14 @@ def _run(source: Callable[[Path], tuple[int, Iterator[Any]]], path: Path, accoun
         raise typer.Exit(1)
 
 
-def _imported(store: Store, total: int, items: Iterator[Any], account: str, mailbox: str,
+def _let_go(items: Any) -> None:
+    """A source holding a file (``MboxAhead``: the mbox mapped) lets go of it."""
+    close = getattr(items, "close", None)
+    if close is not None and not hasattr(items, "__next__"):  # not a generator's close
+        close()
+
+
+def _imported(store: Store, total: int, items: Any, account: str, mailbox: str,
               batch: int) -> dict[str, Any]:
     from adapters.cli.importer import run_import
 
@@ -94,11 +103,13 @@ def import_mbox(path: PathArg, account: AccountOption, mailbox: MailboxOption = 
                 batch: BatchOption = 100) -> None:
     """Import every message of an mbox file, with its From-line date and Status flags.
     Importing it again into the same mailbox adds nothing; into another mailbox, a copy."""
-    from functools import partial
+    from adapters.cli.mbox_ahead import MboxAhead
 
-    from adapters.cli.importer import mbox_messages
+    def source(path: Path) -> tuple[int, Any]:
+        ahead = MboxAhead(path, warn=_warn)  # read and checked in a second process
+        return ahead.total, ahead
 
-    _run(partial(mbox_messages, warn=_warn), path, account, mailbox, batch)
+    _run(source, path, account, mailbox, batch)
 
 
 @import_app.command("maildir")

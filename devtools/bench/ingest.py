@@ -83,11 +83,28 @@ def _compare(peer: str, blobs: Sequence[bytes], recipients: Sequence[str], root:
 
 def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int = 100,
                  plot: Path | None = None, peer: str | None = None,
-                 lda_messages: int | None = None,
+                 lda_messages: int | None = None, import_only: bool = False,
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``lda_messages``: with ``peer``, the processes a side of the LDA leg (default
-    ``devtools.bench.peer.LDA_MESSAGES``, at most ``messages``)."""
+    ``devtools.bench.peer.LDA_MESSAGES``, at most ``messages``). ``import_only``: with
+    ``peer``, only the import leg (``devtools.bench.peer.compare_import_with_dovecot``)."""
     blobs = bench_messages(messages)
+    if import_only:
+        if peer != "dovecot":
+            raise ValueError("import_only: only with peer='dovecot'")
+        from devtools.bench.peer import compare_import_with_dovecot
+
+        with tempfile.TemporaryDirectory(prefix="letterlog-bench-") as tmp:
+            leg = compare_import_with_dovecot(blobs, Path(tmp))
+        leg = {"benchmark": "ingest", "messages": len(blobs), **leg,
+               "cpu_count": os.cpu_count()}
+        leg["meets_import_targets"] = (
+            leg["ratio_import_vs_dovecot"] >= leg["target_ratio_import_vs_dovecot"]
+            and leg["import_msgs_per_s"] >= leg["target_import_msgs_per_s"])
+        if plot is not None:
+            import_plot(plot, leg)
+            leg["plot"] = str(plot)
+        return leg
     recipients = [f"{p}@example.org" for p in PEOPLE]
     sync = {"full": "FULL", "normal": "NORMAL"}[durability]
     with tempfile.TemporaryDirectory(prefix="letterlog-bench-") as tmp:
@@ -209,6 +226,17 @@ def bench_ingest(messages: int = 5000, *, durability: str = "full", batch: int =
         }, "messages/s")
         result["plot"] = str(plot)
     return result
+
+
+def import_plot(path: Path, result: dict[str, Any]) -> None:
+    """The import leg's rates (``--import-only``), letterlog's and Dovecot's, the ratio and
+    the load average in the title."""
+    bar_plot(path, f"import of {result['messages']} msgs: letterlog / doveadm "
+                   f"{result['ratio_import_vs_dovecot']:.3f} (load "
+                   f"{result['load_average_start_and_end'][0]})", {
+                       "letterlog import mbox": result["import_msgs_per_s"],
+                       "dovecot doveadm import": result["dovecot_import_msgs_per_s"]},
+             "messages/s")
 
 
 def bar_plot(path: Path, title: str, values: dict[str, float], unit: str) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import mailbox
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -70,20 +71,31 @@ def installed_env(bytecode: Path) -> dict[str, str]:
     return {**env, "PYTHONPYCACHEPREFIX": str(bytecode)}
 
 
-def letterlog_import(mbox: Path, data: Path, env: dict[str, str] | None = None) -> float:
-    """Seconds of one ``letterlog import mbox`` process (start-up included)."""
+def letterlog_import(mbox: Path, data: Path, env: dict[str, str] | None = None,
+                     cpu: list[float] | None = None) -> float:
+    """Seconds of one ``letterlog import mbox`` process (start-up included). ``cpu``: the
+    process's CPU seconds (user + system, its projecting child's included) appended."""
     cmd = [sys.executable, "-m", "adapters.cli", "--data", str(data), "--json",
            "import", "mbox", str(mbox), "--account", IMPORT_ACCOUNT]
     made = subprocess.run([*cmd[:5], "init"], capture_output=True, text=True, check=False,
                           env=env)  # the store is made first (untimed), as a user does
     if made.returncode != 0:
         raise RuntimeError(f"letterlog init failed ({made.returncode}): {made.stderr}")
+    before = _children_cpu()
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     seconds = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(_children_cpu() - before)
     if done.returncode != 0:
         raise RuntimeError(f"letterlog import mbox failed ({done.returncode}): {done.stderr}")
     return seconds
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's waited-for descendants (theirs waited for included)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -154,6 +166,49 @@ def compare_with_dovecot(blobs: Sequence[bytes], recipients: Sequence[str], root
     result["single_target_met_by"] = _single_target_met_by(result)
     result.update(delivery_agents)
     return result
+
+
+def compare_import_with_dovecot(blobs: Sequence[bytes], root: Path) -> dict[str, Any]:
+    """The import leg alone (``bench ingest --peer dovecot --import-only``): ``letterlog
+    import mbox`` against ``doveadm import`` of the same mbox, whole processes, Dovecot
+    right before and right after, with the CPU a message of letterlog's import (its
+    projecting child included) and the load average at the start and the end."""
+    from devtools.bench.mta import private_runtime
+
+    mbox = root / "bench.mbox"
+    mail_bytes = write_mbox(blobs, mbox)
+    n = len(blobs)
+    env = private_runtime(installed_env(root / "bytecode"), root / "run-none")
+    write_mbox(blobs[:150], root / "warm-up.mbox")
+    letterlog_import(root / "warm-up.mbox", root / "warm-up", env)  # fills the bytecode cache
+    load = [round(os.getloadavg()[0], 2)]
+    cpu: list[float] = []
+    with DovecotServer() as dovecot:
+        dovecot_import_s = [dovecot.import_mbox(mbox, "before")]
+        letterlog_s = letterlog_import(mbox, root / "import", env, cpu)
+        dovecot_import_s.append(dovecot.import_mbox(mbox, "after"))
+        imported = dovecot.message_count("before")
+        if imported != n:
+            raise RuntimeError(f"doveadm import stored {imported} of {n} messages")
+    load.append(round(os.getloadavg()[0], 2))
+    letterlog_bytes = disk_bytes(root / "import")
+    letterlog_rate = _rate(n, letterlog_s)
+    dovecot_rate = _rate(n, statistics.fmean(dovecot_import_s))
+    return {
+        "peer": "dovecot",
+        "import_only": True,
+        "mail_bytes": mail_bytes,
+        "import_msgs_per_s": letterlog_rate,
+        "import_seconds": round(letterlog_s, 3),
+        "import_cpu_ms_per_msg": round(1000 * cpu[0] / n, 3),
+        "dovecot_import_msgs_per_s": dovecot_rate,
+        "dovecot_import_seconds_before_and_after": [round(s, 3) for s in dovecot_import_s],
+        "ratio_import_vs_dovecot": round(letterlog_rate / dovecot_rate, 3),
+        "target_ratio_import_vs_dovecot": 0.6,
+        "target_import_msgs_per_s": 2039,
+        "storage_amplification": round(letterlog_bytes / mail_bytes, 3),
+        "load_average_start_and_end": load,
+    }
 
 
 def _single_target_met_by(result: dict[str, Any]) -> str | None:

@@ -127,3 +127,18 @@ def test_the_letterlog_lmtp_server_is_ready_stops_on_sigterm_and_counts(tmp_path
     assert server.returncode == 0  # SIGTERM: in-flight transactions finished, exit 0
     assert letterlog_counts(tmp_path / "data", ["ada@example.org", "bob@example.org"]) == {
         "ada@example.org": 3, "bob@example.org": 2}
+
+
+def test_the_import_leg_alone_gives_its_ratio_cpu_and_load(tmp_path: Path) -> None:
+    result = bench_ingest(messages=250, batch=100, plot=tmp_path / "import.png",
+                          peer="dovecot", import_only=True)
+    assert result["import_only"] and result["messages"] == 250
+    assert result["ratio_import_vs_dovecot"] == round(
+        result["import_msgs_per_s"] / result["dovecot_import_msgs_per_s"], 3)
+    assert result["import_cpu_ms_per_msg"] > 0
+    assert len(result["load_average_start_and_end"]) == 2
+    assert len(result["dovecot_import_seconds_before_and_after"]) == 2
+    assert result["meets_import_targets"] == (result["ratio_import_vs_dovecot"] >= 0.6
+                                              and result["import_msgs_per_s"] >= 2039)
+    assert "lmtp_1conn_msgs_per_s" not in result  # the other legs did not run
+    assert Path(result["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

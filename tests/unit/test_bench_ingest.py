@@ -66,6 +66,13 @@ def test_bench_ingest_names_an_unknown_peer_without_a_traceback() -> None:
     assert "--peer: unknown peer 'exim'" in out.output and "Traceback" not in out.output
 
 
+def test_import_only_needs_the_peer() -> None:
+    out = CliRunner().invoke(app, ["bench", "ingest", "--messages", "5", "--import-only"])
+    assert out.exit_code == 2
+    assert "--import-only: only with --peer dovecot" in out.output
+    assert "Traceback" not in out.output
+
+
 def test_the_single_target_is_met_by_the_first_way_that_reaches_it() -> None:
     from devtools.bench.peer import _single_target_met_by
 

@@ -55,3 +55,39 @@ def test_status_headers_give_flags_and_the_body_does_not():
     raw = b"Subject: s\nStatus: RO\nx-status: FA\n\nStatus: D\n"
     assert mbox_flags(raw) == tuple(sorted({MBOX_FLAGS[c] for c in "RFA"}))
     assert mbox_flags(b"Subject: none\n\nbody\n") == ()
+
+
+_WORDS = st.sampled_from(["Sun", "sun", "THU", "Sunday", "Foo", "Mar", "mar", "Feb", "Sept",
+                          "1", "01", "7", "29", "30", "31", "0", "32", "²", "٣",
+                          "12:34:56", "23:59:59", "24:00:00", "7:05:03", "12:60:00",
+                          "12:00:60", "12-34-56", "2020", "0000", "99", "20200", "٢٠٢٠"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.tuples(_WORDS, _WORDS, _WORDS, _WORDS, _WORDS))
+def test_the_fast_from_line_date_reads_what_strptime_reads_or_leaves_it_to_strptime(words):
+    """The fast reader of the usual form never gives a date strptime would not give."""
+    from datetime import datetime
+
+    from adapters.cli.importer import _fast_date
+
+    weekday, month, day, hms, year = words
+    try:
+        expected = datetime.strptime(" ".join(words), "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        expected = None
+    fast = _fast_date(weekday, month, day, hms, year)
+    assert fast is None or fast == expected
+
+
+def test_the_usual_from_lines_take_the_fast_path():
+    from datetime import UTC, datetime
+
+    from adapters.cli.importer import _fast_date, from_line_date
+
+    assert _fast_date("Sun", "Mar", "1", "12:34:56", "2020") == datetime(2020, 3, 1, 12, 34, 56)
+    assert from_line_date("From a@b Thu Nov 26 10:00:00 2026") == (
+        datetime(2026, 11, 26, 10, tzinfo=UTC), None)
+    assert from_line_date("From a@b thu nov 26 10:00:00 2026")[0] == datetime(
+        2026, 11, 26, 10, tzinfo=UTC)  # strptime's case-insensitive names, read the same
+    assert from_line_date("From a@b Thu Feb 30 10:00:00 2026")[0] is None
