@@ -117,6 +117,6 @@ def import_maildir(path: PathArg, account: AccountOption, mailbox: MailboxOption
                    batch: BatchOption = 100) -> None:
     """Import a Maildir (cur/ and new/, and Maildir++ sub-folders as mailboxes), keeping its
     flags (:2,SRFTD) and file times."""
-    from adapters.cli.importer import maildir_messages
+    from adapters.cli.import_source import maildir_messages
 
     _run(maildir_messages, path, account, mailbox, batch)

@@ -39,17 +39,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.importer import (
-    CheckedBatch,
-    _header_date,
-    check_mbox,
-    from_line_date,
-    mbox_flags,
-    mbox_key,
-    mbox_spans,
-    reject,
-    target_key,
-)
+from adapters.cli.import_mbox import check_mbox, from_line_date, mbox_flags, mbox_spans
+from adapters.cli.import_source import header_date, mbox_key, target_key
+from adapters.cli.importer import CheckedBatch, reject
 from domain.errors import InvalidCommand, LetterlogError
 
 if TYPE_CHECKING:
@@ -186,7 +178,7 @@ class Reader:
                                     f"the first such line only)")
                     warned = True
                 entries.append(self._checked(f"{path}#{n + 1}", n, raw,
-                                             date or _header_date(raw)))
+                                             date or header_date(raw)))
             yield entries, warnings
 
     def _checked(self, name: str, index: int, raw: bytes, date: Any) -> Entry:

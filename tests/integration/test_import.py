@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.cli.importer import SourceMessage, run_import
+from adapters.cli.import_source import SourceMessage
+from adapters.cli.importer import run_import
 from adapters.embedded import Letterlog
 from tests.factories import make_mail
 
@@ -54,7 +55,7 @@ def _import(store: Letterlog, messages) -> dict:
 
 
 def test_importing_an_mbox_again_imports_nothing_new(tmp_path: Path) -> None:
-    from adapters.cli.importer import mbox_messages
+    from adapters.cli.import_mbox import mbox_messages
 
     source = _mbox(tmp_path / "in.mbox", 7)
     store = Letterlog.open(tmp_path / "d", durability="normal")
@@ -68,7 +69,7 @@ def test_importing_an_mbox_again_imports_nothing_new(tmp_path: Path) -> None:
 
 
 def test_an_interrupted_import_resumes_where_it_stopped(tmp_path: Path) -> None:
-    from adapters.cli.importer import mbox_messages
+    from adapters.cli.import_mbox import mbox_messages
 
     source = _mbox(tmp_path / "in.mbox", 10)
     store = Letterlog.open(tmp_path / "d", durability="normal")
@@ -87,7 +88,7 @@ def test_an_interrupted_import_resumes_where_it_stopped(tmp_path: Path) -> None:
 def test_what_landed_out_of_order_is_not_imported_twice(tmp_path: Path) -> None:
     """Only a prefix of landed messages is looked up before parsing; one that landed after
     a gap is found claimed by its delivery (the batch's append is refused, then retried)."""
-    from adapters.cli.importer import mbox_messages
+    from adapters.cli.import_mbox import mbox_messages
 
     source = _mbox(tmp_path / "in.mbox", 8)
     store = Letterlog.open(tmp_path / "d", durability="normal")
@@ -104,7 +105,7 @@ def test_what_landed_out_of_order_is_not_imported_twice(tmp_path: Path) -> None:
 def test_importing_a_maildir_again_imports_nothing_new(tmp_path: Path) -> None:
     import mailbox
 
-    from adapters.cli.importer import maildir_messages
+    from adapters.cli.import_source import maildir_messages
 
     box = mailbox.Maildir(str(tmp_path / "md"), create=True)
     for i in range(5):
@@ -120,7 +121,7 @@ def test_importing_a_maildir_again_imports_nothing_new(tmp_path: Path) -> None:
 def test_maildir_folders_with_special_use_names_get_their_roles(tmp_path: Path) -> None:
     import mailbox
 
-    from adapters.cli.importer import maildir_messages
+    from adapters.cli.import_source import maildir_messages
 
     box = mailbox.Maildir(str(tmp_path / "md"), create=True)
     box.add(make_mail("inbox", message_id="<i@md>"))

@@ -12,7 +12,9 @@ import pytest
 
 import adapters.cli.mbox_ahead
 import adapters.embedded
-from adapters.cli.importer import mbox_messages, run_import, target_key
+from adapters.cli.import_mbox import mbox_messages
+from adapters.cli.import_source import target_key
+from adapters.cli.importer import run_import
 from adapters.cli.mbox_ahead import MboxAhead, Reader
 from adapters.embedded import Letterlog
 from tests.factories import make_mail

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import adapters.embedded
-from adapters.cli.importer import SourceMessage, run_import
+from adapters.cli.import_source import SourceMessage
+from adapters.cli.importer import run_import
 from adapters.embedded import Letterlog
 from tests.factories import make_mail
 

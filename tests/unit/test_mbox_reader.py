@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.cli.importer import MBOX_FLAGS, mbox_flags, mbox_messages, mbox_spans
+from adapters.cli.import_mbox import MBOX_FLAGS, mbox_flags, mbox_messages, mbox_spans
 
 LINES = st.sampled_from([b"From a@b Sat Jan  3 01:05:34 1996\n", b"From \n", b"\n", b"\r\n",
                          b"Subject: x\n", b">From quoted\n", b"body From here\n", b"Status: RO\n",
@@ -69,7 +69,7 @@ def test_the_fast_from_line_date_reads_what_strptime_reads_or_leaves_it_to_strpt
     """The fast reader of the usual form never gives a date strptime would not give."""
     from datetime import datetime
 
-    from adapters.cli.importer import _fast_date
+    from adapters.cli.import_mbox import _fast_date
 
     weekday, month, day, hms, year = words
     try:
@@ -83,7 +83,7 @@ def test_the_fast_from_line_date_reads_what_strptime_reads_or_leaves_it_to_strpt
 def test_the_usual_from_lines_take_the_fast_path():
     from datetime import UTC, datetime
 
-    from adapters.cli.importer import _fast_date, from_line_date
+    from adapters.cli.import_mbox import _fast_date, from_line_date
 
     assert _fast_date("Sun", "Mar", "1", "12:34:56", "2020") == datetime(2020, 3, 1, 12, 34, 56)
     assert from_line_date("From a@b Thu Nov 26 10:00:00 2026") == (
