@@ -38,7 +38,7 @@ def imap(
     virtual root, as `letterlog --as USER` does."""
     from adapters.bootstrap import directory
     from adapters.imap.server import Options, run, tls_context
-    from adapters.mta.lmtp import parse_listen
+    from adapters.mta.listeners import parse_listen
     from adapters.settings import load_settings
     from domain.errors import InvalidCommand
 
