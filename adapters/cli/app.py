@@ -2,7 +2,8 @@
 
 Commands live in one module per group (``messages``, ``mailboxes``, ``reads``, ``imports``,
 ``admin``, ``lifecycle``, ``stream``, ``bench``, ...); a module is imported only when one of
-its commands runs (or for ``--help``): a simple command pays for typer and what it uses.
+its commands runs (``--help`` reads each command's short help from the command table): a
+simple command pays for typer and what it uses.
 Which module holds which command is read from ``adapters/startup/commands.py``, generated from
 the modules themselves (their ``SECTION`` and what their typer app registers) by
 ``python -m adapters.cli.table --write``; ``tests/unit/test_cli_table.py`` fails when it is
@@ -28,10 +29,14 @@ from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_name, solve_typer_info_defaults
 
 from adapters.cli.common import DEFAULT_DATA, group, state
 from adapters.startup import coercion
-from adapters.startup.commands import SECTIONS  # generated from the commands (cli/table.py)
+from adapters.startup.commands import (  # generated from the commands (cli/table.py)
+    SECTIONS,
+    SUMMARIES,
+)
 
 coercion.install()  # plain parameters are converted without pydantic (see coercion.py)
 
@@ -42,16 +47,14 @@ class LazyGroup(TyperGroup):
     """The root command: a sub-command's module is imported, and only that command built
     (typer reads every parameter's annotations to build one), when it is asked for.
 
-    The root's ``--help`` lists every command by its short help, taken from the command's
-    registration (its docstring) without building it (``summary``)."""
+    The root's ``--help`` lists every command by its short help, taken from the command
+    table (``summary``), without importing its module."""
 
     _built: dict[str, Any] = {}
 
     @staticmethod
     def _registration(cmd_name: str) -> tuple[typer.Typer, Any]:
         """The typer app of ``cmd_name``'s module and the command's (or group's) info."""
-        from typer.main import get_command_name, solve_typer_info_defaults
-
         app = importlib.import_module(f"adapters.cli.{MODULE_OF[cmd_name]}").app
         for info in app.registered_commands:
             if (info.name or get_command_name(info.callback.__name__)) == cmd_name:
@@ -76,21 +79,9 @@ class LazyGroup(TyperGroup):
         return self._built[cmd_name]
 
     def summary(self, cmd_name: str, limit: int) -> str:
-        """The short help ``cmd_name`` would show, from its registration alone."""
-        import inspect
-
-        from typer.main import solve_typer_info_defaults
-
-        _, info = self._registration(cmd_name)
-        if isinstance(info, typer.models.CommandInfo):
-            text = (inspect.getdoc(info.callback) if info.help is None
-                    else inspect.cleandoc(info.help))
-        else:
-            info = solve_typer_info_defaults(info)
-            text = info.help
-        light = TyperCommand(cmd_name, help=text, short_help=info.short_help,
-                             deprecated=info.deprecated)
-        return str(light.get_short_help_str(limit))
+        """The short help ``cmd_name`` would show, from the command table's ``SUMMARIES``
+        (its help's first paragraph): the root's ``--help`` imports no command module."""
+        return str(TyperCommand(cmd_name, help=SUMMARIES[cmd_name]).get_short_help_str(limit))
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*MODULE_OF, *[n for n in super().list_commands(ctx) if n not in MODULE_OF]]
