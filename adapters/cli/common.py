@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 from uuid import UUID
 
 import typer
+
+from domain.errors import PermissionDenied
 
 if TYPE_CHECKING:
     from adapters.face import Face, Store
@@ -62,6 +66,7 @@ class State:
         ``read_models=False``: a command that reads only the log (``show``) neither opens
         nor catches up the read models."""
         if self._store is None:
+            # local: the store, for the commands that open it alone (not --help, not fast reads)
             from adapters.embedded import Letterlog
 
             if self.user is None:
@@ -76,8 +81,6 @@ class State:
         """The administrator's store (``adapters.face.Store``) for an administrator's
         command (``adapters.cli.callers``); with ``--as`` it is refused
         (``PermissionDenied``), whatever ran before."""
-        from domain.errors import PermissionDenied
-
         if self.user is not None:
             raise PermissionDenied(
                 f"permission denied: {self.command} is the administrator's; {self.user} may"
@@ -100,6 +103,7 @@ class State:
         if self.user is not None:  # a user's reads are checked by the store (CallerView)
             return self.reader()
         if self._store is None and self._current is None:
+            # local: the fast read path, for reads alone (ADR 0024)
             from adapters.startup.current import open_current
 
             self._current = open_current(self.data)
@@ -231,6 +235,7 @@ def cell(text: str | None, width: int) -> str:
     """``text`` in exactly ``width`` terminal columns (wide characters count twice), cut
     with ``…`` when longer, its control characters shown as U+FFFD: a sender or subject is
     whatever the message's author wrote, terminal escape sequences included."""
+    # local: rich's cell widths, for text tables alone (not --help, not --json)
     from rich.cells import cell_len, set_cell_size
 
     clean = _CONTROL.sub("\ufffd", text or "")
@@ -252,3 +257,11 @@ def checked_flags(flags: list[str]) -> list[str]:
             fail(f"flag: {f!r} has no backslash: write '\\{f.capitalize()}' in quotes for the "
                  f"system flag (a keyword may not be named like one here)")
     return flags
+
+
+def stop_on_signals() -> Any:
+    """An event set by SIGINT or SIGTERM: a long-running command's signal to stop."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop

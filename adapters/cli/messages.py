@@ -23,6 +23,7 @@ from adapters.cli.common import (
     parse_uuid,
     state,
 )
+from adapters.mta.lda import read_message
 from domain.errors import MessageRejected
 
 if TYPE_CHECKING:
@@ -98,10 +99,6 @@ def deliver(
 def _read_stdin() -> bytes:
     """All of file descriptor 0, read directly (reopening /dev/stdin fails when the pipe
     belongs to another user, as an MTA's does); the store checks the size."""
-    import sys
-
-    from adapters.mta.lda import read_message
-
     return read_message(0, sys.maxsize)
 
 

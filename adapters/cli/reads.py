@@ -27,6 +27,9 @@ from adapters.cli.common import (
     parse_uuid,
     state,
 )
+from adapters.cli.quota import quota_text
+from adapters.datadir import disk_use
+from adapters.startup.current import CurrentTables
 
 app = group("Reading the read models.")
 SECTION = (30, 'Reading')  # the root help's section (adapters.cli.table)
@@ -167,8 +170,6 @@ def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> N
             typer.echo(f"{singular:8} {cell(name, 24)} messages={v['messages']} "
                        f"unread={v['unread']} size={human_size(v['bytes'])}")
     if quota is not None:
-        from adapters.cli.quota import quota_text
-
         typer.echo(quota_text(quota))
 
 
@@ -204,17 +205,12 @@ def du(account: Annotated[str | None, typer.Argument(
         typer.echo(f"{cell(name, 24)}  {r['messages']:>8}  {r['deleted']:>7}  "
                    f"{human_size(r['delivered']):>10}  {human_size(r['stored']):>10}")
     if quota is not None:
-        from adapters.cli.quota import quota_text
-
         typer.echo(quota_text(quota))
 
 
 def _store_du() -> None:
     """``du`` without an account: what the data directory takes on disk (allocated blocks,
     as ``du`` counts them), per part, beside every account's listed mail."""
-    from adapters.datadir import disk_use
-    from adapters.startup.current import CurrentTables
-
     # weighed before this command opens anything: an SQLite file it opens gets a -shm file
     # (32 KiB) that lives as long as this process, and is nobody's data
     use = disk_use(state.data)

@@ -31,6 +31,8 @@ from adapters.face import Store
 from adapters.imap.recent import RecentClaims
 from adapters.imap.session import SETTLE_SECONDS, Session
 from adapters.imap.urlauth import UrlKeys
+from domain.errors import AccountNotFound, InvalidCommand
+from domain.values import normalise_address
 
 T = TypeVar("T")
 
@@ -118,9 +120,6 @@ class Server:
     def _session_store(self, user: str, groups: frozenset[str]) -> CallerView:
         """The store as ``user``; a user named by an address gets its account and INBOX on
         its first login (as Dovecot makes INBOX; subscribed), as a delivery would open them."""
-        from domain.errors import AccountNotFound, InvalidCommand
-        from domain.values import normalise_address
-
         try:
             address = normalise_address(user)
         except InvalidCommand:

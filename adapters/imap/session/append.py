@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import unquote
 
@@ -26,8 +26,6 @@ _DATE_TIME = re.compile(r"^\s?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d\d):(\d\d):(\d\
 
 
 def parse_date_time(text: str) -> datetime:
-    from datetime import timedelta, timezone
-
     m = _DATE_TIME.match(text)
     if not m or m.group(2).title() not in MONTHS:
         raise BadCommand(f"invalid date-time {text!r}")

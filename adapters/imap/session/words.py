@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from adapters.imap.utf7 import decode, encode
 from adapters.imap.wire import Atom, BadCommand, String, Token
 
 log = logging.getLogger("letterlog.imap")
@@ -51,7 +52,6 @@ def _mailbox_name(token: Token) -> str:
     name = _text(token)
     if name.upper() == "INBOX":
         return "INBOX"
-    from adapters.imap.utf7 import decode
 
     try:
         return decode(name)
@@ -61,8 +61,6 @@ def _mailbox_name(token: Token) -> str:
 
 def _pattern_name(token: Token) -> str:
     """A LIST pattern, decoded from modified UTF-7 where it is that."""
-    from adapters.imap.utf7 import decode
-
     try:
         return decode(_text(token))
     except ValueError:
@@ -70,8 +68,6 @@ def _pattern_name(token: Token) -> str:
 
 
 def _listed_name(path: str) -> str:
-    from adapters.imap.utf7 import encode
-
     return path if path == "INBOX" else encode(path)
 
 
