@@ -23,7 +23,6 @@ from adapters.cli.common import (
     parse_uuid,
     state,
 )
-from adapters.mta.lda import read_message
 from domain.errors import MessageRejected
 
 if TYPE_CHECKING:
@@ -99,6 +98,8 @@ def deliver(
 def _read_stdin() -> bytes:
     """All of file descriptor 0, read directly (reopening /dev/stdin fails when the pipe
     belongs to another user, as an MTA's does); the store checks the size."""
+    from adapters.mta.lda import read_message  # local: the MTA's modules, for `deliver -` alone
+
     return read_message(0, sys.maxsize)
 
 
