@@ -27,7 +27,6 @@ from adapters.cli.common import (
     parse_uuid,
     state,
 )
-from adapters.cli.quota import quota_text
 from adapters.datadir import disk_use
 from adapters.startup.current import CurrentTables
 
@@ -170,6 +169,8 @@ def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> N
             typer.echo(f"{singular:8} {cell(name, 24)} messages={v['messages']} "
                        f"unread={v['unread']} size={human_size(v['bytes'])}")
     if quota is not None:
+        from adapters.cli.quota import quota_text  # local: the quota commands' module, not for list
+
         typer.echo(quota_text(quota))
 
 
@@ -205,6 +206,8 @@ def du(account: Annotated[str | None, typer.Argument(
         typer.echo(f"{cell(name, 24)}  {r['messages']:>8}  {r['deleted']:>7}  "
                    f"{human_size(r['delivered']):>10}  {human_size(r['stored']):>10}")
     if quota is not None:
+        from adapters.cli.quota import quota_text  # local: the quota commands' module, not for list
+
         typer.echo(quota_text(quota))
 
 
