@@ -9,7 +9,8 @@ import typer
 from adapters.bootstrap import directory
 from adapters.cli.common import group, state
 from adapters.embedded import Letterlog
-from adapters.imap.server import Options, run, run_processes, tls_context
+from adapters.imap.processes import run, run_processes, tls_context
+from adapters.imap.server import Options
 from adapters.mta.listeners import parse_listen
 from adapters.settings import load_settings
 from domain.errors import InvalidCommand
