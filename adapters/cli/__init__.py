@@ -4,8 +4,8 @@ demo and the command server.
 ``main`` is what the ``letterlog`` program runs: an ``lda`` command line goes first to the
 data directory's LMTP server when one is listening there (``adapters.startup.handoff``: standard
 library only); any command line goes to the user's command server when one is running
-(``commandserver``: standard library only, so a command run there costs this process no
-more than the interpreter's start), else runs it here.
+(``adapters.startup.commandclient``: standard library only, so a command run there costs
+this process no more than the interpreter's start), else runs it here.
 
 May import: ``adapters.embedded``, ``adapters.bootstrap``, ``settings`` and the other
 sub-packages (``bench`` lazily, for ``letterlog bench``: the one module that imports

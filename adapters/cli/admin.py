@@ -10,16 +10,8 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from adapters.cli.common import (
-    AS_OF_HELP,
-    fail,
-    group,
-    human_size,
-    out,
-    parse_as_of,
-    progress_enabled,
-    state,
-)
+from adapters.cli.arguments import AS_OF_HELP, parse_as_of
+from adapters.cli.common import fail, group, human_size, out, progress_enabled, state
 from adapters.cli.demo import run_demo
 from adapters.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
 from adapters.settings import load_settings

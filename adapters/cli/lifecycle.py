@@ -17,16 +17,8 @@ import typer
 from adapters import bootstrap
 from adapters.backup import export_erasures, read_erasure_record, reapply
 from adapters.bootstrap import directory
-from adapters.cli.common import (
-    fail,
-    group,
-    out,
-    parse_time,
-    parse_uuid,
-    progress_enabled,
-    state,
-    stop_on_signals,
-)
+from adapters.cli.arguments import parse_time, parse_uuid
+from adapters.cli.common import fail, group, out, progress_enabled, state, stop_on_signals
 from adapters.embedded import Letterlog
 from adapters.lifecycle.completion import EXIT_INCOMPLETE, Completion, Holder
 from adapters.lifecycle.scaleout import complete

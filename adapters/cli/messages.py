@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from adapters.cli.arguments import parse_future, parse_uuid
 from adapters.cli.common import (
     FLAGS_HELP,
     MessageId,
@@ -19,8 +20,6 @@ from adapters.cli.common import (
     group,
     human_size,
     out,
-    parse_future,
-    parse_uuid,
     state,
 )
 from domain.errors import MessageRejected

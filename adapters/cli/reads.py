@@ -10,8 +10,15 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.cli.common import (
+from adapters.cli.arguments import (
     AS_OF_HELP,
+    parse_as_of,
+    parse_day,
+    parse_size,
+    parse_time,
+    parse_uuid,
+)
+from adapters.cli.common import (
     FLAGS_HELP,
     MessageId,
     cell,
@@ -20,11 +27,6 @@ from adapters.cli.common import (
     group,
     human_size,
     out,
-    parse_as_of,
-    parse_day,
-    parse_size,
-    parse_time,
-    parse_uuid,
     state,
 )
 from adapters.datadir import disk_use

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from adapters.cli.common import fail, group, out, parse_time, parse_uuid, state, stop_on_signals
+from adapters.cli.arguments import parse_time, parse_uuid
+from adapters.cli.common import fail, group, out, state, stop_on_signals
 from adapters.embedded import Letterlog
 from adapters.rules.dispatcher import Dispatcher, run_dispatcher
 
