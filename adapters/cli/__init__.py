@@ -4,8 +4,8 @@ demo and the command server.
 ``main`` is what the ``letterlog`` program runs: an ``lda`` command line goes first to the
 data directory's LMTP server when one is listening there (``adapters.startup.handoff``: standard
 library only); any command line goes to the user's command server when one is running
-(``commandserver``: standard library only, so a command run there costs this process no
-more than the interpreter's start), else runs it here.
+(``adapters.startup.commandclient``: standard library only, so a command run there costs
+this process no more than the interpreter's start), else runs it here.
 
 May import: ``adapters.embedded``, ``adapters.bootstrap``, ``settings`` and the other
 sub-packages (``bench`` lazily, for ``letterlog bench``: the one module that imports
@@ -19,17 +19,20 @@ import sys
 
 def main() -> None:
     if "lda" in sys.argv[1:]:  # first: a running ``letterlog lmtp`` delivers it (ADR 0060)
+        # local: the lda's fast path runs before anything else loads (ADR 0060)
         from adapters.startup.handoff import handoff
 
         delivered = handoff(sys.argv[1:])
         if delivered is not None:
             sys.exit(delivered)
+    # local: the command server's client runs before typer loads (ADR 0032)
     from adapters.startup.commandclient import forward
 
     code = forward(sys.argv[1:])
     if code is not None:
         sys.exit(code)
     try:
+        # local: typer and the app load only when no server ran the command
         from adapters.cli.app import main as run_here
     except BaseException as e:  # a broken installation: for an MTA, a temporary failure
         if "lda" in sys.argv[1:]:

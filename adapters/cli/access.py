@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from adapters.cli.common import group, out, state
+from domain.rights import RIGHTS
 
 if TYPE_CHECKING:
     from adapters.face import Face
@@ -101,8 +102,6 @@ def acl_rights(account: Account, mailbox: Mailbox) -> None:
 
 def _all(store: Face, account: str, mailbox: str) -> str:
     """The administrator: every right, on a mailbox that exists."""
-    from domain.rights import RIGHTS
-
     store.acl_get(account, mailbox)
     return RIGHTS
 

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
 
-from adapters.cli.common import (
-    AS_OF_HELP,
-    fail,
-    group,
-    out,
-    parse_as_of,
-    progress_enabled,
-    state,
-)
+from adapters.cli.arguments import AS_OF_HELP, parse_as_of
+from adapters.cli.common import fail, group, human_size, out, progress_enabled, state
+from adapters.cli.demo import run_demo
+from adapters.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
+from adapters.settings import load_settings
+from adapters.spark import parse_conf, require_store, submit
+from domain.errors import LetterlogError, SettingsError
+from projections.registry import select
 
 app = group("Projections and the demo.")
 SECTION = (50, 'Projections')  # the root help's section (adapters.cli.table)
@@ -28,6 +28,7 @@ AllOption = Annotated[bool, typer.Option("--all", help="every projection")]
 
 
 def _progress(label: str) -> Any:
+    # local: rich draws progress on a terminal alone
     from rich.console import Console
     from rich.progress import Progress
 
@@ -109,11 +110,6 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
 def _ready_for_spark(*, rebuilding: bool) -> None:
     """Refuses (exit 2, before Spark starts) a data directory holding no store, and a
     rebuild while another runs on the same store."""
-    from adapters.rebuild_lock import check_not_running
-    from adapters.settings import load_settings
-    from adapters.spark import require_store
-    from domain.errors import LetterlogError
-
     try:  # an export only reads: a read-only store (a snapshot) will do
         require_store(load_settings(data=state.data), read_only=not rebuilding)
         if rebuilding:
@@ -125,8 +121,6 @@ def _ready_for_spark(*, rebuilding: bool) -> None:
 def _one_rebuild() -> contextlib.ExitStack:
     """The store's rebuild lock, held, for a rebuild in this process (exit 2 if another
     runs)."""
-    from adapters.rebuild_lock import RebuildRunning, rebuild_lock
-
     held = contextlib.ExitStack()
     try:
         held.enter_context(rebuild_lock(state.data))
@@ -136,8 +130,6 @@ def _one_rebuild() -> contextlib.ExitStack:
 
 
 def known_projections(names: list[str]) -> None:
-    from projections.registry import select
-
     try:
         select(names)
     except KeyError as e:
@@ -147,9 +139,6 @@ def known_projections(names: list[str]) -> None:
 def spark_job(args: list[str], master: str | None,
               conf: list[str] | None = None) -> dict[str, Any]:
     """The Spark job (``spark_replay/submit.py``) in a driver process of its own."""
-    from adapters.spark import parse_conf, submit
-    from domain.errors import SettingsError
-
     try:
         pairs = parse_conf(conf or [])
     except SettingsError as e:
@@ -161,8 +150,6 @@ def spark_job(args: list[str], master: str | None,
 def _spark_progress(event: dict[str, Any]) -> None:
     """A Spark job's progress on stderr: a JSON line each with --json, else a line for a
     person (ADR 0093)."""
-    import json
-
     if state.json:
         typer.echo(json.dumps(event, sort_keys=True), err=True)
         return
@@ -244,8 +231,6 @@ def verify(projection: Projection = None, all_: AllOption = False) -> None:
 def compact() -> None:
     """Rewrite the embedded read models' file with full pages (after many live deliveries
     it is about half empty); an import into a fresh store does this by itself."""
-    from adapters.cli.common import human_size
-
     result = state.admin_reader().compact_read_models()
     if result is None:
         fail("compact: the read models are not in the embedded table store "
@@ -259,6 +244,4 @@ def compact() -> None:
 def demo(messages: Annotated[int, typer.Option(metavar="N", min=1,
                                                help="messages to generate")] = 400) -> None:
     """Generate realistic mail, deliver it, exercise every command, print a summary."""
-    from adapters.cli.demo import run_demo
-
     run_demo(state.admin(), messages=messages, as_json=state.json)

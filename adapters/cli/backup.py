@@ -5,12 +5,19 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from adapters import bootstrap
+from adapters.backup import backup as make_backup
+from adapters.backup import restore
+from adapters.bootstrap import layered_payloads
 from adapters.cli.common import group, human_size, out, progress_enabled, state
+from adapters.embedded import Letterlog
+from adapters.settings import load_settings
 
 app = group("Backup and restore of an embedded store.")
 SECTION = (80, 'Backup')  # the root help's section (adapters.cli.table)
@@ -18,6 +25,7 @@ SECTION = (80, 'Backup')  # the root help's section (adapters.cli.table)
 
 def _progress(label: str) -> Any:
     """A progress bar on stderr (a terminal only), one task per part copied."""
+    # local: rich draws progress on a terminal alone
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
@@ -39,15 +47,10 @@ def backup(directory: Annotated[Path, typer.Argument(
         metavar="DIR", help="a new (or empty) directory for the backup")]) -> None:
     """Copy the store online (deliveries go on) into DIR: SQLite files, payloads, manifest
     (with a PostgreSQL log: the payloads and key files, after PostgreSQL's own backup)."""
-    from adapters import bootstrap
-    from adapters.backup import backup as make_backup
-    from adapters.settings import load_settings
-
     settings = load_settings(data=state.data)
     keys = bootstrap.key_cluster(settings) if settings.event_store == "postgres" else None
     payloads = None
     if settings.payloads_in_hbase():  # copied from HBase's payload table (ADR 0072)
-        from adapters.bootstrap import layered_payloads
 
         payloads = layered_payloads(settings)
     bar, update = _progress("backup")
@@ -93,11 +96,6 @@ def restore_backup(
     are made again, as recorded in the store being replaced, in the *.erasures.json files
     beside DIR and in --reapply-erasures. With no record at all it refuses (exit 2, nothing
     written) unless --no-erasure-record is given."""
-    from adapters import bootstrap
-    from adapters.backup import restore
-    from adapters.embedded import Letterlog
-    from adapters.settings import load_settings
-
     settings = load_settings(data=state.data)
     checks: dict[str, Any] = {}
     if settings.event_store == "postgres":  # every KEK the log uses: in the copy or the key store
@@ -134,11 +132,6 @@ def restore_backup(
 
 def _payloads_into_hbase(data: Path) -> dict[str, Any]:
     """The restored payload files copied into HBase and removed from ``data`` (ADR 0072)."""
-    from dataclasses import asdict
-
-    from adapters.bootstrap import layered_payloads
-    from adapters.settings import load_settings
-
     store = layered_payloads(load_settings(data=data))
     try:
         return asdict(store.migrate(remove=True))

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import fail, group, state
+from adapters.settings import load_settings
+from adapters.spark import run_module
 
 app = group("Benchmarks.")
 SECTION = (110, 'Benchmarks')  # the root help's section (adapters.cli.table)
@@ -23,6 +25,7 @@ def _benchmarks_installed() -> None:
     """Benchmarks (JSON, baseline in the same run)."""
     # the development tools stay in the repository (ADR 0086): found only from a checkout
     try:
+        # local: the development tools: in a checkout alone (ADR 0086)
         import devtools.bench  # noqa: F401
     except ModuleNotFoundError as missing:
         if missing.name not in ("devtools", "devtools.bench"):
@@ -84,9 +87,11 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     process per message, and bytes on disk, against Dovecot; with --rules N what N event
     rules cost a delivery (docs/event-rules.md); with --rights what the rights check costs
     one (docs/permissions.md)."""
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.ingest import bench_ingest as run
 
     if hosts:
+        # local: the development tools: in a checkout alone (ADR 0086)
         from devtools.bench.hosts import bench_hosts
 
         if peer is not None or rules is not None or key_store or scale_out or rights:
@@ -95,6 +100,7 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
                            progress=lambda line: typer.echo(line, err=True)), as_json)
         return
     if rights:
+        # local: the development tools: in a checkout alone (ADR 0086)
         from devtools.bench.rights import bench_rights_ingest
 
         if peer is not None or rules is not None or key_store or scale_out:
@@ -102,6 +108,7 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
         _bench(bench_rights_ingest(messages=messages, plot=plot), as_json)
         return
     if key_store:
+        # local: the development tools: in a checkout alone (ADR 0086)
         from devtools.bench.keystore import bench_keystore
 
         if peer is not None or rules is not None or scale_out:
@@ -111,7 +118,7 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     if use_running and not scale_out:
         fail("--use-running: only with --scale-out")
     if scale_out:
-        from adapters.settings import load_settings
+        # local: the development tools: in a checkout alone (ADR 0086)
         from devtools.bench.scaleout import bench_scaleout_payloads
 
         if peer is not None or rules is not None:
@@ -123,6 +130,7 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
         _bench(bench_scaleout_payloads(count, plot=plot, use_running=running), as_json)
         return
     if rules is not None:
+        # local: the development tools: in a checkout alone (ADR 0086)
         from devtools.bench.rules import bench_rules
 
         if peer is not None:
@@ -146,6 +154,7 @@ def bench_project(events: Annotated[int, typer.Option(metavar="N",
                   plot: PlotOption = None,
                   as_json: BenchJson = False) -> None:
     """Catch-up projection throughput vs raw SQLite writes of the same cells."""
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.project import bench_project as run
 
     _bench(run(events=events, plot=plot), as_json)
@@ -178,8 +187,6 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
     """Single-process rebuild of all projections vs reading and decoding the log; with
     --engine spark, against the Spark job on local[1] and local[2]."""
     if engine == "spark":
-        from adapters.spark import run_module
-
         args = ["bench", "--events", str(events), *(["--plot", str(plot)] if plot else []),
                 *([] if hbase else ["--no-hbase"]),
                 *([] if other_layout else ["--no-other-layout"]),
@@ -191,6 +198,7 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
         fail(f"--engine: {engine!r} is not embedded or spark")
     if accounts is not None:
         fail("--accounts: only with --engine spark")
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.rebuild import bench_rebuild as run
 
     _bench(run(events=events, plot=plot), as_json)
@@ -208,12 +216,14 @@ def bench_query(messages: Annotated[int, typer.Option(
     """p50/p99 of a newest-50 listing and a counters read vs a raw SELECT; with --rights
     what the rights check costs a listing (docs/permissions.md)."""
     if rights:
+        # local: the development tools: in a checkout alone (ADR 0086)
         from devtools.bench.rights import bench_rights_query
 
         given = messages != 100_000  # the default is the listing leg's; this one's is 2000
         _bench(bench_rights_query(messages=messages if given else 2000, samples=samples,
                                   plot=plot), as_json)
         return
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.query import bench_query as run
 
     _bench(run(messages=messages, samples=samples, plot=plot), as_json)
@@ -238,7 +248,7 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
                      "none)")] = None,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
-    from adapters.settings import load_settings
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.stream import bench_stream as run
     from devtools.bench.stream import running_servers
 
@@ -256,6 +266,7 @@ def bench_startup(runs: Annotated[int, typer.Option(metavar="N", min=3,
     """Start-up of simple commands (help, list, show, flag), whole process, median wall and
     CPU time, beside the interpreter alone and the interpreter importing typer; then the
     same commands through the command server."""
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.startup import bench_startup as run
 
     _bench(run(runs=runs, plot=plot), as_json)
@@ -274,6 +285,7 @@ def bench_imap(seconds: Annotated[int, typer.Option(metavar="N", min=1,
                    metavar="N", min=1, help="letterlog imap --processes N")] = 1,
                plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """IMAP commands/s under imaptest's benchmark mode, letterlog imap beside Dovecot's."""
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.imap import bench_imap as run
 
     if peer not in (None, "dovecot"):
@@ -290,6 +302,7 @@ def bench_purge(messages: Annotated[int, typer.Option(
                 ] = 2000,
                 plot: PlotOption = None, as_json: BenchJson = False) -> None:
     """Due messages purged/s vs single-command deliveries/s and raw SQLite deletes."""
+    # local: the development tools: in a checkout alone (ADR 0086)
     from devtools.bench.purge import bench_purge as run
 
     _bench(run(messages=messages, single=single, plot=plot), as_json)

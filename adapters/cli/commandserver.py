@@ -20,12 +20,13 @@ upgrade, an edit) refuses the next command and stops; the client then runs that 
 itself, as it does when no server is running. Either way the output is the same.
 
 The client half is ``adapters.startup.commandclient`` (``forward``: the standard library
-alone; every ``letterlog`` process imports it first); this module is the server half.
+alone; every ``letterlog`` process imports it first); this module is the server half: it
+listens and forks a handler per connection (``commandhandler``), which forks the command
+(``commandrun``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
@@ -33,16 +34,16 @@ import signal
 import socket
 import socketserver
 import sys
+import threading
+import time
 from typing import Any
 
+from adapters.cli.commandhandler import _code_files, _handle, _log
 from adapters.cli.preload import PRELOAD, preload
 from adapters.startup.commandclient import (
-    _LENGTH,
     PREFIX,
-    PROTOCOL,
     ROOT,
     ServerError,
-    _peer_uid,
     info_path,
     log_path,
     private_runtime_dir,
@@ -51,210 +52,6 @@ from adapters.startup.commandclient import (
 
 __all__ = ["PRELOAD", "ServerError", "info_path", "log_path", "preload",
            "private_runtime_dir", "running", "serve", "socket_path"]
-
-def _code_files() -> dict[str, int]:
-    """Every loaded module's file and its modification time."""
-    files: dict[str, int] = {}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if path:
-            with contextlib.suppress(OSError):
-                files[path] = os.stat(path).st_mtime_ns
-    return files
-
-
-def _changed(files: dict[str, int]) -> str | None:
-    for path, mtime in files.items():
-        try:
-            if os.stat(path).st_mtime_ns != mtime:
-                return path
-        except OSError:
-            return path
-    return None
-
-
-def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
-    """The request and the three descriptors; None for a connection that sends nothing
-    (``running`` probes so)."""
-    head, fds, _, _ = socket.recv_fds(conn, _LENGTH.size, 3)
-    if not head:
-        return None
-    if len(head) != _LENGTH.size:
-        raise ServerError("a client closed the connection within its request")
-    (size,) = _LENGTH.unpack(head)
-    body = bytearray()
-    while len(body) < size:
-        chunk = conn.recv(size - len(body))
-        if not chunk:
-            raise ServerError("a client closed the connection within its request")
-        body += chunk
-    return json.loads(body), list(fds)
-
-
-def _send(conn: socket.socket, message: dict[str, Any]) -> None:
-    conn.sendall(json.dumps(message).encode() + b"\n")
-
-
-def _reopen(fd: int, like: Any) -> Any:
-    """A fresh text stream on ``fd``, buffered as a new interpreter would buffer it."""
-    import io
-
-    writing = fd != 0
-    raw = io.FileIO(fd, "w" if writing else "r", closefd=False)
-    buffered = io.BufferedWriter(raw) if writing else io.BufferedReader(raw)
-    return io.TextIOWrapper(buffered, encoding=like.encoding, errors=like.errors,
-                            line_buffering=fd == 2 or (writing and raw.isatty()))
-
-
-def _die_with_parent(handler: int) -> None:
-    """SIGKILL for this process when its handler dies (``PR_SET_PDEATHSIG``): the client
-    then reports the outcome unknown (a temporary failure for ``lda``), and a command that
-    went on could store a message afterwards. Linux only; elsewhere nothing."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        if ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:
-            return  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != handler:  # it died before that
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _run_command(request: dict[str, Any], fds: list[int], handler: int) -> None:
-    """In the command's process: take over the client's streams and surroundings, run the
-    command line, report nothing (the handler reports the exit status)."""
-    code = 1
-    try:
-        _die_with_parent(handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for target, fd in zip((0, 1, 2), fds, strict=True):
-            os.dup2(fd, target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
-        os.chdir(request["cwd"])
-        os.umask(request["umask"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        import time
-
-        time.tzset()
-        sys.argv = ["letterlog", *request["argv"]]
-        sys.stdin = _reopen(0, sys.__stdin__)
-        sys.stdout = _reopen(1, sys.__stdout__)
-        sys.stderr = _reopen(2, sys.__stderr__)
-        from adapters.cli.app import main
-
-        main()
-        code = 0
-    except SystemExit as e:
-        if e.code is None or isinstance(e.code, int):
-            code = e.code or 0
-        else:
-            sys.stderr.write(f"{e.code}\n")
-    except BaseException:  # a bug: shown as a fresh interpreter would show it
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        try:
-            import atexit
-
-            atexit._run_exitfuncs()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
-def _handle(conn: socket.socket, files: dict[str, int], server_pid: int) -> None:
-    """In a handler process: check the request, fork the command, report its exit status."""
-    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_DFL)
-    if _peer_uid(conn) != os.getuid():
-        return
-    received = _receive(conn)
-    if received is None:
-        return
-    request, fds = received
-    refusal = None
-    if request.get("protocol") != PROTOCOL or len(fds) != 3:
-        refusal = "a client of another version"
-    elif (request.get("root"), request.get("prefix")) != (ROOT, PREFIX):
-        refusal = "a client of another installation"
-    elif (path := _changed(files)) is not None:
-        refusal = f"code changed since the server started ({path}); stopping"
-        os.kill(server_pid, signal.SIGTERM)
-    if refusal is not None:
-        _log(f"refused a command: {refusal}")
-        _send(conn, {"refused": refusal})
-        return
-    handler = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        conn.close()
-        _run_command(request, fds, handler)
-    for fd in fds:
-        os.close(fd)
-    status, why = None, "this handler failed"
-    try:
-        _send(conn, {"pid": pid})
-        status, why = _wait(conn, pid), "its client is gone"
-    finally:
-        if status is None:  # no one waits for the command: it must not go on
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            _log(f"killed command {pid}: {why}")
-    if status is None:
-        return
-    code = os.waitstatus_to_exitcode(status)
-    with contextlib.suppress(OSError):  # a client gone just now: it has nothing to be told
-        _send(conn, {"status": code if code >= 0 else 128 - code})
-
-
-def _hung_up(conn: socket.socket) -> bool:
-    """Whether a readable connection is closed (a client sends nothing after its request)."""
-    try:
-        return conn.recv(4096) == b""
-    except OSError:
-        return True
-
-
-def _wait(conn: socket.socket, pid: int) -> int | None:
-    """The command's wait status, or None as soon as its client hangs up (killed, even with
-    SIGKILL, which it cannot forward): then the command must not run on, so the caller kills
-    it. Waits on a pidfd and the connection together; where there is no pidfd, polls."""
-    try:
-        pidfd: int | None = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    poller = select.poll()
-    poller.register(conn, select.POLLIN | getattr(select, "POLLRDHUP", 0))
-    if pidfd is not None:
-        poller.register(pidfd, select.POLLIN)
-    try:
-        while True:
-            ready = {fd for fd, _ in poller.poll(None if pidfd is not None else 50)}
-            if pidfd is None or pidfd in ready:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return status
-            if conn.fileno() in ready and _hung_up(conn):
-                return None
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
-
-
-def _log(text: str) -> None:
-    import time
-
-    sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} letterlog server[{os.getpid()}]: "
-                     f"{text}\n")
-    sys.stderr.flush()
-
 
 def _note_signal(_signum: int, _frame: Any) -> None:
     """SIGTERM and SIGINT only wake the accept loop (through the wake-up pipe): raising from
@@ -321,9 +118,6 @@ def serve(ready: int | None = None, log: str = "stderr") -> None:
     """Preloads, listens and serves until SIGTERM or SIGINT. ``ready``: a pipe's write end
     that gets one line (``ready`` or the error) once commands can be sent; ``log``: where
     its stderr goes (for ``status``)."""
-    import threading
-    import time
-
     # what the starting process left open is no command's business (commands are forked)
     if ready is None:
         os.closerange(3, 1 << 16)

@@ -1,5 +1,6 @@
-"""What every command module shares: the global options, output, argument parsing and the
-way a value is shown to a person (names, flags, sizes, cells of a listing).
+"""What every command module shares: the global options, output and the way a value is
+shown to a person (names, flags, sizes, cells of a listing); ``arguments`` reads what a
+person types (message ids, dates, sizes, ``--as-of``).
 
 Nothing here imports the store: a command opens it (``state.store()``, or ``state.reader()``
 when it needs an existing store) only when it runs, so that ``--help`` and a mistyped
@@ -12,13 +13,15 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
-from datetime import UTC, datetime
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
-from uuid import UUID
 
 import typer
+
+from domain.errors import PermissionDenied
 
 if TYPE_CHECKING:
     from adapters.face import Face, Store
@@ -62,6 +65,7 @@ class State:
         ``read_models=False``: a command that reads only the log (``show``) neither opens
         nor catches up the read models."""
         if self._store is None:
+            # local: the store, for the commands that open it alone (not --help, not fast reads)
             from adapters.embedded import Letterlog
 
             if self.user is None:
@@ -76,8 +80,6 @@ class State:
         """The administrator's store (``adapters.face.Store``) for an administrator's
         command (``adapters.cli.callers``); with ``--as`` it is refused
         (``PermissionDenied``), whatever ran before."""
-        from domain.errors import PermissionDenied
-
         if self.user is not None:
             raise PermissionDenied(
                 f"permission denied: {self.command} is the administrator's; {self.user} may"
@@ -100,6 +102,7 @@ class State:
         if self.user is not None:  # a user's reads are checked by the store (CallerView)
             return self.reader()
         if self._store is None and self._current is None:
+            # local: the fast read path, for reads alone (ADR 0024)
             from adapters.startup.current import open_current
 
             self._current = open_current(self.data)
@@ -129,82 +132,6 @@ def out(obj: dict[str, Any], text: str | None = None) -> None:
         typer.echo(text if text is not None else "  ".join(f"{k}={v}" for k, v in obj.items()))
 
 
-def parse_uuid(value: str, what: str = "MESSAGE_ID") -> UUID:
-    try:
-        return UUID(value)
-    except ValueError:
-        fail(f"{what}: {value!r} is not a message id (a UUID)")
-
-
-def parse_time(value: str | None, what: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        fail(f"{what}: {value!r} is not an ISO 8601 date-time")
-    if t.tzinfo is None:
-        fail(f"{what}: {value!r} needs a timezone (e.g. +00:00)")
-    return t
-
-
-def parse_future(value: str | None, what: str) -> datetime | None:
-    """An ISO 8601 date-time that has not passed yet (an extraction deadline)."""
-    t = parse_time(value, what)
-    if t is not None and t <= datetime.now(UTC):
-        fail(f"{what}: {value!r} is in the past (a message would be expired at once)")
-    return t
-
-
-def parse_day(value: str | None, what: str) -> datetime | None:
-    """A date (``2026-03-01``, midnight UTC) or a date-time with a timezone."""
-    if value is None:
-        return None
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-        try:
-            return datetime.fromisoformat(value).replace(tzinfo=UTC)
-        except ValueError:
-            fail(f"{what}: {value!r} is not a date")
-    return parse_time(value, what)
-
-
-AS_OF_HELP = ("as it was at log position P (a whole number: 5000) or at DATE (2026-03-01: "
-              "midnight UTC, or an ISO 8601 date-time with a timezone: the last event "
-              "recorded then)")
-
-
-def parse_as_of(value: str | None, what: str = "--as-of") -> int | datetime | None:
-    """``--as-of``, the same on every command: a whole number is a log position, anything
-    else must be a date (``2026-03-01``, midnight UTC) or an ISO 8601 date-time with a
-    timezone, which the command turns into the position of the last event recorded then
-    (``position_at``)."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return int(text)
-    if re.fullmatch(r"[+-]?\d+", text):
-        fail(f"{what}: {value!r} is not a log position (a whole number, 0 or more)")
-    if not re.match(r"\d{4}-\d{2}-\d{2}", text):
-        fail(f"{what}: {value!r} is neither a log position (a whole number: 5000) nor a date "
-             f"(2026-03-01, or 2026-03-01T12:00:00+00:00)")
-    return parse_day(text, what)
-
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(value: str | None, what: str) -> int | None:
-    """``1500``, ``10k``, ``2.5M``, ``1GiB`` (powers of 1024) as bytes."""
-    if value is None:
-        return None
-    m = _SIZE.match(value)
-    if not m:
-        fail(f"{what}: {value!r} is not a size (e.g. 1500, 10k, 2.5M)")
-    power = " KMGT".index((m.group(2) or " ").upper())
-    return int(float(m.group(1)) * 1024**power)
-
-
 def human_size(n: int) -> str:
     """Bytes for a person (``1.5 MiB``), or exact with ``--bytes``."""
     if state.exact_bytes:
@@ -231,6 +158,7 @@ def cell(text: str | None, width: int) -> str:
     """``text`` in exactly ``width`` terminal columns (wide characters count twice), cut
     with ``…`` when longer, its control characters shown as U+FFFD: a sender or subject is
     whatever the message's author wrote, terminal escape sequences included."""
+    # local: rich's cell widths, for text tables alone (not --help, not --json)
     from rich.cells import cell_len, set_cell_size
 
     clean = _CONTROL.sub("\ufffd", text or "")
@@ -252,3 +180,11 @@ def checked_flags(flags: list[str]) -> list[str]:
             fail(f"flag: {f!r} has no backslash: write '\\{f.capitalize()}' in quotes for the "
                  f"system flag (a keyword may not be named like one here)")
     return flags
+
+
+def stop_on_signals() -> Any:
+    """An event set by SIGINT or SIGTERM: a long-running command's signal to stop."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop

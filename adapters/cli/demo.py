@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
+from adapters.cli.demo_report import report
 from adapters.mailgen import generate
 from domain.errors import ExtractionRefused
 
@@ -89,8 +90,6 @@ def run_demo(store: Store, *, messages: int = 400, as_json: bool = False) -> dic
         "extractable_after_policy_change": again,
     }
     if store.projections is not None:
-        from adapters.cli.demo_report import report
-
         summary.update(report(store.projections, console, accounts, as_json=as_json))
     if as_json:
         print(json.dumps(summary, sort_keys=True))

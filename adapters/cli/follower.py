@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import sys
 import time
 from typing import Any
+
+from adapters.bootstrap import event_log, projection_host
+from adapters.settings import load_settings
 
 RETRY_MAX = 10.0
 """Seconds at most between two tries of a catch-up that failed (a locked ``tables.sqlite``:
@@ -33,11 +38,6 @@ def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int
     ``RETRY_MAX``) and at each wake-up, until it succeeds: the follower never dies of it
     (the mail is in the log; only the read models wait). At the end of its input it tries
     once more and exits 0 either way: the next reader catches up."""
-    import select
-
-    from adapters.bootstrap import event_log, projection_host
-    from adapters.settings import load_settings
-
     settings = load_settings(**json.loads(settings_json))
     log = event_log(settings)
     failing: str | None = None
@@ -89,8 +89,6 @@ def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int
 
 
 def main() -> int:
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer's to act on (``Follower``)
     fd = sys.stdin.fileno()
     line = b""

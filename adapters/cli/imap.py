@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
+from adapters.bootstrap import directory
 from adapters.cli.common import group, state
+from adapters.embedded import Letterlog
+from adapters.imap.processes import run, run_processes, tls_context
+from adapters.imap.server import Options
+from adapters.mta.listeners import parse_listen
+from adapters.settings import load_settings
+from domain.errors import InvalidCommand
 
 app = group("The IMAP server.")
 SECTION = (135, 'Mail clients')  # the root help's section (adapters.cli.table)
@@ -36,12 +43,6 @@ def imap(
     Users log in against the user directory (LETTERLOG_DIRECTORY: the passwd-file's password
     field, or a bind to LDAP); each session acts as its user, with the user's rights and
     virtual root, as `letterlog --as USER` does."""
-    from adapters.bootstrap import directory
-    from adapters.imap.server import Options, run, tls_context
-    from adapters.mta.lmtp import parse_listen
-    from adapters.settings import load_settings
-    from domain.errors import InvalidCommand
-
     def address(value: str | None, option: str) -> tuple[str, int] | None:
         if value is None:
             return None
@@ -71,9 +72,6 @@ def imap(
     if processes == 1:
         run(state.admin_reader(), users, options)
         return
-    from adapters.embedded import Letterlog
-    from adapters.imap.server import run_processes
-
     Letterlog.open(state.data, create=False).close()  # refused here if there is no store
     raise typer.Exit(run_processes(lambda: Letterlog.open(state.data, create=False), users,
                                    options, processes))

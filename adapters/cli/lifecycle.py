@@ -14,15 +14,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from adapters.cli.common import (
-    fail,
-    group,
-    out,
-    parse_time,
-    parse_uuid,
-    progress_enabled,
-    state,
-)
+from adapters import bootstrap
+from adapters.backup import export_erasures, read_erasure_record, reapply
+from adapters.bootstrap import directory
+from adapters.cli.arguments import parse_time, parse_uuid
+from adapters.cli.common import fail, group, out, progress_enabled, state, stop_on_signals
+from adapters.embedded import Letterlog
+from adapters.lifecycle.completion import EXIT_INCOMPLETE, Completion, Holder
+from adapters.lifecycle.scaleout import complete
+from adapters.lifecycle.scaleout import pending as scale_out_pending
+from adapters.lifecycle.scheduled import run_purger
+from adapters.lifecycle.userpurge import ScheduledUserPurge
+from adapters.streaming.lag import snapshot, wait_until_applied
+from domain.lifecycle import ALL_QUEUES
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -53,8 +57,6 @@ def _summary(report: dict[str, Any]) -> str:
 
 
 def _check_queues(queues: list[str] | None) -> list[str] | None:
-    from domain.lifecycle import ALL_QUEUES
-
     for q in queues or []:
         if q not in ALL_QUEUES:
             fail(f"--queue: {q!r} is not one of {', '.join(ALL_QUEUES)}")
@@ -70,6 +72,7 @@ def purge_run(queue: QueueOption = None,
               as_json: Annotated[bool, typer.Option("--json", help="JSON summary")] = False,
               ) -> None:
     """Run every due purge job once (or those of --queue), with a summary."""
+    # local: rich draws progress on a terminal alone
     from rich.console import Console
     from rich.progress import Progress
 
@@ -99,7 +102,6 @@ def _incomplete(completion: dict[str, Any] | None) -> None:
     """Exit 3 with one line if an erasure is not finished (the command itself committed)."""
     if completion is None or completion["complete"]:
         return
-    from adapters.lifecycle.completion import EXIT_INCOMPLETE, Completion, Holder
 
     line = Completion(False, [Holder(h["file"], tuple(h["pids"]), tuple(h["processes"]),
                                      h.get("reason", ""))
@@ -119,14 +121,8 @@ def purger(queue: QueueOption = None,
     that fails because a server (PostgreSQL, HBase) does not answer is retried with backoff;
     the purger never exits on an outage. The user purge job runs too, every
     LETTERLOG_USER_PURGE_INTERVAL_DAYS (see `letterlog users purge`)."""
-    from adapters.bootstrap import directory
-    from adapters.cli.stream import _stop_on_signals
-    from adapters.embedded import Letterlog
-    from adapters.lifecycle.scheduled import run_purger
-    from adapters.lifecycle.userpurge import ScheduledUserPurge
-
     queues = _check_queues(queue)
-    stop: threading.Event = _stop_on_signals()
+    stop: threading.Event = stop_on_signals()
     run_purger(state.data, queues, interval, stop,
                open_store=lambda data: Letterlog.open(data, create=False),
                user_purge=ScheduledUserPurge(directory))
@@ -145,8 +141,6 @@ def _erased(result: dict[str, Any], what: str) -> None:
         typer.echo(f"letterlog: warning: {'; '.join(said)}", err=True)
     _incomplete(result if "complete" in result else None)
     if result.get("scale_out_pending"):
-        from adapters.lifecycle.completion import EXIT_INCOMPLETE
-
         typer.echo("letterlog: erasure not yet complete: on scale-out the workers delete the "
                    "rows later; `letterlog erase complete` waits for them, frees the payloads "
                    "and compacts HBase (`letterlog erase status` lists what is pending)",
@@ -188,8 +182,6 @@ def erase_complete() -> None:
                  if done.complete else f"erasures not complete{where}")
         + (f"\n{scale.line()}" if scale is not None and scale.complete else ""))
     if scale is not None and not scale.complete:
-        from adapters.lifecycle.completion import EXIT_INCOMPLETE
-
         typer.echo(f"letterlog: {scale.line()}", err=True)
         raise typer.Exit(EXIT_INCOMPLETE)
     _incomplete(result)
@@ -201,10 +193,6 @@ def _complete_scale_out(store: Store) -> Any:
     with progress lines on stderr. None on an embedded store."""
     if store.settings.table_store != "hbase":
         return None
-    from adapters import bootstrap
-    from adapters.lifecycle.scaleout import complete
-    from adapters.streaming.lag import wait_until_applied
-
     def progress(line: str) -> None:
         typer.echo(f"erase complete: {line}", err=True)
 
@@ -222,8 +210,6 @@ def erase_export(path: Annotated[str, typer.Argument(
     """Write what this store erased (message and key ids, no content) to FILE, for
     `restore-backup --reapply-erasures FILE`; a FILE named NAME.erasures.json beside the
     backups is found by `restore-backup` unnamed (see docs/operations.md)."""
-    from adapters.backup import export_erasures
-
     record = export_erasures(state.admin_reader(), path)
     out(record.as_dict() | {"file": path},
         f"{path}: {len(record.messages)} erased messages, {len(record.destroyed_keys)} "
@@ -235,15 +221,10 @@ def erase_reapply(source: Annotated[str, typer.Argument(
         metavar="FROM", help="a file `erase export` wrote, or a data directory")]) -> None:
     """Make again the erasures recorded in FROM (after restoring an older copy of the log:
     see docs/operations.md); exit 3 if a reader kept a file from being cleaned in time."""
-    from adapters.backup import read_erasure_record, reapply
-    from adapters.embedded import Letterlog
-
     result = reapply(state.admin_reader(), read_erasure_record(source, Letterlog.open))
     out(result, f"erased again: {len(result['messages_erased_again'])} messages, "
                 f"{result['keys_destroyed_again']} data keys")
     if not result["erasure_complete"]:
-        from adapters.lifecycle.completion import EXIT_INCOMPLETE
-
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
@@ -251,8 +232,6 @@ def erase_reapply(source: Annotated[str, typer.Argument(
 def erase_status() -> None:
     """Erasures not yet finished: when, which files, which processes held them (exit 3 if
     any)."""
-    from adapters.lifecycle.completion import EXIT_INCOMPLETE
-
     store = state.admin_reader()
     store.finish_interrupted_erasures()  # what a killed process left (ADR 0063): finished
     finished = getattr(store, "interrupted_finished", [])  # here or when the store opened
@@ -287,14 +266,10 @@ def _scale_out_status(store: Store) -> dict[str, Any] | None:
     """The scale-out erasures not yet completed, and how far the workers are (as ``lag``)."""
     if store.settings.table_store != "hbase":
         return None
-    from adapters.lifecycle.scaleout import pending as scale_out_pending
 
     records = scale_out_pending(store)
     workers = "no relay and workers configured (LETTERLOG_KAFKA_BOOTSTRAP)"
     if records and store.settings.kafka_bootstrap:
-        from adapters import bootstrap
-        from adapters.streaming.lag import snapshot
-
         report = snapshot(store.settings, store.settings.stream.group, bootstrap)
         workers = report["verdict"]
     return {"pending": records, "workers": workers}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from adapters.cli.arguments import parse_future, parse_uuid
 from adapters.cli.common import (
     FLAGS_HELP,
     MessageId,
@@ -19,8 +20,6 @@ from adapters.cli.common import (
     group,
     human_size,
     out,
-    parse_future,
-    parse_uuid,
     state,
 )
 from domain.errors import MessageRejected
@@ -98,9 +97,7 @@ def deliver(
 def _read_stdin() -> bytes:
     """All of file descriptor 0, read directly (reopening /dev/stdin fails when the pipe
     belongs to another user, as an MTA's does); the store checks the size."""
-    import sys
-
-    from adapters.mta.lda import read_message
+    from adapters.mta.lda import read_message  # local: the MTA's modules, for `deliver -` alone
 
     return read_message(0, sys.maxsize)
 

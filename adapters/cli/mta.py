@@ -7,11 +7,15 @@ other commands' 0/1/2: a failure a retry may fix is 75 / 4.x.x, so the MTA keeps
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated, Any
 
 import typer
 
 from adapters.cli.common import group, out, state
+from adapters.mta.delivery import MtaOptions
+from adapters.mta.lda import Envelope, deliver
+from adapters.startup.handoff import as_store_owner
 from adapters.startup.ldaoptions import LDA_OPTIONS
 
 # each option by the name in the lda's one option table (its fast parser reads the same)
@@ -42,10 +46,6 @@ Timeout = Annotated[float, typer.Option(
 
 def _options(**given: Any) -> Any:
     """The placement options both commands share, from their parameters."""
-    from dataclasses import fields
-
-    from adapters.mta.delivery import MtaOptions
-
     return MtaOptions(**{f.name: given[f.name] for f in fields(MtaOptions)})
 
 
@@ -79,9 +79,6 @@ def lda(
     too large (a message is never refused for its structure);
     67 unknown account (--accounts-must-exist); 64 usage. One line on stderr starts with
     an RFC 3463 code. Never creates a data directory: make the store with 'letterlog init'."""
-    from adapters.mta.lda import Envelope, deliver
-    from adapters.startup.handoff import as_store_owner
-
     refused = as_store_owner(str(state.data))  # as root: the store owner's uid (ADR 0068)
     if refused is not None:
         typer.echo(refused, err=True)
@@ -123,6 +120,7 @@ def lmtp(
     refused (5.6.0 no bytes but blanks, 5.3.4 too large, 5.1.1 unknown account with
     --accounts-must-exist). A second process keeps the read models current. On SIGTERM it
     stops listening, finishes the transactions in flight and exits 0."""
+    # local: aiosmtpd and the writer: not for lda's start-up
     from adapters.mta.lmtp import serve
 
     serve(state.data, listen, _options(**locals()), socket_mode=socket_mode,

@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 
+from adapters.bootstrap import layered_payloads
 from adapters.cli.common import fail, group, out, progress_enabled, state
+from adapters.settings import load_settings
 
 app = group("Payloads: the message bodies over the inline limit.")
 SECTION = (82, 'Payloads')  # the root help's section (adapters.cli.table)
@@ -25,11 +27,9 @@ def migrate(remove_local: Annotated[bool, typer.Option(
         "--remove-local", help="delete each payload file once HBase holds it")] = False) -> None:
     """Copy every payload file of --data into HBase's payload table (one already there is
     only refreshed; run it again at any time); then this host's disk holds no payload."""
+    # local: rich draws progress on a terminal alone
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from adapters.bootstrap import layered_payloads
-    from adapters.settings import load_settings
 
     settings = load_settings(data=state.data)
     if not settings.payloads_in_hbase():

@@ -5,7 +5,14 @@ thread): every command starts as clean as in a new process."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
+
+from typer.main import get_command
+
+from adapters.cli.app import app
+from adapters.cli.lazygroup import MODULE_OF
+from domain import commands
 
 # What the commands import when they run (their modules are imported by building them).
 PRELOAD = (
@@ -25,12 +32,7 @@ LEFT_OUT = ("bench",)  # built on demand: benchmarks load plotting and the dev s
 def preload() -> int:
     """Imports what commands run on and builds every command's parser and command schemas;
     returns how many commands were built."""
-    import importlib
 
-    from typer.main import get_command
-
-    from adapters.cli.app import MODULE_OF, app
-    from domain import commands
 
     root: Any = get_command(app)  # the LazyGroup: it keeps each command it builds
     built = 0

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import fail, group, human_size, out, state
+from domain.errors import AccountNotFound, PermissionDenied
 
 app = group("Quotas: per-account limits on bytes and messages.")
 SECTION = (170, 'Quotas')  # the root help's section (adapters.cli.table)
@@ -25,6 +26,7 @@ Account = Annotated[str, typer.Argument(metavar="ACCOUNT", help="the account's a
 
 def parse_limit(value: str | None, what: str, *, size: bool) -> int | None:
     """``unlimited`` -> 0, ``default`` -> -1, else a positive number (a size if ``size``)."""
+    # local: domain.quota loads the Message aggregate; the fast reads use quota_text alone
     from domain.quota import DEFAULT, UNLIMITED, parse_size
 
     if value is None:
@@ -60,8 +62,6 @@ def quota_text(q: dict[str, Any]) -> str:
 def quota_of(account: str) -> dict[str, Any] | None:
     """The account's quota and usage from the command side (None: no such account, or a
     caller (``--as USER``) that may not read quotas: the administrator's)."""
-    from domain.errors import AccountNotFound, PermissionDenied
-
     try:
         return dict(state.store(read_models=False).quota(account))
     except (AccountNotFound, PermissionDenied):

@@ -10,8 +10,15 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.cli.common import (
+from adapters.cli.arguments import (
     AS_OF_HELP,
+    parse_as_of,
+    parse_day,
+    parse_size,
+    parse_time,
+    parse_uuid,
+)
+from adapters.cli.common import (
     FLAGS_HELP,
     MessageId,
     cell,
@@ -20,13 +27,10 @@ from adapters.cli.common import (
     group,
     human_size,
     out,
-    parse_as_of,
-    parse_day,
-    parse_size,
-    parse_time,
-    parse_uuid,
     state,
 )
+from adapters.datadir import disk_use
+from adapters.startup.current import CurrentTables
 
 app = group("Reading the read models.")
 SECTION = (30, 'Reading')  # the root help's section (adapters.cli.table)
@@ -167,7 +171,7 @@ def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> N
             typer.echo(f"{singular:8} {cell(name, 24)} messages={v['messages']} "
                        f"unread={v['unread']} size={human_size(v['bytes'])}")
     if quota is not None:
-        from adapters.cli.quota import quota_text
+        from adapters.cli.quota import quota_text  # local: the quota commands' module, not for list
 
         typer.echo(quota_text(quota))
 
@@ -204,7 +208,7 @@ def du(account: Annotated[str | None, typer.Argument(
         typer.echo(f"{cell(name, 24)}  {r['messages']:>8}  {r['deleted']:>7}  "
                    f"{human_size(r['delivered']):>10}  {human_size(r['stored']):>10}")
     if quota is not None:
-        from adapters.cli.quota import quota_text
+        from adapters.cli.quota import quota_text  # local: the quota commands' module, not for list
 
         typer.echo(quota_text(quota))
 
@@ -212,9 +216,6 @@ def du(account: Annotated[str | None, typer.Argument(
 def _store_du() -> None:
     """``du`` without an account: what the data directory takes on disk (allocated blocks,
     as ``du`` counts them), per part, beside every account's listed mail."""
-    from adapters.datadir import disk_use
-    from adapters.startup.current import CurrentTables
-
     # weighed before this command opens anything: an SQLite file it opens gets a -shm file
     # (32 KiB) that lives as long as this process, and is nobody's data
     use = disk_use(state.data)

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from adapters.cli.common import fail, group, out, parse_time, parse_uuid, state
+from adapters.cli.arguments import parse_time, parse_uuid
+from adapters.cli.common import fail, group, out, state, stop_on_signals
+from adapters.embedded import Letterlog
+from adapters.rules.dispatcher import Dispatcher, run_dispatcher
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -257,8 +260,6 @@ def dispatcher(once: Annotated[bool, typer.Option(
         help="hand over what is pending, then exit")] = False) -> None:
     """Hand pending rule events to their applications (webhook, Kafka), recording each
     outcome in the log; one dispatcher per store."""
-    from adapters.rules.dispatcher import Dispatcher, run_dispatcher
-
     if once:
         d = Dispatcher(state.admin_reader())
         try:
@@ -268,11 +269,8 @@ def dispatcher(once: Annotated[bool, typer.Option(
         out(counts, f"{counts['dispatched']} events handed over: {counts['complete']} "
                     f"complete, {counts['failed']} failed")
         return
-    from adapters.cli.stream import _stop_on_signals
-    from adapters.embedded import Letterlog
-
     def metrics(store: Store) -> Any:
-        try:
+        try:  # local: the metrics are the kafka extra's, this command's alone
             from adapters.streaming.telemetry import RuleEventMetrics, serve_metrics
         except ImportError:  # prometheus-client is in the kafka extra
             return None
@@ -281,4 +279,4 @@ def dispatcher(once: Annotated[bool, typer.Option(
 
     # waits out an outage of HBase or PostgreSQL, on a store opened afresh (ADR 0070)
     run_dispatcher(lambda: Letterlog.open(state.data, create=False),
-                   _stop_on_signals(), opened=metrics)
+                   stop_on_signals(), opened=metrics)

@@ -7,6 +7,7 @@ import signal
 import time
 from typing import Annotated
 
+import daemon
 import typer
 
 from adapters.cli import commandserver as cs
@@ -32,8 +33,6 @@ def _daemonize(keep: int) -> None:
     this exits inside it once the daemon is on its own. The umask and the signal handlers
     stay as they were: files are created private explicitly and ``serve`` installs its
     own handlers."""
-    import daemon
-
     log = os.open(cs.log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     umask = os.umask(0o077)
     os.umask(umask)

@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from adapters.cli.common import fail, group, out
+from adapters.spark_package import package as build
+from domain.errors import SettingsError
 
 app = group("Spark.")
 SECTION = (70, 'Spark')  # the root help's section (adapters.cli.table)
@@ -29,9 +31,6 @@ def package(directory: Annotated[Path, typer.Argument(
                      "for export); repeatable")] = None) -> None:
     """Write letterlog.zip (--py-files), letterlog-deps.tar.gz (--archives, C extensions
     included, for this Python) and letterlog_spark.py (the driver) into DIR."""
-    from adapters.spark_package import package as build
-    from domain.errors import SettingsError
-
     try:
         result = build(directory.resolve(), extra or [], include or [])
     except SettingsError as e:

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import time
 from typing import Annotated, Any
 
 import typer
 
-from adapters.cli.common import fail, group, out, state
+from adapters import bootstrap
+from adapters.bootstrap import relay as make_relay
+from adapters.bootstrap import stream_tables
+from adapters.cli.common import fail, group, out, state, stop_on_signals
+from adapters.readside.catalog import Catalog
+from adapters.settings import load_settings
+from adapters.streaming.deadletters import discard, get_dead_letter, list_closed, list_dead_letters
+from adapters.streaming.lag import exit_status, render, snapshot
+from adapters.streaming.processes import restart, start, status, stop
+from adapters.streaming.redrive import redrive
+from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
+from adapters.supervision import SupervisorError
+from domain.errors import InvalidCommand
 
 app = group("Scale-out processes.")
 SECTION = (100, 'Scale-out')  # the root help's section (adapters.cli.table)
@@ -14,54 +29,33 @@ dead_app = group("Poison records the stream workers set aside.")
 app.add_typer(dead_app, name="dead-letters")
 
 
-def _stop_on_signals() -> Any:
-    import signal
-    import threading
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
-
-
 @app.command()
 def relay(once: Annotated[bool, typer.Option(help="publish what is there, then exit")] = False
           ) -> None:
     """Outbox relay: publish the event log to Kafka (LETTERLOG_KAFKA_BOOTSTRAP), resumably."""
-    from adapters.bootstrap import relay as make_relay
-    from adapters.settings import load_settings
-
     settings = load_settings(data=state.data)
     with make_relay(settings) as r:
         if once:
             n = r.run_once()
             out({"published": n}, f"published {n} events")
         else:
-            from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
-
             configure_logging()
             port = serve_metrics("relay", settings.data, settings.metrics_port)
             logger("letterlog.relay").info("relay starting", metrics_port=port)
-            r.run(_stop_on_signals())
+            r.run(stop_on_signals())
 
 
 @app.command()
 def worker(loglevel: Annotated[str, typer.Option(metavar="LEVEL",
                                                  help="log level")] = "info") -> None:
     """Projector worker: Kafka → the same projectors → HBase (run N of them, one group)."""
-    import os
-
-    from adapters.cli.worker import main as run
-    from adapters.settings import load_settings
+    from adapters.cli.worker import main as run  # local: the kafka extra's, this command's alone
 
     os.umask(0o077)  # a process of its own: whatever it writes in <data> private
     raise typer.Exit(run(load_settings(data=state.data), loglevel=loglevel))
 
 
 def _stream_store() -> Any:
-    from adapters.bootstrap import stream_tables
-    from adapters.settings import load_settings
-
     return stream_tables(load_settings(data=state.data))
 
 
@@ -77,8 +71,6 @@ def dead_letters_list(limit: Annotated[int, typer.Option(metavar="N", min=1,
                           "--closed", help="the discarded and redriven ones instead")] = False,
                       ) -> None:
     """List dead letters (ID, how often, the last error)."""
-    from adapters.streaming.deadletters import list_closed, list_dead_letters
-
     listing = list_closed if closed else list_dead_letters
     for letter in listing(_stream_store(), limit=limit):
         out(letter.as_dict(), _letter_line(letter.as_dict()))
@@ -88,8 +80,6 @@ def dead_letters_list(limit: Annotated[int, typer.Option(metavar="N", min=1,
 def dead_letters_show(letter_id: Annotated[str, typer.Argument(
         metavar="ID", help="topic/partition@offset, as `list` prints it")]) -> None:
     """One dead letter: the record, its error and every attempt (open or closed)."""
-    from adapters.streaming.deadletters import get_dead_letter
-
     d = get_dead_letter(_stream_store(), letter_id).details()
     if state.json:
         out(d)
@@ -109,8 +99,6 @@ def dead_letters_discard(
     reason: Annotated[str, typer.Option(metavar="TEXT", help="why (kept in the record)")] = "",
 ) -> None:
     """Close dead letters without applying them; each is recorded (who, when, why)."""
-    from adapters.streaming.deadletters import discard
-
     if all_ == bool(letter_ids):
         fail("give dead letter IDs or --all (not both)")
     for letter in discard(_stream_store(), None if all_ else letter_ids, reason=reason):
@@ -121,9 +109,6 @@ def dead_letters_discard(
 def dead_letters_redrive() -> None:
     """Apply every dead letter again (after a fix); the ones that succeed are closed (exit 1
     if some still fail: each failure counts in `times`)."""
-    from adapters.readside.catalog import Catalog
-    from adapters.streaming.redrive import redrive
-
     store = _stream_store()
     catalog = Catalog(store)  # into the tables readers and workers use (after a rebuild too)
     catalog.refresh()
@@ -148,12 +133,6 @@ def lag(watch: Annotated[bool, typer.Option("--watch", help="again every INTERVA
 
     Exit status: 0 caught up (or no scale-out path configured), 3 behind, 1 unknown (a
     part did not answer in time); with --watch, the last report's."""
-    import logging
-    import time
-
-    from adapters import bootstrap
-    from adapters.settings import load_settings
-    from adapters.streaming.lag import exit_status, render, snapshot
     # what a client library logs (aiokafka's "Unable connect to ...") is in the report's
     # problems already: nothing but the report is printed
     logging.getLogger().addHandler(logging.NullHandler())
@@ -207,8 +186,6 @@ def _proc_line(r: dict[str, Any]) -> str:
 
 
 def _supervised(fn: Any) -> Any:
-    from adapters.supervision import SupervisorError
-
     try:
         return fn()
     except SupervisorError as error:
@@ -243,9 +220,6 @@ def processes_start(
 ) -> None:
     """Start the relay, N workers, the purger (the LMTP server, the IMAP server, the event
     rules' dispatcher) under supervisord (restarted on a crash)."""
-    from adapters.streaming.processes import start
-    from domain.errors import InvalidCommand
-
     imap_args: list[str] = []
     for option, value in (("--listen", imap), ("--listen-tls", imap_tls),
                           ("--tls-cert", imap_tls_cert), ("--tls-key", imap_tls_key)):
@@ -266,8 +240,6 @@ def processes_start(
 @proc_app.command("status")
 def processes_status() -> None:
     """Each process: state, pid, uptime, metrics port, log file (exit 3 if one is down)."""
-    from adapters.streaming.processes import status
-
     rows = _supervised(lambda: status(state.data))
     for row in rows:
         out(row, _proc_line(row))
@@ -279,8 +251,6 @@ def processes_status() -> None:
 def processes_restart(name: Annotated[str, typer.Argument(
         metavar="NAME", help="relay, worker-N, purger, lmtp or imap")]) -> None:
     """Restart one process (SIGTERM, then start it again)."""
-    from adapters.streaming.processes import restart
-
     done = _supervised(lambda: restart(state.data, name))
     out(done, f"{name} restarted in {done['seconds']} s (pid {done['pid']})")
 
@@ -288,7 +258,5 @@ def processes_restart(name: Annotated[str, typer.Argument(
 @proc_app.command("stop")
 def processes_stop() -> None:
     """Stop every process and supervisord (logs stay in DATA/supervisor)."""
-    from adapters.streaming.processes import stop
-
     stopped = stop(state.data)
     out({"stopped": stopped}, "stopped" if stopped else "nothing was running")

@@ -10,11 +10,17 @@ why, and exits 1.
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from adapters.bootstrap import directory
 from adapters.cli.common import fail, group, out, state
+from adapters.lifecycle.userpurge import MEMORY_FILE, PurgeMemory, purge_users
+from adapters.settings import load_settings
+from domain.directory import DirectoryUnavailable
 
 app = group("Users and groups of the user directory.")
 SECTION = (140, 'Users')  # the root help's section (adapters.cli.table)
@@ -24,9 +30,6 @@ app.add_typer(users_app, name="users")
 
 
 def _directory() -> Any:
-    from adapters.bootstrap import directory
-    from adapters.settings import load_settings
-
     return directory(load_settings(data=state.data))
 
 
@@ -34,8 +37,6 @@ def _directory() -> Any:
 def users_list() -> None:
     """Every user the directory answers, with the user's groups (--json: one object per
     user)."""
-    from domain.directory import DirectoryUnavailable
-
     where = _directory()
     try:
         users = where.users()
@@ -71,11 +72,6 @@ def users_purge(
     events: auditable, and an administrator can set them again). Refuses, removing nothing,
     when the directory fails, times out, answers no user, or far fewer users than at the
     last accepted run (LETTERLOG_USER_PURGE_MIN_RATIO)."""
-    from pathlib import Path
-
-    from adapters.bootstrap import directory
-    from adapters.lifecycle.userpurge import MEMORY_FILE, PurgeMemory, purge_users
-
     store = state.admin_reader()
     settings = store.settings
     report = purge_users(directory(settings), store, PurgeMemory(Path(settings.data)
@@ -86,7 +82,6 @@ def users_purge(
     if state.json:
         out(result)
     else:  # each line ends with the command that sets the record again
-        import shlex
 
         verb = "would remove" if report.dry_run else "removed"
         for r in report.roots_removed:

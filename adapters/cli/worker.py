@@ -14,6 +14,7 @@ from pathlib import Path
 
 from adapters import bootstrap
 from adapters.settings import Settings, StreamOptions, load_settings
+from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
 from adapters.streaming.worker import create_worker
 from domain.errors import SettingsError
 
@@ -28,7 +29,6 @@ def main(settings: Settings | None = None, options: StreamOptions | None = None,
     if not settings.kafka_bootstrap:
         raise SettingsError("LETTERLOG_KAFKA_BOOTSTRAP: the stream worker needs Kafka (host:port)")
     options = options or settings.stream
-    from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
 
     level = logging.getLevelName(loglevel.upper())
     configure_logging(level if isinstance(level, int) else logging.INFO)

@@ -12,7 +12,7 @@ from adapters.imap.wire import Atom, BadCommand, No, Token, imap_date, literal
 
 if TYPE_CHECKING:
     from adapters.imap.mailbox import Entry, Selected
-    from adapters.imap.session import Session
+    from adapters.imap.session.core import SessionCore
 
 _MACROS = {"ALL": ["FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE"],
            "FAST": ["FLAGS", "INTERNALDATE", "RFC822.SIZE"],
@@ -81,7 +81,7 @@ class FetchItems:
             out.items.insert(0, Item("UID"))
         return out
 
-    async def render(self, session: Session, sel: Selected, seq: int, e: Entry) -> bytes:
+    async def render(self, session: SessionCore, sel: Selected, seq: int, e: Entry) -> bytes:
         parts: list[bytes] = []
         need_body = any(i.name in ("ENVELOPE", "BODYSTRUCTURE", "BODY", "RFC822",
                                    "RFC822.HEADER", "RFC822.TEXT", "BINARY", "BINARY.SIZE")

@@ -4,6 +4,7 @@ changed since the session last looked (EXISTS, EXPUNGE, FETCH FLAGS updates)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -51,8 +52,6 @@ class Selected:
         return True
 
     def seq_of(self, uid: int) -> int:
-        from bisect import bisect_left
-
         i = bisect_left(self.uids, uid)
         return i + 1 if i < len(self.uids) and self.uids[i] == uid else 0
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import socket
 import ssl
@@ -31,6 +30,8 @@ from adapters.face import Store
 from adapters.imap.recent import RecentClaims
 from adapters.imap.session import SETTLE_SECONDS, Session
 from adapters.imap.urlauth import UrlKeys
+from domain.errors import AccountNotFound, InvalidCommand
+from domain.values import normalise_address
 
 T = TypeVar("T")
 
@@ -118,9 +119,6 @@ class Server:
     def _session_store(self, user: str, groups: frozenset[str]) -> CallerView:
         """The store as ``user``; a user named by an address gets its account and INBOX on
         its first login (as Dovecot makes INBOX; subscribed), as a delivery would open them."""
-        from domain.errors import AccountNotFound, InvalidCommand
-        from domain.values import normalise_address
-
         try:
             address = normalise_address(user)
         except InvalidCommand:
@@ -223,71 +221,3 @@ class Server:
             self.recent.close()
             self.url_keys.close()
             self.auth_executor.shutdown(wait=False, cancel_futures=True)
-
-
-def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    return context
-
-
-def run(store: Store, directory: Any, options: Options) -> None:
-    asyncio.run(Server(store, directory, options).serve(_announce))
-
-
-def _announce(ports: list[int]) -> None:
-    print(f"letterlog imap: listening on port(s) {', '.join(map(str, ports))}", flush=True)
-
-
-def _listening(where: tuple[str, int] | None) -> socket.socket | None:
-    if where is None:
-        return None
-    sock = socket.create_server(where, reuse_port=False, backlog=256)
-    sock.setblocking(False)
-    return sock
-
-
-def run_processes(open_store: Callable[[], Store], directory: Any, options: Options,
-                  processes: int) -> int:
-    """``processes`` servers on the same listening sockets, each a process of its own with
-    its own store (one core each: a server's store calls run on one thread). The parent
-    binds, forks, forwards SIGTERM and SIGINT, and waits; when one server exits, it stops
-    the others (a supervisor starts them all again)."""
-    plain, tls = _listening(options.listen), _listening(options.listen_tls)
-    ports = [s.getsockname()[1] for s in (plain, tls) if s is not None]
-    children: list[int] = []
-    for _ in range(processes):
-        pid = os.fork()
-        if pid == 0:  # a server
-            code = 0
-            try:
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                store = open_store()
-                asyncio.run(Server(store, directory, options).serve(
-                    None, (plain, tls)))
-            except BaseException:  # noqa: BLE001 - logged; the parent sees the status
-                log.exception("imap: a server process failed")
-                code = 1
-            finally:
-                os._exit(code)
-        children.append(pid)
-    _announce(ports)
-
-    def forward(signum: int, _frame: Any) -> None:
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    status = 0
-    remaining = set(children)
-    while remaining:
-        try:
-            pid, code = os.wait()
-        except ChildProcessError:
-            break
-        remaining.discard(pid)
-        status = status or os.waitstatus_to_exitcode(code)
-        forward(signal.SIGTERM, None)
-    return status

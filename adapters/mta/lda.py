@@ -16,17 +16,22 @@ delays nobody's mail.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.mta.delivery import (
     Deadline,
     MtaOptions,
+    Spool,
     delivery_fields,
     lock_timeout,
     without_from_line,
 )
 from adapters.mta.replies import Outcome, classify, stored, temporary, without_queue_id
+from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
+from domain.errors import MessageRejected, QuotaExceeded
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,9 @@ class Envelope:
 
 def quota_permanent(data: Path, error: BaseException) -> bool:
     """Whether an over-quota ``error`` is to be answered as permanent (a setting)."""
-    from domain.errors import QuotaExceeded
-
     if not isinstance(error, QuotaExceeded):
         return False
-    from adapters.settings import load_settings
+    from adapters.settings import load_settings  # local: under the deadline, as in _deliver
 
     try:
         return load_settings(data=data).quota_exceeded == "permanent"
@@ -56,11 +59,6 @@ def read_message(fd: int, limit: int, spool_dir: Path | None = None) -> bytes:
     user), or a ``MessageRejected`` as soon as it passes ``limit`` bytes. A large message
     waits in a file of ``spool_dir`` while it is read (``Spool``: one copy in memory, not
     its pieces and their join)."""
-    import os
-
-    from adapters.mta.delivery import Spool
-    from domain.errors import MessageRejected
-
     spool = Spool(spool_dir)
     try:
         while chunk := os.read(fd, 1 << 20):
@@ -101,9 +99,6 @@ def syslog(outcome: Outcome, envelope: Envelope) -> None:
     """One line in the system's log (facility mail, as Postfix's and dovecot-lda's): the
     queue id, the recipient, the code, the short reason and the detail the DSN leaves out
     (paths, the library's error, the account's usage). Best effort: no syslog, no line."""
-    import os
-    import socket
-
     path = os.environ.get("LETTERLOG_SYSLOG_SOCKET", SYSLOG_SOCKET)
     if not path:
         return
@@ -121,9 +116,9 @@ def syslog(outcome: Outcome, envelope: Envelope) -> None:
 
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
              deadline: Deadline) -> Outcome:
+    # local: the store's libraries load under the deadline (a slow import ends in 75, in time)
     from adapters.embedded import Letterlog
     from adapters.settings import load_settings
-    from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
 
     limit = load_settings(data=data).max_message_size
     raw = read_message(fd, limit, data if data.is_dir() else None)

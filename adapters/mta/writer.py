@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 from adapters import datadir
 from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
 from adapters.mta.replies import Outcome, classify, stored, temporary
+from adapters.readside.follower import Follower
+from adapters.settings import load_settings
 from domain.errors import LetterlogError, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -98,8 +100,8 @@ class Writer:
             self.close_store()
             raise StoreUnavailable(f"{self.data}: the data directory went away")
         if self._store is None:
+            # local: the store's libraries load with the store, after the server listens
             from adapters.embedded import Letterlog
-            from adapters.readside.follower import Follower
 
             stack = ExitStack()
             try:
@@ -120,8 +122,6 @@ class Writer:
         """The follower projects what was just appended (a new one if it is gone)."""
         follower = self._follower
         if follower is not None and not follower.wake():
-            from adapters.readside.follower import Follower
-
             log.warning("the projecting process is gone (exit %s); starting another",
                         follower.proc.poll())
             assert self._store is not None  # a follower runs only beside an open store
@@ -134,8 +134,6 @@ class Writer:
         """The identity of what holds the store here: the SQLite event log, or, with the log
         in PostgreSQL, the data directory itself (it holds this host's files of the store)."""
         if self._log_file is None:
-            from adapters.settings import load_settings
-
             sqlite = load_settings(data=self.data).event_store == "sqlite"
             self._log_file = self.data / datadir.LOG if sqlite else self.data
         try:

@@ -32,3 +32,134 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ('Access', 'access', ('acl', 'root',)),
     ('Quotas', 'quota', ('quota',)),
 )
+
+SUMMARIES: dict[str, str] = {  # each command's help, its first paragraph (the root's --help)
+    'deliver': (
+        "Deliver each FILE to ACCOUNT's MAILBOX (the account and INBOX appear on first use)."
+    ),
+    'extract': (
+        'Write the exact delivered bytes. The extraction counts against the policy only once '
+        'they are written; a failed one does not count.'
+    ),
+    'show': "Show a message's state, envelope and structure.",
+    'flag': (
+        'Add (default), remove or replace flags and keywords; prints the resulting flags. '
+        '--replace with no FLAG, or --clear, removes them all.'
+    ),
+    'label': 'Add or remove labels; prints the resulting labels.',
+    'move': 'Move a message to MAILBOX (it gets a new UID there, also within one mailbox).',
+    'copy': 'Copy a message to MAILBOX (a new message sharing the stored payload).',
+    'delete': 'Soft-delete a message (restorable until purged).',
+    'restore': 'Restore a soft-deleted message.',
+    'expunge': 'Expunge messages from their mailbox for good.',
+    'policy': (
+        "Set a message's extraction policy (an expired message becomes extractable again); "
+        'prints the resulting policy.'
+    ),
+    'subscribe': (
+        'Subscribe ACCOUNT to MAILBOX (by name); the account must exist (or '
+        '--create-account).'
+    ),
+    'unsubscribe': 'Unsubscribe ACCOUNT from MAILBOX.',
+    'mailbox': 'Create, rename, delete and list mailboxes.',
+    'list': "A mailbox's messages, newest first.",
+    'search': 'Messages of a mailbox matching every key given (IMAP SEARCH), newest first.',
+    'labelled': "A label's messages across the account's mailboxes, newest first.",
+    'thread': 'The conversation a message belongs to (newest first).',
+    'counters': 'Messages, unread and bytes per mailbox and per label.',
+    'du': (
+        'Disk usage per mailbox: messages, bytes delivered, bytes stored (a payload shared by '
+        'copies and duplicates is stored once; soft-deleted messages count until purged). '
+        "Without ACCOUNT: the data directory's bytes on disk per part, against the mail it "
+        'holds.'
+    ),
+    'status': (
+        'IMAP STATUS of a mailbox: uidvalidity, uidnext, highest modseq, counts, and the log '
+        'position the read model reflects.'
+    ),
+    'subscriptions': 'The mailbox names ACCOUNT is subscribed to.',
+    'purge-queue': 'Purge queue entries due by DUE (deleted, expired, expiring, incomplete).',
+    'body': "Stream a message's bytes from the read model (not counted as an extraction).",
+    'import': 'Import mbox files or Maildir folders (exit 1 if any message was rejected).',
+    'rebuild': (
+        'Rebuild projections from the log into fresh tables; switch readers atomically. With '
+        '--until-position or --as-of: build a read-only view as it was then instead.'
+    ),
+    'export': "Write the events or a projection's cells as Parquet (on Spark), for Spark SQL.",
+    'verify': 'Compare live tables with a rebuild from the log; exit 1 on any difference.',
+    'compact': (
+        "Rewrite the embedded read models' file with full pages (after many live deliveries "
+        'it is about half empty); an import into a fresh store does this by itself.'
+    ),
+    'demo': 'Generate realistic mail, deliver it, exercise every command, print a summary.',
+    'view': 'List and drop saved views (rebuild --until-position P --view NAME).',
+    'spark': 'Spark: package letterlog for a cluster.',
+    'backup': (
+        'Copy the store online (deliveries go on) into DIR: SQLite files, payloads, manifest '
+        "(with a PostgreSQL log: the payloads and key files, after PostgreSQL's own backup)."
+    ),
+    'restore-backup': (
+        'Put the backup in DIR in place as the store in --data; erasures made after the '
+        'backup are made again, as recorded in the store being replaced, in the '
+        '*.erasures.json files beside DIR and in --reapply-erasures. With no record at all it '
+        'refuses (exit 2, nothing written) unless --no-erasure-record is given.'
+    ),
+    'payloads': (
+        "Where payloads live: `migrate` copies this host's payload files into HBase (see "
+        'docs/operations.md).'
+    ),
+    'keys': "The key-encryption keys' store (scale-out: the key cluster, ADR 0073).",
+    'purger': (
+        'Run the purge jobs on a schedule until SIGTERM/SIGINT; one log line per run. A run '
+        'that fails because a server (PostgreSQL, HBase) does not answer is retried with '
+        'backoff; the purger never exits on an outage. The user purge job runs too, every '
+        'LETTERLOG_USER_PURGE_INTERVAL_DAYS (see `letterlog users purge`).'
+    ),
+    'erase-message': (
+        'Purge one message now, whatever the TTLs (right to erasure); exit 3 if a reader kept '
+        'a file from being cleaned in time.'
+    ),
+    'erase-account': 'Purge every message of an account now, whatever the TTLs (right to erasure).',
+    'purge': 'Run the purge jobs (see docs/lifecycle.md).',
+    'erase': 'Finish erasures, and show those not yet finished (see docs/lifecycle.md).',
+    'relay': 'Outbox relay: publish the event log to Kafka (LETTERLOG_KAFKA_BOOTSTRAP), resumably.',
+    'worker': 'Projector worker: Kafka → the same projectors → HBase (run N of them, one group).',
+    'lag': 'How far the read side is behind: log head, relay, consumer lag, projections.',
+    'dead-letters': 'Poison records the stream workers set aside.',
+    'processes': 'The relay, the workers and the purger under supervisord.',
+    'bench': 'Benchmarks (JSON, baseline in the same run).',
+    'server': (
+        'Start, stop or describe the command server: a warm process that runs every letterlog '
+        'command in a fork of itself, so commands start fast.'
+    ),
+    'lda': "Deliver one message from standard input, as an MTA's local delivery agent.",
+    'lmtp': 'Serve LMTP (RFC 2033) in the foreground until SIGTERM or Ctrl-C.',
+    'init': (
+        'Create an empty store in the data directory (--data), for lda and lmtp to deliver '
+        'into, and for every other command (none of them creates one). Nothing happens to a '
+        'store that exists.'
+    ),
+    'imap': 'Serve IMAP4rev1 in the foreground until SIGTERM or Ctrl-C.',
+    'users': (
+        'Users and groups from the user directory (LETTERLOG_DIRECTORY), and the user purge '
+        'job (see docs/permissions.md).'
+    ),
+    'dispatcher': (
+        'Hand pending rule events to their applications (webhook, Kafka), recording each '
+        'outcome in the log; one dispatcher per store.'
+    ),
+    'rule': (
+        'Event rules: which arrivals raise an event for which application (see '
+        'docs/event-rules.md).'
+    ),
+    'events': 'Events raised by event rules: list, show, resend.',
+    'acl': (
+        'RFC 4314 rights on a mailbox (l r s w i p k x t e a) for a user, $group, anyone or '
+        "authenticated; '-ID' is a negative entry."
+    ),
+    'root': 'Virtual roots: the mailbox a user sees as its top (ACCOUNT[/PATH]).',
+    'quota': (
+        "An account's quota (bytes, messages) and its usage; `set` gives the account its own "
+        '(see docs/permissions.md, Quotas).'
+    ),
+}

@@ -5,7 +5,7 @@ importing the application and opening the store in this process (ADR 0060).
 This module is the client half, and what ``letterlog`` runs first for an ``lda`` command
 line: it imports the standard library's ``os`` and ``sys`` (already loaded by the
 interpreter) and the ``_socket`` extension alone, so a delivery costs this process little
-more than the interpreter's start. The server half is ``adapters.mta.lmtp`` (``Handoff``):
+more than the interpreter's start. The server half is ``adapters.mta.handoffserver`` (``Handoff``):
 its writer delivers the message with the store already open, with the lda's own options,
 envelope and idempotency key (queue id, recipient and content, as ``lda`` makes it), and its
 answer becomes lda's exit status and its one RFC 3463 line on standard error.

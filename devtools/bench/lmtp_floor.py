@@ -32,7 +32,7 @@ class Discard:
 
 
 async def serve(path: str) -> int:
-    from adapters.mta.lmtp import _Lmtp
+    from adapters.mta.lmtpprotocol import _Lmtp
 
     handler = Discard()
     hostname = socket.gethostname()

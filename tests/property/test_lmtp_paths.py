@@ -10,7 +10,7 @@ from aiosmtpd.smtp import SMTP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.mta.lmtp import _Lmtp
+from adapters.mta.lmtpprotocol import _Lmtp
 
 ATEXT = string.ascii_letters + string.digits + "!#$%&'*+/=?^_`{|}~-"
 atom = st.text(ATEXT, min_size=1, max_size=8)

@@ -103,7 +103,10 @@ set index_format = "%4C %Z %s"
 
 def flags_by_subject(server: ImapServer, mailbox: str) -> dict[str, set[str]]:
     c = server.client(ADA)
-    c.select(mailbox, readonly=True)
+    typ, exists = c.select(mailbox, readonly=True)
+    if typ != "OK" or int(exists[0] or 0) == 0:  # not there yet, or empty (FETCH 1:* is BAD)
+        c.logout()
+        return {}
     _, data = c.fetch("1:*", "(FLAGS BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
     c.logout()
     out: dict[str, set[str]] = {}

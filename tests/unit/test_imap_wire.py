@@ -11,7 +11,8 @@ import pytest
 
 from adapters.directory.passwords import verify
 from adapters.imap import utf7
-from adapters.imap.session import _list_returns, _qresync_parameters
+from adapters.imap.session.listing import _list_returns
+from adapters.imap.session.selecting import _qresync_parameters
 from adapters.imap.wire import Atom, BadCommand, String, sequence_set, tokens
 
 

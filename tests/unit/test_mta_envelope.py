@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adapters.mta.delivery import reverse_path, with_envelope_headers
-from adapters.mta.lmtp import _dsn_params, original_recipient
+from adapters.mta.lmtpprotocol import _dsn_params, original_recipient
 
 
 @pytest.mark.parametrize(("orcpt", "address"), [
@@ -80,7 +80,7 @@ def test_a_spool_that_cannot_write_keeps_the_message_in_memory(
     ([b"a\r\n", b"..b\r\n"], b"a\r\n.b\r\n"),
 ])
 def test_dot_stuffing_is_undone_across_runs(runs: list[bytes], message: bytes) -> None:
-    from adapters.mta.lmtp import _unstuffed
+    from adapters.mta.lmtpprotocol import _unstuffed
 
     out, at_line_start, after_cr = b"", True, False
     for run in runs:
