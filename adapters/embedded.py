@@ -27,17 +27,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from adapters.datadir import check_data_dir
+from adapters.config.settings import Settings, load_settings
 from adapters.facade.access import Access
 from adapters.facade.deliveries import Deliveries
 from adapters.facade.erasure import Erasure
 from adapters.facade.mailboxes import Mailboxes
 from adapters.facade.messages import Messages
 from adapters.facade.reading import Reading
+from adapters.files.datadir import check_data_dir
 from adapters.payloads import ClosingPayloads
 from adapters.readside.queries import ReadModelQueries
 from adapters.rules.api import RulesAPI
-from adapters.settings import Settings, load_settings
 from domain.errors import SettingsError
 from domain.ports import PayloadStore
 from domain.results import Change, Delivery, Reservation, Saved, Upload

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, Required, Self, Typed
 from uuid import UUID
 
 if TYPE_CHECKING:
+    from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.completion import Completion
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
     from adapters.readside.host import ProjectionHost
-    from adapters.settings import Settings
     from domain.delivery import CheckedDelivery
     from domain.lifecycle import Retention
     from domain.mailbox import Mailbox

@@ -95,7 +95,7 @@ def require_store(settings: Any, *, read_only: bool = False) -> None:
     """``StoreUnavailable`` (exit 2) unless ``settings.data`` holds a store: a rebuild or an
     export never makes one (a mistyped ``--data`` is not an empty store at position 0).
     ``read_only``: the export, which only reads, takes a data directory it cannot write."""
-    from adapters.datadir import check_data_dir
+    from adapters.files.datadir import check_data_dir
 
     check_data_dir(Path(settings.data), settings.event_store == "sqlite", False,
                    allow_shared=settings.allow_shared_keys, vault=settings.key_vault,
@@ -241,8 +241,8 @@ def submit(args: Sequence[str], master: str | None, *, data: Path,
     of this user's in the temporary directory when the data directory is read-only; a
     successful job's log is deleted). ``progress`` gets each of the driver's progress
     events (``spark_replay.watch``) as it comes."""
-    from adapters.filemodes import create_private
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
+    from adapters.files.filemodes import create_private
 
     master = resolve_master(master, load_settings(data=data).spark_master)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -267,7 +267,7 @@ def logs_dir(data: Path) -> Path:
     """Where the CLI keeps a Spark job's log: ``<data>/spark-logs``, else (a read-only
     store: a snapshot, a backup mount) ``letterlog-spark-logs-<uid>`` in the temporary
     directory, 0700 either way."""
-    from adapters.filemodes import private_dir
+    from adapters.files.filemodes import private_dir
 
     try:
         return private_dir(data / LOGS)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from adapters.filemodes import private_dir, private_file
+from adapters.files.filemodes import private_dir, private_file
 from adapters.probing import alive
 
 __all__ = [
@@ -120,7 +120,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
         f"pidfile={_quote(str(root / 'supervisord.pid'))}",
         f"childlogdir={_quote(str(root))}",
         "nodaemon=true",
-        "umask=077",  # its logs, and what its programs create, private (adapters.filemodes)
+        "umask=077",  # its logs, and what its programs create, private (adapters.files.filemodes)
         "[rpcinterface:supervisor]",
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
         "[supervisorctl]",

@@ -1,6 +1,6 @@
 """Settings on the driver and in the executors.
 
-The driver reads ``LETTERLOG_`` variables (``adapters.settings``) and ships them with the job
+The driver reads ``LETTERLOG_`` variables (``adapters.config.settings``) and ships them with the job
 as plain JSON (``to_wire``); an executor rebuilds the same ``Settings`` from it, so a
 cluster's executors need no environment of their own.
 """

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from adapters import datadir
 from adapters.backup.common import (
     FORMAT,
     LOG,
@@ -34,7 +33,8 @@ from adapters.backup.common import (
     _write_json,
     _write_locked,
 )
-from adapters.filemodes import DIR_MODE, fsync_dir, private_dir
+from adapters.files import datadir
+from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -88,7 +88,7 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
     the scale-out path, ADR 0072): its payloads are copied from it. ``keks``: the key
     cluster's KEKs (ADR 0074), read last (after the log's base backup and the payloads)
     and written into the backup as ``vault.sqlite``."""
-    from adapters.datadir import check_data_dir
+    from adapters.files.datadir import check_data_dir
 
     root, out = Path(data).absolute(), Path(target).absolute()
     check_data_dir(root, log, False, allow_shared=True)

@@ -30,11 +30,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters import datadir
-from adapters.filemodes import private_dir
+from adapters.config.settings import Settings
+from adapters.config.settings import postgres_env_from_dsn as postgres_env_from_dsn
+from adapters.files import datadir
+from adapters.files.filemodes import private_dir
 from adapters.lifecycle.shredding import Shredding  # small; every store has one (preloaded)
-from adapters.settings import Settings
-from adapters.settings import postgres_env_from_dsn as postgres_env_from_dsn
 from domain.errors import SettingsError
 
 if TYPE_CHECKING:

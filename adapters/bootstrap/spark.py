@@ -24,13 +24,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.bootstrap import event_log, projection_host, read_model_tables
+from adapters.config.settings import Settings, load_settings
 from adapters.eventlog.reader import _corrupt as corrupt_event
 from adapters.eventlog.reader import _uuid_of as uuid_of
 from adapters.eventlog.reader import read_events, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from adapters.eventlog.transcoder import uuid_from_int
 from adapters.rebuild_lock import rebuild_lock
-from adapters.settings import Settings, load_settings
 from adapters.spark import (
     DEFAULT_MASTER,
     PROGRESS_PREFIX,

@@ -109,8 +109,8 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
 def _ready_for_spark(*, rebuilding: bool) -> None:
     """Refuses (exit 2, before Spark starts) a data directory holding no store, and a
     rebuild while another runs on the same store."""
+    from adapters.config.settings import load_settings
     from adapters.rebuild_lock import check_not_running
-    from adapters.settings import load_settings
     from adapters.spark import require_store
     from domain.errors import LetterlogError
 

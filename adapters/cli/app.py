@@ -232,7 +232,7 @@ def _postgres_down(e: BaseException) -> str | None:
     try:
         from urllib.parse import urlparse
 
-        from adapters.settings import load_settings
+        from adapters.config.settings import load_settings
 
         dsn = urlparse(load_settings(data=state.data).postgres_dsn or "")
         where = f"{dsn.hostname}:{dsn.port or 5432}"

@@ -41,7 +41,7 @@ def backup(directory: Annotated[Path, typer.Argument(
     (with a PostgreSQL log: the payloads and key files, after PostgreSQL's own backup)."""
     from adapters import bootstrap
     from adapters.backup import backup as make_backup
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     settings = load_settings(data=state.data)
     keys = bootstrap.key_cluster(settings) if settings.event_store == "postgres" else None
@@ -95,8 +95,8 @@ def restore_backup(
     written) unless --no-erasure-record is given."""
     from adapters import bootstrap
     from adapters.backup import restore
+    from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
-    from adapters.settings import load_settings
 
     settings = load_settings(data=state.data)
     checks: dict[str, Any] = {}
@@ -137,7 +137,7 @@ def _payloads_into_hbase(data: Path) -> dict[str, Any]:
     from dataclasses import asdict
 
     from adapters.bootstrap import layered_payloads
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     store = layered_payloads(load_settings(data=data))
     try:

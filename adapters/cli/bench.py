@@ -108,7 +108,7 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
     if use_running and not scale_out:
         fail("--use-running: only with --scale-out")
     if scale_out:
-        from adapters.settings import load_settings
+        from adapters.config.settings import load_settings
         from devtools.bench.scaleout import bench_scaleout_payloads
 
         if peer is not None or rules is not None:
@@ -232,7 +232,7 @@ def bench_stream(events: Annotated[int, typer.Option(metavar="N",
                      "none)")] = None,
                  as_json: BenchJson = False) -> None:
     """Relay → Kafka → worker → HBase events/s vs direct happybase batch writes."""
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
     from devtools.bench.stream import bench_stream as run
     from devtools.bench.stream import running_servers
 

@@ -36,7 +36,7 @@ def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int
     import select
 
     from adapters.bootstrap import event_log, projection_host
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     settings = load_settings(**json.loads(settings_json))
     log = event_log(settings)

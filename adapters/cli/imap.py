@@ -37,9 +37,9 @@ def imap(
     field, or a bind to LDAP); each session acts as its user, with the user's rights and
     virtual root, as `letterlog --as USER` does."""
     from adapters.bootstrap import directory
+    from adapters.config.settings import load_settings
     from adapters.imap.server import Options, run, tls_context
     from adapters.mta.lmtp import parse_listen
-    from adapters.settings import load_settings
     from domain.errors import InvalidCommand
 
     def address(value: str | None, option: str) -> tuple[str, int] | None:

@@ -29,7 +29,7 @@ def migrate(remove_local: Annotated[bool, typer.Option(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from adapters.bootstrap import layered_payloads
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     settings = load_settings(data=state.data)
     if not settings.payloads_in_hbase():

@@ -212,7 +212,7 @@ def du(account: Annotated[str | None, typer.Argument(
 def _store_du() -> None:
     """``du`` without an account: what the data directory takes on disk (allocated blocks,
     as ``du`` counts them), per part, beside every account's listed mail."""
-    from adapters.datadir import disk_use
+    from adapters.files.datadir import disk_use
     from adapters.startup.current import CurrentTables
 
     # weighed before this command opens anything: an SQLite file it opens gets a -shm file

@@ -29,7 +29,7 @@ def relay(once: Annotated[bool, typer.Option(help="publish what is there, then e
           ) -> None:
     """Outbox relay: publish the event log to Kafka (LETTERLOG_KAFKA_BOOTSTRAP), resumably."""
     from adapters.bootstrap import relay as make_relay
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     settings = load_settings(data=state.data)
     with make_relay(settings) as r:
@@ -52,7 +52,7 @@ def worker(loglevel: Annotated[str, typer.Option(metavar="LEVEL",
     import os
 
     from adapters.cli.worker import main as run
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     os.umask(0o077)  # a process of its own: whatever it writes in <data> private
     raise typer.Exit(run(load_settings(data=state.data), loglevel=loglevel))
@@ -60,7 +60,7 @@ def worker(loglevel: Annotated[str, typer.Option(metavar="LEVEL",
 
 def _stream_store() -> Any:
     from adapters.bootstrap import stream_tables
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     return stream_tables(load_settings(data=state.data))
 
@@ -152,7 +152,7 @@ def lag(watch: Annotated[bool, typer.Option("--watch", help="again every INTERVA
     import time
 
     from adapters import bootstrap
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
     from adapters.streaming.lag import exit_status, render, snapshot
     # what a client library logs (aiokafka's "Unable connect to ...") is in the report's
     # problems already: nothing but the report is printed

@@ -25,7 +25,7 @@ app.add_typer(users_app, name="users")
 
 def _directory() -> Any:
     from adapters.bootstrap import directory
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     return directory(load_settings(data=state.data))
 

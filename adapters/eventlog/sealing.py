@@ -32,8 +32,8 @@ from uuid import UUID
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from adapters import datadir
 from adapters.faults import fault_point
+from adapters.files import datadir
 
 POOL = 256
 POOL_FIRST = 8
@@ -222,7 +222,7 @@ def unwrap(kek: bytes, key_id: UUID, wrapped: bytes) -> bytes:
 def _private_sqlite(path: str, synchronous: str) -> sqlite3.Connection:
     """A key file: 0600 before SQLite makes it (and its -wal, -shm), WAL, ``secure_delete``
     (a deleted key's bytes are zeroed)."""
-    from adapters.filemodes import private_file, read_only_sqlite
+    from adapters.files.filemodes import private_file, read_only_sqlite
 
     read_only = read_only_sqlite(path)  # a snapshot, a backup mount: read, never written
     if read_only is not None:

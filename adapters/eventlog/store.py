@@ -26,9 +26,9 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
-from adapters import datadir
 from adapters.eventlog import sealing
 from adapters.eventlog.transcoder import EventMapper, MsgpackTranscoder
+from adapters.files import datadir
 from domain.account import Account
 from domain.delivery_key import DeliveryKey
 from domain.errors import SettingsError, StoreBusy
@@ -64,7 +64,7 @@ def _new_file_page_size(path: str, page_size: int) -> None:
         if os.path.getsize(path) > 0:
             return
     if not path.startswith("file:"):
-        from adapters.filemodes import private_file
+        from adapters.files.filemodes import private_file
 
         private_file(path)  # 0600 before SQLite makes it (its -wal and -shm take its mode)
     con = sqlite3.connect(path)
@@ -84,7 +84,7 @@ class DurableSQLiteFactory(SQLiteFactory):
         super().__init__(env)
         mode = SYNCHRONOUS.get((self.env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
         old = self.datastore.pool
-        from adapters.filemodes import read_only_sqlite
+        from adapters.files.filemodes import read_only_sqlite
 
         pool = _DurableSQLitePool(db_name=read_only_sqlite(old.db_name) or old.db_name,
                                   lock_timeout=old.lock_timeout)  # read-only: a snapshot

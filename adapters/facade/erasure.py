@@ -270,10 +270,10 @@ class Erasure(FacadePart):
         idempotent. ``SettingsError`` when no key cluster is configured."""
         from pathlib import Path
 
-        from adapters import datadir
         from adapters.eventlog.keycluster import FallbackVault, PostgresVault
         from adapters.eventlog.keymigrate import migrate
         from adapters.eventlog.sealing import WrappedKeyStore
+        from adapters.files import datadir
         from domain.errors import SettingsError
 
         keys = self.log.keys

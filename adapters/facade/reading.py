@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
 
-from adapters.datadir import exclusive
 from adapters.eventlog.reader import read_events
 from adapters.eventlog.records import account_events
 from adapters.facade.parts import FacadePart
+from adapters.files.datadir import exclusive
 from domain.errors import InvalidCommand, MessageNotFound
 from domain.values import account_id_for, normalise_address
 from projections import names as pn

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from adapters import datadir
-from adapters.filemodes import create_private, private_dir
+from adapters.files import datadir
+from adapters.files.filemodes import create_private, private_dir
 
 PENDING_DIR = "erasures-pending"
 EXIT_INCOMPLETE = 3

@@ -48,10 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.filemodes import create_private, fsync_dir, private_dir
+from adapters.files.filemodes import create_private, fsync_dir, private_dir
 
 if TYPE_CHECKING:
-    from adapters.settings import Settings
+    from adapters.config.settings import Settings
 
 INTENT_DIR = "erasures-intent"
 

@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import create_private, private_dir, private_file
+from adapters.files.filemodes import create_private, private_dir, private_file
 
 PENDING_DIR = "erasures-scaleout"
 PURGES = "purges.json"

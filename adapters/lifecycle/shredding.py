@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from adapters.datadir import exclusive
 from adapters.faults import fault_point
+from adapters.files.datadir import exclusive
 from adapters.lifecycle.completion import KeyCluster
 from domain.message import Message
 from domain.personal import Personal
@@ -34,9 +34,9 @@ from projections.capabilities import MajorCompacting
 from projections.keys import payload_row
 
 if TYPE_CHECKING:
+    from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.completion import Completion
-    from adapters.settings import Settings
     from domain.ports import PayloadStore
     from projections.tablestore import TableStore
 

@@ -43,7 +43,7 @@ def quota_permanent(data: Path, error: BaseException) -> bool:
 
     if not isinstance(error, QuotaExceeded):
         return False
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     try:
         return load_settings(data=data).quota_exceeded == "permanent"
@@ -121,8 +121,8 @@ def syslog(outcome: Outcome, envelope: Envelope) -> None:
 
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
              deadline: Deadline) -> Outcome:
+    from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
-    from adapters.settings import load_settings
     from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
 
     limit = load_settings(data=data).max_message_size

@@ -577,7 +577,7 @@ def unix_listener(path: str, mode: int | None, gid: int | None) -> socket.socket
 
 async def _serve(data: Path, listen: str, options: MtaOptions,
                  socket_mode: int | None = None, socket_gid: int | None = None) -> None:
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     max_size = load_settings(data=data).max_message_size
     kind, where = parse_listen(listen)

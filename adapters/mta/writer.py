@@ -30,7 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters import datadir
+from adapters.files import datadir
 from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
 from adapters.mta.replies import Outcome, classify, stored, temporary
 from domain.errors import LetterlogError, StoreUnavailable
@@ -134,7 +134,7 @@ class Writer:
         """The identity of what holds the store here: the SQLite event log, or, with the log
         in PostgreSQL, the data directory itself (it holds this host's files of the store)."""
         if self._log_file is None:
-            from adapters.settings import load_settings
+            from adapters.config.settings import load_settings
 
             sqlite = load_settings(data=self.data).event_store == "sqlite"
             self._log_file = self.data / datadir.LOG if sqlite else self.data

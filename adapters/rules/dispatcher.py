@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
-from adapters.filemodes import private_file
+from adapters.files.filemodes import private_file
 from adapters.rules.webhook import Outcome, Webhook
 from domain.errors import SettingsError, StoreBusy, StoreUnavailable
 from domain.rules import PENDING, PROCESSING

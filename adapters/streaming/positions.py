@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from adapters.filemodes import create_private, private_dir, private_file
+from adapters.files.filemodes import create_private, private_dir, private_file
 from domain.errors import LetterlogError
 
 

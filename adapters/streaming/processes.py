@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_dir
+from adapters.files.filemodes import private_dir
 from adapters.supervision import Program, Supervisor, SupervisorError, write_config
 
 __all__ = ["programs", "restart", "start", "status", "stop", "supervisor_for"]
@@ -109,7 +109,7 @@ def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 12
     if supervisor.alive():
         raise SupervisorError(f"already running under {supervisor.root} (`letterlog "
                               "processes status`; `letterlog processes stop` first)")
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     found = programs(data, workers, purger, relay, lmtp, dispatcher,
                      metrics_port=load_settings(data=data).metrics_port,

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_dir, private_file
+from adapters.files.filemodes import private_dir, private_file
 from adapters.outages import (  # noqa: F401  (their home is adapters.outages)
     LIBRARY_WINDOW,
     REMIND_EVERY,

@@ -37,7 +37,7 @@ from typing import Any
 
 from aiokafka import ConsumerRebalanceListener
 
-from adapters.settings import Settings, StreamOptions
+from adapters.config.settings import Settings, StreamOptions
 from adapters.streaming.lag import kafka_lag
 from adapters.streaming.projector import BatchResult, Decoded, Record
 from adapters.streaming.workerstate import WorkerParts, WorkerState

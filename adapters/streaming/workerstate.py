@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from adapters.settings import Settings, StreamOptions
+from adapters.config.settings import Settings, StreamOptions
 from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector
 from adapters.streaming.workerweb import count_batch
 from projections.tablestore import TableStore

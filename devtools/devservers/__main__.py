@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapters.filemodes import private_file
+from adapters.files.filemodes import private_file
 from adapters.supervision import Supervisor, SupervisorError
 
 from ._common import ServiceFailed

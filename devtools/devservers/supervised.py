@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_file
+from adapters.files.filemodes import private_file
 from adapters.supervision import Program, Supervised, Supervisor, write_config
 
 from ._common import LOCALHOST, Service, ServiceFailed
