@@ -207,7 +207,7 @@ def _proc_line(r: dict[str, Any]) -> str:
 
 
 def _supervised(fn: Any) -> Any:
-    from adapters.supervision import SupervisorError
+    from adapters.operations.supervision import SupervisorError
 
     try:
         return fn()

@@ -32,8 +32,8 @@ from uuid import UUID
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from adapters.faults import fault_point
 from adapters.files import datadir
+from adapters.operations.faults import fault_point
 
 POOL = 256
 POOL_FIRST = 8

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from adapters.facade.parts import FacadePart
-from adapters.faults import fault_point
+from adapters.operations.faults import fault_point
 from domain.errors import InvalidCommand
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
@@ -128,7 +128,8 @@ class Erasure(FacadePart):
                      began: float) -> dict[str, Any]:
         """Purged, keys destroyed, and their payloads deleted at once unless something refers
         to them or a delivery re-used them since the erasure began (no grace period). Every
-        step is idempotent; the fault points name the boundaries (``adapters.faults``)."""
+        step is idempotent; the fault points name the boundaries
+        (``adapters.operations.faults``)."""
         released: list[Message] = []
 
         destroyed = 0

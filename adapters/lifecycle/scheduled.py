@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from adapters.outages import KeyValueLog, dependency_of
+from adapters.operations.outages import KeyValueLog, dependency_of
 from domain.errors import SettingsError, StoreUnavailable
 
 __all__ = ["KeyValueLog", "run_purger"]
@@ -57,7 +57,7 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
     ``purge_interval_seconds``) until ``stop`` is set; see the module docstring."""
     from tenacity import RetryCallState, retry_if_exception_type, retry_if_not_exception_type
 
-    from adapters.outages import Stall, quiet_libraries, waiting_out
+    from adapters.operations.outages import Stall, quiet_libraries, waiting_out
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     quiet_libraries()

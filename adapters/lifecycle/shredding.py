@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from adapters.faults import fault_point
 from adapters.files.datadir import exclusive
 from adapters.lifecycle.completion import KeyCluster
+from adapters.operations.faults import fault_point
 from domain.message import Message
 from domain.personal import Personal
 from projections import names as pn

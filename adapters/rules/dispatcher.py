@@ -155,7 +155,13 @@ def run_dispatcher(open_store: Callable[[], Store], stop: threading.Event, *,
     called after each pass with (counts per status, this pass's counts): the metrics."""
     from tenacity import RetryCallState, retry_if_exception_type, retry_if_not_exception_type
 
-    from adapters.outages import KeyValueLog, Stall, dependency_of, quiet_libraries, waiting_out
+    from adapters.operations.outages import (
+        KeyValueLog,
+        Stall,
+        dependency_of,
+        quiet_libraries,
+        waiting_out,
+    )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     quiet_libraries()

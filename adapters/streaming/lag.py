@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from adapters.probing import run_in_thread
+from adapters.operations.probing import run_in_thread
 from projections import names as n
 from projections.tracking import Tracking
 

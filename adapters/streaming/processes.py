@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.files.filemodes import private_dir
-from adapters.supervision import Program, Supervisor, SupervisorError, write_config
+from adapters.operations.supervision import Program, Supervisor, SupervisorError, write_config
 
 __all__ = ["programs", "restart", "start", "status", "stop", "supervisor_for"]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.files.filemodes import private_dir, private_file
-from adapters.outages import (  # noqa: F401  (their home is adapters.outages)
+from adapters.operations.outages import (  # noqa: F401  (their home is adapters.operations.outages)
     LIBRARY_WINDOW,
     REMIND_EVERY,
     LibraryRateLimit,

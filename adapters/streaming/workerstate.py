@@ -158,7 +158,7 @@ class WorkerState:
         loop = asyncio.get_running_loop()
 
         def failed(state: RetryCallState) -> None:
-            from adapters.outages import dependency_of
+            from adapters.operations.outages import dependency_of
 
             error = state.outcome.exception() if state.outcome else None
             if error is None:

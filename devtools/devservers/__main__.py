@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adapters.files.filemodes import private_file
-from adapters.supervision import Supervisor, SupervisorError
+from adapters.operations.supervision import Supervisor, SupervisorError
 
 from ._common import ServiceFailed
 from .postgres import PostgresServer

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adapters.files.filemodes import private_dir, private_file
-from adapters.probing import alive
+from adapters.operations.probing import alive
 
 __all__ = [
     "Handle",
@@ -110,7 +110,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
     ``root``. ``autostart=False``: supervisord starts nothing until asked (``start``)."""
     private_dir(root)
     lines = [
-        "; written by adapters/supervision.py",
+        "; written by adapters/operations/supervision.py",
         "[unix_http_server]",
         f"file={_quote(str(socket_path(root)))}",
         "chmod=0700",
