@@ -14,7 +14,7 @@ master's web page asks it. On a healthy cluster the probe costs one task (< 1 s)
 registered, each stage's tasks (done, running, failed, of how many), and the log positions
 folded so far (an accumulator the range tasks add their range to when they finish).
 ``spark_replay.submit --progress`` prints them as ``letterlog-progress {json}`` lines,
-which the CLI shows on stderr (``adapters.spark``).
+which the CLI shows on stderr (``adapters.sparkjob.launch``).
 """
 
 from __future__ import annotations

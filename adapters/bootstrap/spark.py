@@ -9,7 +9,7 @@ What the job opens, on the driver and in each executor:
   models' host for ``rebuild``/``build_view``, ``position_at``, ``erase_from_views``);
 - the read models as they are, for the export's names (``read_models``: tables and
   catalog, no log, nothing caught up or written);
-- the launcher's helpers it shares with the CLI (``adapters.spark``) and the rebuild lock.
+- the launcher's helpers it shares with the CLI (``adapters.sparkjob.launch``) and the rebuild lock.
 
 No ``Letterlog`` facade, no ``Mailstore``, no payload store, no quotas, no purge jobs: a
 rebuild and an export never append to the log.
@@ -30,8 +30,8 @@ from adapters.eventlog.reader import _uuid_of as uuid_of
 from adapters.eventlog.reader import read_events, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from adapters.eventlog.transcoder import uuid_from_int
-from adapters.rebuild_lock import rebuild_lock
-from adapters.spark import (
+from adapters.readside.rebuild_lock import rebuild_lock
+from adapters.sparkjob.launch import (
     DEFAULT_MASTER,
     PROGRESS_PREFIX,
     check_master,

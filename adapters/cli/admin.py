@@ -110,8 +110,8 @@ def _ready_for_spark(*, rebuilding: bool) -> None:
     """Refuses (exit 2, before Spark starts) a data directory holding no store, and a
     rebuild while another runs on the same store."""
     from adapters.config.settings import load_settings
-    from adapters.rebuild_lock import check_not_running
-    from adapters.spark import require_store
+    from adapters.readside.rebuild_lock import check_not_running
+    from adapters.sparkjob.launch import require_store
     from domain.errors import LetterlogError
 
     try:  # an export only reads: a read-only store (a snapshot) will do
@@ -125,7 +125,7 @@ def _ready_for_spark(*, rebuilding: bool) -> None:
 def _one_rebuild() -> contextlib.ExitStack:
     """The store's rebuild lock, held, for a rebuild in this process (exit 2 if another
     runs)."""
-    from adapters.rebuild_lock import RebuildRunning, rebuild_lock
+    from adapters.readside.rebuild_lock import RebuildRunning, rebuild_lock
 
     held = contextlib.ExitStack()
     try:
@@ -147,7 +147,7 @@ def known_projections(names: list[str]) -> None:
 def spark_job(args: list[str], master: str | None,
               conf: list[str] | None = None) -> dict[str, Any]:
     """The Spark job (``spark_replay/submit.py``) in a driver process of its own."""
-    from adapters.spark import parse_conf, submit
+    from adapters.sparkjob.launch import parse_conf, submit
     from domain.errors import SettingsError
 
     try:

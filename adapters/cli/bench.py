@@ -172,7 +172,7 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
     """Single-process rebuild of all projections vs reading and decoding the log; with
     --engine spark, against the Spark job on local[1] and local[2]."""
     if engine == "spark":
-        from adapters.spark import run_module
+        from adapters.sparkjob.launch import run_module
 
         args = ["bench", "--events", str(events), *(["--plot", str(plot)] if plot else []),
                 *([] if hbase else ["--no-hbase"]),

@@ -1,5 +1,5 @@
 """``letterlog spark package DIR``: letterlog packed for a Spark cluster's nodes
-(``adapters/spark_package.py``; docs/spark.md, "Shipping letterlog to a cluster")."""
+(``adapters/sparkjob/package.py``; docs/spark.md, "Shipping letterlog to a cluster")."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def package(directory: Annotated[Path, typer.Argument(
                      "for export); repeatable")] = None) -> None:
     """Write letterlog.zip (--py-files), letterlog-deps.tar.gz (--archives, C extensions
     included, for this Python) and letterlog_spark.py (the driver) into DIR."""
-    from adapters.spark_package import package as build
+    from adapters.sparkjob.package import package as build
     from domain.errors import SettingsError
 
     try:

@@ -172,7 +172,7 @@ class Shredding:
         the read models (None: this store keeps none)."""
         # saved views lose the purged messages too, before the files' WAL is truncated
         in_views = self.erase_from_views(host.tables)["tables"] if host is not None else []
-        from adapters.spark import remove_stale_runs
+        from adapters.sparkjob.launch import remove_stale_runs
 
         remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
         self.completion = self.complete(record=self.unfinished > 0)

@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from domain.errors import LetterlogError, SettingsError
 
-SUBMIT = Path(__file__).resolve().parent.parent / "spark_replay" / "submit.py"
+SUBMIT = Path(__file__).resolve().parents[2] / "spark_replay" / "submit.py"
 LOCALHOST = "127.0.0.1"
 DEFAULT_MASTER = "local[2,2]"
 """Two cores; a failed task is tried twice (``local[N]`` never retries one)."""

@@ -76,7 +76,7 @@ def _source_requirements() -> list[str] | None:
     the metadata's form (``name; extra == "x"``); ``None`` for an installed wheel."""
     import tomllib
 
-    path = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    path = Path(__file__).resolve().parents[2] / "pyproject.toml"
     if not path.is_file():
         return None
     project = tomllib.loads(path.read_text()).get("project", {})
