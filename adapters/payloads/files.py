@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from adapters.compression import compress
+from adapters.eventlog.compression import compress
 from adapters.files.filemodes import create_private, private_dir
 from adapters.payloads.stored import (
     MAGIC,

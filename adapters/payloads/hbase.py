@@ -9,7 +9,7 @@ bytes of its SHA-256 (uniformly spread: no salt needed), two families:
 
 - ``c``: one cell per chunk (128 KiB), qualifier the chunk's index (4 bytes big-endian),
   value a flag byte (``z``: zstd, ``r``: raw) and the chunk. A chunk zstd shrinks by at least
-  an eighth is stored compressed (``adapters.compression``, as the file store does); the
+  an eighth is stored compressed (``adapters.eventlog.compression``, as the file store does); the
   flag travels with the chunk, so a reader never depends on another writer's choice.
 - ``m``: ``m:manifest`` (JSON: size, chunk size, chunk count), ``m:touched`` (a random token;
   its version is the last put, re-use or release), and ``m:doomed`` while a conditional
@@ -53,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.compression import compress, decompress
+from adapters.eventlog.compression import compress, decompress
 from domain.errors import PayloadMissing
 from domain.payloads import CHUNK_SIZE, PayloadRef, check_range, check_sha256, rechunk
 from projections.tablestore import Cells, DeleteColumn, DeleteRow, Put, TableSpec, TableStore
