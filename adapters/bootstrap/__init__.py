@@ -177,7 +177,7 @@ def quotas(settings: Settings, mail: Mailstore, log: MailLog, host: Any) -> None
     """The quota rule of ``mail``: the default limits, and a ledger that takes an account's
     usage from the embedded ``counters`` (``host``'s, else ``tables.sqlite`` read only, else
     none) and folds the log after it (ADR 0050)."""
-    from adapters.quota import LogUsage, TablesSnapshot, counters_snapshot
+    from adapters.facade.quota import LogUsage, TablesSnapshot, counters_snapshot
     from domain.quota import Quotas, UsageLedger
 
     snapshot: Any = None

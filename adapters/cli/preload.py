@@ -13,7 +13,7 @@ PRELOAD = (
     "adapters.payloads.files", "adapters.tables.memory", "adapters.startup.current",
     "adapters.readside.host", "adapters.readside.queries", "adapters.cli.demo",
     "adapters.cli.importer", "adapters.facade.extraction", "adapters.lifecycle.jobs",
-    "adapters.quota", "adapters.rules.matching", "adapters.lifecycle.intents", "regex",
+    "adapters.facade.quota", "adapters.rules.matching", "adapters.lifecycle.intents", "regex",
     "domain.service", "domain.commands", "domain.rfc5322.reader", "domain.rfc5322.attachments",
     "domain.rfc5322.defects", "domain.rfc5322.envelope", "domain.rfc5322.facts",
     "projections.registry", "projections.search", "eventsourcing.sqlite",
