@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
-from adapters.mailgen import generate
+from adapters.demo.mailgen import generate
 from domain.errors import ExtractionRefused
 
 if TYPE_CHECKING:

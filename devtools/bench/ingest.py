@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.mailgen import PEOPLE, bench_messages
+from adapters.demo.mailgen import PEOPLE, bench_messages
 from devtools.bench.sealing import seal_cost, with_share
 
 

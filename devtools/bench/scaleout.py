@@ -27,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.mailgen import PEOPLE, bench_messages
+from adapters.demo.mailgen import PEOPLE, bench_messages
 from devtools.bench.common import rate
 
 LEGS = ("files", "hbase", "files", "hbase")
