@@ -186,7 +186,7 @@ def face_members(protocol: type) -> set[str]:
 
 def test_every_member_of_the_face_declares_a_rule():
     members = face_members(Face)
-    assert members - set(FACE_RULES) == set(), "declare these in adapters/caller.py"
+    assert members - set(FACE_RULES) == set(), "declare these in adapters/caller/rules.py"
     assert set(FACE_RULES) - members == set(), "rules of members the face no longer has"
     checked = {name for name, rule in FACE_RULES.items() if rule == RIGHTS_RULE}
     aliases = {"check_delivery": "deliver", "extract_to": "extract",
