@@ -185,7 +185,7 @@ def _write_keks(path: Path, rows: list[tuple[UUID, bytes, float, bool]]) -> int:
     """The key cluster's KEKs into the backup's vault file (the vault's own schema: a
     restore reads it as an old vault until it moves them into the key cluster); a vault
     file the data directory still had (before ``keys migrate``) keeps its KEKs too."""
-    from adapters.eventlog.sealing import Vault
+    from adapters.eventlog.keyvault import Vault
 
     Vault(path, synchronous="NORMAL").close()  # the file and its table, 0600
     con = sqlite3.connect(path, isolation_level=None)

@@ -107,7 +107,7 @@ def kek_use(settings: Settings) -> dict[Any, int]:
     """Each KEK the PostgreSQL log's live data keys are wrapped under, and how many."""
     from psycopg.conninfo import make_conninfo
 
-    from adapters.eventlog.sealing import postgres_kek_use
+    from adapters.eventlog.keypostgres import postgres_kek_use
 
     parts = postgres_env_from_dsn(settings.postgres_dsn or "")
     return postgres_kek_use(make_conninfo(

@@ -1,7 +1,7 @@
 """The key-encryption keys (KEKs) in a PostgreSQL cluster of their own: the key store every
 application host reaches (``LETTERLOG_KEY_STORE_DSN``; ADR 0073).
 
-The same five operations as the vault file (``sealing.Vault``): add, get (cached in the
+The same five operations as the vault file (``keyvault.Vault``): add, get (cached in the
 process), mark retiring, remove, list. What makes a removal final on this engine is
 ``scrub``, the erasure's completion step on the key cluster: the table rewritten
 (``VACUUM FULL``: a deleted KEK's dead tuple goes with the old file), the WAL segment

@@ -26,7 +26,7 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
-from adapters.eventlog import sealing
+from adapters.eventlog import keypostgres, keysqlite, sealing
 from adapters.eventlog.transcoder import EventMapper, MsgpackTranscoder
 from adapters.files import datadir
 from domain.account import Account
@@ -93,7 +93,7 @@ class DurableSQLiteFactory(SQLiteFactory):
         self.datastore.pool = pool
 
 
-SCHEMA_LOCK_KEY = sealing.SCHEMA_LOCK_KEY
+SCHEMA_LOCK_KEY = keypostgres.SCHEMA_LOCK_KEY
 
 
 def _serialised_create_table(self: Any) -> None:
@@ -300,7 +300,7 @@ def open_key_store(env: Any) -> sealing.KeyStore:
         if db and db != ":memory:" and "mode=memory" not in db:
             path = os.path.join(os.path.dirname(os.path.abspath(db)), datadir.KEYS)
             mode = SYNCHRONOUS.get((env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
-            return sealing.SqliteKeyStore(path, synchronous=mode,
+            return keysqlite.SqliteKeyStore(path, synchronous=mode,
                                           vault=env.get("LETTERLOG_KEY_VAULT") or None)
     if "Postgres" in module or "postgres" in module:
         from psycopg.conninfo import make_conninfo
@@ -309,7 +309,7 @@ def open_key_store(env: Any) -> sealing.KeyStore:
         if not vault:
             raise SettingsError("a PostgreSQL log needs its key vault: LETTERLOG_KEY_VAULT "
                                 "(a file outside the database: the key-encryption keys)")
-        return sealing.PostgresKeyStore(make_conninfo(
+        return keypostgres.PostgresKeyStore(make_conninfo(
             dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
             port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
             password=env.get("POSTGRES_PASSWORD"),

@@ -273,7 +273,7 @@ class Erasure(FacadePart):
 
         from adapters.eventlog.keycluster import FallbackVault, PostgresVault
         from adapters.eventlog.keymigrate import migrate
-        from adapters.eventlog.sealing import WrappedKeyStore
+        from adapters.eventlog.wrappedkeys import WrappedKeyStore
         from adapters.files import datadir
         from domain.errors import SettingsError
 

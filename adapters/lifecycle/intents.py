@@ -227,7 +227,7 @@ class Intents(_Holding):
 TABLE = "letterlog_erasure_intents"
 LOCK_CLASS = zlib.crc32(b"letterlog erasure intent") & 0x7FFFFFFF
 """The first key of an intent's advisory lock (the second: its id); the two-key form never
-meets the one-key locks of the schema (``adapters.eventlog.sealing.SCHEMA_LOCK_KEY``)."""
+meets the one-key locks of the schema (``adapters.eventlog.keypostgres.SCHEMA_LOCK_KEY``)."""
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10, 5, 3
 """The server's TCP keepalives on a holding session (seconds idle, seconds between probes,
 probes unanswered): a host gone without closing its connection is found gone after them."""
@@ -321,7 +321,7 @@ class SharedIntents(_Holding):
     def begin(self, kind: str, position: int, **fields: Any) -> SharedIntent:
         """A new intent, committed, and locked by this session before any other session
         can see it (the lock is taken in the inserting transaction)."""
-        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
+        from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
 
         body = {"kind": kind, "position": position, "began": time.time(),
                 "host": socket.gethostname(), "pid": os.getpid(), **fields}

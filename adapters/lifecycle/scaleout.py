@@ -157,7 +157,7 @@ class SharedPending:
                                application_name="letterlog erasure completion")
 
     def _ensure(self, conn: Any) -> None:
-        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
+        from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
 
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))

@@ -135,7 +135,7 @@ class PostgresPosition:
             return self._conn
         import psycopg
 
-        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
+        from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
 
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=30)
         # CREATE TABLE IF NOT EXISTS is not safe against itself (two relays starting at once,
