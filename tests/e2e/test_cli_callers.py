@@ -176,7 +176,7 @@ def face_members(protocol: type) -> set[str]:
     """The members a Protocol of ``adapters.face`` declares, its bases' included."""
     found = set()
     for cls in protocol.__mro__:
-        if cls.__module__ != "adapters.face":
+        if cls.__module__.split(".")[:2] != ["adapters", "face"]:  # the package's parts
             continue
         found.update(name for name, value in vars(cls).items()
                      if (callable(value) or isinstance(value, property))
