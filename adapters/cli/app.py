@@ -223,7 +223,7 @@ def _postgres_down(e: BaseException) -> str | None:
     naming the server, or None (docs/operations.md: exit 1, the machine)."""
     if "psycopg" not in sys.modules:
         return None
-    from adapters.eventlog.store import postgres_unreachable
+    from adapters.eventlog.postgreslog import postgres_unreachable
 
     why = postgres_unreachable(e)
     if why is None:
