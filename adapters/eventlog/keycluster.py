@@ -59,6 +59,7 @@ class PostgresVault:
 
     # -- the connection ----------------------------------------------------------------
     def _connect(self) -> Any:
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         try:
@@ -69,6 +70,7 @@ class PostgresVault:
     def _call(self, work: Callable[[Any], Any]) -> Any:
         """``work(connection)``; once more on a new connection if this one broke (a
         restarted or promoted server: every statement here may be repeated)."""
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         if self._conn is None or self._conn.closed:
@@ -245,6 +247,7 @@ class FallbackVault:
 
 def kek_ids(dsn: str, *, timeout: float = 10.0) -> set[UUID]:
     """The KEK ids the key cluster holds, read only (no table made: {} without one)."""
+    # local: psycopg, a client library, loaded only when this runs
     import psycopg
 
     try:

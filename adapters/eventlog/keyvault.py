@@ -122,6 +122,7 @@ class Vault:
     def checkpoint(self, wait: float = 10.0) -> None:
         """Truncates the WAL, tried again every 50 ms while readers keep it busy (tenacity),
         for ``wait`` seconds; then ``KeyVaultBusy``."""
+        # local: start-up: 2 more module(s) for commands that never use it
         from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
         deadline = time.monotonic() + wait

@@ -247,6 +247,7 @@ class SharedIntent(_Fields):
 
     def finish(self) -> None:
         """Done: the row deleted (committed), then the lock let go with the session."""
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         try:
@@ -280,6 +281,7 @@ class SharedIntents(_Holding):
     def connect(self) -> Any:
         """A session of its own, its server-side TCP keepalives short (``RELEASE_BOUND``),
         and libpq's too (this side finds a vanished server as soon)."""
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         conn = psycopg.connect(
@@ -298,6 +300,7 @@ class SharedIntents(_Holding):
 
     def _rows(self, conn: Any) -> list[tuple[int, dict[str, Any]]]:
         """Every intent row, oldest first; none while the table was never made."""
+        # local: psycopg, a client library, loaded only when this runs
         from psycopg.errors import UndefinedTable
 
         try:
@@ -310,6 +313,7 @@ class SharedIntents(_Holding):
         """Whether any intent exists (one query; the files of before too)."""
         if self.files.any():
             return True
+        # local: psycopg, a client library, loaded only when this runs
         from psycopg.errors import UndefinedTable
 
         with self.connect() as conn:
@@ -321,6 +325,7 @@ class SharedIntents(_Holding):
     def begin(self, kind: str, position: int, **fields: Any) -> SharedIntent:
         """A new intent, committed, and locked by this session before any other session
         can see it (the lock is taken in the inserting transaction)."""
+        # local: start-up: 2 more module(s) for commands that never use it
         from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
 
         body = {"kind": kind, "position": position, "began": time.time(),

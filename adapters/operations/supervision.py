@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -167,9 +169,6 @@ class _UnixTransport(xmlrpc.client.Transport):
         self.socket_path = str(socket_path)
 
     def make_connection(self, host: Any) -> Any:
-        import http.client
-        import socket
-
         path = self.socket_path
 
         class Connection(http.client.HTTPConnection):
