@@ -16,7 +16,8 @@ Every runtime starts here:
   ``shredding(settings, log, payloads)``, what follows a purge's append, and
   ``purge_jobs(...)``, handed to the facade as a factory taking its read side;
 - the user directory (``letterlog users``, the user purge in ``letterlog purger``, a
-  caller's groups): ``directory(settings)``, ``group_resolver(settings)``.
+  caller's groups): ``directory(settings)``, ``group_resolver(settings)`` (built in
+  ``directories.py``).
 
 Nothing here runs at import time; each function connects when called.
 """
@@ -24,12 +25,14 @@ Nothing here runs at import time; each function connects when called.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapters.bootstrap.directories import _check_identifier, _groups
+from adapters.bootstrap.directories import directory as directory
+from adapters.bootstrap.directories import group_resolver as group_resolver
 from adapters.config.settings import Settings
 from adapters.config.settings import postgres_env_from_dsn as postgres_env_from_dsn
 from adapters.eventlog.keycluster import PostgresVault, kek_ids
@@ -50,7 +53,6 @@ if TYPE_CHECKING:
     from adapters.payloads.layered import LayeredPayloadStore
     from adapters.readside.host import ProjectionHost
     from adapters.streaming.relay import OutboxRelay
-    from domain.directory import Directory
     from domain.ports import PayloadStore
     from domain.service import Mailstore
     from projections.tablestore import TableStore
@@ -333,23 +335,6 @@ def _finish_interrupted(store: Letterlog) -> None:
             "complete` retries", type(error).__name__, error)
 
 
-def _groups(settings: Settings) -> Callable[[str], frozenset[str]]:
-    """A caller's groups, from the user directory built on first use."""
-    return lambda user: group_resolver(settings)(user)
-
-
-def _check_identifier(settings: Settings, identifier: str) -> None:
-    """An ACL identifier must name someone in the user directory (``UnknownIdentifier``);
-    a store without one (its default passwd-file absent) has nobody to check against."""
-    # local: start-up: 1 more module(s) for commands that never use it
-    from domain.directory import check_identifier
-
-    found = directory(settings)
-    if getattr(found, "absent", False):
-        return
-    check_identifier(found, identifier)
-
-
 def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
     """The outbox relay for ``settings``: Kafka bootstrap and topic, and the event store's
     log (``log``: an opened ``MailLog`` or ``Letterlog``; opened here when None, and closed
@@ -385,32 +370,3 @@ def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
                        or DEFAULT_PARTITIONS)
     return OutboxRelay(read, settings.kafka_bootstrap, settings.kafka_topic, position,
                        head=recorder.max_notification_id, on_close=on_close, **options)
-
-
-def directory(settings: Settings) -> Directory:
-    """The user directory of ``settings.directory``: the passwd-file (``passwd_file``,
-    default ``<data>/users.passwd``, where a missing file is a directory of no users yet) or
-    LDAP (``ldap_url``, users under ``ldap_base_dn``, groups under ``ldap_group_base_dn``)."""
-    if settings.directory == "ldap":
-        # local: start-up: 3 more module(s) for commands that never use it
-        from adapters.directory.ldap import LdapDirectory
-
-        return LdapDirectory(settings.ldap_url, settings.ldap_base_dn,
-                             group_base_dn=settings.ldap_group_base_dn or None,
-                             bind_dn=settings.ldap_bind_dn, password=settings.ldap_password,
-                             timeout=settings.ldap_timeout)
-    # local: start-up: 3 more module(s) for commands that never use it
-    from adapters.directory.passwdfile import PasswdFileDirectory
-
-    if settings.passwd_file is not None:
-        return PasswdFileDirectory(settings.passwd_file)
-    return PasswdFileDirectory(Path(settings.data) / "users.passwd", missing_is_empty=True)
-
-
-def group_resolver(settings: Settings) -> Callable[[str], frozenset[str]]:
-    """User name -> the names of the user's groups, asked of the directory each time (none
-    for a user it does not know; ``DirectoryUnavailable`` if it does not answer)."""
-    # local: start-up: 1 more module(s) for commands that never use it
-    from domain.directory import groups_of
-
-    return partial(groups_of, directory(settings))
