@@ -27,17 +27,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from adapters.datadir import check_data_dir
+from adapters.bootstrap import letterlog
+from adapters.config.settings import Settings, load_settings
 from adapters.facade.access import Access
 from adapters.facade.deliveries import Deliveries
 from adapters.facade.erasure import Erasure
 from adapters.facade.mailboxes import Mailboxes
 from adapters.facade.messages import Messages
 from adapters.facade.reading import Reading
+from adapters.files.datadir import check_data_dir
 from adapters.payloads import ClosingPayloads
 from adapters.readside.queries import ReadModelQueries
 from adapters.rules.api import RulesAPI
-from adapters.settings import Settings, load_settings
 from domain.errors import SettingsError
 from domain.ports import PayloadStore
 from domain.results import Change, Delivery, Reservation, Saved, Upload
@@ -150,8 +151,6 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
         ``user``: the store acting as that user (``as_user``: the user's ``Face``, a
         ``CallerView``, every command checked against its rights); without it, the
         administrator's ``Store`` (``adapters.face``)."""
-        from adapters.bootstrap import letterlog
-
         if data is not None:
             overrides["data"] = Path(data)
         settings = load_settings(**overrides)
@@ -224,6 +223,7 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
 
     @contextmanager
     def _following(self) -> Iterator[bool]:
+        # local: start-up: 1 more module(s) for commands that never use it
         from adapters.readside.follower import Follower
 
         follower = Follower(self.settings.model_dump_json())

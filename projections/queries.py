@@ -38,6 +38,7 @@ from projections.keys import (
     message_row_uid,
     messages_prefix,
     minute_bucket,
+    payload_row,
     purge_row_parts,
     purge_shard_prefix,
     thread_prefix,
@@ -313,8 +314,6 @@ def account_labels(store: TableStore, account_id: UUID,
 
 
 def payload_references(store: TableStore, sha256: str, physical: Physical = _same) -> list[UUID]:
-    from projections.keys import payload_row
-
     row = store.get(physical(n.PAYLOAD_REFS), payload_row(sha256))
     return [UUID(bytes=c[len(n.REF_PREFIX):]) for c in row if c.startswith(n.REF_PREFIX)]
 

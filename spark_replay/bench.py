@@ -35,12 +35,21 @@ Results: events/s each, ``speedup_local2_over_local1``,
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from adapters.bootstrap.spark import load_settings
+from adapters.readside.host import ProjectionHost
+from adapters.tables.sqlite import SqliteTableStore
+from devtools.bench.benchlog import bench_log, open_reader
+from devtools.bench.common import SYNCHRONOUS, two_process_scaling
+from devtools.bench.hbase_load import hbase_load
+from projections.registry import ALL
+from projections.tablestore import table_digest
+from spark_replay.session import spark_session
 
 
 def _rate(n: float, seconds: float) -> float:
@@ -48,10 +57,6 @@ def _rate(n: float, seconds: float) -> float:
 
 
 def _rebuild(reader: Any, path: Path, fold: Any) -> tuple[float, dict[str, str]]:
-    from adapters.readside.host import ProjectionHost
-    from adapters.tables.sqlite import SqliteTableStore
-    from devtools.bench.common import SYNCHRONOUS
-
     store = SqliteTableStore(path, synchronous=SYNCHRONOUS)
     host = ProjectionHost(store, reader.events, None, reader.max_position)
     t0 = time.perf_counter()
@@ -64,14 +69,10 @@ def _rebuild(reader: Any, path: Path, fold: Any) -> tuple[float, dict[str, str]]
 
 
 def _digests_names() -> list[str]:
-    from projections.registry import ALL
-
     return [spec.name for p in ALL for spec in p.tables]
 
 
 def _digest(store: Any, table: str) -> str:
-    from projections.tablestore import table_digest
-
     return str(table_digest(store, table).sha256)
 
 
@@ -87,8 +88,8 @@ def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_event
     single-process run (``single()``), a rebuild with the job's layout (labelled
     ``master``) and, with ``compare_layouts``, one with the layout before (``master`` + its
     name)."""
+    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
     from spark_replay.job import SparkFold, warm_up
-    from spark_replay.session import spark_session
 
     t0 = time.perf_counter()
     spark = spark_session(master, f"letterlog-bench-{master}")
@@ -128,8 +129,6 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                         hbase: bool = True, hbase_events: int = 50_000,
                         compare_layouts: bool = True, repeat: int = 1,
                         accounts: int | None = None) -> dict[str, Any]:
-    from devtools.bench.benchlog import bench_log, open_reader
-
     log_path, meta = bench_log(events, accounts)
     reader = open_reader(log_path)
     total = reader.max_position()
@@ -147,7 +146,6 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                                      min(total, WARM_UP_EVENTS), compare_layouts, repeat,
                                      single):
                 runs.setdefault(run["label"], []).append(run)
-    from devtools.bench.common import two_process_scaling
 
     scaling = two_process_scaling()  # this machine's own ceiling for local[2] over local[1]
     single_s, single_digests = min(singles, key=lambda r: r[0])
@@ -192,8 +190,6 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
                          "largest_task_over_fair_share_local2": 1.5,
                          "hbase_load_ratio": 0.5}
     if hbase:
-        from devtools.bench.hbase_load import hbase_load
-
         result["hbase"] = hbase_load(reader, min(total, hbase_events))
     reader.close()
     if plot is not None:
@@ -203,8 +199,6 @@ def bench_spark_rebuild(events: int = 1_000_000, plot: Path | None = None, *,
 
 def _load() -> list[float]:
     """The machine's load average (1, 5, 15 minutes) when the bench ends."""
-    import os
-
     return [round(x, 2) for x in os.getloadavg()]
 
 
@@ -219,15 +213,15 @@ WARM_UP_EVENTS = 5_000  # enough to start the Python workers and import letterlo
 
 
 def _cores() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
 
 
 def _plot(path: Path, result: dict[str, Any]) -> None:
+    # local: matplotlib, numpy: client libraries, loaded only when this runs
     import matplotlib
 
     matplotlib.use("Agg")
+    # local: matplotlib, numpy: client libraries, loaded only when this runs
     import matplotlib.pyplot as plt
 
     spark = result["spark"]

@@ -31,6 +31,18 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from adapters.bootstrap.spark import row_decoder, row_pages, run_tables, uuid_from_int
+from projections import names as n
+from projections.counters import (
+    CounterPartialFold,
+    CounterRow,
+    counter_mutations,
+    merge_counter_parts,
+)
+from projections.registry import select
+from projections.runner import ProjectionRunner, corrupt
+from spark_replay.settings import open_event_log, open_tables
+
 BY_ACCOUNT = "by_account"
 BY_POSITION = "by_position"
 COUNTERS_MERGE = "counters_merge"
@@ -47,8 +59,6 @@ class InjectedFault(RuntimeError):
 
 def _events(batches: Iterable[Any], decode: Callable[[Any], tuple[int, Any]],
             seen: list[int]) -> Iterator[tuple[int, Any]]:
-    from adapters.bootstrap.spark import uuid_from_int
-
     for batch in batches:
         positions = batch.column(0).to_pylist()
         aggregates = batch.column(1).to_pylist()
@@ -71,8 +81,6 @@ def fold_cells(wire: dict[str, Any], names: list[str]) -> Callable[[Iterable[Any
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         def events(log: Any, seen: list[int]) -> Iterator[tuple[int, Any]]:
-            from adapters.bootstrap.spark import row_decoder
-
             return _events(batches, row_decoder(log), seen)
 
         yield from _fold_task(wire, names, {}, "cells", None, None, BY_ACCOUNT, events)
@@ -114,15 +122,11 @@ def fold_ranges(wire: dict[str, Any], names: list[str], physical: dict[str, str]
 
 
 def _counter_parts() -> Any:
-    from projections.counters import CounterPartialFold
-
     return CounterPartialFold()
 
 
 def _teed(items: Iterable[tuple[int, Any]], partial: Any) -> Iterator[tuple[int, Any]]:
     """The events, each folded into the counters' parts on its way to the runner."""
-    from projections.runner import corrupt
-
     for position, event in items:
         try:
             partial.project(event, position)
@@ -141,12 +145,9 @@ def merge_counters(wire: dict[str, Any], physical: dict[str, str], target: str,
     (``COUNTERS_MERGE``, partition ``first`` + its index)."""
 
     def run(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, ...]]:
+        # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
         from pyspark import TaskContext
 
-        from projections import names as n
-        from projections.counters import CounterRow, counter_mutations, merge_counter_parts
-        from projections.registry import select
-        from projections.runner import ProjectionRunner
 
         context = TaskContext.get()
         assert context is not None
@@ -197,8 +198,6 @@ def fold_accounts(wire: dict[str, Any], names: list[str], physical: dict[str, st
 
     def run(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, ...]]:
         def events(log: Any, seen: list[int]) -> Iterator[tuple[int, Any]]:
-            from adapters.bootstrap.spark import row_decoder
-
             decode = row_decoder(log)
             for _, row in pairs:
                 seen[0] += 1
@@ -214,8 +213,6 @@ def fold_accounts(wire: dict[str, Any], names: list[str], physical: dict[str, st
 
 
 def _range_events(log: Any, start: int, stop: int, seen: list[int]) -> Iterator[tuple[int, Any]]:
-    from adapters.bootstrap.spark import row_decoder, row_pages
-
     decode = row_decoder(log)
     for rows in row_pages(log, start, stop, PAGE):
         if seen[1] == 0:
@@ -231,11 +228,9 @@ def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str],
                events: Callable[[Any, list[int]], Iterable[tuple[int, Any]]]) -> Iterator[Any]:
     """One task: ``events(log, seen)`` folded by ``ProjectionRunner`` into the target;
     yields the cells (``target="cells"``: Arrow batches), else one summary dict."""
+    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
     from pyspark import TaskContext
 
-    from projections.registry import select
-    from projections.runner import ProjectionRunner
-    from spark_replay.settings import open_event_log
 
     context = TaskContext.get()
     assert context is not None
@@ -286,16 +281,11 @@ def _target_store(wire: dict[str, Any], physical: dict[str, str], target: str,
                   ) -> tuple[Any, str, Callable[[str], str | None]]:
     """Where a task writes: ``(store, run file or "", table names)``."""
     if target == "cells":
-        from adapters.bootstrap.spark import run_tables
-
         return run_tables(None), "", _identity
     if target == "sqlite":
-        from adapters.bootstrap.spark import run_tables
-
         assert spool is not None
         run_path = str(Path(spool) / f"run-{kind}-{part}-{attempt}.sqlite")
         return run_tables(run_path), run_path, _identity
-    from spark_replay.settings import open_tables
 
     return open_tables(wire), "", physical.get
 
@@ -305,6 +295,7 @@ SUMMARY_NAMES = ("fold", "partition", "attempt", "events", "first", "last", "run
 
 def _cells(store: Any, runner: Any) -> Iterator[Any]:
     """The visible cells of a fold, as Arrow batches of ``CELLS``."""
+    # local: numpy, pyarrow: client libraries, loaded only when this runs
     import pyarrow as pa
 
     for spec in runner.table_specs[:-1]:  # not the tracking table

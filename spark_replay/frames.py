@@ -35,11 +35,20 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.bootstrap.spark import Settings
+from adapters.bootstrap.spark import (
+    Settings,
+    read_models,
+    require_store,
+    row_decoder,
+    uuid_from_int,
+)
 from domain.errors import InvalidCommand
 from domain.personal import Personal
+from projections import names as n
+from projections.queries import account_address
 from projections.registry import select
 from spark_replay.fold import CELLS, fold_cells
+from spark_replay.session import effective_conf, spark_session
 from spark_replay.settings import open_event_log, to_wire
 from spark_replay.source import raw_events
 from spark_replay.watch import started, watching
@@ -52,8 +61,6 @@ EVENTS = ("position long, aggregate string, version long, topic string, type str
 
 
 def _head(settings: Settings) -> int:
-    from adapters.bootstrap.spark import require_store
-
     require_store(settings, read_only=True)  # never makes a store; reads a read-only one
     log = open_event_log(to_wire(settings))
     try:
@@ -92,6 +99,7 @@ _TYPED = (("position", "int64"), ("aggregate", "string"), ("version", "int64"),
 
 
 def _arrow_type(kind: str) -> Any:
+    # local: pyarrow, a client library, loaded only when this runs
     import pyarrow as pa
 
     return {"int64": pa.int64(), "string": pa.string(), "timestamp": pa.timestamp("us", tz="UTC"),
@@ -129,10 +137,6 @@ def _row(position: int, version: int, topic: str, account: bytes, event: Any,
 def _names(settings: Settings) -> dict[str, dict[str, str | None]]:
     """The accounts' addresses and the mailboxes' names, as the read models hold them now
     (a mailbox renamed since an event shows its current name; a deleted one none)."""
-    from adapters.bootstrap.spark import read_models
-    from projections import names as n
-    from projections.queries import account_address
-
     accounts: dict[str, str | None] = {}
     mailboxes: dict[str, str | None] = {}
     with read_models(settings) as (tables, physical):  # as they are: nothing caught up
@@ -149,9 +153,9 @@ def _names(settings: Settings) -> dict[str, dict[str, str | None]]:
 def _decode_events(wire: dict[str, Any], personal: bool,
                    names: dict[str, dict[str, str | None]]) -> Any:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
+        # local: pyarrow, a client library, loaded only when this runs
         import pyarrow as pa
 
-        from adapters.bootstrap.spark import row_decoder, uuid_from_int
 
         log = open_event_log(wire)
         decode = row_decoder(log)
@@ -207,8 +211,6 @@ def export(settings: Settings, what: str, directory: str, *, personal: bool = Fa
     """``what`` (``events`` or a projection's name) as Parquet files under ``directory``:
     the events appended from the last position exported there (``export_events``), a
     projection's cells replacing what is there, partitioned by ``table``."""
-    from spark_replay.session import effective_conf, spark_session
-
     session = spark or spark_session(master)
     started(session.sparkContext)  # or one line saying why it cannot (ADR 0093)
     with watching(session.sparkContext):  # stages and tasks, as progress lines

@@ -35,6 +35,7 @@ aggregate and version; the catalog is untouched and the old tables stay live.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 import time
@@ -45,11 +46,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.bootstrap.spark import Settings, remove_stale_runs, run_directory
+from adapters.bootstrap.spark import (
+    Settings,
+    rebuild_lock,
+    rebuilding,
+    remove_stale_runs,
+    require_store,
+    run_directory,
+)
 from domain.errors import CorruptEvent, InvalidCommand
 from projections import names as n
 from projections.keys import tracking_position
-from projections.registry import Projection
+from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner
 from projections.tablestore import TableStore
 from spark_replay.executors import attempts, registered
@@ -63,6 +71,7 @@ from spark_replay.fold import (
     fold_ranges,
     merge_counters,
 )
+from spark_replay.session import effective_conf, spark_session
 from spark_replay.settings import to_wire
 from spark_replay.source import account_partition, keyed_ranges, ranges
 from spark_replay.watch import counting, started, watching
@@ -147,7 +156,6 @@ class SparkFold:
             self.stats.update(registered(sc))
         if not str(sc.master).startswith("local"):
             return True  # the driver's cores are not the executors'
-        import os
 
         return len(os.sched_getaffinity(0)) > int(self.stats["cores"])
 
@@ -274,8 +282,6 @@ def warm_up(spark: Any, settings: Settings, events: int) -> int:
     """A first small job: the rebuild's own job (both folds, the same Python workers and
     imports) over the first ``events`` events, into run files in a scratch directory that
     is then removed (nothing merged, nothing switched). Returns the events folded."""
-    from projections.registry import ALL
-
     physical = {t.name: t.name for p in ALL for t in p.tables}
     physical[n.TRACKING] = n.TRACKING
     with run_directory(Path(settings.data), ".spark-warm-up-") as spool:
@@ -350,9 +356,6 @@ def rebuild(settings: Settings, names: list[str] | None = None, *, master: str |
     ``merge_during_job``: see ``SparkFold``. A data directory
     holding no store is ``StoreUnavailable``, another rebuild of the store running
     ``RebuildRunning``, both before Spark starts."""
-    from adapters.bootstrap.spark import rebuild_lock, rebuilding, require_store
-    from spark_replay.session import effective_conf, spark_session
-
     require_store(settings)  # before Spark starts: a missing store is the user's mistake
     with rebuild_lock(settings.data):  # one at a time; the kernel frees it if we are killed
         session = spark or spark_session(master)

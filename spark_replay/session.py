@@ -27,7 +27,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.bootstrap.spark import DEFAULT_MASTER, check_master, conf_dir, defaults_file
+from adapters.bootstrap.spark import (
+    DEFAULT_MASTER,
+    check_master,
+    conf_dir,
+    defaults_file,
+    java_home,
+)
 
 DEFAULTS_KEY = "spark.letterlog.defaults"
 """Where a session records which settings were letterlog's defaults (``effective_conf``)."""
@@ -40,8 +46,6 @@ _LOG4J_FILES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.json")
 def prepare_environment() -> None:
     """JAVA_HOME and PYSPARK_PYTHON for a driver started from Python (only when unset)."""
     if not os.environ.get("JAVA_HOME"):
-        from adapters.bootstrap.spark import java_home
-
         os.environ["JAVA_HOME"] = str(java_home())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -74,6 +78,7 @@ def _log4j_configured(configured: Mapping[str, str], environ: Mapping[str, str])
 def configured_conf() -> dict[str, str]:
     """The Spark configuration a session would start with: ``spark-submit``'s options and
     ``spark-defaults.conf`` (read by the JVM that ``spark-submit`` or PySpark starts)."""
+    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()  # the JVM gateway: it has read the operator's conf
@@ -83,6 +88,7 @@ def configured_conf() -> dict[str, str]:
 def spark_session(master: str | None = None, app_name: str = "letterlog-replay",
                   conf: dict[str, str] | None = None) -> Any:
     """A Spark session on ``master`` (see the module docstring), or the active one."""
+    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()

@@ -1,6 +1,6 @@
 """Settings on the driver and in the executors.
 
-The driver reads ``LETTERLOG_`` variables (``adapters.settings``) and ships them with the job
+The driver reads ``LETTERLOG_`` variables (``adapters.config.settings``) and ships them with the job
 as plain JSON (``to_wire``); an executor rebuilds the same ``Settings`` from it, so a
 cluster's executors need no environment of their own.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.bootstrap.spark import Settings
+from adapters.bootstrap.spark import Settings, event_log, read_model_tables
 
 
 def to_wire(settings: Settings) -> dict[str, Any]:
@@ -25,13 +25,9 @@ def from_wire(wire: dict[str, Any]) -> Settings:
 
 def open_event_log(wire: dict[str, Any]) -> Any:
     """The event log (an eventsourcing application) the settings name."""
-    from adapters.bootstrap.spark import event_log
-
     return event_log(from_wire(wire))
 
 
 def open_tables(wire: dict[str, Any]) -> Any:
     """The table store the settings name: HBase, or the embedded ``tables.sqlite``."""
-    from adapters.bootstrap.spark import read_model_tables
-
     return read_model_tables(from_wire(wire))

@@ -28,10 +28,18 @@ through the data source, Arrow and a DataFrame shuffle).
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from eventsourcing.utils import resolve_topic
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from adapters.bootstrap.spark import account_key, row_pages
+from adapters.bootstrap.spark import corrupt_event as _corrupt
+from adapters.bootstrap.spark import uuid_of as _uuid_of
+from projections.registry import select
+from spark_replay.settings import open_event_log
 
 SCHEMA = ("position long, aggregate binary, version long, topic string, state binary, "
           "account binary")
@@ -71,10 +79,9 @@ class EventsReader(DataSourceReader):
         return [_Range(lo, hi) for lo, hi in ranges(self.start, self.stop, self.parts)]
 
     def read(self, partition: Any) -> Iterator[Any]:
+        # local: pyarrow, a client library, loaded only when this runs
         import pyarrow as pa
 
-        from adapters.bootstrap.spark import row_pages
-        from spark_replay.settings import open_event_log
 
         schema = _arrow_schema()
         keep = _kept_topics(self.handled)
@@ -95,11 +102,6 @@ def keyed_ranges(settings: dict[str, Any], handled: Sequence[str]
     stored ``(position, aggregate, version, topic, state)``; ``CorruptEvent`` as above."""
 
     def run(spans: Iterable[tuple[int, int]]) -> Iterator[tuple[Any, Any]]:
-        from adapters.bootstrap.spark import account_key, row_pages
-        from adapters.bootstrap.spark import corrupt_event as _corrupt
-        from adapters.bootstrap.spark import uuid_of as _uuid_of
-        from spark_replay.settings import open_event_log
-
         keep = _kept_topics(list(handled))
         log = open_event_log(settings)
         try:
@@ -123,17 +125,12 @@ def keyed_ranges(settings: dict[str, Any], handled: Sequence[str]
 def account_partition(key: tuple[bytes, int]) -> int:
     """The shuffle's partition function: the account's CRC-32 (the same in every Python
     process, unlike ``hash``); Spark takes it modulo the partitions."""
-    import zlib
-
     return zlib.crc32(key[0])
 
 
 def _kept_topics(handled: list[str]) -> Callable[[str], bool] | None:
     """Whether an event of a topic is kept (``None``: every event): its class is handled by
     one of the ``handled`` projections (one handling every event keeps every event)."""
-    from eventsourcing.utils import resolve_topic
-
-    from projections.registry import select
 
     projections = select(handled)
     if not projections or any(not p.handles for p in projections):
@@ -152,11 +149,9 @@ def _kept_topics(handled: list[str]) -> Callable[[str], bool] | None:
 
 def _columns(rows: list[tuple[int, Any, int, str, bytes]],
              keep: Callable[[str], bool] | None = None) -> list[Any]:
+    # local: pyarrow, a client library, loaded only when this runs
     import pyarrow as pa
 
-    from adapters.bootstrap.spark import account_key
-    from adapters.bootstrap.spark import corrupt_event as _corrupt
-    from adapters.bootstrap.spark import uuid_of as _uuid_of
 
     positions, aggregates, versions, topics, states, accounts = [], [], [], [], [], []
     for position, originator_id, version, topic, state in rows:
@@ -179,6 +174,7 @@ def _columns(rows: list[tuple[int, Any, int, str, bytes]],
 
 
 def _arrow_schema() -> Any:
+    # local: pyarrow, a client library, loaded only when this runs
     import pyarrow as pa
 
     return pa.schema([("position", pa.int64()), ("aggregate", pa.binary()),

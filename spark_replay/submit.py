@@ -22,8 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+from adapters.bootstrap.spark import load_settings, python_exception
+from domain.errors import LetterlogError
+from spark_replay.bench import bench_spark_rebuild
+from spark_replay.watch import print_sink, set_sink
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,29 +67,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str]) -> dict[str, Any]:
-    from adapters.bootstrap.spark import load_settings
-
     args = _parser().parse_args(argv)
     if args.progress:
-        from spark_replay.watch import print_sink, set_sink
-
         set_sink(print_sink)
     settings = load_settings()
     if args.command == "rebuild":
+        # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
         from spark_replay.job import rebuild
 
         names = None if args.all or not args.projections else list(args.projections)
         return rebuild(settings, names, master=args.master, until=args.until_position,
                        as_of=args.as_of, view=args.view)
     if args.command == "bench":
-        from pathlib import Path
-
-        from spark_replay.bench import bench_spark_rebuild
 
         return bench_spark_rebuild(args.events, Path(args.plot) if args.plot else None,
                                    hbase=not args.no_hbase,
                                    compare_layouts=not args.no_other_layout,
                                    repeat=args.repeat, accounts=args.accounts)
+    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
     from spark_replay.frames import export
 
     return export(settings, args.what, args.directory, personal=args.personal,
@@ -90,8 +92,6 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from domain.errors import LetterlogError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         result = run(argv)
@@ -99,9 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"letterlog: error: {str(e).strip(chr(34) + chr(39))}\n")
         return int(getattr(e, "exit_code", 2))
     except Exception as e:  # the job failed in Spark: its traceback, then one line last
-        import traceback
 
-        from adapters.bootstrap.spark import python_exception
 
         traceback.print_exc()
         text = str(e)
@@ -112,8 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = json.dumps(result, default=str, sort_keys=True)
     target = _parser().parse_known_args(argv)[0].result
     if target:
-        from pathlib import Path
-
         spare = Path(f"{target}.tmp")
         spare.write_text(text + "\n")
         spare.replace(target)

@@ -14,7 +14,7 @@ master's web page asks it. On a healthy cluster the probe costs one task (< 1 s)
 registered, each stage's tasks (done, running, failed, of how many), and the log positions
 folded so far (an accumulator the range tasks add their range to when they finish).
 ``spark_replay.submit --progress`` prints them as ``letterlog-progress {json}`` lines,
-which the CLI shows on stderr (``adapters.spark``).
+which the CLI shows on stderr (``adapters.sparkjob.launch``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ import re
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from adapters.bootstrap.spark import PROGRESS_PREFIX
+from adapters.bootstrap.spark import PROGRESS_PREFIX, python_exception
 from domain.errors import LetterlogError
 
 START_TIMEOUT = "spark.letterlog.startTimeout"
@@ -111,8 +112,6 @@ def started(sc: Any, timeout: float | None = None) -> float:
 def _failed(sc: Any, error: BaseException) -> BaseException:
     """The first task failed instead of hanging: a Python-worker memory limit too small is
     said as such; any other failure is the job's own error (``submit.main`` says it)."""
-    from adapters.bootstrap.spark import python_exception
-
     memory = sc.getConf().get("spark.executor.pyspark.memory", None)
     raised = python_exception(str(error))
     if memory and (raised is None or raised.startswith("MemoryError")):
@@ -225,8 +224,6 @@ def _loopback(host: str) -> bool:
 
 def _worker_page(address: str) -> dict[str, Any] | None:
     """A standalone worker's status (its web UI's ``/json/``), or ``None``."""
-    import urllib.request
-
     try:
         with urllib.request.urlopen(address.rstrip("/") + "/json/", timeout=3) as page:
             return dict(json.loads(page.read()))
@@ -250,6 +247,7 @@ def _master_state(sc: Any) -> Any:
 
 def _iterate(items: Any) -> Iterator[Any]:
     """A Java array or a Scala collection, as a Python iterator."""
+    # local: py4j, a client library, loaded only when this runs
     from py4j.java_collections import JavaArray
 
     if not isinstance(items, JavaArray):

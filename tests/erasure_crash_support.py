@@ -1,5 +1,6 @@
 """What the crash tests of erasure share (ADR 0063): the step boundaries, the CLI run with the
-test fault point ``LETTERLOG_TEST_CRASH_AT`` (``adapters/faults.py``), the store they erase,
+test fault point ``LETTERLOG_TEST_CRASH_AT`` (``adapters/operations/faults.py``), the store they
+erase,
 and the cases themselves -- kill -9 at a step, what docs/lifecycle.md says to run, then what
 an attacker finds. Each deployment says how it is examined (``Examine``): the embedded store
 in tests/integration/test_erasure_crash.py, the log in PostgreSQL in

@@ -16,7 +16,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from adapters.embedded import Letterlog
-from adapters.eventlog.sealing import NONCE, unwrap
+from adapters.eventlog.keyvault import unwrap
+from adapters.eventlog.sealing import NONCE
 
 ACCOUNT = "erasure@example.org"
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from adapters import datadir
-from adapters.filemodes import create_private, fsync_dir
+from adapters.files import datadir
+from adapters.files.filemodes import create_private, fsync_dir
 from domain.errors import LetterlogError, StoreBusy
 
 FORMAT = "letterlog-backup/1"

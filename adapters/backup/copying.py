@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from adapters import datadir
 from adapters.backup.common import (
     FORMAT,
     LOG,
@@ -34,7 +33,8 @@ from adapters.backup.common import (
     _write_json,
     _write_locked,
 )
-from adapters.filemodes import DIR_MODE, fsync_dir, private_dir
+from adapters.files import datadir
+from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -89,7 +89,7 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
     the scale-out path, ADR 0072): its payloads are copied from it. ``keks``: the key
     cluster's KEKs (ADR 0074), read last (after the log's base backup and the payloads)
     and written into the backup as ``vault.sqlite``."""
-    from adapters.datadir import check_data_dir
+    from adapters.files.datadir import check_data_dir
 
     root, out = Path(data).absolute(), Path(target).absolute()
     check_data_dir(root, log, False, allow_shared=True)
@@ -186,7 +186,7 @@ def _write_keks(path: Path, rows: list[tuple[UUID, bytes, float, bool]]) -> int:
     """The key cluster's KEKs into the backup's vault file (the vault's own schema: a
     restore reads it as an old vault until it moves them into the key cluster); a vault
     file the data directory still had (before ``keys migrate``) keeps its KEKs too."""
-    from adapters.eventlog.sealing import Vault
+    from adapters.eventlog.keyvault import Vault
 
     Vault(path, synchronous="NORMAL").close()  # the file and its table, 0600
     con = sqlite3.connect(path, isolation_level=None)

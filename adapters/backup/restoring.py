@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters import datadir
 from adapters.backup.common import (
     LOG,
     MANIFEST,
@@ -37,7 +36,8 @@ from adapters.backup.common import (
 )
 from adapters.backup.copying import erased_while_copied
 from adapters.backup.erasures import ErasureRecord, read_erasure_record, reapply
-from adapters.filemodes import DIR_MODE, fsync_dir, private_dir
+from adapters.files import datadir
+from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
 from domain.errors import LetterlogError, StoreBusy
 
 __all__ = ["records_beside", "restore"]

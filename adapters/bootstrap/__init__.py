@@ -16,7 +16,8 @@ Every runtime starts here:
   ``shredding(settings, log, payloads)``, what follows a purge's append, and
   ``purge_jobs(...)``, handed to the facade as a factory taking its read side;
 - the user directory (``letterlog users``, the user purge in ``letterlog purger``, a
-  caller's groups): ``directory(settings)``, ``group_resolver(settings)``.
+  caller's groups): ``directory(settings)``, ``group_resolver(settings)`` (built in
+  ``directories.py``).
 
 Nothing here runs at import time; each function connects when called.
 """
@@ -24,18 +25,24 @@ Nothing here runs at import time; each function connects when called.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters import datadir
-from adapters.filemodes import private_dir
+from adapters.bootstrap.directories import _check_identifier, _groups
+from adapters.bootstrap.directories import directory as directory
+from adapters.bootstrap.directories import group_resolver as group_resolver
+from adapters.config.settings import Settings
+from adapters.config.settings import postgres_env_from_dsn as postgres_env_from_dsn
+from adapters.eventlog.keycluster import PostgresVault, kek_ids
+from adapters.files import datadir
+from adapters.files.filemodes import private_dir
 from adapters.lifecycle.shredding import Shredding  # small; every store has one (preloaded)
-from adapters.settings import Settings
-from adapters.settings import postgres_env_from_dsn as postgres_env_from_dsn
+from adapters.payloads.files import FilePayloadStore
+from adapters.rules.matching import RegexMatcher
 from domain.errors import SettingsError
+from domain.quota import Quotas, UsageLedger
 
 if TYPE_CHECKING:
     from adapters.embedded import Letterlog
@@ -46,7 +53,6 @@ if TYPE_CHECKING:
     from adapters.payloads.layered import LayeredPayloadStore
     from adapters.readside.host import ProjectionHost
     from adapters.streaming.relay import OutboxRelay
-    from domain.directory import Directory
     from domain.ports import PayloadStore
     from domain.service import Mailstore
     from projections.tablestore import TableStore
@@ -55,6 +61,7 @@ if TYPE_CHECKING:
 def event_log_env(settings: Settings) -> dict[str, str]:
     """The eventsourcing environment of the event store: ``<data>/events.sqlite`` or
     PostgreSQL."""
+    # local: start-up: 4 more module(s) for commands that never use it
     from adapters.eventlog.store import postgres_env, sqlite_env
 
     root = private_dir(settings.data)
@@ -70,6 +77,7 @@ def event_log_env(settings: Settings) -> dict[str, str]:
 
 def event_log(settings: Settings) -> MailLog:
     """The event store (its data keys beside it: ``MailLog.keys``)."""
+    # local: start-up: 4 more module(s) for commands that never use it
     from adapters.eventlog.store import open_log
 
     return open_log(event_log_env(settings))
@@ -78,6 +86,7 @@ def event_log(settings: Settings) -> MailLog:
 def key_store(settings: Settings) -> KeyStore:
     """The data keys beside the event store, for a process that reads sealed events without
     opening the log (a stream worker)."""
+    # local: start-up: 4 more module(s) for commands that never use it
     from adapters.eventlog.store import open_key_store
 
     return open_key_store(event_log_env(settings))
@@ -88,7 +97,6 @@ def key_cluster(settings: Settings) -> Any:
     (ADR 0073)."""
     if not settings.key_store_dsn:
         return None
-    from adapters.eventlog.keycluster import PostgresVault
 
     return PostgresVault(settings.key_store_dsn, timeout=settings.postgres_timeout,
                          standbys=settings.key_store_standbys.split())
@@ -98,16 +106,17 @@ def key_cluster_ids(settings: Settings) -> set[Any]:
     """The KEK ids in the key cluster, read only (none configured: the empty set)."""
     if not settings.key_store_dsn:
         return set()
-    from adapters.eventlog.keycluster import kek_ids
 
     return kek_ids(settings.key_store_dsn, timeout=settings.postgres_timeout)
 
 
 def kek_use(settings: Settings) -> dict[Any, int]:
     """Each KEK the PostgreSQL log's live data keys are wrapped under, and how many."""
+    # local: psycopg, a client library, loaded only when this runs
     from psycopg.conninfo import make_conninfo
 
-    from adapters.eventlog.sealing import postgres_kek_use
+    # local: start-up: 2 more module(s) for commands that never use it
+    from adapters.eventlog.keypostgres import postgres_kek_use
 
     parts = postgres_env_from_dsn(settings.postgres_dsn or "")
     return postgres_kek_use(make_conninfo(
@@ -121,8 +130,6 @@ def payload_store(settings: Settings) -> PayloadStore:
     scale-out path), the table ``<prefix>_payloads`` through the table store's connection
     settings, connected on first use, with this host's payload files (if any are left from
     before) read where they are until ``letterlog payloads migrate`` (ADR 0072)."""
-    from adapters.payloads.files import FilePayloadStore
-
     if not settings.payloads_in_hbase():
         return FilePayloadStore(Path(settings.data) / datadir.PAYLOADS)
     return layered_payloads(settings)
@@ -130,7 +137,7 @@ def payload_store(settings: Settings) -> PayloadStore:
 
 def layered_payloads(settings: Settings) -> LayeredPayloadStore:
     """HBase's payload table (connected on first use), then this host's payload files."""
-    from adapters.payloads.files import FilePayloadStore
+    # local: start-up: 1 more module(s) for commands that never use it
     from adapters.payloads.layered import LayeredPayloadStore
 
     local = Path(settings.data) / datadir.PAYLOADS
@@ -141,6 +148,7 @@ def layered_payloads(settings: Settings) -> LayeredPayloadStore:
 def hbase_payloads(settings: Settings) -> HBasePayloadStore:
     """The payload table in HBase, on a table store of its own (the read models' settings:
     host, port, prefix, timeout; Thrift2 writes if configured), created if absent."""
+    # local: start-up: 1 more module(s) for commands that never use it
     from adapters.payloads.hbase import HBasePayloadStore
 
     tables = hbase_tables(settings)
@@ -154,6 +162,7 @@ def hbase_payloads(settings: Settings) -> HBasePayloadStore:
 
 def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mailstore:
     """The command side on ``log`` and ``payloads``, with the settings' limits."""
+    # local: start-up: 1 more module(s) for commands that never use it
     from domain.service import Mailstore
 
     mail = Mailstore(
@@ -165,7 +174,6 @@ def mailstore(settings: Settings, log: MailLog, payloads: PayloadStore) -> Mails
         log_head=log.head,
         reservation_ttl=timedelta(seconds=settings.extraction_reservation_seconds),
     )
-    from adapters.rules.matching import RegexMatcher  # event rules' bounded filters
 
     mail.rule_matcher = RegexMatcher()
     mail.rule_search_seconds = settings.rule_search_seconds
@@ -177,8 +185,8 @@ def quotas(settings: Settings, mail: Mailstore, log: MailLog, host: Any) -> None
     """The quota rule of ``mail``: the default limits, and a ledger that takes an account's
     usage from the embedded ``counters`` (``host``'s, else ``tables.sqlite`` read only, else
     none) and folds the log after it (ADR 0050)."""
-    from adapters.quota import LogUsage, TablesSnapshot, counters_snapshot
-    from domain.quota import Quotas, UsageLedger
+    # local: start-up: 4 more module(s) for commands that never use it
+    from adapters.facade.quota import LogUsage, TablesSnapshot, counters_snapshot
 
     snapshot: Any = None
     if host is not None:
@@ -196,6 +204,7 @@ def stream_tables(settings: Settings, *, timeout: float | None = None) -> TableS
     ``timeout``: seconds an HBase call waits and retries (default ``hbase_timeout``)."""
     if settings.table_store == "hbase":
         return hbase_tables(settings, timeout=timeout)
+    # local: start-up: 6 more module(s) for commands that never use it
     from adapters.tables.sqlite import SqliteTableStore
 
     private_dir(settings.data)
@@ -204,6 +213,7 @@ def stream_tables(settings: Settings, *, timeout: float | None = None) -> TableS
 
 def hbase_tables(settings: Settings, *, timeout: float | None = None) -> TableStore:
     """A table store on the settings' HBase (Thrift1, and Thrift2 writes if configured)."""
+    # local: happybase, thriftpy2: client libraries, loaded only when this runs
     from adapters.tables.hbase import HBaseTableStore
 
     extra: dict[str, Any] = {}
@@ -224,6 +234,7 @@ def read_model_tables(settings: Settings) -> TableStore:
     workers write it) or the embedded ``<data>/tables.sqlite``."""
     if settings.table_store == "hbase":
         return stream_tables(settings)
+    # local: start-up: 6 more module(s) for commands that never use it
     from adapters.tables.sqlite import SqliteTableStore
 
     return SqliteTableStore(Path(settings.data) / datadir.READ_MODELS)
@@ -232,7 +243,10 @@ def read_model_tables(settings: Settings) -> TableStore:
 def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
     """The read models of an embedded store: ``<data>/tables.sqlite``, kept current by this
     process; or, with ``table_store=hbase``, HBase, read only (stream workers project)."""
+    # local: start-up: 4 more module(s) for commands that never use it
     from adapters.eventlog.reader import read_events
+
+    # local: start-up: 30 more module(s) for commands that never use it
     from adapters.readside.host import ProjectionHost
 
     events = partial(read_events, log)
@@ -258,7 +272,10 @@ def purge_jobs(settings: Settings, mail: Mailstore, payloads: PayloadStore,
     """The purge jobs on the read side ``host``: the domain's ``Purging`` on ``mail``'s unit
     of work, each append followed by ``shredded.purged``, each run by ``shredded.after``;
     the host's catch-up before the queues and before the payloads."""
+    # local: start-up: 4 more module(s) for commands that never use it
     from adapters.lifecycle.jobs import PurgeJobs
+
+    # local: start-up: 2 more module(s) for commands that never use it
     from domain.purging import Purging
 
     retention = settings.retention()
@@ -318,27 +335,12 @@ def _finish_interrupted(store: Letterlog) -> None:
             "complete` retries", type(error).__name__, error)
 
 
-def _groups(settings: Settings) -> Callable[[str], frozenset[str]]:
-    """A caller's groups, from the user directory built on first use."""
-    return lambda user: group_resolver(settings)(user)
-
-
-def _check_identifier(settings: Settings, identifier: str) -> None:
-    """An ACL identifier must name someone in the user directory (``UnknownIdentifier``);
-    a store without one (its default passwd-file absent) has nobody to check against."""
-    from domain.directory import check_identifier
-
-    found = directory(settings)
-    if getattr(found, "absent", False):
-        return
-    check_identifier(found, identifier)
-
-
 def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
     """The outbox relay for ``settings``: Kafka bootstrap and topic, and the event store's
     log (``log``: an opened ``MailLog`` or ``Letterlog``; opened here when None, and closed
     with the relay). The position lives in the event store's database for PostgreSQL and in
     ``<data>/relay-<topic>.position`` for SQLite."""
+    # local: start-up: 9 more module(s) for commands that never use it
     from adapters.streaming.relay import (
         DEFAULT_PARTITIONS,
         FilePosition,
@@ -368,29 +370,3 @@ def relay(settings: Settings, log: Any = None, **options: Any) -> OutboxRelay:
                        or DEFAULT_PARTITIONS)
     return OutboxRelay(read, settings.kafka_bootstrap, settings.kafka_topic, position,
                        head=recorder.max_notification_id, on_close=on_close, **options)
-
-
-def directory(settings: Settings) -> Directory:
-    """The user directory of ``settings.directory``: the passwd-file (``passwd_file``,
-    default ``<data>/users.passwd``, where a missing file is a directory of no users yet) or
-    LDAP (``ldap_url``, users under ``ldap_base_dn``, groups under ``ldap_group_base_dn``)."""
-    if settings.directory == "ldap":
-        from adapters.directory.ldap import LdapDirectory
-
-        return LdapDirectory(settings.ldap_url, settings.ldap_base_dn,
-                             group_base_dn=settings.ldap_group_base_dn or None,
-                             bind_dn=settings.ldap_bind_dn, password=settings.ldap_password,
-                             timeout=settings.ldap_timeout)
-    from adapters.directory.passwdfile import PasswdFileDirectory
-
-    if settings.passwd_file is not None:
-        return PasswdFileDirectory(settings.passwd_file)
-    return PasswdFileDirectory(Path(settings.data) / "users.passwd", missing_is_empty=True)
-
-
-def group_resolver(settings: Settings) -> Callable[[str], frozenset[str]]:
-    """User name -> the names of the user's groups, asked of the directory each time (none
-    for a user it does not know; ``DirectoryUnavailable`` if it does not answer)."""
-    from domain.directory import groups_of
-
-    return partial(groups_of, directory(settings))

@@ -9,7 +9,7 @@ What the job opens, on the driver and in each executor:
   models' host for ``rebuild``/``build_view``, ``position_at``, ``erase_from_views``);
 - the read models as they are, for the export's names (``read_models``: tables and
   catalog, no log, nothing caught up or written);
-- the launcher's helpers it shares with the CLI (``adapters.spark``) and the rebuild lock.
+- the launcher's helpers it shares with the CLI (``adapters.sparkjob.launch``) and the rebuild lock.
 
 No ``Letterlog`` facade, no ``Mailstore``, no payload store, no quotas, no purge jobs: a
 rebuild and an export never append to the log.
@@ -24,14 +24,16 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.bootstrap import event_log, projection_host, read_model_tables
+from adapters.config.settings import Settings, load_settings
 from adapters.eventlog.reader import _corrupt as corrupt_event
 from adapters.eventlog.reader import _uuid_of as uuid_of
 from adapters.eventlog.reader import read_events, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from adapters.eventlog.transcoder import uuid_from_int
-from adapters.rebuild_lock import rebuild_lock
-from adapters.settings import Settings, load_settings
-from adapters.spark import (
+from adapters.lifecycle.shredding import erase_from_views
+from adapters.readside.catalog import Catalog
+from adapters.readside.rebuild_lock import rebuild_lock
+from adapters.sparkjob.launch import (
     DEFAULT_MASTER,
     PROGRESS_PREFIX,
     check_master,
@@ -43,6 +45,8 @@ from adapters.spark import (
     require_store,
     run_directory,
 )
+from adapters.tables.memory import InMemoryTableStore
+from adapters.tables.sqlite import SqliteTableStore
 
 if TYPE_CHECKING:
     from adapters.eventlog.store import MailLog
@@ -79,8 +83,6 @@ class Rebuilding:
 
     def erase_from_views(self) -> dict[str, Any]:
         """Every purge and erasure in the log applied to the views that lack it."""
-        from adapters.lifecycle.shredding import erase_from_views
-
         return erase_from_views(self.settings, self.log, self.host.tables)
 
 
@@ -102,8 +104,6 @@ def rebuilding(settings: Settings) -> Iterator[Rebuilding]:
 def read_models(settings: Settings) -> Iterator[tuple[TableStore, Any]]:
     """The read models' tables and their catalog's ``physical`` (logical -> physical
     table), as they are: nothing caught up, nothing written."""
-    from adapters.readside.catalog import Catalog
-
     tables = read_model_tables(settings)
     try:
         catalog = Catalog(tables)
@@ -117,10 +117,7 @@ def run_tables(path: str | None, synchronous: str = "OFF") -> TableStore:
     """A task's run file (``path``, written without fsync: a failed attempt's is never
     merged), or tables in memory (``None``)."""
     if path is None:
-        from adapters.tables.memory import InMemoryTableStore
-
         return InMemoryTableStore()
-    from adapters.tables.sqlite import SqliteTableStore
 
     return SqliteTableStore(path, synchronous=synchronous)
 

@@ -13,9 +13,9 @@ import typer
 from adapters.cli.arguments import AS_OF_HELP, parse_as_of
 from adapters.cli.common import fail, group, human_size, out, progress_enabled, state
 from adapters.cli.demo import run_demo
-from adapters.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
-from adapters.settings import load_settings
-from adapters.spark import parse_conf, require_store, submit
+from adapters.config.settings import load_settings
+from adapters.readside.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
+from adapters.sparkjob.launch import parse_conf, require_store, submit
 from domain.errors import LetterlogError, SettingsError
 from projections.registry import select
 

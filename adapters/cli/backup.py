@@ -16,8 +16,8 @@ from adapters.backup import backup as make_backup
 from adapters.backup import restore
 from adapters.bootstrap import layered_payloads
 from adapters.cli.common import group, human_size, out, progress_enabled, state
+from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
-from adapters.settings import load_settings
 
 app = group("Backup and restore of an embedded store.")
 SECTION = (80, 'Backup')  # the root help's section (adapters.cli.table)

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import fail, group, state
-from adapters.settings import load_settings
-from adapters.spark import run_module
+from adapters.config.settings import load_settings
+from adapters.sparkjob.launch import run_module
 
 app = group("Benchmarks.")
 SECTION = (110, 'Benchmarks')  # the root help's section (adapters.cli.table)

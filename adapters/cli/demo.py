@@ -10,7 +10,7 @@ from rich.progress import track
 from rich.table import Table
 
 from adapters.cli.demo_report import report
-from adapters.mailgen import generate
+from adapters.demo.mailgen import generate
 from domain.errors import ExtractionRefused
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ def _postgres_down(e: BaseException) -> str | None:
     if "psycopg" not in sys.modules:
         return None
     # local: the log's client, after a failed command alone
-    from adapters.eventlog.store import postgres_unreachable
+    from adapters.eventlog.postgreslog import postgres_unreachable
 
     why = postgres_unreachable(e)
     if why is None:
@@ -50,7 +50,7 @@ def _postgres_down(e: BaseException) -> str | None:
     where = "the event store's server"
     try:
         # local: pydantic, after a PostgreSQL failure alone
-        from adapters.settings import load_settings
+        from adapters.config.settings import load_settings
 
         dsn = urlparse(load_settings(data=state.data).postgres_dsn or "")
         where = f"{dsn.hostname}:{dsn.port or 5432}"

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from adapters.bootstrap import event_log, projection_host
-from adapters.settings import load_settings
+from adapters.config.settings import load_settings
 
 RETRY_MAX = 10.0
 """Seconds at most between two tries of a catch-up that failed (a locked ``tables.sqlite``:

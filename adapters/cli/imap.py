@@ -8,11 +8,11 @@ import typer
 
 from adapters.bootstrap import directory
 from adapters.cli.common import group, state
+from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
 from adapters.imap.processes import run, run_processes, tls_context
 from adapters.imap.server import Options
 from adapters.mta.listeners import parse_listen
-from adapters.settings import load_settings
 from domain.errors import InvalidCommand
 
 app = group("The IMAP server.")

@@ -13,7 +13,7 @@ import typer
 
 from adapters.bootstrap import layered_payloads
 from adapters.cli.common import fail, group, out, progress_enabled, state
-from adapters.settings import load_settings
+from adapters.config.settings import load_settings
 
 app = group("Payloads: the message bodies over the inline limit.")
 SECTION = (82, 'Payloads')  # the root help's section (adapters.cli.table)

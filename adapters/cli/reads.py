@@ -29,7 +29,7 @@ from adapters.cli.common import (
     out,
     state,
 )
-from adapters.datadir import disk_use
+from adapters.files.datadir import disk_use
 from adapters.startup.current import CurrentTables
 
 app = group("Reading the read models.")

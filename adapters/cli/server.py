@@ -12,7 +12,7 @@ import typer
 
 from adapters.cli import commandserver as cs
 from adapters.cli.common import fail, group, out
-from adapters.probing import alive
+from adapters.operations.probing import alive
 
 app = group("The command server.")
 SECTION = (120, 'Command server')  # the root help's section (adapters.cli.table)

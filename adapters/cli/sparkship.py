@@ -1,5 +1,5 @@
 """``letterlog spark package DIR``: letterlog packed for a Spark cluster's nodes
-(``adapters/spark_package.py``; docs/spark.md, "Shipping letterlog to a cluster")."""
+(``adapters/sparkjob/package.py``; docs/spark.md, "Shipping letterlog to a cluster")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from adapters.cli.common import fail, group, out
-from adapters.spark_package import package as build
+from adapters.sparkjob.package import package as build
 from domain.errors import SettingsError
 
 app = group("Spark.")

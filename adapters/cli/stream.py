@@ -13,14 +13,14 @@ from adapters import bootstrap
 from adapters.bootstrap import relay as make_relay
 from adapters.bootstrap import stream_tables
 from adapters.cli.common import fail, group, out, state, stop_on_signals
+from adapters.config.settings import load_settings
+from adapters.operations.supervision import SupervisorError
 from adapters.readside.catalog import Catalog
-from adapters.settings import load_settings
 from adapters.streaming.deadletters import discard, get_dead_letter, list_closed, list_dead_letters
 from adapters.streaming.lag import exit_status, render, snapshot
 from adapters.streaming.processes import restart, start, status, stop
 from adapters.streaming.redrive import redrive
 from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
-from adapters.supervision import SupervisorError
 from domain.errors import InvalidCommand
 
 app = group("Scale-out processes.")

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 from adapters import bootstrap
-from adapters.settings import Settings, StreamOptions, load_settings
+from adapters.config.settings import Settings, StreamOptions, load_settings
 from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
 from adapters.streaming.worker import create_worker
 from domain.errors import SettingsError

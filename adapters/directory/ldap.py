@@ -97,6 +97,7 @@ class LdapDirectory:
         return users
 
     def user(self, name: str) -> DirectoryUser | None:
+        # local: ldap3, a client library, loaded only when this runs
         from ldap3.utils.conv import escape_filter_chars
 
         try:
@@ -130,12 +131,17 @@ class LdapDirectory:
     def authenticate(self, name: str, password: str) -> DirectoryUser | None:
         """The user ``name`` if the server accepts a bind as its entry's DN with
         ``password`` (a simple bind: the server checks the password), else None."""
+        # local: ldap3, a client library, loaded only when this runs
         from ldap3 import NONE, Connection, Server
+
+        # local: ldap3, a client library, loaded only when this runs
         from ldap3.core.exceptions import (
             LDAPBindError,
             LDAPException,
             LDAPInvalidCredentialsResult,
         )
+
+        # local: ldap3, a client library, loaded only when this runs
         from ldap3.utils.conv import escape_filter_chars
 
         found = self.user(name)
@@ -198,7 +204,10 @@ class LdapDirectory:
 
     # -- talking to the server --------------------------------------------------------------
     def _asking(self, question: Any) -> Any:
+        # local: ldap3, a client library, loaded only when this runs
         from ldap3 import NONE, Connection, Server
+
+        # local: ldap3, a client library, loaded only when this runs
         from ldap3.core.exceptions import LDAPException
 
         seconds = max(1, math.ceil(self.timeout))  # ldap3 sets the socket's in whole seconds
@@ -220,6 +229,7 @@ class LdapDirectory:
 
     def _search(self, conn: Any, base: str, query: str,
                 attributes: list[str]) -> list[dict[str, Any]]:
+        # local: ldap3, a client library, loaded only when this runs
         from ldap3 import SUBTREE
 
         found = conn.extend.standard.paged_search(

@@ -26,6 +26,7 @@ import logging
 import re
 from pathlib import Path
 
+from adapters.directory.passwords import verify
 from domain.directory import DirectoryInvalid, DirectoryUnavailable, DirectoryUser, SkippedEntry
 from domain.identity import NameRefused, canonical_name
 
@@ -187,8 +188,6 @@ class PasswdFileDirectory:
     def authenticate(self, name: str, password: str) -> DirectoryUser | None:
         """The user ``name`` if ``password`` matches its line's password field (Dovecot's
         ``{SCHEME}value``: ``adapters.directory.passwords``), else None."""
-        from adapters.directory.passwords import verify
-
         found = self.user(name)
         if found is None:
             return None

@@ -1,7 +1,7 @@
 """The key-encryption keys (KEKs) in a PostgreSQL cluster of their own: the key store every
 application host reaches (``LETTERLOG_KEY_STORE_DSN``; ADR 0073).
 
-The same five operations as the vault file (``sealing.Vault``): add, get (cached in the
+The same five operations as the vault file (``keyvault.Vault``): add, get (cached in the
 process), mark retiring, remove, list. What makes a removal final on this engine is
 ``scrub``, the erasure's completion step on the key cluster: the table rewritten
 (``VACUUM FULL``: a deleted KEK's dead tuple goes with the old file), the WAL segment
@@ -59,6 +59,7 @@ class PostgresVault:
 
     # -- the connection ----------------------------------------------------------------
     def _connect(self) -> Any:
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         try:
@@ -69,6 +70,7 @@ class PostgresVault:
     def _call(self, work: Callable[[Any], Any]) -> Any:
         """``work(connection)``; once more on a new connection if this one broke (a
         restarted or promoted server: every statement here may be repeated)."""
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         if self._conn is None or self._conn.closed:
@@ -245,6 +247,7 @@ class FallbackVault:
 
 def kek_ids(dsn: str, *, timeout: float = 10.0) -> set[UUID]:
     """The KEK ids the key cluster holds, read only (no table made: {} without one)."""
+    # local: psycopg, a client library, loaded only when this runs
     import psycopg
 
     try:

@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from adapters.eventlog.keycluster import PostgresVault
-from adapters.eventlog.sealing import Vault
+from adapters.eventlog.keyvault import Vault
 from domain.errors import LetterlogError
 
 

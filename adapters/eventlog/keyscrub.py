@@ -22,6 +22,7 @@ POLL_S = 0.05
 
 def describe(dsn: str) -> str:
     """The DSN without its password, for messages."""
+    # local: psycopg, a client library, loaded only when this runs
     from psycopg.conninfo import conninfo_to_dict
 
     try:
@@ -78,6 +79,7 @@ def _until(deadline: float, check: Any) -> Any:
 
 
 def scrub(dsn: str, standbys: list[str], deadline: float, name: str) -> Scrub:
+    # local: psycopg, a client library, loaded only when this runs
     import psycopg
 
     began = time.monotonic()
@@ -116,6 +118,7 @@ def scrub(dsn: str, standbys: list[str], deadline: float, name: str) -> Scrub:
 
 
 def _scrub_standby(dsn: str, redo: Any, boundary: str, deadline: float) -> list[str]:
+    # local: psycopg, a client library, loaded only when this runs
     import psycopg
 
     where = f"standby {describe(dsn).removeprefix('key store ')}"

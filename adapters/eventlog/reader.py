@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import resolve_topic
 from msgpack import unpackb as _unpackb
 
@@ -127,8 +129,6 @@ def _notification_pages(recorder: Any, start: int, stop: int | None,
 
 
 def _is_sqlite(recorder: Any) -> bool:
-    from eventsourcing.sqlite import SQLiteApplicationRecorder
-
     return (isinstance(recorder, SQLiteApplicationRecorder)
             and getattr(recorder.datastore, "originator_id_type", "uuid") == "uuid")
 
@@ -148,8 +148,6 @@ def row_decoder(log: Any) -> Callable[[Row], tuple[int, Any]]:
     mapper = log.mapper
     decode = plain_decoder(mapper)
     if decode is None:
-        from eventsourcing.persistence import StoredEvent
-
         def decode(originator_id: Any, version: int, topic: str, state: bytes) -> Any:
             return mapper.to_domain_event(StoredEvent(
                 originator_id=_uuid_of(originator_id), originator_version=version,
@@ -187,8 +185,6 @@ def read_events(log: Any, start: int = 1, stop: int | None = None,
 
 
 def _mapped(mapper: Any, pages: Iterator[list[Row]]) -> Iterator[tuple[int, Any]]:
-    from eventsourcing.persistence import StoredEvent
-
     for rows in pages:
         for position, originator_id, version, topic, state in rows:
             try:

@@ -4,6 +4,8 @@ SQLite durability is a product decision (ADR 0004): by default every commit is f
 (``synchronous=FULL``), so an acknowledged delivery survives a power loss, like an MTA that
 answers 250 only after fsync. ``LETTERLOG_DURABILITY=normal`` trades that for speed: a
 delivery then survives a process crash but may be lost with the last commits on power loss.
+The two factories: ``sqlitelog`` (that pragma, the events file's page size) and
+``postgreslog`` (schema creation serialised, reconnection bounded).
 """
 
 from __future__ import annotations
@@ -19,153 +21,17 @@ from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent, Repository
 from eventsourcing.persistence import Mapper, OperationalError, Recording, Transcoder
-from eventsourcing.sqlite import (
-    SQLiteApplicationRecorder,
-    SQLiteConnection,
-    SQLiteConnectionPool,
-    SQLiteFactory,
-)
+from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from adapters import datadir
-from adapters.eventlog import sealing
+from adapters.eventlog import keypostgres, keysqlite, sealing
+from adapters.eventlog.sqlitelog import SYNCHRONOUS
 from adapters.eventlog.transcoder import EventMapper, MsgpackTranscoder
+from adapters.files import datadir
 from domain.account import Account
 from domain.delivery_key import DeliveryKey
 from domain.errors import SettingsError, StoreBusy
 from domain.mailbox import Mailbox
 from domain.message import Message
-
-SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
-
-
-class _DurableSQLitePool(SQLiteConnectionPool):
-    synchronous = "FULL"
-
-    def _create_connection(self) -> SQLiteConnection:
-        conn = super()._create_connection()
-        raw = conn._sqlite_conn
-        raw.execute(f"PRAGMA synchronous={self.synchronous}")
-        return conn
-
-
-EVENTS_PAGE_SIZE = 16384
-"""Page size of a new events file. An event with its compressed personal part is ~2 KB, so on
-4 KiB pages a quarter of the file was the unused tails of pages and overflow pages; on
-16 KiB pages the 5,000-message import's log takes 10.9 MB instead of 13.6 MB (ADR 0014). An
-existing file keeps the page size it was made with."""
-
-
-def _new_file_page_size(path: str, page_size: int) -> None:
-    """Give a new (absent or empty) SQLite file ``page_size``: only possible before its first
-    table, and before WAL mode is on."""
-    if not path or path.startswith(":memory:") or "mode=memory" in path:
-        return
-    with contextlib.suppress(FileNotFoundError):
-        if os.path.getsize(path) > 0:
-            return
-    if not path.startswith("file:"):
-        from adapters.filemodes import private_file
-
-        private_file(path)  # 0600 before SQLite makes it (its -wal and -shm take its mode)
-    con = sqlite3.connect(path)
-    try:
-        con.execute(f"PRAGMA page_size={page_size}")
-        con.execute("PRAGMA journal_mode=WAL")  # writes the header with that page size
-    finally:
-        con.close()
-
-
-class DurableSQLiteFactory(SQLiteFactory):
-    """SQLiteFactory with an explicit ``synchronous`` pragma (env ``SQLITE_SYNCHRONOUS``);
-    a new events file gets ``EVENTS_PAGE_SIZE`` pages."""
-
-    def __init__(self, env: Any) -> None:
-        _new_file_page_size(env.get("SQLITE_DBNAME") or "", EVENTS_PAGE_SIZE)
-        super().__init__(env)
-        mode = SYNCHRONOUS.get((self.env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
-        old = self.datastore.pool
-        from adapters.filemodes import read_only_sqlite
-
-        pool = _DurableSQLitePool(db_name=read_only_sqlite(old.db_name) or old.db_name,
-                                  lock_timeout=old.lock_timeout)  # read-only: a snapshot
-        pool.synchronous = mode
-        old.close()
-        self.datastore.pool = pool
-
-
-SCHEMA_LOCK_KEY = sealing.SCHEMA_LOCK_KEY
-
-
-def _serialised_create_table(self: Any) -> None:
-    """``create_table`` of eventsourcing's PostgreSQL recorders, serialised across processes.
-
-    The library issues ``CREATE OR REPLACE FUNCTION`` and friends on every start-up; two
-    processes doing that at the same moment fail with "tuple concurrently updated". Here the
-    whole schema creation runs in one transaction holding a transaction-scoped advisory lock,
-    and an already existing composite type is skipped inside a savepoint.
-    """
-    from psycopg.errors import DuplicateObject
-
-    with self.datastore.transaction(commit=True) as curs:
-        curs.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-        for statement in self.sql_create_statements:
-            if "CREATE TYPE" in statement.as_string():
-                with contextlib.suppress(DuplicateObject), curs.connection.transaction():
-                    curs.execute(statement, prepare=False)
-        self._create_table(curs)
-    self.datastore.register_type_adapters()
-
-
-def reconnect_timeout(env: Any) -> float:
-    """Seconds the pool tries one lost connection again before it gives the slot up (and
-    the next ``getconn`` starts a new try at once): the connection timeout, at least 2."""
-    try:
-        return max(2.0, float(env.get("POSTGRES_CONNECT_TIMEOUT") or 10))
-    except ValueError:
-        return 10.0
-
-
-def _postgres_factory() -> type[Any]:
-    from eventsourcing import postgres as pg
-
-    class _App(pg.PostgresApplicationRecorder):
-        create_table = _serialised_create_table
-
-    class _Tracking(pg.PostgresTrackingRecorder):
-        create_table = _serialised_create_table
-
-    class _Process(pg.PostgresProcessRecorder):
-        create_table = _serialised_create_table
-
-    class _Aggregate(pg.PostgresAggregateRecorder):
-        create_table = _serialised_create_table
-
-    class Factory(pg.PostgresFactory):
-        aggregate_recorder_class = _Aggregate
-        application_recorder_class = _App
-        tracking_recorder_class = _Tracking
-        process_recorder_class = _Process
-
-        def __init__(self, env: Any) -> None:
-            super().__init__(env)
-            # psycopg_pool tries a lost connection again after 1, 2, 4, 8 ... s for 5
-            # minutes: after an outage of a minute its next try came up to a minute after
-            # PostgreSQL was back (issue 42, item 9). Given up after the connection timeout,
-            # the slot is tried afresh by the next caller that wants a connection.
-            self.datastore.pool.reconnect_timeout = reconnect_timeout(env)
-
-    return Factory
-
-
-def __getattr__(name: str) -> Any:
-    # ``PERSISTENCE_MODULE=adapters.eventlog.store:SerialisedPostgresFactory``; built lazily so
-    # that the embedded default never imports psycopg.
-    if name == "SerialisedPostgresFactory":
-        factory = _postgres_factory()
-        globals()[name] = factory
-        return factory
-    raise AttributeError(name)
-
 
 _OWN_AGGREGATES = frozenset({Account, Mailbox, Message, DeliveryKey})
 
@@ -300,16 +166,16 @@ def open_key_store(env: Any) -> sealing.KeyStore:
         if db and db != ":memory:" and "mode=memory" not in db:
             path = os.path.join(os.path.dirname(os.path.abspath(db)), datadir.KEYS)
             mode = SYNCHRONOUS.get((env.get("SQLITE_SYNCHRONOUS") or "full").lower(), "FULL")
-            return sealing.SqliteKeyStore(path, synchronous=mode,
+            return keysqlite.SqliteKeyStore(path, synchronous=mode,
                                           vault=env.get("LETTERLOG_KEY_VAULT") or None)
     if "Postgres" in module or "postgres" in module:
-        from psycopg.conninfo import make_conninfo
+        from psycopg.conninfo import make_conninfo  # local: psycopg, for a PostgreSQL log only
 
         vault = env.get("LETTERLOG_KEY_VAULT")
         if not vault:
             raise SettingsError("a PostgreSQL log needs its key vault: LETTERLOG_KEY_VAULT "
                                 "(a file outside the database: the key-encryption keys)")
-        return sealing.PostgresKeyStore(make_conninfo(
+        return keypostgres.PostgresKeyStore(make_conninfo(
             dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
             port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
             password=env.get("POSTGRES_PASSWORD"),
@@ -347,7 +213,7 @@ def _head_query(app: MailLog) -> Any:
 
 def sqlite_env(path: str, durability: str = "full", lock_timeout: int = 30) -> dict[str, str]:
     return {
-        "PERSISTENCE_MODULE": "adapters.eventlog.store:DurableSQLiteFactory",
+        "PERSISTENCE_MODULE": "adapters.eventlog.sqlitelog:DurableSQLiteFactory",
         "SQLITE_DBNAME": path,
         "SQLITE_LOCK_TIMEOUT": str(lock_timeout),
         "SQLITE_SYNCHRONOUS": durability,
@@ -366,7 +232,7 @@ def postgres_env(dsn_parts: dict[str, str], vault: str,
     checks each, ADR 0073)."""
     seconds = str(max(2, math.ceil(timeout)))  # libpq: whole seconds, at least 2
     env = {
-        "PERSISTENCE_MODULE": "adapters.eventlog.store:SerialisedPostgresFactory",
+        "PERSISTENCE_MODULE": "adapters.eventlog.postgreslog:SerialisedPostgresFactory",
         "AGGREGATE_CACHE_MAXSIZE": "20000",
         "LETTERLOG_KEY_VAULT": vault,
         "POSTGRES_CONNECT_TIMEOUT": seconds,
@@ -376,29 +242,6 @@ def postgres_env(dsn_parts: dict[str, str], vault: str,
         env["LETTERLOG_KEY_STORE_STANDBYS"] = standbys
     env.update(dsn_parts)
     return env
-
-
-def postgres_unreachable(error: BaseException) -> str | None:
-    """Why ``error`` (or an error it was raised from) means the log's PostgreSQL did not
-    answer: a refused or failed connection, or none within the timeout; None otherwise."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        kind = type(current)
-        module = kind.__module__
-        if module.startswith("psycopg_pool") and kind.__name__ == "PoolTimeout":
-            return "no connection within the timeout"
-        if module.startswith(("psycopg", "eventsourcing")) and kind.__name__ in (
-                "OperationalError", "InterfaceError", "ConnectionTimeout"):
-            text = " ".join(str(current).split())
-            if "refused" in text:
-                return "connection refused"
-            if "timeout" in text.lower() or "timed out" in text:
-                return "no answer within the timeout"
-            return text[:160] or kind.__name__
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def open_log(env: dict[str, str]) -> MailLog:

@@ -31,9 +31,9 @@ import msgpack
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 
-from adapters.compression import compress as _compress
-from adapters.compression import decompress as _decompress
 from adapters.eventlog import sealing
+from adapters.eventlog.compression import compress as _compress
+from adapters.eventlog.compression import decompress as _decompress
 from domain.personal import Personal
 from domain.speedups import uuid_of_bytes, uuid_of_int
 

@@ -10,6 +10,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
 from adapters.facade.parts import FacadePart
+from domain.access import check_rights_string
+from domain.identity import canonical_name
+from domain.rights import RIGHTS, Caller, validate_identifier
+from domain.roots import validate_user
 from domain.service import Change
 
 if TYPE_CHECKING:
@@ -32,10 +36,8 @@ class Access(FacadePart):
         """This store acting as ``user``: every command and query checks its rights first
         (``PermissionDenied``). ``groups``: the user's groups, else asked of the group
         resolver (the user directory) when there is one, else none."""
+        # local: start-up: 9 more module(s) for commands that never use it
         from adapters.caller import CallerView
-        from domain.identity import canonical_name
-        from domain.rights import Caller
-        from domain.roots import validate_user
 
         name = validate_user(user)
         if groups is None:
@@ -52,9 +54,6 @@ class Access(FacadePart):
         ``identifier`` on the mailbox (an event carrying the old and new rights). The
         identifier as the identity rule has it (``NameRefused``); with a user directory,
         one that names no user or group of it is ``UnknownIdentifier``."""
-        from domain.access import check_rights_string
-        from domain.rights import validate_identifier
-
         check_rights_string(rights)
         identifier = validate_identifier(identifier)
         if self.identifier_check is not None:
@@ -67,8 +66,6 @@ class Access(FacadePart):
 
     def my_rights(self, account: str, mailbox: str) -> str:
         """The administrator's rights on an existing mailbox: all of them (RFC 4314)."""
-        from domain.rights import RIGHTS
-
         self.mail.mailbox_of(account, mailbox)  # MailboxNotFound / AccountNotFound
         return RIGHTS
 
@@ -96,6 +93,7 @@ class Access(FacadePart):
 
     def visible_mailbox_ids(self, identifiers: Iterable[str]) -> list[UUID]:
         """Mailboxes whose ACL names one of ``identifiers`` (the ``acl`` read model)."""
+        # local: start-up: 1 more module(s) for commands that never use it
         from projections.access_queries import visible_mailboxes
 
         host = self._read()
@@ -106,6 +104,7 @@ class Access(FacadePart):
     def acl_entries(self) -> list[tuple[str, str, str, str]]:
         """Every ACL entry of the store: (account, mailbox name, identifier, rights), from
         the ``acl`` read model (names as they are now)."""
+        # local: start-up: 1 more module(s) for commands that never use it
         from projections.access_queries import acl_entries
 
         host = self._read()
@@ -123,6 +122,7 @@ class Access(FacadePart):
 
     def roots(self) -> dict[str, str]:
         """Every virtual root: user -> ``account[/path]`` (the ``roots`` read model)."""
+        # local: start-up: 1 more module(s) for commands that never use it
         from projections.access_queries import roots
 
         host = self._read()

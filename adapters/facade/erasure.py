@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from adapters.eventlog.keycluster import FallbackVault, PostgresVault
 from adapters.facade.parts import FacadePart
-from adapters.faults import fault_point
-from domain.errors import InvalidCommand
+from adapters.files import datadir
+from adapters.lifecycle import intents
+from adapters.lifecycle import intents as stored
+from adapters.operations.faults import fault_point
+from domain.errors import InvalidCommand, SettingsError
 from domain.lifecycle import ALL_QUEUES, Retention
 from domain.message import Message
 from projections import names as pn
@@ -57,8 +62,6 @@ class Erasure(FacadePart):
         if dry_run:
             report = jobs.run(now or datetime.now(UTC), chosen, dry_run=True, progress=progress)
         else:
-            from adapters.lifecycle import intents
-
             self.finish_interrupted_erasures()
             with intents.of(self.settings).held("purge", self.max_position()):
                 fault_point("purge:intent")
@@ -81,6 +84,7 @@ class Erasure(FacadePart):
         """Purges one message now, whatever the TTLs (right to erasure). Other messages of
         the same content (same SHA-256) are reported: ``copies_remaining`` (ids, same
         account; erased too ``with_copies``), ``copies_in_other_accounts`` (never named)."""
+        # local: start-up: 1 more module(s) for commands that never use it
         from adapters.lifecycle.copies import copies_of
 
         msg = self.mail.uow.message(message_id)
@@ -107,8 +111,6 @@ class Erasure(FacadePart):
         """The erasure under a durable intent (``adapters.lifecycle.intents``): written and
         locked before anything is appended, removed once every step is done; a crash on the
         way leaves it for the next process that opens the store (``resume``: that one)."""
-        from adapters.lifecycle import intents
-
         if resume is None:
             fields: dict[str, Any] = ({"account": str(account)} if account is not None
                                       else {"messages": [str(i) for i in message_ids]})
@@ -129,7 +131,8 @@ class Erasure(FacadePart):
                      began: float) -> dict[str, Any]:
         """Purged, keys destroyed, and their payloads deleted at once unless something refers
         to them or a delivery re-used them since the erasure began (no grace period). Every
-        step is idempotent; the fault points name the boundaries (``adapters.faults``)."""
+        step is idempotent; the fault points name the boundaries
+        (``adapters.operations.faults``)."""
         released: list[Message] = []
 
         destroyed = 0
@@ -140,6 +143,7 @@ class Erasure(FacadePart):
             destroyed += self.shredding.destroy_keys(messages)
             released.extend(messages)
 
+        # local: start-up: 2 more module(s) for commands that never use it
         from domain.purging import Purging
 
         fault_point("erase:intent")
@@ -190,6 +194,7 @@ class Erasure(FacadePart):
         most ``FENCE_PASSES`` reads: the fence is then the last read's head, every delivery
         up to it purged, later ones reported as after it. Also: how many were found by a
         read after the first (delivered while the erasure ran)."""
+        # local: start-up: 2 more module(s) for commands that never use it
         from domain.purging import Outcome
 
         total = Outcome()
@@ -225,8 +230,6 @@ class Erasure(FacadePart):
         started), the vault loses the KEKs rotated away, the files are checkpointed.
         Run when a store opens, and by ``purge``, ``erase complete``, ``erase status``.
         Without read models only the keys are done; the intent stays for the next one."""
-        from adapters.lifecycle import intents as stored
-
         intents = stored.of(self.settings)
         if not intents.any():
             return []
@@ -269,13 +272,11 @@ class Erasure(FacadePart):
         """``letterlog keys migrate``: the vault file's KEKs moved into the key cluster
         (``LETTERLOG_KEY_STORE_DSN``), checked, then the file removed (ADR 0073);
         idempotent. ``SettingsError`` when no key cluster is configured."""
-        from pathlib import Path
-
-        from adapters import datadir
-        from adapters.eventlog.keycluster import FallbackVault, PostgresVault
+        # local: start-up: 3 more module(s) for commands that never use it
         from adapters.eventlog.keymigrate import migrate
-        from adapters.eventlog.sealing import WrappedKeyStore
-        from domain.errors import SettingsError
+
+        # local: start-up: 2 more module(s) for commands that never use it
+        from adapters.eventlog.wrappedkeys import WrappedKeyStore
 
         keys = self.log.keys
         vault = keys.vault if isinstance(keys, WrappedKeyStore) else None
@@ -294,7 +295,5 @@ class Erasure(FacadePart):
     def running_erasures(self) -> list[dict[str, Any]]:
         """Erasures and purge runs a live process is making now (their intents: kind,
         position, when), after any a killed process left have been finished."""
-        from adapters.lifecycle import intents
-
         self.finish_interrupted_erasures()
         return intents.of(self.settings).listing()

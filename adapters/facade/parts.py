@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from uuid import UUID
 
+    from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.jobs import PurgeJobs
     from adapters.lifecycle.shredding import Shredding
     from adapters.readside.host import ProjectionHost
-    from adapters.settings import Settings
     from domain.ports import PayloadStore
     from domain.service import Mailstore
 

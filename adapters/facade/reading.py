@@ -12,14 +12,16 @@ from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
 
-from adapters.datadir import exclusive
 from adapters.eventlog.reader import read_events
 from adapters.eventlog.records import account_events
 from adapters.facade.parts import FacadePart
+from adapters.files.datadir import exclusive
 from domain.errors import InvalidCommand, MessageNotFound
 from domain.values import account_id_for, normalise_address
 from projections import names as pn
 from projections.capabilities import Checkpointing, FileSized
+from projections.codec import data_fields
+from projections.keys import message_row
 
 
 class Reading(FacadePart):
@@ -70,8 +72,6 @@ class Reading(FacadePart):
         limit is used up or the extract-until date passed; ``InvalidState`` unless active),
         checked on the message's current state before any byte is returned."""
         host = self._read()
-        from projections.codec import data_fields
-        from projections.keys import message_row
 
         cells = host.tables.get(host.physical(pn.MESSAGES),
                                 message_row(self._mailbox_id(account, mailbox), uid),
@@ -108,6 +108,7 @@ class Reading(FacadePart):
 
     def views(self) -> list[Any]:
         """Every saved view (``SavedView``: name, position, projections, tables, bytes)."""
+        # local: start-up: 31 more module(s) for commands that never use it
         from adapters.readside.views import saved_views
 
         return saved_views(self._read().tables, sizes=True)
@@ -115,6 +116,7 @@ class Reading(FacadePart):
     def drop_view(self, name: str) -> Any:
         """Drops the view ``name`` (its tables and its row; ``NotFound`` if there is none,
         and nothing is dropped); the embedded tables' WAL is truncated after it."""
+        # local: start-up: 31 more module(s) for commands that never use it
         from adapters.readside.views import drop_view
 
         tables = self._read().tables

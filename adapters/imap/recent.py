@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from adapters.filemodes import private_file
+from adapters.files.filemodes import private_file
 
 NAME = "imap-recent.sqlite"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from adapters.filemodes import private_file
+from adapters.files.filemodes import private_file
 
 NAME = "imap-urlauth.sqlite"
 MECHANISM = "INTERNAL"

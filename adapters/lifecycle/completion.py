@@ -31,8 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from adapters import datadir
-from adapters.filemodes import create_private, private_dir
+from tenacity import Retrying, retry_if_result
+
+from adapters.files import datadir
+from adapters.files.filemodes import create_private, private_dir
 
 PENDING_DIR = "erasures-pending"
 EXIT_INCOMPLETE = 3
@@ -151,7 +153,6 @@ def truncate_wal(path: Path, deadline: float) -> bool:
                                isolation_level=None, timeout=0)  # never creates the file
     except sqlite3.Error:
         return not path.exists()
-    from tenacity import Retrying, retry_if_result
 
     started = 0.0  # when the current attempt began
 

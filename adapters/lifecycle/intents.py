@@ -48,10 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adapters.filemodes import create_private, fsync_dir, private_dir
+from adapters.files.filemodes import create_private, fsync_dir, private_dir
 
 if TYPE_CHECKING:
-    from adapters.settings import Settings
+    from adapters.config.settings import Settings
 
 INTENT_DIR = "erasures-intent"
 
@@ -227,7 +227,7 @@ class Intents(_Holding):
 TABLE = "letterlog_erasure_intents"
 LOCK_CLASS = zlib.crc32(b"letterlog erasure intent") & 0x7FFFFFFF
 """The first key of an intent's advisory lock (the second: its id); the two-key form never
-meets the one-key locks of the schema (``adapters.eventlog.sealing.SCHEMA_LOCK_KEY``)."""
+meets the one-key locks of the schema (``adapters.eventlog.keypostgres.SCHEMA_LOCK_KEY``)."""
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10, 5, 3
 """The server's TCP keepalives on a holding session (seconds idle, seconds between probes,
 probes unanswered): a host gone without closing its connection is found gone after them."""
@@ -247,6 +247,7 @@ class SharedIntent(_Fields):
 
     def finish(self) -> None:
         """Done: the row deleted (committed), then the lock let go with the session."""
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         try:
@@ -280,6 +281,7 @@ class SharedIntents(_Holding):
     def connect(self) -> Any:
         """A session of its own, its server-side TCP keepalives short (``RELEASE_BOUND``),
         and libpq's too (this side finds a vanished server as soon)."""
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         conn = psycopg.connect(
@@ -298,6 +300,7 @@ class SharedIntents(_Holding):
 
     def _rows(self, conn: Any) -> list[tuple[int, dict[str, Any]]]:
         """Every intent row, oldest first; none while the table was never made."""
+        # local: psycopg, a client library, loaded only when this runs
         from psycopg.errors import UndefinedTable
 
         try:
@@ -310,6 +313,7 @@ class SharedIntents(_Holding):
         """Whether any intent exists (one query; the files of before too)."""
         if self.files.any():
             return True
+        # local: psycopg, a client library, loaded only when this runs
         from psycopg.errors import UndefinedTable
 
         with self.connect() as conn:
@@ -321,7 +325,8 @@ class SharedIntents(_Holding):
     def begin(self, kind: str, position: int, **fields: Any) -> SharedIntent:
         """A new intent, committed, and locked by this session before any other session
         can see it (the lock is taken in the inserting transaction)."""
-        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
+        # local: start-up: 2 more module(s) for commands that never use it
+        from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
 
         body = {"kind": kind, "position": position, "began": time.time(),
                 "host": socket.gethostname(), "pid": os.getpid(), **fields}

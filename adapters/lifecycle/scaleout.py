@@ -30,6 +30,7 @@ flushes and major-compacts the tables a purge deletes from, and removes the reco
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -42,7 +43,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import create_private, private_dir, private_file
+from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
+from adapters.files.filemodes import create_private, private_dir, private_file
+from adapters.payloads.hbase import TABLE as PAYLOADS
+from adapters.readside.views import erased_view_tables
+from projections import names as pn
+from projections.keys import payload_row
 
 PENDING_DIR = "erasures-scaleout"
 PURGES = "purges.json"
@@ -116,8 +122,6 @@ class ScaleOutPending:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        import fcntl
-
         private_dir(self.dir)
         fd = os.open(private_file(self.dir / ".lock"), os.O_RDWR)
         try:
@@ -151,14 +155,13 @@ class SharedPending:
         self.timeout = max(2, int(timeout))
 
     def _connect(self) -> Any:
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         return psycopg.connect(self.dsn, autocommit=True, connect_timeout=self.timeout,
                                application_name="letterlog erasure completion")
 
     def _ensure(self, conn: Any) -> None:
-        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
-
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
             conn.execute(f"CREATE TABLE IF NOT EXISTS {SHARED_TABLE} (id bigint GENERATED "
@@ -168,6 +171,7 @@ class SharedPending:
                          f"{SHARED_TABLE} (kind) WHERE kind = 'purges'")
 
     def records(self) -> list[tuple[Any, dict[str, Any]]]:
+        # local: psycopg, a client library, loaded only when this runs
         from psycopg.errors import UndefinedTable
 
         found: list[tuple[Any, dict[str, Any]]] = list(self.files.records())
@@ -325,9 +329,6 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
     ``read_side(target, deadline)`` waits until the relay and the workers have applied the
     log up to ``target`` or ``deadline`` (``time.monotonic``) passes: '' when they have,
     else why not (``adapters.streaming.lag.wait_until_applied``)."""
-    from projections import names as pn
-    from projections.keys import payload_row
-
     settings = store.settings
     records = pending_records(settings).records()
     outcome = ScaleOutCompletion(pending=len(records))
@@ -354,11 +355,9 @@ def complete(store: Any, *, wait: float, read_side: ReadSide,
             else:
                 outcome.payloads_freed += 1
                 outcome.payload_bytes_freed += freed
-    from adapters.readside.views import erased_view_tables
 
     # saved views lost the purged rows at the erasure (Shredding.erase_from_views)
     names = [host.physical(t) for t in pn.PURGED_FROM] + erased_view_tables(tables)
-    from adapters.payloads.hbase import TABLE as PAYLOADS
 
     if settings.payloads_in_hbase() and tables.table_exists(PAYLOADS):  # created on first use
         names.append(PAYLOADS)  # the payloads deleted above, and by purge runs

@@ -29,7 +29,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from adapters.outages import KeyValueLog, dependency_of
+from tenacity import RetryCallState, retry_if_exception_type, retry_if_not_exception_type
+
+from adapters.operations.outages import (
+    KeyValueLog,
+    Stall,
+    dependency_of,
+    quiet_libraries,
+    waiting_out,
+)
 from domain.errors import SettingsError, StoreUnavailable
 
 __all__ = ["KeyValueLog", "run_purger"]
@@ -55,9 +63,6 @@ def run_purger(data: Path, queues: Sequence[str] | None, interval: float | None,
                user_purge: Callable[[Any, datetime], Any] | None = None) -> None:
     """Runs the purge jobs every ``interval`` seconds (default: the store's
     ``purge_interval_seconds``) until ``stop`` is set; see the module docstring."""
-    from tenacity import RetryCallState, retry_if_exception_type, retry_if_not_exception_type
-
-    from adapters.outages import Stall, quiet_libraries, waiting_out
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     quiet_libraries()

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from adapters.datadir import exclusive
-from adapters.faults import fault_point
-from adapters.lifecycle.completion import KeyCluster
+from eventsourcing.utils import get_topic
+
+from adapters.files.datadir import exclusive
+from adapters.lifecycle.completion import KeyCluster, PendingErasures, complete
+from adapters.operations.faults import fault_point
 from domain.message import Message
 from domain.personal import Personal
 from projections import names as pn
@@ -34,9 +36,9 @@ from projections.capabilities import MajorCompacting
 from projections.keys import payload_row
 
 if TYPE_CHECKING:
+    from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.completion import Completion
-    from adapters.settings import Settings
     from domain.ports import PayloadStore
     from projections.tablestore import TableStore
 
@@ -134,8 +136,6 @@ class Shredding:
         """Every message the log says was purged after ``position`` (``Message.Purged``
         read by topic, nothing else decoded), loaded: what a killed purge run or erasure
         that began at ``position`` may have left with its key (ADR 0063)."""
-        from eventsourcing.utils import get_topic
-
         recorder, topic = self.log.recorder, get_topic(Message.Purged)
         head = self.max_position()
         ids: dict[Any, None] = {}
@@ -159,6 +159,7 @@ class Shredding:
 
     def record_scale_out(self, payloads: Iterable[str], began: float, messages: int) -> None:
         """On scale-out: what ``letterlog erase complete`` owes for this purge or erasure."""
+        # local: start-up: 35 more module(s) for commands that never use it
         from adapters.lifecycle.scaleout import record_erasure
 
         record_erasure(self, payloads, began, messages)
@@ -172,7 +173,8 @@ class Shredding:
         the read models (None: this store keeps none)."""
         # saved views lose the purged messages too, before the files' WAL is truncated
         in_views = self.erase_from_views(host.tables)["tables"] if host is not None else []
-        from adapters.spark import remove_stale_runs
+        # local: start-up: 2 more module(s) for commands that never use it
+        from adapters.sparkjob.launch import remove_stale_runs
 
         remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
         self.completion = self.complete(record=self.unfinished > 0)
@@ -190,8 +192,6 @@ class Shredding:
     def complete(self, *, record: bool = False) -> Completion:
         """Finishes the erasures still pending on this store's SQLite files (``letterlog
         erase complete``); with ``record``, one left unfinished is recorded."""
-        from adapters.lifecycle.completion import complete
-
         s = self.settings
         keys = self.log.keys
         vault = keys.vault if isinstance(keys, VaultedKeys) else None
@@ -201,8 +201,6 @@ class Shredding:
 
     def pending(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
-        from adapters.lifecycle.completion import PendingErasures
-
         return [r for _, r in PendingErasures(self.settings.data).records()]
 
     def erase_from_views(self, tables: TableStore) -> dict[str, Any]:
@@ -214,7 +212,10 @@ class Shredding:
 def erase_from_views(settings: Settings, log: MailLog, tables: TableStore) -> dict[str, Any]:
     """``Shredding.erase_from_views`` for a process that opens no payload store (the Spark
     job, which builds views from the log and the tables alone)."""
+    # local: start-up: 4 more module(s) for commands that never use it
     from adapters.eventlog.reader import row_decoder, row_pages
+
+    # local: start-up: 31 more module(s) for commands that never use it
     from adapters.readside.views import erase_purged
 
     with exclusive(settings.data, "views"):

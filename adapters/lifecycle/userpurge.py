@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from adapters.filemodes import create_private
+from adapters.files.filemodes import create_private
 from domain.directory import Directory, DirectoryError
 from domain.errors import NotFound
 from domain.userpurge import AclEntry, plan_user_purge

@@ -46,7 +46,7 @@ def quota_permanent(data: Path, error: BaseException) -> bool:
     """Whether an over-quota ``error`` is to be answered as permanent (a setting)."""
     if not isinstance(error, QuotaExceeded):
         return False
-    from adapters.settings import load_settings  # local: under the deadline, as in _deliver
+    from adapters.config.settings import load_settings  # local: under the deadline, as in _deliver
 
     try:
         return load_settings(data=data).quota_exceeded == "permanent"
@@ -117,8 +117,8 @@ def syslog(outcome: Outcome, envelope: Envelope) -> None:
 def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
              deadline: Deadline) -> Outcome:
     # local: the store's libraries load under the deadline (a slow import ends in 75, in time)
+    from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
-    from adapters.settings import load_settings
 
     limit = load_settings(data=data).max_message_size
     raw = read_message(fd, limit, data if data.is_dir() else None)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from aiosmtpd.lmtp import LMTP
 
+from adapters.config.settings import load_settings
 from adapters.mta.delivery import MtaOptions
 from adapters.mta.handoffserver import Handoff
 from adapters.mta.listeners import (
@@ -34,7 +35,6 @@ from adapters.mta.listeners import (
 from adapters.mta.lmtphandler import Handler
 from adapters.mta.lmtpprotocol import _Lmtp
 from adapters.mta.writer import Writer
-from adapters.settings import load_settings
 from domain.errors import InvalidCommand
 
 log = logging.getLogger("letterlog.lmtp")

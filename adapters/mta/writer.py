@@ -30,11 +30,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters import datadir
+from adapters.config.settings import load_settings
+from adapters.files import datadir
 from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
 from adapters.mta.replies import Outcome, classify, stored, temporary
 from adapters.readside.follower import Follower
-from adapters.settings import load_settings
 from domain.errors import LetterlogError, StoreUnavailable
 
 if TYPE_CHECKING:

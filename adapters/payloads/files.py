@@ -50,8 +50,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from adapters.compression import compress
-from adapters.filemodes import create_private, private_dir
+from adapters.eventlog.compression import compress
+from adapters.files.filemodes import create_private, private_dir
 from adapters.payloads.stored import (
     MAGIC,
     MANIFEST,
@@ -94,7 +94,7 @@ class FilePayloadStore:
         self._durable = durable
         self._clock = clock
         self._tmp = self.root / ".tmp"
-        private_dir(self._tmp)  # and the root: 0700, files 0600 (adapters.filemodes)
+        private_dir(self._tmp)  # and the root: 0700, files 0600 (adapters.files.filemodes)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._pool_lock = threading.Lock()

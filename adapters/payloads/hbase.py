@@ -10,7 +10,7 @@ way: no salt needed), two families:
 
 - ``c``: one cell per chunk (128 KiB), qualifier the chunk's index (4 bytes big-endian),
   value a flag byte (``z``: zstd, ``r``: raw) and the chunk. A chunk zstd shrinks by at least
-  an eighth is stored compressed (``adapters.compression``, as the file store does); the
+  an eighth is stored compressed (``adapters.eventlog.compression``, as the file store does); the
   flag travels with the chunk, so a reader never depends on another writer's choice.
 - ``m``: ``m:manifest`` (JSON: size, chunk size, chunk count), ``m:digest`` (the content's
   SHA-256, raw), ``m:touched`` (a random token; its version is the last put, re-use or
@@ -64,7 +64,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.compression import compress, decompress
+from adapters.eventlog.compression import compress, decompress
 from domain.errors import PayloadMissing
 from domain.payloads import (
     CHUNK_SIZE,

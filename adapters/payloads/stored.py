@@ -10,7 +10,7 @@ import os
 import struct
 from pathlib import Path
 
-from adapters.compression import decompress
+from adapters.eventlog.compression import decompress
 from domain.errors import PayloadMissing
 from domain.payloads import PayloadRef
 

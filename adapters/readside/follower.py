@@ -16,8 +16,10 @@ inherited, nothing of the parent's main module is imported again.
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import sys
+import threading
 from typing import IO, Any
 
 
@@ -27,9 +29,6 @@ def _sigint_ignored() -> Any:
     follower ignores it itself). A terminal's Ctrl-C reaches the whole process group: the
     writer decides what an interrupt means (an import says what landed), and the follower,
     told by its input closing, catches up and exits quietly, never with a traceback."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.filemodes import private_file
+from adapters.files.filemodes import private_file
 from adapters.readside.catalog import Catalog
 from adapters.tables.memory import InMemoryTableStore
 from adapters.tables.sqlite import SqliteTableStore

@@ -16,7 +16,10 @@ from uuid import UUID
 
 from domain.errors import AccountNotFound, MailboxNotFound
 from domain.values import account_id_for, normalise_address, validate_label, validate_mailbox_name
+from projections import names as n
 from projections import queries as q
+from projections.codec import listed_usage
+from projections.keys import account_row
 from projections.tablestore import TableNotFound
 
 T = TypeVar("T")
@@ -103,6 +106,7 @@ class ReadModelQueries:
         """IMAP SEARCH over a mailbox's read model, newest first, paged like ``messages``.
         ``criteria``: sender, subject, flags, unflags, labels, since, before, larger,
         smaller (see ``projections.search.SearchCriteria``)."""
+        # local: start-up: 1 more module(s) for commands that never use it
         from projections.search import SearchCriteria, search_mailbox
 
         given: dict[str, Any] = {k: frozenset(v) if k in ("flags", "unflags", "labels") else v
@@ -129,10 +133,6 @@ class ReadModelQueries:
         its usage as ``counters`` counts it (listed messages and their bytes), as the read
         models show them; the command side decides a delivery from the log
         (``domain.quota``)."""
-        from projections import names as n
-        from projections.codec import listed_usage
-        from projections.keys import account_row
-
         host = self._read()
         acc = self._account_id(account)
         mine = self._query(lambda: host.tables.get(host.physical(n.ACCOUNTS), acc.bytes,
@@ -151,6 +151,7 @@ class ReadModelQueries:
     def usage(self, account: str) -> dict[str, Any]:
         """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
         distinct payload once); and the account's total (each payload once overall)."""
+        # local: start-up: 1 more module(s) for commands that never use it
         from projections.search import mailbox_usage
 
         host = self._read()

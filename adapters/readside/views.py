@@ -27,7 +27,7 @@ is built (``Letterlog.build_view`` and the Spark job call ``erase_purged``).
 Applying the same purges twice changes nothing (row and column deletes are idempotent, and
 ``counters`` skips an event at or below the position it stored), but two runs at once
 could interleave ``counters``' read-modify-write: callers hold one lock around it
-(``adapters.datadir.exclusive(data, "views")``).
+(``adapters.files.datadir.exclusive(data, "views")``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ other command; reads come from the ``rules`` and ``rule_events`` read models.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
@@ -188,6 +188,7 @@ class RulesAPI:
                          ) -> dict[str, int]:
         """Hands every pending rule event to its application, in this process (what
         ``letterlog dispatcher --once`` does); returns how many ended complete or failed."""
+        # local: httpx, a client library, loaded only when this runs
         from adapters.rules.dispatcher import Dispatcher
 
         dispatcher = Dispatcher(cast("Store", self), applications)
@@ -201,8 +202,7 @@ class RulesAPI:
                           ) -> dict[str, Any]:
         """Rule events whose status is older than its TTL (LETTERLOG_RULE_EVENT_*_TTL_DAYS),
         and those of purged messages, discarded (``adapters.lifecycle.rule_events``)."""
-        from datetime import UTC, timedelta
-
+        # local: start-up: 2 more module(s) for commands that never use it
         from adapters.lifecycle.rule_events import RuleEventPurge, ttls
 
         settings = self.settings

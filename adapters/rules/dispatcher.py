@@ -32,7 +32,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
-from adapters.filemodes import private_file
+from tenacity import RetryCallState, retry_if_exception_type, retry_if_not_exception_type
+
+from adapters.files.filemodes import private_file
+from adapters.operations.outages import (
+    KeyValueLog,
+    Stall,
+    dependency_of,
+    quiet_libraries,
+    waiting_out,
+)
+from adapters.rules.kafka import KafkaTopic
 from adapters.rules.webhook import Outcome, Webhook
 from domain.errors import SettingsError, StoreBusy, StoreUnavailable
 from domain.rules import PENDING, PROCESSING
@@ -153,9 +163,6 @@ def run_dispatcher(open_store: Callable[[], Store], stop: threading.Event, *,
     store's servers (the module docstring). ``open_store()`` opens the store (again after a
     failed pass); ``opened(store)``, called after the first open, may return the report
     called after each pass with (counts per status, this pass's counts): the metrics."""
-    from tenacity import RetryCallState, retry_if_exception_type, retry_if_not_exception_type
-
-    from adapters.outages import KeyValueLog, Stall, dependency_of, quiet_libraries, waiting_out
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     quiet_libraries()
@@ -232,8 +239,6 @@ class _LazyKafka:
     def deliver(self, application: dict[str, Any], document: dict[str, Any],
                 secret: str) -> Outcome:
         if self.app is None:
-            from adapters.rules.kafka import KafkaTopic
-
             self.app = KafkaTopic(self.settings)
             self.owned.append(self.app)
         result: Outcome = self.app.deliver(application, document, secret)

@@ -25,6 +25,7 @@ class KafkaTopic:
         self.producer: Any = None
 
     async def _producer(self) -> Any:
+        # local: aiokafka, a client library, loaded only when this runs
         from aiokafka import AIOKafkaProducer
 
         if self.producer is None:

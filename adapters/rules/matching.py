@@ -14,6 +14,7 @@ from domain.rules import FilterTimeout
 
 @lru_cache(maxsize=4096)
 def _compiled(pattern: str) -> Any:
+    # local: start-up: 4 more module(s) for commands that never use it
     import regex
 
     return regex.compile(pattern, regex.VERSION0)
@@ -21,6 +22,7 @@ def _compiled(pattern: str) -> Any:
 
 class RegexMatcher:
     def invalid(self, pattern: str) -> str | None:
+        # local: start-up: 4 more module(s) for commands that never use it
         import regex
 
         try:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from adapters import datadir
-from adapters.datadir import check_data_dir
+from adapters.files import datadir
+from adapters.files.datadir import check_data_dir
 from adapters.readside.catalog import Catalog
 from adapters.readside.queries import ReadModelQueries
 from adapters.startup.envsettings import read_settings

@@ -1,7 +1,7 @@
 """The few settings a read of an embedded store depends on, read from the environment with
 the standard library alone (importing pydantic-settings takes longer than a whole read).
 
-``adapters.settings.Settings`` stays the one definition of every setting and takes these
+``adapters.config.settings.Settings`` stays the one definition of every setting and takes these
 fields' defaults from ``DEFAULTS``; ``read_settings`` answers only when the environment
 holds nothing it cannot read exactly as ``Settings`` would (no other ``LETTERLOG_``
 variable, only valid values), and otherwise returns None: the caller then loads

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from adapters.probing import run_in_thread
+from adapters.lifecycle.scaleout import pending_records
+from adapters.operations.probing import run_in_thread
 from projections import names as n
 from projections.tracking import Tracking
 
@@ -43,7 +44,10 @@ def kafka_lag(bootstrap: str, topic: str, group: str, *,
 
 
 async def _kafka_lag(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
+    # local: aiokafka, a client library, loaded only when this runs
     from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    # local: aiokafka, a client library, loaded only when this runs
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -152,8 +156,6 @@ def snapshot(settings: Any, group: str, parts: Parts, timeout: float = 5.0) -> d
 def _erasures_pending(settings: Any) -> dict[str, Any]:
     """The scale-out erasures that ``letterlog erase complete`` has not finished yet: how
     many, and the log position the read side must reach for all of them."""
-    from adapters.lifecycle.scaleout import pending_records
-
     records = [r for _, r in pending_records(settings).records()]
     return {"count": len(records),
             "position": max((int(r["position"]) for r in records), default=None)}

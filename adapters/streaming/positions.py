@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from adapters.filemodes import create_private, private_dir, private_file
+from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
+from adapters.files.filemodes import create_private, private_dir, private_file
 from domain.errors import LetterlogError
 
 
@@ -133,9 +134,9 @@ class PostgresPosition:
     def _connect(self) -> Any:
         if self._conn is not None and not self._conn.closed:
             return self._conn
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
-        from adapters.eventlog.sealing import SCHEMA_LOCK_KEY
 
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=30)
         # CREATE TABLE IF NOT EXISTS is not safe against itself (two relays starting at once,
@@ -153,6 +154,7 @@ class PostgresPosition:
         return conn
 
     def _run(self, sql: str, params: tuple[Any, ...]) -> Any:
+        # local: psycopg, a client library, loaded only when this runs
         import psycopg
 
         try:

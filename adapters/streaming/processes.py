@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_dir
-from adapters.supervision import Program, Supervisor, SupervisorError, write_config
+from adapters.config.settings import load_settings
+from adapters.files.filemodes import private_dir
+from adapters.operations.supervision import Program, Supervisor, SupervisorError, write_config
+from adapters.streaming.telemetry import read_endpoints
 
 __all__ = ["programs", "restart", "start", "status", "stop", "supervisor_for"]
 
@@ -109,7 +111,6 @@ def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 12
     if supervisor.alive():
         raise SupervisorError(f"already running under {supervisor.root} (`letterlog "
                               "processes status`; `letterlog processes stop` first)")
-    from adapters.settings import load_settings
 
     found = programs(data, workers, purger, relay, lmtp, dispatcher,
                      metrics_port=load_settings(data=data).metrics_port,
@@ -129,8 +130,6 @@ def start(data: Path, workers: int = 1, purger: bool = True, timeout: float = 12
 
 def status(data: Path) -> list[dict[str, Any]]:
     """Each process: state, pid, uptime, log, and the metrics port it serves."""
-    from adapters.streaming.telemetry import read_endpoints
-
     supervisor = supervisor_for(data)
     if not supervisor.alive():
         raise SupervisorError(f"no letterlog processes run for {data} (`letterlog processes "

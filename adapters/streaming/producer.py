@@ -26,6 +26,7 @@ _RECORD_OVERHEAD = 22
 async def ensure_topic(bootstrap: str, topic: str, partitions: int,
                        replication_factor: int, request_timeout: float) -> None:
     """Creates ``topic`` with ``partitions`` unless the broker has it."""
+    # local: aiokafka, a client library, loaded only when this runs
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap,
@@ -53,6 +54,7 @@ async def ensure_topic(bootstrap: str, topic: str, partitions: int,
 async def start_producer(bootstrap: str, request_timeout: float,
                          producer_options: dict[str, Any]) -> Any:
     """An idempotent producer (``acks="all"``), started."""
+    # local: aiokafka, a client library, loaded only when this runs
     from aiokafka import AIOKafkaProducer
 
     options: dict[str, Any] = {
@@ -137,6 +139,7 @@ class Sender:
     async def _send_each(self, producer: Any, records: list[tuple[int, bytes, bytes]],
                          partition_of: Callable[[bytes], int | None]) -> None:
         """One ``send`` per record: the producer's own partitioner decides."""
+        # local: aiokafka, a client library, loaded only when this runs
         from aiokafka.errors import MessageSizeTooLargeError
 
         futures = []
@@ -157,6 +160,7 @@ class Sender:
         hash would otherwise run for each. With a partitioner of the caller's own, it decides."""
         if self.custom_partitioner():
             return lambda key: None
+        # local: aiokafka, a client library, loaded only when this runs
         from aiokafka.partitioner import DefaultPartitioner
 
         partitions = tuple(sorted(await producer.partitions_for(self.topic)))
@@ -180,6 +184,7 @@ _gauges_lock = threading.Lock()
 def relay_metrics() -> dict[str, Any]:
     with _gauges_lock:
         if not _gauges:
+            # local: prometheus_client, a client library, loaded only when this runs
             from prometheus_client import Counter, Gauge
 
             _gauges["position"] = Gauge("letterlog_relay_position",

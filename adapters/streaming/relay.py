@@ -29,6 +29,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from eventsourcing.persistence import InterfaceError, OperationalError
+from tenacity import RetryCallState, retry_if_exception_type
+
 from adapters.eventlog.records import account_key, record_from_notification
 from adapters.streaming.positions import (
     FilePosition,
@@ -39,6 +42,7 @@ from adapters.streaming.positions import (
 )
 from adapters.streaming.producer import Sender, ensure_topic, relay_metrics, start_producer
 from adapters.streaming.relaywatch import RelayWatch, corrupt_event
+from adapters.streaming.telemetry import Stall, logger, pace_kafka_metadata, waiting_out
 from domain.errors import CorruptEvent, SettingsError
 
 __all__ = [
@@ -151,8 +155,6 @@ class OutboxRelay(RelayWatch):
             self._acquired = True
             self._position = self.position.load()
         if self._runner is None:
-            from adapters.streaming.telemetry import pace_kafka_metadata
-
             pace_kafka_metadata()
             self._runner = asyncio.Runner()
         if not self._topic_ready or self._producer is None:
@@ -189,22 +191,23 @@ class OutboxRelay(RelayWatch):
         again. While idle, the relay asks the broker for its metadata every ``report_every``
         seconds, so a broker that went away is noticed (and the producer, whose reconnection
         attempts would otherwise go on in the background, is closed until it is back)."""
+        # local: aiokafka, a client library, loaded only when this runs
         from aiokafka.errors import KafkaError
-        from eventsourcing.persistence import InterfaceError, OperationalError
 
         transient: tuple[type[BaseException], ...] = (
             KafkaError, ConnectionError, TimeoutError, OperationalError, InterfaceError)
         try:
+            # local: an optional dependency, tried where it is used
             import psycopg
+
+            # local: an optional dependency, tried where it is used
             import psycopg_pool
 
             transient += (psycopg.OperationalError, psycopg.InterfaceError,
                           psycopg_pool.PoolTimeout)
         except ImportError:
             pass
-        from tenacity import RetryCallState, retry_if_exception_type
 
-        from adapters.streaming.telemetry import Stall, logger, waiting_out
 
         slog = logger("letterlog.relay")
         kafka, database = Stall("kafka", slog), Stall("the event store", slog)
@@ -266,6 +269,7 @@ class OutboxRelay(RelayWatch):
         ``KafkaError`` when it does not answer."""
         if self._producer is None or self._runner is None:
             return
+        # local: aiokafka, a client library, loaded only when this runs
         from aiokafka.errors import KafkaError
 
         client = self._producer.client

@@ -17,6 +17,7 @@ the file is removed when the process exits.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import logging
@@ -26,8 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_dir, private_file
-from adapters.outages import (  # noqa: F401  (their home is adapters.outages)
+import structlog
+
+from adapters.files.filemodes import private_dir, private_file
+from adapters.operations.outages import (  # noqa: F401  (their home is adapters.operations.outages)
     LIBRARY_WINDOW,
     REMIND_EVERY,
     LibraryRateLimit,
@@ -61,8 +64,8 @@ def pace_kafka_metadata(pause: float = 1.0) -> None:
     global _paced
     if _paced:
         return
-    import asyncio
 
+    # local: aiokafka, a client library, loaded only when this runs
     from aiokafka.client import AIOKafkaClient
 
     original = AIOKafkaClient._metadata_update
@@ -83,7 +86,6 @@ def configure_logging(level: int = logging.INFO) -> None:
     global _configured
     if _configured:
         return
-    import structlog
 
     shared: list[Any] = [structlog.stdlib.add_log_level, structlog.stdlib.add_logger_name,
                          structlog.processors.TimeStamper(fmt="iso", utc=True)]
@@ -114,8 +116,6 @@ def configure_logging(level: int = logging.INFO) -> None:
 
 
 def logger(name: str) -> Any:
-    import structlog
-
     return structlog.get_logger(name)
 
 
@@ -124,6 +124,7 @@ def serve_metrics(role: str, data: Path, port: int = 0, instance: str = "") -> i
     none) and records the port in ``<data>/run/<role>-<pid>.json``. Returns the port."""
     if port < 0:
         return None
+    # local: prometheus_client, a client library, loaded only when this runs
     from prometheus_client import start_http_server
 
     server, _thread = start_http_server(port, addr="127.0.0.1")
@@ -156,6 +157,7 @@ class RuleEventMetrics:
     pass) and ``letterlog_rule_events_dispatched_total{outcome}`` (complete, failed)."""
 
     def __init__(self) -> None:
+        # local: prometheus_client, a client library, loaded only when this runs
         from prometheus_client import Counter, Gauge
 
         self.by_status = Gauge("letterlog_rule_events", "rule events per status",

@@ -35,11 +35,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aiokafka import ConsumerRebalanceListener
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
-from adapters.settings import Settings, StreamOptions
+from adapters.config.settings import Settings, StreamOptions
 from adapters.streaming.lag import kafka_lag
 from adapters.streaming.projector import BatchResult, Decoded, Record
+from adapters.streaming.telemetry import pace_kafka_metadata
 from adapters.streaming.workerstate import WorkerParts, WorkerState
 from adapters.streaming.workerweb import publish_lag, serve_web
 from projections.tablestore import TableStore
@@ -208,8 +209,6 @@ class StreamWorker:
         """Commits ``offsets`` (the next offset to read per partition). A commit the group
         refuses (the partitions moved meanwhile) is logged: the records come again to their
         next owner, and the idempotent tables absorb them."""
-        from aiokafka import TopicPartition
-
         try:
             await self.consumer.commit({TopicPartition(t, p): o
                                         for (t, p), o in offsets.items()})
@@ -267,16 +266,12 @@ def create_worker(settings: Settings, options: StreamOptions | None = None, *,
     options = options or settings.stream
     state = WorkerState(settings, options, parts, store_factory, after_write)
     if consumer is None:
-        from adapters.streaming.telemetry import pace_kafka_metadata
-
         pace_kafka_metadata()  # aiokafka's fetcher would spin while the broker is gone
         consumer = _consumer(settings, options)
     return StreamWorker(state, consumer, settings.kafka_topic)
 
 
 def _consumer(settings: Settings, options: StreamOptions) -> Any:
-    from aiokafka import AIOKafkaConsumer
-
     session = options.session_timeout
     return AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap or "localhost:9092",

@@ -16,8 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from adapters.settings import Settings, StreamOptions
+from tenacity import AsyncRetrying, RetryCallState, wait_random_exponential
+
+from adapters.config.settings import Settings, StreamOptions
+from adapters.eventlog.reader import read_events
+from adapters.operations.outages import dependency_of
+from adapters.readside.catalog import Catalog
 from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector
+from adapters.streaming.telemetry import Stall, logger
 from adapters.streaming.workerweb import count_batch
 from projections.tablestore import TableStore
 
@@ -75,7 +81,6 @@ class WorkerState:
         self.log: Any = None  # the event log, opened for a handover's replay only
         self.batches = 0
         self.records = 0
-        from adapters.streaming.telemetry import Stall, logger
 
         self.slog = logger("letterlog.stream")
         what = "hbase" if settings.table_store == "hbase" else "the table store"
@@ -111,8 +116,6 @@ class WorkerState:
 
     def _open(self) -> StreamProjector:
         if self.projector is None:
-            from adapters.readside.catalog import Catalog
-
             # Records carry personal data sealed: their keys are in the key store beside the log.
             self.keys = self.parts.key_store(self.settings)
             store = self.store_factory()
@@ -131,8 +134,6 @@ class WorkerState:
         """Events ``first..last`` from the log itself: what a partition that applied them to
         tables a rebuild switched out replays into the new ones (the projector's handover).
         The log is opened on first use (a worker that never meets a gap never opens it)."""
-        from adapters.eventlog.reader import read_events
-
         if self.log is None:
             self.log = self.parts.event_log(self.settings)
         return read_events(self.log, first, last)
@@ -153,13 +154,9 @@ class WorkerState:
         """Applies in the worker thread; a failing store is retried with backoff, for ever
         (tenacity: exponential with full jitter from ``retry_delay`` up to 30 s).
         ``decoded``: the records decoded already (``decode``)."""
-        from tenacity import AsyncRetrying, RetryCallState, wait_random_exponential
-
         loop = asyncio.get_running_loop()
 
         def failed(state: RetryCallState) -> None:
-            from adapters.outages import dependency_of
-
             error = state.outcome.exception() if state.outcome else None
             if error is None:
                 return

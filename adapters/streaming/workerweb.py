@@ -41,6 +41,7 @@ class LagCollector:
             self._parts = {**self._parts, **found}
 
     def collect(self) -> Iterator[Any]:
+        # local: prometheus_client, a client library, loaded only when this runs
         from prometheus_client.core import GaugeMetricFamily
 
         labels = ["topic", "partition"]
@@ -60,6 +61,7 @@ def _metrics() -> dict[str, Any]:
     """The process's worker metrics, registered once in prometheus-client's registry."""
     with _lock:
         if not _counters:
+            # local: prometheus_client, a client library, loaded only when this runs
             from prometheus_client import REGISTRY, Counter
 
             _counters["applied"] = Counter("letterlog_stream_events_applied",
@@ -101,6 +103,7 @@ def serve_web(port: int, lag: Callable[[], Coroutine[Any, Any, dict[str, Any]]],
     worker's) on 127.0.0.1:``port``, in a thread; None when ``port`` is 0."""
     if not port:
         return None
+    # local: prometheus_client, a client library, loaded only when this runs
     from prometheus_client import MetricsHandler
 
     _metrics()

@@ -68,6 +68,7 @@ def load_thrift2(idl: str | os.PathLike[str] | None = None) -> ModuleType:
     global _module
     with _lock:
         if _module is None:
+            # local: thriftpy2, a client library, loaded only when this runs
             import thriftpy2
 
             path = Path(idl) if idl is not None else default_idl()
@@ -78,8 +79,13 @@ def load_thrift2(idl: str | os.PathLike[str] | None = None) -> ModuleType:
 def thrift2_client(host: str, port: int, *, timeout_ms: int = 60_000) -> Any:
     """A thriftpy2 client of the Thrift2 ``THBaseService`` (buffered transport, binary
     protocol, as HBase's gateway serves it by default). Close it with ``client.close()``."""
+    # local: thriftpy2, a client library, loaded only when this runs
     from thriftpy2.protocol import TCyBinaryProtocolFactory
+
+    # local: thriftpy2, a client library, loaded only when this runs
     from thriftpy2.rpc import make_client
+
+    # local: thriftpy2, a client library, loaded only when this runs
     from thriftpy2.transport import TCyBufferedTransportFactory
 
     return make_client(

@@ -127,10 +127,10 @@ def _generate(path: Path, events: int, seed: int, accounts: int) -> dict[str, An
 def open_reader(events_path: Path) -> Any:
     """A ``Letterlog`` on the log alone (no read models opened, nothing caught up)."""
     from adapters.bootstrap import letterlog
+    from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
     from adapters.eventlog.store import open_log, sqlite_env
     from adapters.payloads.memory import InMemoryPayloadStore
-    from adapters.settings import load_settings
 
     settings = load_settings(data=events_path.parent, durability="normal", event_store="sqlite")
     log = open_log(sqlite_env(str(events_path), "normal"))

@@ -27,7 +27,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from adapters.mailgen import PEOPLE, bench_messages
+from adapters.demo.mailgen import PEOPLE, bench_messages
 from devtools.bench.common import rate
 from devtools.bench.scaleout import _database
 
@@ -35,7 +35,7 @@ LEGS = (1, 2, 2, 1)  # hosts delivering at once
 
 
 def _settings(data: Path, servers: dict[str, Any]) -> Any:
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
 
     return load_settings(data=data, event_store="postgres", postgres_dsn=servers["dsn"],
                          key_store_dsn=servers["key_dsn"], table_store="hbase",

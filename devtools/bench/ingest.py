@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.mailgen import PEOPLE, bench_messages
+from adapters.demo.mailgen import PEOPLE, bench_messages
 from devtools.bench.sealing import seal_cost, with_share
 
 
@@ -51,8 +51,8 @@ def _open_log_only(directory: Path, durability: str) -> Any:
     """A store that appends to the log and keeps no read models in this process: the command
     side of a deployment whose stream workers project (``table_store=hbase``)."""
     from adapters.bootstrap import letterlog
+    from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
-    from adapters.settings import load_settings
 
     directory.mkdir(parents=True)
     settings = load_settings(data=directory, durability=durability, event_store="sqlite")

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from adapters.mailgen import PEOPLE, bench_messages
+from adapters.demo.mailgen import PEOPLE, bench_messages
 from devtools.bench.scaleout import _database
 
 ROUNDS = 2
@@ -22,8 +22,8 @@ ROUNDS = 2
 
 def _run(blobs: list[bytes], data: Path, dsn: str, key_dsn: str | None) -> dict[str, float]:
     from adapters.bootstrap import letterlog
+    from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
-    from adapters.settings import load_settings
 
     data.mkdir(parents=True)
     # no HBase here: the bench isolates the keys; the few payloads go to this host's files

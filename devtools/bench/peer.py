@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.datadir import disk_bytes
+from adapters.files.datadir import disk_bytes
 from devtools.bench.common import command_server
 from devtools.devservers.dovecot import DovecotServer
 

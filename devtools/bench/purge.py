@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from adapters.demo.mailgen import PEOPLE, bench_messages
 from adapters.lifecycle.jobs import BATCH
-from adapters.mailgen import PEOPLE, bench_messages
 from devtools.bench.ingest import bar_plot
 
 SHARED_PAYLOADS = 20

@@ -27,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.mailgen import PEOPLE, bench_messages
+from adapters.demo.mailgen import PEOPLE, bench_messages
 from devtools.bench.common import rate
 
 LEGS = ("files", "hbase", "files", "hbase")
@@ -62,8 +62,8 @@ def _database(admin_dsn: str, user: str, base_dsn: str) -> Iterator[str]:
 def _leg(blobs: list[bytes], where: str, way: str, dsn: str, hbase: tuple[str, int],
          prefix: str, root: Path) -> dict[str, float]:
     from adapters.bootstrap import letterlog
+    from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
-    from adapters.settings import load_settings
 
     data = root / f"{where}-{secrets.token_hex(3)}"
     settings = load_settings(data=data, event_store="postgres", postgres_dsn=dsn,

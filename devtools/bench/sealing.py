@@ -15,7 +15,7 @@ from typing import Any
 
 def seal_cost(blobs: Sequence[bytes], directory: Path, inline_limit: int = 10 * 1024,
               durability: str = "full") -> dict[str, float]:
-    from adapters.eventlog.sealing import SqliteKeyStore
+    from adapters.eventlog.keysqlite import SqliteKeyStore
     from adapters.eventlog.transcoder import open_personal, seal_personal
     from domain.delivery import envelope_for_event
     from domain.personal import Personal

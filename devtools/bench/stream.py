@@ -43,7 +43,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from adapters.settings import StreamOptions
+from adapters.config.settings import StreamOptions
 
 log = logging.getLogger("letterlog")
 TARGET_RATIO = 0.5
@@ -218,8 +218,8 @@ def worker_data(events_path: Path, data: Path) -> Path:
     record, and the tables differ from a fold of the log."""
     import sqlite3
 
-    from adapters.datadir import KEYS, VAULT
-    from adapters.filemodes import DIR_MODE
+    from adapters.files.datadir import KEYS, VAULT
+    from adapters.files.filemodes import DIR_MODE
 
     data.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     os.chmod(data, DIR_MODE)
@@ -354,9 +354,9 @@ def _projector_in_process(reader: Any, head: int, host: str, port: int,
     from aiokafka.partitioner import DefaultPartitioner
 
     from adapters.bootstrap import stream_tables
+    from adapters.config.settings import load_settings
     from adapters.eventlog.records import account_key, record_from_notification
     from adapters.readside.catalog import Catalog
-    from adapters.settings import load_settings
     from adapters.streaming.projector import Record, StreamProjector
 
     recorder = reader.log.recorder

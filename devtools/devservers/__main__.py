@@ -28,8 +28,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapters.filemodes import private_file
-from adapters.supervision import Supervisor, SupervisorError
+from adapters.files.filemodes import private_file
+from adapters.operations.supervision import Supervisor, SupervisorError
 
 from ._common import ServiceFailed
 from .postgres import PostgresServer

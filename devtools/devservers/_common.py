@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from adapters.supervision import Handle, Launch, Program
+from adapters.operations.supervision import Handle, Launch, Program
 
 from ._host import (
     LOCALHOST,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.supervision import Handle
+from adapters.operations.supervision import Handle
 
 LOCALHOST = "127.0.0.1"
 PRIVATE_UMASK = 0o077  # what a private server's processes create: 0600 files, 0700 dirs

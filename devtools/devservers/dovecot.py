@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from adapters.datadir import disk_bytes
+from adapters.files.datadir import disk_bytes
 
 from ._common import Handle, Launch, Program, Service, run_checked, terminate, wait_for
 from .toolchain import apt_install

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters.probing import run_in_thread
+from adapters.operations.probing import run_in_thread
 from adapters.tables.hbase_thrift2 import load_thrift2, thrift2_client
 
 from ._common import (

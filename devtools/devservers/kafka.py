@@ -16,7 +16,7 @@ import secrets
 import uuid
 from pathlib import Path
 
-from adapters.probing import run_in_thread
+from adapters.operations.probing import run_in_thread
 
 from ._common import (
     LOCALHOST,

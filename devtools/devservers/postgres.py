@@ -154,7 +154,7 @@ class PostgresServer(Service):
             "POSTGRES_PASSWORD": self.password,
         }
         if include_module:
-            env["PERSISTENCE_MODULE"] = "adapters.eventlog.store:SerialisedPostgresFactory"
+            env["PERSISTENCE_MODULE"] = "adapters.eventlog.postgreslog:SerialisedPostgresFactory"
         return env
 
     # ------------------------------------------------------------------ lifecycle

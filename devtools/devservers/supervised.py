@@ -7,7 +7,8 @@ format only the first time), then its long-running programs (``postgres``, ``hba
 ``spark-worker``, ``slapd``) go into one supervisord configuration in ``<root>`` and are
 started through supervisord in the servers' own order, each waited on by the same real
 probes. From then on supervisord restarts a program that crashes
-(``adapters.supervision.START_RETRIES`` tries with growing back-off if it keeps dying while
+(``adapters.operations.supervision.START_RETRIES`` tries with growing back-off if it keeps dying
+while
 starting, then ``FATAL``), leaves the others alone, and appends to the same log files.
 
 ``<root>`` is one per installation (``default_root``, see
@@ -34,8 +35,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_file
-from adapters.supervision import Program, Supervised, Supervisor, write_config
+from adapters.files.filemodes import private_file
+from adapters.operations.supervision import Program, Supervised, Supervisor, write_config
 
 from ._common import LOCALHOST, Service, ServiceFailed
 from .dovecot import DovecotServer

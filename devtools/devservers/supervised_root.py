@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.supervision import Supervisor, SupervisorError
+from adapters.operations.supervision import Supervisor, SupervisorError
 
 from ._common import port_open
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from adapters.bootstrap import letterlog
+from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
-from adapters.settings import load_settings
 from tests.factories import make_mail
 
 ADA = "ada@example.org"
 HEAVY = {"eventsourcing", "pydantic", "pydantic_settings", "typer._adapters", "domain.message",
-         "domain.service", "adapters.embedded", "adapters.settings", "projections.registry"}
+         "domain.service", "adapters.embedded", "adapters.config.settings", "projections.registry"}
 PROBE = """
 import json, sys
 from adapters.cli.app import run

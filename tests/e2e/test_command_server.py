@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import commandserver
-from adapters.probing import alive
+from adapters.operations.probing import alive
 from tests.factories import make_mail
 
 ADA = "ada@example.org"

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgpack
 
 from adapters.embedded import Letterlog
-from adapters.eventlog.sealing import SqliteKeyStore
+from adapters.eventlog.keysqlite import SqliteKeyStore
 from adapters.eventlog.transcoder import pack_state, packb, unpackb
 from domain.personal import Personal
 from tests.factories import make_mail

@@ -1,6 +1,6 @@
 """Erasure as an intent that completes (ADR 0063): ``kill -9`` at every step boundary of
 ``erase-message``, ``erase-account`` and ``purge run`` (a real CLI subprocess, killed by the
-test fault point ``LETTERLOG_TEST_CRASH_AT``, ``adapters/faults.py``), then what
+test fault point ``LETTERLOG_TEST_CRASH_AT``, ``adapters/operations/faults.py``), then what
 docs/lifecycle.md says to run; then an attacker with a copy of the data directory tries
 every key the deployment holds, and every KEK-sized window next to a KEK id in the vault's
 files, on every wrapped copy of the erased messages' data keys it can find: nothing opens,

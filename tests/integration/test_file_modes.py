@@ -92,7 +92,7 @@ data = Path({str(data)!r})
 from adapters.streaming.relay import FilePosition
 from adapters.tables.sqlite import SqliteTableStore
 from adapters.payloads.files import FilePayloadStore
-from adapters.supervision import Program, write_config
+from adapters.operations.supervision import Program, write_config
 from adapters.streaming.telemetry import serve_metrics
 position = FilePosition(data / "relay-t.position")
 position.acquire()

@@ -13,7 +13,9 @@ from cryptography.exceptions import InvalidTag
 
 from adapters.embedded import Letterlog
 from adapters.eventlog import sealing
-from adapters.eventlog.sealing import SqliteKeyStore, new_keys, unwrap
+from adapters.eventlog.keysqlite import SqliteKeyStore
+from adapters.eventlog.keyvault import unwrap
+from adapters.eventlog.sealing import new_keys
 from tests.factories import make_mail
 
 

@@ -1,4 +1,5 @@
-"""supervisord as ``adapters.supervision`` drives it, with small real programs: a program killed
+"""supervisord as ``adapters.operations.supervision`` drives it, with small real programs: a
+program killed
 with SIGKILL is restarted and the others keep their processes; one that keeps dying while
 starting ends FATAL after bounded retries; output is appended to its log; the rendered
 configuration quotes what supervisord would otherwise expand."""
@@ -15,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.streaming.processes import programs
-from adapters.supervision import (
+from adapters.operations.supervision import (
     START_RETRIES,
     Program,
     Supervised,
@@ -25,6 +25,7 @@ from adapters.supervision import (
     socket_path,
     write_config,
 )
+from adapters.streaming.processes import programs
 
 
 def wait(condition, timeout: float = 60.0):

@@ -5,8 +5,8 @@ log its settings name, with their sealed personal parts opened, as the projector
 from __future__ import annotations
 
 from adapters import bootstrap
+from adapters.config.settings import StreamOptions, load_settings
 from adapters.embedded import Letterlog
-from adapters.settings import StreamOptions, load_settings
 from adapters.streaming.worker import WorkerState
 from adapters.tables.memory import InMemoryTableStore
 from domain.message import Message

@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 import pytest
 
 from adapters.embedded import Letterlog
-from adapters.supervision import Supervisor
+from adapters.operations.supervision import Supervisor
 from devtools.devservers.supervised import status
 from tests.factories import until
 from tests.services.servers import in_ci
@@ -221,7 +221,7 @@ def test_down_and_up_keep_every_server_s_data(root: Path, tmp_path: Path) -> Non
 def test_another_installation_s_live_servers_are_never_touched(root: Path) -> None:
     """A root whose servers another installation started: `up`, `down` and `reset` from
     this one refuse, name that installation, and leave its supervisord running."""
-    from adapters.supervision import write_config
+    from adapters.operations.supervision import write_config
 
     (root / "servers.json").write_text(json.dumps({"installation": "/srv/other-checkout"}))
     write_config(root, [], autostart=False)

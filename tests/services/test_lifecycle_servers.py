@@ -95,7 +95,8 @@ def opened_by(candidates: list[bytes], key_id: UUID, key: bytes, keks: list[byte
     """How many candidates give the key: plain, or unwrapped by one of ``keks``."""
     from cryptography.exceptions import InvalidTag
 
-    from adapters.eventlog.sealing import NONCE, unwrap
+    from adapters.eventlog.keyvault import unwrap
+    from adapters.eventlog.sealing import NONCE
 
     hits = 0
     for run in candidates:

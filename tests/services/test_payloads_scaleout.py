@@ -120,7 +120,7 @@ def test_a_large_message_is_deferred_while_hbase_does_not_answer(hosts, tmp_path
 @pytest.mark.bench
 def test_the_scale_out_ingest_benchmark_measures_both_payload_stores(
         postgres_server, hbase_server, tmp_path):
-    from adapters.settings import load_settings
+    from adapters.config.settings import load_settings
     from devtools.bench.scaleout import bench_scaleout_payloads
 
     running = load_settings(data=tmp_path, event_store="postgres",

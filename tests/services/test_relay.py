@@ -18,6 +18,7 @@ from uuid import UUID
 import pytest
 
 from adapters.bootstrap import relay as make_relay
+from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
 from adapters.eventlog.records import (
     account_of,
@@ -25,7 +26,6 @@ from adapters.eventlog.records import (
     decode_value,
     record_from_notification,
 )
-from adapters.settings import load_settings
 from adapters.streaming.relay import (
     CorruptEvent,
     FilePosition,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.config.settings import load_settings
 from adapters.lifecycle.scaleout import ScaleOutPending, SharedPending, pending_records
-from adapters.settings import load_settings
 
 pytestmark = pytest.mark.services
 

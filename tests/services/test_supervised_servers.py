@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.supervision import Supervisor
+from adapters.operations.supervision import Supervisor
 from devtools.devservers.supervised import SupervisedServices, status
 from tests.services.servers import in_ci
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
-from adapters.settings import load_settings
 from spark_replay.frames import events_dataframe, export, projection_dataframe
 from tests.spark.support import make_store
 

@@ -10,8 +10,8 @@ from uuid import UUID
 
 import pytest
 
+from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
-from adapters.settings import load_settings
 from spark_replay.job import rebuild
 from tests.factories import make_mail
 from tests.webhook_endpoint import Endpoint

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
-from adapters.settings import load_settings
 from domain.errors import CorruptEvent
 from spark_replay.job import rebuild
 from tests.factories import make_mail

@@ -84,7 +84,7 @@ import sys
 from pathlib import Path
 from adapters import bootstrap
 from adapters.eventlog.records import decode_record
-from adapters.settings import load_settings
+from adapters.config.settings import load_settings
 keys = bootstrap.key_store(load_settings(data=sys.argv[1]))
 failed = 0
 for path in sys.argv[2:]:

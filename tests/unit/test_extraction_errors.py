@@ -11,7 +11,7 @@ from uuid import UUID
 
 from adapters.cli.app import run
 from adapters.embedded import Letterlog
-from adapters.extraction import Extractor
+from adapters.facade.extraction import Extractor
 from tests.factories import make_mail
 
 

@@ -7,7 +7,7 @@ import os
 import urllib.request
 
 from adapters import bootstrap
-from adapters.settings import load_settings
+from adapters.config.settings import load_settings
 from adapters.streaming.lag import render, snapshot, verdict
 from adapters.streaming.telemetry import Stall, read_endpoints, serve_metrics
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from adapters.lifecycle.scheduled import run_purger
-from adapters.outages import dependency_of
+from adapters.operations.outages import dependency_of
+from adapters.operations.supervision import write_config
 from adapters.streaming.lag import verdict
 from adapters.streaming.processes import programs
 from adapters.streaming.telemetry import LibraryRateLimit, Stall, backoff_wait
-from adapters.supervision import write_config
 from domain.errors import SettingsError, StoreUnavailable
 from projections.tablestore import TableStoreUnavailable
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.operations.supervision import SupervisorError
 from adapters.streaming.processes import programs
-from adapters.supervision import SupervisorError
 
 
 def ports(base: int) -> dict[str, str | None]:

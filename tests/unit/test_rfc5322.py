@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from adapters.mailgen import bench_messages, generate
+from adapters.demo.mailgen import bench_messages, generate
 from domain.errors import MessageRejected
 from domain.rfc5322 import (
     MessageLimits,

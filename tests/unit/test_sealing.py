@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from adapters.eventlog import sealing
-from adapters.eventlog.sealing import MemoryKeyStore, SqliteKeyStore
+from adapters.eventlog.keysqlite import SqliteKeyStore
+from adapters.eventlog.sealing import MemoryKeyStore
 from adapters.eventlog.transcoder import MsgpackTranscoder
 from domain.personal import Personal
 

@@ -21,7 +21,7 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from adapters import bootstrap
-from adapters.settings import StreamOptions, load_settings
+from adapters.config.settings import StreamOptions, load_settings
 from adapters.streaming.projector import Record, list_dead_letters
 from adapters.streaming.worker import StreamWorker, create_worker, publish_lag
 from adapters.tables.memory import InMemoryTableStore

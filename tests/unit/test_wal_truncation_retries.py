@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters.eventlog.sealing import KeyVaultBusy, Vault
+from adapters.eventlog.keyvault import KeyVaultBusy, Vault
 from adapters.lifecycle.completion import truncate_wal
 
 
@@ -42,7 +42,7 @@ def test_the_vault_retries_while_a_reader_holds_its_wal_then_gives_up(tmp_path, 
     vault = Vault(tmp_path / "vault.sqlite")
     vault.checkpoint(1.0)  # nothing holds it: at once
     slept: list[float] = []
-    monkeypatch.setattr("adapters.eventlog.sealing.time.sleep", recording(slept))
+    monkeypatch.setattr("adapters.eventlog.keyvault.time.sleep", recording(slept))
     reader = reader_holding(tmp_path / "vault.sqlite")
     vault._conn.execute("CREATE TABLE IF NOT EXISTS t (x)")  # a frame in the WAL
     started = time.monotonic()

@@ -33,6 +33,7 @@ from tenacity import (
 )
 from thriftpy2.transport import TTransportException
 
+from adapters.tables.hbase_thrift2 import thrift2_client
 from projections.tablestore import (
     StoreClosed,
     TableNotFound,
@@ -68,8 +69,6 @@ class Thrift2Clients:
         try:
             return self._idle.get_nowait()
         except Empty:
-            from adapters.tables.hbase_thrift2 import thrift2_client
-
             host, port, timeout_ms = self._address
             return thrift2_client(host, port, timeout_ms=timeout_ms)
 

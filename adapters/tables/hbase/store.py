@@ -22,6 +22,7 @@ from adapters.tables.hbase.calls import HBaseCalls, Thrift2Clients
 from adapters.tables.hbase.reads import HBaseReads
 from adapters.tables.hbase.schema import HBaseSchema, TableInfo
 from adapters.tables.hbase.writes import THRIFT2_CALL_CELLS, HBaseWrites
+from adapters.tables.hbase_thrift2 import load_thrift2
 from projections.capabilities import MajorCompacting
 from projections.tablestore import TableStore, TableStoreError, ValuesFromCells
 
@@ -99,8 +100,6 @@ class HBaseTableStore(HBaseReads, HBaseWrites, HBaseSchema, HBaseCalls, ValuesFr
                 raise
 
     def _open_thrift2(self, idl: str | os.PathLike[str] | None, timeout_ms: int) -> None:
-        from adapters.tables.hbase_thrift2 import load_thrift2
-
         assert self.thrift2_port is not None
         try:
             self._t2 = load_thrift2(idl)

@@ -3,7 +3,7 @@
 that puts them together).
 
 May import: ``projections`` (the port), the standard library's ``sqlite3`` and
-``adapters.filemodes``; never ``streaming``, ``cli`` or ``devtools``.
+``adapters.files.filemodes``; never ``streaming``, ``cli`` or ``devtools``.
 
 Storage layout
 --------------

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.filemodes import private_file, read_only_sqlite
+from adapters.files.filemodes import private_file, read_only_sqlite
 from adapters.tables.sqlite.reads import ScanQuery, column_clause, row_width, scan
 from adapters.tables.sqlite.schema import CATALOG, Schema, create_table, drop_table
 from adapters.tables.sqlite.writes import (

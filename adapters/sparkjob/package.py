@@ -22,6 +22,7 @@ import importlib.metadata as metadata
 import re
 import sys
 import tarfile
+import tomllib
 import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -74,9 +75,7 @@ def _source_requirements() -> list[str] | None:
     """letterlog's requirements from the ``pyproject.toml`` beside its packages (a checkout
     installed in editable mode: its installed metadata is as old as the last install), in
     the metadata's form (``name; extra == "x"``); ``None`` for an installed wheel."""
-    import tomllib
-
-    path = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    path = Path(__file__).resolve().parents[2] / "pyproject.toml"
     if not path.is_file():
         return None
     project = tomllib.loads(path.read_text()).get("project", {})

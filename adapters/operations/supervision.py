@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from adapters.filemodes import private_dir, private_file
-from adapters.probing import alive
+from adapters.files.filemodes import private_dir, private_file
+from adapters.operations.probing import alive
 
 __all__ = [
     "Handle",
@@ -110,7 +112,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
     ``root``. ``autostart=False``: supervisord starts nothing until asked (``start``)."""
     private_dir(root)
     lines = [
-        "; written by adapters/supervision.py",
+        "; written by adapters/operations/supervision.py",
         "[unix_http_server]",
         f"file={_quote(str(socket_path(root)))}",
         "chmod=0700",
@@ -120,7 +122,7 @@ def write_config(root: Path, programs: Sequence[Program], *, autostart: bool) ->
         f"pidfile={_quote(str(root / 'supervisord.pid'))}",
         f"childlogdir={_quote(str(root))}",
         "nodaemon=true",
-        "umask=077",  # its logs, and what its programs create, private (adapters.filemodes)
+        "umask=077",  # its logs, and what its programs create, private (adapters.files.filemodes)
         "[rpcinterface:supervisor]",
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
         "[supervisorctl]",
@@ -167,9 +169,6 @@ class _UnixTransport(xmlrpc.client.Transport):
         self.socket_path = str(socket_path)
 
     def make_connection(self, host: Any) -> Any:
-        import http.client
-        import socket
-
         path = self.socket_path
 
         class Connection(http.client.HTTPConnection):

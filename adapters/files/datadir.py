@@ -5,18 +5,25 @@ directory should be, no store in it for a reader, an ``events.sqlite`` that is n
 letterlog's, a data directory or key store open to other users: ``StoreNotPrivate``);
 the store (``Letterlog.open``) and the fast read path (``adapters.startup.current``) both
 check through it, so both refuse alike. A data directory it creates is 0700
-(``adapters.filemodes``).
+(``adapters.files.filemodes``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from adapters.filemodes import DIR_MODE, check_private, private_dir, private_file
+from adapters.files.filemodes import (
+    DIR_MODE,
+    check_private,
+    private_dir,
+    private_file,
+    read_only_sqlite,
+)
 from domain.errors import StoreNotPrivate, StoreUnavailable
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -108,9 +115,7 @@ def check_event_store(path: Path) -> None:
         if fh.read(16) != SQLITE_MAGIC:
             raise StoreUnavailable(f"{path}: is not a letterlog event store "
                                    "(not an SQLite database)")
-    import sqlite3
 
-    from adapters.filemodes import read_only_sqlite
 
     try:  # in a read-only directory (a snapshot) as SQLite can open it there
         con = sqlite3.connect(read_only_sqlite(path) or f"file:{path}?mode=ro", uri=True)

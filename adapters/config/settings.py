@@ -16,6 +16,7 @@ is held to these settings by tests/unit/test_settings.py.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
@@ -26,6 +27,8 @@ from pydantic_settings import SettingsError as EnvironmentUnreadable
 
 from adapters.startup.envsettings import DEFAULTS, PREFIX
 from domain.errors import SettingsError
+from domain.lifecycle import Retention
+from domain.quota import Limits, parse_size
 
 if TYPE_CHECKING:
     from domain.lifecycle import Retention
@@ -194,13 +197,9 @@ class Settings(BaseSettings):
     @field_validator("quota_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
-        from domain.quota import parse_size
-
         return parse_size(value) if isinstance(value, str) else value
 
     def quota_limits(self) -> QuotaLimits:
-        from domain.quota import Limits
-
         return Limits(self.quota_bytes, self.quota_messages)
 
     def payloads_in_hbase(self) -> bool:
@@ -212,9 +211,6 @@ class Settings(BaseSettings):
 
     def retention(self) -> Retention:
         """How long each purge queue keeps what it holds (the purge jobs, ``purge-queue``)."""
-        from datetime import timedelta
-
-        from domain.lifecycle import Retention
 
         return Retention(expired=timedelta(days=self.expired_ttl_days),
                          deleted=timedelta(days=self.deleted_retention_days),
@@ -223,6 +219,7 @@ class Settings(BaseSettings):
                          peek_back=timedelta(minutes=self.purge_peek_back_minutes))
 
     def message_limits(self) -> MessageLimits:
+        # local: start-up: 1 more module(s) for commands that never use it
         from domain.rfc5322 import MessageLimits
 
         return MessageLimits(max_size=self.max_message_size,

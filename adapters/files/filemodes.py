@@ -18,6 +18,7 @@ import logging
 import os
 import stat
 from pathlib import Path
+from urllib.parse import quote
 
 from domain.errors import StoreNotPrivate
 
@@ -55,7 +56,6 @@ def read_only_sqlite(path: str | os.PathLike[str]) -> str | None:
         return None
     if os.access(os.path.dirname(os.path.abspath(text)), os.W_OK):
         return None
-    from urllib.parse import quote
 
     wal = all(os.path.exists(text + suffix) for suffix in ("-wal", "-shm"))
     return f"file:{quote(os.path.abspath(text))}?{'mode=ro' if wal else 'immutable=1'}"

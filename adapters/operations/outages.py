@@ -14,6 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tenacity import Retrying, after_nothing, wait_random_exponential
+
+from projections.tablestore import TableStoreError
+
 #: while a dependency stays down, its ``Stall`` says so again this often (seconds)
 REMIND_EVERY = 60.0
 #: a library logger repeats the same message at most once per this many seconds
@@ -70,8 +74,6 @@ def backoff_wait(first: float = 0.2, cap: float = 30.0) -> Any:
     """Tenacity's wait between retries of a call to a server that does not answer:
     exponential from ``first`` seconds, capped at ``cap``, each wait drawn at random below its
     bound (full jitter: processes that lost the same server do not come back in step)."""
-    from tenacity import wait_random_exponential
-
     return wait_random_exponential(multiplier=first, max=cap, min=first)
 
 
@@ -87,8 +89,6 @@ def waiting_out(stop: threading.Event, *, first: float, cap: float, retry: Any,
     ``RetryCallState`` after each failed attempt it retries; ``before_sleep``: before each
     wait (``state.next_action.sleep`` is the wait); ``wake``: set (by a readiness probe) to
     end the wait now, the server being back (it is cleared as the wait ends)."""
-    from tenacity import Retrying, after_nothing
-
     def sleep(seconds: float) -> None:
         if wake is None:
             stop.wait(seconds)
@@ -203,8 +203,6 @@ def dependency_of(error: BaseException, table_store: str = "hbase",
                   fallback: str = "the purge run") -> str:
     """Which server a failed run was waiting on, from the error and its causes
     (``fallback`` when none of them names one)."""
-    from projections.tablestore import TableStoreError
-
     modules = [type(e).__module__ for e in _chain(error)]
     if any(isinstance(e, TableStoreError) for e in _chain(error)) or any(
             m.startswith(("thriftpy2", "happybase")) for m in modules):

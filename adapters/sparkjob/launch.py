@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,9 +25,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from adapters.config.settings import load_settings
+from adapters.files.datadir import check_data_dir
+from adapters.files.filemodes import create_private, private_dir
 from domain.errors import LetterlogError, SettingsError
 
-SUBMIT = Path(__file__).resolve().parent.parent / "spark_replay" / "submit.py"
+SUBMIT = Path(__file__).resolve().parents[2] / "spark_replay" / "submit.py"
 LOCALHOST = "127.0.0.1"
 DEFAULT_MASTER = "local[2,2]"
 """Two cores; a failed task is tried twice (``local[N]`` never retries one)."""
@@ -95,8 +99,6 @@ def require_store(settings: Any, *, read_only: bool = False) -> None:
     """``StoreUnavailable`` (exit 2) unless ``settings.data`` holds a store: a rebuild or an
     export never makes one (a mistyped ``--data`` is not an empty store at position 0).
     ``read_only``: the export, which only reads, takes a data directory it cannot write."""
-    from adapters.datadir import check_data_dir
-
     check_data_dir(Path(settings.data), settings.event_store == "sqlite", False,
                    allow_shared=settings.allow_shared_keys, vault=settings.key_vault,
                    writable=not read_only)
@@ -106,8 +108,6 @@ def check_master(master: str, timeout: float = 5.0) -> None:
     """``SparkJobFailed`` unless one of a ``spark://`` master's addresses answers a TCP
     connection within ``timeout`` (Spark itself retries for about a minute, then logs only
     that the masters are unresponsive); other masters are not checked."""
-    import socket
-
     if not master.startswith("spark://"):
         return
     errors = []
@@ -141,6 +141,7 @@ def python_exception(text: str) -> str | None:
 def spark_home() -> Path:
     """The installed ``pyspark`` package directory (it ships ``bin/spark-class``, jars)."""
     try:
+        # local: an optional dependency, tried where it is used
         import pyspark
     except ImportError as exc:
         raise SettingsError("Spark: pyspark is not installed (pip install '.[spark]')") from exc
@@ -241,9 +242,6 @@ def submit(args: Sequence[str], master: str | None, *, data: Path,
     of this user's in the temporary directory when the data directory is read-only; a
     successful job's log is deleted). ``progress`` gets each of the driver's progress
     events (``spark_replay.watch``) as it comes."""
-    from adapters.filemodes import create_private
-    from adapters.settings import load_settings
-
     master = resolve_master(master, load_settings(data=data).spark_master)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log = logs_dir(Path(data).resolve()) / f"{args[0]}-{stamp}-{os.getpid()}.log"
@@ -267,8 +265,6 @@ def logs_dir(data: Path) -> Path:
     """Where the CLI keeps a Spark job's log: ``<data>/spark-logs``, else (a read-only
     store: a snapshot, a backup mount) ``letterlog-spark-logs-<uid>`` in the temporary
     directory, 0700 either way."""
-    from adapters.filemodes import private_dir
-
     try:
         return private_dir(data / LOGS)
     except OSError:
@@ -299,8 +295,6 @@ def _run_reading_progress(command: list[str], env: dict[str, str], stderr: int,
 def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> dict[str, Any]:
     """``python -m spark_replay ARGS`` (a driver that starts its own sessions: the bench);
     its progress goes to this process's stderr."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="letterlog-spark-") as where:
         result = Path(where) / "result.json"
         done = subprocess.run([sys.executable, "-m", "spark_replay", "--result", str(result),

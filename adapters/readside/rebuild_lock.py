@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from adapters.filemodes import private_file
+from adapters.files.filemodes import private_file
 from domain.errors import StoreBusy
 
 LOCK_NAME = "rebuild.lock"
