@@ -9,7 +9,7 @@ from adapters.imap.search import SearchError, parse_search, return_options
 from adapters.imap.searcher import Searcher
 from adapters.imap.session.core import Context, SessionCore
 from adapters.imap.session.searching import _esearch_results
-from adapters.imap.session.words import GONE, _text
+from adapters.imap.session.words import GONE, _compact, _text
 from adapters.imap.wire import Atom, BadCommand, No, Token
 
 
@@ -113,13 +113,6 @@ class SortCommands(SessionCore):
 
 
 def _in_order(numbers: list[int]) -> str:
-    """Numbers in the order given, ascending runs as ranges (ESORT's ALL)."""
-    out: list[str] = []
-    start = prev = numbers[0]
-    for n in numbers[1:] + [-1]:
-        if n == prev + 1:
-            prev = n
-            continue
-        out.append(f"{start}:{prev}" if prev != start else str(start))
-        start = prev = n
-    return ",".join(out)
+    """Numbers in the order given, ascending runs as ranges (ESORT's ALL): ``_compact``,
+    which keeps the order it is given."""
+    return _compact(numbers)
