@@ -144,7 +144,8 @@ def _canonical(name: str, what: str) -> str:
         bad = next(ch for ch in text if not "\x21" <= ch <= "\x7e")
         raise NameRefused(what, given, f"{_char(bad)} is "
                           f"{_REASONS['spaces' if bad == ' ' else 'controls']}")
-    import precis_i18n  # only for names outside ASCII
+    # local: only for names outside ASCII (the PRECIS tables: ~30 ms to import)
+    import precis_i18n
 
     try:
         out = str(precis_i18n.get_profile(PROFILE).enforce(text))

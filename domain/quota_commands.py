@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.errors import InvalidCommand
 from domain.quota import Limits, account_limits
 from domain.results import Change
 from domain.unit_of_work import Commands
@@ -49,7 +50,6 @@ class QuotaCommands(Commands):
 
 
 def raise_invalid(name: str, value: object) -> None:
-    from domain.errors import InvalidCommand
 
     raise InvalidCommand(f"{name}: {value!r} is not a quota (a whole number: a limit, "
                          "0 for unlimited, -1 for the default)")

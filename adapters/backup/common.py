@@ -13,12 +13,17 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from eventsourcing.utils import get_topic
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
 from adapters.files import datadir
 from adapters.files.filemodes import create_private, fsync_dir
 from domain.errors import LetterlogError, StoreBusy
+from domain.message import Message
 
 FORMAT = "letterlog-backup/1"
 RECORD_FORMAT = "letterlog-erasures/1"
@@ -59,7 +64,6 @@ def _no_progress(what: str, done: int, total: int) -> None:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("letterlog")
@@ -140,9 +144,7 @@ def _log_facts(con: sqlite3.Connection) -> dict[str, int]:
 
 
 def _purged_topic() -> str:
-    from eventsourcing.utils import get_topic
 
-    from domain.message import Message
 
     return str(get_topic(Message.Purged))
 
@@ -152,7 +154,6 @@ def _write_locked(paths: list[Path], wait: float = LOCK_WAIT_S) -> Iterator[None
     """A write transaction held on each SQLite file in ``paths`` (readers go on, writers
     wait), taken in name order; if one cannot be taken at once every lock is let go and all
     are tried again (no deadlock with a writer that holds one and waits for another)."""
-    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
     def lock_all() -> list[sqlite3.Connection]:
         held: list[sqlite3.Connection] = []

@@ -33,8 +33,14 @@ from adapters.backup.common import (
     _write_json,
     _write_locked,
 )
+from adapters.eventlog.keyvault import Vault
+from adapters.eventlog.reader import read_events
+from adapters.eventlog.store import open_log, sqlite_env
 from adapters.files import datadir
+from adapters.files.datadir import check_data_dir
 from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
+from adapters.payloads.files import FilePayloadStore
+from domain.errors import PayloadMissing
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -49,8 +55,6 @@ def _copy_payloads(store: Any, out: Path, progress: Progress,
     backup holds the payloads as an embedded store's backup does, and a restore puts them
     back into HBase (``letterlog payloads migrate``). A payload purged while it is copied
     is counted as vanished."""
-    from adapters.payloads.files import FilePayloadStore
-    from domain.errors import PayloadMissing
 
     copies = FilePayloadStore(out / PAYLOADS)
     counts: dict[str, Any] = {"files": 0, "bytes": 0, "vanished": 0, "from": "hbase"}
@@ -89,7 +93,6 @@ def backup(data: str | os.PathLike[str], target: str | os.PathLike[str], *,
     the scale-out path, ADR 0072): its payloads are copied from it. ``keks``: the key
     cluster's KEKs (ADR 0074), read last (after the log's base backup and the payloads)
     and written into the backup as ``vault.sqlite``."""
-    from adapters.files.datadir import check_data_dir
 
     root, out = Path(data).absolute(), Path(target).absolute()
     check_data_dir(root, log, False, allow_shared=True)
@@ -186,7 +189,6 @@ def _write_keks(path: Path, rows: list[tuple[UUID, bytes, float, bool]]) -> int:
     """The key cluster's KEKs into the backup's vault file (the vault's own schema: a
     restore reads it as an old vault until it moves them into the key cluster); a vault
     file the data directory still had (before ``keys migrate``) keeps its KEKs too."""
-    from adapters.eventlog.keyvault import Vault
 
     Vault(path, synchronous="NORMAL").close()  # the file and its table, 0600
     con = sqlite3.connect(path, isolation_level=None)
@@ -204,7 +206,6 @@ def _write_keks(path: Path, rows: list[tuple[UUID, bytes, float, bool]]) -> int:
 
 def _sealed_parts(log: Any) -> Iterator[tuple[Any, Any, Any]]:
     """``(message id, event, personal part)`` of every event of ``log`` that carries one."""
-    from adapters.eventlog.reader import read_events
 
     for _, event in read_events(log):
         part = getattr(event, "personal", None)
@@ -217,8 +218,6 @@ def _destroy_keys_of_purged(out: Path) -> int:
     erasure appends ``Purged`` before it destroys the key: one that fell between the copy
     of the log and that of the keys would otherwise leave the copy a key the live store no
     longer has."""
-    from adapters.eventlog.reader import read_events
-    from adapters.eventlog.store import open_log, sqlite_env
 
     log = open_log(sqlite_env(str(out / LOG), "normal"))
     try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from adapters.backup.common import RECORD_FORMAT, BackupError, OpenStore, _purged_topic, _write_json
+from domain.errors import MessageNotFound
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -95,7 +96,6 @@ def export_erasures(store: Store, target: str | os.PathLike[str]) -> ErasureReco
 def reapply(store: Store, record: ErasureRecord) -> dict[str, Any]:
     """Makes ``record``'s erasures again on ``store``: each message it names that is still
     active here is erased (``erase_message``), then every key it names is destroyed."""
-    from domain.errors import MessageNotFound
 
     erased, absent = [], 0
     for message_id in sorted(record.messages):

@@ -38,18 +38,18 @@ from adapters.backup.copying import erased_while_copied
 from adapters.backup.erasures import ErasureRecord, read_erasure_record, reapply
 from adapters.files import datadir
 from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
+from adapters.lifecycle.completion import Holder, holders_of
 from domain.errors import LetterlogError, StoreBusy
 
 __all__ = ["records_beside", "restore"]
 
 
-def _holders(root: Path) -> list[str]:
+def _store_holders(root: Path) -> list[str]:
     """Processes with a file of the store in ``root`` open."""
-    from adapters.lifecycle.completion import Holder, _holders
 
     found = []
     for name in _sqlite_files(root):
-        pids, names = _holders(root / name)
+        pids, names = holders_of(root / name)
         if pids:
             found.append(Holder(str(root / name), pids, names).describe())
     return found
@@ -150,7 +150,7 @@ def restore(source: str | os.PathLike[str], data: str | os.PathLike[str], *,
         if not force:
             raise BackupError(f"{root}: holds a letterlog store; restoring replaces it (and "
                               "what it received after the backup): give --force")
-        held = _holders(root)
+        held = _store_holders(root)
         if held:
             raise StoreBusy(f"{root}: the store is in use ({'; '.join(held)}): stop those "
                             "processes before restoring over it")

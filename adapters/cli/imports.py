@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from adapters.cli.common import group, out, progress_enabled, state
+from adapters.cli.import_source import maildir_messages
+from adapters.cli.importer import ImportInterrupted, run_import
+from adapters.cli.mbox_ahead import MboxAhead
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -35,7 +38,6 @@ def _warn(problem: str) -> None:
 
 def _run(source: Callable[[Path], tuple[int, Any]], path: Path, account: str,
          mailbox: str, batch: int) -> None:
-    from adapters.cli.importer import ImportInterrupted
 
     try:
         total, items = source(path)  # the path is checked here, before any progress shows
@@ -74,12 +76,12 @@ def _let_go(items: Any) -> None:
 
 def _imported(store: Store, total: int, items: Any, account: str, mailbox: str,
               batch: int) -> dict[str, Any]:
-    from adapters.cli.importer import run_import
 
     if not progress_enabled():  # nobody watches: no progress bar, and rich is not imported
         report = run_import(store, total, items, account, mailbox, batch=batch,
                             on_reject=_reject)
     else:
+        # local: rich loads only where a progress bar is drawn (a terminal)
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -103,7 +105,6 @@ def import_mbox(path: PathArg, account: AccountOption, mailbox: MailboxOption = 
                 batch: BatchOption = 100) -> None:
     """Import every message of an mbox file, with its From-line date and Status flags.
     Importing it again into the same mailbox adds nothing; into another mailbox, a copy."""
-    from adapters.cli.mbox_ahead import MboxAhead
 
     def source(path: Path) -> tuple[int, Any]:
         ahead = MboxAhead(path, warn=_warn)  # read and checked in a second process
@@ -117,6 +118,5 @@ def import_maildir(path: PathArg, account: AccountOption, mailbox: MailboxOption
                    batch: BatchOption = 100) -> None:
     """Import a Maildir (cur/ and new/, and Maildir++ sub-folders as mailboxes), keeping its
     flags (:2,SRFTD) and file times."""
-    from adapters.cli.import_source import maildir_messages
 
     _run(maildir_messages, path, account, mailbox, batch)

@@ -102,7 +102,7 @@ def store_files(data: str | os.PathLike[str], vault: str | os.PathLike[str] | No
     return [f for f in files if f.is_file()]
 
 
-def _holders(path: Path) -> tuple[tuple[int, ...], tuple[str, ...]]:
+def holders_of(path: Path) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The other processes with ``path`` (or its -wal, -shm) open, from ``/proc/*/fd``
     (processes of other users are not visible to an ordinary user)."""
     real = os.path.realpath(path)
@@ -266,7 +266,7 @@ def complete(data: str | os.PathLike[str], vault: str | os.PathLike[str] | None,
     holders: list[Holder] = []
     for path in files:
         if not truncate_wal(path, deadline):
-            pids, names = _holders(path)
+            pids, names = holders_of(path)
             holders.append(Holder(str(path), pids, names))
     if dirty and key_cluster is not None:
         scrubbed = key_cluster.scrub(deadline)
