@@ -10,13 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from domain.errors import InvalidCommand
 from domain.values import name_uuid
-
-if TYPE_CHECKING:
-    from domain.rules import RuleBook
 
 __all__ = ["APPLICATIONS", "COMPLETE", "DISCARDED", "Evaluation", "FAILED", "FIELDS",
            "FilterTimeout", "MAX_RULES", "MessageView", "PENDING", "PROCESSING", "PatternMatcher",
@@ -214,7 +211,14 @@ class Evaluation:
             raise FilterTimeout(f"mailbox pattern {selection['pattern']!r}: {e}") from None
 
 
-def decide(book: RuleBook | None, mailbox: str, view: MessageView,
+class Rules(Protocol):
+    """What ``decide`` reads of a rule book (``domain.rules.RuleBook``): its rules by name."""
+
+    @property
+    def rules(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
+def decide(book: Rules | None, mailbox: str, view: MessageView,
            evaluation: Evaluation,
            may_read: Callable[[str], bool] = lambda user: True) -> list[Verdict]:
     """The rules that apply to a message arriving in ``mailbox`` (enabled rules only, in

@@ -4,15 +4,27 @@ message's answer line."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.imap import mime
 from adapters.imap.wire import Atom, BadCommand, No, Token, imap_date, literal
 
 if TYPE_CHECKING:
     from adapters.imap.mailbox import Entry, Selected
-    from adapters.imap.session.core import SessionCore
+
+
+class FetchingSession(Protocol):
+    """What rendering a FETCH asks of the session (``adapters.imap.session``'s ``Session``)."""
+
+    condstore: bool
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+
+    def message(self, uid: int) -> mime.Part: ...
+
+    async def set_seen(self, sel: Selected, e: Entry) -> bool: ...
 
 _MACROS = {"ALL": ["FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE"],
            "FAST": ["FLAGS", "INTERNALDATE", "RFC822.SIZE"],
@@ -81,7 +93,7 @@ class FetchItems:
             out.items.insert(0, Item("UID"))
         return out
 
-    async def render(self, session: SessionCore, sel: Selected, seq: int, e: Entry) -> bytes:
+    async def render(self, session: FetchingSession, sel: Selected, seq: int, e: Entry) -> bytes:
         parts: list[bytes] = []
         need_body = any(i.name in ("ENVELOPE", "BODYSTRUCTURE", "BODY", "RFC822",
                                    "RFC822.HEADER", "RFC822.TEXT", "BINARY", "BINARY.SIZE")

@@ -11,7 +11,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.imap import mime
 from adapters.imap.mailbox import Entry, Selected
@@ -31,8 +31,38 @@ from domain.errors import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     from adapters.caller import CallerView
-    from adapters.imap.server import Server
+    from adapters.imap.urlauth import UrlKeys
+
+
+class Server(Protocol):
+    """What a session asks of its server (``adapters.imap.server.Server``): the options, the
+    store's calls and catching up, the recent-flag claims, logging in."""
+
+    tls_context: ssl.SSLContext | None
+    plaintext_auth: bool
+    max_command: int
+    changed: asyncio.Event
+    lagging: bool
+    url_keys: UrlKeys
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+
+    def catch_up(self) -> int: ...
+
+    def recent_from(self, sel: Any) -> int: ...
+
+    def recent_first(self, account: str, name: str, uidvalidity: int) -> int: ...
+
+    def claim_recent(self, sel: Any, uids: list[int], *, claim: bool) -> set[int]: ...
+
+    async def authenticate(self, user: str, password: str, peer: str) -> CallerView | None: ...
+
+    def face_of(self, user: str) -> CallerView: ...
+
+    def settling(self, read_at: float) -> bool: ...
 
 
 @dataclass

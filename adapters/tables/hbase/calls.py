@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,9 +42,6 @@ from projections.tablestore import (
     TableStoreUnavailable,
     UnknownFamily,
 )
-
-if TYPE_CHECKING:
-    from adapters.tables.hbase.schema import TableInfo
 
 # happybase registers its Thrift1 IDL (thriftpy2) as the module ``Hbase_thrift`` on import.
 thrift1: Any = importlib.import_module("Hbase_thrift")
@@ -103,6 +101,15 @@ def error_message(error: BaseException) -> str:
 
 def first_line(text: str) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else "(no message)"
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """A logical table as HBase holds it: its name, its physical name, its families."""
+
+    name: str
+    physical: bytes
+    families: frozenset[bytes]
 
 
 class HBaseParts:

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from adapters.tables.hbase.calls import HBaseParts, thrift1
-from adapters.tables.hbase.schema import TableInfo
+from adapters.tables.hbase.calls import HBaseParts, TableInfo, thrift1
 from projections.tablestore import (
     Cells,
     KeyRange,

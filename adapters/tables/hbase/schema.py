@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import partial
 from operator import methodcaller
 from typing import Any
 
-from adapters.tables.hbase.calls import HBaseParts, error_message, thrift1
+from adapters.tables.hbase.calls import HBaseParts, TableInfo, error_message, thrift1
 from projections.tablestore import TableSpec, TableSpecConflict, family_of, validate_table_name
 
 SALT_SPLIT_KEYS: tuple[bytes, ...] = tuple(bytes([salt]) for salt in range(1, 128))
@@ -49,13 +48,6 @@ def hbase_shell_create(spec: TableSpec, *, table_prefix: str = "letterlog") -> s
         return f"create '{name}', {families}"
     splits = ", ".join(f'"\\x{key[0]:02X}"' for key in SALT_SPLIT_KEYS)
     return f"create '{name}', {families}, SPLITS => [{splits}]"
-
-
-@dataclass(frozen=True, slots=True)
-class TableInfo:
-    name: str
-    physical: bytes
-    families: frozenset[bytes]
 
 
 class HBaseSchema(HBaseParts):

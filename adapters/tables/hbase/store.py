@@ -18,9 +18,9 @@ from typing import Any
 
 import happybase
 
-from adapters.tables.hbase.calls import HBaseCalls, Thrift2Clients
+from adapters.tables.hbase.calls import HBaseCalls, TableInfo, Thrift2Clients
 from adapters.tables.hbase.reads import HBaseReads
-from adapters.tables.hbase.schema import HBaseSchema, TableInfo
+from adapters.tables.hbase.schema import HBaseSchema
 from adapters.tables.hbase.writes import THRIFT2_CALL_CELLS, HBaseWrites
 from adapters.tables.hbase_thrift2 import load_thrift2
 from projections.capabilities import MajorCompacting

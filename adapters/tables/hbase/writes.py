@@ -40,8 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.tables.hbase.calls import HBaseParts, thrift1
-from adapters.tables.hbase.schema import TableInfo
+from adapters.tables.hbase.calls import HBaseParts, TableInfo, thrift1
 from projections.tablestore import (
     DeleteColumn,
     DeleteRow,
