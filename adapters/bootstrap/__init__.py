@@ -25,10 +25,11 @@ Nothing here runs at import time; each function connects when called.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from adapters.bootstrap.directories import _check_identifier, _groups
 from adapters.bootstrap.directories import directory as directory
@@ -45,7 +46,6 @@ from domain.errors import SettingsError
 from domain.quota import Quotas, UsageLedger
 
 if TYPE_CHECKING:
-    from adapters.embedded import Letterlog
     from adapters.eventlog.sealing import KeyStore
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.jobs import PurgeJobs
@@ -287,8 +287,23 @@ def purge_jobs(settings: Settings, mail: Mailstore, payloads: PayloadStore,
                      payloads_deleted=shredded.payloads_deleted)
 
 
-def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | None = None,
-              payloads: PayloadStore | None = None, read_models: bool = True) -> Letterlog:
+class EmbeddedStore(Protocol):
+    """What this module sets and calls on the facade it builds (``adapters.embedded``'s
+    ``Letterlog``, handed over by ``Letterlog.open``: this module never imports it)."""
+
+    group_resolver: Callable[[str], frozenset[str]] | None
+    identifier_check: Callable[[str], None] | None
+
+    def catch_up(self) -> Any: ...
+
+    def finish_interrupted_erasures(self) -> Any: ...
+
+
+S = TypeVar("S", bound=EmbeddedStore)
+
+
+def letterlog(settings: Settings, *, facade: Callable[..., S], log: MailLog | None = None,
+              payloads: PayloadStore | None = None, read_models: bool = True) -> S:
     """An embedded store (an instance of ``facade``, the class ``Letterlog.open`` hands over:
     this module never imports the facade); caught up before it is returned.
     ``read_models=False``: the log and the command side only (a writer whose read models
@@ -321,7 +336,7 @@ def letterlog(settings: Settings, *, facade: type[Letterlog], log: MailLog | Non
     return store
 
 
-def _finish_interrupted(store: Letterlog) -> None:
+def _finish_interrupted(store: EmbeddedStore) -> None:
     """An erasure or purge run a killed process left unfinished (its intent file in
     ``<data>/erasures-intent/``, or its row in the log's database on scale-out, no longer
     held: ADR 0084) is finished by whoever opens the store
