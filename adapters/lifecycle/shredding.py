@@ -174,7 +174,7 @@ class Shredding:
         # saved views lose the purged messages too, before the files' WAL is truncated
         in_views = self.erase_from_views(host.tables)["tables"] if host is not None else []
         # local: start-up: 2 more module(s) for commands that never use it
-        from adapters.sparkjob.launch import remove_stale_runs
+        from adapters.sparkjob.rundirs import remove_stale_runs
 
         remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
         self.completion = self.complete(record=self.unfinished > 0)

@@ -113,7 +113,7 @@ def test_packaged_letterlog_runs_on_executors_whose_python_has_nothing_installed
         assert not [n for n in archive.getnames() if n.startswith("zstandard/_cffi.")]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    from adapters.sparkjob.launch import spark_env, spark_home
+    from adapters.sparkjob.environment import spark_env, spark_home
 
     done = subprocess.run(
         [str(spark_home() / "bin" / "spark-submit"), "--master", spark_cluster.master_url,
