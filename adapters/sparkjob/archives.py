@@ -61,5 +61,3 @@ def tar_distributions(path: Path, dists: Sequence[metadata.Distribution]) -> int
                     out.add(source, arcname=str(file))
                     count += 1
     return count
-
-

@@ -82,5 +82,3 @@ def closure(extras: Sequence[str], include: Sequence[str] = ()) -> list[metadata
         seen[key] = dist
         todo.extend(requirements(name, inner))
     return sorted(seen.values(), key=lambda d: normal_name(d.metadata["Name"]))
-
-

@@ -97,4 +97,3 @@ def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> 
                                *args], env=submit_env(), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, check=False)
         return read_result(done, fail, result)
-

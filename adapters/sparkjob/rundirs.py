@@ -58,4 +58,3 @@ def remove_stale_runs(data: Path) -> list[str]:
             except FileNotFoundError:
                 continue  # its job ended meanwhile
     return removed
-
