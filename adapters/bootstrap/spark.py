@@ -30,7 +30,7 @@ from adapters.eventlog.reader import _uuid_of as uuid_of
 from adapters.eventlog.reader import read_events, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from adapters.eventlog.transcoder import uuid_from_int
-from adapters.lifecycle.shredding import erase_from_views
+from adapters.lifecycle.aftermath import erase_from_views
 from adapters.readside.catalog import Catalog
 from adapters.readside.rebuild_lock import rebuild_lock
 from adapters.sparkjob.checks import check_master, require_store
