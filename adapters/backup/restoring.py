@@ -38,7 +38,8 @@ from adapters.backup.copying import erased_while_copied
 from adapters.backup.erasures import ErasureRecord, read_erasure_record, reapply
 from adapters.files import datadir
 from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
-from adapters.lifecycle.completion import Holder, holders_of
+from adapters.lifecycle.completed import Holder
+from adapters.lifecycle.walcheckpoint import holders_of
 from domain.errors import LetterlogError, StoreBusy
 
 __all__ = ["records_beside", "restore"]

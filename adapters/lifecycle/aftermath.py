@@ -1,17 +1,10 @@
-"""What follows a purge run or an erasure once it is done (``Shredding.after``), and what
-it leaves owed: the plain text a purge must not leave behind outside the log.
-
-- the saved views lose the purged messages (``erase_from_views``), before the files' WAL is
-  truncated;
-- run files a killed Spark job left in the data directory are removed;
-- the SQLite files' WAL is truncated and what is left unfinished recorded (``completion``);
-- the embedded tables a purge deletes from are flushed and compacted (HBase's are compacted
-  by ``letterlog erase complete``, after the workers: ``scaleout``, which is also told what
-  an erasure on scale-out owes: ``record_scale_out``).
-
-``Shredding`` builds it the first time a purge or an erasure needs it: a command that only
-reads never loads it.
-"""
+"""What follows a purge run or an erasure once it is done (``Shredding.after``): no plain
+text lingers outside the log. The saved views lose the purged messages (before the files'
+WAL is truncated); run files a killed Spark job left are removed; the SQLite files' WAL is
+truncated and what is left unfinished recorded (``completion``); the embedded tables a
+purge deletes from are flushed and compacted (HBase's by ``erase complete``: ``scaleout``,
+told what an erasure there owes by ``record_scale_out``). ``Shredding`` builds it when a
+purge or an erasure first needs it: a command that only reads never loads it."""
 
 from __future__ import annotations
 
@@ -21,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from adapters.eventlog.reader import row_decoder, row_pages
 from adapters.files.datadir import exclusive
-from adapters.lifecycle.completion import Completion, KeyCluster, PendingErasures, complete
+from adapters.lifecycle.completed import Completion
+from adapters.lifecycle.completion import KeyCluster, complete
+from adapters.lifecycle.pendingerasures import PendingErasures
 from adapters.lifecycle.scaleout import record_erasure
 from adapters.readside.views import erase_purged
 from adapters.sparkjob.rundirs import remove_stale_runs
@@ -57,12 +52,10 @@ class Aftermath:
         record_erasure(self, payloads, began, messages)
 
     def after(self, host: Any | None, *, unfinished: int) -> Completion:
-        """No plain text lingers: the SQLite files' -wal are truncated, waiting for readers
-        at most ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete;
-        what is left unfinished is recorded: ``completion``); the embedded tables a purge
-        deletes from are flushed, then major-compacted. ``host``: the read models (None:
-        this store keeps none); ``unfinished``: messages purged since the last completion."""
-        # saved views lose the purged messages too, before the files' WAL is truncated
+        """The module docstring's steps; the WAL's truncation waits for readers at most
+        ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete). ``host``:
+        the read models (None: this store keeps none); ``unfinished``: messages purged since
+        the last completion."""
         in_views = self.erase_from_views(host.tables)["tables"] if host is not None else []
         remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
         completion = self.complete(record=unfinished > 0, messages=unfinished)
@@ -93,8 +86,7 @@ class Aftermath:
         return [r for _, r in PendingErasures(self.settings.data).records()]
 
     def erase_from_views(self, tables: TableStore) -> dict[str, Any]:
-        """Applies every purge and erasure in the log to every saved view in ``tables`` that
-        has not had it yet (after each purge run and erasure, and when a view is built)."""
+        """Every purge and erasure in the log applied to each saved view not yet given it."""
         return erase_from_views(self.settings, self.log, tables)
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
     from adapters.lifecycle.aftermath import Aftermath
-    from adapters.lifecycle.completion import Completion
+    from adapters.lifecycle.completed import Completion
     from domain.ports import PayloadStore
     from projections.tablestore import TableStore
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from adapters.eventlog.keyvault import KeyVaultBusy, Vault
-from adapters.lifecycle.completion import truncate_wal
+from adapters.lifecycle.walcheckpoint import truncate_wal
 
 
 def recording(slept: list[float]) -> Callable[[float], None]:
