@@ -27,15 +27,14 @@ from adapters.backup.common import (
     NoErasureRecord,
     OpenStore,
     Progress,
-    _copy_file,
-    _log_facts,
     _no_progress,
-    _sha256,
-    _sqlite_files,
     read_manifest,
 )
 from adapters.backup.copying import erased_while_copied
-from adapters.backup.erasures import ErasureRecord, read_erasure_record, reapply
+from adapters.backup.erasures import ErasureRecord, read_erasure_record
+from adapters.backup.filecopies import _copy_file, _sha256, _sqlite_files
+from adapters.backup.logfacts import _log_facts
+from adapters.backup.reapplying import reapply
 from adapters.files import datadir
 from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
 from adapters.lifecycle.completed import Holder
