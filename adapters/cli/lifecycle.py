@@ -24,7 +24,7 @@ from adapters.lifecycle.completed import EXIT_INCOMPLETE, Completion, Holder
 from adapters.lifecycle.scaleout import complete
 from adapters.lifecycle.scaleout import pending as scale_out_pending
 from adapters.lifecycle.scheduled import run_purger
-from adapters.lifecycle.userpurge import ScheduledUserPurge
+from adapters.lifecycle.scheduleduserpurge import ScheduledUserPurge
 from adapters.streaming.lag import snapshot, wait_until_applied
 from domain.lifecycle import ALL_QUEUES
 
