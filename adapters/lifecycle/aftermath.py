@@ -51,24 +51,23 @@ class Aftermath:
         """On scale-out: what ``letterlog erase complete`` owes for this purge or erasure."""
         record_erasure(self, payloads, began, messages)
 
-    def after(self, host: Any | None, *, unfinished: int) -> Completion:
-        """The module docstring's steps; the WAL's truncation waits for readers at most
-        ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete). ``host``:
-        the read models (None: this store keeps none); ``unfinished``: messages purged since
-        the last completion."""
+    def outside(self, host: Any | None) -> list[str]:
+        """The saved views lose the purged messages (their tables returned), and run files a
+        killed Spark job left are removed: both before the files' WAL is truncated."""
         in_views = self.erase_from_views(host.tables)["tables"] if host is not None else []
-        remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
-        completion = self.complete(record=unfinished > 0, messages=unfinished)
+        remove_stale_runs(Path(self.settings.data))
+        return in_views
+
+    def compact(self, host: Any | None, in_views: list[str]) -> None:
+        """The embedded tables a purge deletes from, and ``in_views``, flushed, then
+        major-compacted (HBase's: after the workers, by ``erase complete``: ``scaleout``)."""
         if host is None:
-            return completion
+            return
         tables, physical = host.tables, host.physical
         if isinstance(tables, MajorCompacting) and self.settings.table_store != "hbase":
-            # (else: workers write the deletes later; `erase complete` compacts after them:
-            # lifecycle/scaleout)
             purged = [physical(t) for t in pn.PURGED_FROM] + in_views
             tables.flush(purged)
             tables.major_compact(purged)
-        return completion
 
     def complete(self, *, record: bool = False, messages: int = 0) -> Completion:
         """Finishes the erasures still pending on this store's SQLite files (``letterlog

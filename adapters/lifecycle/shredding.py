@@ -161,11 +161,16 @@ class Shredding:
 
     # -- once a run or an erasure is done -----------------------------------------------
     def after(self, host: Any | None) -> None:
-        """Saved views, Spark run files, the SQLite files' WAL, the embedded tables'
-        compaction (``Aftermath.after``). ``host``: the read models (None: this store keeps
-        none)."""
-        self.completion = self.aftermath.after(host, unfinished=self.unfinished)
+        """No plain text lingers (``aftermath``): the saved views and Spark's run files
+        first, then the SQLite files' WAL truncated, waiting for readers at most
+        ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete), then the
+        embedded tables compacted. ``host``: the read models (None: this store keeps none)."""
+        aftermath = self.aftermath
+        in_views = aftermath.outside(host)
+        self.completion = aftermath.complete(record=self.unfinished > 0,
+                                             messages=self.unfinished)
         self.unfinished = 0
+        aftermath.compact(host, in_views)
 
     def complete(self, *, record: bool = False) -> Completion:
         """Finishes the erasures still pending on this store's SQLite files (``letterlog
