@@ -13,8 +13,9 @@ Addresses (ADR 0099): a new payload gets a random address; ``contentlinks`` keep
 content's link to it (a second hard link named by the content's SHA-256) while it is stored.
 
 A payload is written into a private file under ``root/.tmp``, fsynced, read back and checked
-against its SHA-256, then linked into place in one step (a hard link, which never replaces:
-a reader sees all of it or nothing, and a crash leaves only a temporary file). When another
+against the bytes written (their length and CRC-32; ADR 0100), then linked into place in one
+step (a hard link, which never replaces: a reader sees all of it or nothing, and a crash
+leaves only a temporary file). When another
 writer (another process, too) stored the same content first, the temporary copy is
 discarded and theirs kept; two writers racing may both keep theirs, under two addresses. A
 put costs two fsyncs: the file and its directory.
