@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
-from adapters.eventlog import pgclient
 from adapters.eventlog.keyscrub import TABLE, Scrub, describe, scrub
 from domain.errors import StoreBusy
 
@@ -60,7 +59,8 @@ class PostgresVault:
 
     # -- the connection ----------------------------------------------------------------
     def _connect(self) -> Any:
-        psycopg = pgclient.psycopg()
+        # local: psycopg, a client library, loaded only when this runs
+        import psycopg
 
         try:
             return psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
@@ -70,7 +70,8 @@ class PostgresVault:
     def _call(self, work: Callable[[Any], Any]) -> Any:
         """``work(connection)``; once more on a new connection if this one broke (a
         restarted or promoted server: every statement here may be repeated)."""
-        psycopg = pgclient.psycopg()
+        # local: psycopg, a client library, loaded only when this runs
+        import psycopg
 
         if self._conn is None or self._conn.closed:
             self._conn = self._connect()
@@ -246,7 +247,8 @@ class FallbackVault:
 
 def kek_ids(dsn: str, *, timeout: float = 10.0) -> set[UUID]:
     """The KEK ids the key cluster holds, read only (no table made: {} without one)."""
-    psycopg = pgclient.psycopg()
+    # local: psycopg, a client library, loaded only when this runs
+    import psycopg
 
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=max(2, int(timeout))) as c:

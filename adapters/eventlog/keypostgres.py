@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.eventlog import pgclient
 from adapters.eventlog.keycluster import FallbackVault, PostgresVault
 from adapters.eventlog.keyvault import Vault
 from adapters.eventlog.wrappedkeys import WrappedKeyStore
@@ -25,7 +24,7 @@ class _PostgresKeyTable:
     so what its WAL, archives, replicas and backups keep is useless once the KEK is gone."""
 
     def __init__(self, conninfo: str) -> None:
-        psycopg = pgclient.psycopg()
+        import psycopg  # local: the client library, loaded only by a PostgreSQL store
 
         self._conninfo = conninfo
         self._conn = psycopg.connect(conninfo, autocommit=True)
@@ -48,7 +47,7 @@ class _PostgresKeyTable:
                             "kek_id = EXCLUDED.kek_id", rows)
 
     def row(self, key_id: UUID) -> tuple[bytes | None, UUID | None] | None:
-        psycopg = pgclient.psycopg()
+        import psycopg  # local: the client library, loaded only by a PostgreSQL store
 
         query = "SELECT key, kek_id FROM letterlog_data_keys WHERE key_id = %s"
         with self._lock:
@@ -121,7 +120,7 @@ class _PostgresKeyTable:
 def postgres_kek_use(conninfo: str) -> dict[UUID, int]:
     """Each KEK the log's live data keys are wrapped under, and how many (a restore's check
     before it writes anything: ADR 0074); {} for a database without the key table."""
-    psycopg = pgclient.psycopg()
+    import psycopg  # local: the client library, loaded only by a PostgreSQL store
 
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
         (table,) = conn.execute("SELECT to_regclass('letterlog_data_keys')").fetchone() or (None,)

@@ -16,15 +16,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.eventlog import pgclient
-
 TABLE = "letterlog_keks"
 POLL_S = 0.05
 
 
 def describe(dsn: str) -> str:
     """The DSN without its password, for messages."""
-    conninfo_to_dict = pgclient.psycopg().conninfo.conninfo_to_dict
+    # local: psycopg, a client library, loaded only when this runs
+    from psycopg.conninfo import conninfo_to_dict
 
     try:
         parts = conninfo_to_dict(dsn)
@@ -80,7 +79,8 @@ def _until(deadline: float, check: Any) -> Any:
 
 
 def scrub(dsn: str, standbys: list[str], deadline: float, name: str) -> Scrub:
-    psycopg = pgclient.psycopg()
+    # local: psycopg, a client library, loaded only when this runs
+    import psycopg
 
     began = time.monotonic()
     left: list[str] = []
@@ -118,7 +118,8 @@ def scrub(dsn: str, standbys: list[str], deadline: float, name: str) -> Scrub:
 
 
 def _scrub_standby(dsn: str, redo: Any, boundary: str, deadline: float) -> list[str]:
-    psycopg = pgclient.psycopg()
+    # local: psycopg, a client library, loaded only when this runs
+    import psycopg
 
     where = f"standby {describe(dsn).removeprefix('key store ')}"
     try:

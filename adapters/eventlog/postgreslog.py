@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from adapters.eventlog import pgclient
 from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
 
 
@@ -20,7 +19,7 @@ def _serialised_create_table(self: Any) -> None:
     whole schema creation runs in one transaction holding a transaction-scoped advisory lock,
     and an already existing composite type is skipped inside a savepoint.
     """
-    DuplicateObject = pgclient.psycopg().errors.DuplicateObject
+    from psycopg.errors import DuplicateObject  # local: psycopg, for a PostgreSQL log only
 
     with self.datastore.transaction(commit=True) as curs:
         curs.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))

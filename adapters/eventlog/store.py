@@ -23,7 +23,7 @@ from eventsourcing.application import Application, ProcessingEvent, Repository
 from eventsourcing.persistence import Mapper, OperationalError, Recording, Transcoder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from adapters.eventlog import keypostgres, keysqlite, pgclient, sealing
+from adapters.eventlog import keypostgres, keysqlite, sealing
 from adapters.eventlog.sqlitelog import SYNCHRONOUS
 from adapters.eventlog.transcoder import EventMapper, MsgpackTranscoder
 from adapters.files import datadir
@@ -169,7 +169,7 @@ def open_key_store(env: Any) -> sealing.KeyStore:
             return keysqlite.SqliteKeyStore(path, synchronous=mode,
                                           vault=env.get("LETTERLOG_KEY_VAULT") or None)
     if "Postgres" in module or "postgres" in module:
-        make_conninfo = pgclient.psycopg().conninfo.make_conninfo
+        from psycopg.conninfo import make_conninfo  # local: psycopg, for a PostgreSQL log only
 
         vault = env.get("LETTERLOG_KEY_VAULT")
         if not vault:
