@@ -278,7 +278,7 @@ class FilePayloadStore(ContentLinks):
                     self._write_out(file, chunk)
                     written, crc = written + len(chunk), zlib.crc32(chunk, crc)
                     index.append([len(chunk), int(compressed)])
-                sha256 = content if digest is None else digest.hexdigest()
+                sha256 = digest.hexdigest() if digest is not None else content or ""
                 trailer = json.dumps({"size": size, "chunk_size": self.chunk_size,
                                       "chunks": index, "address": address,
                                       "sha256": sha256},
