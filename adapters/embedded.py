@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from adapters.bootstrap import letterlog
+from adapters.bootstrap.store import letterlog
 from adapters.config.settings import Settings, load_settings
 from adapters.facade.access import Access
 from adapters.facade.deliveries import Deliveries
