@@ -105,8 +105,7 @@ class Deliveries(FacadePart):
     def extract(self, message_id: UUID) -> bytes:
         """The exact delivered bytes; counted against the policy once they are read (an
         extraction that fails does not count)."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from adapters.facade.extraction import Extractor
+        from adapters.facade.extraction import Extractor  # local: extraction only: not for show
 
         return self._command(Extractor(self.mail).to_bytes, message_id)
 
@@ -115,14 +114,12 @@ class Deliveries(FacadePart):
         """Writes the bytes to ``path`` (through a temporary file in its directory; an
         existing file only with ``force``); counted once they are written. Returns size,
         ``position``, the policy's count and the extractions to date."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from adapters.facade.extraction import Extractor
+        from adapters.facade.extraction import Extractor  # local: extraction only: not for show
 
         return self._command(Extractor(self.mail).to_file, message_id, Path(path), force=force)
 
     def extract_to_stream(self, message_id: UUID, out: BinaryIO) -> dict[str, Any]:
         """Writes the bytes to ``out``; counted once they are written and flushed."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from adapters.facade.extraction import Extractor
+        from adapters.facade.extraction import Extractor  # local: extraction only: not for show
 
         return self._command(Extractor(self.mail).to_stream, message_id, out)
