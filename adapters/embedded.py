@@ -108,7 +108,7 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Purges, Erasure, Comple
                 ReadModelQueries, RulesAPI, _Store):
     """Commands and queries of one letterlog store.
 
-    Built by ``adapters.bootstrap.letterlog`` (``Letterlog.open``): the event log, the payload
+    Built by ``adapters.bootstrap.store.letterlog`` (``Letterlog.open``): the event log, the payload
     store, the command side (``mail``) and the read models (``projections``, None when this
     process keeps none). Every command ends with an explicit step: the read models catch up
     with the events it has just saved (``_project``)."""
