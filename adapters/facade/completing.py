@@ -19,7 +19,7 @@ from adapters.lifecycle import intents as stored
 from domain.errors import SettingsError
 
 if TYPE_CHECKING:
-    from adapters.lifecycle.completion import Completion
+    from adapters.lifecycle.completed import Completion
 
 
 class Completing(FacadePart):

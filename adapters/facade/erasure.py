@@ -13,7 +13,7 @@ from adapters.facade.erasure_steps import ErasureSteps
 from adapters.lifecycle import intents
 
 if TYPE_CHECKING:
-    from adapters.lifecycle.intents import Held
+    from adapters.lifecycle.intentfiles import Held
 
 
 class Erasure(ErasureSteps):

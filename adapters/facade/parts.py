@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
     from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
-    from adapters.lifecycle.completion import Completion
-    from adapters.lifecycle.intents import Held
+    from adapters.lifecycle.completed import Completion
+    from adapters.lifecycle.intentfiles import Held
     from adapters.lifecycle.jobs import PurgeJobs
     from adapters.lifecycle.shredding import Shredding
     from adapters.readside.host import ProjectionHost

@@ -17,7 +17,7 @@ from domain.lifecycle import ALL_QUEUES, Retention
 from projections import queries as q
 
 if TYPE_CHECKING:
-    from adapters.lifecycle.completion import Completion
+    from adapters.lifecycle.completed import Completion
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
 
 
