@@ -12,8 +12,8 @@ before a command returns, the read models are caught up, so a reader sees its ow
 ``Letterlog`` is the embedders' door (``Letterlog.open``, which calls ``adapters.bootstrap``)
 and the steps every command shares: running it, then letting the read models catch up
 (``_command``, ``_project``), here or in a second process. Its commands and queries are its
-parts, in ``adapters.facade`` (deliveries, messages, mailboxes, access, erasure, reading),
-``adapters.readside.queries`` and ``adapters.rules.api``.
+parts, in ``adapters.facade`` (deliveries, messages, mailboxes, access, purges, erasure,
+completing, reading), ``adapters.readside.queries`` and ``adapters.rules.api``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from adapters.bootstrap import letterlog
+from adapters.bootstrap.store import letterlog
 from adapters.config.settings import Settings, load_settings
 from adapters.facade.access import Access
+from adapters.facade.completing import Completing
 from adapters.facade.deliveries import Deliveries
 from adapters.facade.erasure import Erasure
 from adapters.facade.mailboxes import Mailboxes
 from adapters.facade.messages import Messages
+from adapters.facade.purges import Purges
 from adapters.facade.reading import Reading
 from adapters.files.datadir import check_data_dir
 from adapters.payloads import ClosingPayloads
@@ -102,11 +104,11 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadModelQueries,
-                RulesAPI, _Store):
+class Letterlog(Deliveries, Messages, Mailboxes, Access, Purges, Erasure, Completing, Reading,
+                ReadModelQueries, RulesAPI, _Store):
     """Commands and queries of one letterlog store.
 
-    Built by ``adapters.bootstrap.letterlog`` (``Letterlog.open``): the event log, the payload
+    Built by ``adapters.bootstrap.store.letterlog`` (``Letterlog.open``): the event log, the payload
     store, the command side (``mail``) and the read models (``projections``, None when this
     process keeps none). Every command ends with an explicit step: the read models catch up
     with the events it has just saved (``_project``)."""
@@ -223,8 +225,7 @@ class Letterlog(Deliveries, Messages, Mailboxes, Access, Erasure, Reading, ReadM
 
     @contextmanager
     def _following(self) -> Iterator[bool]:
-        # local: start-up: 1 more module(s) for commands that never use it
-        from adapters.readside.follower import Follower
+        from adapters.readside.follower import Follower  # local: not for show: pipelined only
 
         follower = Follower(self.settings.model_dump_json())
         self._follower = follower

@@ -115,7 +115,7 @@ def scale_out_env(data: Path, *, dsn: str, hbase: Any, kafka_bootstrap: str, pre
 def event_log(backend: str, directory: Path, postgres: Callable[[], Any]) -> Iterator[MailLog]:
     """The event store of ``backend`` (one of ``BACKENDS``): in memory, a SQLite file in
     ``directory``, or a fresh database on the server ``postgres()`` returns."""
-    from adapters.bootstrap import postgres_env_from_dsn
+    from adapters.config.settings import postgres_env_from_dsn
 
     if backend == "memory":
         yield MailLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from adapters.bootstrap import event_log, projection_host, read_model_tables
+from adapters.bootstrap.eventstore import event_log
+from adapters.bootstrap.tables import projection_host, read_model_tables
 from adapters.config.settings import Settings, load_settings
 from adapters.eventlog.reader import _corrupt as corrupt_event
 from adapters.eventlog.reader import _uuid_of as uuid_of

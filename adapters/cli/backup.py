@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters import bootstrap
 from adapters.backup import backup as make_backup
 from adapters.backup import restore
-from adapters.bootstrap import layered_payloads
+from adapters.bootstrap import eventstore as bootstrap
+from adapters.bootstrap.payloads import layered_payloads
 from adapters.cli.common import group, human_size, out, progress_enabled, state
 from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog

@@ -14,7 +14,8 @@ import sys
 import time
 from typing import Any
 
-from adapters.bootstrap import event_log, projection_host
+from adapters.bootstrap.eventstore import event_log
+from adapters.bootstrap.tables import projection_host
 from adapters.config.settings import load_settings
 
 RETRY_MAX = 10.0

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from adapters.bootstrap import directory
+from adapters.bootstrap.directories import directory
 from adapters.cli.common import group, state
 from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog

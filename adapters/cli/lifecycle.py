@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from adapters import bootstrap
 from adapters.backup import export_erasures, read_erasure_record, reapply
-from adapters.bootstrap import directory
+from adapters.bootstrap import scaleout as bootstrap
+from adapters.bootstrap.directories import directory
 from adapters.cli.arguments import parse_time, parse_uuid
 from adapters.cli.common import fail, group, out, progress_enabled, state, stop_on_signals
 from adapters.embedded import Letterlog

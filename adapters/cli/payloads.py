@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from adapters.bootstrap import layered_payloads
+from adapters.bootstrap.payloads import layered_payloads
 from adapters.cli.common import fail, group, out, progress_enabled, state
 from adapters.config.settings import load_settings
 

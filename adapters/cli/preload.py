@@ -16,7 +16,8 @@ from domain import commands
 
 # What the commands import when they run (their modules are imported by building them).
 PRELOAD = (
-    "adapters.embedded", "adapters.bootstrap", "adapters.eventlog.store",
+    "adapters.embedded", "adapters.bootstrap.tables", "adapters.bootstrap.purging",
+    "adapters.bootstrap.directories", "adapters.eventlog.store",
     "adapters.payloads.files", "adapters.tables.memory", "adapters.startup.current",
     "adapters.readside.host", "adapters.readside.queries", "adapters.cli.demo",
     "adapters.cli.importer", "adapters.facade.extraction", "adapters.lifecycle.jobs",

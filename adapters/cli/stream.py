@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters import bootstrap
-from adapters.bootstrap import relay as make_relay
-from adapters.bootstrap import stream_tables
+from adapters.bootstrap import scaleout as bootstrap
+from adapters.bootstrap.scaleout import relay as make_relay
+from adapters.bootstrap.tables import stream_tables
 from adapters.cli.common import fail, group, out, state, stop_on_signals
 from adapters.config.settings import load_settings
 from adapters.operations.supervision import SupervisorError

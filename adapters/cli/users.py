@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.bootstrap import directory
+from adapters.bootstrap.directories import directory
 from adapters.cli.common import fail, group, out, state
 from adapters.config.settings import load_settings
 from adapters.lifecycle.purgememory import MEMORY_FILE, PurgeMemory

@@ -12,7 +12,7 @@ import logging
 import signal
 from pathlib import Path
 
-from adapters import bootstrap
+from adapters.bootstrap import scaleout as bootstrap
 from adapters.config.settings import Settings, StreamOptions, load_settings
 from adapters.streaming.telemetry import configure_logging, logger, serve_metrics
 from adapters.streaming.worker import create_worker

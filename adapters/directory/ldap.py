@@ -25,6 +25,10 @@ import math
 import re
 from typing import Any
 
+from ldap3 import NONE, SUBTREE, Connection, Server
+from ldap3.core.exceptions import LDAPBindError, LDAPException, LDAPInvalidCredentialsResult
+from ldap3.utils.conv import escape_filter_chars
+
 from domain.directory import (
     DirectoryInvalid,
     DirectoryUnavailable,
@@ -97,9 +101,6 @@ class LdapDirectory:
         return users
 
     def user(self, name: str) -> DirectoryUser | None:
-        # local: ldap3, a client library, loaded only when this runs
-        from ldap3.utils.conv import escape_filter_chars
-
         try:
             wanted = canonical_name(name, "user")
         except NameRefused:
@@ -131,19 +132,6 @@ class LdapDirectory:
     def authenticate(self, name: str, password: str) -> DirectoryUser | None:
         """The user ``name`` if the server accepts a bind as its entry's DN with
         ``password`` (a simple bind: the server checks the password), else None."""
-        # local: ldap3, a client library, loaded only when this runs
-        from ldap3 import NONE, Connection, Server
-
-        # local: ldap3, a client library, loaded only when this runs
-        from ldap3.core.exceptions import (
-            LDAPBindError,
-            LDAPException,
-            LDAPInvalidCredentialsResult,
-        )
-
-        # local: ldap3, a client library, loaded only when this runs
-        from ldap3.utils.conv import escape_filter_chars
-
         found = self.user(name)
         if found is None or not password:
             return None
@@ -204,12 +192,6 @@ class LdapDirectory:
 
     # -- talking to the server --------------------------------------------------------------
     def _asking(self, question: Any) -> Any:
-        # local: ldap3, a client library, loaded only when this runs
-        from ldap3 import NONE, Connection, Server
-
-        # local: ldap3, a client library, loaded only when this runs
-        from ldap3.core.exceptions import LDAPException
-
         seconds = max(1, math.ceil(self.timeout))  # ldap3 sets the socket's in whole seconds
         server = Server(self.url, connect_timeout=seconds, get_info=NONE)
         conn = Connection(server, user=self.bind_dn, password=self.password,
@@ -229,9 +211,6 @@ class LdapDirectory:
 
     def _search(self, conn: Any, base: str, query: str,
                 attributes: list[str]) -> list[dict[str, Any]]:
-        # local: ldap3, a client library, loaded only when this runs
-        from ldap3 import SUBTREE
-
         found = conn.extend.standard.paged_search(
             base, query, search_scope=SUBTREE, attributes=attributes, paged_size=PAGE,
             time_limit=max(1, int(self.timeout)), generator=False)

@@ -56,8 +56,7 @@ def _crypt(value: str, password: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            # local: an optional dependency, tried where it is used
-            import crypt
+            import crypt  # local: optional (deprecated; gone in Python 3.13), tried where used
     except ImportError:  # Python 3.13 dropped it
         log.warning("user directory: crypt(3) password schemes need Python's crypt module")
         return False

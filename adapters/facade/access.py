@@ -36,8 +36,7 @@ class Access(FacadePart):
         """This store acting as ``user``: every command and query checks its rights first
         (``PermissionDenied``). ``groups``: the user's groups, else asked of the group
         resolver (the user directory) when there is one, else none."""
-        # local: start-up: 9 more module(s) for commands that never use it
-        from adapters.caller import CallerView
+        from adapters.caller import CallerView  # local: the caller view (9 modules): --as only
 
         name = validate_user(user)
         if groups is None:
@@ -93,8 +92,7 @@ class Access(FacadePart):
 
     def visible_mailbox_ids(self, identifiers: Iterable[str]) -> list[UUID]:
         """Mailboxes whose ACL names one of ``identifiers`` (the ``acl`` read model)."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from projections.access_queries import visible_mailboxes
+        from projections.access_queries import visible_mailboxes  # local: ACL queries: not for show
 
         host = self._read()
         names = list(identifiers)
@@ -104,8 +102,7 @@ class Access(FacadePart):
     def acl_entries(self) -> list[tuple[str, str, str, str]]:
         """Every ACL entry of the store: (account, mailbox name, identifier, rights), from
         the ``acl`` read model (names as they are now)."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from projections.access_queries import acl_entries
+        from projections.access_queries import acl_entries  # local: ACL queries: not for show
 
         host = self._read()
         out = []
@@ -122,8 +119,7 @@ class Access(FacadePart):
 
     def roots(self) -> dict[str, str]:
         """Every virtual root: user -> ``account[/path]`` (the ``roots`` read model)."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from projections.access_queries import roots
+        from projections.access_queries import roots  # local: ACL queries: not for show
 
         host = self._read()
         return dict(sorted(self._query(lambda: roots(host.tables, host.physical)).items()))

@@ -20,6 +20,7 @@ from domain.results import Upload
 from domain.service import Change, CheckedDelivery, Delivery
 
 if TYPE_CHECKING:
+    from adapters.facade.extraction import Extractor
     from adapters.face import Arrival, Target, UploadStart
 
 
@@ -105,24 +106,20 @@ class Deliveries(FacadePart):
     def extract(self, message_id: UUID) -> bytes:
         """The exact delivered bytes; counted against the policy once they are read (an
         extraction that fails does not count)."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from adapters.facade.extraction import Extractor
-
-        return self._command(Extractor(self.mail).to_bytes, message_id)
+        return self._command(self._extractor().to_bytes, message_id)
 
     def extract_to(self, message_id: UUID, path: str | os.PathLike[str], *,
                    force: bool = False) -> dict[str, Any]:
         """Writes the bytes to ``path`` (through a temporary file in its directory; an
         existing file only with ``force``); counted once they are written. Returns size,
         ``position``, the policy's count and the extractions to date."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from adapters.facade.extraction import Extractor
-
-        return self._command(Extractor(self.mail).to_file, message_id, Path(path), force=force)
+        return self._command(self._extractor().to_file, message_id, Path(path), force=force)
 
     def extract_to_stream(self, message_id: UUID, out: BinaryIO) -> dict[str, Any]:
         """Writes the bytes to ``out``; counted once they are written and flushed."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from adapters.facade.extraction import Extractor
+        return self._command(self._extractor().to_stream, message_id, out)
 
-        return self._command(Extractor(self.mail).to_stream, message_id, out)
+    def _extractor(self) -> Extractor:
+        from adapters.facade.extraction import Extractor  # local: extraction only: not for show
+
+        return Extractor(self.mail)

@@ -12,9 +12,12 @@ if TYPE_CHECKING:
 
     from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
+    from adapters.lifecycle.completed import Completion
+    from adapters.lifecycle.intentfiles import Held
     from adapters.lifecycle.jobs import PurgeJobs
     from adapters.lifecycle.shredding import Shredding
     from adapters.readside.host import ProjectionHost
+    from domain.lifecycle import Retention
     from domain.ports import PayloadStore
     from domain.service import Mailstore
 
@@ -57,3 +60,14 @@ class FacadePart:
         def catch_up(self) -> int: ...
 
         def max_position(self) -> int: ...
+
+        # the purge and erasure parts (purges, erasure, completing) call each other's
+        def retention(self) -> Retention: ...
+
+        @property
+        def completion(self) -> Completion | None: ...
+
+        def finish_interrupted_erasures(self) -> list[dict[str, Any]]: ...
+
+        def _erase(self, message_ids: list[UUID], *, account: UUID | None = None,
+                   resume: Held | None = None) -> dict[str, Any]: ...

@@ -85,24 +85,9 @@ class TablesSnapshot:
         if self._host is None:
             if not self.path.is_file():
                 return None
-            # local: start-up: 1 more module(s) for commands that never use it
-            from adapters.readside.catalog import Catalog
+            from adapters.facade import countertables  # local: tables.sqlite: not for show
 
-            # local: start-up: 8 more module(s) for commands that never use it
-            from adapters.startup.current import CurrentTables, tracked_position
-
-            # local: start-up: 6 more module(s) for commands that never use it
-            from adapters.tables.sqlite import SqliteTableStore
-
-            # a writer holding tables.sqlite (a rebuild, a long report) must not delay mail:
-            # refused at once, the usage is then folded from the log
-            tables = SqliteTableStore(self.path, busy_timeout=0.05)
-            catalog = Catalog(tables)
-            catalog.refresh()
-            host = CurrentTables(tables, catalog, 0)
-            host.live = True  # type: ignore[attr-defined]
-            host.position = lambda: tracked_position(tables, catalog.physical)  # type: ignore[method-assign]
-            self._host = host
+            self._host = countertables.open_counters(self.path)
         return self._host
 
     def close(self) -> None:

@@ -108,20 +108,18 @@ class Reading(FacadePart):
 
     def views(self) -> list[Any]:
         """Every saved view (``SavedView``: name, position, projections, tables, bytes)."""
-        # local: start-up: 31 more module(s) for commands that never use it
-        from adapters.readside.views import saved_views
+        from adapters.readside import views  # local: the read side (31 modules): not for show
 
-        return saved_views(self._read().tables, sizes=True)
+        return views.saved_views(self._read().tables, sizes=True)
 
     def drop_view(self, name: str) -> Any:
         """Drops the view ``name`` (its tables and its row; ``NotFound`` if there is none,
         and nothing is dropped); the embedded tables' WAL is truncated after it."""
-        # local: start-up: 31 more module(s) for commands that never use it
-        from adapters.readside.views import drop_view
+        from adapters.readside import views  # local: the read side (31 modules): not for show
 
         tables = self._read().tables
         with self.exclusive("views"):
-            dropped = drop_view(tables, name)
+            dropped = views.drop_view(tables, name)
         if isinstance(tables, Checkpointing):
             tables.checkpoint("TRUNCATE")
         return dropped

@@ -188,10 +188,9 @@ class RulesAPI:
                          ) -> dict[str, int]:
         """Hands every pending rule event to its application, in this process (what
         ``letterlog dispatcher --once`` does); returns how many ended complete or failed."""
-        # local: httpx, a client library, loaded only when this runs
-        from adapters.rules.dispatcher import Dispatcher
+        from adapters.rules import dispatcher as d  # local: httpx, Kafka clients (127 modules)
 
-        dispatcher = Dispatcher(cast("Store", self), applications)
+        dispatcher = d.Dispatcher(cast("Store", self), applications)
         try:
             return dispatcher.run_once()
         finally:
@@ -202,11 +201,10 @@ class RulesAPI:
                           ) -> dict[str, Any]:
         """Rule events whose status is older than its TTL (LETTERLOG_RULE_EVENT_*_TTL_DAYS),
         and those of purged messages, discarded (``adapters.lifecycle.rule_events``)."""
-        # local: start-up: 2 more module(s) for commands that never use it
-        from adapters.lifecycle.rule_events import RuleEventPurge, ttls
+        from adapters.lifecycle import rule_events as r  # local: rule events' purge only
 
         settings = self.settings
-        job = RuleEventPurge(cast("Store", self), ttls=ttls(settings),
-                             peek_back=timedelta(minutes=settings.purge_peek_back_minutes),
-                             clock=lambda: datetime.now(UTC))
+        job = r.RuleEventPurge(cast("Store", self), ttls=r.ttls(settings),
+                               peek_back=timedelta(minutes=settings.purge_peek_back_minutes),
+                               clock=lambda: datetime.now(UTC))
         return job.run(now or datetime.now(UTC), dry_run=dry_run)

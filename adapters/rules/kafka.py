@@ -25,8 +25,7 @@ class KafkaTopic:
         self.producer: Any = None
 
     async def _producer(self) -> Any:
-        # local: aiokafka, a client library, loaded only when this runs
-        from aiokafka import AIOKafkaProducer
+        from aiokafka import AIOKafkaProducer  # local: Kafka's client: Kafka applications only
 
         if self.producer is None:
             producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",

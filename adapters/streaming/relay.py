@@ -1,6 +1,7 @@
 """The outbox relay: the notification log, in position order, onto one Kafka topic.
 
-    relay = adapters.bootstrap.relay(settings)       # or OutboxRelay(read, bootstrap, topic, pos)
+    relay = adapters.bootstrap.scaleout.relay(settings)
+    # or OutboxRelay(read, bootstrap, topic, pos)
     with relay:
         relay.run(stop)                              # or relay.run_once()
 

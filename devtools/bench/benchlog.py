@@ -126,7 +126,7 @@ def _generate(path: Path, events: int, seed: int, accounts: int) -> dict[str, An
 
 def open_reader(events_path: Path) -> Any:
     """A ``Letterlog`` on the log alone (no read models opened, nothing caught up)."""
-    from adapters.bootstrap import letterlog
+    from adapters.bootstrap.store import letterlog
     from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
     from adapters.eventlog.store import open_log, sqlite_env

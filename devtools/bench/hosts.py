@@ -48,7 +48,7 @@ def _host(data: str, servers: dict[str, Any], blobs: list[bytes], start: Any,
           results: Any) -> None:
     """One application host: opens the store on its own data directory, waits for the
     others, delivers ``blobs`` one by one; puts (seconds, CPU seconds, deliveries)."""
-    from adapters.bootstrap import letterlog
+    from adapters.bootstrap.store import letterlog
     from adapters.embedded import Letterlog
 
     store = letterlog(_settings(Path(data), servers), facade=Letterlog, read_models=False)
@@ -65,7 +65,7 @@ def _host(data: str, servers: dict[str, Any], blobs: list[bytes], start: Any,
 
 def _leg(hosts: int, blobs: list[bytes], servers: dict[str, Any],
          root: Path) -> dict[str, float]:
-    from adapters.bootstrap import letterlog
+    from adapters.bootstrap.store import letterlog
     from adapters.embedded import Letterlog
 
     setup = root / f"setup-{secrets.token_hex(3)}"

@@ -51,7 +51,7 @@ def _open(directory: Path, durability: str) -> Any:
 def _open_log_only(directory: Path, durability: str) -> Any:
     """A store that appends to the log and keeps no read models in this process: the command
     side of a deployment whose stream workers project (``table_store=hbase``)."""
-    from adapters.bootstrap import letterlog
+    from adapters.bootstrap.store import letterlog
     from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
 

@@ -22,7 +22,7 @@ ROUNDS = 2
 
 
 def _run(blobs: list[bytes], data: Path, dsn: str, key_dsn: str | None) -> dict[str, float]:
-    from adapters.bootstrap import letterlog
+    from adapters.bootstrap.store import letterlog
     from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
 

@@ -62,7 +62,7 @@ def _database(admin_dsn: str, user: str, base_dsn: str) -> Iterator[str]:
 
 def _leg(blobs: list[bytes], where: str, way: str, dsn: str, hbase: tuple[str, int],
          prefix: str, root: Path) -> dict[str, float]:
-    from adapters.bootstrap import letterlog
+    from adapters.bootstrap.store import letterlog
     from adapters.config.settings import load_settings
     from adapters.embedded import Letterlog
 

@@ -353,7 +353,7 @@ def _projector_in_process(reader: Any, head: int, host: str, port: int,
     HBase: what one worker could do with Kafka and the relay taking no CPU."""
     from aiokafka.partitioner import DefaultPartitioner
 
-    from adapters.bootstrap import stream_tables
+    from adapters.bootstrap.tables import stream_tables
     from adapters.config.settings import load_settings
     from adapters.eventlog.records import account_key, record_from_notification
     from adapters.readside.catalog import Catalog

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.bootstrap import letterlog
+from adapters.bootstrap.store import letterlog
 from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
 from tests.factories import make_mail

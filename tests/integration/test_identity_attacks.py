@@ -58,7 +58,7 @@ def test_a_long_s_name_is_nobody_and_owns_nothing_of_sam(store):
 
 
 def store_directory_users(store):
-    from adapters.bootstrap import directory
+    from adapters.bootstrap.directories import directory
 
     return directory(store.settings).users()
 

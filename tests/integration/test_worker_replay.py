@@ -4,7 +4,7 @@ log its settings name, with their sealed personal parts opened, as the projector
 
 from __future__ import annotations
 
-from adapters import bootstrap
+from adapters.bootstrap import scaleout as bootstrap
 from adapters.config.settings import StreamOptions, load_settings
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import WorkerState

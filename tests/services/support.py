@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adapters.bootstrap import relay as make_relay
+from adapters.bootstrap.scaleout import relay as make_relay
 from adapters.embedded import Letterlog
 from adapters.readside.host import ProjectionHost, verify_tables
 from adapters.streaming.relay import OutboxRelay

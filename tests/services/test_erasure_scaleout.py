@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from adapters.bootstrap import relay as make_relay
+from adapters.bootstrap.scaleout import relay as make_relay
 from adapters.embedded import Letterlog
 from adapters.streaming.worker import kafka_lag
 from devtools.devservers import HBaseServer

@@ -12,7 +12,7 @@ from uuid import UUID
 
 import pytest
 
-from adapters.bootstrap import relay as make_relay
+from adapters.bootstrap.scaleout import relay as make_relay
 from adapters.embedded import Letterlog
 from adapters.tables.hbase import HBaseTableStore
 from projections.keys import PURGE_SHARDS

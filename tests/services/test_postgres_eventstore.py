@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from adapters.bootstrap import postgres_env_from_dsn
+from adapters.config.settings import postgres_env_from_dsn
 from adapters.embedded import Letterlog
 from adapters.eventlog.store import MailLog, postgres_env
 from domain.errors import ExtractionRefused

@@ -17,7 +17,7 @@ from uuid import UUID
 
 import pytest
 
-from adapters.bootstrap import relay as make_relay
+from adapters.bootstrap.scaleout import relay as make_relay
 from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
 from adapters.eventlog.records import (

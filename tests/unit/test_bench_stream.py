@@ -82,7 +82,7 @@ def test_a_group_that_cannot_be_described_counts_as_empty(monkeypatch) -> None:
 _DECODE_ALL = """
 import sys
 from pathlib import Path
-from adapters import bootstrap
+from adapters.bootstrap import scaleout as bootstrap
 from adapters.eventlog.records import decode_record
 from adapters.config.settings import load_settings
 keys = bootstrap.key_store(load_settings(data=sys.argv[1]))

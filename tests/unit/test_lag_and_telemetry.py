@@ -6,7 +6,7 @@ import json
 import os
 import urllib.request
 
-from adapters import bootstrap
+from adapters.bootstrap import scaleout as bootstrap
 from adapters.config.settings import load_settings
 from adapters.streaming.lag import render, snapshot, verdict
 from adapters.streaming.telemetry import Stall, read_endpoints, serve_metrics

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.bootstrap import postgres_env_from_dsn
-from adapters.config.settings import Settings, load_settings
+from adapters.config.settings import Settings, load_settings, postgres_env_from_dsn
 from domain.errors import SettingsError
 
 

@@ -20,7 +20,7 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from adapters import bootstrap
+from adapters.bootstrap import scaleout as bootstrap
 from adapters.config.settings import StreamOptions, load_settings
 from adapters.streaming.projector import Record, list_dead_letters
 from adapters.streaming.worker import StreamWorker, create_worker, publish_lag
