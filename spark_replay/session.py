@@ -27,6 +27,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
+
 from adapters.bootstrap.spark import (
     DEFAULT_MASTER,
     check_master,
@@ -78,9 +81,6 @@ def _log4j_configured(configured: Mapping[str, str], environ: Mapping[str, str])
 def configured_conf() -> dict[str, str]:
     """The Spark configuration a session would start with: ``spark-submit``'s options and
     ``spark-defaults.conf`` (read by the JVM that ``spark-submit`` or PySpark starts)."""
-    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
-    from pyspark import SparkConf, SparkContext
-
     SparkContext._ensure_initialized()  # the JVM gateway: it has read the operator's conf
     return dict(SparkConf().getAll())
 
@@ -88,9 +88,6 @@ def configured_conf() -> dict[str, str]:
 def spark_session(master: str | None = None, app_name: str = "letterlog-replay",
                   conf: dict[str, str] | None = None) -> Any:
     """A Spark session on ``master`` (see the module docstring), or the active one."""
-    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
-    from pyspark.sql import SparkSession
-
     active = SparkSession.getActiveSession()
     if active is not None and (master is None or active.sparkContext.master == master):
         return active

@@ -32,6 +32,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 from eventsourcing.utils import resolve_topic
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -79,10 +80,6 @@ class EventsReader(DataSourceReader):
         return [_Range(lo, hi) for lo, hi in ranges(self.start, self.stop, self.parts)]
 
     def read(self, partition: Any) -> Iterator[Any]:
-        # local: pyarrow, a client library, loaded only when this runs
-        import pyarrow as pa
-
-
         schema = _arrow_schema()
         keep = _kept_topics(self.handled)
         log = open_event_log(self.settings)
@@ -149,10 +146,6 @@ def _kept_topics(handled: list[str]) -> Callable[[str], bool] | None:
 
 def _columns(rows: list[tuple[int, Any, int, str, bytes]],
              keep: Callable[[str], bool] | None = None) -> list[Any]:
-    # local: pyarrow, a client library, loaded only when this runs
-    import pyarrow as pa
-
-
     positions, aggregates, versions, topics, states, accounts = [], [], [], [], [], []
     for position, originator_id, version, topic, state in rows:
         try:
@@ -174,9 +167,6 @@ def _columns(rows: list[tuple[int, Any, int, str, bytes]],
 
 
 def _arrow_schema() -> Any:
-    # local: pyarrow, a client library, loaded only when this runs
-    import pyarrow as pa
-
     return pa.schema([("position", pa.int64()), ("aggregate", pa.binary()),
                       ("version", pa.int64()), ("topic", pa.string()),
                       ("state", pa.binary()), ("account", pa.binary())])
