@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.personal import Personal
-from domain.rfc5322.defects import facts_without_text
+from domain.rfc5322.defect_upcasting import facts_without_text
 from domain.sealed_facts import digest, reduce_facts
 from domain.values import ExtractionPolicy, MessageState
 

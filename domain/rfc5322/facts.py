@@ -1,8 +1,8 @@
 """What a delivery records about a message: its facts, found without changing a byte.
 
 `inspect_message` checks what rejects (`limits.check_input`, `limits.reject_binary`), works
-out how much of the message the parser reads (`limits.line_window`,
-`limits.structure_window`: the limits cap the parse, never the delivery), reads it, and
+out how much of the message the parser reads (`windows.line_window`,
+`windows.structure_window`: the limits cap the parse, never the delivery), reads it, and
 describes what it read. Well-formed messages are read by the fast reader
 (`reader.read_fast`), which builds the stdlib parser's message tree an order of magnitude
 faster; anything unusual, and anything cut short, goes to the stdlib parser, fed a chunk at
@@ -26,16 +26,10 @@ from domain.rfc5322.attachments import attachment_names
 from domain.rfc5322.defects import Defects
 from domain.rfc5322.envelope import Envelope, content_type_of, envelope_fast, read_envelope
 from domain.rfc5322.headers import FAST_POLICY, HeaderCache
-from domain.rfc5322.limits import (
-    MessageLimits,
-    ParseWindow,
-    check_input,
-    line_window,
-    reject_binary,
-    structure_window,
-)
+from domain.rfc5322.limits import MessageLimits, check_input, reject_binary
 from domain.rfc5322.reader import ReadMessage, read_fast
 from domain.rfc5322.scan import LineEnding, header_block, header_block_size_by_lines, line_ending
+from domain.rfc5322.windows import ParseWindow, line_window, structure_window
 
 DEFAULT_LIMITS = MessageLimits()
 
