@@ -24,7 +24,7 @@ def _check_identifier(settings: Settings, identifier: str) -> None:
     """An ACL identifier must name someone in the user directory (``UnknownIdentifier``);
     a store without one (its default passwd-file absent) has nobody to check against."""
     # local: start-up: 1 more module(s) for commands that never use it
-    from domain.directory import check_identifier
+    from domain.acl_identifiers import check_identifier
 
     found = directory(settings)
     if getattr(found, "absent", False):

@@ -20,12 +20,8 @@ from adapters.directory.ldap import LdapDirectory
 from adapters.lifecycle.userpurge import PurgeMemory, purge_users
 from devtools.devservers import LdapServer
 from devtools.devservers.supervised import SupervisedServices
-from domain.directory import (
-    DirectoryUnavailable,
-    DirectoryUser,
-    UnknownIdentifier,
-    check_identifier,
-)
+from domain.acl_identifiers import UnknownIdentifier, check_identifier
+from domain.directory import DirectoryUnavailable, DirectoryUser
 from tests.contracts.directory_contract import DirectoryContract
 from tests.factories import FakeRecords, records
 from tests.services.servers import ldap_of
