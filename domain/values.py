@@ -2,7 +2,8 @@
 roles, labels, a message's state (flags and keywords: ``flags``; the extraction policy:
 ``extraction_policy``).
 
-Validation lives here so that every entry point (API, CLI, Kafka, Spark) shares it.
+Validation lives in these modules so that every entry point (API, CLI, Kafka, Spark)
+shares it.
 """
 
 from __future__ import annotations
