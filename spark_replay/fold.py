@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from pyspark import TaskContext
 
 from adapters.bootstrap.spark import row_decoder, row_pages, run_tables, uuid_from_int
@@ -290,6 +289,9 @@ SUMMARY_NAMES = ("fold", "partition", "attempt", "events", "first", "last", "run
 
 def _cells(store: Any, runner: Any) -> Iterator[Any]:
     """The visible cells of a fold, as Arrow batches of ``CELLS``."""
+    # local: pyarrow is not on a rebuild's executors (a packaged letterlog), only an export's
+    import pyarrow as pa
+
     for spec in runner.table_specs[:-1]:  # not the tracking table
         rows: list[list[Any]] = [[], [], [], [], []]
         for row, cells in store.scan_cells(spec.name):

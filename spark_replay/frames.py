@@ -49,10 +49,10 @@ from domain.personal import Personal
 from projections import names as n
 from projections.queries import account_address
 from projections.registry import select
+from spark_replay.datasource import raw_events
 from spark_replay.fold import CELLS, fold_cells
 from spark_replay.session import effective_conf, spark_session
 from spark_replay.settings import open_event_log, to_wire
-from spark_replay.source import raw_events
 from spark_replay.watch import started, watching
 
 EVENTS = ("position long, aggregate string, version long, topic string, type string, "
