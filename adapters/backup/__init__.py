@@ -22,8 +22,10 @@ A restore checks every file against the manifest's SHA-256, builds the store bes
 target, then puts it in place. An erasure made in the store being replaced after the
 backup was taken is made again on the restored store (``ErasureRecord``): ADR 0046.
 
-The package: ``common`` (the format, the errors, consistent file copies), ``copying`` (taking
-a backup), ``erasures`` (the erasure record), ``restoring`` (putting a backup in place).
+The package: ``common`` (the format, the errors), ``sqlitecopies`` and ``filecopies``
+(consistent file copies), ``logfacts`` (what a copied log holds), ``copying`` (taking a
+backup), ``erasures`` (the erasure record), ``reapplying`` (its erasures made again on a
+restored store), ``restoring`` (putting a backup in place).
 
 May import: ``domain``, ``datadir``, ``filemodes``, ``payloads``, ``eventlog`` and
 ``lifecycle``; never ``bootstrap`` (the entry point hands ``open_store`` over), the CLI or
@@ -47,8 +49,8 @@ from adapters.backup.erasures import (
     erasure_record,
     export_erasures,
     read_erasure_record,
-    reapply,
 )
+from adapters.backup.reapplying import reapply
 from adapters.backup.restoring import records_beside, restore
 
 __all__ = ["FORMAT", "MANIFEST", "RECORD_FORMAT", "RECORD_SUFFIX", "BackupError",

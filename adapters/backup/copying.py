@@ -22,17 +22,13 @@ from adapters.backup.common import (
     READ_MODELS,
     BackupError,
     Progress,
-    _copy_file,
-    _copy_sqlite,
-    _log_facts,
     _no_progress,
-    _payload_files,
-    _sha256,
-    _sqlite_files,
     _version,
     _write_json,
-    _write_locked,
 )
+from adapters.backup.filecopies import _copy_file, _payload_files, _sha256, _sqlite_files
+from adapters.backup.logfacts import _log_facts
+from adapters.backup.sqlitecopies import _copy_sqlite, _write_locked
 from adapters.eventlog.keyvault import Vault
 from adapters.eventlog.reader import read_events
 from adapters.eventlog.store import open_log, sqlite_env

@@ -1,6 +1,6 @@
 """The erasure record: what a store erased (message ids and destroyed key ids, no personal
 data), exported beside the backups (``letterlog erase export``) and made again on a restored
-store (``reapply``): ADR 0046, ADR 0069.
+store (``reapplying``): ADR 0046, ADR 0069.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
-from adapters.backup.common import RECORD_FORMAT, BackupError, OpenStore, _purged_topic, _write_json
-from domain.errors import MessageNotFound
+from adapters.backup.common import RECORD_FORMAT, BackupError, OpenStore, _write_json
+from adapters.backup.logfacts import _purged_topic
 
 if TYPE_CHECKING:
     from adapters.face import Store
 
-__all__ = ["ErasureRecord", "erasure_record", "export_erasures", "read_erasure_record",
-           "reapply"]
+__all__ = ["ErasureRecord", "erasure_record", "export_erasures", "read_erasure_record"]
 
 
 @dataclass
@@ -91,24 +90,3 @@ def export_erasures(store: Store, target: str | os.PathLike[str]) -> ErasureReco
     record = erasure_record(store)
     _write_json(Path(target).absolute(), record.as_dict())
     return record
-
-
-def reapply(store: Store, record: ErasureRecord) -> dict[str, Any]:
-    """Makes ``record``'s erasures again on ``store``: each message it names that is still
-    active here is erased (``erase_message``), then every key it names is destroyed."""
-
-    erased, absent = [], 0
-    for message_id in sorted(record.messages):
-        try:
-            state = store.message_record(message_id).state
-        except MessageNotFound:
-            absent += 1  # delivered after the backup: not in the restored store
-            continue
-        if state == "purged":
-            continue
-        store.erase_message(message_id)
-        erased.append(str(message_id))
-    destroyed = store.log.keys.destroy(record.destroyed_keys)
-    completion = store.complete_erasures(record=bool(erased or destroyed))
-    return {"messages_erased_again": erased, "messages_not_in_backup": absent,
-            "keys_destroyed_again": destroyed, "erasure_complete": completion.complete}

@@ -27,18 +27,18 @@ from adapters.backup.common import (
     NoErasureRecord,
     OpenStore,
     Progress,
-    _copy_file,
-    _log_facts,
     _no_progress,
-    _sha256,
-    _sqlite_files,
     read_manifest,
 )
 from adapters.backup.copying import erased_while_copied
-from adapters.backup.erasures import ErasureRecord, read_erasure_record, reapply
+from adapters.backup.erasures import ErasureRecord, read_erasure_record
+from adapters.backup.filecopies import _copy_file, _sha256, _sqlite_files
+from adapters.backup.logfacts import _log_facts
+from adapters.backup.reapplying import reapply
 from adapters.files import datadir
 from adapters.files.filemodes import DIR_MODE, fsync_dir, private_dir
-from adapters.lifecycle.completion import Holder, holders_of
+from adapters.lifecycle.completed import Holder
+from adapters.lifecycle.walcheckpoint import holders_of
 from domain.errors import LetterlogError, StoreBusy
 
 __all__ = ["records_beside", "restore"]

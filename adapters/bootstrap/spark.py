@@ -30,21 +30,14 @@ from adapters.eventlog.reader import _uuid_of as uuid_of
 from adapters.eventlog.reader import read_events, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from adapters.eventlog.transcoder import uuid_from_int
-from adapters.lifecycle.shredding import erase_from_views
+from adapters.lifecycle.aftermath import erase_from_views
 from adapters.readside.catalog import Catalog
 from adapters.readside.rebuild_lock import rebuild_lock
-from adapters.sparkjob.launch import (
-    DEFAULT_MASTER,
-    PROGRESS_PREFIX,
-    check_master,
-    conf_dir,
-    defaults_file,
-    java_home,
-    python_exception,
-    remove_stale_runs,
-    require_store,
-    run_directory,
-)
+from adapters.sparkjob.checks import check_master, require_store
+from adapters.sparkjob.environment import DEFAULT_MASTER, conf_dir, defaults_file, java_home
+from adapters.sparkjob.launch import PROGRESS_PREFIX
+from adapters.sparkjob.outcome import python_exception
+from adapters.sparkjob.rundirs import remove_stale_runs, run_directory
 from adapters.tables.memory import InMemoryTableStore
 from adapters.tables.sqlite import SqliteTableStore
 

@@ -15,7 +15,8 @@ from adapters.cli.common import fail, group, human_size, out, progress_enabled, 
 from adapters.cli.demo import run_demo
 from adapters.config.settings import load_settings
 from adapters.readside.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
-from adapters.sparkjob.launch import parse_conf, require_store, submit
+from adapters.sparkjob.checks import parse_conf, require_store
+from adapters.sparkjob.launch import submit
 from domain.errors import LetterlogError, SettingsError
 from projections.registry import select
 

@@ -20,11 +20,11 @@ from adapters.bootstrap import directory
 from adapters.cli.arguments import parse_time, parse_uuid
 from adapters.cli.common import fail, group, out, progress_enabled, state, stop_on_signals
 from adapters.embedded import Letterlog
-from adapters.lifecycle.completion import EXIT_INCOMPLETE, Completion, Holder
+from adapters.lifecycle.completed import EXIT_INCOMPLETE, Completion, Holder
 from adapters.lifecycle.scaleout import complete
 from adapters.lifecycle.scaleout import pending as scale_out_pending
 from adapters.lifecycle.scheduled import run_purger
-from adapters.lifecycle.userpurge import ScheduledUserPurge
+from adapters.lifecycle.scheduleduserpurge import ScheduledUserPurge
 from adapters.streaming.lag import snapshot, wait_until_applied
 from domain.lifecycle import ALL_QUEUES
 

@@ -19,7 +19,8 @@ import typer
 from adapters.bootstrap import directory
 from adapters.cli.common import fail, group, out, state
 from adapters.config.settings import load_settings
-from adapters.lifecycle.userpurge import MEMORY_FILE, PurgeMemory, purge_users
+from adapters.lifecycle.purgememory import MEMORY_FILE, PurgeMemory
+from adapters.lifecycle.userpurge import purge_users
 from domain.directory import DirectoryUnavailable
 
 app = group("Users and groups of the user directory.")

@@ -1,5 +1,5 @@
-"""Deterministic synthetic mail (``mailgen``): what ``letterlog demo`` delivers and the
-benchmarks replay.
+"""Deterministic synthetic mail: what ``letterlog demo`` delivers (``mailgen``) and the
+benchmarks replay (``benchmail``).
 
 May import: the standard library only.
 """

@@ -1,4 +1,4 @@
-"""Deterministic, realistic mail for the demo and the benchmarks.
+"""Deterministic, realistic mail for the demo (the benchmarks': ``benchmail``).
 
 Plain text, multipart/alternative, attachments (one large report sent to many people, so
 payload dedup shows), and replies that form threads. Same seed, same bytes.
@@ -35,13 +35,13 @@ class Generated:
     message_id: str
 
 
-def _sentence(rng: random.Random, n: int) -> str:
+def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
 
-def _body(rng: random.Random, paragraphs: int) -> str:
+def body(rng: random.Random, paragraphs: int) -> str:
     return "\n\n".join(
-        " ".join(_sentence(rng, rng.randint(6, 16)) for _ in range(rng.randint(3, 7)))
+        " ".join(sentence(rng, rng.randint(6, 16)) for _ in range(rng.randint(3, 7)))
         for _ in range(paragraphs)
     ) + "\n"
 
@@ -76,10 +76,10 @@ def generate(count: int, seed: int = 42, *, accounts: int = 5,
             msg["References"] = " ".join(refs[-10:])
             refs.append(mid)
         else:
-            subject = _sentence(rng, rng.randint(3, 7)).rstrip(".")
+            subject = sentence(rng, rng.randint(3, 7)).rstrip(".")
             msg["Subject"] = subject
             threads.append((subject, mid, [mid]))
-        text = _body(rng, rng.randint(1, 4))
+        text = body(rng, rng.randint(1, 4))
         msg.set_content(text)
         if rng.random() < 0.4:
             msg.add_alternative(f"<html><body><p>{text.replace(chr(10), '<br>')}</p></body></html>",
@@ -95,23 +95,3 @@ def generate(count: int, seed: int = 42, *, accounts: int = 5,
         if rng.random() < 0.3:
             labels += (rng.choice(("work", "travel", "finance", "family")),)
         yield Generated(sender, recipients, msg.as_bytes(), labels, mid)
-
-
-def bench_messages(count: int, seed: int = 1) -> list[bytes]:
-    """Benchmark mail: ~4 KiB median, every 20th with a 30–60 KiB attachment."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(count):
-        msg = EmailMessage(policy=SMTP)
-        msg["From"] = f"{rng.choice(PEOPLE)}@{DOMAIN}"
-        msg["To"] = f"{rng.choice(PEOPLE)}@{DOMAIN}"
-        msg["Subject"] = _sentence(rng, 6)
-        msg["Message-ID"] = f"<bench.{i}.{seed}@{DOMAIN}>"
-        msg["Date"] = "Mon, 05 Jan 2026 08:00:00 +0000"
-        msg.set_content(_body(rng, 8))
-        if i % 20 == 0:
-            blob = bytes(rng.getrandbits(8) for _ in range(rng.randint(30_000, 60_000)))
-            msg.add_attachment(blob, maintype="application", subtype="octet-stream",
-                               filename="data.bin")
-        out.append(msg.as_bytes())
-    return out

@@ -26,8 +26,8 @@ from projections import queries as q
 from projections.keys import payload_row
 
 if TYPE_CHECKING:
-    from adapters.lifecycle.completion import Completion
-    from adapters.lifecycle.intents import Held
+    from adapters.lifecycle.completed import Completion
+    from adapters.lifecycle.intentfiles import Held
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
 
 

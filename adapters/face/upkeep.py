@@ -13,7 +13,7 @@ from uuid import UUID
 if TYPE_CHECKING:
     from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
-    from adapters.lifecycle.completion import Completion
+    from adapters.lifecycle.completed import Completion
     from adapters.lifecycle.jobs import PurgeJobs, PurgeReport
     from adapters.readside.host import ProjectionHost
     from domain.lifecycle import Retention

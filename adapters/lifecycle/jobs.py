@@ -23,24 +23,17 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from itertools import groupby
 from typing import Any
 
+from adapters.lifecycle import queuewalk as walk
 from adapters.payloads import SweepingPayloads
 from domain.lifecycle import MESSAGE_QUEUES, QUEUE_PAYLOADS, Retention
 from domain.purging import Outcome, Purging, QueueEntry
 from projections import names as n
 from projections.codec import decode_datetime
-from projections.keys import (
-    PURGE_SHARDS,
-    minute_bucket,
-    payload_row,
-    purge_bucket_prefix,
-    purge_pointer_row,
-    purge_row_parts,
-)
+from projections.keys import PURGE_SHARDS, minute_bucket, payload_row
 from projections.purge_queue import POINTER_SPEC
-from projections.tablestore import Put, TableStore
+from projections.tablestore import TableStore
 
 BATCH = 200  # entries decided and appended together
 
@@ -162,9 +155,7 @@ class PurgeJobs:
 
     def _shard(self, queue: str, shard: int, horizon: int, now: datetime, dry_run: bool,
                report: QueueReport, progress: Progress | None) -> None:
-        pointer = self.pointer(queue, shard)
-        peek = int(self.retention.peek_back.total_seconds() // 60)
-        start = 0 if pointer is None else max(0, pointer - peek)
+        start = walk.first_bucket(self.tables, queue, shard, self.retention.peek_back)
         for bucket, entries in self._buckets(queue, shard, start, horizon):
             for i in range(0, len(entries), self.batch):
                 batch = entries[i:i + self.batch]
@@ -179,29 +170,18 @@ class PurgeJobs:
 
     def _buckets(self, queue: str, shard: int, start: int,
                  horizon: int) -> Iterator[tuple[int, list[QueueEntry]]]:
-        rows = self.tables.scan(self.physical(n.PURGE_QUEUE),
-                                start=purge_bucket_prefix(queue, shard, start),
-                                stop=purge_bucket_prefix(queue, shard, horizon + 1))
-        parsed = ((purge_row_parts(row), cells) for row, cells in rows)
-        for bucket, group in groupby(parsed, key=lambda item: item[0][2]):
-            yield bucket, [QueueEntry(parts[3], decode_datetime(cells[n.PQ_SINCE]),
+        table = self.physical(n.PURGE_QUEUE)
+        for bucket, entries in walk.buckets(self.tables, table, queue, shard, start, horizon):
+            yield bucket, [QueueEntry(i, decode_datetime(cells[n.PQ_SINCE]),
                                       cells.get(n.PQ_REASON, b"").decode())
-                           for parts, cells in group]
+                           for i, cells in entries]
 
     # -- pointers ----------------------------------------------------------------------------
     def pointer(self, queue: str, shard: int) -> int | None:
-        cells = self.tables.get(n.PURGE_POINTER, purge_pointer_row(queue, shard),
-                                [n.PP_BUCKET])
-        value = cells.get(n.PP_BUCKET)
-        return None if value is None else int(value)
+        return walk.pointer(self.tables, queue, shard)
 
     def _advance(self, queue: str, shard: int, bucket: int) -> None:
-        """The pointer cell's version is the bucket: the highest one written wins. Never
-        past the present minute: entries still to come count from now or later, and a run
-        ``--now`` in the future must not make the jobs skip them."""
-        bucket = min(bucket, minute_bucket(self.clock()))
-        self.tables.apply([Put(n.PURGE_POINTER, purge_pointer_row(queue, shard),
-                               n.PP_BUCKET, b"%d" % bucket, bucket)])
+        walk.advance(self.tables, queue, shard, bucket, self.clock())
 
     # -- payloads ----------------------------------------------------------------------------
     def _payloads(self, now: datetime, dry_run: bool) -> QueueReport:

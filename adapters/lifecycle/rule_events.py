@@ -15,24 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from itertools import groupby
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from adapters.lifecycle import queuewalk as walk
 from domain.errors import MessageNotFound
 from domain.rules import STATUS_QUEUES, RuleEvent
 from domain.values import MessageState
 from projections import names as n
 from projections.codec import decode_datetime
-from projections.keys import (
-    PURGE_SHARDS,
-    minute_bucket,
-    purge_bucket_prefix,
-    purge_pointer_row,
-    purge_row_parts,
-)
+from projections.keys import PURGE_SHARDS, minute_bucket
 from projections.purge_queue import POINTER_SPEC
-from projections.tablestore import Put
 
 if TYPE_CHECKING:
     from adapters.face import Store
@@ -89,9 +82,7 @@ class RuleEventPurge:
             return e.status == status and e.status_since + ttl <= now
 
         for shard in range(PURGE_SHARDS):
-            pointer = self._pointer(queue, shard)
-            peek = int(self.peek_back.total_seconds() // 60)
-            start = 0 if pointer is None else max(0, pointer - peek)
+            start = walk.first_bucket(self.tables, queue, shard, self.peek_back)
             for bucket, entries in self._buckets(queue, shard, start, horizon):
                 for i in range(0, len(entries), BATCH):
                     batch = entries[i:i + BATCH]
@@ -134,20 +125,9 @@ class RuleEventPurge:
 
     def _buckets(self, queue: str, shard: int, start: int,
                  horizon: int) -> Iterator[tuple[int, list[tuple[UUID, datetime]]]]:
-        rows = self.tables.scan(self.physical(n.RULE_EVENT_QUEUE),
-                                start=purge_bucket_prefix(queue, shard, start),
-                                stop=purge_bucket_prefix(queue, shard, horizon + 1))
-        parsed = ((purge_row_parts(row), cells) for row, cells in rows)
-        for bucket, group in groupby(parsed, key=lambda item: item[0][2]):
-            yield bucket, [(parts[3], decode_datetime(cells[n.PQ_SINCE]))
-                           for parts, cells in group]
-
-    def _pointer(self, queue: str, shard: int) -> int | None:
-        value = self.tables.get(n.PURGE_POINTER, purge_pointer_row(queue, shard),
-                                [n.PP_BUCKET]).get(n.PP_BUCKET)
-        return None if value is None else int(value)
+        table = self.physical(n.RULE_EVENT_QUEUE)
+        for bucket, entries in walk.buckets(self.tables, table, queue, shard, start, horizon):
+            yield bucket, [(i, decode_datetime(cells[n.PQ_SINCE])) for i, cells in entries]
 
     def _advance(self, queue: str, shard: int, bucket: int) -> None:
-        bucket = min(bucket, minute_bucket(self.clock()))
-        self.tables.apply([Put(n.PURGE_POINTER, purge_pointer_row(queue, shard),
-                               n.PP_BUCKET, b"%d" % bucket, bucket)])
+        walk.advance(self.tables, queue, shard, bucket, self.clock())

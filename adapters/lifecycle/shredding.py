@@ -8,9 +8,8 @@ erasures hand what they purged to a ``Shredding``, never back to the facade:
   starts, and on scale-out what ``letterlog erase complete`` still owes is recorded
   (``scaleout``);
 - ``after`` (once a run or an erasure is done): the saved views lose the purged messages,
-  run files a killed Spark job left are removed, the SQLite files' WAL is truncated and
-  what is left unfinished recorded (``completion``), and the embedded tables a purge deletes
-  from are flushed and compacted (HBase's are compacted by ``erase complete``).
+  Spark's run files go, the SQLite files' WAL is truncated, the embedded tables compacted
+  (``aftermath``, built the first time it is needed: a command that reads never loads it).
 
 Built by ``adapters.bootstrap`` from the settings, the log and the payload store, and handed
 to the facade and the purge jobs (ADR 0056).
@@ -20,29 +19,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from eventsourcing.utils import get_topic
 
-from adapters.files.datadir import exclusive
-from adapters.lifecycle.completion import KeyCluster, PendingErasures, complete
 from adapters.operations.faults import fault_point
 from domain.message import Message
 from domain.personal import Personal
 from projections import names as pn
-from projections.capabilities import MajorCompacting
 from projections.keys import payload_row
 
 if TYPE_CHECKING:
     from adapters.config.settings import Settings
     from adapters.eventlog.store import MailLog
-    from adapters.lifecycle.completion import Completion
+    from adapters.lifecycle.aftermath import Aftermath
+    from adapters.lifecycle.completed import Completion
     from domain.ports import PayloadStore
     from projections.tablestore import TableStore
 
-__all__ = ["Shredding", "SweepingKeys", "VaultedKeys"]
+__all__ = ["Shredding", "SweepingKeys"]
 
 
 @runtime_checkable
@@ -51,14 +48,6 @@ class SweepingKeys(Protocol):
     of every KEK rotated away and no longer used."""
 
     def sweep(self, retired: Iterable[UUID] = ()) -> int: ...
-
-
-@runtime_checkable
-class VaultedKeys(Protocol):
-    """Data keys whose key-encryption keys are in a vault of their own (a file, or the key
-    cluster: ``completion.KeyCluster``)."""
-
-    vault: object
 
 
 class Shredding:
@@ -157,69 +146,42 @@ class Shredding:
             keys.sweep()
         return destroyed
 
+    @cached_property
+    def aftermath(self) -> Aftermath:
+        """What follows once a run or an erasure is done (``aftermath``), built when first
+        needed."""
+        # local: start-up: ~40 modules (views, log reader, completion) only a purge or erasure uses
+        from adapters.lifecycle.aftermath import Aftermath
+
+        return Aftermath(self.settings, self.log)
+
     def record_scale_out(self, payloads: Iterable[str], began: float, messages: int) -> None:
         """On scale-out: what ``letterlog erase complete`` owes for this purge or erasure."""
-        # local: start-up: 35 more module(s) for commands that never use it
-        from adapters.lifecycle.scaleout import record_erasure
-
-        record_erasure(self, payloads, began, messages)
+        self.aftermath.record_scale_out(payloads, began, messages)
 
     # -- once a run or an erasure is done -----------------------------------------------
     def after(self, host: Any | None) -> None:
-        """No plain text lingers: the SQLite files' -wal are truncated, waiting for readers
-        at most ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete;
-        what is left unfinished is recorded: adapters/lifecycle/completion.py); the
-        embedded tables a purge deletes from are flushed, then major-compacted. ``host``:
-        the read models (None: this store keeps none)."""
-        # saved views lose the purged messages too, before the files' WAL is truncated
-        in_views = self.erase_from_views(host.tables)["tables"] if host is not None else []
-        # local: start-up: 2 more module(s) for commands that never use it
-        from adapters.sparkjob.launch import remove_stale_runs
-
-        remove_stale_runs(Path(self.settings.data))  # run files a killed Spark job left
-        self.completion = self.complete(record=self.unfinished > 0)
+        """No plain text lingers (``aftermath``): the saved views and Spark's run files
+        first, then the SQLite files' WAL truncated, waiting for readers at most
+        ``erase_wait_seconds`` (deleted pages are zeroed already: secure_delete), then the
+        embedded tables compacted. ``host``: the read models (None: this store keeps none)."""
+        aftermath = self.aftermath
+        in_views = aftermath.outside(host)
+        self.completion = aftermath.complete(record=self.unfinished > 0,
+                                             messages=self.unfinished)
         self.unfinished = 0
-        if host is None:
-            return
-        tables, physical = host.tables, host.physical
-        if isinstance(tables, MajorCompacting) and self.settings.table_store != "hbase":
-            # (else: workers write the deletes later; `erase complete` compacts after them:
-            # lifecycle/scaleout)
-            purged = [physical(t) for t in pn.PURGED_FROM] + in_views
-            tables.flush(purged)
-            tables.major_compact(purged)
+        aftermath.compact(host, in_views)
 
     def complete(self, *, record: bool = False) -> Completion:
         """Finishes the erasures still pending on this store's SQLite files (``letterlog
         erase complete``); with ``record``, one left unfinished is recorded."""
-        s = self.settings
-        keys = self.log.keys
-        vault = keys.vault if isinstance(keys, VaultedKeys) else None
-        return complete(s.data, s.key_vault, wait=s.erase_wait_seconds, record=record,
-                        position=self.max_position(), messages=self.unfinished,
-                        key_cluster=vault if isinstance(vault, KeyCluster) else None)
+        return self.aftermath.complete(record=record, messages=self.unfinished)
 
     def pending(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""
-        return [r for _, r in PendingErasures(self.settings.data).records()]
+        return self.aftermath.pending()
 
     def erase_from_views(self, tables: TableStore) -> dict[str, Any]:
         """Applies every purge and erasure in the log to every saved view in ``tables`` that
         has not had it yet (after each purge run and erasure, and when a view is built)."""
-        return erase_from_views(self.settings, self.log, tables)
-
-
-def erase_from_views(settings: Settings, log: MailLog, tables: TableStore) -> dict[str, Any]:
-    """``Shredding.erase_from_views`` for a process that opens no payload store (the Spark
-    job, which builds views from the log and the tables alone)."""
-    # local: start-up: 4 more module(s) for commands that never use it
-    from adapters.eventlog.reader import row_decoder, row_pages
-
-    # local: start-up: 31 more module(s) for commands that never use it
-    from adapters.readside.views import erase_purged
-
-    with exclusive(settings.data, "views"):
-        return erase_purged(tables, int(log.recorder.max_notification_id() or 0),
-                            lambda start, stop: row_pages(log, start, stop, 2000),
-                            row_decoder(log),
-                            lambda i, version: log.repository.get(i, version=version))
+        return self.aftermath.erase_from_views(tables)

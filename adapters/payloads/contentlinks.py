@@ -40,7 +40,7 @@ class ContentLinks:
 
     def _digest_file(self, sha256: str) -> Path:
         check_sha256(sha256)
-        return self.root / DIGESTS / sha256[:2] / sha256
+        return Path(f"{self.root}/{DIGESTS}/{sha256[:2]}/{sha256}")
 
     def _known(self, sha256: str) -> PayloadRef | None:
         """The payload stored with this content, its written_at set to now; None if there is

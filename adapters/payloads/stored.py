@@ -93,17 +93,19 @@ def read_packed(sha256: str, path: Path) -> Stored | None:
 
 def read_legacy(sha256: str, directory: Path) -> Stored | None:
     """A payload written before ADR 0031 (a directory); None if it has no manifest."""
+    name = os.path.join(directory, MANIFEST)  # a string: most lookups find none
     try:
-        raw = (directory / MANIFEST).read_bytes()
-        written_at = (directory / MANIFEST).stat().st_mtime
+        with open(name, "rb") as file:
+            raw = file.read()
+            written_at = os.fstat(file.fileno()).st_mtime
     except (FileNotFoundError, NotADirectoryError):
         return None
     manifest = json.loads(raw)
     compressed = frozenset(manifest.get("zstd", ()))  # absent: written before ADR 0023
-    chunks = [(str(directory / chunk_name(i)), 0, -1, i in compressed)
+    chunks = [(os.path.join(directory, chunk_name(i)), 0, -1, i in compressed)
               for i in range(manifest["chunk_count"])]
     return Stored(sha256, manifest["size"], manifest["chunk_size"], chunks,
-                   directory / MANIFEST, written_at)
+                   Path(name), written_at)
 
 
 def chunk_name(index: int) -> str:

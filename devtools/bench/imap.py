@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from adapters.demo.mailgen import bench_messages
+from adapters.demo.benchmail import bench_messages
 from devtools.bench.common import bar_panels
 from devtools.devservers import DovecotServer
 from devtools.devservers._common import free_ports

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.demo.mailgen import PEOPLE, bench_messages
+from adapters.demo.benchmail import bench_messages
+from adapters.demo.mailgen import PEOPLE
 from devtools.bench.sealing import seal_cost, with_share
 
 

@@ -14,7 +14,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from adapters.demo.mailgen import PEOPLE, bench_messages
+from adapters.demo.benchmail import bench_messages
+from adapters.demo.mailgen import PEOPLE
 from devtools.bench.scaleout import _database
 
 ROUNDS = 2

@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from adapters.demo.mailgen import PEOPLE, bench_messages
+from adapters.demo.benchmail import bench_messages
+from adapters.demo.mailgen import PEOPLE
 from adapters.lifecycle.jobs import BATCH
 from devtools.bench.ingest import bar_plot
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.demo.mailgen import bench_messages
+from adapters.demo.benchmail import bench_messages
 from devtools.bench.common import bar_panels
 
 OWNER, READER, SHARED = "ada@example.org", "bob@example.org", "Shared"

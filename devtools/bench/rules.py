@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.demo.mailgen import PEOPLE, bench_messages
+from adapters.demo.benchmail import bench_messages
+from adapters.demo.mailgen import PEOPLE
 
 if TYPE_CHECKING:
     from adapters.face import Store

@@ -15,7 +15,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from adapters.sparkjob.launch import spark_env, spark_home
+from adapters.sparkjob.environment import spark_env, spark_home
 
 from ._common import (
     LOCALHOST,

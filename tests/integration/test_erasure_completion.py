@@ -237,7 +237,7 @@ def test_the_connections_that_delete_erased_rows_zero_them(data):
 
 
 def test_a_holder_no_process_list_shows_is_named_unknown():
-    from adapters.lifecycle.completion import Completion, Holder
+    from adapters.lifecycle.completed import Completion, Holder
 
     line = Completion(False, [Holder("/d/tables.sqlite")], seconds=10).line()
     assert "/d/tables.sqlite: held open by an unknown process" in line and "\n" not in line

@@ -126,7 +126,7 @@ def test_a_purge_run_killed_at_any_step_is_finished_by_the_next_run(
 def test_an_intent_a_live_process_holds_is_left_to_it(tmp_path: Path) -> None:
     """Finishing is for abandoned intents only: one whose writer still runs (its lock held)
     is listed by ``erase status`` as running, and not taken over."""
-    from adapters.lifecycle.intents import Intents
+    from adapters.lifecycle.intentfiles import Intents
 
     data = tmp_path / "data"
     a_store(data)

@@ -363,7 +363,8 @@ def test_every_method_a_user_may_call_has_a_line_in_the_table():
 
 def test_the_user_purge_removes_a_gone_users_root_and_rights_as_events(store, tmp_path):
     from adapters.directory.passwdfile import PasswdFileDirectory
-    from adapters.lifecycle.userpurge import PurgeMemory, purge_users
+    from adapters.lifecycle.purgememory import PurgeMemory
+    from adapters.lifecycle.userpurge import purge_users
 
     passwd = tmp_path / "users.passwd"
     passwd.write_text(f"{ADA}:{{PLAIN}}x\n")  # bob is gone; ada stays

@@ -17,7 +17,8 @@ import pytest
 from ldap3.utils.dn import escape_rdn
 
 from adapters.directory.ldap import LdapDirectory
-from adapters.lifecycle.userpurge import PurgeMemory, purge_users
+from adapters.lifecycle.purgememory import PurgeMemory
+from adapters.lifecycle.userpurge import purge_users
 from devtools.devservers import LdapServer
 from devtools.devservers.supervised import SupervisedServices
 from domain.acl_identifiers import UnknownIdentifier, check_identifier

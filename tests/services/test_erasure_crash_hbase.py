@@ -60,7 +60,7 @@ from uuid import UUID
 import pytest
 
 from adapters.embedded import Letterlog
-from adapters.lifecycle.intents import LOCK_CLASS, TABLE
+from adapters.lifecycle.sharedintents import LOCK_CLASS, TABLE
 from devtools.devservers import HBaseServer
 from tests.erasure_crash_support import (
     ERASE_STEPS,

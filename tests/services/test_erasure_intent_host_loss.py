@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from adapters.lifecycle.intents import LOCK_CLASS, RELEASE_BOUND, SharedIntents
+from adapters.lifecycle.sharedintents import LOCK_CLASS, RELEASE_BOUND, SharedIntents
 from devtools.devservers.postgres import PostgresServer
 from tests.factories import until
 from tests.services.servers import in_ci
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 HOLD = """
 import sys, time
-from adapters.lifecycle.intents import SharedIntents
+from adapters.lifecycle.sharedintents import SharedIntents
 intent = SharedIntents(sys.argv[1], sys.argv[2]).begin("erase", 0, messages=[])
 print(intent.id, flush=True)
 time.sleep(600)

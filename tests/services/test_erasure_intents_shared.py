@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from adapters.embedded import Letterlog
-from adapters.lifecycle.intents import LOCK_CLASS
+from adapters.lifecycle.sharedintents import LOCK_CLASS
 from tests.erasure_crash_support import NOTHING_LEFT, a_store, letterlog
 from tests.erasure_support import killed, opened_by_a_fresh_reader
 from tests.factories import BIN, until
@@ -195,7 +195,7 @@ def test_an_intent_file_a_scale_out_host_left_before_is_still_finished_there(
     """An intent file written on a scale-out host by the version before ADR 0084 (an
     erasure killed once its intent was durable) is read and finished by that host's next
     command, like a row."""
-    from adapters.lifecycle.intents import Intents
+    from adapters.lifecycle.intentfiles import Intents
 
     ids, *_ = a_store(hosts["a"])
     with Letterlog.open(hosts["a"]) as store:

@@ -343,7 +343,7 @@ def test_mbsync_syncs_an_account_both_ways_and_a_second_sync_changes_nothing(
         tmp_path: Path) -> None:
     import subprocess
 
-    from adapters.demo.mailgen import bench_messages
+    from adapters.demo.benchmail import bench_messages
     from devtools.devservers.imaptest import install_mbsync
 
     try:

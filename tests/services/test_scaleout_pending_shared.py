@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from adapters.config.settings import load_settings
-from adapters.lifecycle.scaleout import ScaleOutPending, SharedPending, pending_records
+from adapters.lifecycle.scaleout import pending_records
+from adapters.lifecycle.scaleoutrecords import ScaleOutPending
+from adapters.lifecycle.sharedpending import SharedPending
 
 pytestmark = pytest.mark.services
 

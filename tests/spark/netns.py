@@ -29,7 +29,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from adapters.sparkjob.launch import spark_env, spark_home
+from adapters.sparkjob.environment import spark_env, spark_home
 from devtools.devservers._common import log_contains, spawn, terminate, wait_for
 
 MASTER = "org.apache.spark.deploy.master.Master"

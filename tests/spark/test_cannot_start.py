@@ -100,7 +100,7 @@ def test_a_python_worker_memory_limit_too_small_to_start_one_is_named(spark_clus
 @pytest.fixture
 def bare_master(tmp_path: Path) -> Iterator[str]:
     """A standalone master with no worker."""
-    from adapters.sparkjob.launch import spark_env, spark_home
+    from adapters.sparkjob.environment import spark_env, spark_home
     from devtools.devservers._common import free_ports, log_contains, spawn, terminate, wait_for
 
     port, ui = free_ports(2)

@@ -114,7 +114,7 @@ def test_packaged_letterlog_runs_on_executors_whose_python_has_nothing_installed
         assert not [n for n in archive.getnames() if n.startswith("zstandard/_cffi.")]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    from adapters.sparkjob.launch import spark_env, spark_home
+    from adapters.sparkjob.environment import spark_env, spark_home
 
     done = subprocess.run(
         [str(spark_home() / "bin" / "spark-submit"), "--master", spark_cluster.master_url,
@@ -137,7 +137,7 @@ def test_packaged_letterlog_runs_on_executors_whose_python_has_nothing_installed
 def test_the_package_follows_the_checkouts_pyproject_not_a_stale_install():
     """An editable install's metadata is as old as its last ``pip install``: a dependency
     added to pyproject.toml since must still be packed for the executors."""
-    from adapters.sparkjob.package import requirements
+    from adapters.sparkjob.distributions import requirements
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {name.lower().replace("_", "-") for name, _ in requirements("letterlog")}

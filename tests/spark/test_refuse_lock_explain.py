@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from adapters.readside.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
-from adapters.sparkjob.launch import python_exception
+from adapters.sparkjob.outcome import python_exception
 from tests.spark.support import make_store
 
 pytestmark = [pytest.mark.spark]
@@ -78,7 +78,8 @@ def test_the_cli_export_refuses_a_directory_holding_no_store(tmp_path):
 
 @pytest.mark.slow
 def test_spark_submit_of_the_driver_refuses_a_directory_holding_no_store(tmp_path):
-    from adapters.sparkjob.launch import SUBMIT, spark_env, spark_home
+    from adapters.sparkjob.environment import spark_env, spark_home
+    from adapters.sparkjob.launch import SUBMIT
 
     (tmp_path / "data").mkdir()
     done = run(str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]", str(SUBMIT),

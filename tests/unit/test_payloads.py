@@ -210,6 +210,19 @@ def test_a_short_write_is_never_committed(root: Path, monkeypatch: pytest.Monkey
     assert list(store.list()) == [] and os.listdir(root / ".tmp") == []
 
 
+def test_a_byte_the_disk_gives_back_changed_is_never_committed(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read-back check compares the file with the bytes handed to it (ADR 0100): one
+    byte changed on its way to the disk, the length the same, and the put fails."""
+    store = FilePayloadStore(root, CHUNK)
+    write = store._write_out
+    monkeypatch.setattr(store, "_write_out",
+                        lambda file, data: write(file, bytes([data[0] ^ 1]) + data[1:]))
+    with pytest.raises(OSError, match="read back"):
+        store.put(bytes(range(256)) * 40)
+    assert list(store.list()) == [] and os.listdir(root / ".tmp") == []
+
+
 def test_a_put_fsyncs_the_file_and_its_directory_only(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = FilePayloadStore(root, CHUNK)

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from adapters.demo.mailgen import bench_messages, generate
+from adapters.demo.benchmail import bench_messages
+from adapters.demo.mailgen import generate
 from domain.errors import MessageRejected
 from domain.rfc5322 import (
     MessageLimits,

@@ -10,14 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from adapters.lifecycle.scaleout import (
-    CompactionFailed,
-    ScaleOutPending,
-    complete,
-    major_compact,
-    pending,
-    record_erasure,
-)
+from adapters.lifecycle.compaction import CompactionFailed, major_compact
+from adapters.lifecycle.scaleout import complete, pending, record_erasure
+from adapters.lifecycle.scaleoutrecords import ScaleOutPending
 
 
 class FakeStore:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from adapters.directory.passwdfile import PasswdFileDirectory
-from adapters.lifecycle.userpurge import PurgeMemory, due, purge_users
+from adapters.lifecycle.purgememory import PurgeMemory, due
+from adapters.lifecycle.userpurge import purge_users
 from domain.directory import DirectoryUnavailable, DirectoryUser
 from domain.userpurge import plan_user_purge, user_of
 from tests.factories import FakeRecords, records
@@ -195,7 +196,7 @@ def test_the_purger_runs_the_job_when_due_and_logs_a_refusal_as_a_warning(tmp_pa
     from types import SimpleNamespace
 
     from adapters.lifecycle.scheduled import run_purger
-    from adapters.lifecycle.userpurge import ScheduledUserPurge
+    from adapters.lifecycle.scheduleduserpurge import ScheduledUserPurge
 
     stop = threading.Event()
     answers = [["ada", "grace"], ["ada", "grace"]]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from adapters.eventlog.keyvault import KeyVaultBusy, Vault
-from adapters.lifecycle.completion import truncate_wal
+from adapters.lifecycle.walcheckpoint import truncate_wal
 
 
 def recording(slept: list[float]) -> Callable[[float], None]:
@@ -75,7 +75,7 @@ def test_truncate_wal_tries_until_its_deadline_then_succeeds_without_the_reader(
 @pytest.mark.wallclock  # bounds a wait in wall-clock time: make test, not test-fast
 def test_a_backup_retries_locking_the_key_files_while_a_writer_holds_one(tmp_path,
                                                                          monkeypatch):
-    from adapters.backup.common import _write_locked
+    from adapters.backup.sqlitecopies import _write_locked
     from domain.errors import StoreBusy
 
     files = [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]
@@ -84,7 +84,7 @@ def test_a_backup_retries_locking_the_key_files_while_a_writer_holds_one(tmp_pat
     writer = sqlite3.connect(files[1], isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # holds the second: every try lets the first go again
     slept: list[float] = []
-    monkeypatch.setattr("adapters.backup.common.time.sleep", recording(slept))
+    monkeypatch.setattr("adapters.backup.sqlitecopies.time.sleep", recording(slept))
     started = time.monotonic()
     with (pytest.raises(StoreBusy, match="could not lock the key files for 1 s"),
           _write_locked(files, wait=1.0)):
