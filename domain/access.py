@@ -12,7 +12,8 @@ from domain.errors import InvalidCommand, NotFound
 from domain.mailbox import Mailbox
 from domain.results import Change
 from domain.rights import apply_change, validate_identifier
-from domain.roots import VirtualRoot, parse_root, root_id_for, validate_user
+from domain.root_names import parse_root, root_id_for, validate_user
+from domain.roots import VirtualRoot
 from domain.unit_of_work import Commands
 from domain.values import validate_mailbox_name
 

@@ -11,10 +11,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from domain.extraction_policy import ExtractionPolicy
 from domain.personal import Personal
-from domain.rfc5322.defects import facts_without_text
+from domain.rfc5322.defect_upcasting import facts_without_text
 from domain.sealed_facts import digest, reduce_facts
-from domain.values import ExtractionPolicy, MessageState
+from domain.values import MessageState
 
 __all__ = ["ARRIVAL_FIELDS", "Arrival", "with_sealed_digest"]
 

@@ -12,15 +12,9 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from domain.errors import InvalidCommand
-from domain.values import (
-    ExtractionPolicy,
-    FlagMode,
-    Role,
-    normalise_address,
-    validate_flag,
-    validate_label,
-    validate_mailbox_name,
-)
+from domain.extraction_policy import ExtractionPolicy
+from domain.flags import FlagMode, validate_flag
+from domain.values import Role, normalise_address, validate_label, validate_mailbox_name
 
 
 class Command(BaseModel):

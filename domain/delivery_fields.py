@@ -14,11 +14,12 @@ import uuid_utils
 
 from domain.account import Account
 from domain.arrival import Arrival
+from domain.extraction_policy import ExtractionPolicy
 from domain.mailbox import Mailbox
 from domain.personal import Personal
 from domain.sealed_facts import reduced_media_type, sealed_description
 from domain.speedups import uuid_of_int
-from domain.values import ExtractionPolicy, name_uuid
+from domain.values import name_uuid
 
 if TYPE_CHECKING:
     from domain.rfc5322 import MessageFacts

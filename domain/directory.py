@@ -8,7 +8,7 @@ A directory that fails or does not answer in time raises ``DirectoryUnavailable`
 failure a retry may fix); a directory whose content is malformed (a passwd-file line that
 is not ``user:password:uid:gid:gecos:home:shell:extra_fields``) raises ``DirectoryInvalid``
 naming the file and the line. Nothing that decides from a directory's answer (the user
-purge job) may go on after either.
+purge job, an ACL identifier's check: ``acl_identifiers``) may go on after either.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from domain.errors import InvalidCommand, LetterlogError
-from domain.identity import GROUP, NEGATIVE, is_special
+from domain.errors import LetterlogError
 
 
 @dataclass(frozen=True, order=True)
@@ -95,36 +94,3 @@ def groups_of(directory: Directory, name: str) -> frozenset[str]:
     ``DirectoryUnavailable`` if the directory does not answer."""
     user = directory.user(name)
     return user.groups if user is not None else frozenset()
-
-
-class UnknownIdentifier(InvalidCommand):
-    """An ACL identifier that names no user or group of the directory: stored, it would
-    grant or deny nobody (a denial that denies nobody is worse than none: it looks like
-    one)."""
-
-
-def check_identifier(directory: Directory, identifier: str) -> None:
-    """``UnknownIdentifier`` unless ``identifier`` (as the identity rule has it) names a user
-    the directory knows, a group one of its users belongs to, ``anyone`` or
-    ``authenticated``, each also negative. ``DirectoryUnavailable`` when it does not
-    answer (nothing is stored then either)."""
-    if is_special(identifier):
-        return
-    name = identifier.removeprefix(NEGATIVE)
-    if name.startswith(GROUP):
-        group = name[len(GROUP):]
-        if any(group in user.groups for user in directory.users()):
-            return
-        raise UnknownIdentifier(f"identifier: {identifier!r}: no user of the directory is in "
-                                f"the group {group!r} (an entry for it would "
-                                f"{'deny' if identifier.startswith(NEGATIVE) else 'grant'}"
-                                " nobody; letterlog users list shows the directory)")
-    try:
-        known = directory.user(name) is not None
-    except DirectoryInvalid:
-        known = True  # a user whose line is malformed is still a user
-    if not known:
-        raise UnknownIdentifier(f"identifier: {identifier!r}: the directory knows no user "
-                                f"{name!r} (an entry for it would "
-                                f"{'deny' if identifier.startswith(NEGATIVE) else 'grant'}"
-                                " nobody; letterlog users list shows the directory)")

@@ -35,11 +35,12 @@ from domain.arrival import (
     _payload_address,
     with_sealed_digest,
 )
+from domain.extraction_policy import ExtractionPolicy
 from domain.message_commands import MessageCommands
 from domain.message_extraction import MessageExtraction, reservations_of
 from domain.message_fields import LISTED_STATES
 from domain.personal import Personal
-from domain.values import ExtractionPolicy, MessageState
+from domain.values import MessageState
 
 __all__ = ["ARRIVAL_FIELDS", "LISTED_STATES", "Arrival", "Arrived", "Message", "Placed",
            "Written", "with_sealed_digest"]

@@ -9,8 +9,9 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import ExtractionRefused, InvalidState
+from domain.extraction_policy import ExtractionPolicy
 from domain.message_fields import MessageFields
-from domain.values import ExtractionPolicy, MessageState
+from domain.values import MessageState
 
 __all__ = ["MessageExtraction", "reservations_of"]
 

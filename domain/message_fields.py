@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from domain.errors import InvalidState
-from domain.values import ExtractionPolicy, MessageState
+from domain.extraction_policy import ExtractionPolicy
+from domain.values import MessageState
 
 __all__ = ["LISTED_STATES", "MessageFields"]
 

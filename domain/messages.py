@@ -14,6 +14,7 @@ from uuid import UUID
 from domain.commands import ChangeFlags, ChangeLabels, CopyMessage, MoveMessage, SetPolicy, build
 from domain.delivery import new_message_id
 from domain.errors import InvalidState, MailboxNotFound
+from domain.flags import FlagMode, apply_flag_mode
 from domain.mailbox import Mailbox
 from domain.message import Arrival, Message, with_sealed_digest
 from domain.personal import Personal
@@ -21,7 +22,7 @@ from domain.results import Change, Delivery, Reservation
 from domain.rights import kept_on_arrival
 from domain.rulecommands import arrival_rule_events
 from domain.unit_of_work import Commands
-from domain.values import FlagMode, MessageState, apply_flag_mode
+from domain.values import MessageState
 
 
 def _personal_of(msg: Message) -> Personal:

@@ -21,7 +21,8 @@ from domain.errors import MailboxNotFound, RuleEventNotFound, RuleNotFound
 from domain.message import Message
 from domain.results import Change
 from domain.rights import Caller, rights_of
-from domain.roots import VirtualRoot, parse_root, root_id_for
+from domain.root_names import parse_root, root_id_for
+from domain.roots import VirtualRoot
 from domain.rules import (
     RULEBOOK_ID,
     Evaluation,

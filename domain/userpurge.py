@@ -15,20 +15,16 @@ width is that user's, and kept; one whose name the rule refuses is kept too (the
 Negative entries of gone users are kept (``kept_negative``): removing one would give the
 name back what it took away, should a user of that name come back.
 
-The answer is refused, and nothing is purged, when it names no user at all, fewer than
-``min_ratio`` times the users of the last accepted answer, or shares fewer than
-``min_ratio`` of that answer's users (another directory answering as many users).
-Sterling's users lost the roots of every user when the directory answered with part of its
-users.
+The answer is refused, and nothing is purged, when ``directory_answers`` does not trust it
+(no user at all, too few, or too few shared with the last accepted answer).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from domain.identity import NameRefused, canonical_name
+from domain.directory_answers import canonical_user, overlap_refusal, refusal
 
 #: identifiers that name no user (RFC 4314 ``anyone``; ``authenticated``: any known user)
 SPECIAL_IDENTIFIERS = frozenset({"anyone", "authenticated"})
@@ -36,13 +32,6 @@ GROUP_PREFIX = "$"
 NEGATIVE_PREFIX = "-"
 
 AclEntry = tuple[str, str, str, str]  # account, mailbox, identifier, rights
-
-
-def _canonical(name: str) -> str | None:
-    try:
-        return canonical_name(name, "user")
-    except NameRefused:
-        return None
 
 
 def user_of(identifier: str) -> str | None:
@@ -70,39 +59,6 @@ class UserPurgePlan:
         return self.refused is None
 
 
-def refusal(directory_users: int, previous_users: int | None, min_ratio: float) -> str | None:
-    """Why an answer of ``directory_users`` users is not trusted, or None."""
-    if directory_users == 0:
-        return ("the directory answered no user at all (a wrong base DN, an emptied subtree "
-                "or an empty file); every user's records would go")
-    if previous_users:
-        floor = math.ceil(previous_users * min_ratio)
-        if directory_users < floor:
-            said = f"{directory_users} user" + ("s" if directory_users != 1 else "")
-            return (f"the directory answered {said}, fewer than "
-                    f"{min_ratio:.0%} of the {previous_users} of the last accepted answer "
-                    f"(at least {floor} needed: LETTERLOG_USER_PURGE_MIN_RATIO)")
-    return None
-
-
-def overlap_refusal(names: set[str], previous_names: Iterable[str] | None,
-                    min_ratio: float) -> str | None:
-    """Why an answer that shares too few users with the last accepted one is not trusted
-    (a base DN mistyped onto another branch answers as many users, but other ones), or
-    None: at least ``min_ratio`` of the last accepted users must be in the answer."""
-    if not previous_names:
-        return None
-    before = {c for n in previous_names if (c := _canonical(n)) is not None}
-    floor = math.ceil(len(before) * min_ratio)
-    shared = len(names & before)
-    if shared < floor:
-        return (f"the directory's answer shares {shared} of the {len(before)} users of the "
-                f"last accepted answer, fewer than {min_ratio:.0%} (at least {floor} "
-                "needed: LETTERLOG_USER_PURGE_MIN_RATIO); it looks like another directory "
-                "(a base DN on another branch, another file)")
-    return None
-
-
 def plan_user_purge(known: Iterable[str], previous_users: int | None, min_ratio: float,
                     roots: Mapping[str, str], acl: Sequence[AclEntry], *,
                     accept_shrink: bool = False,
@@ -113,7 +69,7 @@ def plan_user_purge(known: Iterable[str], previous_users: int | None, min_ratio:
     changed (the ratio and overlap checks are skipped; an answer of no user is still
     refused). Negative entries (``-name``) are never removed: removing one would give its
     user back what it took away, should the name come back."""
-    names = {c for name in known if (c := _canonical(name)) is not None}
+    names = {c for name in known if (c := canonical_user(name)) is not None}
     count = len(names)
     why = refusal(count, None if accept_shrink else previous_users, min_ratio)
     if why is None and not accept_shrink:
@@ -123,7 +79,7 @@ def plan_user_purge(known: Iterable[str], previous_users: int | None, min_ratio:
 
     def gone(user: str | None) -> bool:
         # a name the identity rule refuses is nobody's now, but keeping is the safe side
-        return user is not None and (canonical := _canonical(user)) is not None and (
+        return user is not None and (canonical := canonical_user(user)) is not None and (
             canonical not in names)
 
     return UserPurgePlan(

@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
+
 from adapters.bootstrap.spark import load_settings
 from adapters.readside.host import ProjectionHost
 from adapters.tables.sqlite import SqliteTableStore
@@ -49,6 +51,7 @@ from devtools.bench.common import SYNCHRONOUS, two_process_scaling
 from devtools.bench.hbase_load import hbase_load
 from projections.registry import ALL
 from projections.tablestore import table_digest
+from spark_replay.job import SparkFold, warm_up
 from spark_replay.session import spark_session
 
 
@@ -88,9 +91,6 @@ def _session_runs(master: str, settings: Any, reader: Any, tmp: Path, warm_event
     single-process run (``single()``), a rebuild with the job's layout (labelled
     ``master``) and, with ``compare_layouts``, one with the layout before (``master`` + its
     name)."""
-    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
-    from spark_replay.job import SparkFold, warm_up
-
     t0 = time.perf_counter()
     spark = spark_session(master, f"letterlog-bench-{master}")
     started = time.perf_counter() - t0
@@ -217,13 +217,6 @@ def _cores() -> int:
 
 
 def _plot(path: Path, result: dict[str, Any]) -> None:
-    # local: matplotlib, numpy: client libraries, loaded only when this runs
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # local: matplotlib, numpy: client libraries, loaded only when this runs
-    import matplotlib.pyplot as plt
-
     spark = result["spark"]
     labels = ["single process", "Spark local[1]", "Spark local[2]"]
     rates = [result["single_process"]["events_per_s"], spark["local[1]"]["events_per_s"],
@@ -236,8 +229,8 @@ def _plot(path: Path, result: dict[str, Any]) -> None:
         rates += [spark[f"local[{c}] {name}"]["events_per_s"] for c in (1, 2)]
         colors += ["#c9a0a0", "#a05050"]
     panels = 2 if "hbase" in result else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels + len(labels) - 3, 4.2),
-                             squeeze=False)
+    fig = Figure(figsize=(5.5 * panels + len(labels) - 3, 4.2))  # no pyplot: no backend state
+    axes = fig.subplots(1, panels, squeeze=False)
     ax = axes[0][0]
     bars = ax.bar(labels, rates, color=colors)
     ax.tick_params(axis="x", labelsize=7)
@@ -262,4 +255,3 @@ def _plot(path: Path, result: dict[str, Any]) -> None:
                      fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

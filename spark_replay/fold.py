@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pyspark import TaskContext
+
 from adapters.bootstrap.spark import row_decoder, row_pages, run_tables, uuid_from_int
 from projections import names as n
 from projections.counters import (
@@ -145,10 +147,6 @@ def merge_counters(wire: dict[str, Any], physical: dict[str, str], target: str,
     (``COUNTERS_MERGE``, partition ``first`` + its index)."""
 
     def run(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, ...]]:
-        # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
-        from pyspark import TaskContext
-
-
         context = TaskContext.get()
         assert context is not None
         part, attempt = first + context.partitionId(), context.attemptNumber()
@@ -228,10 +226,6 @@ def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str],
                events: Callable[[Any, list[int]], Iterable[tuple[int, Any]]]) -> Iterator[Any]:
     """One task: ``events(log, seen)`` folded by ``ProjectionRunner`` into the target;
     yields the cells (``target="cells"``: Arrow batches), else one summary dict."""
-    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
-    from pyspark import TaskContext
-
-
     context = TaskContext.get()
     assert context is not None
     part, attempt = context.partitionId(), context.attemptNumber()
@@ -295,7 +289,7 @@ SUMMARY_NAMES = ("fold", "partition", "attempt", "events", "first", "last", "run
 
 def _cells(store: Any, runner: Any) -> Iterator[Any]:
     """The visible cells of a fold, as Arrow batches of ``CELLS``."""
-    # local: numpy, pyarrow: client libraries, loaded only when this runs
+    # local: pyarrow is not on a rebuild's executors (a packaged letterlog), only an export's
     import pyarrow as pa
 
     for spec in runner.table_specs[:-1]:  # not the tracking table

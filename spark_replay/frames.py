@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pyarrow as pa
+
 from adapters.bootstrap.spark import (
     Settings,
     read_models,
@@ -47,10 +49,10 @@ from domain.personal import Personal
 from projections import names as n
 from projections.queries import account_address
 from projections.registry import select
+from spark_replay.datasource import raw_events
 from spark_replay.fold import CELLS, fold_cells
 from spark_replay.session import effective_conf, spark_session
 from spark_replay.settings import open_event_log, to_wire
-from spark_replay.source import raw_events
 from spark_replay.watch import started, watching
 
 EVENTS = ("position long, aggregate string, version long, topic string, type string, "
@@ -99,9 +101,6 @@ _TYPED = (("position", "int64"), ("aggregate", "string"), ("version", "int64"),
 
 
 def _arrow_type(kind: str) -> Any:
-    # local: pyarrow, a client library, loaded only when this runs
-    import pyarrow as pa
-
     return {"int64": pa.int64(), "string": pa.string(), "timestamp": pa.timestamp("us", tz="UTC"),
             "date32": pa.date32(), "strings": pa.list_(pa.string())}[kind]
 
@@ -153,10 +152,6 @@ def _names(settings: Settings) -> dict[str, dict[str, str | None]]:
 def _decode_events(wire: dict[str, Any], personal: bool,
                    names: dict[str, dict[str, str | None]]) -> Any:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        # local: pyarrow, a client library, loaded only when this runs
-        import pyarrow as pa
-
-
         log = open_event_log(wire)
         decode = row_decoder(log)
         types = [_arrow_type(kind) for _, kind in _TYPED]

@@ -29,7 +29,8 @@ from typing import Any
 
 from adapters.bootstrap.spark import load_settings, python_exception
 from domain.errors import LetterlogError
-from spark_replay.bench import bench_spark_rebuild
+from spark_replay.frames import export
+from spark_replay.job import rebuild
 from spark_replay.watch import print_sink, set_sink
 
 
@@ -72,21 +73,17 @@ def run(argv: Sequence[str]) -> dict[str, Any]:
         set_sink(print_sink)
     settings = load_settings()
     if args.command == "rebuild":
-        # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
-        from spark_replay.job import rebuild
-
         names = None if args.all or not args.projections else list(args.projections)
         return rebuild(settings, names, master=args.master, until=args.until_position,
                        as_of=args.as_of, view=args.view)
     if args.command == "bench":
+        # local: the Spark benchmark is a development tool (it imports devtools), not in the wheel
+        from spark_replay.bench import bench_spark_rebuild
 
         return bench_spark_rebuild(args.events, Path(args.plot) if args.plot else None,
                                    hbase=not args.no_hbase,
                                    compare_layouts=not args.no_other_layout,
                                    repeat=args.repeat, accounts=args.accounts)
-    # local: numpy, py4j, pyspark: client libraries, loaded only when this runs
-    from spark_replay.frames import export
-
     return export(settings, args.what, args.directory, personal=args.personal,
                   master=args.master)
 
@@ -99,8 +96,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"letterlog: error: {str(e).strip(chr(34) + chr(39))}\n")
         return int(getattr(e, "exit_code", 2))
     except Exception as e:  # the job failed in Spark: its traceback, then one line last
-
-
         traceback.print_exc()
         text = str(e)
         cause = python_exception(text) or next(

@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from py4j.java_collections import JavaArray
+
 from adapters.bootstrap.spark import PROGRESS_PREFIX, python_exception
 from domain.errors import LetterlogError
 
@@ -247,9 +249,6 @@ def _master_state(sc: Any) -> Any:
 
 def _iterate(items: Any) -> Iterator[Any]:
     """A Java array or a Scala collection, as a Python iterator."""
-    # local: py4j, a client library, loaded only when this runs
-    from py4j.java_collections import JavaArray
-
     if not isinstance(items, JavaArray):
         found = items.iterator()
         while found.hasNext():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from adapters.config.settings import Settings
 from adapters.directory.passwdfile import PasswdFileDirectory
+from domain.acl_identifiers import check_identifier as check_in
 from domain.directory import Directory, groups_of
-from domain.directory import check_identifier as check_in
 
 
 def check_identifier(settings: Settings, identifier: str) -> None:

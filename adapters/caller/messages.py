@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Unpack
 from uuid import UUID
 
 from domain.errors import InvalidCommand, NotFound
+from domain.flags import FlagMode, apply_flag_mode, validate_flags
 from domain.results import Delivery
 from domain.rights import flag_rights, rights_of, rights_string
-from domain.values import FlagMode, MessageState, apply_flag_mode, validate_flags
+from domain.values import MessageState
 
 if TYPE_CHECKING:
     from adapters.face import Arrival, Target, UploadStart

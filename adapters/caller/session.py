@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from domain.errors import InvalidCommand, MailboxNotFound
 from domain.rights import Caller
-from domain.roots import SHARED, parse_root
+from domain.root_names import SHARED, parse_root
 from domain.values import DELIMITER, normalise_address
 
 if TYPE_CHECKING:

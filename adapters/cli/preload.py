@@ -23,8 +23,8 @@ PRELOAD = (
     "adapters.cli.importer", "adapters.facade.extraction", "adapters.lifecycle.jobs",
     "adapters.facade.quota", "adapters.rules.matching", "adapters.lifecycle.intents", "regex",
     "domain.service", "domain.commands", "domain.rfc5322.reader", "domain.rfc5322.attachments",
-    "domain.rfc5322.defects", "domain.rfc5322.envelope", "domain.rfc5322.facts",
-    "projections.registry", "projections.search", "eventsourcing.sqlite",
+    "domain.rfc5322.defects", "domain.rfc5322.envelope", "domain.rfc5322.inspection",
+    "projections.registry", "projections.search", "projections.usage", "eventsourcing.sqlite",
     "typer._click.decorators", "unicodedata", "gc", "ctypes",
 )
 LEFT_OUT = ("bench",)  # built on demand: benchmarks load plotting and the dev servers

@@ -13,7 +13,7 @@ from adapters.facade.parts import FacadePart
 from domain.access import check_rights_string
 from domain.identity import canonical_name
 from domain.rights import RIGHTS, Caller, validate_identifier
-from domain.roots import validate_user
+from domain.root_names import validate_user
 from domain.service import Change
 
 if TYPE_CHECKING:

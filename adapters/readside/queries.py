@@ -152,7 +152,7 @@ class ReadModelQueries:
         """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
         distinct payload once); and the account's total (each payload once overall)."""
         # local: start-up: 1 more module(s) for commands that never use it
-        from projections.search import mailbox_usage
+        from projections.usage import mailbox_usage
 
         host = self._read()
         acc = self._account_id(account)

@@ -1,9 +1,9 @@
-"""What a message must be to be stored at all, and how far its parse may go.
+"""What a message must be to be stored at all, and the limits of its parse.
 
 Only the total size rejects a message (and input that is not a message: empty, blank or
 binary). Every other limit caps the parse: the message is stored and extracted byte-exact,
 described by what was parsed before the limit, and its facts name the limits hit
-(``truncated``), as Dovecot's message-parser limits and mime4j's MimeConfig do.
+(``truncated``; ``windows``), as Dovecot's message-parser limits and mime4j's MimeConfig do.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from domain.errors import InvalidCommand, MessageRejected
-from domain.rfc5322.scan import first_long_line, last_line_break, structure_cut
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -42,19 +41,6 @@ class MessageLimits:
                 raise InvalidCommand(f"MessageLimits.{field.name} must be at least 1")
 
 
-@dataclass(frozen=True)
-class ParseWindow:
-    """The bytes the parser reads (``raw[:end]``) and the limits that cut them short."""
-
-    end: int
-    truncated: tuple[str, ...] = ()
-
-    def cut(self, end: int, limit: str) -> ParseWindow:
-        if end >= self.end and limit in self.truncated:
-            return self
-        return ParseWindow(min(end, self.end), (*self.truncated, limit))
-
-
 def check_input(raw: bytes, limits: MessageLimits) -> None:
     if not isinstance(raw, bytes):
         raise MessageRejected(f"not a message: expected bytes, got {type(raw).__name__}")
@@ -83,23 +69,3 @@ def reject_binary(raw: bytes, header_bytes: int) -> None:
             f"not a message: binary data, {controls} NUL/control bytes in the {where} "
             f"({len(window)} bytes, at most {BINARY_SHARE:.0%} allowed)"
         )
-
-
-def line_window(raw: bytes, header_bytes: int, limits: MessageLimits) -> ParseWindow:
-    """The window the header and line-length limits leave: a header block over its limit
-    is read up to its last whole line within the limit (no body); a line over its limit
-    ends the window where it starts."""
-    window = ParseWindow(len(raw))
-    if header_bytes > limits.max_header_bytes:
-        window = window.cut(last_line_break(raw, limits.max_header_bytes), "max_header_bytes")
-    long_line = first_long_line(raw, limits.max_line_length, window.end)
-    if long_line is not None:
-        window = window.cut(long_line, "max_line_length")
-    return window
-
-
-def structure_window(raw: bytes, window: ParseWindow, limits: MessageLimits) -> ParseWindow:
-    """``window`` cut where the parts or nesting of what it holds exceed their limits."""
-    cut = structure_cut(raw[:window.end] if window.end < len(raw) else raw,
-                        limits.max_parts, limits.max_depth)
-    return window if cut is None else window.cut(*cut)

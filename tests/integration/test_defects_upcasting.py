@@ -20,7 +20,7 @@ from adapters.embedded import Letterlog
 from adapters.eventlog.reader import row_pages
 from adapters.eventlog.transcoder import unpackb
 from domain.message import Message
-from domain.rfc5322.defects import without_text
+from domain.rfc5322.defect_upcasting import without_text
 from tests.factories import make_mail
 
 ADA = "ada@example.org"

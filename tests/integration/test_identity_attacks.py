@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from adapters.embedded import Letterlog
-from domain.directory import DirectoryInvalid, UnknownIdentifier
+from domain.acl_identifiers import UnknownIdentifier
+from domain.directory import DirectoryInvalid
 from domain.errors import MailboxNotFound, PermissionDenied
 from domain.identity import NameRefused
 from domain.values import account_id_for

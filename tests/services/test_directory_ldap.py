@@ -21,12 +21,8 @@ from adapters.lifecycle.purgememory import PurgeMemory
 from adapters.lifecycle.userpurge import purge_users
 from devtools.devservers import LdapServer
 from devtools.devservers.supervised import SupervisedServices
-from domain.directory import (
-    DirectoryUnavailable,
-    DirectoryUser,
-    UnknownIdentifier,
-    check_identifier,
-)
+from domain.acl_identifiers import UnknownIdentifier, check_identifier
+from domain.directory import DirectoryUnavailable, DirectoryUser
 from tests.contracts.directory_contract import DirectoryContract
 from tests.factories import FakeRecords, records
 from tests.services.servers import ldap_of

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_replay.session import defaults_file, safe_defaults
+from spark_replay.conf import safe_defaults
+from spark_replay.session import defaults_file
 from tests.spark.support import make_store
 
 pytestmark = [pytest.mark.spark]

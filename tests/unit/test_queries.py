@@ -15,8 +15,8 @@ from projections import keys
 from projections import names as n
 from projections import queries as q
 from projections.codec import decode_summary, encode_json
-from projections.search import mailbox_usage
 from projections.tablestore import DeleteColumn, Put
+from projections.usage import mailbox_usage
 from tests.history import History, project
 
 ADA = "ada@example.org"

@@ -28,12 +28,8 @@ from domain.rfc5322 import (
     prescan_structure,
     sanitise_filename,
 )
-from domain.rfc5322.defects import (
-    RECORDED_HEADERS,
-    defect_entry,
-    facts_without_text,
-    without_text,
-)
+from domain.rfc5322.defect_upcasting import facts_without_text, without_text
+from domain.rfc5322.defects import RECORDED_HEADERS, defect_entry
 from domain.rfc5322.headers import simple_header
 from domain.rfc5322.reader import ReadMessage, read_fast
 from domain.rfc5322.scan import header_block, header_block_size_by_lines

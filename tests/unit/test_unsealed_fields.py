@@ -303,9 +303,9 @@ def test_no_message_keeps_its_digest_outside_the_seal() -> None:
 
     from domain.account import Account
     from domain.delivery import delivery_fields
+    from domain.extraction_policy import ExtractionPolicy
     from domain.mailbox import Mailbox
     from domain.payloads import new_address
-    from domain.values import ExtractionPolicy
 
     raw = b"From: a@example.org\r\nContent-Type: application/x-acme\r\n\r\n4712\r\n"
     facts = inspect_message(raw)
