@@ -228,8 +228,8 @@ class MutationFold:
             add = cells.append
             for row in sorted(rows):
                 found = rows[row]
-                for column in sorted(found):
-                    add((row, column, found[column].value, found[column].version))
+                for column, p in sorted(found.items()) if len(found) > 1 else found.items():
+                    add((row, column, p.value, p.version))
             tombs: list[TombRecord] = [(row, b"", v) for row, v in
                                        self._row_tombs.get(table, {}).items()]
             for row, columns in self._col_tombs.get(table, {}).items():

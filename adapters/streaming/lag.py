@@ -44,25 +44,21 @@ def kafka_lag(bootstrap: str, topic: str, group: str, *,
 
 
 async def _kafka_lag(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
-    # local: aiokafka, a client library, loaded only when this runs
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    import aiokafka.admin  # local: embedded lifecycle commands import lag.py, no Kafka
 
-    # local: aiokafka, a client library, loaded only when this runs
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = aiokafka.admin.AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         committed = await admin.list_consumer_group_offsets(group)
     finally:
         await admin.close()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+    consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 group_id=None)
     await consumer.start()
     try:
         await consumer.topics()  # fetches the cluster's metadata
         numbers = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(numbers)]
+        tps = [aiokafka.TopicPartition(topic, p) for p in sorted(numbers)]
         ends = await consumer.end_offsets(tps) if tps else {}
         starts = await consumer.beginning_offsets(tps) if tps else {}
         parts: dict[str, dict[str, Any]] = {}

@@ -18,6 +18,16 @@ from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
 from adapters.files.filemodes import create_private, private_dir, private_file
 from domain.errors import LetterlogError
 
+try:  # the postgres extra: a relay on an SQLite log runs without it
+    import psycopg
+    import psycopg_pool
+except ImportError:  # pragma: no cover - the test extras install it
+    POSTGRES_TRANSIENT: tuple[type[BaseException], ...] = ()
+else:
+    POSTGRES_TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError,
+                          psycopg_pool.PoolTimeout)
+    """What a PostgreSQL log raises while its server is away (the relay waits it out)."""
+
 
 class RelayError(LetterlogError):
     """The relay cannot go on: unreadable position, log out of order, topic not creatable..."""
@@ -134,10 +144,6 @@ class PostgresPosition:
     def _connect(self) -> Any:
         if self._conn is not None and not self._conn.closed:
             return self._conn
-        # local: psycopg, a client library, loaded only when this runs
-        import psycopg
-
-
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=30)
         # CREATE TABLE IF NOT EXISTS is not safe against itself (two relays starting at once,
         # on two hosts: DuplicateObject on pg_type): serialised with letterlog's schema
@@ -154,9 +160,6 @@ class PostgresPosition:
         return conn
 
     def _run(self, sql: str, params: tuple[Any, ...]) -> Any:
-        # local: psycopg, a client library, loaded only when this runs
-        import psycopg
-
         try:
             return self._connect().execute(sql, params).fetchone()
         except psycopg.OperationalError:

@@ -11,6 +11,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import MessageSizeTooLargeError
+from aiokafka.partitioner import DefaultPartitioner
+from prometheus_client import Counter, Gauge
+
 from adapters.streaming.positions import RelayError
 
 __all__ = ["Sender", "ensure_topic", "relay_metrics", "start_producer"]
@@ -26,9 +32,6 @@ _RECORD_OVERHEAD = 22
 async def ensure_topic(bootstrap: str, topic: str, partitions: int,
                        replication_factor: int, request_timeout: float) -> None:
     """Creates ``topic`` with ``partitions`` unless the broker has it."""
-    # local: aiokafka, a client library, loaded only when this runs
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap,
                                 request_timeout_ms=int(request_timeout * 1000))
     try:
@@ -54,9 +57,6 @@ async def ensure_topic(bootstrap: str, topic: str, partitions: int,
 async def start_producer(bootstrap: str, request_timeout: float,
                          producer_options: dict[str, Any]) -> Any:
     """An idempotent producer (``acks="all"``), started."""
-    # local: aiokafka, a client library, loaded only when this runs
-    from aiokafka import AIOKafkaProducer
-
     options: dict[str, Any] = {
         "linger_ms": 5,
         "max_batch_size": 512 * 1024,
@@ -139,9 +139,6 @@ class Sender:
     async def _send_each(self, producer: Any, records: list[tuple[int, bytes, bytes]],
                          partition_of: Callable[[bytes], int | None]) -> None:
         """One ``send`` per record: the producer's own partitioner decides."""
-        # local: aiokafka, a client library, loaded only when this runs
-        from aiokafka.errors import MessageSizeTooLargeError
-
         futures = []
         for position, key, value in records:
             try:
@@ -160,9 +157,6 @@ class Sender:
         hash would otherwise run for each. With a partitioner of the caller's own, it decides."""
         if self.custom_partitioner():
             return lambda key: None
-        # local: aiokafka, a client library, loaded only when this runs
-        from aiokafka.partitioner import DefaultPartitioner
-
         partitions = tuple(sorted(await producer.partitions_for(self.topic)))
         if partitions != self._known:
             self._known, self._partition_of = partitions, {}
@@ -184,9 +178,6 @@ _gauges_lock = threading.Lock()
 def relay_metrics() -> dict[str, Any]:
     with _gauges_lock:
         if not _gauges:
-            # local: prometheus_client, a client library, loaded only when this runs
-            from prometheus_client import Counter, Gauge
-
             _gauges["position"] = Gauge("letterlog_relay_position",
                                         "Last log position the broker acknowledged")
             _gauges["lag_events"] = Gauge("letterlog_relay_lag_events",

@@ -30,11 +30,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from aiokafka.errors import KafkaError
 from eventsourcing.persistence import InterfaceError, OperationalError
 from tenacity import RetryCallState, retry_if_exception_type
 
 from adapters.eventlog.records import account_key, record_from_notification
 from adapters.streaming.positions import (
+    POSTGRES_TRANSIENT,
     FilePosition,
     PostgresPosition,
     RelayBusy,
@@ -192,23 +194,9 @@ class OutboxRelay(RelayWatch):
         again. While idle, the relay asks the broker for its metadata every ``report_every``
         seconds, so a broker that went away is noticed (and the producer, whose reconnection
         attempts would otherwise go on in the background, is closed until it is back)."""
-        # local: aiokafka, a client library, loaded only when this runs
-        from aiokafka.errors import KafkaError
-
         transient: tuple[type[BaseException], ...] = (
-            KafkaError, ConnectionError, TimeoutError, OperationalError, InterfaceError)
-        try:
-            # local: an optional dependency, tried where it is used
-            import psycopg
-
-            # local: an optional dependency, tried where it is used
-            import psycopg_pool
-
-            transient += (psycopg.OperationalError, psycopg.InterfaceError,
-                          psycopg_pool.PoolTimeout)
-        except ImportError:
-            pass
-
+            KafkaError, ConnectionError, TimeoutError, OperationalError, InterfaceError,
+            *POSTGRES_TRANSIENT)
 
         slog = logger("letterlog.relay")
         kafka, database = Stall("kafka", slog), Stall("the event store", slog)
@@ -270,9 +258,6 @@ class OutboxRelay(RelayWatch):
         ``KafkaError`` when it does not answer."""
         if self._producer is None or self._runner is None:
             return
-        # local: aiokafka, a client library, loaded only when this runs
-        from aiokafka.errors import KafkaError
-
         client = self._producer.client
         started = time.monotonic()
         self._inflight = started

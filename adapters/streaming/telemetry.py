@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from prometheus_client import Counter, Gauge, start_http_server
 
 from adapters.files.filemodes import private_dir, private_file
 from adapters.operations.outages import (  # noqa: F401  (their home is adapters.operations.outages)
@@ -65,8 +66,7 @@ def pace_kafka_metadata(pause: float = 1.0) -> None:
     if _paced:
         return
 
-    # local: aiokafka, a client library, loaded only when this runs
-    from aiokafka.client import AIOKafkaClient
+    from aiokafka.client import AIOKafkaClient  # local: rules, `stream status` need no Kafka
 
     original = AIOKafkaClient._metadata_update
 
@@ -124,9 +124,6 @@ def serve_metrics(role: str, data: Path, port: int = 0, instance: str = "") -> i
     none) and records the port in ``<data>/run/<role>-<pid>.json``. Returns the port."""
     if port < 0:
         return None
-    # local: prometheus_client, a client library, loaded only when this runs
-    from prometheus_client import start_http_server
-
     server, _thread = start_http_server(port, addr="127.0.0.1")
     bound = int(server.server_port)
     run = Path(data) / "run"
@@ -157,9 +154,6 @@ class RuleEventMetrics:
     pass) and ``letterlog_rule_events_dispatched_total{outcome}`` (complete, failed)."""
 
     def __init__(self) -> None:
-        # local: prometheus_client, a client library, loaded only when this runs
-        from prometheus_client import Counter, Gauge
-
         self.by_status = Gauge("letterlog_rule_events", "rule events per status",
                                ["status"])
         self.dispatched = Counter("letterlog_rule_events_dispatched",

@@ -18,6 +18,9 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from prometheus_client import REGISTRY, Counter, MetricsHandler
+from prometheus_client.core import GaugeMetricFamily
+
 __all__ = ["LagCollector", "WebPage", "count_batch", "publish_lag", "serve_web"]
 
 _lock = threading.Lock()
@@ -41,9 +44,6 @@ class LagCollector:
             self._parts = {**self._parts, **found}
 
     def collect(self) -> Iterator[Any]:
-        # local: prometheus_client, a client library, loaded only when this runs
-        from prometheus_client.core import GaugeMetricFamily
-
         labels = ["topic", "partition"]
         events = GaugeMetricFamily("letterlog_stream_lag_events",
                                    "Records in Kafka not yet applied", labels=labels)
@@ -61,9 +61,6 @@ def _metrics() -> dict[str, Any]:
     """The process's worker metrics, registered once in prometheus-client's registry."""
     with _lock:
         if not _counters:
-            # local: prometheus_client, a client library, loaded only when this runs
-            from prometheus_client import REGISTRY, Counter
-
             _counters["applied"] = Counter("letterlog_stream_events_applied",
                                            "Events applied to the tables")
             _counters["dead"] = Counter("letterlog_stream_dead_letters",
@@ -103,9 +100,6 @@ def serve_web(port: int, lag: Callable[[], Coroutine[Any, Any, dict[str, Any]]],
     worker's) on 127.0.0.1:``port``, in a thread; None when ``port`` is 0."""
     if not port:
         return None
-    # local: prometheus_client, a client library, loaded only when this runs
-    from prometheus_client import MetricsHandler
-
     _metrics()
 
     class Page(MetricsHandler):

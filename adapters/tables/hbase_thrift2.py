@@ -17,6 +17,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import thriftpy2
+from thriftpy2.protocol import TCyBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TCyBufferedTransportFactory
+
 THRIFT2_IDL_ENTRY = "org/apache/hadoop/hbase/thrift2/hbase.thrift"
 THRIFT2_MODULE = "letterlog_hbase2_thrift"  # thriftpy2 wants the suffix _thrift
 
@@ -68,9 +73,6 @@ def load_thrift2(idl: str | os.PathLike[str] | None = None) -> ModuleType:
     global _module
     with _lock:
         if _module is None:
-            # local: thriftpy2, a client library, loaded only when this runs
-            import thriftpy2
-
             path = Path(idl) if idl is not None else default_idl()
             _module = thriftpy2.load(str(path), module_name=THRIFT2_MODULE)
         return _module
@@ -79,15 +81,6 @@ def load_thrift2(idl: str | os.PathLike[str] | None = None) -> ModuleType:
 def thrift2_client(host: str, port: int, *, timeout_ms: int = 60_000) -> Any:
     """A thriftpy2 client of the Thrift2 ``THBaseService`` (buffered transport, binary
     protocol, as HBase's gateway serves it by default). Close it with ``client.close()``."""
-    # local: thriftpy2, a client library, loaded only when this runs
-    from thriftpy2.protocol import TCyBinaryProtocolFactory
-
-    # local: thriftpy2, a client library, loaded only when this runs
-    from thriftpy2.rpc import make_client
-
-    # local: thriftpy2, a client library, loaded only when this runs
-    from thriftpy2.transport import TCyBufferedTransportFactory
-
     return make_client(
         load_thrift2().THBaseService,
         host,

@@ -7,6 +7,11 @@ The log is ``devtools.bench.benchlog.bench_log``.
 ``bench_rebuild``: one process folds the whole log (read + decode from the SQLite event
 store, ``fold=True``) into a fresh table store. Baseline: reading and decoding the same log
 (``Letterlog.events``) with no projection.
+
+Every phase is timed in wall-clock and in process CPU seconds. The target is the wall-clock
+ratio to the floor; on a machine other work keeps busy, a long phase (the rebuild) waits for
+a core longer than a short one (the floor), so ``ratio_to_floor_cpu`` (the same ratio of
+CPU seconds) is given beside it, with each phase's CPU share and the load average.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from devtools.bench.common import (
 from devtools.bench.raw_sqlite import WriteRecorder
 
 TARGET_REBUILD_EVENTS_PER_S = 100_000
-TARGET_RATIO_TO_FLOOR = 0.2  # the rebuild's rate over the SELECT + unpack floor, same run
+TARGET_RATIO_TO_FLOOR = 0.3  # the rebuild's rate over the SELECT + unpack floor, same run
 
 
 def _rebuild_host(store: Any, reader: Any) -> Any:
@@ -113,8 +118,11 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
             ("write", recorder.seconds))},
         "ratio": round(rebuild_rate / read_rate, 3) if read_rate else 0.0,
         "target_events_per_s": TARGET_REBUILD_EVENTS_PER_S,
-        "cpu_share": {"read_decode": read.share, "mapper": mapper.share,
-                      "rebuild": rebuild.share},
+        "cpu_share": {"read_decode": read.share, "floor": floor.share,
+                      "mapper": mapper.share, "rebuild": rebuild.share},
+        "cpu_seconds": {"read_decode": round(read.cpu, 2), "floor": round(floor.cpu, 2),
+                        "rebuild": round(rebuild.cpu, 2)},
+        "rebuild_cpu_us_per_event": round(rebuild.cpu / n * 1e6, 2) if n else 0.0,
         "max_rss_mb": max_rss_mb(),
         "load_avg_1m": [load_before, load_avg()],
         "cpu_count": os.cpu_count(),
@@ -124,6 +132,9 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
     result["ratio_to_floor"] = round(rebuild_rate / floor_rate, 3) if floor_rate else 0.0
     result["target_ratio_to_floor"] = TARGET_RATIO_TO_FLOOR
     result["meets_ratio_to_floor"] = result["ratio_to_floor"] >= TARGET_RATIO_TO_FLOOR
+    # the same ratio in CPU seconds: what the rebuild costs, whatever else ran meanwhile
+    result["ratio_to_floor_cpu"] = (round((n / rebuild.cpu) / (unpacked / floor.cpu), 3)
+                                    if floor.cpu > 0 and rebuild.cpu > 0 and unpacked else 0.0)
     # Every rebuild reads and unpacks each event at least once: what the target leaves per
     # event beyond that floor is all projectors, fold and writes may take to meet it.
     result["target_budget_beyond_floor_us_per_event"] = round(

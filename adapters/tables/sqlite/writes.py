@@ -131,6 +131,9 @@ def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[
     rest: list[Any] = []
 
     def statements() -> Iterator[tuple[Any, ...]]:
+        if not row_tombs and not column_tombs:
+            yield from unhidden()
+            return
         columns: dict[bytes, bytearray] = {}
         last: bytes | None = None
         key = _EMPTY
@@ -153,6 +156,29 @@ def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[
             if len(params) == full:
                 yield tuple(params)
                 params.clear()
+        rest.extend(params)
+
+    def unhidden() -> Iterator[tuple[Any, ...]]:
+        """``statements`` where no tombstone is given (most tables of a rebuild): the
+        same parameters, without a tombstone test per cell."""
+        columns: dict[bytes, bytearray] = {}
+        last: bytes | None = None
+        key = _EMPTY
+        params: list[Any] = []
+        add = params.extend
+        left = _ROWS_PER_INSERT
+        for row, column, value, version in puts:
+            if row is not last:
+                last, key = row, bytearray(row)
+            name = columns.get(column)
+            if name is None:
+                name = columns[column] = bytearray(column)
+            add((key, name, bytearray(value), version))
+            left -= 1
+            if not left:
+                yield tuple(params)
+                params.clear()
+                left = _ROWS_PER_INSERT
         rest.extend(params)
 
     if isinstance(puts, list) and len(puts) < _ROWS_PER_INSERT:
