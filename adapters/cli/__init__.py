@@ -8,8 +8,8 @@ library only); any command line goes to the user's command server when one is ru
 this process no more than the interpreter's start), else runs it here.
 
 May import: ``adapters.embedded``, ``adapters.bootstrap``, ``settings`` and the other
-sub-packages (``bench`` lazily, for ``letterlog bench``: the one module that imports
-``devtools``, inside its commands); never ``devtools.devservers`` directly.
+sub-packages (``bench`` lazily, for ``letterlog bench``: the one package that imports
+``devtools``); never ``devtools.devservers`` directly.
 """
 
 from __future__ import annotations
