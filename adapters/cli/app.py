@@ -30,10 +30,10 @@ from typer import Abort
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
 from adapters.cli.common import DEFAULT_DATA, group, state
-from adapters.cli.failures import _error, _machine_error
+from adapters.cli.failures import _error, _machine_error, temporary
 from adapters.cli.lazygroup import MODULE_OF, LazyGroup
 from adapters.startup import coercion
-from domain.errors import LetterlogError, PermissionDenied, StoreBusy
+from domain.errors import LetterlogError, PermissionDenied
 
 coercion.install()  # plain parameters are converted without pydantic (see coercion.py)
 
@@ -148,16 +148,8 @@ def _run(args: list[str]) -> int:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         return _error(" ".join(e.format_message().split()) + hint, e.exit_code)
     except LetterlogError as e:
-        # local: for a failed command alone
-        from domain.directory import DirectoryUnavailable
-        from projections.tablestore import TableStoreUnavailable
-
-        # a busy store, or a table store or user directory that does not answer: the
-        # machine, not the input
-        temporary = StoreBusy | TableStoreUnavailable | DirectoryUnavailable
         hint = getattr(e, "hint", "")
-        return _error(f"{e}{f' ({hint})' if hint else ''}",
-                      1 if isinstance(e, temporary) else 2)
+        return _error(f"{e}{f' ({hint})' if hint else ''}", 1 if temporary(e) else 2)
     except (KeyboardInterrupt, Abort):
         return _error("interrupted", 130)
     except Exception as e:
