@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sys
 
+from adapters.startup.commandclient import forward
+
 
 def main() -> None:
     if "lda" in sys.argv[1:]:  # first: a running ``letterlog lmtp`` delivers it (ADR 0060)
@@ -25,9 +27,6 @@ def main() -> None:
         delivered = handoff(sys.argv[1:])
         if delivered is not None:
             sys.exit(delivered)
-    # local: the command server's client runs before typer loads (ADR 0032)
-    from adapters.startup.commandclient import forward
-
     code = forward(sys.argv[1:])
     if code is not None:
         sys.exit(code)

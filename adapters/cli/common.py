@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
@@ -96,16 +97,16 @@ class State:
         an existing message or account): nothing is created."""
         return self.store(create=False)
 
-    def read_models(self) -> Face | CurrentTables:
+    def read_models(self, fast: Callable[[Path], CurrentTables | None]
+                    ) -> Face | CurrentTables:
         """The read models for a read command: the tables alone when they are current with
-        the log (the fast read path), else the store (``reader``), caught up on opening."""
+        the log (the fast read path, ADR 0024: ``fast`` opens them, or finds them behind:
+        ``adapters.startup.current.open_current``, which only the read commands import),
+        else the store (``reader``), caught up on opening."""
         if self.user is not None:  # a user's reads are checked by the store (CallerView)
             return self.reader()
         if self._store is None and self._current is None:
-            # local: the fast read path, for reads alone (ADR 0024)
-            from adapters.startup.current import open_current
-
-            self._current = open_current(self.data)
+            self._current = fast(self.data)
         return self._current if self._current is not None else self.reader()
 
     def close(self) -> None:
@@ -144,6 +145,20 @@ def human_size(n: int) -> str:
         if value < 1024 or unit == "TiB":
             return f"{value:.1f} {unit}"
     raise AssertionError("unreachable")
+
+
+def limit_text(limit: int, own: int, *, size: bool) -> str:
+    shown = "unlimited" if limit == 0 else (human_size(limit) if size else str(limit))
+    return f"{shown} (default)" if own == -1 else shown
+
+
+def quota_text(q: dict[str, Any]) -> str:
+    """An account's quota in one line: its usage beside each limit (``counters``, ``du``,
+    ``quota``)."""
+    b, m = q["bytes"], q["messages"]
+    used_b = "?" if b["used"] is None else human_size(b["used"])
+    return (f"quota    bytes {used_b} of {limit_text(b['limit'], b['own'], size=True)}  "
+            f"messages {m['used']} of {limit_text(m['limit'], m['own'], size=False)}")
 
 
 def flags_text(flags: list[str] | tuple[str, ...] | frozenset[str]) -> str:
