@@ -11,7 +11,7 @@ import typer
 
 from adapters.cli.arguments import LimitOption, UntilOption, parse_future, parse_uuid
 from adapters.cli.common import FLAGS_HELP, MessageId, checked_flags, group, human_size, out, state
-from adapters.mta.lda import read_message
+from adapters.mta.ldastore import read_message
 from domain.errors import MessageRejected
 
 app = group("Messages.")
