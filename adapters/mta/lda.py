@@ -38,7 +38,7 @@ def quota_permanent(data: Path, error: BaseException) -> bool:
     """Whether an over-quota ``error`` is to be answered as permanent (a setting)."""
     if not isinstance(error, QuotaExceeded):
         return False
-    from adapters.config.settings import load_settings  # local: under the deadline, as in _deliver
+    from adapters.config.settings import load_settings  # local: under the deadline, as in ldastore
 
     try:
         return load_settings(data=data).quota_exceeded == "permanent"
