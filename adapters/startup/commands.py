@@ -33,7 +33,9 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ('Mail from an MTA', 'storeinit', ('init',)),
     ('Mail clients', 'imap', ('imap',)),
     ('Users', 'users', ('users',)),
-    ('Event rules', 'rules', ('dispatcher', 'rule', 'events',)),
+    ('Event rules', 'rules', ('dispatcher',)),
+    ('Event rules', 'rulebook', ('rule',)),
+    ('Event rules', 'ruleevents', ('events',)),
     ('Access', 'access', ('acl', 'root',)),
     ('Quotas', 'quota', ('quota',)),
 )
