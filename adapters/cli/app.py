@@ -44,8 +44,7 @@ app = group("letterlog: an event-sourced mailbox store.", cls=LazyGroup)
 
 def _version(value: bool) -> None:
     if value:
-        # local: --version alone pays for it
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, version  # local: --version alone
 
         try:
             typer.echo(f"letterlog {version('letterlog')}")
@@ -73,8 +72,7 @@ def main_options(
     state.data = data or DEFAULT_DATA
     state.user = as_user
     if as_user is not None:  # a user runs only what its rule lets it (callers.RULES)
-        # local: a user's rule, read with --as alone
-        from adapters.cli.callers import refusal
+        from adapters.cli.callers import refusal  # local: the users' rules, for --as alone
 
         why = refusal(state.command, as_user)
         if why is not None:
@@ -117,8 +115,7 @@ def run(args: list[str]) -> int:
 
 
 def _run_lda(args: list[str]) -> int:
-    # local: lda's answers, for lda's command lines alone
-    from adapters.mta import replies
+    from adapters.mta import replies  # local: the MTA's replies, for lda's command lines alone
 
     state.json = False
     try:

@@ -66,8 +66,8 @@ class State:
         ``read_models=False``: a command that reads only the log (``show``) neither opens
         nor catches up the read models."""
         if self._store is None:
-            # local: the store, for the commands that open it alone (not --help, not fast reads)
-            from adapters.embedded import Letterlog
+            # the store, for the commands that open it alone (not --help, not the fast reads)
+            from adapters.embedded import Letterlog  # local: not for --help nor the fast reads
 
             if self.user is None:
                 self._store = Letterlog.open(self.data, create=create,
@@ -173,8 +173,7 @@ def cell(text: str | None, width: int) -> str:
     """``text`` in exactly ``width`` terminal columns (wide characters count twice), cut
     with ``…`` when longer, its control characters shown as U+FFFD: a sender or subject is
     whatever the message's author wrote, terminal escape sequences included."""
-    # local: rich's cell widths, for text tables alone (not --help, not --json)
-    from rich.cells import cell_len, set_cell_size
+    from rich.cells import cell_len, set_cell_size  # local: rich, for text tables (not --json)
 
     clean = _CONTROL.sub("\ufffd", text or "")
     if cell_len(clean) > width:

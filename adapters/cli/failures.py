@@ -41,8 +41,8 @@ def _postgres_down(e: BaseException) -> str | None:
     that loaded PostgreSQL's client can have failed on it."""
     if "psycopg" not in sys.modules:
         return None
-    # local: the log's client and pydantic, after a failed command that loaded psycopg alone
-    from adapters.cli.postgresdown import postgres_down
+    # the log's client and pydantic, after a failed command that loaded psycopg alone
+    from adapters.cli.postgresdown import postgres_down  # local: after a psycopg failure alone
 
     return postgres_down(e, state.data)
 

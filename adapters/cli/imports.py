@@ -81,8 +81,8 @@ def _imported(store: Store, total: int, items: Any, account: str, mailbox: str,
         report = run_import(store, total, items, account, mailbox, batch=batch,
                             on_reject=_reject)
     else:
-        # local: rich loads only where a progress bar is drawn (a terminal)
-        from adapters.cli.progress import counting_bar
+        # rich loads only where a progress bar is drawn (a terminal)
+        from adapters.cli.progress import counting_bar  # local: rich, for a terminal alone
 
         with counting_bar("importing", remaining=True) as bar:
             task = bar.add_task("import", total=total)

@@ -34,13 +34,15 @@ def dispatcher(once: Annotated[bool, typer.Option(
         out(counts, f"{counts['dispatched']} events handed over: {counts['complete']} "
                     f"complete, {counts['failed']} failed")
         return
+
     def metrics(store: Store) -> Any:
-        try:  # local: the metrics are the kafka extra's, this command's alone
-            from adapters.streaming.telemetry import RuleEventMetrics, serve_metrics
-        except ImportError:  # prometheus-client is in the kafka extra
+        try:  # the metrics are the kafka extra's (structlog, prometheus-client)
+            from adapters.streaming import telemetry  # local: the kafka extra's, this command's
+        except ImportError:
             return None
-        port = serve_metrics("dispatcher", store.settings.data, store.settings.metrics_port)
-        return RuleEventMetrics() if port is not None else None
+        port = telemetry.serve_metrics("dispatcher", store.settings.data,
+                                       store.settings.metrics_port)
+        return telemetry.RuleEventMetrics() if port is not None else None
 
     # waits out an outage of HBase or PostgreSQL, on a store opened afresh (ADR 0070)
     run_dispatcher(lambda: Letterlog.open(state.data, create=False),

@@ -55,8 +55,8 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
     logging.getLogger().addHandler(logging.NullHandler())
     logging.lastResort = None  # stderr holds the one status line, nothing else
     try:
-        # local: the store's libraries load under the deadline (a slow import ends in 75, in time)
-        from adapters.mta.ldastore import store_message
+        # the store's libraries load under the deadline (a slow import ends in 75, in time)
+        from adapters.mta.ldastore import store_message  # local: under the deadline
 
         outcome = store_message(data, envelope, options, fd, deadline)
     except BaseException as e:  # noqa: BLE001 - every failure is an answer to the MTA
