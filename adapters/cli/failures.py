@@ -47,7 +47,7 @@ def _postgres_down(e: BaseException) -> str | None:
     return postgres_down(e, state.data)
 
 
-TEMPORARY = (("domain.errors", "StoreBusy"), ("projections.tablestore", "TableStoreUnavailable"),
+TEMPORARY = (("domain.errors", "StoreBusy"), ("projections.tablemodel", "TableStoreUnavailable"),
              ("domain.directory", "DirectoryUnavailable"))
 """A busy store, or a table store or user directory that does not answer: the machine, not
 the input (exit status 1, not 2)."""
