@@ -13,7 +13,8 @@ import pytest
 from adapters.eventlog.records import account_of, record_from_notification
 from adapters.eventlog.store import MailLog
 from adapters.payloads.memory import InMemoryPayloadStore
-from adapters.readside.host import Catalog, ProjectionHost, verify_tables
+from adapters.readside.host import Catalog, ProjectionHost
+from adapters.readside.verification import verify_tables
 from adapters.streaming.projector import HandoverGap, Record, StreamProjector
 from adapters.tables.memory import InMemoryTableStore
 from domain.service import Mailstore

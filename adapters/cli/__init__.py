@@ -8,32 +8,30 @@ library only); any command line goes to the user's command server when one is ru
 this process no more than the interpreter's start), else runs it here.
 
 May import: ``adapters.embedded``, ``adapters.bootstrap``, ``settings`` and the other
-sub-packages (``bench`` lazily, for ``letterlog bench``: the one module that imports
-``devtools``, inside its commands); never ``devtools.devservers`` directly.
+sub-packages (``bench`` lazily, for ``letterlog bench``: the one package that imports
+``devtools``); never ``devtools.devservers`` directly.
 """
 
 from __future__ import annotations
 
 import sys
 
+from adapters.startup.commandclient import forward
+
 
 def main() -> None:
     if "lda" in sys.argv[1:]:  # first: a running ``letterlog lmtp`` delivers it (ADR 0060)
-        # local: the lda's fast path runs before anything else loads (ADR 0060)
-        from adapters.startup.handoff import handoff
+        # the lda's fast path runs before anything else loads (ADR 0060)
+        from adapters.startup.handoff import handoff  # local: the lda's hand-off, before all else
 
         delivered = handoff(sys.argv[1:])
         if delivered is not None:
             sys.exit(delivered)
-    # local: the command server's client runs before typer loads (ADR 0032)
-    from adapters.startup.commandclient import forward
-
     code = forward(sys.argv[1:])
     if code is not None:
         sys.exit(code)
     try:
-        # local: typer and the app load only when no server ran the command
-        from adapters.cli.app import main as run_here
+        from adapters.cli.app import main as run_here  # local: typer, when no server ran it
     except BaseException as e:  # a broken installation: for an MTA, a temporary failure
         if "lda" in sys.argv[1:]:
             sys.stderr.write(f"4.3.5 letterlog cannot start: {type(e).__name__}: {e}\n")

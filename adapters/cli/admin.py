@@ -11,8 +11,9 @@ from typing import Annotated, Any, cast
 import typer
 
 from adapters.cli.arguments import AS_OF_HELP, parse_as_of
-from adapters.cli.common import fail, group, human_size, out, progress_enabled, state
+from adapters.cli.common import fail, group, human_size, out, state
 from adapters.cli.demo import run_demo
+from adapters.cli.progress import progress_bar
 from adapters.config.settings import load_settings
 from adapters.readside.rebuild_lock import RebuildRunning, check_not_running, rebuild_lock
 from adapters.sparkjob.checks import parse_conf, require_store
@@ -29,11 +30,7 @@ AllOption = Annotated[bool, typer.Option("--all", help="every projection")]
 
 
 def _progress(label: str) -> Any:
-    # local: rich draws progress on a terminal alone
-    from rich.console import Console
-    from rich.progress import Progress
-
-    bar = Progress(console=Console(stderr=True), disable=not progress_enabled())
+    bar = progress_bar()
     task = bar.add_task(label, total=None)
 
     def update(done: int, total: int) -> None:

@@ -30,10 +30,10 @@ from typer import Abort
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
 from adapters.cli.common import DEFAULT_DATA, group, state
-from adapters.cli.failures import _error, _machine_error
+from adapters.cli.failures import _error, _machine_error, temporary
 from adapters.cli.lazygroup import MODULE_OF, LazyGroup
 from adapters.startup import coercion
-from domain.errors import LetterlogError, PermissionDenied, StoreBusy
+from domain.errors import LetterlogError, PermissionDenied
 
 coercion.install()  # plain parameters are converted without pydantic (see coercion.py)
 
@@ -44,8 +44,7 @@ app = group("letterlog: an event-sourced mailbox store.", cls=LazyGroup)
 
 def _version(value: bool) -> None:
     if value:
-        # local: --version alone pays for it
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, version  # local: --version alone
 
         try:
             typer.echo(f"letterlog {version('letterlog')}")
@@ -73,8 +72,7 @@ def main_options(
     state.data = data or DEFAULT_DATA
     state.user = as_user
     if as_user is not None:  # a user runs only what its rule lets it (callers.RULES)
-        # local: a user's rule, read with --as alone
-        from adapters.cli.callers import refusal
+        from adapters.cli.callers import refusal  # local: the users' rules, for --as alone
 
         why = refusal(state.command, as_user)
         if why is not None:
@@ -117,8 +115,7 @@ def run(args: list[str]) -> int:
 
 
 def _run_lda(args: list[str]) -> int:
-    # local: lda's answers, for lda's command lines alone
-    from adapters.mta import replies
+    from adapters.mta import replies  # local: the MTA's replies, for lda's command lines alone
 
     state.json = False
     try:
@@ -148,16 +145,8 @@ def _run(args: list[str]) -> int:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         return _error(" ".join(e.format_message().split()) + hint, e.exit_code)
     except LetterlogError as e:
-        # local: for a failed command alone
-        from domain.directory import DirectoryUnavailable
-        from projections.tablestore import TableStoreUnavailable
-
-        # a busy store, or a table store or user directory that does not answer: the
-        # machine, not the input
-        temporary = StoreBusy | TableStoreUnavailable | DirectoryUnavailable
         hint = getattr(e, "hint", "")
-        return _error(f"{e}{f' ({hint})' if hint else ''}",
-                      1 if isinstance(e, temporary) else 2)
+        return _error(f"{e}{f' ({hint})' if hint else ''}", 1 if temporary(e) else 2)
     except (KeyboardInterrupt, Abort):
         return _error("interrupted", 130)
     except Exception as e:

@@ -1,14 +1,23 @@
 """What a person types on a command line, read or refused with one line (``fail``): message
-ids, date-times (with a timezone), days, deadlines, ``--as-of`` (a log position or a date)
-and sizes."""
+ids, date-times (with a timezone), days, deadlines, ``--as-of`` (a log position or a date),
+sizes, and a message's extraction policy (``--extract-limit``, ``--extract-until``)."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Annotated
 from uuid import UUID
 
+import typer
+
 from adapters.cli.common import fail
+
+UntilOption = Annotated[str | None, typer.Option(
+    "--extract-until", metavar="ISO8601",
+    help="extractable until this date-time (with a timezone, in the future)")]
+LimitOption = Annotated[int | None, typer.Option(
+    "--extract-limit", metavar="N", min=1, help="how many times it may be extracted")]
 
 
 def parse_uuid(value: str, what: str = "MESSAGE_ID") -> UUID:

@@ -15,7 +15,8 @@ from adapters.backup import backup as make_backup
 from adapters.backup import restore
 from adapters.bootstrap import eventstore as bootstrap
 from adapters.bootstrap.payloads import layered_payloads
-from adapters.cli.common import group, human_size, out, progress_enabled, state
+from adapters.cli.common import group, human_size, out, state
+from adapters.cli.progress import bytes_bar
 from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
 
@@ -25,13 +26,7 @@ SECTION = (80, 'Backup')  # the root help's section (adapters.cli.table)
 
 def _progress(label: str) -> Any:
     """A progress bar on stderr (a terminal only), one task per part copied."""
-    # local: rich draws progress on a terminal alone
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
-
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                   console=Console(stderr=True), disable=not progress_enabled(),
-                   transient=True)
+    bar = bytes_bar()
     tasks: dict[str, Any] = {}
 
     def update(what: str, done: int, total: int) -> None:

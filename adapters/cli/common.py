@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
@@ -65,8 +66,8 @@ class State:
         ``read_models=False``: a command that reads only the log (``show``) neither opens
         nor catches up the read models."""
         if self._store is None:
-            # local: the store, for the commands that open it alone (not --help, not fast reads)
-            from adapters.embedded import Letterlog
+            # the store, for the commands that open it alone (not --help, not the fast reads)
+            from adapters.embedded import Letterlog  # local: not for --help nor the fast reads
 
             if self.user is None:
                 self._store = Letterlog.open(self.data, create=create,
@@ -96,16 +97,16 @@ class State:
         an existing message or account): nothing is created."""
         return self.store(create=False)
 
-    def read_models(self) -> Face | CurrentTables:
+    def read_models(self, fast: Callable[[Path], CurrentTables | None]
+                    ) -> Face | CurrentTables:
         """The read models for a read command: the tables alone when they are current with
-        the log (the fast read path), else the store (``reader``), caught up on opening."""
+        the log (the fast read path, ADR 0024: ``fast`` opens them, or finds them behind:
+        ``adapters.startup.current.open_current``, which only the read commands import),
+        else the store (``reader``), caught up on opening."""
         if self.user is not None:  # a user's reads are checked by the store (CallerView)
             return self.reader()
         if self._store is None and self._current is None:
-            # local: the fast read path, for reads alone (ADR 0024)
-            from adapters.startup.current import open_current
-
-            self._current = open_current(self.data)
+            self._current = fast(self.data)
         return self._current if self._current is not None else self.reader()
 
     def close(self) -> None:
@@ -146,6 +147,20 @@ def human_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def limit_text(limit: int, own: int, *, size: bool) -> str:
+    shown = "unlimited" if limit == 0 else (human_size(limit) if size else str(limit))
+    return f"{shown} (default)" if own == -1 else shown
+
+
+def quota_text(q: dict[str, Any]) -> str:
+    """An account's quota in one line: its usage beside each limit (``counters``, ``du``,
+    ``quota``)."""
+    b, m = q["bytes"], q["messages"]
+    used_b = "?" if b["used"] is None else human_size(b["used"])
+    return (f"quota    bytes {used_b} of {limit_text(b['limit'], b['own'], size=True)}  "
+            f"messages {m['used']} of {limit_text(m['limit'], m['own'], size=False)}")
+
+
 def flags_text(flags: list[str] | tuple[str, ...] | frozenset[str]) -> str:
     """Flags as IMAP shows them: ``\\Seen \\Flagged $Forwarded`` (or ``-`` for none)."""
     return " ".join(sorted(flags)) or "-"
@@ -158,8 +173,7 @@ def cell(text: str | None, width: int) -> str:
     """``text`` in exactly ``width`` terminal columns (wide characters count twice), cut
     with ``…`` when longer, its control characters shown as U+FFFD: a sender or subject is
     whatever the message's author wrote, terminal escape sequences included."""
-    # local: rich's cell widths, for text tables alone (not --help, not --json)
-    from rich.cells import cell_len, set_cell_size
+    from rich.cells import cell_len, set_cell_size  # local: rich, for text tables (not --json)
 
     clean = _CONTROL.sub("\ufffd", text or "")
     if cell_len(clean) > width:

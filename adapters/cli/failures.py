@@ -1,12 +1,12 @@
 """A failed command's one line on standard error, and its exit status, for what the machine
-did (a full disk, an I/O error, a dead pipe, PostgreSQL not answering): never a traceback."""
+did (a full disk, an I/O error, a dead pipe, PostgreSQL not answering, a busy store): never a
+traceback."""
 
 from __future__ import annotations
 
 import errno
 import os
 import sys
-from urllib.parse import urlparse
 
 from adapters.cli.common import state
 
@@ -37,24 +37,26 @@ def _machine_error(e: BaseException) -> int | None:
 
 
 def _postgres_down(e: BaseException) -> str | None:
-    """One line for a command the log's PostgreSQL did not answer (down, frozen, refusing),
-    naming the server, or None (docs/operations.md: exit 1, the machine)."""
+    """One line for a command the log's PostgreSQL did not answer, or None: only a command
+    that loaded PostgreSQL's client can have failed on it."""
     if "psycopg" not in sys.modules:
         return None
-    # local: the log's client, after a failed command alone
-    from adapters.eventlog.postgreslog import postgres_unreachable
+    # the log's client and pydantic, after a failed command that loaded psycopg alone
+    from adapters.cli.postgresdown import postgres_down  # local: after a psycopg failure alone
 
-    why = postgres_unreachable(e)
-    if why is None:
-        return None
-    where = "the event store's server"
-    try:
-        # local: pydantic, after a PostgreSQL failure alone
-        from adapters.config.settings import load_settings
+    return postgres_down(e, state.data)
 
-        dsn = urlparse(load_settings(data=state.data).postgres_dsn or "")
-        where = f"{dsn.hostname}:{dsn.port or 5432}"
-    except Exception:  # noqa: BLE001, S110 - the line without the address
-        pass
-    return (f"PostgreSQL at {where} is not answering ({why}); nothing was done "
-            "(LETTERLOG_POSTGRES_TIMEOUT bounds the wait)")
+
+TEMPORARY = (("domain.errors", "StoreBusy"), ("projections.tablemodel", "TableStoreUnavailable"),
+             ("domain.directory", "DirectoryUnavailable"))
+"""A busy store, or a table store or user directory that does not answer: the machine, not
+the input (exit status 1, not 2)."""
+
+
+def temporary(e: BaseException) -> bool:
+    """Whether ``e`` is one of the ``TEMPORARY`` errors. A class whose module no command
+    loaded has no instance: its module is looked up, never imported (``--help`` and the
+    fast reads load neither the table store's port nor the user directory's)."""
+    kinds = [getattr(sys.modules[module], name) for module, name in TEMPORARY
+             if module in sys.modules]
+    return isinstance(e, tuple(kinds))

@@ -81,19 +81,10 @@ def _imported(store: Store, total: int, items: Any, account: str, mailbox: str,
         report = run_import(store, total, items, account, mailbox, batch=batch,
                             on_reject=_reject)
     else:
-        # local: rich loads only where a progress bar is drawn (a terminal)
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
+        # rich loads only where a progress bar is drawn (a terminal)
+        from adapters.cli.progress import counting_bar  # local: rich, for a terminal alone
 
-        columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn())
-        with Progress(*columns, console=Console(stderr=True)) as bar:
+        with counting_bar("importing", remaining=True) as bar:
             task = bar.add_task("import", total=total)
             report = run_import(store, total, items, account, mailbox, batch=batch,
                                 progress=lambda n: bar.advance(task, n), on_reject=_reject)

@@ -76,8 +76,14 @@ class LazyGroup(TyperGroup):
         return self._build(cmd_name)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
-        """Commands in sections (Messages, Mailboxes, Reading, ...)."""
-        sections = [(title, list(names)) for title, _, names in SECTIONS]
+        """Commands in sections (Messages, Mailboxes, Reading, ...); the modules of one section
+        (the same title, orders next to each other) share its heading."""
+        sections: list[tuple[str, list[str]]] = []
+        for title, _, listed in SECTIONS:  # a section's commands may come from several modules
+            if sections and sections[-1][0] == title:
+                sections[-1][1].extend(listed)
+            else:
+                sections.append((title, list(listed)))
         extra = [n for n in super().list_commands(ctx) if n not in MODULE_OF]
         if extra:
             sections.append(("More", extra))

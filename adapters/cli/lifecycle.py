@@ -18,7 +18,8 @@ from adapters.backup import export_erasures, read_erasure_record, reapply
 from adapters.bootstrap import scaleout as bootstrap
 from adapters.bootstrap.directories import directory
 from adapters.cli.arguments import parse_time, parse_uuid
-from adapters.cli.common import fail, group, out, progress_enabled, state, stop_on_signals
+from adapters.cli.common import fail, group, out, state, stop_on_signals
+from adapters.cli.progress import progress_bar
 from adapters.embedded import Letterlog
 from adapters.lifecycle.completed import EXIT_INCOMPLETE, Completion, Holder
 from adapters.lifecycle.scaleout import complete
@@ -72,10 +73,6 @@ def purge_run(queue: QueueOption = None,
               as_json: Annotated[bool, typer.Option("--json", help="JSON summary")] = False,
               ) -> None:
     """Run every due purge job once (or those of --queue), with a summary."""
-    # local: rich draws progress on a terminal alone
-    from rich.console import Console
-    from rich.progress import Progress
-
     queues = _check_queues(queue)
     when = parse_time(now, "--now") or datetime.now(UTC)
     if now is not None and not dry_run:
@@ -83,8 +80,7 @@ def purge_run(queue: QueueOption = None,
              "date would erase messages before their time; tests use the retention settings, "
              "e.g. LETTERLOG_DELETED_RETENTION_DAYS=0, or the API's purge(now=...))")
     state.json = state.json or as_json
-    with Progress(console=Console(stderr=True), disable=not progress_enabled(),
-                  transient=True) as bar:
+    with progress_bar(transient=True) as bar:
         task = bar.add_task("purging", total=None)
         done = [0]
 

@@ -1,5 +1,6 @@
-"""Mail from an MTA: ``lda`` (a local delivery agent: Postfix's pipe(8)) and ``lmtp`` (an
-LMTP server: Postfix's lmtp(8)); ``init`` makes the store they deliver into.
+"""Mail from an MTA: ``lda`` (a local delivery agent: Postfix's pipe(8)) and the options it
+shares with ``lmtp`` (an LMTP server: Postfix's lmtp(8), ``lmtpserver``); ``init``
+(``storeinit``) makes the store they deliver into.
 
 Their exit statuses and replies are the MTA's contract (``adapters.mta.replies``), not the
 other commands' 0/1/2: a failure a retry may fix is 75 / 4.x.x, so the MTA keeps the mail.
@@ -44,7 +45,7 @@ Timeout = Annotated[float, typer.Option(
     help="give up (temporary failure) after this long in all")]
 
 
-def _options(**given: Any) -> Any:
+def lda_options(**given: Any) -> Any:
     """The placement options both commands share, from their parameters."""
     return MtaOptions(**{f.name: given[f.name] for f in fields(MtaOptions)})
 
@@ -86,7 +87,7 @@ def lda(
     outcome = deliver(state.data, Envelope(recipient=recipient, sender=sender,
                                            original_recipient=original_recipient,
                                            queue_id=queue_id),
-                      _options(**locals()))
+                      lda_options(**locals()))
     if outcome.exit_status:
         typer.echo(outcome.line, err=True)
     elif state.json:
@@ -94,44 +95,3 @@ def lda(
     else:  # Postfix's log records it: the message's letterlog id
         typer.echo(outcome.line)
     raise typer.Exit(outcome.exit_status)
-
-
-@app.command()
-def lmtp(
-    listen: Annotated[str, typer.Option(
-        metavar="HOST:PORT|unix:PATH", help="where to listen (e.g. 127.0.0.1:24, "
-        "unix:/run/letterlog/lmtp)")],
-    mailbox: Mailbox = None,
-    detail_mailbox: DetailMailbox = False,
-    accounts_must_exist: MustExist = False,
-    recipient_delimiter: RecipientDelimiter = "+",
-    envelope_headers: EnvelopeHeaders = False,
-    timeout: Timeout = 300.0,
-    socket_mode: Annotated[str | None, typer.Option(
-        metavar="MODE", help="the unix socket's permission bits, octal (e.g. 0660: Postfix's "
-        "lmtp(8) in the socket's group may connect)")] = None,
-    socket_group: Annotated[str | None, typer.Option(
-        metavar="GROUP", help="the unix socket's group (this user must be in it; a setgid "
-        "directory gives its group by itself)")] = None,
-) -> None:
-    """Serve LMTP (RFC 2033) in the foreground until SIGTERM or Ctrl-C.
-
-    One reply per recipient after DATA: 250 2.0.0 stored, 4.x.x try again later, 5.x.x
-    refused (5.6.0 no bytes but blanks, 5.3.4 too large, 5.1.1 unknown account with
-    --accounts-must-exist). A second process keeps the read models current. On SIGTERM it
-    stops listening, finishes the transactions in flight and exits 0."""
-    # local: aiosmtpd and the writer: not for lda's start-up
-    from adapters.mta.lmtp import serve
-
-    serve(state.data, listen, _options(**locals()), socket_mode=socket_mode,
-          socket_group=socket_group)
-
-
-@app.command()
-def init() -> None:
-    """Create an empty store in the data directory (--data), for lda and lmtp to deliver
-    into, and for every other command (none of them creates one). Nothing happens to a store
-    that exists."""
-    store = state.admin(create=True)
-    out({"data": str(state.data), "position": store.max_position()},
-        f"{state.data}: a letterlog store (log at position {store.max_position()})")

@@ -12,7 +12,8 @@ from typing import Annotated
 import typer
 
 from adapters.bootstrap.payloads import layered_payloads
-from adapters.cli.common import fail, group, out, progress_enabled, state
+from adapters.cli.common import fail, group, out, state
+from adapters.cli.progress import counting_bar
 from adapters.config.settings import load_settings
 
 app = group("Payloads: the message bodies over the inline limit.")
@@ -27,18 +28,12 @@ def migrate(remove_local: Annotated[bool, typer.Option(
         "--remove-local", help="delete each payload file once HBase holds it")] = False) -> None:
     """Copy every payload file of --data into HBase's payload table (one already there is
     only refreshed; run it again at any time); then this host's disk holds no payload."""
-    # local: rich draws progress on a terminal alone
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     settings = load_settings(data=state.data)
     if not settings.payloads_in_hbase():
         fail("payloads are kept in files here: migrate copies them into HBase, which needs "
              "LETTERLOG_PAYLOAD_STORE=hbase (the default with LETTERLOG_TABLE_STORE=hbase)")
     store = layered_payloads(settings)
-    bar = Progress(TextColumn("payloads"), BarColumn(), MofNCompleteColumn(),
-                   console=Console(stderr=True), disable=not progress_enabled(),
-                   transient=True)
+    bar = counting_bar("payloads", transient=True)
     task = bar.add_task("migrate", total=None)
     try:
         with bar:

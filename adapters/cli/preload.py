@@ -27,7 +27,9 @@ PRELOAD = (
     "projections.registry", "projections.search", "projections.usage", "eventsourcing.sqlite",
     "typer._click.decorators", "unicodedata", "gc", "ctypes",
 )
-LEFT_OUT = ("bench",)  # built on demand: benchmarks load plotting and the dev servers
+# built on demand: benchmarks load plotting and the dev servers; the LMTP server, a
+# long-running process that no fork of this one serves for speed, loads aiosmtpd
+LEFT_OUT = ("bench", "lmtpserver")
 
 
 def preload() -> int:

@@ -12,8 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.cli.common import fail, group, human_size, out, state
+from adapters.cli.common import fail, group, out, quota_text, state
 from domain.errors import AccountNotFound, PermissionDenied
+from domain.quota import DEFAULT, UNLIMITED, parse_size
 
 app = group("Quotas: per-account limits on bytes and messages.")
 SECTION = (170, 'Quotas')  # the root help's section (adapters.cli.table)
@@ -26,9 +27,6 @@ Account = Annotated[str, typer.Argument(metavar="ACCOUNT", help="the account's a
 
 def parse_limit(value: str | None, what: str, *, size: bool) -> int | None:
     """``unlimited`` -> 0, ``default`` -> -1, else a positive number (a size if ``size``)."""
-    # local: domain.quota loads the Message aggregate; the fast reads use quota_text alone
-    from domain.quota import DEFAULT, UNLIMITED, parse_size
-
     if value is None:
         return None
     text = value.strip().lower()
@@ -44,19 +42,6 @@ def parse_limit(value: str | None, what: str, *, size: bool) -> int | None:
     if number <= 0:
         fail(f"{what}: {value!r}: a limit is at least 1 (0 is written `unlimited`)")
     return number
-
-
-def limit_text(limit: int, own: int, *, size: bool) -> str:
-    shown = "unlimited" if limit == 0 else (human_size(limit) if size else str(limit))
-    return f"{shown} (default)" if own == -1 else shown
-
-
-def quota_text(q: dict[str, Any]) -> str:
-    """One line: usage beside each limit."""
-    b, m = q["bytes"], q["messages"]
-    used_b = "?" if b["used"] is None else human_size(b["used"])
-    return (f"quota    bytes {used_b} of {limit_text(b['limit'], b['own'], size=True)}  "
-            f"messages {m['used']} of {limit_text(m['limit'], m['own'], size=False)}")
 
 
 def quota_of(account: str) -> dict[str, Any] | None:

@@ -27,10 +27,11 @@ from adapters.cli.common import (
     group,
     human_size,
     out,
+    quota_text,
     state,
 )
 from adapters.files.datadir import disk_use
-from adapters.startup.current import CurrentTables
+from adapters.startup.current import CurrentTables, open_current
 
 app = group("Reading the read models.")
 SECTION = (30, 'Reading')  # the root help's section (adapters.cli.table)
@@ -99,7 +100,7 @@ def list_messages(account: Account, mailbox: MailboxOption = "INBOX", limit: Lim
 def _past(account: str, as_of: str | None, view: str | None) -> Any:
     when = parse_as_of(as_of)
     if when is None and view is None:
-        return state.read_models()
+        return state.read_models(open_current)
     store = state.reader()
     if isinstance(when, datetime):  # the log's times: the administrator's (refused to --as)
         when = state.admin_reader().position_at(when)
@@ -133,7 +134,7 @@ def search(
     before_uid: BeforeUid = None,
 ) -> None:
     """Messages of a mailbox matching every key given (IMAP SEARCH), newest first."""
-    found = state.read_models().search(
+    found = state.read_models(open_current).search(
         account, mailbox, limit=limit, before_uid=before_uid, sender=sender, subject=subject,
         flags=checked_flags(flag or []), unflags=checked_flags(unflag or []),
         labels=label or [], since=parse_day(since, "--since"),
@@ -147,7 +148,7 @@ def labelled(account: Account,
              label: Annotated[str, typer.Argument(metavar="LABEL", help="the label")],
              limit: Limit = 50) -> None:
     """A label's messages across the account's mailboxes, newest first."""
-    _rows(state.read_models().label_messages(account, label, limit=limit))
+    _rows(state.read_models(open_current).label_messages(account, label, limit=limit))
 
 
 @app.command()
@@ -171,8 +172,6 @@ def counters(account: Account, as_of: AsOf = None, view: ViewOption = None) -> N
             typer.echo(f"{singular:8} {cell(name, 24)} messages={v['messages']} "
                        f"unread={v['unread']} size={human_size(v['bytes'])}")
     if quota is not None:
-        from adapters.cli.quota import quota_text  # local: the quota commands' module, not for list
-
         typer.echo(quota_text(quota))
 
 
@@ -183,7 +182,7 @@ def _quota(account: str) -> dict[str, Any] | None:
     head."""
     if state.user is not None:
         return None
-    return dict(state.read_models().quota_shown(account))
+    return dict(state.read_models(open_current).quota_shown(account))
 
 
 @app.command()
@@ -197,7 +196,7 @@ def du(account: Annotated[str | None, typer.Argument(
     if account is None:
         _store_du()
         return
-    u = state.read_models().usage(account)
+    u = state.read_models(open_current).usage(account)
     quota = _quota(account)
     if state.json:
         out({**u, "quota": quota} if quota is not None else u)
@@ -208,8 +207,6 @@ def du(account: Annotated[str | None, typer.Argument(
         typer.echo(f"{cell(name, 24)}  {r['messages']:>8}  {r['deleted']:>7}  "
                    f"{human_size(r['delivered']):>10}  {human_size(r['stored']):>10}")
     if quota is not None:
-        from adapters.cli.quota import quota_text  # local: the quota commands' module, not for list
-
         typer.echo(quota_text(quota))
 
 
@@ -219,7 +216,7 @@ def _store_du() -> None:
     # weighed before this command opens anything: an SQLite file it opens gets a -shm file
     # (32 KiB) that lives as long as this process, and is nobody's data
     use = disk_use(state.data)
-    models = state.read_models()
+    models = state.read_models(open_current)
     if not isinstance(models, CurrentTables):  # every account's: the administrator's
         models = state.admin_reader()
     mail = models.listed_mail()
@@ -264,7 +261,7 @@ def status(account: Account,
 @app.command()
 def subscriptions(account: Account) -> None:
     """The mailbox names ACCOUNT is subscribed to."""
-    names = state.read_models().subscriptions(account)
+    names = state.read_models(open_current).subscriptions(account)
     if state.json:
         out({"account": account, "subscriptions": names})
     else:

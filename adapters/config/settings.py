@@ -29,11 +29,11 @@ from adapters.startup.envsettings import DEFAULTS, PREFIX
 from domain.errors import SettingsError
 from domain.lifecycle import Retention
 from domain.quota import Limits, parse_size
+from domain.rfc5322.limits import MessageLimits
 
 if TYPE_CHECKING:
     from domain.lifecycle import Retention
     from domain.quota import Limits as QuotaLimits
-    from domain.rfc5322 import MessageLimits
 
 
 class StreamOptions(BaseModel):
@@ -219,9 +219,6 @@ class Settings(BaseSettings):
                          peek_back=timedelta(minutes=self.purge_peek_back_minutes))
 
     def message_limits(self) -> MessageLimits:
-        # local: start-up: 1 more module(s) for commands that never use it
-        from domain.rfc5322 import MessageLimits
-
         return MessageLimits(max_size=self.max_message_size,
                              max_header_bytes=self.max_header_bytes, max_parts=self.max_parts,
                              max_depth=self.max_depth, max_line_length=self.max_line_length,

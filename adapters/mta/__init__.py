@@ -7,5 +7,6 @@ The LMTP server is ``lmtp`` (its process) over ``handoffserver`` (the lda's fast
 ``lmtpprotocol`` (aiosmtpd's protocol, extended).
 
 May import: ``adapters.embedded`` (the store), ``domain`` (errors, values); the lmtp modules
-import aiosmtpd. Imported by ``adapters.cli.mta`` and the benchmarks.
+import aiosmtpd. Imported by ``adapters.cli.mta`` (``lda``), ``adapters.cli.lmtpserver``
+(``lmtp``) and the benchmarks.
 """

@@ -21,17 +21,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.mta.delivery import (
-    Deadline,
-    MtaOptions,
-    Spool,
-    delivery_fields,
-    lock_timeout,
-    without_from_line,
-)
-from adapters.mta.replies import Outcome, classify, stored, temporary, without_queue_id
-from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
-from domain.errors import MessageRejected, QuotaExceeded
+from adapters.mta.delivery import Deadline, MtaOptions
+from adapters.mta.replies import Outcome, classify, temporary, without_queue_id
+from domain.errors import QuotaExceeded
 
 
 @dataclass(frozen=True)
@@ -46,29 +38,12 @@ def quota_permanent(data: Path, error: BaseException) -> bool:
     """Whether an over-quota ``error`` is to be answered as permanent (a setting)."""
     if not isinstance(error, QuotaExceeded):
         return False
-    from adapters.config.settings import load_settings  # local: under the deadline, as in _deliver
+    from adapters.config.settings import load_settings  # local: under the deadline, as in ldastore
 
     try:
         return load_settings(data=data).quota_exceeded == "permanent"
     except Exception:  # noqa: BLE001 - settings that cannot be read: the safe answer
         return False
-
-
-def read_message(fd: int, limit: int, spool_dir: Path | None = None) -> bytes:
-    """All of ``fd`` (read directly: no reopening of /dev/stdin, which may belong to another
-    user), or a ``MessageRejected`` as soon as it passes ``limit`` bytes. A large message
-    waits in a file of ``spool_dir`` while it is read (``Spool``: one copy in memory, not
-    its pieces and their join)."""
-    spool = Spool(spool_dir)
-    try:
-        while chunk := os.read(fd, 1 << 20):
-            if spool.size + len(chunk) > limit:
-                raise MessageRejected(
-                    f"message too large: more than {limit} bytes (max_message_size={limit})")
-            spool.write(chunk)
-        return spool.read()
-    finally:
-        spool.discard()
 
 
 def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0) -> Outcome:
@@ -80,7 +55,10 @@ def deliver(data: Path, envelope: Envelope, options: MtaOptions, *, fd: int = 0)
     logging.getLogger().addHandler(logging.NullHandler())
     logging.lastResort = None  # stderr holds the one status line, nothing else
     try:
-        outcome = _deliver(data, envelope, options, fd, deadline)
+        # the store's libraries load under the deadline (a slow import ends in 75, in time)
+        from adapters.mta.ldastore import store_message  # local: under the deadline
+
+        outcome = store_message(data, envelope, options, fd, deadline)
     except BaseException as e:  # noqa: BLE001 - every failure is an answer to the MTA
         outcome = classify(e, data, quota_permanent=quota_permanent(data, e))
     finally:
@@ -112,27 +90,3 @@ def syslog(outcome: Outcome, envelope: Envelope) -> None:
             sock.sendto(line.encode("utf-8", "replace")[:8192], path)
     except OSError:
         pass
-
-
-def _deliver(data: Path, envelope: Envelope, options: MtaOptions, fd: int,
-             deadline: Deadline) -> Outcome:
-    # local: the store's libraries load under the deadline (a slow import ends in 75, in time)
-    from adapters.config.settings import load_settings
-    from adapters.embedded import Letterlog
-
-    limit = load_settings(data=data).max_message_size
-    raw = read_message(fd, limit, data if data.is_dir() else None)
-    if nothing_to_deliver(raw):  # a broken wrapper: the MTA keeps the mail (ADR 0067)
-        status, _, text = NOTHING_ON_INPUT.partition(" ")
-        return temporary(text, status)
-    raw = without_from_line(raw)
-    with Letterlog.open(data, create=False, read_models=False,
-                        lock_timeout=lock_timeout(options.timeout)) as store:
-        store.guard_appends(deadline.append_guard)
-        fields = delivery_fields(
-            store, raw, recipient=envelope.recipient, options=options,
-            key_prefix=f"lda:{envelope.queue_id}" if envelope.queue_id else None,
-            sender=envelope.sender, original_recipient=envelope.original_recipient,
-            queue_id=envelope.queue_id, via="lda")
-        d = store.deliver(**fields)
-    return stored(d, fields)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.config.settings import load_settings
+from adapters.embedded import Letterlog
 from adapters.files import datadir
 from adapters.mta.delivery import MtaOptions, delivery_fields, lock_timeout, split_recipient
 from adapters.mta.replies import Outcome, classify, stored, temporary
@@ -100,9 +101,6 @@ class Writer:
             self.close_store()
             raise StoreUnavailable(f"{self.data}: the data directory went away")
         if self._store is None:
-            # local: the store's libraries load with the store, after the server listens
-            from adapters.embedded import Letterlog
-
             stack = ExitStack()
             try:
                 store = stack.enter_context(Letterlog.open(

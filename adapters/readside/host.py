@@ -12,20 +12,34 @@ from __future__ import annotations
 
 import fcntl
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from adapters.files.filemodes import private_file
 from adapters.readside.catalog import Catalog
+from adapters.readside.readview import (
+    V_POSITION,
+    V_PROJECTIONS,
+    VIEW_NAME,
+    VIEWS,
+    NoCatalog,
+    ReadView,
+    view_physical,
+)
+from adapters.readside.verification import (
+    Events,
+    Progress,
+    TableReport,
+    progress_of,
+    verify_tables,
+)
 from adapters.tables.memory import InMemoryTableStore
-from adapters.tables.sqlite import SqliteTableStore
 from domain.errors import InvalidCommand, NotFound, SettingsError
 from domain.values import account_id_for
 from projections import names as n
@@ -35,65 +49,16 @@ from projections.runner import ProjectionRunner
 from projections.tablestore import (
     Put,
     TableNotFound,
-    TableSpec,
     TableStore,
-    diff_tables,
-    table_digest,
 )
 from projections.tracking import Tracking
 
 _REBUILT = re.compile(r"__g\d+_\d+$")
-VIEWS = TableSpec(n.VIEWS, (n.F_VIEW,), split_by_salt=False)
-V_POSITION = n.V_POSITION
-V_PROJECTIONS = n.V_PROJECTIONS
-_VIEW_NAME = re.compile(r"^[A-Za-z0-9]{1,40}$")
 
 
-def view_physical(view: str) -> Callable[[str], str]:
-    """The physical table of ``logical`` in the read-only view ``view``."""
-    return lambda logical: f"{logical}__v_{view}"
 
-
-class ReadView:
-    """Tables to read as they were at ``position``: a named view, or an in-memory fold."""
-
-    def __init__(self, tables: TableStore, physical: Callable[[str], str], position: int,
-                 catalog: Any) -> None:
-        self.tables = tables
-        self.physical = physical
-        self.catalog = catalog
-        self._position = position
-
-    def position(self) -> int:
-        return self._position
-
-
-Events = Callable[..., Iterator[tuple[int, Any]]]
-Progress = Callable[[int, int], None]
 Fold = Callable[[TableStore, tuple[Projection, ...], Callable[[str], str], int,
                  "Progress | None"], ProjectionRunner]
-
-
-@dataclass(frozen=True)
-class TableReport:
-    table: str
-    live_rows: int
-    live_cells: int
-    live_digest: str
-    rebuilt_rows: int
-    rebuilt_cells: int
-    rebuilt_digest: str
-    differences: list[str]
-
-    @property
-    def identical(self) -> bool:
-        return self.live_digest == self.rebuilt_digest
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "identical": self.identical,
-                "rows": self.live_rows, "cells": self.live_cells, "digest": self.live_digest,
-                "rebuilt_rows": self.rebuilt_rows, "rebuilt_digest": self.rebuilt_digest,
-                "differences": self.differences}
 
 
 class ProjectionHost:
@@ -213,7 +178,7 @@ class ProjectionHost:
         runner.create_tables()
         total = stop if stop is not None else self.max_position()
         runner.apply_events(self.events(start=1, stop=stop), fold=True,
-                            progress=_of(total, progress))
+                            progress=progress_of(total, progress))
         return runner
 
     def rebuild(self, names: list[str] | None = None, progress: Progress | None = None,
@@ -270,7 +235,7 @@ class ProjectionHost:
                    fold: Fold) -> dict[str, Any]:
         """Folds the log up to ``stop`` into the read-only view ``view`` (its own physical
         tables, never switched in, never caught up); a view of that name is replaced."""
-        if not _VIEW_NAME.match(view):
+        if not VIEW_NAME.match(view):
             raise InvalidCommand(f"--view: {view!r} is not 1-40 ASCII letters and digits")
         head = self.max_position()
         if not 0 <= stop <= head:
@@ -309,7 +274,7 @@ class ProjectionHost:
         runner = ProjectionRunner(tables, ALL)
         runner.create_tables()
         runner.apply_events(events, fold=True)
-        return ReadView(tables, lambda t: t, position, _NoCatalog())
+        return ReadView(tables, lambda t: t, position, NoCatalog())
 
     def drop_leftovers(self) -> list[str]:
         """Drops the fresh tables of a rebuild that died before its switch (the catalog does
@@ -334,48 +299,11 @@ class ProjectionHost:
                                  position, progress, max_diffs)
 
 
-class _NoCatalog:
-    def refresh(self) -> bool:
-        return False
-
-
-def _of(total: int, progress: Progress | None) -> Callable[[int], None] | None:
-    """``ProjectionRunner``'s progress (events taken) as a host's (done, total)."""
-    if progress is None:
-        return None
-    return lambda done: progress(done, total)
-
-
-def verify_tables(live: TableStore, physical: Callable[[str], str], events: Events,
-                  projections: tuple[Projection, ...], position: int,
-                  progress: Progress | None = None, max_diffs: int = 10) -> list[TableReport]:
-    """Folds the log up to ``position`` into a scratch store and compares every table."""
-    with tempfile.TemporaryDirectory(prefix="letterlog-verify-") as tmp:
-        scratch: TableStore = (SqliteTableStore(Path(tmp) / "scratch.sqlite", synchronous="OFF")
-                               if position > 200_000 else InMemoryTableStore())
-        runner = ProjectionRunner(scratch, projections)
-        runner.create_tables()
-        runner.apply_events(events(start=1, stop=position), fold=True,
-                            progress=_of(position, progress))
-        reports = []
-        for p in projections:
-            for spec in p.tables:
-                a = table_digest(live, physical(spec.name))
-                b = table_digest(scratch, spec.name)
-                diffs = [] if a.sha256 == b.sha256 else diff_tables(
-                    live, physical(spec.name), scratch, spec.name, max_diffs=max_diffs)
-                reports.append(TableReport(spec.name, a.rows, a.cells, a.sha256,
-                                           b.rows, b.cells, b.sha256, diffs))
-        scratch.close()
-        return reports
-
-
 def account_id(address: str) -> UUID:
     return account_id_for(address)
 
 
-__all__ = ["Catalog", "ProjectionHost", "TableReport", "verify_tables", "replace",
-           "TRACKING_SPEC"]
+__all__ = ["Catalog", "ProjectionHost", "replace", "TRACKING_SPEC"]
 
 
 def _contiguous_from(saved: Sequence[tuple[int, Any]], start: int) -> bool:

@@ -106,8 +106,7 @@ class ReadModelQueries:
         """IMAP SEARCH over a mailbox's read model, newest first, paged like ``messages``.
         ``criteria``: sender, subject, flags, unflags, labels, since, before, larger,
         smaller (see ``projections.search.SearchCriteria``)."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from projections.search import SearchCriteria, search_mailbox
+        from projections.search import SearchCriteria, search_mailbox  # local: not for list
 
         given: dict[str, Any] = {k: frozenset(v) if k in ("flags", "unflags", "labels") else v
                                  for k, v in criteria.items()}
@@ -151,8 +150,7 @@ class ReadModelQueries:
     def usage(self, account: str) -> dict[str, Any]:
         """Per mailbox: messages, soft-deleted ones, bytes delivered and bytes stored (each
         distinct payload once); and the account's total (each payload once overall)."""
-        # local: start-up: 1 more module(s) for commands that never use it
-        from projections.usage import mailbox_usage
+        from projections.usage import mailbox_usage  # local: not for list (the fast reads)
 
         host = self._read()
         acc = self._account_id(account)

@@ -40,7 +40,7 @@ from uuid import UUID
 
 from eventsourcing.utils import get_topic
 
-from adapters.readside.host import _VIEW_NAME, VIEWS, view_physical
+from adapters.readside.readview import VIEW_NAME, VIEWS, view_physical
 from domain.errors import InvalidCommand, NotFound
 from domain.message import Message
 from projections import names as n
@@ -105,7 +105,7 @@ def saved_views(tables: TableStore, *, sizes: bool = False) -> list[SavedView]:
 
 def saved_view(tables: TableStore, name: str, *, sizes: bool = False) -> SavedView:
     """The view ``name`` (``NotFound`` naming it if there is none)."""
-    if not _VIEW_NAME.match(name):
+    if not VIEW_NAME.match(name):
         raise InvalidCommand(f"view: {name!r} is not 1-40 ASCII letters and digits")
     for view in saved_views(tables, sizes=sizes):
         if view.name == name:

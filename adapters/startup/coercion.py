@@ -29,7 +29,7 @@ def install(version: str | None = None) -> bool:
     did."""
     if not supported(version or typer.__version__):
         return False
-    from adapters.startup.typer_plain import runtime_param
+    from adapters.startup.typer_plain import runtime_param  # local: a checked typer alone
 
     typer.core.build_runtime_param = runtime_param  # type: ignore[attr-defined]
     return True

@@ -210,7 +210,7 @@ def _answer(status: int, line: str, as_json: bool) -> int:
     elif not as_json:
         os.write(1, (line + "\n").encode("ascii", "replace"))
     else:
-        import json
+        import json  # local: a --json answer alone
 
         code, _, text = line.partition(" ")
         sys.stdout.write(json.dumps({"status": code, "text": text}) + "\n")
@@ -235,7 +235,7 @@ def as_store_owner(data: str) -> str | None:
         return None
     try:
         try:
-            import pwd
+            import pwd  # local: an lda run as root alone
 
             os.initgroups(pwd.getpwuid(st.st_uid).pw_name, st.st_gid)
         except KeyError:  # an owner with no account: no supplementary groups
@@ -255,7 +255,7 @@ def handoff(argv: list[str], *, fd: int = 0) -> int | None:
     """Delivers the message on ``fd`` through the data directory's LMTP server and returns
     lda's exit status, or None when the caller is to run ``lda`` itself (nothing was sent,
     nothing was read from ``fd``)."""
-    import time
+    import time  # local: a hand-off alone, not every importer of this module
 
     started = time.monotonic()
     fields = parse(argv)
@@ -264,7 +264,7 @@ def handoff(argv: list[str], *, fd: int = 0) -> int | None:
     refused = as_store_owner(fields["data"])
     if refused is not None:
         return _answer(75, refused, False)
-    import _socket
+    import _socket  # local: a hand-off alone (the C module, without socket.py)
 
     timeout = float(fields["timeout"])
     as_json = fields.pop("json") == "1"

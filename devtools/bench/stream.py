@@ -419,7 +419,7 @@ def bench_stream(events: int = 100_000, plot: Path | None = None, *,
     afterwards, untimed: HBase and its gateway were started seconds before, and the timed
     run would otherwise pay their JVMs' warm-up alone (the baseline runs after it, on warm
     ones). 0: no warm-up (``warm_up`` in the result says what ran)."""
-    from adapters.readside.host import verify_tables
+    from adapters.readside.verification import verify_tables
     from adapters.streaming.relay import FilePosition, OutboxRelay
     from adapters.streaming.worker import kafka_lag
     from adapters.tables.hbase import HBaseTableStore

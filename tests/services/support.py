@@ -13,7 +13,8 @@ from typing import Any
 
 from adapters.bootstrap.scaleout import relay as make_relay
 from adapters.embedded import Letterlog
-from adapters.readside.host import ProjectionHost, verify_tables
+from adapters.readside.host import ProjectionHost
+from adapters.readside.verification import verify_tables
 from adapters.streaming.relay import OutboxRelay
 from adapters.streaming.worker import kafka_lag
 from adapters.tables.hbase import HBaseTableStore

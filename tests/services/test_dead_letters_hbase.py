@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from adapters.readside.host import verify_tables
+from adapters.readside.verification import verify_tables
 from adapters.streaming.deadletters import list_closed, list_dead_letters
 from adapters.streaming.projector import StreamProjector
 from projections.registry import ALL

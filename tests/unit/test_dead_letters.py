@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.readside.host import verify_tables
+from adapters.readside.verification import verify_tables
 from adapters.streaming.deadletters import (
     NoSuchDeadLetter,
     discard,

@@ -88,7 +88,7 @@ def test_one_option_table_for_the_lda_command_its_parser_and_the_compiled_client
 
     from typer.main import get_command
 
-    from adapters.cli.mta import app
+    from adapters.cli.app import app
 
     command = get_command(app).get_command(None, "lda")  # type: ignore[attr-defined]
     declared = {p.name: (p.opts[0], not p.is_flag) for p in command.params

@@ -12,7 +12,7 @@ from unittest.mock import ANY
 import msgpack
 import pytest
 
-from adapters.readside.host import verify_tables
+from adapters.readside.verification import verify_tables
 from adapters.streaming.batchstore import BatchStore
 from adapters.streaming.projector import (
     Record,
