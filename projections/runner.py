@@ -218,9 +218,7 @@ class ProjectionRunner:
         # comes last in an event's steps, so an event another projection fails on never
         # reaches it.
         folders: dict[int, Folder] = {i: p.folder() for i, p in enumerate(self.projections)
-                                      if fold and p.folder is not None}
-        projectors = [folders[i].project if i in folders else p.project
-                      for i, p in enumerate(self.projections)]
+                                      if p.folder is not None} if fold else {}
         retable = self.physical is not identity and not fold
         overlay = MutationFold(self._load)
         pending: list[Mutation] = []
@@ -238,7 +236,8 @@ class ProjectionRunner:
             if route is None:
                 try:
                     route = steps[type(event)] = tuple(
-                        (i, projectors[i], reads_own[i] and i not in folders, p.name)
+                        (i, folders[i].project if i in folders else p.project,
+                         reads_own[i] and i not in folders, p.name)
                         for i, p in sorted(self._route(type(event)),
                                            key=lambda route: route[0] in folders))
                 except TypeError as error:
@@ -304,7 +303,9 @@ class ProjectionRunner:
             overlay.extend(pending)
             pending.clear()
         loads = overlay.contents(self._name) if load is not None and not overlay.empty else []
-        batch = pending if overlay.empty or loads else pending + overlay.mutations(self._name)
+        batch = pending
+        if not (overlay.empty or loads):
+            batch += overlay.mutations(self._name)
         tracking = self._tracking
         if tracking is None:
             tracking = self._tracking = Tracking(self.store, self._name(n.TRACKING))
