@@ -39,15 +39,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapters.bootstrap.payloads import payload_store
 from adapters.cli.import_mbox import check_mbox, from_line_date, mbox_flags, mbox_spans
 from adapters.cli.import_source import header_date, mbox_key, target_key
 from adapters.cli.importer import CheckedBatch, reject
+from adapters.payloads import ClosingPayloads
 from domain.errors import InvalidCommand, LetterlogError
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
     from adapters.face import Store
+    from domain.ports import PayloadStore
 
 Entry = tuple[str, str, Any, str | None]
 """A message as the reader hands it: its name (``box.mbox#12``), its idempotency key (for the
@@ -90,6 +93,9 @@ class MboxAhead:
         check_mbox(path)
         self.path = path
         self.warn = warn
+        # whether the batches' large payloads are written (and fsynced) before they are
+        # handed over (``importer.run_import`` then writes none ahead itself)
+        self.payloads_written = False
         with open(path, "rb") as fh:
             self.data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         self.spans = mbox_spans(self.data)
@@ -116,9 +122,9 @@ class MboxAhead:
             return
         read = Reader(self, store, account, mailbox, first, landed, batch)
         forks = "fork" in multiprocessing.get_all_start_methods()
-        ahead = (read.in_a_process()
-                 if self.total - landed > batch and _usable_cores() >= 2 and forks
-                 else read.batches())
+        forked = self.total - landed > batch and _usable_cores() >= 2 and forks
+        self.payloads_written = forked  # the reading process writes them (ADR 0104)
+        ahead = read.in_a_process() if forked else read.batches()
         try:
             for entries, warnings in ahead:
                 for text in warnings:
@@ -237,9 +243,11 @@ class Reader:
         receiving.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.freeze()  # what the fork inherited is never collected here
+        payloads = None
         try:
-            for ahead in self.batches():
-                sending.send(ahead)
+            payloads = payload_store(self.store.settings)  # its own: opened after the fork
+            for entries, warnings in self.batches():
+                sending.send((self._written(entries, payloads), warnings))
             sending.send(None)
         except (BrokenPipeError, ConnectionResetError):
             return
@@ -248,3 +256,20 @@ class Reader:
                 sending.send(traceback.format_exc())
         finally:
             sending.close()
+            if isinstance(payloads, ClosingPayloads):
+                payloads.close()
+
+    def _written(self, entries: list[Entry], payloads: PayloadStore) -> list[Entry]:
+        """``entries`` with the large messages' payloads written and fsynced (ADR 0104):
+        each such ``CheckedDelivery`` carries its payload's address, which the importing
+        process's append only touches. If the writes fail (a full disk for a moment), the
+        entries go as they are: the append writes the payloads, or says why it cannot. A
+        payload written here whose append never commits (a kill) is an orphan, which the
+        unreferenced-payload purge collects."""
+        checked = [item for _, _, item, _ in entries if item is not None]
+        try:
+            written = iter(self.store.store_payloads(checked, into=payloads))
+        except Exception:
+            return entries
+        return [(name, key, item if item is None else next(written), problem)
+                for name, key, item, problem in entries]
