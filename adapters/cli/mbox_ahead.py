@@ -5,9 +5,11 @@ hash it for its idempotency key, check (parse) it and then append the batch; a f
 process projects the read models (ADR 0027). Now a process forked for the import reads the
 mbox, cuts it, reads each ``From `` line's date and ``Status:`` flags and checks each message
 (``Store.check``: the parse, the facts, the command), ``batch`` at a time, and hands the
-checked batches through a pipe; this process only looks up what already landed, writes
-large payloads ahead and appends. Both work at once, the pipe holding at most about a batch
-between them.
+checked batches through a pipe; this process only looks up what already landed and appends.
+Both work at once, the pipe holding at most about a batch between them. The reading process
+also writes (and fsyncs) each batch's large payloads, through a payload store it opens
+after the fork, and sends each such message with its payload's address: the append only
+touches it (ADR 0104).
 
 The idempotency key is the one every earlier import gave (``importer.mbox_key``), byte for
 byte: ``mbox:{first}:{index}:{sha256[:32]}``, made in the reading process before the check.
