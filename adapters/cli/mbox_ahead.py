@@ -245,9 +245,10 @@ class Reader:
         receiving.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.freeze()  # what the fork inherited is never collected here
-        payloads = None
-        try:
+        payloads: PayloadStore | None = None
+        with contextlib.suppress(Exception):  # none: the appends write the payloads
             payloads = payload_store(self.store.settings)  # its own: opened after the fork
+        try:
             for entries, warnings in self.batches():
                 sending.send((self._written(entries, payloads), warnings))
             sending.send(None)
@@ -261,7 +262,7 @@ class Reader:
             if isinstance(payloads, ClosingPayloads):
                 payloads.close()
 
-    def _written(self, entries: list[Entry], payloads: PayloadStore) -> list[Entry]:
+    def _written(self, entries: list[Entry], payloads: PayloadStore | None) -> list[Entry]:
         """``entries`` with the large messages' payloads written and fsynced (ADR 0104):
         each such ``CheckedDelivery`` carries its payload's address, which the importing
         process's append only touches. If the writes fail (a full disk for a moment), the
@@ -269,6 +270,8 @@ class Reader:
         payload written here whose append never commits (a kill) is an orphan, which the
         unreferenced-payload purge collects."""
         checked = [item for _, _, item, _ in entries if item is not None]
+        if payloads is None or not checked:
+            return entries
         try:
             written = iter(self.store.store_payloads(checked, into=payloads))
         except Exception:

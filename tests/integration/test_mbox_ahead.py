@@ -149,21 +149,18 @@ def test_on_one_core_the_same_steps_run_in_this_process(
         assert (again["imported"], again["already_imported"]) == (0, 11)
 
 
-def test_the_reading_process_writes_the_large_payloads_and_this_one_writes_none(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ADR 0104: the forked reader writes (and fsyncs) a batch's large payloads through a
-    payload store it opens itself; this process's append only touches them."""
-    importing = os.getpid()
-    put_many = FilePayloadStore.put_many
+_LARGE = (1, 8, 9, 17)
 
-    def only_in_the_reader(self: FilePayloadStore, payloads: Sequence[bytes]) -> list[Any]:
-        assert os.getpid() != importing, "the importing process wrote a payload"
-        return put_many(self, payloads)
 
-    monkeypatch.setattr(FilePayloadStore, "put_many", only_in_the_reader)
-    large = {i: make_mail(f"large {i}", message_id=f"<large{i}@mbox>",
-                          body=f"line {i} " * 3000 + "\n").replace(b"\r\n", b"\n")
-             for i in (1, 8, 9, 17)}
+def _large(i: int) -> bytes:
+    return make_mail(f"large {i}", message_id=f"<large{i}@mbox>",
+                     body=f"line {i} " * 3000 + "\n").replace(b"\r\n", b"\n")
+
+
+def _import_with_large(tmp_path: Path) -> None:
+    """An mbox of 20 messages, 4 of them large, imported in batches of 6: every message
+    lands, each large one byte for byte, and one payload file each."""
+    large = {i: _large(i) for i in _LARGE}
     path = tmp_path / "in.mbox"
     with path.open("wb") as f:
         for i in range(20):
@@ -181,3 +178,32 @@ def test_the_reading_process_writes_the_large_payloads_and_this_one_writes_none(
             assert store.payloads.exists(store.mail.message(m.message_id).address)
             assert b"".join(store.body(ADA, "INBOX", m.uid)) == raw
         assert len(list(store.payloads.list())) == len(large)
+
+
+def test_the_reading_process_writes_the_large_payloads_and_this_one_writes_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADR 0104: the forked reader writes (and fsyncs) a batch's large payloads through a
+    payload store it opens itself; this process's append only touches them."""
+    importing = os.getpid()
+    put_many = FilePayloadStore.put_many
+
+    def only_in_the_reader(self: FilePayloadStore, payloads: Sequence[bytes]) -> list[Any]:
+        assert os.getpid() != importing, "the importing process wrote a payload"
+        return put_many(self, payloads)
+
+    monkeypatch.setattr(FilePayloadStore, "put_many", only_in_the_reader)
+    _import_with_large(tmp_path)
+
+
+def test_payloads_the_reading_process_cannot_write_are_written_by_the_append(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    importing = os.getpid()
+    put_many = FilePayloadStore.put_many
+
+    def full_in_the_reader(self: FilePayloadStore, payloads: Sequence[bytes]) -> list[Any]:
+        if os.getpid() != importing:
+            raise OSError(28, "No space left on device")
+        return put_many(self, payloads)
+
+    monkeypatch.setattr(FilePayloadStore, "put_many", full_in_the_reader)
+    _import_with_large(tmp_path)
