@@ -38,6 +38,7 @@ from domain.values import (
 )
 
 if TYPE_CHECKING:
+    from domain.ports import PayloadStore
     from domain.rfc5322 import MessageFacts
 
 __all__ = ["CheckedDelivery", "DeliveryCommands", "delivery_fields", "envelope_for_event",
@@ -52,6 +53,9 @@ class CheckedDelivery:
     facts: MessageFacts
     # the very bytes and facts object ``check`` made them from (kept through pickling)
     checked: tuple[bytes, MessageFacts] | None = field(default=None, repr=False, compare=False)
+    # a large message's payload address, its bytes written (and fsynced) ahead by
+    # ``store_payloads`` (an importer's reading process: ADR 0104); "" if not written yet
+    stored: str = field(default="", compare=False)
 
     def matches(self) -> bool:
         """Whether ``facts`` are those of the command's bytes: true without hashing again
@@ -92,20 +96,35 @@ class DeliveryCommands(QuotaCommands):
         return self.uow.claim_of(delivery_key_id(account_id_for(account), idempotency_key)) \
             is not None
 
-    def store_payloads(self, items: Sequence[CheckedDelivery]) -> list[str]:
+    def store_payloads(self, items: Sequence[CheckedDelivery],
+                       payloads: PayloadStore | None = None) -> list[str]:
         """The payload address of each message, ``""`` for one that stays inline; the
         others' payloads are written now, before any event exists (if the append never
         commits they are orphans, which the unreferenced-payload purge collects). A batch's
         payloads are written together. ``deliver_checked`` does this itself; an importer
-        may call it ahead, for the next batch while the current one is appended: a payload
-        stored already is only touched when the delivery writes it again (and keeps its
-        address)."""
-        inline = [c.facts.size <= self.inline_limit for c in items]
-        large = [c.command.raw for c, small in zip(items, inline, strict=True) if not small]
-        if not large:
-            return [""] * len(items)
-        addresses = iter([ref.address for ref in self.payloads.put_many(large)])
-        return ["" if small else next(addresses) for small in inline]
+        may call it ahead (``written_ahead``), for the next batch while the current one is
+        appended, or in another process. A message whose payload was written ahead
+        (``CheckedDelivery.stored``) is only touched at its address (its written_at
+        refreshed, so no purge takes it before the append references it: no hashing, no
+        write); if it is gone, it is written again. ``payloads``: the store to write
+        through (a reading process's own, opened after its fork), else this one's."""
+        store = self.payloads if payloads is None else payloads
+        addresses = ["" if c.facts.size <= self.inline_limit
+                     else c.stored if c.stored and store.touch(c.stored) else None
+                     for c in items]
+        todo = [c.command.raw for c, a in zip(items, addresses, strict=True) if a is None]
+        if not todo:
+            return [a or "" for a in addresses]
+        written = iter([ref.address for ref in store.put_many(todo)])
+        return [next(written) if a is None else a for a in addresses]
+
+    def written_ahead(self, items: Sequence[CheckedDelivery],
+                      payloads: PayloadStore | None = None) -> list[CheckedDelivery]:
+        """``items``, their large payloads written now (``store_payloads``), each such item
+        carrying its payload's address (``stored``) for the append to find."""
+        addresses = self.store_payloads(items, payloads)
+        return [replace(c, stored=a) if a and a != c.stored else c
+                for c, a in zip(items, addresses, strict=True)]
 
     def deliver(self, **fields: Any) -> Delivery:
         return self.deliver_many([build(Deliver, **fields)])[0]

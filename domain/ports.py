@@ -43,6 +43,11 @@ class PayloadStore(Protocol):
         """Whether a payload is stored at this address."""
         ...
 
+    def touch(self, sha256: str) -> bool:
+        """Set the payload's written_at to now (as a put of its content does), so no purge
+        takes it within its grace period; False if it is not stored."""
+        ...
+
     def open(self, sha256: str) -> Iterator[bytes]:
         """The payload at this address chunk by chunk, never whole; PayloadMissing at once
         if absent."""

@@ -1,14 +1,11 @@
 """The event log and its keys, built from ``Settings``: SQLite in the data directory or
 PostgreSQL (``event_log``); the data keys beside it, for a process that reads sealed events
-without opening the log (``key_store``); the key cluster's KEKs (ADR 0073)."""
+without opening the log (``key_store``). The key cluster's parts a backup takes are in
+``keycluster``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from adapters.config.settings import Settings, postgres_env_from_dsn
-from adapters.eventlog.keycluster import PostgresVault, kek_ids
-from adapters.eventlog.keypostgres import postgres_kek_use
 from adapters.eventlog.sealing import KeyStore
 from adapters.eventlog.store import MailLog, open_key_store, open_log, postgres_env, sqlite_env
 from adapters.files import datadir
@@ -39,29 +36,3 @@ def key_store(settings: Settings) -> KeyStore:
     opening the log (a stream worker)."""
     return open_key_store(event_log_env(settings))
 
-
-def key_cluster(settings: Settings) -> Any:
-    """The key cluster's KEKs (``PostgresVault``), or None when the KEKs are in a vault file
-    (ADR 0073)."""
-    if not settings.key_store_dsn:
-        return None
-    return PostgresVault(settings.key_store_dsn, timeout=settings.postgres_timeout,
-                         standbys=settings.key_store_standbys.split())
-
-
-def key_cluster_ids(settings: Settings) -> set[Any]:
-    """The KEK ids in the key cluster, read only (none configured: the empty set)."""
-    if not settings.key_store_dsn:
-        return set()
-    return kek_ids(settings.key_store_dsn, timeout=settings.postgres_timeout)
-
-
-def kek_use(settings: Settings) -> dict[Any, int]:
-    """Each KEK the PostgreSQL log's live data keys are wrapped under, and how many."""
-    from psycopg.conninfo import make_conninfo  # local: psycopg, PostgreSQL's client only
-
-    parts = postgres_env_from_dsn(settings.postgres_dsn or "")
-    return postgres_kek_use(make_conninfo(
-        dbname=parts["POSTGRES_DBNAME"], host=parts["POSTGRES_HOST"],
-        port=parts["POSTGRES_PORT"], user=parts["POSTGRES_USER"],
-        password=parts["POSTGRES_PASSWORD"]))

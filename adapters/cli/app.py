@@ -29,6 +29,7 @@ import typer
 from typer import Abort
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
+from adapters.cli.callers import refusal
 from adapters.cli.common import DEFAULT_DATA, group, state
 from adapters.cli.failures import _error, _machine_error, temporary
 from adapters.cli.lazygroup import MODULE_OF, LazyGroup
@@ -72,8 +73,6 @@ def main_options(
     state.data = data or DEFAULT_DATA
     state.user = as_user
     if as_user is not None:  # a user runs only what its rule lets it (callers.RULES)
-        from adapters.cli.callers import refusal  # local: the users' rules, for --as alone
-
         why = refusal(state.command, as_user)
         if why is not None:
             raise PermissionDenied(why, missing="administrator", command=state.command or "")

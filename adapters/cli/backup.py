@@ -13,7 +13,6 @@ import typer
 
 from adapters.backup import backup as make_backup
 from adapters.backup import restore
-from adapters.bootstrap import eventstore as bootstrap
 from adapters.bootstrap.payloads import layered_payloads
 from adapters.cli.common import group, human_size, out, state
 from adapters.cli.progress import bytes_bar
@@ -43,7 +42,11 @@ def backup(directory: Annotated[Path, typer.Argument(
     """Copy the store online (deliveries go on) into DIR: SQLite files, payloads, manifest
     (with a PostgreSQL log: the payloads and key files, after PostgreSQL's own backup)."""
     settings = load_settings(data=state.data)
-    keys = bootstrap.key_cluster(settings) if settings.event_store == "postgres" else None
+    keys = None
+    if settings.event_store == "postgres":
+        from adapters.bootstrap import keycluster  # local: psycopg (the postgres extra's)
+
+        keys = keycluster.key_cluster(settings)
     payloads = None
     if settings.payloads_in_hbase():  # copied from HBase's payload table (ADR 0072)
 
@@ -94,8 +97,10 @@ def restore_backup(
     settings = load_settings(data=state.data)
     checks: dict[str, Any] = {}
     if settings.event_store == "postgres":  # every KEK the log uses: in the copy or the key store
-        checks = {"kek_use": lambda: bootstrap.kek_use(settings),
-                  "key_cluster_ids": lambda: bootstrap.key_cluster_ids(settings)}
+        from adapters.bootstrap import keycluster  # local: psycopg (the postgres extra's)
+
+        checks = {"kek_use": lambda: keycluster.kek_use(settings),
+                  "key_cluster_ids": lambda: keycluster.key_cluster_ids(settings)}
     move = None
     if settings.payloads_in_hbase():
         move = _payloads_into_hbase

@@ -22,8 +22,8 @@ Reading the sources is ``import_source``'s (Maildir) and ``import_mbox``'s (mbox
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import nullcontext, suppress
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 from domain.errors import InvalidCommand, LetterlogError
@@ -144,15 +144,18 @@ def _deliver_batches(store: Store, items: Iterable[SourceMessage] | CheckingSour
     rejected: list[dict[str, str]] = []
     created: set[str] = set()
     # A batch's payload files are written (and fsynced) in a thread while this one checks
-    # the next batch and appends the batch before: writing them ahead is only a head start,
-    # the delivery writes (touches) them again, so a failure here is left to it to report.
+    # the next batch and appends the batch before: the written items carry their payloads'
+    # addresses, which the delivery only touches. A failure here is left to the delivery
+    # (it writes what was not written). A source that writes them itself (the mbox's reading
+    # process, ADR 0104) hands items carrying their addresses already: nothing is submitted.
     ahead = ThreadPoolExecutor(1, thread_name_prefix="payloads-ahead")
-    pending: tuple[Future[None], list[Any], bool, int] | None = None
+    pending: tuple[Future[list[Any]] | None, list[Any], bool, int] | None = None
 
-    def deliver(waiting: tuple[Future[None], list[Any], bool, int]) -> None:
+    def deliver(waiting: tuple[Future[list[Any]] | None, list[Any], bool, int]) -> None:
         nonlocal imported, already
         written, checked, new_keys, count = waiting
-        wait([written])  # its payloads are on disk (or left to the delivery to write)
+        if written is not None:
+            checked = written.result()  # its payloads are on disk (or left to the delivery)
         delivered = store.deliver_checked(checked, new_keys=new_keys)
         duplicates = sum(d.duplicate for d in delivered)
         imported += len(delivered) - duplicates
@@ -160,9 +163,11 @@ def _deliver_batches(store: Store, items: Iterable[SourceMessage] | CheckingSour
         if progress is not None:
             progress(count)
 
-    def write_ahead(checked: list[Any]) -> None:
-        with suppress(Exception):
-            store.store_payloads(checked)
+    def write_ahead(checked: list[Any]) -> list[Any]:
+        try:
+            return store.store_payloads(checked)
+        except Exception:  # the delivery writes them (and says why, if it cannot)
+            return checked
 
     def report() -> dict[str, Any]:
         return {"imported": imported, "already_imported": already, "rejected": len(rejected),
@@ -176,7 +181,8 @@ def _deliver_batches(store: Store, items: Iterable[SourceMessage] | CheckingSour
     try:
         for checked, new_keys, count, landed in source:
             already += landed
-            written = ahead.submit(write_ahead, checked)
+            written = (None if getattr(items, "payloads_written", False) or not checked
+                       else ahead.submit(write_ahead, checked))
             if pending is not None:
                 deliver(pending)
             pending = (written, checked, new_keys, count)

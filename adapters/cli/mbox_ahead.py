@@ -5,9 +5,11 @@ hash it for its idempotency key, check (parse) it and then append the batch; a f
 process projects the read models (ADR 0027). Now a process forked for the import reads the
 mbox, cuts it, reads each ``From `` line's date and ``Status:`` flags and checks each message
 (``Store.check``: the parse, the facts, the command), ``batch`` at a time, and hands the
-checked batches through a pipe; this process only looks up what already landed, writes
-large payloads ahead and appends. Both work at once, the pipe holding at most about a batch
-between them.
+checked batches through a pipe; this process only looks up what already landed and appends.
+Both work at once, the pipe holding at most about a batch between them. The reading process
+also writes (and fsyncs) each batch's large payloads, through a payload store it opens
+after the fork, and sends each such message with its payload's address: the append only
+touches it (ADR 0104).
 
 The idempotency key is the one every earlier import gave (``importer.mbox_key``), byte for
 byte: ``mbox:{first}:{index}:{sha256[:32]}``, made in the reading process before the check.
@@ -39,15 +41,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapters.bootstrap.payloads import payload_store
 from adapters.cli.import_mbox import check_mbox, from_line_date, mbox_flags, mbox_spans
 from adapters.cli.import_source import header_date, mbox_key, target_key
 from adapters.cli.importer import CheckedBatch, reject
+from adapters.payloads import ClosingPayloads
 from domain.errors import InvalidCommand, LetterlogError
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
     from adapters.face import Store
+    from domain.ports import PayloadStore
 
 Entry = tuple[str, str, Any, str | None]
 """A message as the reader hands it: its name (``box.mbox#12``), its idempotency key (for the
@@ -90,6 +95,9 @@ class MboxAhead:
         check_mbox(path)
         self.path = path
         self.warn = warn
+        # whether the batches' large payloads are written (and fsynced) before they are
+        # handed over (``importer.run_import`` then writes none ahead itself)
+        self.payloads_written = False
         with open(path, "rb") as fh:
             self.data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         self.spans = mbox_spans(self.data)
@@ -116,9 +124,9 @@ class MboxAhead:
             return
         read = Reader(self, store, account, mailbox, first, landed, batch)
         forks = "fork" in multiprocessing.get_all_start_methods()
-        ahead = (read.in_a_process()
-                 if self.total - landed > batch and _usable_cores() >= 2 and forks
-                 else read.batches())
+        forked = self.total - landed > batch and _usable_cores() >= 2 and forks
+        self.payloads_written = forked  # the reading process writes them (ADR 0104)
+        ahead = read.in_a_process() if forked else read.batches()
         try:
             for entries, warnings in ahead:
                 for text in warnings:
@@ -237,9 +245,12 @@ class Reader:
         receiving.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.freeze()  # what the fork inherited is never collected here
+        payloads: PayloadStore | None = None
+        with contextlib.suppress(Exception):  # none: the appends write the payloads
+            payloads = payload_store(self.store.settings)  # its own: opened after the fork
         try:
-            for ahead in self.batches():
-                sending.send(ahead)
+            for entries, warnings in self.batches():
+                sending.send((self._written(entries, payloads), warnings))
             sending.send(None)
         except (BrokenPipeError, ConnectionResetError):
             return
@@ -248,3 +259,22 @@ class Reader:
                 sending.send(traceback.format_exc())
         finally:
             sending.close()
+            if isinstance(payloads, ClosingPayloads):
+                payloads.close()
+
+    def _written(self, entries: list[Entry], payloads: PayloadStore | None) -> list[Entry]:
+        """``entries`` with the large messages' payloads written and fsynced (ADR 0104):
+        each such ``CheckedDelivery`` carries its payload's address, which the importing
+        process's append only touches. If the writes fail (a full disk for a moment), the
+        entries go as they are: the append writes the payloads, or says why it cannot. A
+        payload written here whose append never commits (a kill) is an orphan, which the
+        unreferenced-payload purge collects."""
+        checked = [item for _, _, item, _ in entries if item is not None]
+        if payloads is None or not checked:
+            return entries
+        try:
+            written = iter(self.store.store_payloads(checked, into=payloads))
+        except Exception:
+            return entries
+        return [(name, key, item if item is None else next(written), problem)
+                for name, key, item, problem in entries]

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from adapters.cli.common import group, out, state
-from adapters.mta.delivery import MtaOptions
-from adapters.mta.lda import Envelope, deliver
+from adapters.mta.delivery import Envelope, MtaOptions
+from adapters.mta.lda import deliver
 from adapters.startup.handoff import as_store_owner
 from adapters.startup.ldaoptions import LDA_OPTIONS
 

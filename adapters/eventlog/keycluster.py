@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
+import psycopg
+
 from adapters.eventlog.keyscrub import TABLE, Scrub, describe, scrub
 from domain.errors import StoreBusy
 
@@ -59,9 +61,6 @@ class PostgresVault:
 
     # -- the connection ----------------------------------------------------------------
     def _connect(self) -> Any:
-        # local: psycopg, a client library, loaded only when this runs
-        import psycopg
-
         try:
             return psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
         except psycopg.OperationalError as e:
@@ -70,9 +69,6 @@ class PostgresVault:
     def _call(self, work: Callable[[Any], Any]) -> Any:
         """``work(connection)``; once more on a new connection if this one broke (a
         restarted or promoted server: every statement here may be repeated)."""
-        # local: psycopg, a client library, loaded only when this runs
-        import psycopg
-
         if self._conn is None or self._conn.closed:
             self._conn = self._connect()
         try:
@@ -247,9 +243,6 @@ class FallbackVault:
 
 def kek_ids(dsn: str, *, timeout: float = 10.0) -> set[UUID]:
     """The KEK ids the key cluster holds, read only (no table made: {} without one)."""
-    # local: psycopg, a client library, loaded only when this runs
-    import psycopg
-
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=max(2, int(timeout))) as c:
             (table,) = c.execute(f"SELECT to_regclass('{TABLE}')").fetchone() or (None,)

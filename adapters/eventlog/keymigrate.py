@@ -8,13 +8,26 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.eventlog.keycluster import PostgresVault
+from adapters.eventlog.keycluster import FallbackVault, PostgresVault
 from adapters.eventlog.keyvault import Vault
-from domain.errors import LetterlogError
+from adapters.eventlog.wrappedkeys import NO_KEY_CLUSTER, WrappedKeyStore
+from domain.errors import LetterlogError, SettingsError
 
 
 class MigrationFailed(LetterlogError):
     """A KEK would be lost by removing the vault file: nothing was removed."""
+
+
+def migrate_store(keys: Any, vault_file: Path, *, remove_file: bool = True) -> dict[str, Any]:
+    """``migrate`` of the store whose data keys are ``keys`` into its key cluster: the
+    cluster itself when reads still fall back to ``vault_file`` (``FallbackVault``).
+    ``SettingsError`` when its KEKs have no key cluster (``LETTERLOG_KEY_STORE_DSN``)."""
+    vault = keys.vault if isinstance(keys, WrappedKeyStore) else None
+    if not isinstance(keys, WrappedKeyStore) or not isinstance(
+            vault, FallbackVault | PostgresVault):
+        raise SettingsError(NO_KEY_CLUSTER)
+    primary = vault.primary if isinstance(vault, FallbackVault) else vault
+    return migrate(vault_file, primary, keys.table.referenced(), remove_file=remove_file)
 
 
 def migrate(vault_file: Path, key_store: PostgresVault, referenced: set[UUID],

@@ -4,19 +4,19 @@
 from __future__ import annotations
 
 import threading
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import psycopg
+from psycopg.conninfo import make_conninfo
+
 from adapters.eventlog.keycluster import FallbackVault, PostgresVault
 from adapters.eventlog.keyvault import Vault
+from adapters.eventlog.schemalock import SCHEMA_LOCK_KEY
 from adapters.eventlog.wrappedkeys import WrappedKeyStore
-
-# One advisory-lock key for letterlog's schema creation on PostgreSQL (the log's tables and
-# the key table; any stable 64-bit number works).
-SCHEMA_LOCK_KEY = zlib.crc32(b"letterlog schema")
+from domain.errors import SettingsError
 
 
 class _PostgresKeyTable:
@@ -24,8 +24,6 @@ class _PostgresKeyTable:
     so what its WAL, archives, replicas and backups keep is useless once the KEK is gone."""
 
     def __init__(self, conninfo: str) -> None:
-        import psycopg  # local: the client library, loaded only by a PostgreSQL store
-
         self._conninfo = conninfo
         self._conn = psycopg.connect(conninfo, autocommit=True)
         self._lock = threading.Lock()
@@ -47,8 +45,6 @@ class _PostgresKeyTable:
                             "kek_id = EXCLUDED.kek_id", rows)
 
     def row(self, key_id: UUID) -> tuple[bytes | None, UUID | None] | None:
-        import psycopg  # local: the client library, loaded only by a PostgreSQL store
-
         query = "SELECT key, kek_id FROM letterlog_data_keys WHERE key_id = %s"
         with self._lock:
             try:
@@ -120,8 +116,6 @@ class _PostgresKeyTable:
 def postgres_kek_use(conninfo: str) -> dict[UUID, int]:
     """Each KEK the log's live data keys are wrapped under, and how many (a restore's check
     before it writes anything: ADR 0074); {} for a database without the key table."""
-    import psycopg  # local: the client library, loaded only by a PostgreSQL store
-
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
         (table,) = conn.execute("SELECT to_regclass('letterlog_data_keys')").fetchone() or (None,)
         if table is None:
@@ -148,3 +142,30 @@ def PostgresKeyStore(conninfo: str, *, vault: str | Path,  # noqa: N802
         table.close()
         raise
     return WrappedKeyStore(table, keks)
+
+
+def key_store_of(env: Any) -> WrappedKeyStore:
+    """The data keys of a PostgreSQL log whose eventsourcing environment is ``env``: the key
+    table in the log's database, the KEKs in ``LETTERLOG_KEY_VAULT`` (required: a file
+    outside the database) or the key cluster (``LETTERLOG_KEY_STORE_DSN``)."""
+    vault = env.get("LETTERLOG_KEY_VAULT")
+    if not vault:
+        raise SettingsError("a PostgreSQL log needs its key vault: LETTERLOG_KEY_VAULT "
+                            "(a file outside the database: the key-encryption keys)")
+    return PostgresKeyStore(make_conninfo(
+        dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
+        port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
+        password=env.get("POSTGRES_PASSWORD"),
+        connect_timeout=env.get("POSTGRES_CONNECT_TIMEOUT") or "10"), vault=vault,
+        key_store=env.get("LETTERLOG_KEY_STORE_DSN") or None,
+        standbys=(env.get("LETTERLOG_KEY_STORE_STANDBYS") or "").split(),
+        timeout=float(env.get("POSTGRES_CONNECT_TIMEOUT") or 10))
+
+
+def kek_use_of(parts: dict[str, str]) -> dict[UUID, int]:
+    """``postgres_kek_use`` of the log's database named by ``parts`` (``POSTGRES_DBNAME``,
+    ``_HOST``, ``_PORT``, ``_USER``, ``_PASSWORD``)."""
+    return postgres_kek_use(make_conninfo(
+        dbname=parts["POSTGRES_DBNAME"], host=parts["POSTGRES_HOST"],
+        port=parts["POSTGRES_PORT"], user=parts["POSTGRES_USER"],
+        password=parts["POSTGRES_PASSWORD"]))

@@ -16,15 +16,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
 TABLE = "letterlog_keks"
 POLL_S = 0.05
 
 
 def describe(dsn: str) -> str:
     """The DSN without its password, for messages."""
-    # local: psycopg, a client library, loaded only when this runs
-    from psycopg.conninfo import conninfo_to_dict
-
     try:
         parts = conninfo_to_dict(dsn)
     except Exception:  # noqa: BLE001 - a malformed DSN is named as given, less a password
@@ -79,9 +79,6 @@ def _until(deadline: float, check: Any) -> Any:
 
 
 def scrub(dsn: str, standbys: list[str], deadline: float, name: str) -> Scrub:
-    # local: psycopg, a client library, loaded only when this runs
-    import psycopg
-
     began = time.monotonic()
     left: list[str] = []
     ms = max(100, int((deadline - time.monotonic()) * 1000))
@@ -118,9 +115,6 @@ def scrub(dsn: str, standbys: list[str], deadline: float, name: str) -> Scrub:
 
 
 def _scrub_standby(dsn: str, redo: Any, boundary: str, deadline: float) -> list[str]:
-    # local: psycopg, a client library, loaded only when this runs
-    import psycopg
-
     where = f"standby {describe(dsn).removeprefix('key store ')}"
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:

@@ -1,14 +1,17 @@
 """The log on PostgreSQL: eventsourcing's PostgreSQL factory with its schema creation
 serialised across processes and lost connections given up after the connection timeout,
-built lazily (the embedded default never imports psycopg); which errors mean the server did
-not answer."""
+which errors mean the server did not answer. Loaded only for a PostgreSQL log (its
+``PERSISTENCE_MODULE``) or after a psycopg error: the embedded default never imports it."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any
 
-from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
+from eventsourcing import postgres as pg
+from psycopg.errors import DuplicateObject
+
+from adapters.eventlog.schemalock import SCHEMA_LOCK_KEY
 
 
 def _serialised_create_table(self: Any) -> None:
@@ -19,8 +22,6 @@ def _serialised_create_table(self: Any) -> None:
     whole schema creation runs in one transaction holding a transaction-scoped advisory lock,
     and an already existing composite type is skipped inside a savepoint.
     """
-    from psycopg.errors import DuplicateObject  # local: psycopg, for a PostgreSQL log only
-
     with self.datastore.transaction(commit=True) as curs:
         curs.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
         for statement in self.sql_create_statements:
@@ -40,47 +41,38 @@ def reconnect_timeout(env: Any) -> float:
         return 10.0
 
 
-def _postgres_factory() -> type[Any]:
-    from eventsourcing import postgres as pg  # local: loads psycopg (this factory is lazy)
-
-    class _App(pg.PostgresApplicationRecorder):
-        create_table = _serialised_create_table
-
-    class _Tracking(pg.PostgresTrackingRecorder):
-        create_table = _serialised_create_table
-
-    class _Process(pg.PostgresProcessRecorder):
-        create_table = _serialised_create_table
-
-    class _Aggregate(pg.PostgresAggregateRecorder):
-        create_table = _serialised_create_table
-
-    class Factory(pg.PostgresFactory):
-        aggregate_recorder_class = _Aggregate
-        application_recorder_class = _App
-        tracking_recorder_class = _Tracking
-        process_recorder_class = _Process
-
-        def __init__(self, env: Any) -> None:
-            super().__init__(env)
-            # psycopg_pool tries a lost connection again after 1, 2, 4, 8 ... s for 5
-            # minutes: after an outage of a minute its next try came up to a minute after
-            # PostgreSQL was back (issue 42, item 9). Given up after the connection timeout,
-            # the slot is tried afresh by the next caller that wants a connection.
-            self.datastore.pool.reconnect_timeout = reconnect_timeout(env)
-
-    return Factory
+class _App(pg.PostgresApplicationRecorder):
+    create_table = _serialised_create_table
 
 
-def __getattr__(name: str) -> Any:
-    # ``PERSISTENCE_MODULE=adapters.eventlog.postgreslog:SerialisedPostgresFactory``; built lazily
-    # so
-    # that the embedded default never imports psycopg.
-    if name == "SerialisedPostgresFactory":
-        factory = _postgres_factory()
-        globals()[name] = factory
-        return factory
-    raise AttributeError(name)
+class _Tracking(pg.PostgresTrackingRecorder):
+    create_table = _serialised_create_table
+
+
+class _Process(pg.PostgresProcessRecorder):
+    create_table = _serialised_create_table
+
+
+class _Aggregate(pg.PostgresAggregateRecorder):
+    create_table = _serialised_create_table
+
+
+class SerialisedPostgresFactory(pg.PostgresFactory):
+    """eventsourcing's PostgreSQL factory with the recorders above and a bounded reconnection
+    (``PERSISTENCE_MODULE=adapters.eventlog.postgreslog:SerialisedPostgresFactory``)."""
+
+    aggregate_recorder_class = _Aggregate
+    application_recorder_class = _App
+    tracking_recorder_class = _Tracking
+    process_recorder_class = _Process
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        # psycopg_pool tries a lost connection again after 1, 2, 4, 8 ... s for 5 minutes:
+        # after an outage of a minute its next try came up to a minute after PostgreSQL was
+        # back (issue 42, item 9). Given up after the connection timeout, the slot is tried
+        # afresh by the next caller that wants a connection.
+        self.datastore.pool.reconnect_timeout = reconnect_timeout(env)
 
 
 def postgres_unreachable(error: BaseException) -> str | None:

@@ -23,13 +23,13 @@ from eventsourcing.application import Application, ProcessingEvent, Repository
 from eventsourcing.persistence import Mapper, OperationalError, Recording, Transcoder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from adapters.eventlog import keypostgres, keysqlite, sealing
+from adapters.eventlog import keysqlite, sealing
 from adapters.eventlog.sqlitelog import SYNCHRONOUS
 from adapters.eventlog.transcoder import EventMapper, MsgpackTranscoder
 from adapters.files import datadir
 from domain.account import Account
 from domain.delivery_key import DeliveryKey
-from domain.errors import SettingsError, StoreBusy
+from domain.errors import StoreBusy
 from domain.mailbox import Mailbox
 from domain.message import Message
 
@@ -169,20 +169,9 @@ def open_key_store(env: Any) -> sealing.KeyStore:
             return keysqlite.SqliteKeyStore(path, synchronous=mode,
                                           vault=env.get("LETTERLOG_KEY_VAULT") or None)
     if "Postgres" in module or "postgres" in module:
-        from psycopg.conninfo import make_conninfo  # local: psycopg, for a PostgreSQL log only
+        from adapters.eventlog import keypostgres  # local: psycopg, for a PostgreSQL log only
 
-        vault = env.get("LETTERLOG_KEY_VAULT")
-        if not vault:
-            raise SettingsError("a PostgreSQL log needs its key vault: LETTERLOG_KEY_VAULT "
-                                "(a file outside the database: the key-encryption keys)")
-        return keypostgres.PostgresKeyStore(make_conninfo(
-            dbname=env.get("POSTGRES_DBNAME"), host=env.get("POSTGRES_HOST"),
-            port=env.get("POSTGRES_PORT"), user=env.get("POSTGRES_USER"),
-            password=env.get("POSTGRES_PASSWORD"),
-            connect_timeout=env.get("POSTGRES_CONNECT_TIMEOUT") or "10"), vault=vault,
-            key_store=env.get("LETTERLOG_KEY_STORE_DSN") or None,
-            standbys=(env.get("LETTERLOG_KEY_STORE_STANDBYS") or "").split(),
-            timeout=float(env.get("POSTGRES_CONNECT_TIMEOUT") or 10))
+        return keypostgres.key_store_of(env)
     return sealing.MemoryKeyStore()
 
 

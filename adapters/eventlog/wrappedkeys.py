@@ -25,6 +25,9 @@ from adapters.operations.faults import fault_point
 ORPHAN_AGE_S = 3600.0
 # A key read while another process rotates its batch is read again, at most this many times.
 RACES = 5
+# ``letterlog keys migrate`` on a store whose KEKs have no key cluster to move into
+NO_KEY_CLUSTER = ("no key store to move the key-encryption keys into: set "
+                  "LETTERLOG_KEY_STORE_DSN (the key cluster; scale-out only)")
 
 
 class _KeyTable(Protocol):

@@ -15,6 +15,7 @@ from domain.identity import canonical_name
 from domain.rights import RIGHTS, Caller, validate_identifier
 from domain.root_names import validate_user
 from domain.service import Change
+from projections.access_queries import acl_entries, roots, visible_mailboxes
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -92,8 +93,6 @@ class Access(FacadePart):
 
     def visible_mailbox_ids(self, identifiers: Iterable[str]) -> list[UUID]:
         """Mailboxes whose ACL names one of ``identifiers`` (the ``acl`` read model)."""
-        from projections.access_queries import visible_mailboxes  # local: ACL queries: not for show
-
         host = self._read()
         names = list(identifiers)
         return list(self._query(lambda: visible_mailboxes(host.tables, names,
@@ -102,8 +101,6 @@ class Access(FacadePart):
     def acl_entries(self) -> list[tuple[str, str, str, str]]:
         """Every ACL entry of the store: (account, mailbox name, identifier, rights), from
         the ``acl`` read model (names as they are now)."""
-        from projections.access_queries import acl_entries  # local: ACL queries: not for show
-
         host = self._read()
         out = []
         for mailbox_id, identifier, rights in self._query(
@@ -119,8 +116,6 @@ class Access(FacadePart):
 
     def roots(self) -> dict[str, str]:
         """Every virtual root: user -> ``account[/path]`` (the ``roots`` read model)."""
-        from projections.access_queries import roots  # local: ACL queries: not for show
-
         host = self._read()
         return dict(sorted(self._query(lambda: roots(host.tables, host.physical)).items()))
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from adapters.eventlog.keycluster import FallbackVault, PostgresVault
-from adapters.eventlog.wrappedkeys import WrappedKeyStore
+from adapters.eventlog.wrappedkeys import NO_KEY_CLUSTER
 from adapters.facade.parts import FacadePart
 from adapters.files import datadir
 from adapters.lifecycle import intents
@@ -76,17 +75,12 @@ class Completing(FacadePart):
         """``letterlog keys migrate``: the vault file's KEKs moved into the key cluster
         (``LETTERLOG_KEY_STORE_DSN``), checked, then the file removed (ADR 0073);
         idempotent. ``SettingsError`` when no key cluster is configured."""
-        from adapters.eventlog.keymigrate import migrate  # local: keys migrate only, not show
+        if not self.settings.key_store_dsn:
+            raise SettingsError(NO_KEY_CLUSTER)
+        from adapters.eventlog.keymigrate import migrate_store  # local: psycopg: keys migrate only
 
-        keys = self.log.keys
-        vault = keys.vault if isinstance(keys, WrappedKeyStore) else None
-        if not isinstance(keys, WrappedKeyStore) or not isinstance(
-                vault, FallbackVault | PostgresVault):
-            raise SettingsError("no key store to move the key-encryption keys into: set "
-                                "LETTERLOG_KEY_STORE_DSN (the key cluster; scale-out only)")
-        primary = vault.primary if isinstance(vault, FallbackVault) else vault
         path = Path(self.settings.key_vault or Path(self.settings.data) / datadir.VAULT)
-        return migrate(path, primary, keys.table.referenced(), remove_file=remove_file)
+        return migrate_store(self.log.keys, path, remove_file=remove_file)
 
     def pending_erasures(self) -> list[dict[str, Any]]:
         """The erasures not yet finished on the SQLite files (``letterlog erase status``)."""

@@ -22,6 +22,7 @@ from domain.service import Change, CheckedDelivery, Delivery
 if TYPE_CHECKING:
     from adapters.facade.extraction import Extractor
     from adapters.face import Arrival, Target, UploadStart
+    from domain.ports import PayloadStore
 
 
 class Deliveries(FacadePart):
@@ -47,11 +48,14 @@ class Deliveries(FacadePart):
         InvalidCommand if unfit."""
         return self.mail.check(build(Deliver, **fields))
 
-    def store_payloads(self, items: Sequence[CheckedDelivery]) -> None:
+    def store_payloads(self, items: Sequence[CheckedDelivery], *,
+                       into: PayloadStore | None = None) -> list[CheckedDelivery]:
         """Writes the payloads of the large messages among ``items`` ahead of their
-        ``deliver_checked`` (which then only touches them): an importer writes a batch's
-        while the batch before it is appended."""
-        self.mail.store_payloads(items)
+        ``deliver_checked`` and returns the items, each large one carrying its payload's
+        address (the append then only touches it: no hashing, no write). An importer writes
+        a batch's while the batch before it is appended, here or in its reading process
+        (``into``: a payload store that process opened itself, after its fork)."""
+        return self.mail.written_ahead(items, into)
 
     def already_delivered(self, account: str, idempotency_key: str) -> bool:
         """Whether a delivery to ``account`` with ``idempotency_key`` has landed (a read;

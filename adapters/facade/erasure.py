@@ -11,6 +11,7 @@ from uuid import UUID
 
 from adapters.facade.erasure_steps import ErasureSteps
 from adapters.lifecycle import intents
+from adapters.lifecycle.copies import copies_of
 
 if TYPE_CHECKING:
     from adapters.lifecycle.intentfiles import Held
@@ -23,8 +24,6 @@ class Erasure(ErasureSteps):
         """Purges one message now, whatever the TTLs (right to erasure). Other messages of
         the same content (same SHA-256) are reported: ``copies_remaining`` (ids, same
         account; erased too ``with_copies``), ``copies_in_other_accounts`` (never named)."""
-        from adapters.lifecycle.copies import copies_of  # local: erasure only: not for show
-
         msg = self.mail.uow.message(message_id)
         self.catch_up()
         host = self._read()

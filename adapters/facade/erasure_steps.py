@@ -12,6 +12,7 @@ from uuid import UUID
 from adapters.facade.parts import FacadePart
 from adapters.operations.faults import fault_point
 from domain.message import Message
+from domain.purging import Outcome, Purging
 from projections import names as pn
 from projections.keys import payload_row
 
@@ -38,8 +39,6 @@ class ErasureSteps(FacadePart):
             fault_point("erase:appended")
             destroyed += self.shredding.destroy_keys(messages)
             released.extend(messages)
-
-        from domain.purging import Purging  # local: erasure only: not for show
 
         fault_point("erase:intent")
         purging = Purging(self.mail.uow, self.retention(), erased)
@@ -89,8 +88,6 @@ class ErasureSteps(FacadePart):
         most ``FENCE_PASSES`` reads: the fence is then the last read's head, every delivery
         up to it purged, later ones reported as after it. Also: how many were found by a
         read after the first (delivered while the erasure ran)."""
-        from domain.purging import Outcome  # local: erasure only: not for show
-
         total = Outcome()
         seen: set[UUID] = set()
         scanned, late, passes = 0, 0, 0

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from domain.delivery import CheckedDelivery
     from domain.mailbox import Mailbox
     from domain.message import Message
+    from domain.ports import PayloadStore
     from domain.results import Change, Delivery
 
 from adapters.face.fields import Arrival
@@ -30,7 +31,8 @@ class Ingest(Protocol):
     def deliver_checked(self, items: Sequence[CheckedDelivery], *,
                         new_keys: bool = False) -> list[Delivery]: ...
 
-    def store_payloads(self, items: Sequence[CheckedDelivery]) -> None: ...
+    def store_payloads(self, items: Sequence[CheckedDelivery], *,
+                       into: PayloadStore | None = None) -> list[CheckedDelivery]: ...
 
     def already_delivered(self, account: str, idempotency_key: str) -> bool: ...
 

@@ -22,13 +22,13 @@ from typing import Any
 import psycopg
 from psycopg.errors import UndefinedTable
 
-from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
+from adapters.eventlog.schemalock import SCHEMA_LOCK_KEY
 from adapters.lifecycle.intentfiles import Held, Intents, _Fields, _Holding
 
 TABLE = "letterlog_erasure_intents"
 LOCK_CLASS = zlib.crc32(b"letterlog erasure intent") & 0x7FFFFFFF
 """The first key of an intent's advisory lock (the second: its id); the two-key form never
-meets the one-key locks of the schema (``adapters.eventlog.keypostgres.SCHEMA_LOCK_KEY``)."""
+meets the one-key locks of the schema (``adapters.eventlog.schemalock.SCHEMA_LOCK_KEY``)."""
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 10, 5, 3
 """The server's TCP keepalives on a holding session (seconds idle, seconds between probes,
 probes unanswered): a host gone without closing its connection is found gone after them."""

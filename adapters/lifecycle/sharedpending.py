@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.errors import UndefinedTable
 
-from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
+from adapters.eventlog.schemalock import SCHEMA_LOCK_KEY
 from adapters.lifecycle.scaleoutrecords import ScaleOutPending
 
 SHARED_TABLE = "letterlog_scaleout_pending"

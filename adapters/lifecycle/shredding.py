@@ -85,8 +85,7 @@ class Shredding:
         for m in messages:
             for sha in m.payloads_referred():
                 if self.settings.table_store == "hbase":
-                    # the file store's and HBase's (ADR 0071); the domain's port lacks it
-                    self.payloads.touch(sha)  # type: ignore[attr-defined]
+                    self.payloads.touch(sha)  # the grace starts (ADR 0071)
                 else:
                     self.released.add(sha)
         if crash_points:

@@ -26,6 +26,15 @@ DEFAULT_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
+class Envelope:
+    """What the MTA says of one message besides its bytes (``letterlog lda``'s options)."""
+    recipient: str
+    sender: str | None = None  # None: not given; "" or "<>": the null sender (a bounce)
+    original_recipient: str = ""
+    queue_id: str = ""
+
+
+@dataclass(frozen=True)
 class MtaOptions:
     """How an MTA's deliveries are placed (the options of ``lda`` and ``lmtp``)."""
 

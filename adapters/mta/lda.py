@@ -18,20 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.mta.delivery import Deadline, MtaOptions
+from adapters.mta.delivery import Deadline, Envelope, MtaOptions
 from adapters.mta.replies import Outcome, classify, temporary, without_queue_id
 from domain.errors import QuotaExceeded
-
-
-@dataclass(frozen=True)
-class Envelope:
-    recipient: str
-    sender: str | None = None  # None: not given; "" or "<>": the null sender (a bounce)
-    original_recipient: str = ""
-    queue_id: str = ""
 
 
 def quota_permanent(data: Path, error: BaseException) -> bool:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from adapters.config.settings import load_settings
 from adapters.embedded import Letterlog
 from adapters.mta.delivery import (
     Deadline,
+    Envelope,
     MtaOptions,
     Spool,
     delivery_fields,
@@ -22,9 +22,6 @@ from adapters.mta.delivery import (
 from adapters.mta.replies import Outcome, stored, temporary
 from adapters.startup.handoff import NOTHING_ON_INPUT, nothing_to_deliver
 from domain.errors import MessageRejected
-
-if TYPE_CHECKING:
-    from adapters.mta.lda import Envelope
 
 
 def read_message(fd: int, limit: int, spool_dir: Path | None = None) -> bytes:

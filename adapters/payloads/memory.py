@@ -55,6 +55,12 @@ class InMemoryPayloadStore:
     def exists(self, sha256: str) -> bool:
         return check_sha256(sha256) in self._chunks
 
+    def touch(self, sha256: str) -> bool:
+        if check_sha256(sha256) not in self._chunks:
+            return False
+        self._written_at[sha256] = self._clock()
+        return True
+
     def open(self, sha256: str) -> Iterator[bytes]:
         return iter(self._stored(sha256))
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from adapters.eventlog.keypostgres import SCHEMA_LOCK_KEY
+from adapters.eventlog.schemalock import SCHEMA_LOCK_KEY
 from adapters.files.filemodes import create_private, private_dir, private_file
 from domain.errors import LetterlogError
 

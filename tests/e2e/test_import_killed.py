@@ -15,18 +15,31 @@ from pathlib import Path
 
 import pytest
 
+from adapters.embedded import Letterlog
 from tests.factories import BIN, jrun, make_mail, run
 
 ADA = "ada@example.org"
 COUNT = 3000
 
 
+LARGE = 25  # every 25th message is large: its payload is written by the reading process
+
+
+def _raw(i: int) -> bytes:
+    body = f"line {i} " * 2000 + "\n" if i % LARGE == 0 else None
+    return make_mail(f"killed {i}", message_id=f"<{i}.killed@x>",
+                     **({"body": body} if body else {})).replace(b"\r\n", b"\n")
+
+
 def _mbox(path: Path) -> Path:
     with open(path, "wb") as fh:
         for i in range(COUNT):
-            raw = make_mail(f"killed {i}", message_id=f"<{i}.killed@x>").replace(b"\r\n", b"\n")
-            fh.write(b"From a@b Thu Nov 26 10:00:00 2026\n" + raw + b"\n")
+            fh.write(b"From a@b Thu Nov 26 10:00:00 2026\n" + _raw(i) + b"\n")
     return path
+
+
+def _payload_files(data: Path) -> int:
+    return sum(1 for p in (data / "payloads").glob("??/*") if len(p.name) == 64)
 
 
 def _landed(data: Path) -> int:
@@ -103,3 +116,15 @@ def test_an_import_killed_mid_way_and_run_again_has_every_message_once(
     assert sorted(subjects) == sorted(f"killed {i}" for i in range(COUNT))
     [third] = jrun(data, "import", "mbox", str(box), "--account", ADA)
     assert (third["imported"], third["already_imported"]) == (0, COUNT)
+    # payloads the killed reader wrote ahead of appends that never came are orphans: the
+    # payload sweep collects them, and keeps every referenced one (ADR 0104)
+    env = {**os.environ, "LETTERLOG_DURABILITY": "normal", "LETTERLOG_PAYLOAD_GRACE_HOURS": "0"}
+    swept = subprocess.run([*BIN, "--data", str(data), "purge", "run", "--queue", "payloads"],
+                           capture_output=True, env=env, timeout=120)
+    assert swept.returncode == 0, swept.stderr.decode()
+    large = {f"killed {i}": _raw(i) for i in range(0, COUNT, LARGE)}
+    assert _payload_files(data) == len(large)
+    with Letterlog.open(data) as store:
+        kept = {m.subject: store.body(ADA, "INBOX", m.uid)
+                for m in store.messages(ADA, limit=COUNT + 10) if m.subject in large}
+        assert {s: b"".join(body) for s, body in kept.items()} == large

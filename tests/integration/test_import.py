@@ -188,6 +188,36 @@ def test_a_failed_write_ahead_leaves_the_payloads_to_the_delivery(tmp_path: Path
             sorted(i.raw for i in items)
 
 
+def test_a_payload_written_ahead_is_written_once_and_not_hashed_again_by_the_delivery(
+        tmp_path: Path, monkeypatch) -> None:
+    """ADR 0104: the write-ahead thread hands its written items to the delivery, which
+    touches each payload at its address instead of putting (hashing, looking up) it again."""
+    items = [SourceMessage(f"m{i}", _large(i) if i % 2 else make_mail(f"small {i}",
+                                                                      message_id=f"<s{i}@x>"),
+                           key=f"k{i}") for i in range(9)]
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        put, touch = store.payloads.put, store.payloads.touch
+        written: list[bytes] = []
+        touched: list[str] = []
+
+        def counted_put(data: bytes):
+            written.append(data)
+            return put(data)
+
+        def counted_touch(address: str) -> bool:
+            touched.append(address)
+            return touch(address)
+
+        monkeypatch.setattr(store.payloads, "put", counted_put)
+        monkeypatch.setattr(store.payloads, "touch", counted_touch)
+        report = run_import(store, len(items), items, ADA, "INBOX", batch=2)
+        assert report["imported"] == 9
+        assert sorted(written) == sorted(items[i].raw for i in range(1, 9, 2))
+        listed = {m.subject: m for m in store.messages(ADA, limit=20)}
+        assert sorted(touched) == sorted(
+            store.mail.message(listed[f"large {i}"].message_id).address for i in range(1, 9, 2))
+
+
 def test_an_import_into_a_fresh_store_leaves_its_read_models_compacted(tmp_path: Path) -> None:
     items = [SourceMessage(f"m{i}", make_mail(f"subject {i}", message_id=f"<c{i}@x>"),
                            key=f"c{i}") for i in range(400)]

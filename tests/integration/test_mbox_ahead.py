@@ -6,7 +6,10 @@ the older path, imported again, delivers nothing."""
 from __future__ import annotations
 
 import mailbox
+import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +20,7 @@ from adapters.cli.import_source import target_key
 from adapters.cli.importer import run_import
 from adapters.cli.mbox_ahead import MboxAhead, Reader
 from adapters.embedded import Letterlog
+from adapters.payloads.files import FilePayloadStore
 from tests.factories import make_mail
 
 ADA = "ada@example.org"
@@ -143,3 +147,63 @@ def test_on_one_core_the_same_steps_run_in_this_process(
         total, items = mbox_messages(path)
         again = run_import(store, total, items, ADA, "INBOX", batch=5)
         assert (again["imported"], again["already_imported"]) == (0, 11)
+
+
+_LARGE = (1, 8, 9, 17)
+
+
+def _large(i: int) -> bytes:
+    return make_mail(f"large {i}", message_id=f"<large{i}@mbox>",
+                     body=f"line {i} " * 3000 + "\n").replace(b"\r\n", b"\n")
+
+
+def _import_with_large(tmp_path: Path) -> None:
+    """An mbox of 20 messages, 4 of them large, imported in batches of 6: every message
+    lands, each large one byte for byte, and one payload file each."""
+    large = {i: _large(i) for i in _LARGE}
+    path = tmp_path / "in.mbox"
+    with path.open("wb") as f:
+        for i in range(20):
+            raw = large.get(i) or make_mail(f"mbox {i}", message_id=f"<{i}@mbox>").replace(
+                b"\r\n", b"\n")
+            f.write(b"From ada@example.org Sun Mar  1 12:00:00 2026\n" + raw + b"\n")
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        source = MboxAhead(path)
+        report = run_import(store, source.total, source, ADA, "INBOX", batch=6)
+        source.close()
+        assert report["imported"] == 20 and source.payloads_written
+        listed = {m.subject: m for m in store.messages(ADA, limit=30)}
+        for i, raw in large.items():
+            m = listed[f"large {i}"]
+            assert store.payloads.exists(store.mail.message(m.message_id).address)
+            assert b"".join(store.body(ADA, "INBOX", m.uid)) == raw
+        assert len(list(store.payloads.list())) == len(large)
+
+
+def test_the_reading_process_writes_the_large_payloads_and_this_one_writes_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADR 0104: the forked reader writes (and fsyncs) a batch's large payloads through a
+    payload store it opens itself; this process's append only touches them."""
+    importing = os.getpid()
+    put_many = FilePayloadStore.put_many
+
+    def only_in_the_reader(self: FilePayloadStore, payloads: Sequence[bytes]) -> list[Any]:
+        assert os.getpid() != importing, "the importing process wrote a payload"
+        return put_many(self, payloads)
+
+    monkeypatch.setattr(FilePayloadStore, "put_many", only_in_the_reader)
+    _import_with_large(tmp_path)
+
+
+def test_payloads_the_reading_process_cannot_write_are_written_by_the_append(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    importing = os.getpid()
+    put_many = FilePayloadStore.put_many
+
+    def full_in_the_reader(self: FilePayloadStore, payloads: Sequence[bytes]) -> list[Any]:
+        if os.getpid() != importing:
+            raise OSError(28, "No space left on device")
+        return put_many(self, payloads)
+
+    monkeypatch.setattr(FilePayloadStore, "put_many", full_in_the_reader)
+    _import_with_large(tmp_path)

@@ -75,3 +75,66 @@ def test_large_messages_of_a_batch_are_stored_once_each(mail: Mailstore) -> None
     assert delivered[0].sha256 == delivered[1].sha256
     assert len(list(mail.payloads.list())) == 1
     assert b"".join(mail.extract(delivered[1].message_id)) == big
+
+
+def _big_checked(mail: Mailstore, n: int = 2) -> list:
+    return [mail.check(build(Deliver, account="ada@example.org",
+                             raw=make_mail(f"big {i}", body=f"{i} " * 8000 + "\r\n")))
+            for i in range(n)] + [mail.check(_cmd("small"))]
+
+
+def test_payloads_written_ahead_are_only_touched_by_the_append(
+        mail: Mailstore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADR 0104: an importer's reading process writes a batch's large payloads; the items
+    carry their addresses, and the append neither hashes nor writes them again: it touches
+    them (their written_at refreshed, so no purge takes them before the events refer to
+    them)."""
+    checked = _big_checked(mail)
+    ahead = mail.written_ahead(checked)
+    assert [bool(c.stored) for c in ahead] == [True, True, False]
+    assert all(c.matches() for c in ahead)  # still the checked bytes, without a hash
+    touched: list[str] = []
+    touch = mail.payloads.touch
+
+    def no_put(_payloads: object) -> None:
+        raise AssertionError("written again")
+
+    def counted(address: str) -> bool:
+        touched.append(address)
+        return touch(address)
+
+    monkeypatch.setattr(mail.payloads, "put_many", no_put)
+    monkeypatch.setattr(mail.payloads, "touch", counted)
+    delivered = mail.deliver_checked(ahead)
+    assert touched == [ahead[0].stored, ahead[1].stored]
+    assert [mail.message(d.message_id).address for d in delivered[:2]] == touched
+    assert [b"".join(mail.extract(d.message_id)) for d in delivered] == [
+        c.command.raw for c in checked]
+
+
+def test_a_payload_written_ahead_and_gone_by_the_append_is_written_again(
+        mail: Mailstore) -> None:
+    checked = _big_checked(mail, 1)
+    ahead = mail.written_ahead(checked)
+    assert mail.payloads.delete(ahead[0].stored)  # a purge of orphans took it meanwhile
+    [big, _small] = mail.deliver_checked(ahead)
+    address = mail.message(big.message_id).address
+    assert mail.payloads.exists(address)
+    assert b"".join(mail.extract(big.message_id)) == checked[0].command.raw
+
+
+def test_writing_ahead_through_another_payload_store(log, clock, tmp_path) -> None:
+    """The reading process writes through a payload store it opened itself (after its
+    fork); the append finds the payloads at the addresses the items carry."""
+    from adapters.payloads.files import FilePayloadStore
+
+    mail = Mailstore(log, FilePayloadStore(tmp_path / "payloads"), clock=clock)
+    other = FilePayloadStore(tmp_path / "payloads", durable=False)
+    ahead = mail.written_ahead(_big_checked(mail), other)
+    assert all(mail.payloads.exists(c.stored) for c in ahead[:2])
+    delivered = mail.deliver_checked(ahead)
+    assert [mail.message(d.message_id).address for d in delivered[:2]] == [
+        c.stored for c in ahead[:2]]
+    assert len(list(mail.payloads.list())) == 2
+    assert [b"".join(mail.extract(d.message_id)) for d in delivered[:2]] == [
+        c.command.raw for c in ahead[:2]]
