@@ -89,6 +89,8 @@ def corrupt(position: object, event: object, reason: str) -> CorruptEvent:
 
 _Route = tuple[tuple[int, Projection], ...]
 _Step = tuple[int, Callable[[Any, int, RowReader], list[Mutation]], bool, str]
+"""What an event is given to: the projection's index, its ``project``, whether its writes are
+folded at once (it reads its own tables), its name."""
 
 
 class ProjectionRunner:
@@ -113,9 +115,17 @@ class ProjectionRunner:
         self.fold_max_cells = fold_max_cells
         self.track = track
         self._reads = frozenset(t for p in self.projections for t in p.reads)
+        # A projection that reads its own tables has its writes folded at once (its next
+        # read must see them).
+        self._reads_own = [any(t.name in self._reads for t in p.tables)
+                           for p in self.projections]
         self._physical_names: dict[str, str] = {}
         self._positions: dict[str, int] | None = None
         self._routes: dict[type, _Route] = {}
+        # Live mode: per event class, its steps (kept across calls: a single delivery's
+        # catch-up is one call) and the tracking table, once named.
+        self._live_steps: dict[type, tuple[_Step, ...]] = {}
+        self._tracking: Tracking | None = None
 
     # -- tables and tracking -------------------------------------------------------------------
 
@@ -199,23 +209,23 @@ class ProjectionRunner:
         positions = self.positions()
         starts = [positions[p.name] for p in self.projections]
         lowest = min(starts, default=0)
-        # A projection that reads its own tables has its writes folded at once (its next read
-        # must see them); in fold mode the others' are buffered in ``pending`` and folded
-        # every ``batch_size`` events; in live mode they go to the store as they are.
-        reads_own = [any(t.name in self._reads for t in p.tables) for p in self.projections]
+        # The writes of a projection that reads its own tables are folded at once; in fold
+        # mode the others' are buffered in ``pending`` and folded every ``batch_size``
+        # events; in live mode they go to the store as they are.
+        reads_own = self._reads_own
         # A projection with a folder of its own (``counters``, ``mailboxes``) runs through it
         # in a fold; it keeps its effect in memory, drained into the fold by ``_flush``. It
         # comes last in an event's steps, so an event another projection fails on never
         # reaches it.
         folders: dict[int, Folder] = {i: p.folder() for i, p in enumerate(self.projections)
-                                      if fold and p.folder is not None}
-        projectors = [folders[i].project if i in folders else p.project
-                      for i, p in enumerate(self.projections)]
+                                      if p.folder is not None} if fold else {}
         retable = self.physical is not identity and not fold
         overlay = MutationFold(self._load)
         pending: list[Mutation] = []
         reader = self._reader(overlay, fold)
-        steps: dict[type, tuple[_Step, ...]] = {}  # per event class: what to call, in order
+        # per event class: what to call, in order (a fold's folders are its own)
+        steps: dict[type, tuple[_Step, ...]] = {} if fold else self._live_steps
+        name_of = self._name
         top = applied = in_batch = taken = 0
         own: list[Mutation] = []  # this event's writes to tables their projection reads
         for position, event in items:
@@ -226,15 +236,16 @@ class ProjectionRunner:
             if route is None:
                 try:
                     route = steps[type(event)] = tuple(
-                        (starts[i], projectors[i], reads_own[i] and i not in folders, p.name)
+                        (i, folders[i].project if i in folders else p.project,
+                         reads_own[i] and i not in folders, p.name)
                         for i, p in sorted(self._route(type(event)),
                                            key=lambda route: route[0] in folders))
                 except TypeError as error:
                     self._flush(pending, overlay, top, fold, folders)
                     raise corrupt(position, event, str(error)) from None
             mark = len(pending)  # an event is folded whole or not at all
-            for start, project, reads, name in route:
-                if position <= start:
+            for index, project, reads, name in route:
+                if position <= starts[index]:
                     continue
                 try:
                     mutations = project(event, position, reader)
@@ -249,8 +260,10 @@ class ProjectionRunner:
                     ) from error
                 if reads:
                     own += mutations
-                elif retable:
-                    pending.extend(to_table(m, self._name(m.table)) for m in mutations)
+                elif retable:  # a Put is copied only where its physical name differs
+                    for m in mutations:
+                        table = name_of(m.table)
+                        pending.append(m if table == m.table else to_table(m, table))
                 else:
                     pending += mutations
             if own:
@@ -290,11 +303,15 @@ class ProjectionRunner:
             overlay.extend(pending)
             pending.clear()
         loads = overlay.contents(self._name) if load is not None and not overlay.empty else []
-        batch = pending if overlay.empty or loads else pending + overlay.mutations(self._name)
-        tracking = Tracking(self.store, self._name(n.TRACKING))
+        batch = pending
+        if not (overlay.empty or loads):
+            batch += overlay.mutations(self._name)
+        tracking = self._tracking
+        if tracking is None:
+            tracking = self._tracking = Tracking(self.store, self._name(n.TRACKING))
         advanced = [p.name for p in self.projections if top > self._positions[p.name]]
-        for name in advanced if self.track else ():
-            batch.append(tracking.record(name, top))
+        if advanced and self.track:
+            batch += tracking.records(advanced, top)
         if loads:
             assert load is not None
             load(loads, batch)

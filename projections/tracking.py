@@ -21,7 +21,7 @@ from projections.tablemodel import Mutation, Put
 from projections.tablestore import TableStore
 
 __all__ = ["Tracking", "is_position", "tracked", "tracking_generation", "tracking_position",
-           "tracking_row"]
+           "tracking_positions", "tracking_row"]
 
 
 def tracking_row(projection: str) -> bytes:
@@ -31,8 +31,15 @@ def tracking_row(projection: str) -> bytes:
 
 def tracking_position(table: str, projection: str, position: int) -> Put:
     """The put recording that ``projection`` has applied the log up to ``position``."""
-    return Put(table, tracking_row(projection), n.TR_POSITION, b"%d" % position,
-               max(position, 1))
+    return tracking_positions(table, (projection,), position)[0]
+
+
+def tracking_positions(table: str, projections: Iterable[str], position: int) -> list[Put]:
+    """``tracking_position`` of each of ``projections``, all at ``position`` (one value
+    object shared by every put: a store may bind it once)."""
+    value, version = b"%d" % position, max(position, 1)
+    return [Put(table, tracking_row(name), n.TR_POSITION, value, version)
+            for name in projections]
 
 
 def tracking_generation(table: str, projection: str, generation: int) -> Put:
@@ -88,6 +95,10 @@ class Tracking:
     def record(self, projection: str, position: int) -> Put:
         """The put recording that ``projection`` has applied up to ``position``."""
         return tracking_position(self.table, projection, position)
+
+    def records(self, projections: Iterable[str], position: int) -> list[Put]:
+        """``record`` of each of ``projections`` at one ``position`` (a live batch's)."""
+        return tracking_positions(self.table, projections, position)
 
     def stamp(self, projection: str, generation: int) -> Put:
         """The put recording the generation ``projection``'s tables started at."""

@@ -73,6 +73,8 @@ class ProjectionHost:
         self.catalog = Catalog(tables)
         self.catalog.refresh()
         self._data_version: Any = None
+        # asked once: a runtime-checkable Protocol's isinstance looks up each member
+        self._versioned = tables if isinstance(tables, DataVersioned) else None
         if lock_path:
             private_file(lock_path)
         self._lock_file = open(lock_path, "a+") if lock_path else None  # noqa: SIM115
@@ -153,9 +155,9 @@ class ProjectionHost:
         """True when no other connection has committed to the tables since the last check
         (SQLite's ``data_version``, no table read): catalog and tracking are as this runner
         left them, so neither needs reading."""
-        if not isinstance(self.tables, DataVersioned):
+        if self._versioned is None:
             return False
-        version = self.tables.data_version()
+        version = self._versioned.data_version()
         untouched = version == self._data_version
         self._data_version = version
         return bool(untouched)

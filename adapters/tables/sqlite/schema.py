@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from projections.tablestore import TableSpec, TableSpecConflict
 
@@ -25,6 +26,9 @@ class Schema:
     families: frozenset[bytes]
     cells: str  # quoted SQLite table names
     tombs: str
+    known: set[bytes] = field(default_factory=set, compare=False, hash=False, repr=False)
+    """Columns already found in a family of this table (kept as long as the schema is: a
+    command's batch checks only the columns no batch before it wrote)."""
 
     @classmethod
     def of(cls, name: str, families: Iterable[str]) -> Schema:
@@ -35,7 +39,7 @@ class Schema:
             quote(f"tombs:{name}"),
         )
 
-    @property
+    @cached_property
     def insert(self) -> str:
         return f"INSERT INTO {self.cells}(row, col, value, version)"
 
@@ -45,7 +49,7 @@ class Schema:
         "OR (excluded.version = version AND excluded.value IS NOT value)"
     )
 
-    @property
+    @cached_property
     def raise_tomb(self) -> str:
         return (
             f"INSERT INTO {self.tombs}(row, col, version) VALUES (?, ?, ?) "

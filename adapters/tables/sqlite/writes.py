@@ -32,6 +32,8 @@ _column_of = itemgetter(1)  # of a CellRecord
 class Batch:
     schema: Schema
     checked: set[bytes] = field(default_factory=set)  # columns whose family exists
+    """Columns checked: ``batched`` hands the schema's own set (``Schema.known``), so a
+    column is checked once per table, not once per batch."""
     puts: list[tuple[bytes, bytes, bytes, int]] = field(default_factory=list)
     column_deletes: list[tuple[bytes, bytes, int]] = field(default_factory=list)
     row_deletes: list[tuple[bytes, int]] = field(default_factory=list)
@@ -182,14 +184,39 @@ def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[
         rest.extend(params)
 
     if isinstance(puts, list) and len(puts) < _ROWS_PER_INSERT:
-        # A command's few cells: the generator only fills ``rest`` (never a full statement),
-        # and one ``execute`` writes them; an ``executemany`` costs a statement preparation.
+        # A command's few cells: one ``execute`` writes them (an ``executemany`` costs a
+        # statement preparation), their parameters made in one loop.
+        if not row_tombs and not column_tombs:
+            if puts:  # every put of the batch may be hidden by a stored tombstone
+                conn.execute(_values(head, tail, len(puts)), _few(puts))
+            return
         if next(statements(), None) is not None:
             raise AssertionError("a full statement from fewer puts than its rows")
     else:
         conn.executemany(_values(head, tail, _ROWS_PER_INSERT), statements())
     if rest:
         conn.execute(_values(head, tail, len(rest) // 4), rest)
+
+
+def _few(puts: list[CellRecord]) -> list[Any]:
+    """The parameters of fewer puts than a statement's rows (``_insert_rows``), no tombstone
+    to test: each blob a ``bytearray``, made once for consecutive puts of the same object
+    (a row's cells share its key; a batch's tracking rows their column and value)."""
+    params: list[Any] = []
+    add = params.extend
+    last_row: bytes | None = None
+    last_column: bytes | None = None
+    last_value: bytes | None = None
+    key = name = blob = _EMPTY
+    for row, column, value, version in puts:
+        if row is not last_row:
+            last_row, key = row, bytearray(row)
+        if column is not last_column:
+            last_column, name = column, bytearray(column)
+        if value is not last_value:
+            last_value, blob = value, bytearray(value)
+        add((key, name, blob, version))
+    return params
 
 
 def insert_fresh(conn: sqlite3.Connection, schema: Schema, load: TableLoad) -> None:
@@ -227,13 +254,21 @@ def merge_table(conn: sqlite3.Connection, source: Schema, target: Schema) -> Non
 def batched(schema_of: Callable[[str], Schema], mutations: Iterable[Mutation]) -> dict[str, Batch]:
     """``mutations`` by table, every family checked before anything is written."""
     batches: dict[str, Batch] = {}
+    last: str | None = None
+    batch: Batch | None = None
     for m in mutations:  # check everything before writing anything
-        batch = batches.get(m.table)
-        if batch is None:
-            batch = batches[m.table] = Batch(schema_of(m.table))
-        if isinstance(m, Put):
-            batch.check(m.column)
-            batch.puts.append((m.row, m.column, m.value, m.version))
+        table = m.table
+        if table != last or batch is None:
+            batch = batches.get(table)
+            if batch is None:
+                schema = schema_of(table)
+                batch = batches[table] = Batch(schema, schema.known)
+            last = table
+        if type(m) is Put or isinstance(m, Put):
+            column = m.column
+            if column not in batch.checked:
+                batch.check(column)
+            batch.puts.append((m.row, column, m.value, m.version))
         elif isinstance(m, DeleteColumn):
             batch.check(m.column)
             batch.column_deletes.append((m.row, m.column, m.version))
