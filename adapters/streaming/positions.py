@@ -190,10 +190,16 @@ class PostgresPosition:
         self._locked = True
 
     def release(self) -> None:
-        self._locked = False
+        """The lock given back before the session ends: a session's end drops its advisory
+        locks only once the server has noticed it, so a relay started right after this one
+        stopped could otherwise still find the position held."""
+        locked, self._locked = self._locked, False
         if self._conn is not None:
             with contextlib.suppress(Exception):
-                self._conn.close()  # ends the session, which drops the advisory lock
+                if locked and not self._conn.closed:
+                    self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+            with contextlib.suppress(Exception):
+                self._conn.close()  # ends the session (and any lock a failed unlock left)
             self._conn = None
 
 
