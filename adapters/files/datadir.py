@@ -11,11 +11,13 @@ check through it, so both refuse alike. A data directory it creates is 0700
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from adapters.files.filemodes import (
     DIR_MODE,
@@ -178,3 +180,17 @@ def exclusive(root: str | os.PathLike[str], name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def json_records(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Each ``*.json`` record of ``directory`` (none if it does not exist), in name order,
+    with its path; a record being written or removed meanwhile is passed over."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            found.append((path, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            continue
+    return found

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters.files.datadir import json_records
 from adapters.files.filemodes import create_private, private_dir
 from adapters.lifecycle.completed import Completion
 
@@ -26,15 +27,7 @@ class PendingErasures:
         self.dir = Path(data) / PENDING_DIR
 
     def records(self) -> list[tuple[Path, dict[str, Any]]]:
-        if not self.dir.is_dir():
-            return []
-        out = []
-        for path in sorted(self.dir.glob("*.json")):
-            try:
-                out.append((path, json.loads(path.read_text())))
-            except (OSError, ValueError):
-                continue  # being written, or removed meanwhile
-        return out
+        return json_records(self.dir)
 
     def record(self, completion: Completion, *, position: int, messages: int) -> None:
         private_dir(self.dir)

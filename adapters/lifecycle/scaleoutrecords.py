@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters.files.datadir import json_records
 from adapters.files.filemodes import create_private, private_dir, private_file
 
 PENDING_DIR = "erasures-scaleout"
@@ -27,15 +28,7 @@ class ScaleOutPending:
         self.dir = Path(data) / PENDING_DIR
 
     def records(self) -> list[tuple[Path, dict[str, Any]]]:
-        if not self.dir.is_dir():
-            return []
-        found = []
-        for path in sorted(self.dir.glob("*.json")):
-            try:
-                found.append((path, json.loads(path.read_text())))
-            except (OSError, ValueError):
-                continue  # removed meanwhile
-        return found
+        return json_records(self.dir)
 
     def record(self, *, position: int, began: float, payloads: Iterable[str],
                messages: int) -> Path:
