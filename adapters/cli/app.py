@@ -33,6 +33,7 @@ from adapters.cli.callers import refusal
 from adapters.cli.common import DEFAULT_DATA, group, state
 from adapters.cli.failures import _error, _machine_error, temporary
 from adapters.cli.lazygroup import MODULE_OF, LazyGroup
+from adapters.cli.leaving import leave
 from adapters.startup import coercion
 from domain.errors import LetterlogError, PermissionDenied
 
@@ -164,7 +165,7 @@ def main() -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         code = _machine_error(BrokenPipeError()) or 141
-    sys.exit(code)
+    leave(code)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 
 from adapters.bootstrap.eventstore import event_log
 from adapters.bootstrap.tables import projection_host
+from adapters.cli.leaving import leave
 from adapters.config.settings import load_settings
 
 RETRY_MAX = 10.0
@@ -104,4 +105,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())  # without the interpreter's teardown: its writer waits for this exit
