@@ -193,6 +193,7 @@ def compare_import_with_dovecot(blobs: Sequence[bytes], root: Path) -> dict[str,
     letterlog_import(root / "warm-up.mbox", root / "warm-up", env)  # fills the bytecode cache
     load = [round(os.getloadavg()[0], 2)]
     cpu: list[float] = []
+    startup_s, startup_cpu = _startup(blobs[0], root, env)
     with DovecotServer() as dovecot:
         dovecot_import_s = [dovecot.import_mbox(mbox, "before")]
         letterlog_s = letterlog_import(mbox, root / "import", env, cpu)
@@ -204,6 +205,10 @@ def compare_import_with_dovecot(blobs: Sequence[bytes], root: Path) -> dict[str,
     letterlog_bytes = disk_bytes(root / "import")
     letterlog_rate = _rate(n, letterlog_s)
     dovecot_rate = _rate(n, statistics.fmean(dovecot_import_s))
+    # the most this import's work allows on this machine: its start-up, then the CPU of its
+    # processes past start-up spread over every core without a moment lost
+    cores = len(os.sched_getaffinity(0))
+    ceiling = _rate(n, startup_s + max(0.0, cpu[0] - startup_cpu) / cores)
     return {
         "peer": "dovecot",
         "import_only": True,
@@ -211,6 +216,10 @@ def compare_import_with_dovecot(blobs: Sequence[bytes], root: Path) -> dict[str,
         "import_msgs_per_s": letterlog_rate,
         "import_seconds": round(letterlog_s, 3),
         "import_cpu_ms_per_msg": round(1000 * cpu[0] / n, 3),
+        "import_startup_seconds": round(startup_s, 3),
+        "import_startup_cpu_seconds": round(startup_cpu, 3),
+        "import_ceiling_msgs_per_s": ceiling,
+        "ratio_import_ceiling_vs_dovecot": round(ceiling / dovecot_rate, 3),
         "dovecot_import_msgs_per_s": dovecot_rate,
         "dovecot_import_seconds_before_and_after": [round(s, 3) for s in dovecot_import_s],
         "ratio_import_vs_dovecot": round(letterlog_rate / dovecot_rate, 3),
@@ -219,6 +228,19 @@ def compare_import_with_dovecot(blobs: Sequence[bytes], root: Path) -> dict[str,
         "storage_amplification": round(letterlog_bytes / mail_bytes, 3),
         "load_average_start_and_end": load,
     }
+
+
+def _startup(blob: bytes, root: Path, env: dict[str, str]) -> tuple[float, float]:
+    """The import's fixed cost: the fastest of three imports of a one-message mbox (into a
+    fresh store each), in seconds and CPU seconds (its start, its one append, its exit)."""
+    one = root / "one.mbox"
+    write_mbox([blob], one)
+    runs = []
+    for i in range(3):
+        cpu: list[float] = []
+        seconds = letterlog_import(one, root / f"one-{i}", env, cpu)
+        runs.append((seconds, cpu[0]))
+    return min(runs)
 
 
 def _single_target_met_by(result: dict[str, Any]) -> str | None:
