@@ -18,7 +18,6 @@ completing, reading), ``adapters.readside.queries`` and ``adapters.rules.api``.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
@@ -41,6 +40,7 @@ from adapters.files.datadir import check_data_dir
 from adapters.payloads import ClosingPayloads
 from adapters.readside.queries import ReadModelQueries
 from adapters.rules.api import RulesAPI
+from adapters.startup.collector import bulk_collections
 from domain.errors import SettingsError
 from domain.ports import PayloadStore
 from domain.results import Change, Delivery, Reservation, Saved, Upload
@@ -75,26 +75,6 @@ def saved_by(result: object) -> Saved | None:
         found = {position: event for saved in distinct.values() for position, event in saved}
         return tuple(sorted(found.items(), key=lambda item: item[0]))
     return None
-
-
-BULK_GC_THRESHOLDS = (10_000, 10, 10)
-"""The cyclic collector's thresholds inside a bulk block (``projecting_in_a_second_process``:
-an import, a long-lived delivering process). With Python's default (700, 10, 10) an import
-ran ~90 young collections per 1,000 messages, each walking the batch in hand: ~10% of the
-command side's CPU, for garbage that is nearly all freed by reference counting. With a young
-generation of 10,000 it is ~4 collections per 1,000 messages (ADR 0085)."""
-
-
-@contextmanager
-def bulk_collections() -> Iterator[None]:
-    """The block with ``BULK_GC_THRESHOLDS`` (never more frequent collections than the
-    process had); the process's own thresholds restored after it."""
-    before = gc.get_threshold()
-    gc.set_threshold(*(max(a, b) for a, b in zip(BULK_GC_THRESHOLDS, before, strict=True)))
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def _usable_cores() -> int:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import sys
 
+from adapters.startup import collector
 from adapters.startup.commandclient import forward
 
 
 def main() -> None:
+    collector.starting()  # resumed once the command is built (``LazyGroup``, ADR 0110)
     if "lda" in sys.argv[1:]:  # first: a running ``letterlog lmtp`` delivers it (ADR 0060)
         # the lda's fast path runs before anything else loads (ADR 0060)
         from adapters.startup.handoff import handoff  # local: the lda's hand-off, before all else

@@ -14,10 +14,15 @@ import sys
 import time
 from typing import Any
 
-from adapters.bootstrap.eventstore import event_log
-from adapters.bootstrap.tables import projection_host
-from adapters.cli.leaving import leave
-from adapters.config.settings import load_settings
+from adapters.startup import collector
+
+if __name__ == "__main__":  # the process's own imports below make objects that live as long
+    collector.starting()  # as it does: no collection walks them (ADR 0110)
+
+from adapters.bootstrap.eventstore import event_log  # noqa: E402
+from adapters.bootstrap.tables import projection_host  # noqa: E402
+from adapters.cli.leaving import leave  # noqa: E402
+from adapters.config.settings import load_settings  # noqa: E402
 
 RETRY_MAX = 10.0
 """Seconds at most between two tries of a catch-up that failed (a locked ``tables.sqlite``:
@@ -100,7 +105,9 @@ def main() -> int:
             return 0  # the writer went away before saying what to follow
         line += chunk
     linger = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else 0.0
-    follow(line, fd, linger)
+    collector.started()
+    with collector.bulk_collections():  # it projects in bulk: an import, an LMTP server's mail
+        follow(line, fd, linger)
     return 0
 
 

@@ -12,6 +12,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_name, solve_typer_info_defaults
 
 from adapters.cli.common import state
+from adapters.startup import collector
 from adapters.startup.commands import SECTIONS, SUMMARIES
 
 MODULE_OF = {name: module for _, module, names in SECTIONS for name in names}
@@ -50,6 +51,7 @@ class LazyGroup(TyperGroup):
                     info, pretty_exceptions_short=short, rich_markup_mode=markup,
                     suggest_commands=app.suggest_commands)
             self._built[cmd_name] = _without_type_names(command)
+        collector.started()  # its modules are in: the collector runs again (ADR 0110)
         return self._built[cmd_name]
 
     def summary(self, cmd_name: str, limit: int) -> str:

@@ -102,31 +102,6 @@ def test_the_thread_packer_survives_a_value_it_cannot_pack() -> None:
         {"s": msgpack.ExtType(3, msgpack.packb([1, 2])), "n": 1}, use_bin_type=True)
 
 
-def test_a_bulk_block_spaces_the_young_collections_and_restores_the_process_thresholds(
-) -> None:
-    import gc
-
-    from adapters.embedded import BULK_GC_THRESHOLDS, bulk_collections
-
-    before = gc.get_threshold()
-    try:
-        gc.set_threshold(700, 10, 10)
-        with bulk_collections():
-            assert gc.get_threshold() == BULK_GC_THRESHOLDS
-            with bulk_collections():  # nested: the same
-                assert gc.get_threshold() == BULK_GC_THRESHOLDS
-            assert gc.get_threshold() == BULK_GC_THRESHOLDS
-        assert gc.get_threshold() == (700, 10, 10)
-        gc.set_threshold(50_000, 30, 10)  # a process that collects less often keeps its own
-        with bulk_collections():
-            assert gc.get_threshold() == (50_000, 30, 10)
-        with pytest.raises(RuntimeError), bulk_collections():
-            raise RuntimeError("the block failed")
-        assert gc.get_threshold() == (50_000, 30, 10)
-    finally:
-        gc.set_threshold(*before)
-
-
 class _Commits:
     """A key store's commit as the pool sees it: records what it committed, optionally slow
     (an event the test sets lets it return) or failing."""
