@@ -51,7 +51,6 @@ class LazyGroup(TyperGroup):
                     info, pretty_exceptions_short=short, rich_markup_mode=markup,
                     suggest_commands=app.suggest_commands)
             self._built[cmd_name] = _without_type_names(command)
-        collector.started()  # its modules are in: the collector runs again (ADR 0110)
         return self._built[cmd_name]
 
     def summary(self, cmd_name: str, limit: int) -> str:
@@ -66,6 +65,7 @@ class LazyGroup(TyperGroup):
         """The command, and which one it is (``group sub`` for a group's) in
         ``state.command``: the caller's rule (``callers.RULES``) is decided on it."""
         name, command, rest = super().resolve_command(ctx, args)
+        collector.started()  # the command's modules are in: the collector runs (ADR 0110)
         sub = None
         if command is not None and hasattr(command, "commands"):
             sub = next((a for a in rest if not a.startswith("-")), None)
