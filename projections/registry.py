@@ -8,7 +8,7 @@ classes it handles (the runner sends it only those; empty: every event).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,9 +37,11 @@ from projections import (
 )
 from projections import names as n
 from projections.keys import RowReader
+from projections.mutationfold import RowPut
 from projections.tablestore import Mutation, TableSpec
 
 Projector = Callable[[Any, int, RowReader], list[Mutation]]
+RowProjector = Callable[[Any, int, RowReader], Sequence[Mutation | RowPut]]
 
 
 class Folder(Protocol):
@@ -61,6 +63,9 @@ class Projection:
     handles: frozenset[type] = frozenset()
     folder: Callable[[], Folder] | None = None
     """For a fold (a rebuild): a cheaper stateful ``project`` giving the same tables."""
+    rows: RowProjector | None = None
+    """For a fold without a ``folder``: ``project`` with the cells it writes to one row at
+    one version given as one ``RowPut`` (the same fold, no ``Put`` per cell; ADR 0106)."""
 
     @property
     def table_names(self) -> tuple[str, ...]:
@@ -72,7 +77,8 @@ ALL: tuple[Projection, ...] = (
                mailboxes.MailboxFold),
     Projection("mailbox_names", mailbox_names.TABLES, mailbox_names.project, (),
                mailbox_names.HANDLED),
-    Projection("messages", messages.TABLES, messages.project, (), messages.HANDLED),
+    Projection("messages", messages.TABLES, messages.project, (), messages.HANDLED,
+               rows=messages.fold_project),
     Projection("label_index", label_index.TABLES, label_index.project, (), label_index.HANDLED),
     Projection("counters", counters.TABLES, counters.project, counters.READS, counters.HANDLED,
                counters.CounterFold),
