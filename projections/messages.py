@@ -226,7 +226,7 @@ def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     return [] if handler is None else handler(event, position)
 
 
-# -- the fold form (``Projection.rows``, ADR 0106): the same cells, a row's in one ``RowPut`` --
+# -- the fold form (``registry.FOLD_FORMS``, ADR 0106): the same cells, a row's in one ``RowPut`` --
 
 _Folded = list[Mutation | RowPut]
 

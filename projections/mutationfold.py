@@ -5,7 +5,7 @@ in a rebuild's fold (``runner``'s docstring).
 
 A fold keeps each cell as ``(value, version)``, not as the ``Put`` it came in: a rebuild's
 projectors hand it whole rows (``RowPut``: a row's cells at one version, the fold form of a
-projector, ``Projection.rows``) with no object per cell, and the fold lists its tables for a
+projector, ``registry.FOLD_FORMS``) with no object per cell, and the fold lists its tables for a
 bulk load without reading a ``Put``'s attributes per cell (ADR 0106).
 """
 
@@ -40,7 +40,7 @@ _View = tuple[dict[bytes, Cell], dict[bytes, bytes]]  # visible cells, and their
 
 class RowPut(NamedTuple):
     """A row's cells written at one ``version``: folded as a ``Put`` per cell would be.
-    What a projector's fold form (``Projection.rows``) gives for a row it writes several
+    What a projector's fold form (``registry.FOLD_FORMS``) gives for a row it writes several
     cells of, built in one step; only a ``MutationFold`` takes it (never a store)."""
 
     table: str

@@ -63,9 +63,6 @@ class Projection:
     handles: frozenset[type] = frozenset()
     folder: Callable[[], Folder] | None = None
     """For a fold (a rebuild): a cheaper stateful ``project`` giving the same tables."""
-    rows: RowProjector | None = None
-    """For a fold without a ``folder``: ``project`` with the cells it writes to one row at
-    one version given as one ``RowPut`` (the same fold, no ``Put`` per cell; ADR 0106)."""
 
     @property
     def table_names(self) -> tuple[str, ...]:
@@ -77,8 +74,7 @@ ALL: tuple[Projection, ...] = (
                mailboxes.MailboxFold),
     Projection("mailbox_names", mailbox_names.TABLES, mailbox_names.project, (),
                mailbox_names.HANDLED),
-    Projection("messages", messages.TABLES, messages.project, (), messages.HANDLED,
-               rows=messages.fold_project),
+    Projection("messages", messages.TABLES, messages.project, (), messages.HANDLED),
     Projection("label_index", label_index.TABLES, label_index.project, (), label_index.HANDLED),
     Projection("counters", counters.TABLES, counters.project, counters.READS, counters.HANDLED,
                counters.CounterFold),
@@ -99,6 +95,13 @@ ALL: tuple[Projection, ...] = (
 )
 
 BY_NAME: dict[str, Projection] = {p.name: p for p in ALL}
+
+FOLD_FORMS: dict[Projector, RowProjector] = {messages.project: messages.fold_project}
+"""A projector's fold form, which a fold (``ProjectionRunner.apply_events(fold=True)``) calls
+instead of a projection's ``project`` without a ``folder``: the same cells, those it writes
+to one row at one version given as one ``RowPut`` (no ``Put`` per cell; ADR 0106). Keyed by
+the projector itself: a ``Projection`` given another ``project`` (a test's failing one) is
+folded through that one."""
 
 TRACKING_SPEC = TableSpec(n.TRACKING, (n.F_TRACK,), split_by_salt=False)
 

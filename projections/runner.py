@@ -45,7 +45,14 @@ from projections import names as n
 from projections.capabilities import BulkLoading
 from projections.keys import RowReader
 from projections.mutationfold import FoldInput, MutationFold, identity, to_table
-from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Folder, Projection
+from projections.registry import (
+    ALL,
+    DOMAIN_EVENTS,
+    FOLD_FORMS,
+    TRACKING_SPEC,
+    Folder,
+    Projection,
+)
 from projections.tablestore import (
     MAX_VERSION,
     Cells,
@@ -90,8 +97,8 @@ def corrupt(position: object, event: object, reason: str) -> CorruptEvent:
 _Route = tuple[tuple[int, Projection], ...]
 _Step = tuple[int, Callable[[Any, int, RowReader], Sequence[FoldInput]], bool, str]
 """What an event is given to: the projection's index, its ``project`` (in a fold its
-``folder``'s, or its fold form ``rows``: a ``RowPut`` per row), whether its writes are folded
-at once (it reads its own tables), its name."""
+``folder``'s, or its fold form, ``registry.FOLD_FORMS``: a ``RowPut`` per row), whether its
+writes are folded at once (it reads its own tables), its name."""
 
 
 class ProjectionRunner:
@@ -238,7 +245,7 @@ class ProjectionRunner:
                 try:
                     route = steps[type(event)] = tuple(
                         (i, folders[i].project if i in folders
-                         else p.rows if fold and p.rows is not None else p.project,
+                         else FOLD_FORMS.get(p.project, p.project) if fold else p.project,
                          reads_own[i] and i not in folders, p.name)
                         for i, p in sorted(self._route(type(event)),
                                            key=lambda route: route[0] in folders))

@@ -55,7 +55,7 @@ class WriteRecorder:
         self.deletes += len(batch) - puts + sum(len(load.tombs) for load in loads)
         # a load's cells may be an iterator, read once: counted as the store takes them, in C
         counters = [count() for _ in loads]
-        loads = [replace(load, cells=map(_first, zip(load.cells, counter)))
+        loads = [replace(load, cells=map(_first, zip(load.cells, counter, strict=False)))
                  for load, counter in zip(loads, counters, strict=True)]
         t0 = time.perf_counter()
         assert self._load is not None

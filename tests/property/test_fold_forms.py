@@ -1,18 +1,21 @@
-"""A projector's fold form (``Projection.rows``: a row's cells in one ``RowPut``) folds to
+"""A projector's fold form (``registry.FOLD_FORMS``: a row's cells in one ``RowPut``) folds to
 what its plain form's ``Put`` per cell folds to, whatever the order of the events, with
 duplicates, and with rows read (a view) while folding (ADR 0106)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapters.tables.memory import InMemoryTableStore
 from projections import messages
 from projections import names as n
 from projections.mutationfold import MutationFold, RowPut
-from projections.registry import ALL
+from projections.registry import ALL, FOLD_FORMS
+from projections.runner import ProjectionRunner
 from projections.tablestore import DeleteColumn, DeleteRow, Put
 from tests.history import History
 
@@ -87,7 +90,20 @@ def test_a_row_put_is_hidden_as_its_puts_would_be() -> None:
     assert fold.cells == 5
 
 
-def test_only_messages_has_a_fold_form_and_it_handles_what_its_projector_handles() -> None:
-    with_rows = [p for p in ALL if p.rows is not None]
-    assert [p.name for p in with_rows] == ["messages"]
-    assert set(messages._ROW_HANDLERS) == messages.HANDLED
+def test_only_messages_has_a_fold_form_and_a_projection_given_another_projector_loses_it(
+) -> None:
+    """A fold form belongs to its projector: a ``Projection`` whose ``project`` was replaced
+    (a failing one, in the stream tests) is folded through the one it was given."""
+    assert {messages.project: messages.fold_project} == FOLD_FORMS
+    seen: list[int] = []
+
+    def spy(event: Any, position: int, read: Any) -> list[Any]:
+        seen.append(position)
+        return messages.project(event, position, read)
+
+    h = history([("deliver", 0), ("flag", 0)])
+    spied = tuple(replace(p, project=spy) if p.name == "messages" else p for p in ALL)
+    runner = ProjectionRunner(InMemoryTableStore(), spied)
+    runner.create_tables()
+    runner.apply_events(h.events, fold=True)
+    assert seen == [p for p, e in h.events if type(e) in messages.HANDLED] != []
