@@ -25,6 +25,8 @@ TABLES = (TableSpec(T, (n.F_INDEX,)),)
 
 
 def _puts(e: Placed, p: int, labels: Iterable[str]) -> list[Mutation]:
+    if not labels:  # most messages have no label: nothing to encode
+        return []
     account, message = e.account_id, e.originator_id
     ref = encode_ref(e.mailbox_id, e.uid)
     return [put(T, label_row(account, label, message), n.IX_REF, ref, p) for label in labels]

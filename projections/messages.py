@@ -23,7 +23,7 @@ the row (if it still has one).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +41,7 @@ from projections.codec import (
     put,
 )
 from projections.keys import RowReader, message_row
+from projections.mutationfold import RowPut
 from projections.tablestore import DeleteRow, Mutation, TableSpec
 
 T = n.MESSAGES
@@ -222,4 +223,86 @@ HANDLED = frozenset(_HANDLERS)
 
 def project(event: object, position: int, read: RowReader) -> list[Mutation]:
     handler = _HANDLERS.get(type(event))
+    return [] if handler is None else handler(event, position)
+
+
+# -- the fold form (``registry.FOLD_FORMS``, ADR 0106): the same cells, a row's in one ``RowPut`` --
+
+_Folded = list[Mutation | RowPut]
+
+
+def _full_cells(e: Written, p: int, state: bytes,
+                extracts: bytes) -> tuple[tuple[bytes, bytes], ...]:
+    summary, fields = _data(e, p)
+    return (
+        (n.META_FLAGS, encode_names(e.flags)),
+        (n.META_LABELS, encode_names(e.labels)),
+        (n.META_MODSEQ, b"%d" % p),
+        (n.META_STATE, state),
+        (n.META_THREAD, e.thread_id.bytes),
+        (n.DATA_MESSAGE, e.originator_id.bytes),
+        (n.DATA_SUMMARY, summary),
+        (n.DATA_FIELDS, fields),
+        (n.META_POLICY, encode_policy(e.policy)),
+        (n.META_EXTRACTS, extracts),
+    )
+
+
+def _delivered_row(e: Arrived, p: int) -> _Folded:
+    return [RowPut(T, _row(e), _full_cells(e, p, _ACTIVE, _ZERO), p)]
+
+
+def _moved_row(e: Message.Moved, p: int) -> _Folded:
+    old = message_row(e.from_mailbox_id, e.from_uid)
+    cells = _full_cells(e, p, e.state.encode(), encode_int(e.extract_count))
+    return [DeleteRow(T, old, p), RowPut(T, _row(e), cells, p)]
+
+
+def _flags_row(e: Message.FlagsChanged, p: int) -> _Folded:
+    cells = ((n.META_FLAGS, encode_names(e.flags)), (n.META_MODSEQ, b"%d" % p))
+    return [RowPut(T, _row(e), cells, p)]
+
+
+def _labels_row(e: Message.LabelsChanged, p: int) -> _Folded:
+    cells = ((n.META_LABELS, encode_names(e.labels)), (n.META_MODSEQ, b"%d" % p))
+    return [RowPut(T, _row(e), cells, p)]
+
+
+def _state_row(e: Message.Changed, p: int) -> _Folded:
+    cells = ((n.META_STATE, e.state.encode()), (n.META_MODSEQ, b"%d" % p))
+    return [RowPut(T, _row(e), cells, p)]
+
+
+def _extracted_row(e: Message.Extracted, p: int) -> _Folded:
+    cells = ((n.META_EXTRACTS, encode_int(e.count)), (n.META_STATE, e.state.encode()),
+             (n.META_MODSEQ, b"%d" % p))
+    return [RowPut(T, _row(e), cells, p)]
+
+
+def _policy_row(e: Message.PolicyChanged, p: int) -> _Folded:
+    cells = ((n.META_POLICY, encode_policy(e.policy)), (n.META_EXTRACTS, _ZERO),
+             (n.META_STATE, e.state.encode()), (n.META_MODSEQ, b"%d" % p))
+    return [RowPut(T, _row(e), cells, p)]
+
+
+_ROW_HANDLERS: dict[type, Callable[[Any, int], Sequence[Mutation | RowPut]]] = {
+    Message.Expunged: _expunged,
+    Message.Purged: _purged,
+    Message.Delivered: _delivered_row,
+    Message.UploadCompleted: _delivered_row,
+    Message.Moved: _moved_row,
+    Message.FlagsChanged: _flags_row,
+    Message.LabelsChanged: _labels_row,
+    Message.Deleted: _state_row,
+    Message.Restored: _state_row,
+    Message.Extracted: _extracted_row,
+    Message.PolicyChanged: _policy_row,
+    Message.Expired: _state_row,
+}
+
+
+def fold_project(event: object, position: int,
+                 read: RowReader) -> Sequence[Mutation | RowPut]:
+    """``project`` for a fold: each row's cells in one ``RowPut`` (the same fold)."""
+    handler = _ROW_HANDLERS.get(type(event))
     return [] if handler is None else handler(event, position)

@@ -2,12 +2,18 @@
 deletes (HBase's version rule, ``tablestore``), read back as the store plus the fold would
 show a row. The runner folds the tables a projection reads in a live batch, and every table
 in a rebuild's fold (``runner``'s docstring).
+
+A fold keeps each cell as ``(value, version)``, not as the ``Put`` it came in: a rebuild's
+projectors hand it whole rows (``RowPut``: a row's cells at one version, the fold form of a
+projector, ``registry.FOLD_FORMS``) with no object per cell, and the fold lists its tables for a
+bulk load without reading a ``Put``'s attributes per cell (ADR 0106).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from typing import NamedTuple
 
 from projections.codec import put
 from projections.tablestore import (
@@ -21,15 +27,52 @@ from projections.tablestore import (
     TombRecord,
 )
 
-__all__ = ["Cell", "MutationFold", "identity", "to_table"]
+__all__ = ["Cell", "FoldInput", "MutationFold", "RowPut", "identity", "to_table"]
 
 
 def identity(name: str) -> str:
     return name
 
 
-Cell = tuple[bytes, int]
+Cell = tuple[bytes, int]  # (value, version)
 _View = tuple[dict[bytes, Cell], dict[bytes, bytes]]  # visible cells, and their values
+
+
+class RowPut(NamedTuple):
+    """A row's cells written at one ``version``: folded as a ``Put`` per cell would be.
+    What a projector's fold form (``registry.FOLD_FORMS``) gives for a row it writes several
+    cells of, built in one step; only a ``MutationFold`` takes it (never a store)."""
+
+    table: str
+    row: bytes
+    cells: tuple[tuple[bytes, bytes], ...]  # (column, value), a column at most once
+    version: int
+
+
+FoldInput = Mutation | RowPut
+
+
+def _put_cells(cells: dict[bytes, Cell], column_tombs: dict[bytes, int] | None,
+               view: _View | None, puts: Iterable[tuple[bytes, bytes]], version: int) -> int:
+    """A ``RowPut``'s cells folded into a row that holds cells, tombstones or a view already,
+    as a ``Put`` each; returns how many cells the row gained."""
+    added = 0
+    for column, value in puts:
+        if column_tombs is not None and version <= column_tombs.get(column, -1):
+            continue
+        kept = cells.get(column)
+        if kept is None:
+            added += 1
+        elif version < kept[1]:
+            continue
+        cells[column] = (value, version)
+        if view is not None:
+            visible, values = view
+            old = visible.get(column)
+            if old is None or version >= old[1]:
+                visible[column] = (value, version)
+                values[column] = value
+    return added
 
 
 class MutationFold:
@@ -39,12 +82,12 @@ class MutationFold:
     folded, in any order (HBase version semantics: a put is hidden by a delete of a version
     ``>=`` its own; the highest version wins). ``read`` gives a row as the store plus the
     folded mutations would show it; ``load(table, row)`` fetches the stored row, once.
-    The ``Put`` objects folded are kept and handed back, not copied.
+    Each cell is kept as ``(value, version)``; ``mutations()`` makes its ``Put``.
     """
 
     def __init__(self, load: Callable[[str, bytes], Cells] | None = None) -> None:
         self._load = load
-        self._written: dict[str, dict[bytes, dict[bytes, Put]]] = {}
+        self._written: dict[str, dict[bytes, dict[bytes, Cell]]] = {}
         self._row_tombs: dict[str, dict[bytes, int]] = {}
         self._col_tombs: dict[str, dict[bytes, dict[bytes, int]]] = {}
         self._views: dict[str, dict[bytes, _View]] = {}  # rows read: table -> row -> view
@@ -57,22 +100,24 @@ class MutationFold:
     def apply(self, m: Mutation) -> None:
         self.extend((m,))
 
-    def extend(self, mutations: Iterable[Mutation]) -> None:
-        """Fold each mutation in (puts, several to one row, are the common case)."""
+    def extend(self, mutations: Iterable[FoldInput]) -> None:
+        """Fold each mutation in (puts, several to one row, are the common case; a
+        ``RowPut`` is a ``Put`` per cell, in one step)."""
         written, row_tombs, col_tombs, views = (
             self._written, self._row_tombs, self._col_tombs, self._views)
         last_table: str | None = None
         last_row: bytes | None = None
-        cells: dict[bytes, Put] = {}
+        cells: dict[bytes, Cell] = {}
         row_tomb = -1
         column_tombs: dict[bytes, int] | None = None
         view: _View | None = None
         added = 0
         for m in mutations:
-            if type(m) is not Put:
-                if type(m) is DeleteColumn:
-                    self._delete_column(m.table, m.row, m.column, m.version)
-                elif type(m) is DeleteRow:
+            kind = type(m)
+            if kind is not Put and kind is not RowPut:
+                if kind is DeleteColumn:
+                    self._delete_column(m.table, m.row, m.column, m.version)  # type: ignore[union-attr]
+                elif kind is DeleteRow:
                     self._delete_row(m.table, m.row, m.version)
                 else:
                     raise TypeError(f"mutation: {m!r:.80} is not a Put, DeleteColumn, DeleteRow")
@@ -95,21 +140,29 @@ class MutationFold:
                 view = None if viewed is None else viewed.get(row)
             if version <= row_tomb:
                 continue
-            column = m.column
+            if kind is RowPut:
+                if not cells and column_tombs is None and view is None:  # a fresh row
+                    cells.update({c: (v, version) for c, v in m.cells})  # type: ignore[union-attr]
+                    added += len(cells)
+                else:
+                    added += _put_cells(cells, column_tombs, view, m.cells, version)  # type: ignore[union-attr]
+                continue
+            column = m.column  # type: ignore[union-attr]
             if column_tombs is not None and version <= column_tombs.get(column, -1):
                 continue
             kept = cells.get(column)
             if kept is None:
                 added += 1
-            elif version < kept.version:
+            elif version < kept[1]:
                 continue
-            cells[column] = m
+            value = m.value  # type: ignore[union-attr]
+            cells[column] = (value, version)
             if view is not None:
                 visible, values = view
                 old = visible.get(column)
                 if old is None or version >= old[1]:
-                    visible[column] = (m.value, version)
-                    values[column] = m.value
+                    visible[column] = (value, version)
+                    values[column] = value
         self.cells += added
 
     def _hidden(self, table: str, row: bytes, column: bytes, version: int) -> bool:
@@ -131,7 +184,7 @@ class MutationFold:
         cells = None if rows is None else rows.get(row)
         if rows is not None and cells is not None:
             kept = cells.get(column)
-            if kept is not None and kept.version <= version:
+            if kept is not None and kept[1] <= version:
                 del cells[column]
                 self.cells -= 1
                 if not cells:
@@ -152,7 +205,7 @@ class MutationFold:
         rows = self._written.get(table)
         cells = None if rows is None else rows.get(row)
         if rows is not None and cells is not None:
-            kept = {c: p for c, p in cells.items() if p.version > version}
+            kept = {c: cell for c, cell in cells.items() if cell[1] > version}
             self.cells -= len(cells) - len(kept)
             if kept:
                 rows[row] = kept
@@ -182,10 +235,10 @@ class MutationFold:
                        if not self._hidden(table, row, c, cell[1])}
             cells = self._written.get(table, {}).get(row)
             if cells:
-                for c, p in cells.items():
+                for c, cell in cells.items():
                     old = visible.get(c)
-                    if old is None or p.version >= old[1]:
-                        visible[c] = (p.value, p.version)
+                    if old is None or cell[1] >= old[1]:
+                        visible[c] = cell
             seen = viewed[row] = (visible, {c: value for c, (value, _) in visible.items()})
         return seen[1]
 
@@ -211,31 +264,24 @@ class MutationFold:
                 cells = rows.get(row)
                 if not cells:
                     continue
-                if target == table:
-                    out.extend(cells[column] for column in sorted(cells))
-                else:
-                    for column in sorted(cells):
-                        p = cells[column]
-                        append(put(target, row, column, p.value, p.version))
+                for column in sorted(cells):
+                    value, v = cells[column]
+                    append(put(target, row, column, value, v))
         return out
 
     def contents(self, physical: Callable[[str], str] = identity) -> list[TableLoad]:
-        """The folded tables as ``TableLoad``s (the data of ``mutations()``, as records)."""
+        """The folded tables as ``TableLoad``s (the data of ``mutations()``, as records).
+        Each table's cells are listed as they are taken, in key order, in one pass from the
+        fold (no list of every record first): take them before the fold changes."""
         loads: list[TableLoad] = []
         for table in sorted(self._written.keys() | self._row_tombs.keys() | self._col_tombs.keys()):
-            rows = self._written.get(table, {})
-            cells: list[CellRecord] = []
-            add = cells.append
-            for row in sorted(rows):
-                found = rows[row]
-                for column, p in sorted(found.items()) if len(found) > 1 else found.items():
-                    add((row, column, p.value, p.version))
             tombs: list[TombRecord] = [(row, b"", v) for row, v in
                                        self._row_tombs.get(table, {}).items()]
             for row, columns in self._col_tombs.get(table, {}).items():
                 tombs.extend((row, column, v) for column, v in columns.items())
             tombs.sort()
-            loads.append(TableLoad(physical(table), cells, tombs))
+            loads.append(TableLoad(physical(table), _records(self._written.get(table, {})),
+                                   tombs))
         return loads
 
     def clear(self) -> None:
@@ -246,8 +292,18 @@ class MutationFold:
         self.cells = 0
 
 
-def to_table(m: Mutation, table: str) -> Mutation:
+def _records(rows: dict[bytes, dict[bytes, Cell]]) -> Iterator[CellRecord]:
+    """A folded table's cells as records, in key order."""
+    for row in sorted(rows):
+        found = rows[row]
+        for column, cell in sorted(found.items()) if len(found) > 1 else found.items():
+            yield (row, column, *cell)
+
+
+def to_table(m: FoldInput, table: str) -> FoldInput:
     """``m`` written to ``table`` instead (a physical name)."""
     if type(m) is Put:
         return put(table, m.row, m.column, m.value, m.version)
+    if isinstance(m, RowPut):
+        return m._replace(table=table)
     return replace(m, table=table)

@@ -8,7 +8,7 @@ classes it handles (the runner sends it only those; empty: every event).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,9 +37,11 @@ from projections import (
 )
 from projections import names as n
 from projections.keys import RowReader
+from projections.mutationfold import RowPut
 from projections.tablestore import Mutation, TableSpec
 
 Projector = Callable[[Any, int, RowReader], list[Mutation]]
+RowProjector = Callable[[Any, int, RowReader], Sequence[Mutation | RowPut]]
 
 
 class Folder(Protocol):
@@ -93,6 +95,13 @@ ALL: tuple[Projection, ...] = (
 )
 
 BY_NAME: dict[str, Projection] = {p.name: p for p in ALL}
+
+FOLD_FORMS: dict[Projector, RowProjector] = {messages.project: messages.fold_project}
+"""A projector's fold form, which a fold (``ProjectionRunner.apply_events(fold=True)``) calls
+instead of a projection's ``project`` without a ``folder``: the same cells, those it writes
+to one row at one version given as one ``RowPut`` (no ``Put`` per cell; ADR 0106). Keyed by
+the projector itself: a ``Projection`` given another ``project`` (a test's failing one) is
+folded through that one."""
 
 TRACKING_SPEC = TableSpec(n.TRACKING, (n.F_TRACK,), split_by_salt=False)
 

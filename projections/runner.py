@@ -38,14 +38,21 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from domain.errors import CorruptEvent
 from projections import names as n
 from projections.capabilities import BulkLoading
 from projections.keys import RowReader
-from projections.mutationfold import MutationFold, identity, to_table
-from projections.registry import ALL, DOMAIN_EVENTS, TRACKING_SPEC, Folder, Projection
+from projections.mutationfold import FoldInput, MutationFold, identity, to_table
+from projections.registry import (
+    ALL,
+    DOMAIN_EVENTS,
+    FOLD_FORMS,
+    TRACKING_SPEC,
+    Folder,
+    Projection,
+)
 from projections.tablestore import (
     MAX_VERSION,
     Cells,
@@ -88,9 +95,10 @@ def corrupt(position: object, event: object, reason: str) -> CorruptEvent:
 
 
 _Route = tuple[tuple[int, Projection], ...]
-_Step = tuple[int, Callable[[Any, int, RowReader], list[Mutation]], bool, str]
-"""What an event is given to: the projection's index, its ``project``, whether its writes are
-folded at once (it reads its own tables), its name."""
+_Step = tuple[int, Callable[[Any, int, RowReader], Sequence[FoldInput]], bool, str]
+"""What an event is given to: the projection's index, its ``project`` (in a fold its
+``folder``'s, or its fold form, ``registry.FOLD_FORMS``: a ``RowPut`` per row), whether its
+writes are folded at once (it reads its own tables), its name."""
 
 
 class ProjectionRunner:
@@ -221,13 +229,13 @@ class ProjectionRunner:
                                       if p.folder is not None} if fold else {}
         retable = self.physical is not identity and not fold
         overlay = MutationFold(self._load)
-        pending: list[Mutation] = []
+        pending: list[FoldInput] = []  # a fold's hold RowPuts too
         reader = self._reader(overlay, fold)
         # per event class: what to call, in order (a fold's folders are its own)
         steps: dict[type, tuple[_Step, ...]] = {} if fold else self._live_steps
         name_of = self._name
         top = applied = in_batch = taken = 0
-        own: list[Mutation] = []  # this event's writes to tables their projection reads
+        own: list[FoldInput] = []  # this event's writes to tables their projection reads
         for position, event in items:
             if type(position) is not int or not 0 < position <= MAX_VERSION:
                 self._flush(pending, overlay, top, fold, folders)
@@ -236,7 +244,8 @@ class ProjectionRunner:
             if route is None:
                 try:
                     route = steps[type(event)] = tuple(
-                        (i, folders[i].project if i in folders else p.project,
+                        (i, folders[i].project if i in folders
+                         else FOLD_FORMS.get(p.project, p.project) if fold else p.project,
                          reads_own[i] and i not in folders, p.name)
                         for i, p in sorted(self._route(type(event)),
                                            key=lambda route: route[0] in folders))
@@ -291,7 +300,7 @@ class ProjectionRunner:
             progress(taken + in_batch)
         return applied
 
-    def _flush(self, pending: list[Mutation], overlay: MutationFold, top: int, fold: bool,
+    def _flush(self, pending: list[FoldInput], overlay: MutationFold, top: int, fold: bool,
                folders: dict[int, Folder]) -> None:
         """Write the batch and, in the same ``apply``, every projection's new position."""
         assert self._positions is not None
@@ -303,7 +312,8 @@ class ProjectionRunner:
             overlay.extend(pending)
             pending.clear()
         loads = overlay.contents(self._name) if load is not None and not overlay.empty else []
-        batch = pending
+        # live: Mutations only (a RowPut comes from a fold form, and a fold's are folded above)
+        batch = cast("list[Mutation]", pending)
         if not (overlay.empty or loads):
             batch += overlay.mutations(self._name)
         tracking = self._tracking

@@ -7,7 +7,7 @@ mutations (``Put``, ``DeleteColumn``, ``DeleteRow``) and their checks, the cell-
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -253,10 +253,11 @@ TombRecord: TypeAlias = tuple[bytes, bytes, int]
 @dataclass(frozen=True, slots=True)
 class TableLoad:
     """A table's folded writes: its cells, at most one per ``(row, column)``, and its
-    tombstones, at most one per ``(row, column)``, both in key order."""
+    tombstones, at most one per ``(row, column)``, both in key order. ``cells`` may be an
+    iterator (a fold's, listed as they are taken): it is read once."""
 
     table: str
-    cells: Sequence[CellRecord]
+    cells: Iterable[CellRecord]
     tombs: Sequence[TombRecord] = ()
 
     def mutations(self) -> Iterator[Mutation]:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
+from itertools import count
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +51,20 @@ class WriteRecorder:
 
         batch = list(mutations)
         puts = sum(1 for m in batch if type(m) is Put)
-        self.puts += puts + sum(len(load.cells) for load in loads)
+        self.puts += puts
         self.deletes += len(batch) - puts + sum(len(load.tombs) for load in loads)
+        # a load's cells may be an iterator, read once: counted as the store takes them, in C
+        counters = [count() for _ in loads]
+        loads = [replace(load, cells=map(_first, zip(load.cells, counter, strict=False)))
+                 for load, counter in zip(loads, counters, strict=True)]
         t0 = time.perf_counter()
         assert self._load is not None
         self._load(loads, batch)
         self.seconds += time.perf_counter() - t0
+        self.puts += sum(next(counter) for counter in counters)
+
+
+_first = itemgetter(0)
 
 
 def _raw_connection(path: Path) -> sqlite3.Connection:

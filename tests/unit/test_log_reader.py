@@ -123,6 +123,25 @@ def test_old_event_versions_are_upcast_as_the_mapper_does() -> None:
         expected = mapper.to_domain_event(stored)
         got = EventDecoder()(aggregate.hex, 7, stored.topic, stored.state)
         assert type(got) is Renamed and got.__dict__ == expected.__dict__
+        paged = list(EventDecoder().events(  # a page decodes each row as a call does
+            iter([[(3, aggregate.hex, 7, stored.topic, stored.state)]])))
+        assert [(p, type(e), e.__dict__) for p, e in paged] == [(3, Renamed, expected.__dict__)]
+
+
+def test_a_corrupt_event_comes_after_the_events_before_it_in_its_page(tmp_path: Path) -> None:
+    with Letterlog.open(tmp_path / "d", durability="normal") as store:
+        _busy(store)
+        expected = _mapped(store.log)
+        position = expected[len(expected) // 2][0]
+        con = sqlite3.connect(tmp_path / "d" / "events.sqlite")
+        con.execute("UPDATE stored_events SET state = x'c1c1c1' WHERE rowid = ?", (position,))
+        con.commit()
+        con.close()
+        seen: list[tuple[int, Any]] = []
+        with pytest.raises(CorruptEvent, match=f"position {position} "):
+            for item in read_events(store.log, batch=len(expected)):  # one page
+                seen.append(item)
+        _assert_same(seen, [item for item in expected if item[0] < position])
 
 
 def test_a_compressed_log_goes_through_the_mapper() -> None:

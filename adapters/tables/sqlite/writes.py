@@ -77,9 +77,9 @@ class Batch:
     def of(cls, schema: Schema, load: TableLoad) -> Batch:
         """A ``TableLoad``'s records as a batch (no mutation objects on the way)."""
         batch = cls(schema)
-        for column in set(map(_column_of, load.cells)):  # in C: a rebuild loads millions
-            batch.check(column)
         batch.puts = load.cells if isinstance(load.cells, list) else list(load.cells)
+        for column in set(map(_column_of, batch.puts)):  # in C: a rebuild loads millions
+            batch.check(column)
         for row, column, version in load.tombs:
             if column:
                 batch.check(column)
@@ -122,14 +122,17 @@ def _values(head: str, tail: str, rows: int) -> str:
 
 def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[CellRecord],
                  row_tombs: dict[bytes, int] | None = None,
-                 column_tombs: dict[bytes, dict[bytes, int]] | None = None) -> None:
+                 column_tombs: dict[bytes, dict[bytes, int]] | None = None,
+                 check: Callable[[bytes], None] | None = None) -> None:
     """``head VALUES (...) tail`` for every put that the tombstones given do not hide,
     ``_ROWS_PER_INSERT`` rows a statement: one statement step for 200 rows instead of one
     each (SQLite applies the rows in order, as if one by one, upsert clause included), about
     half the cost of a row-per-step ``executemany``. Blobs are bound as ``bytearray`` (one
     per row key and column): Python's ``sqlite3`` sends a ``bytes`` parameter through its
     adapter lookup, about half a bound blob's cost. Parameters are made a statement at a
-    time, as ``executemany`` takes them."""
+    time, as ``executemany`` takes them. ``check(column)``, if given, is called for each
+    column the first time it is met (a fresh load's family check: inside the caller's
+    transaction, which an error rolls back whole)."""
     rest: list[Any] = []
 
     def statements() -> Iterator[tuple[Any, ...]]:
@@ -153,6 +156,8 @@ def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[
                 continue
             name = columns.get(column)
             if name is None:
+                if check is not None:
+                    check(column)
                 name = columns[column] = bytearray(column)
             add((key, name, bytearray(value), version))
             if len(params) == full:
@@ -174,6 +179,8 @@ def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[
                 last, key = row, bytearray(row)
             name = columns.get(column)
             if name is None:
+                if check is not None:
+                    check(column)
                 name = columns[column] = bytearray(column)
             add((key, name, bytearray(value), version))
             left -= 1
@@ -187,6 +194,9 @@ def _insert_rows(conn: sqlite3.Connection, head: str, tail: str, puts: Iterable[
         # A command's few cells: one ``execute`` writes them (an ``executemany`` costs a
         # statement preparation), their parameters made in one loop.
         if not row_tombs and not column_tombs:
+            if check is not None:
+                for column in set(map(_column_of, puts)):
+                    check(column)
             if puts:  # every put of the batch may be hidden by a stored tombstone
                 conn.execute(_values(head, tail, len(puts)), _few(puts))
             return
@@ -222,8 +232,16 @@ def _few(puts: list[CellRecord]) -> list[Any]:
 def insert_fresh(conn: sqlite3.Connection, schema: Schema, load: TableLoad) -> None:
     """A ``TableLoad`` into an empty table (see ``SqliteTableStore.load``): tombstones
     inserted, cells that one of them hides left out, the others inserted in the order given
-    with plain inserts (a load's cells are unique)."""
-    batch = Batch.of(schema, load)  # checks every family before anything is written
+    with plain inserts (a load's cells are unique), in one pass over them (each column's
+    family checked the first time it is met: the caller's transaction rolls back a failed
+    load whole)."""
+    batch = Batch(schema, schema.known)
+    for row, column, version in load.tombs:
+        if column:
+            batch.check(column)
+            batch.column_deletes.append((row, column, version))
+        else:
+            batch.row_deletes.append((row, version))
     row_tombs: dict[bytes, int] = dict(batch.row_deletes)
     column_tombs: dict[bytes, dict[bytes, int]] = {}
     for row, column, version in batch.column_deletes:
@@ -232,7 +250,7 @@ def insert_fresh(conn: sqlite3.Connection, schema: Schema, load: TableLoad) -> N
     if tombs:
         conn.executemany(schema.raise_tomb, [(bytearray(r), bytearray(c), v)
                                              for r, c, v in tombs])
-    _insert_rows(conn, schema.insert, "", load.cells, row_tombs, column_tombs)
+    _insert_rows(conn, schema.insert, "", load.cells, row_tombs, column_tombs, batch.check)
 
 
 def merge_table(conn: sqlite3.Connection, source: Schema, target: Schema) -> None:
