@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 
 from projections import names as n
+from projections.capabilities import BulkLoading
 from projections.tablestore import (
     Cells,
     DeleteColumn,
@@ -22,6 +23,7 @@ from projections.tablestore import (
     Mutation,
     Put,
     Row,
+    TableLoad,
     TableSpec,
     TableStore,
 )
@@ -151,6 +153,32 @@ class BatchStore:
                     kept = self._held.get(cell)
                     if kept is None or m.version >= kept.version:
                         self._held[cell] = m
+
+    def load(self, loads: Sequence[TableLoad], mutations: Iterable[Mutation] = ()) -> None:
+        """A fold's tables (``BulkLoading``, what a folding runner hands over): those of
+        tables no projection reads go to the store's own ``load`` when it has one (HBase:
+        the folded cells straight into Thrift2 calls, without mutations to reduce again);
+        everything else, and every table on a store without ``load``, through ``apply``
+        (tracking held back, read rows through their redo record). The bulk part is written
+        first; tracking rows still wait for ``flush``."""
+        bulk: list[TableLoad] = []
+        rest: list[Mutation] = []
+        store = self.store
+        direct = isinstance(store, BulkLoading)
+        for load in loads:
+            if direct and load.table not in self.cached and load.table != self.tracking:
+                bulk.append(load)
+            else:
+                rest.extend(load.mutations())
+        if bulk:
+            assert isinstance(store, BulkLoading)
+            try:
+                store.load(bulk)
+            except BaseException:
+                with self._lock:
+                    self._rows.clear()
+                raise
+        self.apply([*rest, *mutations])
 
     def _write(self, data: list[Mutation],
                guarded: dict[tuple[str, bytes], list[Mutation]]) -> None:
