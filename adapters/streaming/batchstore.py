@@ -112,13 +112,40 @@ class BatchStore:
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, bytes], _CachedRow] = {}
         self._held: dict[tuple[bytes, bytes], Put] = {}
+        #: while a batch writes behind (``begin(behind=True)``): the folds of tables no
+        #: projection reads, kept for ``detach`` instead of written at once
+        self._behind: list[TableLoad] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def begin(self) -> None:
+    def begin(self, *, behind: bool = False) -> None:
+        """A new batch: the row cache cleared; with ``behind`` the folds of tables no
+        projection reads are kept (``load``) until ``detach`` hands them over."""
         with self._lock:
             self._rows.clear()
+            self._behind = [] if behind else None
+
+    def detach(self) -> tuple[list[TableLoad], list[Put]]:
+        """Ends a batch written behind: its kept folds (every partition's, to be written as
+        one: ``write_loads``) and its tracking rows held back (``write_tracking``, once those
+        are written). Nothing of the batch is kept here any more."""
+        with self._lock:
+            loads, self._behind = self._behind or [], None
+            held, self._held = list(self._held.values()), {}
+        return loads, held
+
+    def write_loads(self, loads: Sequence[TableLoad]) -> None:
+        """Writes folds of tables no projection reads: the store's own ``load`` if it has one
+        (all of them planned together: per table, calls filled across partitions), else
+        ``apply`` of their mutations."""
+        if not loads:
+            return
+        store = self.store
+        if isinstance(store, BulkLoading):
+            store.load(loads)
+        else:
+            store.apply([m for load in loads for m in load.mutations()])
 
     def apply(self, mutations: Iterable[Mutation]) -> None:
         data: list[Mutation] = []
@@ -166,7 +193,12 @@ class BatchStore:
         store = self.store
         direct = isinstance(store, BulkLoading)
         for load in loads:
-            if direct and load.table not in self.cached and load.table != self.tracking:
+            if load.table in self.cached or load.table == self.tracking:
+                rest.extend(load.mutations())
+            elif self._behind is not None:
+                with self._lock:
+                    self._behind.append(load)  # written by ``write_loads``, after ``detach``
+            elif direct:
                 bulk.append(load)
             else:
                 rest.extend(load.mutations())
@@ -211,18 +243,26 @@ class BatchStore:
         """Writes the tracking rows held back (call once the batch's data is written)."""
         with self._lock:
             held, self._held = list(self._held.values()), {}
+        self._flush(held)
+
+    def write_tracking(self, held: Sequence[Put]) -> None:
+        """Writes tracking rows ``detach`` handed over (once their batch's data is written);
+        a failure leaves nothing to undo: call it again."""
         if held:
             stamps: list[Mutation] = []
             if self.generation is not None:
                 stamps = [tracking_generation(m.table, m.row.decode(), self.generation)
                           for m in held if is_position(m)]
-            try:
-                self.store.apply([*held, *stamps])
-            except BaseException:
-                with self._lock:
-                    for m in held:
-                        self._held.setdefault((m.row, m.column), m)
-                raise
+            self.store.apply([*held, *stamps])
+
+    def _flush(self, held: list[Put]) -> None:
+        try:
+            self.write_tracking(held)
+        except BaseException:
+            with self._lock:
+                for m in held:
+                    self._held.setdefault((m.row, m.column), m)
+            raise
 
     def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
         if columns is not None or table not in self.cached:

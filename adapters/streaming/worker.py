@@ -96,7 +96,12 @@ class StreamWorker:
         #: bumped when partitions are revoked: a batch collected in an older generation is
         #: dropped unapplied and uncommitted
         self.generation = 0
+        #: the last batch's task (applied, settled, committed: it waits for the one before)
         self.inflight: asyncio.Future[BatchResult | None] | None = None
+        #: set once the last batch is applied (its plain tables may still be being written)
+        self.applying: asyncio.Future[None] | None = None
+        #: the task of the batch before the last
+        self.behind: asyncio.Future[BatchResult | None] | None = None
         #: set while the worker holds an assignment (cleared from a revocation to the next)
         self.joined = asyncio.Event()
         self.recalling: asyncio.Future[None] | None = None  # StreamState.recall, assigned
@@ -121,12 +126,18 @@ class StreamWorker:
                     continue
                 records, generation = collected
                 decoding = state.decode(records)  # while the batch before is written
-                if self.inflight is not None:
-                    await asyncio.wait({self.inflight})
+                # the batch before applied (its plain tables may still be being written
+                # behind), the one before that settled and committed: at most two at once
+                waiting = {f for f in (self.applying, self.behind) if f is not None}
+                if waiting:
+                    await asyncio.wait(waiting)
                 if generation != self.generation or stop.is_set():
                     self._rewind(records)
                     continue
-                self.inflight = asyncio.ensure_future(self._write(records, decoding))
+                applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self.behind, self.applying = self.inflight, applied
+                self.inflight = asyncio.ensure_future(
+                    self._write(records, decoding, applied, self.inflight))
             if self.inflight is not None:
                 await asyncio.wait({self.inflight})
         finally:
@@ -181,17 +192,27 @@ class StreamWorker:
                 self.consumer.seek(assigned[key], offset)
         log.info("dropped %d records fetched before a rebalance", len(records))
 
-    async def _write(self, records: list[Record],
-                     decoding: asyncio.Future[Decoded] | None) -> BatchResult | None:
-        """Applies the batch (``WorkerState.apply``: retried while the store fails), then
-        commits its offsets."""
-        decoded = None
-        if decoding is not None:
-            try:
-                decoded = await decoding
-            except Exception as error:  # noqa: BLE001 - apply decodes them again
-                log.warning("decoding ahead failed (%s: %s)", type(error).__name__, error)
-        result = await self.state.apply(records, decoded)
+    async def _write(self, records: list[Record], decoding: asyncio.Future[Decoded] | None,
+                     applied: asyncio.Future[None],
+                     before: asyncio.Future[BatchResult | None] | None) -> BatchResult | None:
+        """Applies the batch (``WorkerState.write``: retried while the store fails; its plain
+        tables written behind) and sets ``applied``; then, once the batch ``before`` it is
+        settled and committed, settles it (``WorkerState.settle``: those tables written,
+        then its tracking rows) and commits its offsets."""
+        try:
+            decoded = None
+            if decoding is not None:
+                try:
+                    decoded = await decoding
+                except Exception as error:  # noqa: BLE001 - apply decodes them again
+                    log.warning("decoding ahead failed (%s: %s)", type(error).__name__, error)
+            written = await self.state.write(records, decoded)
+        finally:
+            if not applied.done():
+                applied.set_result(None)  # the next batch may be applied now
+        if before is not None:
+            await asyncio.wait({before})  # offsets are committed in order
+        result = await self.state.settle(written)
         offsets: dict[tuple[str, int], int] = {}
         for r in records:
             key = (r.topic, r.partition)
