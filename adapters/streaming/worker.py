@@ -150,7 +150,9 @@ class StreamWorker:
     async def _collect(self, stop: asyncio.Event) -> tuple[list[Record], int] | None:
         """Up to ``batch`` records, in order per partition: what came until the batch was
         full, ``within`` seconds passed since its first record, or a fetch brought nothing
-        new. None when nothing came (or a rebalance dropped what had)."""
+        new -- but never before the batch before it is applied (it could not start sooner:
+        a worker behind takes fuller batches instead of waiting with a small one). None when
+        nothing came (or a rebalance dropped what had)."""
         batch, within = max(1, self.options.batch), self.options.within
         try:
             await asyncio.wait_for(self.joined.wait(), 1.0)
@@ -160,7 +162,10 @@ class StreamWorker:
         records: list[Record] = []
         since = 0.0
         while not stop.is_set():
+            busy = self.applying is not None and not self.applying.done()
             wait = max(0.0, since + within - time.monotonic()) if records else 1.0
+            if busy and records:
+                wait = max(wait, 0.05)  # filling while the batch before is applied
             fetched = await self.consumer.getmany(timeout_ms=int(wait * 1000),
                                                   max_records=batch - len(records))
             got = [_record(m) for ms in fetched.values() for m in ms]
@@ -168,11 +173,16 @@ class StreamWorker:
                 self._rewind(records + got)
                 return None
             if not got:
+                if records and busy:
+                    continue
                 break
             if not records:
                 since = time.monotonic()
             records.extend(got)
-            if len(records) >= batch or time.monotonic() - since >= within:
+            if len(records) >= batch:
+                break
+            if time.monotonic() - since >= within and not (
+                    self.applying is not None and not self.applying.done()):
                 break
         return (records, generation) if records else None
 
