@@ -30,6 +30,17 @@ Plain projections folded per batch
     is digest-equal to live). On HBase every distinct version of a table is its own Thrift1
     call, so folding (e.g. a mailbox row rewritten by every delivery) saves most calls.
 
+Plain tables written behind (``write``: what the workers use)
+    The plain projections' folds go to the store as they are (``BatchStore.load``; on HBase
+    straight into Thrift2 calls, ``HBaseWrites.load``). ``write`` keeps every partition's
+    folds until the batch is projected and hands them, as one write (per table, calls filled
+    across partitions), to a writer thread; it returns once the rows projections read and the
+    dead letters are written. Nothing a projection reads is in that write, so the next batch
+    may be applied meanwhile. ``Written.settle()`` waits for the write (or writes again after
+    a failure), then writes the batch's tracking rows; only then are its offsets committed.
+    Before the tables switch (the catalog), every unsettled batch is settled first: the
+    handover reads the tracking rows. ``apply`` is ``write`` without the writer thread.
+
 Read-modify-write projections (``counters``) with a redo record
     ``counters`` reads its row, adds, and writes absolute values plus the row's guard
     position ``c:pos``; it is exact under redelivery only if the row's cells and its guard

@@ -8,14 +8,17 @@ the entry point ``adapters.cli.worker``, which builds the worker from the settin
     python -m adapters.cli.worker                          # the same, through its main()
 
 ``StreamWorker.run`` collects what ``AIOKafkaConsumer.getmany`` returns into batches of up to
-``batch`` records (or what came within ``within`` seconds of the first). Each batch is decoded
-in a thread of its own while the batch before it is written, then applied in the apply thread
-(``loop.run_in_executor``: happybase blocks; batches applied one at a time, in order), and
-only when ``apply`` has returned -- every cell, dead letter and tracking row written -- are
-the batch's offsets committed (``AIOKafkaConsumer.commit``; auto-commit is off). A worker that
-dies before that has committed nothing of the batch; the next owner of the partitions gets it
-again and the idempotent tables absorb the repeat. On a rebalance the listener
-(``Revocation``) waits for the batch being written and commits it before the partitions go;
+``batch`` records (or what came within ``within`` seconds of the first, but never less than
+what came while the batch before was applied). Each batch is decoded in a thread of its own
+while the batch before it is written, then applied in the apply thread
+(``WorkerState.write``: happybase blocks; batches applied one at a time, in order), its plain
+tables written behind while the next batch is applied; and only when ``WorkerState.settle``
+has returned -- every cell, dead letter and tracking row written -- are the batch's offsets
+committed (``AIOKafkaConsumer.commit``; auto-commit is off), batch after batch in order. A
+worker that dies before that has committed nothing of the batch; the next owner of the
+partitions gets it again and the idempotent tables absorb the repeat. On a rebalance the
+listener (``Revocation``) waits for the batches being written (one, or two: the last applied
+while the one before wrote behind) and commits them before the partitions go;
 what was fetched but not applied is dropped (the partitions' next owner, this worker or
 another, reads it again from the committed offsets). A failing table store is retried
 (backoff, forever: nothing can progress without it) without committing anything.

@@ -31,6 +31,13 @@ Writes through Thrift2 (``thrift2_port=``)
     ``Put`` (atomic, all versions), its deletes one or two ``Delete``s. Thrift2's IDL is
     HBase's own ``hbase.thrift``, read from the hbase-thrift jar at run time
     (``adapters.tables.hbase_thrift2.load_thrift2``). Reads and table DDL stay on Thrift1.
+
+A fold's tables (``load``, ``BulkLoading``)
+    A folding runner hands over its tables as records already reduced (at most one cell
+    and one tombstone per ``(row, column)``, in key order): ``load`` turns them into
+    ``TPut``s and ``TDelete``s row by row, without ``Put`` objects to reduce again, and plans
+    them with any mutations given beside into the same calls. The cells written are those of
+    ``apply`` of the same mutations. Without Thrift2, ``load`` is that ``apply``.
 """
 
 from __future__ import annotations
