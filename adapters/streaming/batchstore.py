@@ -121,10 +121,15 @@ class BatchStore:
 
     def begin(self, *, behind: bool = False) -> None:
         """A new batch: the row cache cleared; with ``behind`` the folds of tables no
-        projection reads are kept (``load``) until ``detach`` hands them over."""
+        projection reads are kept (``load``) until ``detach`` hands them over. What an
+        attempt that failed kept is kept on (with ``behind``) or written now: its runners
+        have moved past those events and will not fold them again."""
         with self._lock:
             self._rows.clear()
-            self._behind = [] if behind else None
+            left = self._behind or []  # kept by an attempt that failed (its runners moved on)
+            self._behind = left if behind else None
+        if left and not behind:
+            self.write_loads(left)
 
     def detach(self) -> tuple[list[TableLoad], list[Put]]:
         """Ends a batch written behind: its kept folds (every partition's, to be written as
@@ -134,6 +139,13 @@ class BatchStore:
             loads, self._behind = self._behind or [], None
             held, self._held = list(self._held.values()), {}
         return loads, held
+
+    def drain(self) -> None:
+        """Writes what a failed attempt left kept (its folds, then its tracking rows): before
+        this store is given up for another (the catalog switched)."""
+        loads, held = self.detach()
+        self.write_loads(loads)
+        self.write_tracking(held)
 
     def write_loads(self, loads: Sequence[TableLoad]) -> None:
         """Writes folds of tables no projection reads: the store's own ``load`` if it has one

@@ -301,22 +301,19 @@ class StreamProjector:
         self._follow_catalog()
         for tp in by_tp:  # every partition's handover checked before anything is written
             self._partition(tp)
+        # a failed attempt's folds and tracking rows stay in the batch store: the runners
+        # that made them have moved past those events, the next attempt writes them
         self._store.begin(behind=behind)
-        try:
-            parts = decoded.items
-            self._prefetch([item for items, _ in parts.values() for item in items])
-            if len(by_tp) <= 1 or self._threads == 1:
-                outcomes = [self._apply_partition(tp, rs, *parts[tp])
-                            for tp, rs in by_tp.items()]
-            else:
-                pool = self._executor()
-                futures = [pool.submit(self._apply_partition, tp, rs, *parts[tp])
-                           for tp, rs in by_tp.items()]
-                wait(futures)  # all of them, even if one failed: no thread outlives the call
-                outcomes = [f.result() for f in futures]
-        except BaseException:
-            self._store.detach()  # nothing of a failed batch is written behind or tracked
-            raise
+        parts = decoded.items
+        self._prefetch([item for items, _ in parts.values() for item in items])
+        if len(by_tp) <= 1 or self._threads == 1:
+            outcomes = [self._apply_partition(tp, rs, *parts[tp]) for tp, rs in by_tp.items()]
+        else:
+            pool = self._executor()
+            futures = [pool.submit(self._apply_partition, tp, rs, *parts[tp])
+                       for tp, rs in by_tp.items()]
+            wait(futures)  # all of them, even if one failed: no thread outlives the call
+            outcomes = [f.result() for f in futures]
         for (tp, rs), (applied, duplicates, dead) in zip(by_tp.items(), outcomes, strict=True):
             result.applied += applied
             result.duplicates += duplicates
@@ -359,9 +356,10 @@ class StreamProjector:
     def _follow_catalog(self) -> None:
         if self.catalog is None or not self.catalog.refresh():
             return
-        # what earlier batches wrote behind lands (in the old tables) and is tracked first:
-        # the handover below reads the tracking rows to find what the new tables miss
+        # what earlier batches wrote behind lands (in the old tables) and is tracked first,
+        # and what a failed attempt kept: the handover reads the tracking rows
         self.settle_all()
+        self._store.drain()
         log.warning("catalog generation %d: tables switched; writing %s from now on",
                     self.catalog.generation,
                     ", ".join(sorted({self.physical(t.name) for p in self.projections
