@@ -161,7 +161,9 @@ class StreamWorker:
             await asyncio.wait_for(self.joined.wait(), 1.0)
         except TimeoutError:
             return None  # not in the group yet, or rebalancing (``stop`` is checked again)
-        generation = self.generation
+        if not self.joined.is_set():
+            return None  # a revocation began while ``wait_for`` gave the loop away
+        generation = self.generation  # current: a revocation from now on bumps it
         records: list[Record] = []
         since = 0.0
         while not stop.is_set():
