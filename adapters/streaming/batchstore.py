@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 
 from projections import names as n
+from projections.capabilities import BulkLoading
 from projections.tablestore import (
     Cells,
     DeleteColumn,
@@ -22,6 +23,7 @@ from projections.tablestore import (
     Mutation,
     Put,
     Row,
+    TableLoad,
     TableSpec,
     TableStore,
 )
@@ -110,13 +112,52 @@ class BatchStore:
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, bytes], _CachedRow] = {}
         self._held: dict[tuple[bytes, bytes], Put] = {}
+        #: while a batch writes behind (``begin(behind=True)``): the folds of tables no
+        #: projection reads, kept for ``detach`` instead of written at once
+        self._behind: list[TableLoad] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def begin(self) -> None:
+    def begin(self, *, behind: bool = False) -> None:
+        """A new batch: the row cache cleared; with ``behind`` the folds of tables no
+        projection reads are kept (``load``) until ``detach`` hands them over. What an
+        attempt that failed kept is kept on (with ``behind``) or written now: its runners
+        have moved past those events and will not fold them again."""
         with self._lock:
             self._rows.clear()
+            left = self._behind or []  # kept by an attempt that failed (its runners moved on)
+            self._behind = left if behind else None
+        if left and not behind:
+            self.write_loads(left)
+
+    def detach(self) -> tuple[list[TableLoad], list[Put]]:
+        """Ends a batch written behind: its kept folds (every partition's, to be written as
+        one: ``write_loads``) and its tracking rows held back (``write_tracking``, once those
+        are written). Nothing of the batch is kept here any more."""
+        with self._lock:
+            loads, self._behind = self._behind or [], None
+            held, self._held = list(self._held.values()), {}
+        return loads, held
+
+    def drain(self) -> None:
+        """Writes what a failed attempt left kept (its folds, then its tracking rows): before
+        this store is given up for another (the catalog switched)."""
+        loads, held = self.detach()
+        self.write_loads(loads)
+        self.write_tracking(held)
+
+    def write_loads(self, loads: Sequence[TableLoad]) -> None:
+        """Writes folds of tables no projection reads: the store's own ``load`` if it has one
+        (all of them planned together: per table, calls filled across partitions), else
+        ``apply`` of their mutations."""
+        if not loads:
+            return
+        store = self.store
+        if isinstance(store, BulkLoading):
+            store.load(loads)
+        else:
+            store.apply([m for load in loads for m in load.mutations()])
 
     def apply(self, mutations: Iterable[Mutation]) -> None:
         data: list[Mutation] = []
@@ -152,6 +193,37 @@ class BatchStore:
                     if kept is None or m.version >= kept.version:
                         self._held[cell] = m
 
+    def load(self, loads: Sequence[TableLoad], mutations: Iterable[Mutation] = ()) -> None:
+        """A fold's tables (``BulkLoading``, what a folding runner hands over): those of
+        tables no projection reads go to the store's own ``load`` when it has one (HBase:
+        the folded cells straight into Thrift2 calls, without mutations to reduce again);
+        everything else, and every table on a store without ``load``, through ``apply``
+        (tracking held back, read rows through their redo record). The bulk part is written
+        first; tracking rows still wait for ``flush``."""
+        bulk: list[TableLoad] = []
+        rest: list[Mutation] = []
+        store = self.store
+        direct = isinstance(store, BulkLoading)
+        for load in loads:
+            if load.table in self.cached or load.table == self.tracking:
+                rest.extend(load.mutations())
+            elif self._behind is not None:
+                with self._lock:
+                    self._behind.append(load)  # written by ``write_loads``, after ``detach``
+            elif direct:
+                bulk.append(load)
+            else:
+                rest.extend(load.mutations())
+        if bulk:
+            assert isinstance(store, BulkLoading)
+            try:
+                store.load(bulk)
+            except BaseException:
+                with self._lock:
+                    self._rows.clear()
+                raise
+        self.apply([*rest, *mutations])
+
     def _write(self, data: list[Mutation],
                guarded: dict[tuple[str, bytes], list[Mutation]]) -> None:
         # a row of one version and one kind of mutation is one atomic call on any adapter;
@@ -183,18 +255,26 @@ class BatchStore:
         """Writes the tracking rows held back (call once the batch's data is written)."""
         with self._lock:
             held, self._held = list(self._held.values()), {}
+        self._flush(held)
+
+    def write_tracking(self, held: Sequence[Put]) -> None:
+        """Writes tracking rows ``detach`` handed over (once their batch's data is written);
+        a failure leaves nothing to undo: call it again."""
         if held:
             stamps: list[Mutation] = []
             if self.generation is not None:
                 stamps = [tracking_generation(m.table, m.row.decode(), self.generation)
                           for m in held if is_position(m)]
-            try:
-                self.store.apply([*held, *stamps])
-            except BaseException:
-                with self._lock:
-                    for m in held:
-                        self._held.setdefault((m.row, m.column), m)
-                raise
+            self.store.apply([*held, *stamps])
+
+    def _flush(self, held: list[Put]) -> None:
+        try:
+            self.write_tracking(held)
+        except BaseException:
+            with self._lock:
+                for m in held:
+                    self._held.setdefault((m.row, m.column), m)
+            raise
 
     def get_cells(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> Cells:
         if columns is not None or table not in self.cached:

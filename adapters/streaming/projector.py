@@ -30,6 +30,17 @@ Plain projections folded per batch
     is digest-equal to live). On HBase every distinct version of a table is its own Thrift1
     call, so folding (e.g. a mailbox row rewritten by every delivery) saves most calls.
 
+Plain tables written behind (``write``: what the workers use)
+    The plain projections' folds go to the store as they are (``BatchStore.load``; on HBase
+    straight into Thrift2 calls, ``HBaseWrites.load``). ``write`` keeps every partition's
+    folds until the batch is projected and hands them, as one write (per table, calls filled
+    across partitions), to a writer thread; it returns once the rows projections read and the
+    dead letters are written. Nothing a projection reads is in that write, so the next batch
+    may be applied meanwhile. ``Written.settle()`` waits for the write (or writes again after
+    a failure), then writes the batch's tracking rows; only then are its offsets committed.
+    Before the tables switch (the catalog), every unsettled batch is settled first: the
+    handover reads the tracking rows. ``apply`` is ``write`` without the writer thread.
+
 Read-modify-write projections (``counters``) with a redo record
     ``counters`` reads its row, adds, and writes absolute values plus the row's guard
     position ``c:pos``; it is exact under redelivery only if the row's cells and its guard
@@ -63,9 +74,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any
 
@@ -100,7 +112,7 @@ from domain.errors import CorruptEvent
 from projections import names as n
 from projections.registry import ALL, Projection
 from projections.runner import ProjectionRunner, identity
-from projections.tablestore import TableStore
+from projections.tablestore import Put, TableLoad, TableStore
 
 log = logging.getLogger("letterlog.stream")
 
@@ -113,12 +125,55 @@ __all__ = [
     "HandoverGap",
     "Record",
     "StreamProjector",
+    "Written",
     "discard_dead_letter",
     "list_dead_letters",
     "partition_projections",
 ]
 
 # -- the projector ----------------------------------------------------------------------------
+
+
+class Written:
+    """A batch ``StreamProjector.write`` applied, its plain tables being written behind:
+    ``settle()`` waits for that write (or, after it failed, writes them again), calls the
+    ``after_write`` hook, then writes the batch's tracking rows, and returns the result;
+    only then is the batch written (its offsets may be committed). Safe to call from any
+    thread, again after a failure, and again once settled (it does nothing then)."""
+
+    def __init__(self, result: BatchResult, store: BatchStore, loads: list[TableLoad],
+                 held: list[Put], pending: Future[None] | None,
+                 after_write: Callable[[BatchResult], None] | None) -> None:
+        self.result = result
+        self._store = store
+        self._loads = loads
+        self._held = held
+        self._pending = pending
+        self._after_write = after_write
+        self._lock = threading.Lock()
+        self._stage = 0  # 0: plain tables being written, 1: written, 2: tracked (settled)
+        self.started = 0.0  # when the batch's write began (``perf_counter``; the worker's log)
+
+    @property
+    def settled(self) -> bool:
+        return self._stage == 2
+
+    def settle(self) -> BatchResult:
+        with self._lock:
+            if self._stage == 0:
+                pending, self._pending = self._pending, None
+                if pending is not None:
+                    pending.result()  # raises the write's failure; the next call writes again
+                else:
+                    self._store.write_loads(self._loads)
+                self._loads = []
+                self._stage = 1
+                if self._after_write is not None:
+                    self._after_write(self.result)
+            if self._stage == 1:
+                self._store.write_tracking(self._held)
+                self._stage = 2
+        return self.result
 
 
 class StreamProjector:
@@ -164,6 +219,8 @@ class StreamProjector:
         self._progress: dict[TP, _Progress] = {}
         self._threads = max(1, threads)
         self._pool: ThreadPoolExecutor | None = None
+        self._behind: ThreadPoolExecutor | None = None  # writes a batch's plain tables behind
+        self._unsettled: list[Written] = []  # batches ``write`` returned, oldest first
         if catalog is not None:
             catalog.refresh()
             physical = catalog.physical
@@ -191,6 +248,9 @@ class StreamProjector:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._behind is not None:
+            self._behind.shutdown(wait=True)
+            self._behind = None
 
     def forget(self, partitions: Iterable[TP]) -> None:
         """Drops the runners of partitions no longer assigned (their tracked positions are
@@ -212,6 +272,28 @@ class StreamProjector:
         """Applies a batch; returns once every cell, dead letter and tracking row is written.
         Raises only errors of the table store (nothing then is known to be written).
         ``decoded``: ``decode(records)``, if the caller decoded them already."""
+        result = self._project(records, decoded, behind=False)
+        if self.after_write is not None:
+            self.after_write(result)
+        self._store.flush()
+        return result
+
+    def write(self, records: Sequence[Record], decoded: Decoded | None = None) -> Written:
+        """Applies a batch with its plain tables written behind (see the module docstring):
+        returns once the rows projections read (``counters``) and the dead letters are
+        written, with every partition's folds of the other tables handed to a writer thread
+        as one write; ``Written.settle()`` waits for that write, then writes the tracking
+        rows. The next batch may be applied meanwhile: nothing it reads is in that write.
+        Raises only errors of the table store."""
+        result = self._project(records, decoded, behind=True)
+        loads, held = self._store.detach()
+        pending = self._behind_pool().submit(self._store.write_loads, loads) if loads else None
+        written = Written(result, self._store, loads, held, pending, self.after_write)
+        self._unsettled = [w for w in self._unsettled if not w.settled] + [written]
+        return written
+
+    def _project(self, records: Sequence[Record], decoded: Decoded | None,
+                 behind: bool) -> BatchResult:
         if decoded is None or decoded.records is not records:
             decoded = self.decode(records)
         by_tp = decoded.by_tp
@@ -219,7 +301,9 @@ class StreamProjector:
         self._follow_catalog()
         for tp in by_tp:  # every partition's handover checked before anything is written
             self._partition(tp)
-        self._store.begin()
+        # a failed attempt's folds and tracking rows stay in the batch store: the runners
+        # that made them have moved past those events, the next attempt writes them
+        self._store.begin(behind=behind)
         parts = decoded.items
         self._prefetch([item for items, _ in parts.values() for item in items])
         if len(by_tp) <= 1 or self._threads == 1:
@@ -235,10 +319,19 @@ class StreamProjector:
             result.duplicates += duplicates
             result.dead_letters += dead
             result.offsets[f"{tp[0]}/{tp[1]}"] = rs[-1].offset
-        if self.after_write is not None:
-            self.after_write(result)
-        self._store.flush()
         return result
+
+    def settle_all(self) -> None:
+        """Settles every batch written behind and not settled yet, oldest first (before the
+        tables switch: a partition's handover reads the tracking rows they hold)."""
+        for written in self._unsettled:
+            written.settle()
+        self._unsettled = []
+
+    def _behind_pool(self) -> ThreadPoolExecutor:
+        if self._behind is None:
+            self._behind = ThreadPoolExecutor(1, thread_name_prefix="stream-write-behind")
+        return self._behind
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -263,6 +356,10 @@ class StreamProjector:
     def _follow_catalog(self) -> None:
         if self.catalog is None or not self.catalog.refresh():
             return
+        # what earlier batches wrote behind lands (in the old tables) and is tracked first,
+        # and what a failed attempt kept: the handover reads the tracking rows
+        self.settle_all()
+        self._store.drain()
         log.warning("catalog generation %d: tables switched; writing %s from now on",
                     self.catalog.generation,
                     ", ".join(sorted({self.physical(t.name) for p in self.projections

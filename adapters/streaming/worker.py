@@ -8,14 +8,17 @@ the entry point ``adapters.cli.worker``, which builds the worker from the settin
     python -m adapters.cli.worker                          # the same, through its main()
 
 ``StreamWorker.run`` collects what ``AIOKafkaConsumer.getmany`` returns into batches of up to
-``batch`` records (or what came within ``within`` seconds of the first). Each batch is decoded
-in a thread of its own while the batch before it is written, then applied in the apply thread
-(``loop.run_in_executor``: happybase blocks; batches applied one at a time, in order), and
-only when ``apply`` has returned -- every cell, dead letter and tracking row written -- are
-the batch's offsets committed (``AIOKafkaConsumer.commit``; auto-commit is off). A worker that
-dies before that has committed nothing of the batch; the next owner of the partitions gets it
-again and the idempotent tables absorb the repeat. On a rebalance the listener
-(``Revocation``) waits for the batch being written and commits it before the partitions go;
+``batch`` records (or what came within ``within`` seconds of the first, but never less than
+what came while the batch before was applied). Each batch is decoded in a thread of its own
+while the batch before it is written, then applied in the apply thread
+(``WorkerState.write``: happybase blocks; batches applied one at a time, in order), its plain
+tables written behind while the next batch is applied; and only when ``WorkerState.settle``
+has returned -- every cell, dead letter and tracking row written -- are the batch's offsets
+committed (``AIOKafkaConsumer.commit``; auto-commit is off), batch after batch in order. A
+worker that dies before that has committed nothing of the batch; the next owner of the
+partitions gets it again and the idempotent tables absorb the repeat. On a rebalance the
+listener (``Revocation``) waits for the batches being written (one, or two: the last applied
+while the one before wrote behind) and commits them before the partitions go;
 what was fetched but not applied is dropped (the partitions' next owner, this worker or
 another, reads it again from the committed offsets). A failing table store is retried
 (backoff, forever: nothing can progress without it) without committing anything.
@@ -96,7 +99,12 @@ class StreamWorker:
         #: bumped when partitions are revoked: a batch collected in an older generation is
         #: dropped unapplied and uncommitted
         self.generation = 0
+        #: the last batch's task (applied, settled, committed: it waits for the one before)
         self.inflight: asyncio.Future[BatchResult | None] | None = None
+        #: set once the last batch is applied (its plain tables may still be being written)
+        self.applying: asyncio.Future[None] | None = None
+        #: the task of the batch before the last
+        self.behind: asyncio.Future[BatchResult | None] | None = None
         #: set while the worker holds an assignment (cleared from a revocation to the next)
         self.joined = asyncio.Event()
         self.recalling: asyncio.Future[None] | None = None  # StreamState.recall, assigned
@@ -121,12 +129,18 @@ class StreamWorker:
                     continue
                 records, generation = collected
                 decoding = state.decode(records)  # while the batch before is written
-                if self.inflight is not None:
-                    await asyncio.wait({self.inflight})
+                # the batch before applied (its plain tables may still be being written
+                # behind), the one before that settled and committed: at most two at once
+                waiting = {f for f in (self.applying, self.behind) if f is not None}
+                if waiting:
+                    await asyncio.wait(waiting)
                 if generation != self.generation or stop.is_set():
                     self._rewind(records)
                     continue
-                self.inflight = asyncio.ensure_future(self._write(records, decoding))
+                applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self.behind, self.applying = self.inflight, applied
+                self.inflight = asyncio.ensure_future(
+                    self._write(records, decoding, applied, self.inflight))
             if self.inflight is not None:
                 await asyncio.wait({self.inflight})
         finally:
@@ -139,17 +153,24 @@ class StreamWorker:
     async def _collect(self, stop: asyncio.Event) -> tuple[list[Record], int] | None:
         """Up to ``batch`` records, in order per partition: what came until the batch was
         full, ``within`` seconds passed since its first record, or a fetch brought nothing
-        new. None when nothing came (or a rebalance dropped what had)."""
+        new -- but never before the batch before it is applied (it could not start sooner:
+        a worker behind takes fuller batches instead of waiting with a small one). None when
+        nothing came (or a rebalance dropped what had)."""
         batch, within = max(1, self.options.batch), self.options.within
         try:
             await asyncio.wait_for(self.joined.wait(), 1.0)
         except TimeoutError:
             return None  # not in the group yet, or rebalancing (``stop`` is checked again)
-        generation = self.generation
+        if not self.joined.is_set():
+            return None  # a revocation began while ``wait_for`` gave the loop away
+        generation = self.generation  # current: a revocation from now on bumps it
         records: list[Record] = []
         since = 0.0
         while not stop.is_set():
+            busy = self.applying is not None and not self.applying.done()
             wait = max(0.0, since + within - time.monotonic()) if records else 1.0
+            if busy and records:
+                wait = max(wait, 0.05)  # filling while the batch before is applied
             fetched = await self.consumer.getmany(timeout_ms=int(wait * 1000),
                                                   max_records=batch - len(records))
             got = [_record(m) for ms in fetched.values() for m in ms]
@@ -157,11 +178,16 @@ class StreamWorker:
                 self._rewind(records + got)
                 return None
             if not got:
+                if records and busy:
+                    continue
                 break
             if not records:
                 since = time.monotonic()
             records.extend(got)
-            if len(records) >= batch or time.monotonic() - since >= within:
+            if len(records) >= batch:
+                break
+            if time.monotonic() - since >= within and not (
+                    self.applying is not None and not self.applying.done()):
                 break
         return (records, generation) if records else None
 
@@ -181,17 +207,27 @@ class StreamWorker:
                 self.consumer.seek(assigned[key], offset)
         log.info("dropped %d records fetched before a rebalance", len(records))
 
-    async def _write(self, records: list[Record],
-                     decoding: asyncio.Future[Decoded] | None) -> BatchResult | None:
-        """Applies the batch (``WorkerState.apply``: retried while the store fails), then
-        commits its offsets."""
-        decoded = None
-        if decoding is not None:
-            try:
-                decoded = await decoding
-            except Exception as error:  # noqa: BLE001 - apply decodes them again
-                log.warning("decoding ahead failed (%s: %s)", type(error).__name__, error)
-        result = await self.state.apply(records, decoded)
+    async def _write(self, records: list[Record], decoding: asyncio.Future[Decoded] | None,
+                     applied: asyncio.Future[None],
+                     before: asyncio.Future[BatchResult | None] | None) -> BatchResult | None:
+        """Applies the batch (``WorkerState.write``: retried while the store fails; its plain
+        tables written behind) and sets ``applied``; then, once the batch ``before`` it is
+        settled and committed, settles it (``WorkerState.settle``: those tables written,
+        then its tracking rows) and commits its offsets."""
+        try:
+            decoded = None
+            if decoding is not None:
+                try:
+                    decoded = await decoding
+                except Exception as error:  # noqa: BLE001 - apply decodes them again
+                    log.warning("decoding ahead failed (%s: %s)", type(error).__name__, error)
+            written = await self.state.write(records, decoded)
+        finally:
+            if not applied.done():
+                applied.set_result(None)  # the next batch may be applied now
+        if before is not None:
+            await asyncio.wait({before})  # offsets are committed in order
+        result = await self.state.settle(written)
         offsets: dict[tuple[str, int], int] = {}
         for r in records:
             key = (r.topic, r.partition)

@@ -22,7 +22,7 @@ from adapters.config.settings import Settings, StreamOptions
 from adapters.eventlog.reader import read_events
 from adapters.operations.outages import dependency_of
 from adapters.readside.catalog import Catalog
-from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector
+from adapters.streaming.projector import BatchResult, Decoded, Record, StreamProjector, Written
 from adapters.streaming.telemetry import Stall, logger
 from adapters.streaming.workerweb import count_batch
 from projections.tablestore import TableStore
@@ -77,6 +77,9 @@ class WorkerState:
         self.after_write = after_write or _hold(options.test_hold)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="stream-apply")
         self.decoder = ThreadPoolExecutor(1, thread_name_prefix="stream-decode")
+        #: waits for a batch's plain tables and writes its tracking rows (``settle``) while
+        #: the apply thread goes on with the next batch
+        self.settler = ThreadPoolExecutor(1, thread_name_prefix="stream-settle")
         self.projector: StreamProjector | None = None
         self.log: Any = None  # the event log, opened for a handover's replay only
         self.batches = 0
@@ -138,8 +141,8 @@ class WorkerState:
             self.log = self.parts.event_log(self.settings)
         return read_events(self.log, first, last)
 
-    def _apply(self, records: list[Record], decoded: Decoded | None) -> BatchResult:
-        return self._open().apply(records, decoded)
+    def _write(self, records: list[Record], decoded: Decoded | None) -> Written:
+        return self._open().write(records, decoded)
 
     def decode(self, records: list[Record]) -> asyncio.Future[Decoded] | None:
         """Starts decoding ``records`` in a thread of its own (``StreamProjector.decode`` reads
@@ -151,9 +154,38 @@ class WorkerState:
                                                           records)
 
     async def apply(self, records: list[Record], decoded: Decoded | None = None) -> BatchResult:
-        """Applies in the worker thread; a failing store is retried with backoff, for ever
-        (tenacity: exponential with full jitter from ``retry_delay`` up to 30 s).
-        ``decoded``: the records decoded already (``decode``)."""
+        """``write`` and then ``settle``: returns once every cell, dead letter and tracking
+        row of the batch is written."""
+        return await self.settle(await self.write(records, decoded))
+
+    async def write(self, records: list[Record], decoded: Decoded | None = None) -> Written:
+        """Applies the batch in the apply thread (``StreamProjector.write``: its plain tables
+        are written behind, ``settle`` waits for them); a failing store is retried with
+        backoff, for ever (tenacity: exponential with full jitter from ``retry_delay`` up to
+        30 s). ``decoded``: the records decoded already (``decode``)."""
+        started = time.perf_counter()
+        written: Written = await self._retried(self.executor, self._write, records, decoded)
+        written.started = started
+        return written
+
+    async def settle(self, written: Written) -> BatchResult:
+        """Waits, in the settle thread, for the batch's plain tables and writes its tracking
+        rows (``Written.settle``), retried as ``write`` is; then the batch is written."""
+        result: BatchResult = await self._retried(self.settler, written.settle)
+        self.batches += 1
+        self.records += result.records
+        seconds = time.perf_counter() - written.started
+        log.info("batch %d: %d records (%d new, %d duplicates, %d dead letters) in %.2fs, "
+                 "%.0f records/s", self.batches, result.records, result.applied,
+                 result.duplicates, result.dead_letters, seconds,
+                 result.records / seconds if seconds else 0.0)
+        count_batch(result.applied, result.dead_letters)
+        return result
+
+    async def _retried(self, executor: ThreadPoolExecutor, call: Callable[..., Any],
+                       *args: Any) -> Any:
+        """``call(*args)`` in ``executor``; a failing store is retried with backoff, for ever
+        (nothing can progress without it), its stall reported."""
         loop = asyncio.get_running_loop()
 
         def failed(state: RetryCallState) -> None:
@@ -166,8 +198,8 @@ class WorkerState:
             stall.failed(error, self.inflight)
             self.inflight = None
             # said once by the stall (and every minute while it lasts), not per try
-            log.debug("applying %d records failed (%s: %s); retrying in %.1fs",
-                      len(records), type(error).__name__, error,
+            log.debug("writing a batch failed (%s: %s); retrying in %.1fs",
+                      type(error).__name__, error,
                       state.next_action.sleep if state.next_action else 0.0)
 
         delay = self.options.retry_delay
@@ -175,22 +207,12 @@ class WorkerState:
                 wait=wait_random_exponential(multiplier=delay, min=delay, max=30.0),
                 before_sleep=failed):
             with attempt:
-                started = time.perf_counter()
                 self.inflight = time.monotonic()
-                result = await loop.run_in_executor(self.executor, self._apply, records,
-                                                    decoded)
+                outcome = await loop.run_in_executor(executor, call, *args)
         self.inflight = None
         self.store_stall.ok()
         self.keys_stall.ok()
-        self.batches += 1
-        self.records += result.records
-        seconds = time.perf_counter() - started
-        log.info("batch %d: %d records (%d new, %d duplicates, %d dead letters) in %.2fs, "
-                 "%.0f records/s", self.batches, result.records, result.applied,
-                 result.duplicates, result.dead_letters, seconds,
-                 result.records / seconds if seconds else 0.0)
-        count_batch(result.applied, result.dead_letters)
-        return result
+        return outcome
 
     async def warm_up(self) -> None:
         """Connects and creates the tables before the first batch arrives: the worker calls

@@ -246,6 +246,55 @@ def test_thrift2_same_row_puts_and_deletes_of_many_versions(
     assert row == {b"meta:a": (b"a5", 5), b"meta:b": (b"b13", 13)}
 
 
+def test_a_folds_load_writes_what_applying_its_mutations_writes(
+    hbase: HBaseServer, store: HBaseTableStore, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``load`` (what a folding runner hands a ``BulkLoading`` store): the folded cells and
+    tombstones of a table, and extra mutations, hold afterwards exactly what ``apply`` of
+    the same mutations holds; through Thrift2 whole rows per call, cells per call bounded."""
+    from projections.tablestore import TableLoad
+
+    other = unique_name()
+    store.create_table(TableSpec(other, ("meta", "data")))
+    try:
+        old: list[Mutation] = [Put(name, b"r%03d" % i, b"meta:a", b"old", 1)
+                               for name in (table, other) for i in range(0, 60, 3)]
+        store.apply(old)
+        cells = sorted((b"r%03d" % (i // 4), b"meta:c%d" % (i % 4), b"v%d" % i, 10 + i)
+                       for i in range(200))
+        tombs = sorted([(b"r%03d" % i, b"", 5) for i in range(0, 60, 6)]
+                       + [(b"r%03d" % i, b"meta:a", 7) for i in range(3, 60, 6)])
+        loads = [TableLoad(table, cells, tombs)]
+        extra: list[Mutation] = [Put(table, b"x", b"data:z", b"extra", 3),
+                                 DeleteColumn(table, b"r001", b"meta:c1", 10_000)]
+        calls: list[tuple[str, int]] = []
+        if store.thrift2_port:
+            send = store._send2
+
+            def counting(call: Any) -> None:
+                calls.append((call.op, len(call.items)))
+                send(call)
+
+            monkeypatch.setattr(store, "_send2", counting)
+            monkeypatch.setattr(store, "_thrift2_batch_cells", 40)
+        store.load(loads, extra)
+        puts = [n for op, n in calls if op == "putMultiple"]
+        store.apply([*(m for load in loads for m in load.mutations()), *extra]
+                    + [Put(other, b"x", b"data:z", b"extra", 3)]
+                    + [DeleteColumn(other, b"r001", b"meta:c1", 10_000)]
+                    + [Put(other, *cell) for cell in cells]
+                    + [DeleteRow(other, row, v) if not c else DeleteColumn(other, row, c, v)
+                       for row, c, v in tombs])
+        assert dict(store.scan_cells(table)) == dict(store.scan_cells(other))
+        assert dict(store.scan_cells(table))[b"r000"] == {
+            b"meta:c%d" % i: (b"v%d" % i, 10 + i) for i in range(4)}
+        assert b"meta:a" not in dict(store.scan_cells(table)).get(b"r003", {})
+        if store.thrift2_port:  # whole rows of 4 cells, at most 40 cells a call
+            assert sum(puts) == 50 + 1 and all(n * 4 <= 40 for n in puts[:-1])
+    finally:
+        store.drop_table(other)
+
+
 def test_salt_split_statement_for_operators() -> None:
     spec = TableSpec("messages", ("meta", "data"))
     text = hbase_shell_create(spec)

@@ -31,6 +31,13 @@ Writes through Thrift2 (``thrift2_port=``)
     ``Put`` (atomic, all versions), its deletes one or two ``Delete``s. Thrift2's IDL is
     HBase's own ``hbase.thrift``, read from the hbase-thrift jar at run time
     (``adapters.tables.hbase_thrift2.load_thrift2``). Reads and table DDL stay on Thrift1.
+
+A fold's tables (``load``, ``BulkLoading``)
+    A folding runner hands over its tables as records already reduced (at most one cell
+    and one tombstone per ``(row, column)``, in key order): ``load`` turns them into
+    ``TPut``s and ``TDelete``s row by row, without ``Put`` objects to reduce again, and plans
+    them with any mutations given beside into the same calls. The cells written are those of
+    ``apply`` of the same mutations. Without Thrift2, ``load`` is that ``apply``.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from projections.tablestore import (
     Mutation,
     Put,
     StoreClosed,
+    TableLoad,
     TableNotFound,
     TableStoreError,
     UnknownFamily,
@@ -91,8 +99,35 @@ class _Call2:
     items: list[Any] = field(default_factory=list)
 
 
+class _Plan2:
+    """Thrift2 calls being filled: per (operation, table) the open call takes whole rows
+    until it holds ~``cells`` cells or ~4 MiB, then the next one opens."""
+
+    def __init__(self, cells: int) -> None:
+        self.limit = cells
+        self.calls: list[_Call2] = []
+        self._open: dict[tuple[str, str], tuple[_Call2, list[int]]] = {}
+
+    def add(self, op: str, name: str, physical: bytes, item: Any, cells: int,
+            size: int) -> None:
+        found = self._open.get((op, name))
+        if found is not None:
+            call, weight = found
+            if weight[0] + cells > self.limit or weight[1] + size > _MAX_CALL_BYTES:
+                found = None
+        if found is None:
+            call = _Call2(op, physical, name)
+            weight = [0, 0]
+            self._open[op, name] = (call, weight)
+            self.calls.append(call)
+        call.items.append(item)
+        weight[0] += cells
+        weight[1] += size
+
+
 class HBaseWrites(HBaseParts):
-    """``apply``: a batch reduced, planned into calls and sent over the pool."""
+    """``apply``: a batch reduced, planned into calls and sent over the pool; ``load``: a
+    fold's tables, already reduced, straight into Thrift2 calls."""
 
     def apply(self, mutations: Iterable[Mutation]) -> None:
         batch = self._reduce(mutations)
@@ -218,60 +253,109 @@ class HBaseWrites(HBaseParts):
                 raise TableNotFound(f"table {group.table!r} does not exist") from error
             raise
 
-    def _plan2(self, batch: _Reduced) -> list[_Call2]:
+    def _plan2(self, batch: _Reduced, plan: _Plan2 | None = None) -> list[_Call2]:
         """Thrift2: per table, one ``TPut`` per row (every cell with its own timestamp), one
         ``TDelete`` per row for its column deletes (``DELETE_COLUMNS``: all versions <= the
         column's timestamp) and one per row delete (no columns, the row's timestamp: HBase's
         ``Delete(row, ts)``, every family). Cut into calls of ~``thrift2_batch_cells`` cells /
-        ~4 MiB, whole rows."""
+        ~4 MiB, whole rows (added to ``plan`` if given)."""
         t2 = self._t2
+        plan = plan if plan is not None else _Plan2(self._thrift2_batch_cells)
+        value_of = t2.TColumnValue  # (family, qualifier, value, timestamp): positional is cheaper
         put_rows: dict[tuple[str, bytes], list[Any]] = {}
         for (name, row, column), (version, value) in batch.puts.items():
             family, _, qualifier = column.partition(b":")
-            cell = t2.TColumnValue(
-                family=family, qualifier=qualifier, value=value, timestamp=version
-            )
-            put_rows.setdefault((name, row), []).append(cell)
+            put_rows.setdefault((name, row), []).append(value_of(family, qualifier, value, version))
         delete_rows: dict[tuple[str, bytes], list[Any]] = {}
         for (name, row, column), version in batch.column_deletes.items():
             family, _, qualifier = column.partition(b":")
             target = t2.TColumn(family=family, qualifier=qualifier, timestamp=version)
             delete_rows.setdefault((name, row), []).append(target)
 
-        calls: list[_Call2] = []
-        open_calls: dict[tuple[str, str], tuple[_Call2, list[int]]] = {}
-
-        def add(op: str, name: str, item: Any, cells: int, size: int) -> None:
-            found = open_calls.get((op, name))
-            if found is not None:
-                call, weight = found
-                if (
-                    weight[0] + cells > self._thrift2_batch_cells
-                    or weight[1] + size > _MAX_CALL_BYTES
-                ):
-                    found = None
-            if found is None:
-                call = _Call2(op, batch.tables[name].physical, name)
-                weight = [0, 0]
-                open_calls[op, name] = (call, weight)
-                calls.append(call)
-            call.items.append(item)
-            weight[0] += cells
-            weight[1] += size
-
+        tables = batch.tables
         for (name, row), cells in put_rows.items():
             size = len(row) + sum(
                 len(c.family) + len(c.qualifier) + len(c.value) + 16 for c in cells
             )
-            add("putMultiple", name, t2.TPut(row=row, columnValues=cells), len(cells), size)
+            plan.add("putMultiple", name, tables[name].physical,
+                     t2.TPut(row=row, columnValues=cells), len(cells), size)
         for (name, row), columns in delete_rows.items():
-            delete = t2.TDelete(row=row, columns=columns, deleteType=t2.TDeleteType.DELETE_COLUMNS)
             size = len(row) + sum(len(c.family) + len(c.qualifier) + 16 for c in columns)
-            add("deleteMultiple", name, delete, len(columns), size)
+            plan.add("deleteMultiple", name, tables[name].physical,
+                     self._column_deletes(row, columns), len(columns), size)
         for (name, row), version in batch.row_deletes.items():
             delete = t2.TDelete(row=row, timestamp=version)
-            add("deleteMultiple", name, delete, 1, len(row) + 16)
-        return calls
+            plan.add("deleteMultiple", name, tables[name].physical, delete, 1, len(row) + 16)
+        return plan.calls
+
+    def load(self, loads: Sequence[TableLoad], mutations: Iterable[Mutation] = ()) -> None:
+        """A fold's tables written as they are (``BulkLoading``; see the module docstring):
+        the cells and tombstones of ``loads`` -- at most one per ``(row, column)``, in key
+        order, so nothing is left to reduce -- go straight into Thrift2 calls, one ``TPut``
+        per row; ``mutations`` are reduced and planned as ``apply`` does; all the calls are
+        sent together. Without a Thrift2 gateway it is ``apply`` of the same mutations."""
+        if self._clients2 is None:
+            self.apply([*(m for load in loads for m in load.mutations()), *mutations])
+            return
+        plan = _Plan2(self._thrift2_batch_cells)
+        for load in loads:
+            self._load2(load, plan)
+        extra = list(mutations)
+        if extra:
+            self._plan2(self._reduce(extra), plan)
+        self._run(self._send2, plan.calls)
+
+    def _load2(self, load: TableLoad, plan: _Plan2) -> None:
+        """One table's folded cells and tombstones into ``plan`` (whole rows per call)."""
+        t2 = self._t2
+        table = self._table(load.table)
+        name, physical = load.table, table.physical
+        columns: dict[bytes, tuple[bytes, bytes]] = {}  # column -> (family, qualifier), checked
+        value_of = t2.TColumnValue
+        row: bytes | None = None
+        cells: list[Any] = []
+        size = 0
+        for key, column, value, version in load.cells:
+            if key != row:
+                if cells:
+                    plan.add("putMultiple", name, physical, t2.TPut(row=row, columnValues=cells),
+                             len(cells), size)
+                row, cells, size = key, [], len(key)
+            split = columns.get(column)
+            if split is None:
+                self._check_family(table, column)
+                family, _, qualifier = column.partition(b":")
+                split = columns[column] = (family, qualifier)
+            cells.append(value_of(split[0], split[1], value, version))
+            size += len(column) + len(value) + 16
+        if cells:
+            plan.add("putMultiple", name, physical, t2.TPut(row=row, columnValues=cells),
+                     len(cells), size)
+        row = None
+        targets: list[Any] = []
+        for key, column, version in load.tombs:
+            if not column:  # a row delete: HBase's Delete(row, ts), every family
+                plan.add("deleteMultiple", name, physical, t2.TDelete(row=key, timestamp=version),
+                         1, len(key) + 16)
+                continue
+            if key != row:
+                if targets:
+                    plan.add("deleteMultiple", name, physical, self._column_deletes(row, targets),
+                             len(targets), len(row or b"") + 32 * len(targets))
+                row, targets = key, []
+            split = columns.get(column)
+            if split is None:
+                self._check_family(table, column)
+                family, _, qualifier = column.partition(b":")
+                split = columns[column] = (family, qualifier)
+            targets.append(t2.TColumn(family=split[0], qualifier=split[1], timestamp=version))
+        if targets:
+            plan.add("deleteMultiple", name, physical, self._column_deletes(row, targets),
+                     len(targets), len(row or b"") + 32 * len(targets))
+
+    def _column_deletes(self, row: bytes | None, columns: list[Any]) -> Any:
+        t2 = self._t2
+        return t2.TDelete(row=row, columns=columns, deleteType=t2.TDeleteType.DELETE_COLUMNS)
 
     def _send2(self, call: _Call2) -> None:
         def send(client: Any) -> None:
