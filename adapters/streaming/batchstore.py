@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgpack
@@ -204,6 +204,10 @@ class BatchStore:
         rest: list[Mutation] = []
         store = self.store
         direct = isinstance(store, BulkLoading)
+        # a fold hands its cells as an iterator, read once; a load may be written again (a
+        # write behind that failed, kept for the retry): its cells are listed first
+        loads = [load if isinstance(load.cells, list | tuple) else replace(
+            load, cells=list(load.cells)) for load in loads]
         for load in loads:
             if load.table in self.cached or load.table == self.tracking:
                 rest.extend(load.mutations())
