@@ -143,17 +143,26 @@ SQLite file's WAL and shared-memory files go with it)."""
 
 def disk_bytes(root: Path) -> int:
     """Bytes allocated on disk to ``root`` and everything under it (st_blocks, as ``du``
-    counts them; directories included)."""
+    counts them; directories included). A file with several names under ``root`` (a payload
+    and its content link, ADR 0099) is counted once, as ``du`` counts it."""
     try:
-        total = os.lstat(root).st_blocks * 512
+        st = os.lstat(root)
     except FileNotFoundError:
         return 0
+    total = st.st_blocks * 512
+    seen = {(st.st_dev, st.st_ino)}
     for dirpath, dirs, files in os.walk(root):
         for name in (*files, *dirs):
             try:
-                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+                st = os.lstat(os.path.join(dirpath, name))
             except FileNotFoundError:  # removed while counting
                 continue
+            if st.st_nlink > 1:
+                inode = (st.st_dev, st.st_ino)
+                if inode in seen:
+                    continue
+                seen.add(inode)
+            total += st.st_blocks * 512
     return total
 
 
