@@ -46,6 +46,15 @@ class Batch:
                 )
             self.checked.add(column)
 
+    def add_tombs(self, tombs: Iterable[tuple[bytes, bytes, int]]) -> None:
+        """A load's tombstones (``TombRecord``: a column's, or with ``b""`` its row's)."""
+        for row, column, version in tombs:
+            if column:
+                self.check(column)
+                self.column_deletes.append((row, column, version))
+            else:
+                self.row_deletes.append((row, version))
+
     def _not_hidden(self, conn: sqlite3.Connection,
                     tombs_exist: bool | None) -> list[tuple[bytes, bytes, bytes, int]]:
         """The puts that no stored tombstone hides (read inside the write transaction).
@@ -80,12 +89,7 @@ class Batch:
         batch.puts = load.cells if isinstance(load.cells, list) else list(load.cells)
         for column in set(map(_column_of, batch.puts)):  # in C: a rebuild loads millions
             batch.check(column)
-        for row, column, version in load.tombs:
-            if column:
-                batch.check(column)
-                batch.column_deletes.append((row, column, version))
-            else:
-                batch.row_deletes.append((row, version))
+        batch.add_tombs(load.tombs)
         return batch
 
     def write(self, conn: sqlite3.Connection, tombs_exist: bool | None = None) -> None:
@@ -236,12 +240,7 @@ def insert_fresh(conn: sqlite3.Connection, schema: Schema, load: TableLoad) -> N
     family checked the first time it is met: the caller's transaction rolls back a failed
     load whole)."""
     batch = Batch(schema, schema.known)
-    for row, column, version in load.tombs:
-        if column:
-            batch.check(column)
-            batch.column_deletes.append((row, column, version))
-        else:
-            batch.row_deletes.append((row, version))
+    batch.add_tombs(load.tombs)
     row_tombs: dict[bytes, int] = dict(batch.row_deletes)
     column_tombs: dict[bytes, dict[bytes, int]] = {}
     for row, column, version in batch.column_deletes:
