@@ -7,6 +7,7 @@ this worker knows them. Built by ``create_worker`` from the parts the entry poin
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import threading
@@ -94,7 +95,10 @@ class WorkerState:
         #: the consumer's own stop moving while it does not fetch (a stalled store)
         self.highwaters: dict[tuple[str, int], int] = {}
         self._reported = (time.monotonic(), 0)
-        self.inflight: float | None = None  # when the write now in progress started
+        #: when each store call now in progress started: a batch's ``write`` and the batch
+        #: before it's ``settle`` run at once, and each fails, succeeds or hangs on its own
+        self._calls: dict[int, float] = {}
+        self._call_ids = itertools.count()
         #: the offsets this worker committed, per (topic, partition): the next to read
         self.committed: dict[tuple[str, int], int] = {}
 
@@ -104,6 +108,11 @@ class WorkerState:
         started = self.inflight
         if started is not None:
             self.store_stall.waiting(started)
+
+    @property
+    def inflight(self) -> float | None:
+        """When the oldest store call now in progress started (``time.monotonic()``)."""
+        return min(self._calls.values(), default=None)
 
     def report(self, consumer: Any) -> None:
         """One ``progress`` line: batches and records so far, the rate since the last line,
@@ -195,23 +204,29 @@ class WorkerState:
             # the tables, or the key store in the log's database (sealed records)
             stall = self.keys_stall if dependency_of(error) == "the event store" \
                 else self.store_stall
-            stall.failed(error, self.inflight)
-            self.inflight = None
+            stall.failed(error, self._calls.pop(call_id, None))
             # said once by the stall (and every minute while it lasts), not per try
             log.debug("writing a batch failed (%s: %s); retrying in %.1fs",
                       type(error).__name__, error,
                       state.next_action.sleep if state.next_action else 0.0)
 
         delay = self.options.retry_delay
-        async for attempt in AsyncRetrying(  # poison never gets here: the store's failures
-                wait=wait_random_exponential(multiplier=delay, min=delay, max=30.0),
-                before_sleep=failed):
-            with attempt:
-                self.inflight = time.monotonic()
-                outcome = await loop.run_in_executor(executor, call, *args)
-        self.inflight = None
-        self.store_stall.ok()
-        self.keys_stall.ok()
+        call_id = next(self._call_ids)
+        try:
+            async for attempt in AsyncRetrying(  # poison never gets here: the store's failures
+                    wait=wait_random_exponential(multiplier=delay, min=delay, max=30.0),
+                    before_sleep=failed):
+                with attempt:
+                    self._calls[call_id] = time.monotonic()
+                    outcome = await loop.run_in_executor(executor, call, *args)
+        finally:
+            self._calls.pop(call_id, None)
+        # answering again only once no other call has been waiting for as long as a stall
+        # takes to be said: one call that came back says nothing of one still hanging
+        oldest = self.inflight
+        if oldest is None or time.monotonic() - oldest < self.store_stall.after:
+            self.store_stall.ok()
+            self.keys_stall.ok()
         return outcome
 
     async def warm_up(self) -> None:

@@ -238,6 +238,52 @@ def test_the_next_batch_is_applied_while_the_plain_tables_are_written_behind(his
     assert_equal_to_fold(store, history)
 
 
+def test_a_hanging_write_behind_is_said_while_the_next_batch_writes_fine(history):
+    """A batch's plain tables hang (a frozen HBase) while the next batch's ``counters`` write
+    comes back: that answer does not hide the call still hanging. The store is said to be
+    not answering once, counted from the hanging call's start, and answering again only
+    when that call returns."""
+    records = history.records()
+    release = threading.Event()
+    hung = threading.Event()
+
+    class Slow(InMemoryTableStore):
+        def apply(self, mutations):
+            mutations = list(mutations)
+            if any(m.table == "messages" for m in mutations) and not release.is_set():
+                hung.set()
+                release.wait(20)
+            super().apply(mutations)
+
+    class Said:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def warning(self, event: str, **fields: Any) -> None:
+            self.lines.append(event)
+
+    said = Said()
+    consumer = FakeConsumer()
+
+    async def scenario(worker, consumer):
+        stall = worker.state.store_stall
+        stall.log, stall.after = said, 0.3
+        consumer.feed(records)
+        await until(hung.is_set)
+        await until(lambda: worker.applying is not None and worker.applying.done()
+                    and worker.behind is not None)  # the next batch's counters written
+        assert said.lines == []
+        await asyncio.sleep(0.4)
+        worker.state.watch()  # what the worker does every few seconds
+        assert said.lines == ["the table store not answering"]
+        release.set()
+        await until(consumer.done)
+        assert said.lines == ["the table store not answering", "the table store answering again"]
+
+    run_worker(Slow(), scenario, consumer)
+    assert committed_count(consumer) == len(records)
+
+
 def test_a_batch_whose_counters_write_fails_still_writes_its_plain_tables(history):
     """The plain runners fold a batch and move past its events before ``counters`` is
     written; when that write fails, the batch is applied again, the plain runners skip the
