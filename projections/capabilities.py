@@ -57,10 +57,13 @@ class TableSized(Protocol):
 
 @runtime_checkable
 class Compacting(FileSized, Protocol):
-    """A store that rewrites its file with full pages (SQLite's ``VACUUM``, ADR 0030);
-    returns the bytes freed."""
+    """A store that rewrites its file with full pages (SQLite's ``VACUUM``, ADR 0030):
+    ``compact`` returns the bytes freed, ``slack`` the share of the file that holds nothing
+    (None: not known)."""
 
     def compact(self) -> int: ...
+
+    def slack(self) -> float | None: ...
 
 
 @runtime_checkable

@@ -122,15 +122,24 @@ def run_import(store: Store, total: int, items: Iterable[SourceMessage] | Checki
     return report
 
 
+#: the share of the read models' file left empty above which an import compacts it
+COMPACT_ABOVE = 0.25
+
+
 def _compacted(store: Store, before: int | None) -> dict[str, int] | None:
     """The embedded read models compacted (ADR 0030) when this import wrote at least half
-    of their file: its rows went in newest first, leaving pages about half full, and
-    rewriting the file costs at most about twice what the import wrote to it. Into a big
-    store, the import leaves that to ``letterlog compact``."""
+    of their file and left more than ``COMPACT_ABOVE`` of it empty (ADR 0111: a batch's
+    rows go in in key order and fill their pages, so an import into a fresh store leaves
+    about a tenth empty and is not rewritten; rows a delivery at a time, newest first,
+    leave pages about half full). Rewriting the file costs at most about twice what the
+    import wrote to it. Into a big store, the import leaves that to ``letterlog compact``."""
     if before is None:
         return None
     after = store.read_model_bytes()
     if after is None or after < 2 * before:
+        return None
+    slack = store.read_model_slack()
+    if slack is not None and slack <= COMPACT_ABOVE:
         return None
     compacted = store.compact_read_models()
     return None if compacted is None else dict(compacted)

@@ -19,7 +19,7 @@ from adapters.files.datadir import exclusive
 from domain.errors import InvalidCommand, MessageNotFound
 from domain.values import account_id_for, normalise_address
 from projections import names as pn
-from projections.capabilities import Checkpointing, FileSized
+from projections.capabilities import Checkpointing, Compacting, FileSized
 from projections.codec import data_fields
 from projections.keys import message_row
 
@@ -139,6 +139,15 @@ class Reading(FacadePart):
             return None
         tables = self.projections.tables
         return tables.file_bytes() if isinstance(tables, FileSized) else None
+
+    def read_model_slack(self) -> float | None:
+        """The share of the embedded read models' file that holds nothing (free pages and
+        the unused bytes of pages in use; it reads every page): what ``compact_read_models``
+        would take back. None: another table store, or not known."""
+        if self.settings.table_store != "embedded" or self.projections is None:
+            return None
+        tables = self.projections.tables
+        return tables.slack() if isinstance(tables, Compacting) else None
 
     def compact_read_models(self) -> dict[str, int] | None:
         """Rewrites the embedded read models' file with full pages (ADR 0030); None for a

@@ -331,6 +331,25 @@ class SqliteTableStore:
             return None
         return int(found[0])
 
+    def slack(self) -> float | None:
+        """The share of the file that holds nothing and ``compact`` could take back: free
+        pages, and the unused bytes of tables of more than one page (a table's one page
+        stays, however empty); SQLite's ``dbstat``, which reads every page. None where
+        SQLite was built without ``dbstat``."""
+        conn = self._conn()
+        try:
+            used, unused = conn.execute(
+                "SELECT coalesce(sum(size), 0), coalesce(sum(CASE WHEN pages > 1 THEN empty "
+                "ELSE 0 END), 0) FROM (SELECT sum(pgsize) AS size, sum(unused) AS empty, "
+                "count(*) AS pages FROM dbstat GROUP BY name)"
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        total = int(used) + int(free) * int(size)
+        return (int(unused) + int(free) * int(size)) / total if total else 0.0
+
     def compact(self) -> int:
         """Rewrite the file with full pages, in key order (``VACUUM``), and cut the WAL back
         (ADR 0030); returns the bytes it freed. Rows inserted before their neighbours (a

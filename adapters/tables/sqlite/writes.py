@@ -26,6 +26,7 @@ from projections.tablestore import (
 
 _IN_CHUNK = 500  # rows per ``row IN (...)`` query of tombstones
 _column_of = itemgetter(1)  # of a CellRecord
+_cell_key = itemgetter(0, 1)  # a CellRecord's row and column: its place in the table
 
 
 @dataclass
@@ -95,6 +96,12 @@ class Batch:
     def write(self, conn: sqlite3.Connection, tombs_exist: bool | None = None) -> None:
         s = self.schema
         if self.puts:
+            # in key order (stable: a cell put twice keeps its order): a batch of rows keyed
+            # newest first, inserted as they came, splits each page it meets in half and
+            # leaves half of it empty for good (a fresh import's ``messages`` pages came out
+            # 50 % empty, 9 % sorted; ADR 0111)
+            if len(self.puts) > 1:
+                self.puts.sort(key=_cell_key)
             _insert_rows(conn, s.insert, s.on_conflict, self._not_hidden(conn, tombs_exist))
         if self.column_deletes:
             column_deletes = [(bytearray(r), bytearray(c), v) for r, c, v in self.column_deletes]
