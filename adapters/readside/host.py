@@ -43,7 +43,7 @@ from adapters.tables.memory import InMemoryTableStore
 from domain.errors import InvalidCommand, NotFound, SettingsError
 from domain.values import account_id_for
 from projections import names as n
-from projections.capabilities import Compacting, DataVersioned
+from projections.capabilities import Checkpointing, Compacting, DataVersioned
 from projections.registry import ALL, TRACKING_SPEC, Projection, select
 from projections.runner import ProjectionRunner
 from projections.tablestore import (
@@ -88,6 +88,17 @@ class ProjectionHost:
         runner = ProjectionRunner(self.tables, ALL, physical=self.catalog.physical)
         runner.create_tables()
         return runner
+
+    def checkpoint(self) -> bool:
+        """Copies what the table store's write-ahead log holds into its file, as far as no
+        reader's snapshot still needs it, without waiting for anyone (SQLite's ``PASSIVE``
+        checkpoint): work the last connection's close would otherwise do. False for a store
+        without a write-ahead log of its own (HBase)."""
+        tables = self.tables
+        if not isinstance(tables, Checkpointing):
+            return False
+        tables.checkpoint("PASSIVE")
+        return True
 
     def close(self) -> None:
         if self._lock_file is not None:

@@ -131,3 +131,45 @@ def test_deleting_a_mailbox_inside_the_block_expunges_what_was_just_delivered_to
             assert change.extra["expunged"] == 3
         assert [store.show(i)["state"] for i in ids] == ["expunged"] * 3
         assert all(r.identical for r in store.verify())
+
+
+def test_the_projecting_process_checkpoints_the_read_models_while_it_waits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Having projected ``CHECKPOINT_EVERY`` events, the follower copies the read models'
+    write-ahead log into their file as soon as nothing waits to be projected, before its
+    input ends (ADR 0111): the file grows while it still follows, where only the last
+    connection's close used to copy it."""
+    import os
+    import threading
+    import time
+
+    from adapters.cli import follower
+
+    monkeypatch.setattr(follower, "CHECKPOINT_EVERY", 50)
+    data = tmp_path / "d"
+    Letterlog.open(data, durability="normal").close()  # the store and its empty tables
+    tables = data / "tables.sqlite"
+    with Letterlog.open(data, durability="normal", read_models=False) as store:
+        store.deliver_many([{"account": ADA, "raw": make_mail(f"s{i}", message_id=f"<w{i}@x>")}
+                            for i in range(120)])
+        settings = store.settings.model_dump_json()
+    empty = tables.stat().st_size
+    wakeups, wake = os.pipe()
+    projected: list[int] = []
+    following = threading.Thread(target=lambda: projected.append(
+        follower.follow(settings, wakeups)))
+    following.start()
+    try:
+        os.write(wake, b"x")  # the log has grown
+        deadline = time.monotonic() + 60
+        while tables.stat().st_size <= empty:  # copied into the file: a checkpoint ran
+            assert following.is_alive() and time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.01)
+    finally:
+        os.close(wake)  # end of input: it catches up once more and returns
+        following.join(60)
+        os.close(wakeups)
+    assert projected and projected[0] >= 120
+    with Letterlog.open(data, durability="normal") as store:
+        assert len(store.messages(ADA, limit=200)) == 120
+        assert all(r.identical for r in store.verify())
