@@ -130,7 +130,7 @@ def _compacted(store: Store, before: int | None) -> dict[str, int] | None:
     """The embedded read models compacted (ADR 0030) when this import wrote at least half
     of their file and left more than ``COMPACT_ABOVE`` of it empty (ADR 0111: a batch's
     rows go in in key order and fill their pages, so an import into a fresh store leaves
-    about a tenth empty and is not rewritten; rows a delivery at a time, newest first,
+    about a sixth empty and is not rewritten; rows a delivery at a time, newest first,
     leave pages about half full). Rewriting the file costs at most about twice what the
     import wrote to it. Into a big store, the import leaves that to ``letterlog compact``."""
     if before is None:
