@@ -132,21 +132,23 @@ class Reading(FacadePart):
     def verify(self, names: list[str] | None = None, progress: Any = None) -> list[Any]:
         return list(self._read().verify(names, progress))
 
-    def read_model_bytes(self) -> int | None:
-        """What the embedded read models take on disk (None: another table store, which is
-        not opened, let alone connected to, to find that out)."""
+    def _embedded_tables(self) -> Any:
+        """The embedded read models' table store, if open; None for another table store
+        (which is not opened, let alone connected to, to answer about files)."""
         if self.settings.table_store != "embedded" or self.projections is None:
             return None
-        tables = self.projections.tables
+        return self.projections.tables
+
+    def read_model_bytes(self) -> int | None:
+        """What the embedded read models take on disk (None: another table store)."""
+        tables = self._embedded_tables()
         return tables.file_bytes() if isinstance(tables, FileSized) else None
 
     def read_model_slack(self) -> float | None:
         """The share of the embedded read models' file that holds nothing (free pages and
         the unused bytes of pages in use; it reads every page): what ``compact_read_models``
         would take back. None: another table store, or not known."""
-        if self.settings.table_store != "embedded" or self.projections is None:
-            return None
-        tables = self.projections.tables
+        tables = self._embedded_tables()
         return tables.slack() if isinstance(tables, Compacting) else None
 
     def compact_read_models(self) -> dict[str, int] | None:

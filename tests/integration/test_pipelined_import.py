@@ -4,11 +4,15 @@ import returns the read models are current and equal to a rebuild."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import adapters.embedded
+from adapters.cli import follower
 from adapters.cli.import_source import SourceMessage
 from adapters.cli.importer import run_import
 from adapters.embedded import Letterlog
@@ -139,12 +143,6 @@ def test_the_projecting_process_checkpoints_the_read_models_while_it_waits(
     write-ahead log into their file as soon as nothing waits to be projected, before its
     input ends (ADR 0111): the file grows while it still follows, where only the last
     connection's close used to copy it."""
-    import os
-    import threading
-    import time
-
-    from adapters.cli import follower
-
     monkeypatch.setattr(follower, "CHECKPOINT_EVERY", 50)
     data = tmp_path / "d"
     Letterlog.open(data, durability="normal").close()  # the store and its empty tables
