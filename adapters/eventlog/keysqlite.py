@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.eventlog.keyvault import Vault, _private_sqlite
+from adapters.eventlog.keyvault import Vault, _private_sqlite, made_current
 from adapters.eventlog.wrappedkeys import WrappedKeyStore
 from adapters.files import datadir
 
@@ -21,13 +21,13 @@ class _SqliteKeyTable:
         self._conn = _private_sqlite(path, synchronous)
         self._lock = threading.Lock()
         with self._lock:
-            self._conn.execute("CREATE TABLE IF NOT EXISTS data_keys "
-                               "(key_id BLOB PRIMARY KEY, key BLOB) WITHOUT ROWID")
-            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(data_keys)")}
-            if "kek_id" not in columns:
-                self._conn.execute("ALTER TABLE data_keys ADD COLUMN kek_id BLOB")
-                self._conn.execute("CREATE INDEX IF NOT EXISTS data_keys_kek "
-                                   "ON data_keys (kek_id)")
+            index = "CREATE INDEX IF NOT EXISTS data_keys_kek ON data_keys (kek_id)"
+            made_current(self._conn, "data_keys", "kek_id", create=[
+                "CREATE TABLE data_keys (key_id BLOB PRIMARY KEY, key BLOB, kek_id BLOB) "
+                "WITHOUT ROWID", index,
+            ], upgrade=[  # a key file made before its data keys were wrapped in batches
+                "ALTER TABLE data_keys ADD COLUMN kek_id BLOB", index,
+            ])
 
     def insert(self, rows: list[tuple[UUID, bytes, UUID]]) -> None:
         with self._lock:

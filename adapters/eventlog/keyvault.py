@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -15,7 +15,7 @@ from uuid import UUID
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from adapters.eventlog.sealing import NONCE
-from adapters.files.filemodes import private_file, read_only_sqlite
+from adapters.files.filemodes import private_file, read_only_sqlite, write_ahead
 
 
 def wrap(kek: bytes, key_id: UUID, key: bytes) -> bytes:
@@ -39,10 +39,35 @@ def _private_sqlite(path: str, synchronous: str) -> sqlite3.Connection:
     if path != ":memory:" and not path.startswith("file:"):
         private_file(path)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-    conn.execute("PRAGMA journal_mode=WAL")
+    write_ahead(conn)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA secure_delete=ON")
     return conn
+
+
+def made_current(conn: sqlite3.Connection, table: str, column: str, *,
+                 create: Sequence[str], upgrade: Sequence[str]) -> None:
+    """A key file's table made (``create``), or one made by an older version given its
+    newest ``column`` (``upgrade``), in one write transaction that looks again: processes
+    opening one file at once (the pipelined import, a pool of workers) must not both add the
+    column. A file already current is only read (it may be a read-only snapshot)."""
+
+    def current() -> bool:
+        return column in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+    if current():
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not current():
+            made = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                (table,)).fetchone()
+            for statement in upgrade if made else create:
+                conn.execute(statement)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class KeyVaultBusy(RuntimeError):
@@ -63,11 +88,12 @@ class Vault:
         self._lock = threading.Lock()
         self._cache: dict[UUID, bytes] = {}
         with self._lock:
-            self._conn.execute("CREATE TABLE IF NOT EXISTS keks (kek_id BLOB PRIMARY KEY, "
-                               "kek BLOB NOT NULL, created REAL NOT NULL) WITHOUT ROWID")
-            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(keks)")}
-            if "retiring" not in columns:  # a vault made before ADR 0063
-                self._conn.execute("ALTER TABLE keks ADD COLUMN retiring INTEGER")
+            made_current(self._conn, "keks", "retiring", create=[
+                "CREATE TABLE keks (kek_id BLOB PRIMARY KEY, kek BLOB NOT NULL, "
+                "created REAL NOT NULL, retiring INTEGER) WITHOUT ROWID",
+            ], upgrade=[  # a vault made before ADR 0063
+                "ALTER TABLE keks ADD COLUMN retiring INTEGER",
+            ])
 
     def add(self, keks: Iterable[tuple[UUID, bytes]]) -> None:
         rows = [(k.bytes, v, time.time()) for k, v in keks]

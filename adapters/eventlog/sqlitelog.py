@@ -10,7 +10,7 @@ from typing import Any
 
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 
-from adapters.files.filemodes import private_file, read_only_sqlite
+from adapters.files.filemodes import private_file, read_only_sqlite, write_ahead
 
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 
@@ -45,7 +45,7 @@ def _new_file_page_size(path: str, page_size: int) -> None:
     con = sqlite3.connect(path)
     try:
         con.execute(f"PRAGMA page_size={page_size}")
-        con.execute("PRAGMA journal_mode=WAL")  # writes the header with that page size
+        write_ahead(con)  # writes the header with that page size
     finally:
         con.close()
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import stat
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -59,6 +61,22 @@ def read_only_sqlite(path: str | os.PathLike[str]) -> str | None:
 
     wal = all(os.path.exists(text + suffix) for suffix in ("-wal", "-shm"))
     return f"file:{quote(os.path.abspath(text))}?{'mode=ro' if wal else 'immutable=1'}"
+
+
+def write_ahead(conn: sqlite3.Connection, wait: float = 30.0) -> None:
+    """``conn``'s database in WAL mode. A new file's first switch to WAL needs every other
+    connection out of it, and SQLite answers "database is locked" at once, without its busy
+    handler, to a process that meets another switching at the same moment (processes
+    opening one new store together). Tried again every 10 ms for ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def private_file(path: str | os.PathLike[str]) -> Path:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.files.filemodes import private_file, read_only_sqlite
+from adapters.files.filemodes import private_file, read_only_sqlite, write_ahead
 from adapters.tables.sqlite.reads import ScanQuery, column_clause, row_width, scan
 from adapters.tables.sqlite.schema import CATALOG, Schema, create_table, drop_table
 from adapters.tables.sqlite.writes import (
@@ -83,7 +83,7 @@ class SqliteTableStore:
         if self._read_only is not None:
             return  # read only: its catalog is there (it holds read models)
         conn.execute(f"PRAGMA page_size={page_size}")  # only a new, empty file takes it
-        conn.execute("PRAGMA journal_mode=WAL")
+        write_ahead(conn)
         with self._transaction(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {CATALOG} (name TEXT PRIMARY KEY, "
