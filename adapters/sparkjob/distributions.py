@@ -15,10 +15,11 @@ from pathlib import Path
 from domain.errors import SettingsError
 
 SPARK_OWN = frozenset({"pyspark", "py4j", "letterlog"})
-NOT_ON_EXECUTORS = frozenset({"typer", "rich", "aiosmtpd", "python-daemon", "httpx", "regex"})
+NOT_ON_EXECUTORS = frozenset({"typer", "rich", "aiosmtpd", "uvloop", "python-daemon", "httpx",
+                              "regex"})
 """letterlog's requirements its executors never import (measured: the modules a range
 task, a counters merge, the by-account fold and the export's decoding load): the CLI's
-(typer, rich), the MTA's (aiosmtpd), the command server's (python-daemon), the event
+(typer, rich), the MTA's (aiosmtpd, uvloop), the command server's (python-daemon), the event
 rules' (httpx, regex). Their own requirements go too unless something shipped needs them."""
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?([^;]*)(?:;(.*))?")
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")

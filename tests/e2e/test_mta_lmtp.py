@@ -60,6 +60,14 @@ def test_lhlo_announces_what_an_mta_relies_on(data, serve):
     client.close()
 
 
+def test_the_server_runs_on_uvloop(data, serve):
+    # ADR 0112: its event loop is uvloop's; the process has mapped uvloop's loop module
+    server = serve(data)
+    Client(server.sock).close()  # serving: its loop is running
+    maps = Path(f"/proc/{server.proc.pid}/maps").read_text()
+    assert "/uvloop/loop." in maps
+
+
 def test_each_recipient_gets_its_own_reply_and_the_message_byte_exact(env, data, serve):
     server = serve(data, "--accounts-must-exist")
     for account in (BOB, CAROL):  # accounts that must exist: made first
