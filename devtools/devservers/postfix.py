@@ -78,6 +78,7 @@ from .postfix_conf import (
     _pipe_quote,
     _postfix,
     daemon_directory,
+    main_cf_with,
 )
 from .smtp import submit
 from .toolchain import apt_install
@@ -222,8 +223,8 @@ class PostfixServer(Service):
             main += PIPE_MAIN.format(transport=PIPE_TRANSPORT)
             master += PIPE_ENTRY.format(transport=PIPE_TRANSPORT, user=SYSTEM_USER,
                                         argv=" ".join(_pipe_quote(a) for a in self._pipe_argv))
-        if self._extra_main:
-            main += "# virtual users (use_virtual)\n" + self._extra_main
+        if self._extra_main:  # set as ``postconf -e`` does: one entry per name
+            main = main_cf_with(main, self._extra_main)
         (self.config_dir / "main.cf").write_text(main)
         (self.config_dir / "master.cf").write_text(master)
 

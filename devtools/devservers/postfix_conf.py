@@ -107,6 +107,31 @@ LDA_MACROS = (
 )
 
 
+def main_cf_with(main: str, lines: str) -> str:
+    """``main`` (main.cf's text) with each ``name = value`` of ``lines`` set as ``postconf
+    -e`` sets it: an entry of that name replaced where it stands (with its continuation
+    lines), a new name appended. Appending a second entry instead makes every Postfix
+    program warn "overriding earlier entry" as it starts; with ``maillog_file`` those
+    warnings flood ``postlogd``'s socket, which then blocks on its own warning, and
+    ``postfix reload`` hung behind it (120 s, after ``use_virtual``)."""
+    out = main.splitlines()
+    for line in lines.splitlines():
+        name, eq, _ = line.partition("=")
+        name = name.strip()
+        if not eq or not name or line[:1].isspace() or name.startswith("#"):
+            continue
+        at = next((i for i, old in enumerate(out)
+                   if not old[:1].isspace() and old.partition("=")[0].strip() == name), None)
+        if at is None:
+            out.append(line.strip())
+            continue
+        end = at + 1
+        while end < len(out) and out[end][:1].isspace() and out[end].strip():
+            end += 1
+        out[at:end] = [line.strip()]
+    return "\n".join(out) + "\n"
+
+
 def _postfix() -> str | None:
     return shutil.which("postfix") or (
         "/usr/sbin/postfix" if Path("/usr/sbin/postfix").exists() else None)
