@@ -18,6 +18,8 @@ import socket
 import sys
 from typing import Any
 
+import uvloop  # the loop ``letterlog lmtp`` runs on (ADR 0112)
+
 
 class Discard:
     """aiosmtpd's DATA hook: one 250 per recipient, nothing stored."""
@@ -51,8 +53,6 @@ async def serve(path: str) -> int:
 
 def main() -> None:
     logging.getLogger("mail.log").setLevel(logging.ERROR)
-    import uvloop  # the loop ``letterlog lmtp`` runs on (ADR 0112)
-
     answered = uvloop.run(serve(sys.argv[1]))
     print(answered, flush=True)
 
