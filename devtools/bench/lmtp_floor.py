@@ -32,6 +32,9 @@ class Discard:
         self.answered += 1
         return "\r\n".join("250 2.0.0 OK" for _ in envelope.rcpt_tos)
 
+    def end(self, session: Any) -> None:
+        """A connection closed (``_Lmtp.connection_lost``): nothing is held for it."""
+
 
 async def serve(path: str) -> int:
     from adapters.mta.lmtpprotocol import _Lmtp
