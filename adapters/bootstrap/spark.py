@@ -31,6 +31,7 @@ from adapters.eventlog.reader import _uuid_of as uuid_of
 from adapters.eventlog.reader import read_events, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from adapters.eventlog.transcoder import uuid_from_int
+from adapters.files.rundirs import remove_stale_runs, run_directory
 from adapters.lifecycle.aftermath import erase_from_views
 from adapters.readside.catalog import Catalog
 from adapters.readside.rebuild_lock import rebuild_lock
@@ -38,7 +39,6 @@ from adapters.sparkjob.checks import check_master, require_store
 from adapters.sparkjob.environment import DEFAULT_MASTER, conf_dir, defaults_file, java_home
 from adapters.sparkjob.launch import PROGRESS_PREFIX
 from adapters.sparkjob.outcome import python_exception
-from adapters.sparkjob.rundirs import remove_stale_runs, run_directory
 from adapters.tables.memory import InMemoryTableStore
 from adapters.tables.sqlite import SqliteTableStore
 

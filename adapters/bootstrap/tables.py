@@ -4,15 +4,18 @@ workers write, and the host that keeps an embedded store's read models current."
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+from adapters.bootstrap.eventstore import event_log
 from adapters.config.settings import Settings
 from adapters.eventlog.reader import read_events
 from adapters.eventlog.store import MailLog
 from adapters.files import datadir
 from adapters.files.filemodes import private_dir
-from adapters.readside.host import ProjectionHost
+from adapters.readside.host import Fold, ProjectionHost
 from adapters.tables.sqlite import SqliteTableStore
 from projections.tablestore import TableStore
 
@@ -49,4 +52,22 @@ def projection_host(settings: Settings, log: MailLog) -> ProjectionHost:
     if settings.table_store == "hbase":
         return ProjectionHost(tables, events, None, max_position, live=False)
     return ProjectionHost(tables, events, Path(settings.data) / datadir.PROJECTIONS_LOCK,
-                          max_position)
+                          max_position, parallel=partial(parallel_fold, settings))
+
+
+def parallel_fold(settings: Settings, workers: int, single: Fold) -> Fold:
+    """A rebuild's fold over ``workers`` processes (0: ``rebuild_workers``, whose 0 is the
+    cores), each reading its range of the log the settings name (``log_range_reader``)."""
+    # local: only a rebuild needs it (every command that opens a store builds this host)
+    from adapters.readside.rangefold import RangeFold
+
+    return RangeFold(partial(log_range_reader, settings), Path(settings.data),
+                     workers or settings.rebuild_workers, single)
+
+
+def log_range_reader(settings: Settings) -> tuple[Callable[[int, int], Iterator[Any]],
+                                                  Callable[[], None]]:
+    """The log the settings name, opened in the calling process (a rebuild's child):
+    ``(events(start, stop), close)``."""
+    log = event_log(settings)
+    return partial(read_events, log), log.close

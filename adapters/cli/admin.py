@@ -50,7 +50,13 @@ ConfOption = Annotated[list[str] | None, typer.Option(
 @app.command()
 def rebuild(projection: Projection = None, all_: AllOption = False,
             engine: Annotated[str, typer.Option(
-                metavar="ENGINE", help="embedded (this process) or spark")] = "embedded",
+                metavar="ENGINE", help="embedded (this process, and one more per core for a "
+                                       "long log) or spark")] = "embedded",
+            workers: Annotated[int | None, typer.Option(
+                metavar="N", min=1, max=64,
+                help="with --engine embedded: processes the fold of a log of 100,000 events "
+                     "or more takes (default $LETTERLOG_REBUILD_WORKERS, else the cores, at "
+                     "most 4; 1: this process alone)")] = None,
             master: MasterOption = None,
             conf: ConfOption = None,
             until_position: Annotated[int | None, typer.Option(
@@ -68,6 +74,8 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
         fail(f"--engine: {engine!r} is not embedded or spark")
     if master is not None and engine != "spark":
         fail("--master: only with --engine spark")
+    if workers is not None and engine != "embedded":
+        fail("--workers: only with --engine embedded")
     if conf and engine != "spark":
         fail("--conf: only with --engine spark")
     if until_position is not None and as_of is not None:
@@ -96,7 +104,7 @@ def rebuild(projection: Projection = None, all_: AllOption = False,
         store = state.admin_reader()
         bar, update = _progress("rebuilding")
         with _one_rebuild(), bar:
-            result = store.rebuild(names, update)
+            result = store.rebuild(names, update, workers=workers)
     if "view" in result:
         out(result, f"view {result['view']}: {', '.join(result['projections'])} as at "
                     f"position {result['position']} (read with --view {result['view']})")

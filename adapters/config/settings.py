@@ -107,6 +107,9 @@ class Settings(BaseSettings):
         "for one from the pool); then a command fails with one line (exit 1)"))
     kafka_bootstrap: str | None = None
     kafka_topic: str = Field("letterlog-events", pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    rebuild_workers: int = Field(0, ge=0, le=64, description=(
+        "processes an embedded rebuild of a long log folds it with (ADR 0113); 0: the "
+        "cores it may use, at most 4; 1: the rebuilding process alone"))
     spark_master: str | None = Field(None, description="Spark master URL for --engine spark "
                                      "(default: spark-defaults.conf's, else local[2,2])")
     metrics_port: int = Field(0, ge=-1, le=65535,

@@ -95,14 +95,18 @@ class Reading(FacadePart):
                 return body
         raise MessageNotFound(f"the body of UID {uid} is no longer in the log")
 
-    def rebuild(self, names: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
-        return dict(self._read().rebuild(names, progress))
+    def rebuild(self, names: list[str] | None = None, progress: Any = None,
+                workers: int | None = None) -> dict[str, Any]:
+        """Every projection named (all: ``None``) rebuilt into fresh tables and switched in;
+        ``workers``: the processes its fold takes (``None``: the ``rebuild_workers``
+        setting; 1: this process alone)."""
+        return dict(self._read().rebuild(names, progress, workers=workers))
 
     def build_view(self, view: str, names: list[str] | None, stop: int) -> dict[str, Any]:
         """The read-only view ``view`` as at position ``stop``, folded in this process,
         without the messages purged since (``erase_from_views``)."""
         host = self._read()
-        built = dict(host.build_view(view, names, stop, host._fold))
+        built = dict(host.build_view(view, names, stop, host.default_fold()))
         self.erase_from_views()
         return built
 

@@ -4,7 +4,6 @@ its aftermath, the erasure intents, and the completion of erasures on the files 
 scale-out.
 
 May import: ``domain``, ``projections``, ``adapters.files``, ``adapters.tables``,
-``adapters.payloads``, ``adapters.eventlog``, ``adapters.readside``, ``adapters.operations``
-and the Spark run directories (``adapters.sparkjob.rundirs``); never ``streaming``, ``cli``
-or ``devtools``.
+``adapters.payloads``, ``adapters.eventlog``, ``adapters.readside`` and
+``adapters.operations``; never ``streaming``, ``cli`` or ``devtools``.
 """

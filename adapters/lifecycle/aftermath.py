@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from adapters.eventlog.reader import row_decoder, row_pages
 from adapters.files.datadir import exclusive
+from adapters.files.rundirs import remove_stale_runs
 from adapters.lifecycle.completed import Completion
 from adapters.lifecycle.completion import KeyCluster, complete
 from adapters.lifecycle.pendingerasures import PendingErasures
 from adapters.lifecycle.scaleout import record_erasure
 from adapters.readside.views import erase_purged
-from adapters.sparkjob.rundirs import remove_stale_runs
 from projections import names as pn
 from projections.capabilities import MajorCompacting
 

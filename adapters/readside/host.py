@@ -65,8 +65,12 @@ class ProjectionHost:
     """Owns the live runner of one table store and answers queries from it."""
 
     def __init__(self, tables: TableStore, events: Events, lock_path: Path | None,
-                 max_position: Callable[[], int], *, live: bool = True) -> None:
+                 max_position: Callable[[], int], *, live: bool = True,
+                 parallel: Callable[[int, Fold], Fold] | None = None) -> None:
         self.live = live  # False: others (stream workers) keep the tables current
+        # ``parallel(workers, single)``: a rebuild's fold over several processes
+        # (``rangefold.RangeFold``; 0 workers: the cores), ``single`` below its threshold
+        self._parallel = parallel
         self.tables = tables
         self.events = events
         self.max_position = max_position
@@ -194,13 +198,20 @@ class ProjectionHost:
                             progress=progress_of(total, progress))
         return runner
 
+    def default_fold(self, workers: int | None = None) -> Fold:
+        """The fold of a rebuild or a view: over ``workers`` processes where this host was
+        given a ``parallel`` fold (``None`` or 0: as many as it chooses; 1: this process)."""
+        if self._parallel is None or workers == 1:
+            return self._fold
+        return self._parallel(workers or 0, self._fold)
+
     def rebuild(self, names: list[str] | None = None, progress: Progress | None = None,
-                fold: Fold | None = None) -> dict[str, Any]:
+                fold: Fold | None = None, workers: int | None = None) -> dict[str, Any]:
         """Blue/green: build fresh physical tables, catch up, switch readers atomically.
 
         ``fold(store, projections, physical, stop, progress)`` builds the fresh tables up to
-        ``stop`` and returns a runner over them (default: in this process; the Spark job
-        passes its own). Where others keep the tables current (stream workers on HBase),
+        ``stop`` and returns a runner over them (default: ``default_fold(workers)``; the
+        Spark job passes its own). Where others keep the tables current (stream workers on HBase),
         only a given ``fold`` may rebuild, and the old tables are left for the operator."""
         if not self.live and fold is None:
             raise SettingsError("rebuild runs on the embedded tables; for HBase, rebuild "
@@ -213,8 +224,8 @@ class ProjectionHost:
         rebuilt[n.TRACKING] = n.TRACKING + suffix
         t0 = time.perf_counter()
         head = self.max_position()
-        runner = (fold or self._fold)(self.tables, projections, lambda t: rebuilt.get(t, t),
-                                      head, progress)
+        runner = (fold or self.default_fold(workers))(
+            self.tables, projections, lambda t: rebuilt.get(t, t), head, progress)
         with self._locked():
             runner.apply_events(self.events(start=head + 1))  # catch up what arrived meanwhile
             position = runner.position()

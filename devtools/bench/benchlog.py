@@ -138,6 +138,14 @@ def open_reader(events_path: Path) -> Any:
                      read_models=False)
 
 
+def range_reader(events_path: Path) -> tuple[Callable[[int, int], Iterator[Any]],
+                                              Callable[[], None]]:
+    """The log at ``events_path`` opened in the calling process, as a rebuild's child opens
+    it (``adapters.readside.rangefold.Reader``): ``(events(start, stop), close)``."""
+    reader = open_reader(events_path)
+    return (lambda start, stop: reader.events(start, stop)), reader.close
+
+
 def select_unpack(events_path: Path, progress: Callable[[int], None] | None = None) -> int:
     """Events read with one plain ``SELECT`` and their state unpacked by msgpack (with
     letterlog's extension types), building no event object: what any rebuild of this log

@@ -20,11 +20,19 @@ import cProfile
 import os
 import pstats
 import tempfile
+from functools import partial
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from devtools.bench.benchlog import bench_log, mapper_events, open_reader, select_unpack, warm
+from devtools.bench.benchlog import (
+    bench_log,
+    mapper_events,
+    open_reader,
+    range_reader,
+    select_unpack,
+    warm,
+)
 from devtools.bench.common import (
     SYNCHRONOUS,
     PhaseClock,
@@ -41,18 +49,33 @@ TARGET_REBUILD_EVENTS_PER_S = 100_000
 TARGET_RATIO_TO_FLOOR = 0.3  # the rebuild's rate over the SELECT + unpack floor, same run
 
 
-def _rebuild_host(store: Any, reader: Any) -> Any:
+def _rebuild_host(store: Any, reader: Any, log_path: Path | None = None,
+                  spool: Path | None = None) -> Any:
     """A ``ProjectionHost`` on ``store`` reading the log of ``reader``: what ``letterlog
-    rebuild --all`` runs (fold into fresh tables, catch up, switch the catalog)."""
+    rebuild --all`` runs (fold into fresh tables, catch up, switch the catalog); with
+    ``log_path``, its fold over several processes as well (``RangeFold``, each opening the
+    log at ``log_path`` itself; run files in ``spool``)."""
     from adapters.readside.host import ProjectionHost
 
-    return ProjectionHost(store, reader.events, None, reader.max_position)
+    parallel = None
+    if log_path is not None:
+        assert spool is not None
+        parallel = partial(_range_fold, log_path, spool)
+    return ProjectionHost(store, reader.events, None, reader.max_position, parallel=parallel)
 
 
-def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str, Any]:
+def _range_fold(log_path: Path, spool: Path, workers: int, single: Any) -> Any:
+    from adapters.readside.rangefold import RangeFold
+
+    return RangeFold(partial(range_reader, log_path), spool, workers, single)
+
+
+def bench_rebuild(events: int = 1_000_000, plot: Path | None = None,
+                  workers: int = 0) -> dict[str, Any]:
     """``ProjectionHost.rebuild`` of every projection from the log into a fresh
-    SqliteTableStore vs reading and decoding the same log with no projection, through the
-    same reader (``Letterlog.events``), in the same run."""
+    SqliteTableStore, over ``workers`` processes (0: the cores, at most 4; ADR 0113) and
+    in this process alone, vs reading and decoding the same log with no projection, through
+    the same reader (``Letterlog.events``), in the same run."""
     from adapters.tables.sqlite import SqliteTableStore
     from projections.registry import ALL
 
@@ -80,19 +103,32 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
             pass
         mapper_s = mapper.stop()
 
-        store = SqliteTableStore(Path(tmp) / "tables.sqlite", synchronous=SYNCHRONOUS)
+        store = SqliteTableStore(Path(tmp) / "single.sqlite", synchronous=SYNCHRONOUS)
         host = _rebuild_host(store, reader)
         recorder = WriteRecorder(store, keep=False)
-        task = progress.add_task("rebuild: read + decode + fold + write + switch", total=total)
-        rebuild = PhaseClock()
-        report = host.rebuild(progress=lambda done, _: progress.update(task, completed=done))
+        task = progress.add_task("one process: read + decode + fold + write + switch",
+                                 total=total)
+        single = PhaseClock()
+        host.rebuild(progress=lambda done, _: progress.update(task, completed=done))
+        single_s = single.stop()
+        host.close()
+
+        store = SqliteTableStore(Path(tmp) / "tables.sqlite", synchronous=SYNCHRONOUS)
+        host = _rebuild_host(store, reader, log_path, Path(tmp))
+        fold = host.default_fold(workers or None)
+        task = progress.add_task(f"rebuild over {getattr(fold, 'workers', 1)} processes",
+                                 total=total)
+        rebuild = PhaseClock(children=True)
+        report = host.rebuild(progress=lambda done, _: progress.update(task, completed=done),
+                              fold=fold)
         rebuild_s = rebuild.stop()
         position = report["position"]
         host.close()
     reader.close()
+    single_rate = rate(n, single_s)
     rebuild_rate = rate(n, rebuild_s)
     read_rate = rate(n, read_s)
-    project_s = max(0.0, rebuild_s - read_s - recorder.seconds)
+    project_s = max(0.0, single_s - read_s - recorder.seconds)  # the one process's
     result: dict[str, Any] = {
         "benchmark": "rebuild",
         "events": n,
@@ -103,8 +139,14 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
         "entry_point": "ProjectionHost.rebuild",
         "table_store": "SqliteTableStore",
         "sqlite_synchronous": SYNCHRONOUS,
+        "workers": getattr(fold, "stats", {}).get("workers", 1),
+        "fold": getattr(fold, "stats", {}),
         "rebuild_events_per_s": rebuild_rate,
         "rebuild_seconds": round(rebuild_s, 2),
+        "one_process_events_per_s": single_rate,
+        "one_process_seconds": round(single_s, 2),
+        "one_process_cpu_us_per_event": round(single.cpu / n * 1e6, 2) if n else 0.0,
+        "speed_up_over_one_process": round(rebuild_rate / single_rate, 3) if single_rate else None,
         "read_decode_events_per_s": read_rate,
         "read_decode_seconds": round(read_s, 2),
         "mapper_read_decode_events_per_s": rate(n, mapper_s),
@@ -113,15 +155,16 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
         "deletes_written": recorder.deletes,
         "write_seconds": round(recorder.seconds, 2),
         "project_fold_seconds": round(project_s, 2),
-        "split": {k: round(v / rebuild_s, 3) if rebuild_s else 0.0 for k, v in (
+        "split": {k: round(v / single_s, 3) if single_s else 0.0 for k, v in (
             ("read_decode", read_s), ("project_fold", project_s),
             ("write", recorder.seconds))},
         "ratio": round(rebuild_rate / read_rate, 3) if read_rate else 0.0,
         "target_events_per_s": TARGET_REBUILD_EVENTS_PER_S,
         "cpu_share": {"read_decode": read.share, "floor": floor.share,
-                      "mapper": mapper.share, "rebuild": rebuild.share},
+                      "mapper": mapper.share, "rebuild": rebuild.share,
+                      "one_process": single.share},
         "cpu_seconds": {"read_decode": round(read.cpu, 2), "floor": round(floor.cpu, 2),
-                        "rebuild": round(rebuild.cpu, 2)},
+                        "rebuild": round(rebuild.cpu, 2), "one_process": round(single.cpu, 2)},
         "rebuild_cpu_us_per_event": round(rebuild.cpu / n * 1e6, 2) if n else 0.0,
         "max_rss_mb": max_rss_mb(),
         "load_avg_1m": [load_before, load_avg()],
@@ -132,17 +175,23 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
     result["ratio_to_floor"] = round(rebuild_rate / floor_rate, 3) if floor_rate else 0.0
     result["target_ratio_to_floor"] = TARGET_RATIO_TO_FLOOR
     result["meets_ratio_to_floor"] = result["ratio_to_floor"] >= TARGET_RATIO_TO_FLOOR
-    # the same ratio in CPU seconds: what the rebuild costs, whatever else ran meanwhile
+    # the same ratio in CPU seconds (every process's): what the rebuild costs, whatever
+    # else ran meanwhile
     result["ratio_to_floor_cpu"] = (round((n / rebuild.cpu) / (unpacked / floor.cpu), 3)
                                     if floor.cpu > 0 and rebuild.cpu > 0 and unpacked else 0.0)
+    result["one_process_ratio_to_floor"] = round(single_rate / floor_rate, 3) if floor_rate else 0.0
+    result["one_process_ratio_to_floor_cpu"] = (
+        round((n / single.cpu) / (unpacked / floor.cpu), 3)
+        if floor.cpu > 0 and single.cpu > 0 and unpacked else 0.0)
     # Every rebuild reads and unpacks each event at least once: what the target leaves per
     # event beyond that floor is all projectors, fold and writes may take to meet it.
     result["target_budget_beyond_floor_us_per_event"] = round(
         1e6 / TARGET_REBUILD_EVENTS_PER_S - 1e6 / floor_rate, 2) if floor_rate else None
     result["write_us_per_event"] = round(recorder.seconds / n * 1e6, 2) if n else 0.0
     if plot is not None:
-        bar_panels(plot, f"rebuild of all projections from {n:,} events (one process)", [
-            ("events / s", {"letterlog rebuild (fold)": rebuild_rate,
+        bar_panels(plot, f"rebuild of all projections from {n:,} events", [
+            ("events / s", {f"letterlog rebuild, {result['workers']} processes": rebuild_rate,
+                            "letterlog rebuild, one process": single_rate,
                             "read + decode only": read_rate,
                             "floor: SELECT + unpack only": result["select_unpack_events_per_s"],
                             "eventsourcing mapper read + decode": result[
@@ -150,7 +199,7 @@ def bench_rebuild(events: int = 1_000_000, plot: Path | None = None) -> dict[str
                             "target": TARGET_REBUILD_EVENTS_PER_S,
                             f"target: {TARGET_RATIO_TO_FLOOR} x floor":
                                 TARGET_RATIO_TO_FLOOR * result["select_unpack_events_per_s"]}),
-            ("seconds", {"read + decode": read_s,
+            ("seconds, one process", {"read + decode": read_s,
                          "project + fold": project_s,
                          "write": recorder.seconds}),
         ])

@@ -256,3 +256,19 @@ def test_no_command_but_init_creates_a_store_a_mistyped_data_is_refused_naming_i
     p = subprocess.run([*BIN, "--data", str(data), "deliver", "--account", ADA, str(mail)],
                        capture_output=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr.decode()
+
+
+def test_rebuild_workers_take_a_count_with_the_embedded_engine_only(tmp_path):
+    data = tmp_path / "d"
+    first = _deliver(data, tmp_path, "m")
+    for args, needle in ((["--workers", "2", "--engine", "spark"],
+                          b"--workers: only with --engine embedded"),
+                         (["--workers", "0"], b"--workers"),
+                         (["--workers", "two"], b"--workers")):
+        p = run(data, "rebuild", "--all", *args, ok=False)
+        assert p.returncode == 2 and needle in p.stderr, (args, p.stderr)
+        assert b"Traceback" not in p.stderr
+    # a log this short is folded in one process whatever the count: it still rebuilds
+    [rebuilt] = jrun(data, "rebuild", "--all", "--workers", "3")
+    assert rebuilt["position"] >= first["position"]
+    assert [m["message_id"] for m in jrun(data, "list", ADA)] == [first["message_id"]]

@@ -10,13 +10,13 @@ import sys
 import time
 
 from adapters.embedded import Letterlog
-from adapters.sparkjob.rundirs import remove_stale_runs, run_directory
+from adapters.files.rundirs import remove_stale_runs, run_directory
 from tests.erasure_support import ACCOUNT, files_holding, marked_mail
 
 HOLD_A_RUN_DIRECTORY = """
 import sys
 from pathlib import Path
-from adapters.sparkjob.rundirs import run_directory
+from adapters.files.rundirs import run_directory
 with run_directory(Path(sys.argv[1])) as spool:
     (Path(spool) / "run-0-0-0.sqlite").write_bytes(sys.argv[2].encode())
     print(spool, flush=True)

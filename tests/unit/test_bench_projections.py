@@ -165,6 +165,22 @@ def test_bench_rebuild(tmp_path: Path) -> None:
     _positive(cpu["rebuild"], cpu["floor"], r["ratio_to_floor_cpu"])
     # the rebuild reads and unpacks every event too: it cannot take less CPU than the floor
     assert cpu["rebuild"] > cpu["floor"] and r["ratio_to_floor_cpu"] < 1
+    # a log this short is folded in one process (below ``rangefold.PARALLEL_FROM``)
+    assert r["workers"] == 1
+    _positive(r["one_process_events_per_s"], cpu["one_process"],
+              r["one_process_ratio_to_floor_cpu"], r["speed_up_over_one_process"])
+
+
+def test_bench_rebuild_over_two_processes_counts_the_childs_cpu(monkeypatch) -> None:
+    from adapters.readside import rangefold
+
+    monkeypatch.setattr(rangefold, "PARALLEL_FROM", 0)
+    r = bench_rebuild(events=2000, workers=2)
+    assert r["workers"] == 2 and r["fold"]["ranges"][0][0] == 1
+    assert r["fold"]["ranges"][-1][1] == r["position"] == r["events"]
+    cpu = r["cpu_seconds"]
+    # the child's CPU is counted: the whole fold cannot take less CPU than reading the log
+    assert cpu["rebuild"] > cpu["floor"] and r["ratio_to_floor_cpu"] < 1
 
 
 def test_select_unpack_reads_every_event_of_the_log() -> None:

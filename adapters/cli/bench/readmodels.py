@@ -48,9 +48,16 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
                   accounts: Annotated[int | None, typer.Option(
                       metavar="N", min=1,
                       help="with --engine spark: accounts in the log (default: the bench "
-                           "log's; 1: every event in one account)")] = None) -> None:
-    """Single-process rebuild of all projections vs reading and decoding the log; with
-    --engine spark, against the Spark job on local[1] and local[2]."""
+                           "log's; 1: every event in one account)")] = None,
+                  workers: Annotated[int, typer.Option(
+                      metavar="N", min=0, max=64,
+                      help="with --engine embedded: processes the rebuild folds over (0: the "
+                           "cores, at most 4), beside the same rebuild in one process")]
+                  = 0) -> None:
+    """Rebuild of all projections (over the cores, and in one process) vs reading and
+    decoding the log; with --engine spark, against the Spark job on local[1] and local[2]."""
+    if engine == "spark" and workers:
+        fail("--workers: only with --engine embedded")
     if engine == "spark":
         args = ["bench", "--events", str(events), *(["--plot", str(plot)] if plot else []),
                 *([] if hbase else ["--no-hbase"]),
@@ -63,7 +70,7 @@ def bench_rebuild(events: Annotated[int, typer.Option(metavar="N",
         fail(f"--engine: {engine!r} is not embedded or spark")
     if accounts is not None:
         fail("--accounts: only with --engine spark")
-    emit(run_rebuild(events=events, plot=plot), as_json)
+    emit(run_rebuild(events=events, plot=plot, workers=workers), as_json)
 
 
 @bench_app.command("query")

@@ -1,4 +1,5 @@
-"""The scratch directories a Spark rebuild makes in the data directory (``run_directory``):
+"""The scratch directories a rebuild makes in the data directory (``run_directory``), the
+Spark job's and the embedded one's over several processes (``adapters.readside.rangefold``):
 each task's folded tables (plain text: subjects, senders) as a run file, merged by the
 driver, and deleted when the job ends; those a killed driver left are deleted by
 ``remove_stale_runs`` (the next job, and every purge run and erasure)."""
@@ -13,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-RUN_DIRS = (".spark-runs-", ".spark-warm-up-")
+RUN_DIRS = (".spark-runs-", ".spark-warm-up-", ".rebuild-runs-")
 """The scratch directories' name prefixes."""
 _OWNER = ".owner"
 _UNOWNED_GRACE_S = 60.0  # a directory made but not locked yet: its driver is starting

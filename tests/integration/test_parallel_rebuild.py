@@ -1,0 +1,149 @@
+"""The embedded rebuild over several processes (``adapters.readside.rangefold``, ADR 0113):
+the tables it switches in are the one-process fold's, cell for cell; a corrupt event in a
+child's range or a child killed mid-fold fails the rebuild, switches nothing and leaves no
+run file (they hold plain text) in the data directory."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from adapters.embedded import Letterlog
+from adapters.readside import rangefold
+from adapters.readside.rangefold import FoldProcessLost, cut
+from domain.errors import CorruptEvent
+from projections.registry import ALL
+from projections.tablestore import table_digest
+from tests.factories import make_mail
+
+ADA = "ada@example.org"
+BOB = "bob@example.org"
+
+
+@pytest.fixture(autouse=True)
+def parallel_from_the_first_event(monkeypatch):
+    """Logs of a test's size are folded in several processes too (the threshold is for
+    speed alone: below it one process is faster)."""
+    monkeypatch.setattr(rangefold, "PARALLEL_FROM", 0)
+
+
+def history(store: Letterlog) -> None:
+    """Every kind of change the projections fold: deliveries to two accounts, mailboxes
+    made, renamed and deleted, moves, flags, labels, deletes and restores, expunges,
+    subscriptions, rights granted."""
+    ids = [store.deliver(account=ADA if i % 3 else BOB,
+                         raw=make_mail(f"m{i}", message_id=f"<{i}@x>"),
+                         labels=["work"] if i % 2 else []).message_id
+           for i in range(40)]
+    store.create_mailbox(ADA, "Archive")
+    store.create_mailbox(ADA, "Old")
+    store.create_mailbox(BOB, "Archive")
+    for i in range(0, 40, 4):
+        store.flag(ids[i], ["\\Seen"])
+    for i in range(1, 40, 6):
+        store.move(ids[i], "Archive")
+    store.label(ids[5], add=["home"], remove=["work"])
+    store.delete(ids[7])
+    store.restore(ids[7])
+    store.delete(ids[8])
+    store.expunge([ids[10], ids[11]])
+    store.subscribe(ADA, "Archive")
+    store.acl_set(ADA, "Archive", BOB, "lr")
+    store.rename_mailbox(ADA, "Old", "Older")
+    store.delete_mailbox(ADA, "Older")
+    # the second half of the log changes the first's messages
+    for i, j in zip(range(12, 40, 5), (0, 2, 3, 14, 20, 22), strict=True):
+        store.flag(ids[i], ["\\Flagged"])
+        store.move(ids[j], "Archive")
+
+
+TABLES = sorted({t.name for p in ALL for t in p.tables})
+
+
+def digests(store: Letterlog) -> dict[str, object]:
+    host = store.read_side()
+    return {table: table_digest(host.tables, host.physical(table)) for table in TABLES}
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Letterlog.open(tmp_path / "data", durability="normal")
+    history(s)
+    yield s
+    s.close()
+
+
+def run_dirs(store: Letterlog) -> list[Path]:
+    return sorted(Path(store.settings.data).glob(".rebuild-runs-*"))
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_fold_over_several_processes_switches_in_the_tables_of_one(store, workers,
+                                                                     monkeypatch):
+    folds: list[dict[str, object]] = []
+    fold = rangefold.RangeFold._fold
+
+    def counted(self, *args):
+        runner = fold(self, *args)
+        folds.append(self.stats)
+        return runner
+
+    monkeypatch.setattr(rangefold.RangeFold, "_fold", counted)
+    live = digests(store)
+    one = store.rebuild(workers=1)
+    assert digests(store) == live
+    assert folds == []
+    several = store.rebuild(workers=workers)
+    assert [f["workers"] for f in folds] == [workers]
+    assert several["position"] == one["position"]
+    assert digests(store) == live  # cell for cell, tracking positions included
+    assert run_dirs(store) == []
+    # the switched-in tables are the live ones: a new command lands in them
+    store.deliver(account=ADA, raw=make_mail("after", message_id="<after@x>"))
+    assert all(r.identical for r in store.verify())
+
+
+def test_the_ranges_cover_the_log_once_in_order():
+    for stop, parts in ((10, 3), (3, 4), (1_000_003, 2), (7, 1)):
+        spans = cut(stop, parts)
+        covered = [p for a, b in spans for p in range(a, b + 1)]
+        assert covered == list(range(1, stop + 1)), (stop, parts)
+
+
+def test_a_corrupt_event_in_a_childs_range_fails_the_rebuild_and_switches_nothing(store):
+    before = digests(store)
+    physical = store.read_side().physical("messages")
+    con = sqlite3.connect(Path(store.settings.data) / "events.sqlite")
+    last = con.execute("SELECT max(rowid) FROM stored_events").fetchone()[0]
+    con.execute("UPDATE stored_events SET state = x'c1c1c1' WHERE rowid = ?", (last,))
+    con.commit()
+    con.close()
+    with pytest.raises(CorruptEvent, match=f"position {last} "):
+        store.rebuild(workers=2)  # the last range is a child's
+    assert store.read_side().physical("messages") == physical
+    assert digests(store) == before
+    assert run_dirs(store) == []
+
+
+def test_a_child_killed_mid_fold_fails_the_rebuild_and_switches_nothing(store):
+    before = digests(store)
+    killed: list[int] = []
+
+    def kill_a_child(done: int, total: int) -> None:
+        for child in multiprocessing.active_children():
+            if child.name.startswith("letterlog-rebuild-") and not killed:
+                killed.append(child.pid or 0)
+                os.kill(child.pid or 0, signal.SIGKILL)
+
+    with pytest.raises(FoldProcessLost, match=r"range 2 of the log ended \(exit code -9\)"):
+        store.rebuild(progress=kill_a_child, workers=2)
+    assert killed  # the child was running when it was killed
+    assert digests(store) == before
+    assert run_dirs(store) == []
+    assert store.rebuild(workers=2)["position"] > 0  # and the next rebuild goes through
+    assert digests(store) == before
