@@ -147,3 +147,18 @@ def test_a_child_killed_mid_fold_fails_the_rebuild_and_switches_nothing(store):
     assert run_dirs(store) == []
     assert store.rebuild(workers=2)["position"] > 0  # and the next rebuild goes through
     assert digests(store) == before
+
+
+def test_a_view_folded_over_several_processes_is_the_one_process_view(store, monkeypatch):
+    """``rebuild --until-position``: the view's tables as one process folds them."""
+    from adapters.readside.readview import view_physical
+
+    stop = store.max_position() // 2
+    host = store.read_side()
+    built = {}
+    for view, workers in (("one", 1), ("three", 3)):
+        monkeypatch.setattr(rangefold, "default_workers", lambda workers=workers: workers)
+        assert store.build_view(view, None, stop)["position"] == stop
+        built[view] = {t: table_digest(host.tables, view_physical(view)(t)) for t in TABLES}
+    assert built["three"] == built["one"]
+    assert run_dirs(store) == []

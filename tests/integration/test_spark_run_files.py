@@ -9,23 +9,26 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from adapters.embedded import Letterlog
-from adapters.files.rundirs import remove_stale_runs, run_directory
+from adapters.files.rundirs import RUN_DIRS, remove_stale_runs, run_directory
 from tests.erasure_support import ACCOUNT, files_holding, marked_mail
 
 HOLD_A_RUN_DIRECTORY = """
 import sys
 from pathlib import Path
 from adapters.files.rundirs import run_directory
-with run_directory(Path(sys.argv[1])) as spool:
+with run_directory(Path(sys.argv[1]), sys.argv[3]) as spool:
     (Path(spool) / "run-0-0-0.sqlite").write_bytes(sys.argv[2].encode())
     print(spool, flush=True)
     sys.stdin.read()  # until the test closes it, or kills this driver
 """
 
 
-def driver(data, marker: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_A_RUN_DIRECTORY, str(data), marker],
+def driver(data, marker: str, prefix: str = RUN_DIRS[0]) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_A_RUN_DIRECTORY, str(data), marker,
+                             prefix],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip()  # the directory exists and is locked
@@ -68,14 +71,15 @@ def test_an_unlocked_directory_is_left_while_its_driver_may_still_be_starting(tm
     assert remove_stale_runs(tmp_path) == [".spark-runs-young"]
 
 
-def test_an_erasure_deletes_the_run_files_a_killed_spark_job_left(tmp_path):
+@pytest.mark.parametrize("prefix", [RUN_DIRS[0], RUN_DIRS[2]], ids=["spark", "embedded"])
+def test_an_erasure_deletes_the_run_files_a_killed_rebuild_left(tmp_path, prefix):
     data = tmp_path / "data"
     raw, markers = marked_mail("r", attachment=False)
     with Letterlog.open(data) as store:
         d = store.deliver(account=ACCOUNT, raw=raw)
-        killed = driver(data, markers[0].decode())  # its run file holds the subject
+        killed = driver(data, markers[0].decode(), prefix)  # its run file holds the subject
         killed.kill()
         killed.wait()
-        assert any(n.startswith(".spark-runs-") for n in files_holding(data, markers))
+        assert any(n.startswith(prefix) for n in files_holding(data, markers))
         store.erase_message(d.message_id)
     assert files_holding(data, markers) == {}
