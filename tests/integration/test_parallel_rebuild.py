@@ -83,18 +83,23 @@ def run_dirs(store: Any) -> list[Path]:
     return sorted(Path(store.settings.data).glob(".rebuild-runs-*"))
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_a_fold_over_several_processes_switches_in_the_tables_of_one(store, workers,
-                                                                     monkeypatch):
-    folds: list[dict[str, object]] = []
+@pytest.fixture
+def folds(monkeypatch) -> list[dict[str, Any]]:
+    """The figures of every fold that ran over several processes, in order."""
+    done: list[dict[str, Any]] = []
     fold = rangefold.RangeFold._fold
 
     def counted(self, *args):
         runner = fold(self, *args)
-        folds.append(self.stats)
+        done.append(self.stats)
         return runner
 
     monkeypatch.setattr(rangefold.RangeFold, "_fold", counted)
+    return done
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_fold_over_several_processes_switches_in_the_tables_of_one(store, workers, folds):
     live = digests(store)
     one = store.rebuild(workers=1)
     assert digests(store) == live
@@ -163,3 +168,17 @@ def test_a_view_folded_over_several_processes_is_the_one_process_view(store, mon
         built[view] = {t: table_digest(host.tables, view_physical(view)(t)) for t in TABLES}
     assert built["three"] == built["one"]
     assert run_dirs(store) == []
+
+
+@pytest.mark.parametrize("names", [["counters"], ["messages"], ["counters", "threads"]])
+def test_rebuilding_some_projections_over_several_processes_touches_no_other(store, names,
+                                                                           folds):
+    live = digests(store)
+    others = {t: store.read_side().physical(t) for t in TABLES}
+    result = store.rebuild(names, workers=2)
+    assert [f["workers"] for f in folds] == [2]
+    assert sorted(result["projections"]) == sorted(names)
+    rebuilt = {t for p in ALL if p.name in names for t in (s.name for s in p.tables)}
+    for table in TABLES:  # only the named projections' tables were switched
+        assert (store.read_side().physical(table) != others[table]) == (table in rebuilt), table
+    assert digests(store) == live
