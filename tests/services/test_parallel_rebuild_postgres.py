@@ -9,7 +9,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from adapters.readside import rangefold
-from tests.integration.test_parallel_rebuild import digests, history, run_dirs
+from tests.rebuild_support import digests, history, run_dirs
 
 
 @pytest.mark.services
