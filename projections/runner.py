@@ -36,7 +36,7 @@ what the batch held before that event is written first, so tracking stops just b
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -62,7 +62,7 @@ from projections.tablestore import (
 )
 from projections.tracking import Tracking
 
-__all__ = ["MutationFold", "ProjectionRunner", "corrupt", "error_text", "identity"]
+__all__ = ["MutationFold", "ProjectionRunner", "corrupt", "error_text", "identity", "teed"]
 
 
 class _ReadFailed(Exception):
@@ -92,6 +92,21 @@ def error_text(error: BaseException) -> str:
 
 def corrupt(position: object, event: object, reason: str) -> CorruptEvent:
     return CorruptEvent(f"corrupt event at position {position}: {_describe(event)}: {reason}")
+
+
+def teed(items: Iterable[tuple[int, Any]], partial: Any) -> Iterator[tuple[int, Any]]:
+    """``items``, each also given to ``partial.project(event, position)`` on its way (a range
+    fold's counters as mergeable parts, ``projections.counters.CounterPartialFold``, ADR
+    0061); ``None``: ``items`` as they are. An event it fails on is ``corrupt``."""
+    if partial is None:
+        yield from items
+        return
+    for position, event in items:
+        try:
+            partial.project(event, position)
+        except Exception as error:
+            raise corrupt(position, event, f"projection 'counters' failed: {error}") from error
+        yield position, event
 
 
 _Route = tuple[tuple[int, Projection], ...]

@@ -42,7 +42,7 @@ from projections.counters import (
     merge_counter_parts,
 )
 from projections.registry import select
-from projections.runner import ProjectionRunner, corrupt
+from projections.runner import ProjectionRunner, teed
 from spark_replay.settings import open_event_log, open_tables
 
 BY_ACCOUNT = "by_account"
@@ -108,7 +108,7 @@ def fold_ranges(wire: dict[str, Any], names: list[str], physical: dict[str, str]
             def events(log: Any, seen: list[int], start: int = start, stop: int = stop,
                        partial: Any = partial) -> Iterator[tuple[int, Any]]:
                 found = _range_events(log, start, stop, seen)
-                return found if partial is None else _teed(found, partial)
+                return teed(found, partial)
 
             for out in _fold_task(wire, names, physical, target, spool, fail_partition,
                                   BY_POSITION, events):
@@ -125,16 +125,6 @@ def fold_ranges(wire: dict[str, Any], names: list[str], physical: dict[str, str]
 
 def _counter_parts() -> Any:
     return CounterPartialFold()
-
-
-def _teed(items: Iterable[tuple[int, Any]], partial: Any) -> Iterator[tuple[int, Any]]:
-    """The events, each folded into the counters' parts on its way to the runner."""
-    for position, event in items:
-        try:
-            partial.project(event, position)
-        except Exception as error:
-            raise corrupt(position, event, f"projection 'counters' failed: {error}") from error
-        yield position, event
 
 
 def merge_counters(wire: dict[str, Any], physical: dict[str, str], target: str,

@@ -12,7 +12,7 @@ fold, cell for cell (tests hold the two equal).
 
 Every process reads its range of the log itself (``reader``: a picklable callable that opens
 the log in the child and returns ``(events(start, stop), close)``); only the counters' parts
-and a count come back. The run files hold plain text (subjects, senders): the scratch
+come back. The run files hold plain text (subjects, senders): the scratch
 directory goes when the fold ends, failed or not, and one a killed process left is deleted by
 ``remove_stale_runs`` (the next rebuild, every purge run and erasure).
 
@@ -27,7 +27,7 @@ import os
 import pickle
 import queue
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from projections.counters import (
 )
 from projections.keys import tracking_position
 from projections.registry import Projection, select
-from projections.runner import ProjectionRunner, corrupt, error_text
+from projections.runner import ProjectionRunner, error_text, teed
 from projections.tablestore import TableStore
 
 Reader = Callable[[], tuple[Callable[[int, int], Iterable[tuple[int, Any]]], Callable[[], None]]]
@@ -135,7 +135,7 @@ class RangeFold:
                 first = CounterPartialFold() if counters else None
                 reader_events, close = self.reader()
                 try:
-                    runner.apply_events(_teed(reader_events(*spans[0]), first), fold=True,
+                    runner.apply_events(teed(reader_events(*spans[0]), first), fold=True,
                                         progress=report)
                 finally:
                     close()
@@ -160,20 +160,6 @@ class RangeFold:
         return ProjectionRunner(store, projections, physical=physical)
 
 
-def _teed(items: Iterable[tuple[int, Any]],
-          partial: CounterPartialFold | None) -> Iterator[tuple[int, Any]]:
-    """The events, each folded into the counters' parts on its way to the runner."""
-    if partial is None:
-        yield from items
-        return
-    for position, event in items:
-        try:
-            partial.project(event, position)
-        except Exception as error:
-            raise corrupt(position, event, f"projection 'counters' failed: {error}") from error
-        yield position, event
-
-
 def _child(reader: Reader, names: list[str], counters: bool, span: tuple[int, int],
            run: str, done: Any, slot: int, results: Any) -> None:
     """A child process: its range folded into the run file ``run``; puts ``(slot, parts)``
@@ -189,7 +175,7 @@ def _child(reader: Reader, names: list[str], counters: bool, span: tuple[int, in
             def report(taken: int) -> None:
                 done[slot] = taken
 
-            runner.apply_events(_teed(events(*span), partial), fold=True, progress=report)
+            runner.apply_events(teed(events(*span), partial), fold=True, progress=report)
         finally:
             store.close()
             close()
