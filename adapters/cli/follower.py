@@ -119,7 +119,8 @@ def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int
 
 
 def main() -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer's to act on (``Follower``)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer's to act on (``Follower``); a
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # service's stop too: its input ends
     fd = sys.stdin.fileno()
     line = b""
     while b"\n" not in line:  # unbuffered: what follows the line is left for ``follow``

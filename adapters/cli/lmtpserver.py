@@ -1,6 +1,6 @@
 """``letterlog lmtp``: an LMTP server (Postfix's lmtp(8)) in the foreground, with the lda's
-options (``adapters.cli.mta``); aiosmtpd and the writer thread load with this command alone,
-not with the lda's."""
+options (``adapters.cli.mta``); aiosmtpd and the writer process's handle load with this command
+alone, not with the lda's."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from adapters.mta.delivery import MtaOptions, Spool, without_from_line
 from adapters.mta.lmtphandler import Handler
 from adapters.mta.replies import Outcome, temporary, without_queue_id
-from adapters.mta.writer import Writer
+from adapters.mta.writerprocess import WriterProcess
 from adapters.startup import handoff
 
 log = logging.getLogger("letterlog.lmtp")
@@ -33,7 +33,7 @@ class Handoff:
     data directory or other settings, the server stopping) is refused before the message is
     sent: the lda then delivers itself."""
 
-    def __init__(self, data: Path, writer: Writer, handler: Handler, max_size: int) -> None:
+    def __init__(self, data: Path, writer: WriterProcess, handler: Handler, max_size: int) -> None:
         self.protocol = handoff
         self.data = os.path.realpath(data)
         self.writer = writer
@@ -184,24 +184,16 @@ class Handoff:
             envelope_headers=request.get("envelope_headers") == "1", timeout=timeout)
         queue_id = request.get("queue_id", "")
 
-        def alive() -> bool:
-            try:
-                return watch.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
-            except BlockingIOError:
-                return True
-            except OSError:
-                return False
-
         item = {"raw": without_from_line(raw), "recipient": request["recipient"],
                 "key_prefix": f"lda:{queue_id}" if queue_id else None,
                 "sender": request.get("sender"),
                 "original_recipient": request.get("original_recipient", ""),
-                "queue_id": queue_id, "via": "lda", "options": options, "alive": alive,
+                "queue_id": queue_id, "via": "lda", "options": options, "watch": watch,
                 "deadline": time.monotonic() + timeout}
-        [future] = self.writer.submit([item])
         try:
-            return without_queue_id(await asyncio.wait_for(
-                asyncio.wrap_future(future), timeout + self.protocol.GRACE), queue_id)
+            [outcome] = await asyncio.wait_for(self.writer.deliver([item]),
+                                               timeout + self.protocol.GRACE)
+            return without_queue_id(outcome, queue_id)
         except TimeoutError:
             return temporary(f"delivery timed out after {timeout:g} s (store busy or slow); "
                              "try again later")

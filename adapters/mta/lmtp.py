@@ -1,8 +1,9 @@
 """The LMTP server (RFC 2033) on aiosmtpd: LHLO with PIPELINING, ENHANCEDSTATUSCODES,
 8BITMIME and SIZE; after DATA one reply per accepted recipient.
 
-Deliveries are made by one writer thread (``adapters.mta.writer``: group commit, the
-store opened on first use, the read models kept by a second process). Every failure a
+Deliveries are made by the writer process (``adapters.mta.writerprocess``, ADR 0114: group
+commit, the store opened on first use, the read models kept by a process of its own), so
+the protocol and the append run on two cores. Every failure a
 retry may fix is a 4.x.x reply (``adapters.mta.replies``).
 
 SIGTERM or SIGINT: stop listening, let the transactions in flight finish, close.
@@ -36,7 +37,7 @@ from adapters.mta.listeners import (
 )
 from adapters.mta.lmtphandler import Handler
 from adapters.mta.lmtpprotocol import _Lmtp
-from adapters.mta.writer import Writer
+from adapters.mta.writerprocess import WriterProcess
 from domain.errors import InvalidCommand
 
 log = logging.getLogger("letterlog.lmtp")
@@ -46,7 +47,8 @@ async def _serve(data: Path, listen: str, options: MtaOptions,
                  socket_mode: int | None = None, socket_gid: int | None = None) -> None:
     max_size = load_settings(data=data).max_message_size
     kind, where = parse_listen(listen)
-    writer = Writer(data, options)
+    writer = WriterProcess(data, options)
+    await writer.start()
     handler = Handler(writer, max_size, options)
     handler.spool_dir = os.fspath(data)
     sessions: set[LMTP] = set()  # the connections, told when it stops
@@ -86,7 +88,7 @@ async def _serve(data: Path, listen: str, options: MtaOptions,
                 with contextlib.suppress(Exception):
                     await smtp.push("421 4.3.2 letterlog lmtp shutting down")
                 transport.close()
-        await loop.run_in_executor(None, writer.close)
+        await writer.close(max(30.0, options.timeout))
         if kind == "unix":
             with contextlib.suppress(OSError):
                 os.unlink(where)

@@ -1,5 +1,5 @@
 """The LMTP server's hooks (aiosmtpd's handler): LHLO's keywords, MAIL, RCPT and DATA with
-enhanced status codes; the deliveries go to the writer thread (``adapters.mta.writer``)."""
+enhanced status codes; the deliveries go to the writer process (``adapters.mta.writerprocess``)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from typing import Any
 from adapters.mta.delivery import MtaOptions
 from adapters.mta.lmtpprotocol import XFORWARD_ATTRIBUTES
 from adapters.mta.replies import Outcome, classify, temporary
-from adapters.mta.writer import Writer
+from adapters.mta.writerprocess import WriterProcess
 from domain.errors import MessageRejected
 
 
 class Handler:
     """aiosmtpd's hooks: MAIL, RCPT and DATA with enhanced status codes; LHLO's keywords."""
 
-    def __init__(self, writer: Writer, max_size: int, options: MtaOptions) -> None:
+    def __init__(self, writer: WriterProcess, max_size: int, options: MtaOptions) -> None:
         self.writer = writer
         self.max_size = max_size
         self.options = options
@@ -67,11 +67,9 @@ class Handler:
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
                           options: list[str]) -> str:
         if self.options.accounts_must_exist:  # a read of the store: bounded like a delivery
-            loop = asyncio.get_running_loop()
             try:
-                refusal = await asyncio.wait_for(loop.run_in_executor(
-                    self.writer.thread, self.writer.check_recipient, address),
-                    self.options.timeout)
+                refusal = await asyncio.wait_for(self.writer.check_recipient(address),
+                                                 self.options.timeout)
             except TimeoutError:
                 refusal = temporary(f"looking up the account timed out after "
                                     f"{self.options.timeout:g} s; try again later")
@@ -105,11 +103,8 @@ class Handler:
                   "original_recipient": orcpts.get(r, ""),
                   "queue_id": getattr(envelope, "queue_id", ""),
                   "client": client, "via": "lmtp"} for r in recipients]
-        futures = self.writer.submit(items)
         try:
-            return list(await asyncio.wait_for(
-                asyncio.gather(*(asyncio.wrap_future(f) for f in futures)),
-                self.options.timeout))
+            return await asyncio.wait_for(self.writer.deliver(items), self.options.timeout)
         except TimeoutError:
             # still queued or appending: if it commits, the retry is answered as a duplicate
             return [temporary(f"delivery timed out after {self.options.timeout:g} s "

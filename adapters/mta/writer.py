@@ -1,6 +1,7 @@
-"""The MTA paths' writer: one thread (the store has one writer per process) that takes
-every delivery waiting when it starts an append and appends them together: with several
-LMTP connections at once, one fsync stores the messages of all of them (group commit). Each
+"""The LMTP server's writer, in its writer process (``adapters.mta.writerprocess``, ADR
+0114): it takes every delivery waiting when it starts an append and appends them together:
+with several LMTP connections at once, one fsync stores the messages of all of them (group
+commit). Each
 message is checked on its own first, so a bad one is refused alone. The server opens the
 log only; a second process (``adapters.readside.follower``), woken after each append, keeps
 the read models current, so a locked ``tables.sqlite`` delays no mail.
@@ -19,11 +20,10 @@ nothing written, and the retry reads the claims and answers the duplicate.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import os
-import threading
+import socket
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -50,7 +50,7 @@ would otherwise project one message at a time and take as much CPU as the delive
 by up to that much more; a reader that needs them current catches up itself."""
 
 
-_NOT_FIELDS = frozenset({"options", "alive", "deadline"})
+_NOT_FIELDS = frozenset({"options", "watch", "deadline"})
 """What a handed-off lda's item carries besides ``delivery_fields``' arguments."""
 
 
@@ -59,13 +59,23 @@ def _refusal(item: dict[str, Any]) -> Outcome | None:
     append): its client is gone (Postfix killed it at its time limit, and bounces the
     message: storing it would be bounce-then-deliver), or its deadline passed (its answer
     is a temporary failure by now). None for LMTP's items and for an lda still waiting."""
-    alive = item.get("alive")
-    if alive is not None and not alive():
+    watch = item.get("watch")
+    if watch is not None and not _connected(watch):
         return temporary("the delivery agent went away before the append; nothing stored")
     deadline = item.get("deadline")
     if deadline is not None and time.monotonic() > deadline:
         return temporary("delivery timed out (store busy or slow); nothing stored")
     return None
+
+
+def _connected(watch: socket.socket) -> bool:
+    """Whether a handed-off lda's client is still at the other end of ``watch``."""
+    try:
+        return watch.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
 
 
 class _Refused(Exception):
@@ -77,15 +87,12 @@ class _Refused(Exception):
 
 
 class Writer:
-    """The store and its one writer thread: deliveries wait in ``pending`` and each append
-    takes all of them (group commit)."""
+    """The store and what appends to it: ``deliver`` appends the deliveries it is given
+    together (group commit), ``check_recipient`` answers RCPT."""
 
     def __init__(self, data: Path, options: MtaOptions) -> None:
         self.data = data
         self.options = options
-        self.thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lmtp-writer")
-        self._lock = threading.Lock()
-        self._pending: list[tuple[dict[str, Any], concurrent.futures.Future[Outcome]]] = []
         self._stack: ExitStack | None = None
         self._store: Store | None = None
         self._follower: Any = None  # keeps the read models current (embedded tables)
@@ -152,16 +159,8 @@ class Writer:
                             if str(e) else "")
 
     # -- deliveries ----------------------------------------------------------------------
-    def check_address(self, recipient: str) -> Outcome | None:
-        """A refusal of a ``recipient`` that names no account, or None (no store read)."""
-        try:
-            split_recipient(recipient, self.options.recipient_delimiter)
-        except BaseException as e:  # noqa: BLE001 - every failure is a reply
-            return classify(e)
-        return None
-
     def check_recipient(self, recipient: str) -> Outcome | None:
-        """In the writer thread: a refusal of ``recipient`` at RCPT (one that names no
+        """A refusal of ``recipient`` at RCPT (one that names no
         account, or an account the store does not have), or None."""
         try:
             account, _ = split_recipient(recipient, self.options.recipient_delimiter)
@@ -171,31 +170,20 @@ class Writer:
             return self._failed(e)
         return None
 
-    def submit(self, items: Sequence[dict[str, Any]]) -> list[concurrent.futures.Future[Outcome]]:
-        """Queues one delivery per item (``delivery_fields``' arguments; a handed-off lda's
-        also its ``options``, ``alive`` and ``deadline``: ``_NOT_FIELDS``) and a flush."""
-        futures: list[concurrent.futures.Future[Outcome]] = [
-            concurrent.futures.Future() for _ in items]
-        with self._lock:
-            self._pending.extend(zip(items, futures, strict=True))
-        self.thread.submit(self._flush)
-        return futures
-
-    def _flush(self) -> None:
-        with self._lock:
-            batch, self._pending = self._pending, []
-        if not batch:
-            return
+    def deliver(self, items: Sequence[dict[str, Any]]) -> list[Outcome]:
+        """Delivers ``items`` (``delivery_fields``' arguments; a handed-off lda's also its
+        ``options``, ``watch`` and ``deadline``: ``_NOT_FIELDS``) in one append: each
+        message's outcome, in order. Each is checked on its own first, so a bad one is
+        refused alone; if the append fails, each is tried alone for its own answer."""
+        outcomes: list[Outcome | None] = [None] * len(items)
         try:
             store = self._open()
         except BaseException as e:  # noqa: BLE001
             outcome = self._failed(e)
-            for _, future in batch:
-                future.set_result(outcome)
-            return
+            return [outcome] * len(items)
         at = time.monotonic() + self.options.timeout
         checked, waiting = [], []
-        for item, future in batch:
+        for i, item in enumerate(items):
             try:
                 args = {k: v for k, v in item.items() if k not in _NOT_FIELDS}
                 fields = delivery_fields(store, options=item.get("options", self.options),
@@ -203,36 +191,41 @@ class Writer:
                 c = store.check(**fields)
                 refusal = _refusal(item)  # a handed-off lda's client gone, or its time up
                 if refusal is not None:
-                    future.set_result(refusal)
+                    outcomes[i] = refusal
                     continue
                 checked.append(c)
-                waiting.append((fields, future, item))
+                waiting.append((fields, i, item))
             except BaseException as e:  # noqa: BLE001 - this message alone is refused
-                future.set_result(self._failed(e, item))
-        if not checked:
-            return
+                outcomes[i] = self._failed(e, item)
+        if checked:
+            self._append(store, at, checked, waiting, outcomes)
+        return [o if o is not None else temporary("not delivered") for o in outcomes]
+
+    def _append(self, store: Store, at: float, checked: list[Any],
+                waiting: list[tuple[dict[str, Any], int, dict[str, Any]]],
+                outcomes: list[Outcome | None]) -> None:
         store.guard_appends(self._guard(at, [item for _, _, item in waiting]))
         try:
             results = store.deliver_checked(checked, new_keys=True)
         except BaseException:  # noqa: BLE001 - one at a time, so each gets its own answer
             results = None
         if results is None or len(waiting) == 1:
-            for c, (fields, future, item) in zip(checked, waiting, strict=True):
+            for c, (fields, i, item) in zip(checked, waiting, strict=True):
                 store.guard_appends(self._guard(at, [item]))
                 try:
                     [d] = results if results is not None else store.deliver_checked(
                         [c], new_keys=True)
                 except _Refused as e:
-                    future.set_result(e.outcome)
+                    outcomes[i] = e.outcome
                 except BaseException as e:  # noqa: BLE001
-                    future.set_result(self._failed(e, item))
+                    outcomes[i] = self._failed(e, item)
                 else:
                     self._wake()
-                    future.set_result(self._stored(d, fields))
+                    outcomes[i] = self._stored(d, fields)
             return
         self._wake()
-        for d, (fields, future, _) in zip(results, waiting, strict=True):
-            future.set_result(self._stored(d, fields))
+        for d, (fields, i, _) in zip(results, waiting, strict=True):
+            outcomes[i] = self._stored(d, fields)
 
     @staticmethod
     def _guard(at: float, items: Sequence[dict[str, Any]]) -> Any:
@@ -269,5 +262,4 @@ class Writer:
         return outcome
 
     def close(self) -> None:
-        self.thread.submit(self.close_store).result()
-        self.thread.shutdown(wait=True)
+        self.close_store()

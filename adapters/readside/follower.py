@@ -24,7 +24,7 @@ from typing import IO, Any
 
 
 @contextlib.contextmanager
-def _sigint_ignored() -> Any:
+def sigint_ignored() -> Any:
     """SIGINT ignored while the follower is started (from the main thread; elsewhere the
     follower ignores it itself). A terminal's Ctrl-C reaches the whole process group: the
     writer decides what an interrupt means (an import says what landed), and the follower,
@@ -44,7 +44,7 @@ class Follower:
     ``stop`` (closes its input: it catches up once more and exits)."""
 
     def __init__(self, settings_json: str, linger: float = 0.0) -> None:
-        with _sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
+        with sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
                 [sys.executable, "-m", "adapters.cli.follower",
                  *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)

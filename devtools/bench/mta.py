@@ -118,10 +118,21 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+WRITER_PROCESS = b"adapters.cli.mtawriter"
+"""In the command line of letterlog's LMTP writer process (ADR 0114)."""
+
+
+def _is_writer(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return WRITER_PROCESS in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return False
+
+
 def cpu_snapshot(pid: int) -> dict[str, float]:
     """CPU seconds so far of process ``pid``: its first thread (``main``), its other threads
-    (``threads``) and its live descendants (``children``)."""
-    main = threads = children = 0.0
+    (``threads``), its live descendants: letterlog's LMTP writer process (``writer``) and
+    the others (``children``: letterlog's projecting process, Dovecot's processes)."""
+    main = threads = writer = children = 0.0
     with contextlib.suppress(OSError):
         for task in os.listdir(f"/proc/{pid}/task"):
             with contextlib.suppress(OSError):
@@ -132,8 +143,12 @@ def cpu_snapshot(pid: int) -> dict[str, float]:
                     threads += seconds
     for child in _children(pid):
         with contextlib.suppress(OSError):
-            children += _cpu(Path(f"/proc/{child}/stat"))
-    return {"main": main, "threads": threads, "children": children}
+            seconds = _cpu(Path(f"/proc/{child}/stat"))
+            if _is_writer(child):
+                writer += seconds
+            else:
+                children += seconds
+    return {"main": main, "threads": threads, "writer": writer, "children": children}
 
 
 def cpu_ms_per_message(before: dict[str, float], after: dict[str, float],
@@ -336,8 +351,10 @@ def lmtp_ceilings(connections: int, floor_msgs_per_s: float, floor_cpu_ms: float
     connection: a message's round trip is the floor's (client included) plus the writer's
     CPU, in series (the projecting process is off the path). Several connections: the
     machine's ``cores`` all busy, each message costing the floor server's CPU, the
-    writer's, the projecting process's and the client's."""
-    writer, projection = server_cpu.get("threads", 0.0), server_cpu.get("children", 0.0)
+    writer's, the projecting process's and the client's. The writer: the server's threads
+    and its writer process (ADR 0114), whichever holds it."""
+    writer = server_cpu.get("threads", 0.0) + server_cpu.get("writer", 0.0)
+    projection = server_cpu.get("children", 0.0)
     if connections == 1:
         per_message_ms = 1000 / floor_msgs_per_s + writer
         return round(1000 / per_message_ms, 1)

@@ -139,7 +139,7 @@ def test_a_locked_tables_sqlite_does_not_kill_the_projecting_process(env, data, 
         client = Client(sock)
         client.command("LHLO mta.example.org")
         assert client.send("a@example.net", [BOB], make_mail("first"))[0][:3] == "250"
-        follower = until(lambda: children(proc.pid), timeout=30, what="the follower")
+        follower = until(lambda: projecting(proc.pid), timeout=30, what="the follower")
         with write_locked(data / "tables.sqlite"):
             assert client.send("a@example.net", [BOB], make_mail("locked"))[0][:3] == "250"
             until(lambda: b"read models not updated" in log.read_bytes(), timeout=90,
@@ -148,7 +148,7 @@ def test_a_locked_tables_sqlite_does_not_kill_the_projecting_process(env, data, 
               what="the follower to catch up once the lock is gone")
         assert client.send("a@example.net", [BOB], make_mail("after"))[0][:3] == "250"
         client.close()
-        assert children(proc.pid) == follower  # the same process all along
+        assert projecting(proc.pid) == follower  # the same process all along
     finally:
         proc.send_signal(SIGTERM)
         assert proc.wait(60) == 0
@@ -158,10 +158,14 @@ def test_a_locked_tables_sqlite_does_not_kill_the_projecting_process(env, data, 
         b"first", b"locked", b"after"]
 
 
-def children(pid: int) -> list[int]:
+def projecting(pid: int) -> list[int]:
+    """The projecting processes among ``pid``'s descendants (the writer process's child)."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
+        for child in (int(c) for c in (task / "children").read_text().split()):
+            if b"adapters.cli.follower" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+            found += projecting(child)
     return sorted(found)
 
 

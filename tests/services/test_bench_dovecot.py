@@ -67,7 +67,7 @@ def test_bench_ingest_measures_letterlogs_lmtp_and_lda_against_dovecots(tmp_path
         assert len(result[f"dovecot_lmtp_{conns}conn_runs_before_and_after"]) == 2
         assert result[f"ratio_lmtp_vs_dovecot_lmtp_{conns}conn"] == round(ours / theirs, 3) > 0
         cpu = result[f"lmtp_{conns}conn_server_cpu_ms_per_msg"]
-        assert set(cpu) == {"main", "threads", "children", "total"}
+        assert set(cpu) == {"main", "threads", "writer", "children", "total"}
         assert "total" in result[f"dovecot_lmtp_{conns}conn_server_cpu_ms_per_msg"]
         floor = result[f"lmtp_{conns}conn_protocol_floor_msgs_per_s"]
         assert result[f"ratio_protocol_floor_vs_dovecot_lmtp_{conns}conn"] == round(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,7 @@ def test_cpu_per_message_splits_the_servers_time() -> None:
                                {"main": 2.0, "threads": 1.5, "children": 2.0}, 1000)
     assert spent == {"main": 1.0, "threads": 1.0, "children": 2.0, "total": 4.0}
     mine = cpu_snapshot(os.getpid())
-    assert set(mine) == {"main", "threads", "children"} and mine["main"] > 0
+    assert set(mine) == {"main", "threads", "writer", "children"} and mine["main"] > 0
 
 
 def test_the_mta_targets_need_both_lmtp_ratios_and_the_served_lda() -> None:
@@ -171,3 +172,34 @@ def test_the_lmtp_ceiling_adds_the_stores_work_to_the_protocol_floor() -> None:
     assert lmtp_ceilings(4, 2000.0, 0.4, server, 0.3, cores=2) == round(2000 / 2.7, 1)
     # never above the protocol layer alone
     assert lmtp_ceilings(4, 100.0, 0.4, server, 0.3, cores=64) == 100.0
+    # the writer in a process of its own (ADR 0114): the same work, counted from there
+    apart = {"main": 0.6, "threads": 0.0, "writer": 1.5, "children": 0.5, "total": 2.6}
+    assert lmtp_ceilings(1, 500.0, 0.4, apart, 0.3, cores=2) == round(1000 / 3.5, 1)
+    assert lmtp_ceilings(4, 2000.0, 0.4, apart, 0.3, cores=2) == round(2000 / 2.7, 1)
+
+
+def test_the_cpu_of_a_writer_process_is_counted_apart_from_other_children() -> None:
+    """A child whose command line names the LMTP writer's module is ``writer``; any other
+    child (the projecting process, Dovecot's) is ``children``."""
+    import subprocess
+    import sys
+
+    from devtools.bench.mta import WRITER_PROCESS, cpu_snapshot
+
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+    marked = f"{spin}# {WRITER_PROCESS.decode()}\nimport sys; sys.stdin.read()"
+    other = f"{spin}import sys; sys.stdin.read()"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+             for code in (marked, other)]
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # both have spun (their CPU only grows): a probe, not a wait
+            cpu = cpu_snapshot(os.getpid())
+            if cpu["writer"] >= 0.25 and cpu["children"] >= 0.25:
+                break
+            assert time.monotonic() < deadline, cpu
+            time.sleep(0.05)
+        assert cpu["writer"] < 1.0 and cpu["children"] < 1.0
+    finally:
+        for proc in procs:
+            proc.communicate(b"")
