@@ -148,6 +148,11 @@ def test_the_mta_targets_need_both_lmtp_ratios_and_the_served_lda() -> None:
     assert mta_targets_met(result)
     assert not mta_targets_met({**result, "ratio_lmtp_vs_dovecot_lmtp_4conn": 1.99})
     assert not mta_targets_met({**result, "ratio_lda_with_server_vs_dovecot_lda": 0.49})
+    four = {**result, "target_ratio_lmtp_vs_dovecot_lmtp_4conn": 1.5,
+            "ratio_lmtp_vs_dovecot_lmtp_4conn": 1.5}  # issue 44's target over four
+    assert mta_targets_met(four)
+    assert not mta_targets_met({**four, "ratio_lmtp_vs_dovecot_lmtp_4conn": 1.49})
+    assert not mta_targets_met({**four, "ratio_lmtp_vs_dovecot_lmtp_1conn": 1.99})
     client = {**result, "target_ratio_lda_client_with_server_vs_dovecot_lda": 0.8,
               "ratio_lda_client_with_server_vs_dovecot_lda": 0.8}
     assert mta_targets_met(client)
