@@ -4,14 +4,15 @@ appends (``adapters.mta.writer.Writer``). The two no longer share one interprete
 with several connections at once the protocol and the append run on two cores.
 
 ``WriterProcess`` is the server's handle, on its event loop. The writer process is started
-as ``python -m adapters.cli.mtawriter`` (a fresh interpreter: no SQLite connection and no
-thread is inherited) and talks over two socket pairs:
+as ``python -P -m adapters.cli.mtawriter`` (a fresh interpreter: no SQLite connection and no
+thread is inherited; ``-P``: never another ``adapters`` from the working directory) and talks
+over two socket pairs:
 
-- *requests and answers*: length-prefixed pickles. The server writes requests through the
-  loop's transport (never blocking the loop, however large a message) and reads the
-  answers on the loop; the writer process reads every whole request waiting, appends all
-  their messages together (group commit: while it appends, the next ones gather), and
-  answers each;
+- *requests and answers*: length-prefixed pickles, each request's messages' bytes sent
+  after it as they are (one copy in each process, however large). The server writes
+  requests through the loop's transport (never blocking the loop) and reads the answers on
+  the loop; the writer process reads every request waiting, appends all their messages
+  together (group commit: while it appends, the next ones gather), and answers each;
 - *lda sockets*: a handed-off lda's client socket is passed over the second pair
   (``SCM_RIGHTS``) before the request that carries its message, so the writer checks that
   the client is still there right before the append, as it did in one process.
@@ -30,7 +31,6 @@ import itertools
 import logging
 import os
 import pickle
-import select
 import signal
 import socket
 import struct
@@ -54,6 +54,16 @@ GONE = temporary("the writer process went away; try again later")
 """The answer to each request a dead writer process held."""
 
 _HEADER = struct.Struct("!I")
+"""An answer's header: the length of its pickle."""
+
+_REQUEST = struct.Struct("!IQ")
+"""A request's header: the length of its pickled description, then of its messages' bytes
+(read with the description in one piece when small: ``SMALL``)."""
+
+SMALL = 1 << 20
+"""Messages' bytes up to this size are read with their request's description in one
+piece (then sliced: a copy of little); past it each message is read on its own, straight
+into one bytes object."""
 
 PR_SET_PDEATHSIG = 1
 """prctl(2): the signal this process gets when its parent ends."""
@@ -62,6 +72,27 @@ PR_SET_PDEATHSIG = 1
 def _frame(message: Any) -> bytes:
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return _HEADER.pack(len(body)) + body
+
+
+def _request(kind: str, rids: list[int], payload: Any) -> list[bytes]:
+    """A request's frames: its description pickled, then each distinct message's bytes as
+    they are (never copied into a pickle: a 40 MiB message stays one copy; the items of a
+    message to several recipients share one). In the description each item's ``raw`` is
+    the index of its message's bytes, and the bytes' lengths follow the payload."""
+    blobs: list[bytes] = []
+    if kind == "deliver":
+        index: dict[int, int] = {}
+        items = []
+        for item in payload:
+            raw = item["raw"]
+            at = index.setdefault(id(raw), len(blobs))
+            if at == len(blobs):
+                blobs.append(raw)
+            items.append({**item, "raw": at})
+        payload = items
+    body = pickle.dumps((kind, rids, payload, [len(b) for b in blobs]),
+                        protocol=pickle.HIGHEST_PROTOCOL)
+    return [_REQUEST.pack(len(body), sum(len(b) for b in blobs)) + body, *blobs]
 
 
 def _frames(buffer: bytearray) -> Iterator[Any]:
@@ -116,7 +147,8 @@ class _Answers(asyncio.Protocol):
         futures = [loop.create_future() for _ in rids]
         for watch in watches:  # before the request: read first by the writer process
             socket.send_fds(self.watches, [b"w"], [watch.fileno()])
-        self.transport.write(_frame((kind, rids, payload)))
+        for part in _request(kind, rids, payload):
+            self.transport.write(part)  # held by reference until sent, not copied
         self.waiting.update(zip(rids, futures, strict=True))
         return futures
 
@@ -147,14 +179,15 @@ class WriterProcess:
         watches, their_watches = socket.socketpair()
         with theirs, their_watches, sigint_ignored():
             proc = subprocess.Popen(
-                [sys.executable, "-m", "adapters.cli.mtawriter", str(theirs.fileno()),
+                [sys.executable, "-P", "-m", "adapters.cli.mtawriter", str(theirs.fileno()),
                  str(their_watches.fileno()), str(os.getpid())],
                 pass_fds=[theirs.fileno(), their_watches.fileno()], stdin=subprocess.DEVNULL)
         loop = asyncio.get_running_loop()
         transport, child = await loop.create_unix_connection(
             lambda: _Answers(proc, watches), sock=ours)
         child.transport = transport  # connection_made may come later (uvloop)
-        transport.write(_frame((os.fspath(self.data), self.options)))
+        for part in _request("open", [], (os.fspath(self.data), self.options)):
+            transport.write(part)
         return child
 
     async def _request(self, kind: str, payload: Any, count: int,
@@ -214,28 +247,76 @@ class WriterProcess:
 # -- the writer process ----------------------------------------------------------------------
 
 class _Requests:
-    """The writer process's end of the requests: every whole one waiting."""
+    """The writer process's end of the requests. Each is read exactly, its messages'
+    bytes straight into one bytes object each (no buffer ahead of them, no second copy)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buffer = bytearray()
+        self.ended = False
 
-    def waiting(self) -> list[Any] | None:
-        """At least one request (blocking until there is one) and every other whole one
-        already here; None when the server has gone (end of input)."""
-        while True:
-            requests = list(_frames(self.buffer))
-            if requests:
-                return requests
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
+    def _exactly(self, size: int) -> bytes | None:
+        """``size`` bytes, or None at the end of the input."""
+        data = self.sock.recv(size, socket.MSG_WAITALL) if size else b""
+        if len(data) == size:
+            return data
+        parts, got = [data], len(data)
+        while got < size:  # a signal or the end: MSG_WAITALL may return less
+            more = self.sock.recv(size - got, socket.MSG_WAITALL)
+            if not more:
                 return None
-            self.buffer += chunk
-            while select.select([self.sock], [], [], 0)[0]:
-                more = self.sock.recv(1 << 20)
-                if not more:
-                    break
-                self.buffer += more
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def one(self, head: bytes | None = None) -> tuple[str, list[int], Any] | None:
+        """The next request (blocking until it is here; ``head``: its header, already
+        read), or None at the end of the input."""
+        head = head or self._exactly(_REQUEST.size)
+        if head is None:
+            return None
+        size, blobs_size = _REQUEST.unpack(head)
+        small = blobs_size <= SMALL
+        whole = self._exactly(size + blobs_size if small else size)
+        if whole is None:
+            return None
+        view = memoryview(whole)
+        kind, rids, payload, sizes = pickle.loads(view[:size])
+        blobs, at = [], size
+        for n in sizes:
+            blob = bytes(view[at:at + n]) if small else self._exactly(n)
+            if blob is None:
+                return None
+            blobs.append(blob)
+            at += n
+        if kind == "deliver":
+            for item in payload:
+                item["raw"] = blobs[item["raw"]]
+        return kind, rids, payload
+
+    def waiting(self) -> list[tuple[str, list[int], Any]] | None:
+        """At least one request (blocking until there is one) and every other one already
+        arriving; None when the server has gone (end of input)."""
+        first = None if self.ended else self.one()
+        if first is None:
+            return None
+        got = [first]
+        while True:
+            try:
+                head = self.sock.recv(_REQUEST.size, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return got  # nothing more yet
+            if not head:
+                self.ended = True  # said by the next call
+                return got
+            if len(head) < _REQUEST.size:  # the rest of the header is on its way
+                rest = self._exactly(_REQUEST.size - len(head))
+                if rest is None:
+                    return got
+                head += rest
+            more = self.one(head)
+            if more is None:
+                return got
+            got.append(more)
 
 
 def _die_with(server: int) -> None:
@@ -263,7 +344,7 @@ def serve(fd: int, watches_fd: int, server: int) -> int:
     first = requests.waiting()
     if first is None:
         return 0
-    data, options = first.pop(0)
+    _, _, (data, options) = first.pop(0)
     writer = Writer(Path(data), options)
     closing: list[int] = []
     pending = first

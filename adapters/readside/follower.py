@@ -10,7 +10,9 @@ catches up once more and exits 0. Catch-ups take the projection host's file lock
 process and any other writer of the same read models never project at once.
 
 A started interpreter of its own (not a ``multiprocessing`` child): no SQLite connection is
-inherited, nothing of the parent's main module is imported again.
+inherited, nothing of the parent's main module is imported again. Started with ``-P``: the
+working directory is not put first on the module path, so a directory holding another
+``adapters`` package (a checkout, say) never replaces the installed one.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Follower:
     def __init__(self, settings_json: str, linger: float = 0.0) -> None:
         with sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                [sys.executable, "-m", "adapters.cli.follower",
+                [sys.executable, "-P", "-m", "adapters.cli.follower",
                  *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
         assert self.proc.stdin is not None  # stdin=PIPE
         self._input: IO[bytes] = self.proc.stdin

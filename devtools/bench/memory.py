@@ -9,7 +9,8 @@ attachment), each run on its own store:
   from a file;
 - the LMTP server: how far its peak resident set (``VmHWM``) rose above its resident set
   before the message (after a warm-up message), for the message to ``RECIPIENTS``
-  recipients over LMTP and for the fast path's message; its projecting process's peak too.
+  recipients over LMTP and for the fast path's message; the same for its writer process
+  (ADR 0114), and its projecting process's peak.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from devtools.bench.mta import (
     SENDER,
     WARM_UP_ACCOUNT,
     _children,
+    is_writer_process,
     letterlog_command,
     letterlog_init,
     letterlog_lmtp,
@@ -105,14 +107,21 @@ def _reset_peak(pid: int) -> bool:
 
 def server_growth_mb(pid: int, deliver: Any) -> dict[str, float]:
     """How far the server's peak resident set rose above its resident set before
-    ``deliver()`` ran (MiB), and its children's (the projecting process) peaks."""
-    _reset_peak(pid)
-    before = _status_kb(pid, "VmRSS")
+    ``deliver()`` ran (MiB), the same for its writer process (ADR 0114; the message's one
+    copy there), and the peak of its other children (the projecting process)."""
+    writers = [c for c in _children(pid) if is_writer_process(c)]
+    for p in (pid, *writers):
+        _reset_peak(p)
+    before = {p: _status_kb(p, "VmRSS") for p in (pid, *writers)}
     deliver()
-    grown = max(0, _status_kb(pid, "VmHWM") - before)
-    children = [_status_kb(c, "VmHWM") for c in _children(pid) if Path(f"/proc/{c}").exists()]
-    return {"growth_mb": round(grown / 1024, 1),
-            "children_peak_mb": round(max(children, default=0) / 1024, 1)}
+    grown = {p: max(0, _status_kb(p, "VmHWM") - before[p]) for p in (pid, *writers)
+             if Path(f"/proc/{p}").exists()}
+    others = [_status_kb(c, "VmHWM") for c in _children(pid)
+              if c not in before and Path(f"/proc/{c}").exists()]
+    return {"growth_mb": round(grown.get(pid, 0) / 1024, 1),
+            "writer_growth_mb": round(max((grown.get(w, 0) for w in writers), default=0)
+                                      / 1024, 1),
+            "children_peak_mb": round(max(others, default=0) / 1024, 1)}
 
 
 def _lmtp_send(socket_path: Path, recipients: Sequence[str], raw: bytes) -> None:
@@ -188,8 +197,10 @@ def memory_plot(path: Path, memory: dict[str, Any]) -> None:
         m = memory[name]
         values[f"letterlog lda, {name}"] = m["lda_peak_mb"]
         values[f"letterlog lda via lmtp, {name}"] = m["lda_with_server_peak_mb"]
-        values[f"letterlog lmtp growth, {RECIPIENTS} rcpt, {name}"] = m[
-            f"lmtp_server_{RECIPIENTS}_recipients"]["growth_mb"]
+        server = m[f"lmtp_server_{RECIPIENTS}_recipients"]
+        values[f"letterlog lmtp growth, {RECIPIENTS} rcpt, {name}"] = server["growth_mb"]
+        if "writer_growth_mb" in server:
+            values[f"its writer process's growth, {name}"] = server["writer_growth_mb"]
         values[f"dovecot-lda, {name}"] = m["dovecot_lda_peak_mb"]
     fig, ax = plt.subplots(figsize=(7, 4))
     names = list(values)

@@ -122,7 +122,7 @@ WRITER_PROCESS = b"adapters.cli.mtawriter"
 """In the command line of letterlog's LMTP writer process (ADR 0114)."""
 
 
-def _is_writer(pid: int) -> bool:
+def is_writer_process(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return WRITER_PROCESS in Path(f"/proc/{pid}/cmdline").read_bytes()
     return False
@@ -144,7 +144,7 @@ def cpu_snapshot(pid: int) -> dict[str, float]:
     for child in _children(pid):
         with contextlib.suppress(OSError):
             seconds = _cpu(Path(f"/proc/{child}/stat"))
-            if _is_writer(child):
+            if is_writer_process(child):
                 writer += seconds
             else:
                 children += seconds

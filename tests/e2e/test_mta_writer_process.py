@@ -172,3 +172,69 @@ def _connected(sock: Path) -> Client | None:
         return Client(sock)
     except OSError:
         return None
+
+
+def _status_mib(pid: int, key: str) -> float:
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if x.startswith(f"{key}:"))
+    return int(line.split()[1]) / 1024
+
+
+def test_a_large_message_is_one_copy_in_each_process(env, data, tmp_path):
+    """The server holds one copy of a message being delivered, and so does its writer
+    process, however many recipients share it: the bytes cross as they are, never inside a
+    pickle or a read-ahead buffer (a 40 MiB message once cost 120 MiB in the server and
+    80-120 MiB in the writer)."""
+    size = 24 << 20
+    raw = make_mail("large", body=("x" * 75 + "\r\n") * (size // 77))
+    server = Server(env, data, tmp_path / "lmtp.sock")
+    client = Client(server.sock)
+    client.command("LHLO mta.example.org")
+    assert client.send("ada@example.net", [BOB], make_mail("warm"))[0][:9] == "250 2.0.0"
+    writer = until(lambda: writer_of(server.proc.pid), timeout=30, what="the writer")
+    before = {}
+    for pid in (server.proc.pid, writer):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM from here on
+        before[pid] = _status_mib(pid, "VmRSS")
+    recipients = [BOB, "carol@example.org", "dan@example.org"]
+    assert [r[:9] for r in client.send("ada@example.net", recipients, raw)] == ["250 2.0.0"] * 3
+    grown = {pid: _status_mib(pid, "VmHWM") - before[pid] for pid in before}
+    client.close()
+    assert server.stop() == 0
+    mib = len(raw) / (1 << 20)
+    assert all(g < 1.6 * mib for g in grown.values()), (mib, grown)
+    assert stored(env, data, "carol@example.org") == [raw]
+
+
+def test_another_adapters_package_in_the_working_directory_is_never_loaded(env, data,
+                                                                           tmp_path):
+    """The server started (as an administrator would: the installed ``letterlog``
+    program) from a directory holding a package of the same name, an old checkout say:
+    its writer and projecting processes still run the installed code."""
+    here = tmp_path / "checkout"
+    (here / "adapters" / "cli").mkdir(parents=True)
+    (here / "adapters" / "__init__.py").write_text("raise SystemExit('the wrong adapters')\n")
+    (here / "adapters" / "cli" / "__init__.py").write_text("")
+    program = Path(sys.executable).with_name("letterlog")
+    sock = tmp_path / "cwd.sock"
+    proc = subprocess.Popen([str(program), "--data", str(data), "lmtp", "--listen",
+                             f"unix:{sock}"], env=env, cwd=here,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        client = until(lambda: sock.exists() and _connected(sock), timeout=60,
+                       what="the greeting")
+        client.command("LHLO mta.example.org")
+        raw = make_mail("from elsewhere")
+        assert [r[:9] for r in client.send("ada@example.net", [BOB], raw)] == ["250 2.0.0"]
+        until(lambda: any(b"adapters.cli.follower" in cmdline(p)
+                          for p in descendants(proc.pid)), timeout=30,
+              what="the projecting process")
+        client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate()
+    assert b"the wrong adapters" not in err, err
+    assert stored(env, data, BOB) == [raw]

@@ -35,6 +35,7 @@ def test_the_large_message_and_the_plot(tmp_path: Path) -> None:
     raw = large_message(1 << 20)
     assert (1 << 20) <= len(raw) < 1.05 * (1 << 20) and raw.endswith(b"--b1--\n")
     entry = {"message_bytes": len(raw), "lda_peak_mb": 60.0, "dovecot_lda_peak_mb": 5.0,
-             "lda_with_server_peak_mb": 9.0, "lmtp_server_3_recipients": {"growth_mb": 41.0}}
+             "lda_with_server_peak_mb": 9.0,
+             "lmtp_server_3_recipients": {"growth_mb": 41.0, "writer_growth_mb": 42.0}}
     memory_plot(tmp_path / "m.png", {"small": entry, "large": entry})
     assert (tmp_path / "m.png").stat().st_size > 1000
