@@ -74,7 +74,7 @@ def _frame(message: Any) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def _request(kind: str, rids: list[int], payload: Any) -> list[bytes]:
+def _request_parts(kind: str, rids: list[int], payload: Any) -> list[bytes]:
     """A request's frames: its description pickled, then each distinct message's bytes as
     they are (never copied into a pickle: a 40 MiB message stays one copy; the items of a
     message to several recipients share one). In the description each item's ``raw`` is
@@ -147,7 +147,7 @@ class _Answers(asyncio.Protocol):
         futures = [loop.create_future() for _ in rids]
         for watch in watches:  # before the request: read first by the writer process
             socket.send_fds(self.watches, [b"w"], [watch.fileno()])
-        for part in _request(kind, rids, payload):
+        for part in _request_parts(kind, rids, payload):
             self.transport.write(part)  # held by reference until sent, not copied
         self.waiting.update(zip(rids, futures, strict=True))
         return futures
@@ -186,7 +186,7 @@ class WriterProcess:
         transport, child = await loop.create_unix_connection(
             lambda: _Answers(proc, watches), sock=ours)
         child.transport = transport  # connection_made may come later (uvloop)
-        for part in _request("open", [], (os.fspath(self.data), self.options)):
+        for part in _request_parts("open", [], (os.fspath(self.data), self.options)):
             transport.write(part)
         return child
 

@@ -5,7 +5,6 @@ leaves no process of it running."""
 
 from __future__ import annotations
 
-import glob
 import os
 import signal
 import sqlite3
@@ -17,6 +16,7 @@ import pytest
 
 from adapters.embedded import Letterlog
 from tests.factories import BIN, jrun, make_mail, run
+from tests.process_support import alive, descendants
 
 ADA = "ada@example.org"
 COUNT = 3000
@@ -54,28 +54,6 @@ def _landed(data: Path) -> int:
         return 0
 
 
-def _descendants(pid: int) -> set[int]:
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for path in glob.glob(f"/proc/{todo.pop()}/task/*/children"):
-            try:
-                kids = {int(p) for p in Path(path).read_text().split()}
-            except OSError:
-                continue
-            todo.extend(kids - found)
-            found |= kids
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.parametrize("whole_group", [True, False], ids=["group", "importer-alone"])
 def test_an_import_killed_mid_way_and_run_again_has_every_message_once(
         tmp_path: Path, whole_group: bool) -> None:
@@ -91,7 +69,7 @@ def test_an_import_killed_mid_way_and_run_again_has_every_message_once(
     deadline = time.monotonic() + 240  # a loaded machine starts an import slowly
     while _landed(data) < start + 200 and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    helpers = _descendants(p.pid)
+    helpers = descendants(p.pid)
     assert p.poll() is None, "the import ended before it could be killed"
     assert _landed(data) >= start + 200, "nothing landed yet: the kill would test nothing"
     if whole_group:
@@ -101,9 +79,9 @@ def test_an_import_killed_mid_way_and_run_again_has_every_message_once(
     p.wait(timeout=60)
     # the reading process and the follower end on their own once their pipes close
     deadline = time.monotonic() + 60
-    while any(_alive(h) for h in helpers) and time.monotonic() < deadline:
+    while any(alive(h) for h in helpers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [h for h in helpers if _alive(h)], "a helper of the killed import lives on"
+    assert not [h for h in helpers if alive(h)], "a helper of the killed import lives on"
     landed_before = _landed(data)
     assert landed_before < 2 * COUNT + 10, "the whole import landed before the kill"
     [again] = jrun(data, "import", "mbox", str(box), "--account", ADA, "--batch", "500")

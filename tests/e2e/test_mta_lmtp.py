@@ -28,6 +28,7 @@ from tests.e2e.mta_support import (
     write_locked,
 )
 from tests.factories import CORPUS, make_mail, until
+from tests.process_support import cmdline, descendants
 
 BOB, CAROL = "bob@example.org", "carol@example.org"
 
@@ -160,13 +161,7 @@ def test_a_locked_tables_sqlite_does_not_kill_the_projecting_process(env, data, 
 
 def projecting(pid: int) -> list[int]:
     """The projecting processes among ``pid``'s descendants (the writer process's child)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (int(c) for c in (task / "children").read_text().split()):
-            if b"adapters.cli.follower" in Path(f"/proc/{child}/cmdline").read_bytes():
-                found.append(child)
-            found += projecting(child)
-    return sorted(found)
+    return sorted(p for p in descendants(pid) if b"adapters.cli.follower" in cmdline(p))
 
 
 def test_a_store_moved_away_defers_and_the_retry_lands_once_back(env, data, serve):

@@ -14,32 +14,10 @@ from pathlib import Path
 
 from tests.e2e.mta_support import Client, Server, stored, write_locked
 from tests.factories import make_mail, until
+from tests.process_support import alive, cmdline, descendants
 
 BOB = "bob@example.org"
 WRITER = b"adapters.cli.mtawriter"
-
-
-def descendants(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            kids = [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-        for kid in kids:
-            found += [kid, *descendants(kid)]
-    return found
-
-
-def cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def writer_of(server: int) -> int | None:
@@ -51,14 +29,6 @@ def read_bytes(pid: int) -> int:
     line = next(x for x in Path(f"/proc/{pid}/io").read_text().splitlines()
                 if x.startswith("rchar:"))
     return int(line.split()[1])
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_the_append_runs_in_a_process_of_its_own_that_keeps_the_projecting_one(env, data,
