@@ -213,7 +213,7 @@ class Supervisor:
         out = open(private_file(self.root / "supervisord.out"), "ab")  # noqa: SIM115 - the child's
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "supervisor.supervisord", "-n", "-c", str(self.conf)],
+                [sys.executable, "-P", "-m", "supervisor.supervisord", "-n", "-c", str(self.conf)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.root, env=dict(env) if env is not None else None,
                 start_new_session=True)

@@ -93,7 +93,7 @@ def run_module(args: Sequence[str], *, fail: Callable[[str, int], NoReturn]) -> 
     its progress goes to this process's stderr."""
     with tempfile.TemporaryDirectory(prefix="letterlog-spark-") as where:
         result = Path(where) / "result.json"
-        done = subprocess.run([sys.executable, "-m", "spark_replay", "--result", str(result),
+        done = subprocess.run([sys.executable, "-P", "-m", "spark_replay", "--result", str(result),
                                *args], env=submit_env(), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, check=False)
         return read_result(done, fail, result)

@@ -63,7 +63,8 @@ def programs(data: Path, workers: int = 1, purger: bool = True, relay: bool = Tr
 
     def letterlog(name: str, *args: str, env: dict[str, str] | None = None,
                   priority: int = 100) -> Program:
-        return Program(name, (sys.executable, "-m", "adapters.cli", "--data", str(data), *args),
+        return Program(name, (sys.executable, "-P", "-m", "adapters.cli", "--data", str(data),
+                              *args),
                        cwd=data, log=logs / f"{name}.log",
                        env={"PYTHONUNBUFFERED": "1", **(env or {}),
                             **_metrics_env(name, metrics_port)}, stop_wait=30,

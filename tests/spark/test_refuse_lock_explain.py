@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -157,3 +158,29 @@ def test_one_rebuild_at_a_time_and_a_driver_killed_leaves_no_lock(tmp_path):
     assert json.loads(again.stdout)["position"] > 0
     verify = run(*LETTERLOG, "--data", str(data), "verify", "--all")
     assert verify.returncode == 0, verify.stderr
+
+
+class _Failed(Exception):
+    pass
+
+
+def test_the_bench_driver_is_this_installations_job_whatever_the_directory_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -P -m spark_replay``: started from a directory that holds another
+    ``spark_replay`` (an old checkout), the driver is still the installed job's."""
+    from adapters.sparkjob.launch import run_module
+
+    foreign = tmp_path / "spark_replay"
+    foreign.mkdir()
+    marker = tmp_path / "the-foreign-job-ran"
+    (foreign / "__init__.py").write_text("")
+    (foreign / "__main__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+
+    def fail(message: str, code: int) -> NoReturn:
+        raise _Failed(message, code)
+
+    with pytest.raises(_Failed) as failed:  # --help: the real driver prints usage, no result
+        run_module(["--help"], fail=fail)
+    assert "without writing its result" in failed.value.args[0]
+    assert not marker.exists()
