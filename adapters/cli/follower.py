@@ -6,11 +6,14 @@ catches the read models up each time its input says the log has grown.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import select
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -23,6 +26,7 @@ from adapters.bootstrap.eventstore import event_log  # noqa: E402
 from adapters.bootstrap.tables import projection_host  # noqa: E402
 from adapters.cli.leaving import leave  # noqa: E402
 from adapters.config.settings import load_settings  # noqa: E402
+from adapters.readside.follower import Forked, offer_spare, sigint_ignored  # noqa: E402
 
 CHECKPOINT_EVERY = 2000
 """Events projected between two checkpoints of the read models' write-ahead log, each made
@@ -118,21 +122,75 @@ def follow(settings_json: str | bytes, wakeups: int, linger: float = 0.0) -> int
         log.close()
 
 
-def main() -> int:
+def serve(fd: int, linger: float) -> int:
+    """The follower's work: the store named by the first line of ``fd``, followed while
+    ``fd`` delivers bytes (``follow``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer's to act on (``Follower``); a
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # service's stop too: its input ends
-    fd = sys.stdin.fileno()
     line = b""
     while b"\n" not in line:  # unbuffered: what follows the line is left for ``follow``
         chunk = os.read(fd, 1)
         if not chunk:
             return 0  # the writer went away before saying what to follow
         line += chunk
-    linger = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else 0.0
     collector.started()
     with collector.bulk_collections():  # it projects in bulk: an import, an LMTP server's mail
         follow(line, fd, linger)
     return 0
+
+
+def main() -> int:
+    linger = float(sys.argv[sys.argv.index("--linger") + 1]) if "--linger" in sys.argv else 0.0
+    return serve(sys.stdin.fileno(), linger)
+
+
+def _clean_to_fork() -> bool:
+    """Whether this process may fork its follower: one thread (a lock held by another would
+    stay held in the child for good) and no SQLite database open (SQLite keeps a process's
+    locks on a file in memory: a child that opened the same file would believe it held
+    them). Linux only: it reads ``/proc/self/fd``."""
+    if threading.active_count() != 1 or not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        descriptors = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for name in descriptors:
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if target.endswith((".sqlite", ".sqlite-wal", ".sqlite-shm", "-journal")):
+            return False
+    return True
+
+
+def prestart(linger: float = 0.0) -> bool:
+    """Forks this process's follower now (ADR 0115), before the store is opened: it starts
+    with every module this process imported (a new interpreter spends ~0.2 s of CPU
+    importing them again) and waits for the settings of the store to follow, which the next
+    ``Follower`` sends. False if this process may not fork (``_clean_to_fork``): the
+    follower is then started as a new interpreter when needed."""
+    if not _clean_to_fork():
+        return False
+    reading, writing = os.pipe()
+    with sigint_ignored():  # a Ctrl-C to the group is the importer's (``Follower``)
+        pid = os.fork()
+    if pid == 0:  # the follower: it leaves with os._exit, never through the parent's
+        code = 1  # exit handlers (its temporary directories, its children: not this one's)
+        try:
+            os.close(writing)
+            gc.freeze()  # what the fork inherited is never walked or collected here
+            code = serve(reading, linger)
+        except BaseException as e:  # noqa: BLE001 - said in one line, as the follower does
+            _say(f"stopped: {type(e).__name__}: {e}")
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(reading)
+    offer_spare(Forked(pid), writing, linger)
+    return True
 
 
 if __name__ == "__main__":

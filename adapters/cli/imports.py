@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from adapters.cli.common import group, out, progress_enabled, state
+from adapters.cli.follower import prestart
 from adapters.cli.import_source import maildir_messages
 from adapters.cli.importer import ImportInterrupted, run_import
 from adapters.cli.mbox_ahead import MboxAhead
@@ -41,6 +42,8 @@ def _run(source: Callable[[Path], tuple[int, Any]], path: Path, account: str,
 
     try:
         total, items = source(path)  # the path is checked here, before any progress shows
+        if total > batch:  # it will project in a second process: forked before the store
+            prestart()  # is opened (ADR 0115), which the first append wakes
         store = state.admin()
         store.check_delivery(account=account, mailbox=mailbox)
     except KeyboardInterrupt:

@@ -13,16 +13,82 @@ A started interpreter of its own (not a ``multiprocessing`` child): no SQLite co
 inherited, nothing of the parent's main module is imported again. Started with ``-P``: the
 working directory is not put first on the module path, so a directory holding another
 ``adapters`` package (a checkout, say) never replaces the installed one.
+
+Or forked ahead (ADR 0115): a command that knows it will project in bulk (an import) forks
+its follower before it opens any database or starts a thread (``adapters.cli.follower.
+prestart``), so the follower starts with the modules already imported instead of importing
+them again in a new interpreter; it waits for the same first line. ``offer_spare`` hands it
+here, and the next ``Follower`` with the same ``linger`` takes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 from typing import IO, Any
+
+
+class Forked:
+    """A follower forked from this process, with what ``Follower`` uses of a
+    ``subprocess.Popen``: ``pid``, ``poll`` and ``wait``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit code; ``subprocess.TimeoutExpired`` if it runs on past ``timeout``."""
+        if self.returncode is not None:
+            return self.returncode
+        if timeout is not None:
+            ended = os.pidfd_open(self.pid)
+            try:
+                if not select.select([ended], [], [], timeout)[0]:
+                    raise subprocess.TimeoutExpired(f"follower {self.pid}", timeout)
+            finally:
+                os.close(ended)
+        _, status = os.waitpid(self.pid, 0)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+_spare: tuple[Forked, int, float] | None = None
+"""A follower forked ahead, its input's writing end and its linger (``offer_spare``)."""
+
+
+def offer_spare(process: Forked, input_fd: int, linger: float) -> None:
+    """``process`` (forked, waiting for its first line on the other end of ``input_fd``)
+    becomes the next ``Follower`` with this ``linger``. A process that never takes it
+    closes ``input_fd`` when it ends; the spare then exits without opening anything."""
+    global _spare
+    if _spare is not None:
+        os.close(_spare[1])
+    _spare = (process, input_fd, linger)
+
+
+def _forgot_spare_in_child() -> None:
+    """In a process forked later (the mbox reader): its copy of the spare's input is closed,
+    or the follower would wait for that process too before it sees its input end."""
+    global _spare
+    if _spare is not None:
+        with contextlib.suppress(OSError):
+            os.close(_spare[1])
+        _spare = None
+
+
+os.register_at_fork(after_in_child=_forgot_spare_in_child)
 
 
 @contextlib.contextmanager
@@ -46,12 +112,20 @@ class Follower:
     ``stop`` (closes its input: it catches up once more and exits)."""
 
     def __init__(self, settings_json: str, linger: float = 0.0) -> None:
-        with sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
-            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                [sys.executable, "-P", "-m", "adapters.cli.follower",
-                 *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
-        assert self.proc.stdin is not None  # stdin=PIPE
-        self._input: IO[bytes] = self.proc.stdin
+        global _spare
+        self.proc: subprocess.Popen[bytes] | Forked
+        self._input: IO[bytes]
+        if _spare is not None and _spare[2] == linger and _spare[0].poll() is None:
+            self.proc, fd, _ = _spare
+            _spare = None
+            self._input = os.fdopen(fd, "wb")
+        else:
+            with sigint_ignored():  # inherited: a Python started so leaves SIGINT ignored
+                started = subprocess.Popen(
+                    [sys.executable, "-P", "-m", "adapters.cli.follower",
+                     *(["--linger", f"{linger:g}"] if linger else [])], stdin=subprocess.PIPE)
+            assert started.stdin is not None  # stdin=PIPE
+            self.proc, self._input = started, started.stdin
         try:
             self._input.write(settings_json.encode() + b"\n")
             self._input.flush()
