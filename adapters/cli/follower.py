@@ -149,7 +149,7 @@ def _clean_to_fork() -> bool:
     stay held in the child for good) and no SQLite database open (SQLite keeps a process's
     locks on a file in memory: a child that opened the same file would believe it held
     them). Linux only: it reads ``/proc/self/fd``."""
-    if threading.active_count() != 1 or not hasattr(os, "pidfd_open"):
+    if threading.active_count() != 1:
         return False
     try:
         descriptors = os.listdir("/proc/self/fd")

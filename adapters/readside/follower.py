@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import IO, Any
 
 
@@ -52,16 +53,28 @@ class Forked:
         """Its exit code; ``subprocess.TimeoutExpired`` if it runs on past ``timeout``."""
         if self.returncode is not None:
             return self.returncode
-        if timeout is not None:
-            ended = os.pidfd_open(self.pid)
-            try:
-                if not select.select([ended], [], [], timeout)[0]:
-                    raise subprocess.TimeoutExpired(f"follower {self.pid}", timeout)
-            finally:
-                os.close(ended)
+        if timeout is not None and not self._ends_within(timeout):
+            raise subprocess.TimeoutExpired(f"follower {self.pid}", timeout)
         _, status = os.waitpid(self.pid, 0)
         self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
+
+    def _ends_within(self, timeout: float) -> bool:
+        """Whether it has ended, or ends, within ``timeout`` seconds (not reaped): its
+        pidfd becomes readable when it ends; a kernel without pidfds is asked every 10 ms."""
+        try:
+            ended = os.pidfd_open(self.pid)
+        except OSError:  # no pidfd on this kernel (before Linux 5.3)
+            deadline = time.monotonic() + timeout
+            while os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.01)
+            return True
+        try:
+            return bool(select.select([ended], [], [], timeout)[0])
+        finally:
+            os.close(ended)
 
 
 _spare: tuple[Forked, int, float] | None = None

@@ -12,6 +12,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
+from adapters.readside.follower import Forked
 from tests.process_support import alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +123,31 @@ def test_a_spare_never_taken_ends_with_its_parent_even_beside_a_later_fork(
         assert alive(found["later"])
     finally:
         os.kill(found["later"], 9)
+
+
+@pytest.mark.parametrize("pidfds", [True, False], ids=["pidfd", "no-pidfd"])
+def test_waiting_for_a_forked_follower_times_out_then_reaps_it(
+        pidfds: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Follower.stop``'s wait on a fork: ``TimeoutExpired`` while it runs, its exit code
+    once its input ends; on a kernel without pidfds too."""
+    if not pidfds:
+        def no_pidfd(pid: int) -> int:
+            raise OSError(38, "Function not implemented")
+        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # waits for its input to end, as a follower does
+        os.close(writing)
+        while os.read(reading, 1):
+            pass
+        os._exit(7)
+    os.close(reading)
+    child = Forked(pid)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(0.2)
+        assert child.poll() is None
+    finally:
+        os.close(writing)
+    assert child.wait(60) == 7
+    assert child.poll() == 7 and not alive(pid)
