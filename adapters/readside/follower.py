@@ -44,7 +44,11 @@ class Forked:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already (SIGCHLD ignored): as subprocess does
+                self.returncode = 0
+                return 0
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
@@ -55,7 +59,11 @@ class Forked:
             return self.returncode
         if timeout is not None and not self._ends_within(timeout):
             raise subprocess.TimeoutExpired(f"follower {self.pid}", timeout)
-        _, status = os.waitpid(self.pid, 0)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped already (SIGCHLD ignored): its code is lost
+            self.returncode = 0
+            return 0
         self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
@@ -64,12 +72,18 @@ class Forked:
         pidfd becomes readable when it ends; a kernel without pidfds is asked every 10 ms."""
         try:
             ended = os.pidfd_open(self.pid)
+        except ProcessLookupError:  # reaped already
+            return True
         except OSError:  # no pidfd on this kernel (before Linux 5.3)
             deadline = time.monotonic() + timeout
-            while os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.01)
+            try:
+                while os.waitid(os.P_PID, self.pid,
+                                os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.01)
+            except ChildProcessError:  # reaped already
+                pass
             return True
         try:
             return bool(select.select([ended], [], [], timeout)[0])

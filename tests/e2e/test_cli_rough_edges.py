@@ -172,7 +172,7 @@ def test_ctrl_c_during_an_import_says_what_landed_and_how_to_resume(tmp_path):
     assert landed() >= start + 40, "nothing landed yet: the interrupt would test nothing"
     os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
     stdout, stderr = p.communicate(timeout=60)
-    assert p.returncode == 130 and stdout == b""
+    assert (p.returncode, stdout) == (130, b""), stderr.decode()[-3000:]
     lines = stderr.decode().splitlines()
     assert len(lines) == 1, stderr.decode()  # one line: no traceback, not even the follower's
     [line] = lines

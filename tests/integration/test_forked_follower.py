@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -151,3 +152,17 @@ def test_waiting_for_a_forked_follower_times_out_then_reaps_it(
         os.close(writing)
     assert child.wait(60) == 7
     assert child.poll() == 7 and not alive(pid)
+
+
+def test_a_forked_follower_reaped_by_the_kernel_is_ended_not_an_error() -> None:
+    """With SIGCHLD ignored the kernel reaps children itself: waiting for one is then
+    ``ChildProcessError``, which ``Follower.stop`` must not raise (as ``subprocess``)."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(3)
+        child = Forked(pid)
+        assert child.wait(60) == 0 and child.poll() == 0
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
