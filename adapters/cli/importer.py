@@ -21,9 +21,11 @@ Reading the sources is ``import_source``'s (Maildir) and ``import_mbox``'s (mbox
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 from domain.errors import InvalidCommand, LetterlogError
@@ -145,6 +147,31 @@ def _compacted(store: Store, before: int | None) -> dict[str, int] | None:
     return None if compacted is None else dict(compacted)
 
 
+@contextmanager
+def _interrupt_after() -> Iterator[None]:
+    """A Ctrl-C inside the block takes effect when it ends: a batch's append and its count
+    are one step, so the interrupted line counts every batch that committed (a Ctrl-C in
+    the middle of a commit used to leave a landed batch uncounted, or end the import with
+    an error). A second Ctrl-C interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed: list[int] = []
+
+    def later(signum: int, frame: Any) -> None:
+        pressed.append(signum)
+        if len(pressed) > 1:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, later)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed and callable(previous):
+        previous(signal.SIGINT, None)  # Python's own handler: KeyboardInterrupt
+
+
 def _deliver_batches(store: Store, items: Iterable[SourceMessage] | CheckingSource,
                      account: str, mailbox: str,
                      batch: int, progress: Callable[[int], None] | None,
@@ -165,10 +192,11 @@ def _deliver_batches(store: Store, items: Iterable[SourceMessage] | CheckingSour
         written, checked, new_keys, count = waiting
         if written is not None:
             checked = written.result()  # its payloads are on disk (or left to the delivery)
-        delivered = store.deliver_checked(checked, new_keys=new_keys)
-        duplicates = sum(d.duplicate for d in delivered)
-        imported += len(delivered) - duplicates
-        already += duplicates
+        with _interrupt_after():
+            delivered = store.deliver_checked(checked, new_keys=new_keys)
+            duplicates = sum(d.duplicate for d in delivered)
+            imported += len(delivered) - duplicates
+            already += duplicates
         if progress is not None:
             progress(count)
 

@@ -15,6 +15,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import weakref
@@ -46,6 +47,11 @@ __all__ = ["Handle", "LOCALHOST", "Launch", "OPEN_TO_OTHERS", "PRIVATE_UMASK", "
            "Service", "ServiceFailed", "cache_dir", "file_lock", "format_tails",
            "free_port", "free_ports", "log_contains", "make_private", "popen_launch", "port_open",
            "private_launch", "run_checked", "spawn", "tail_file", "terminate", "wait_for"]
+
+PORT_RACE_TRIES = 3
+"""Starts of a server at most when each lost a port (``Service.lost_a_port_race``): a free
+port is found by binding and closing it, so another process may take it before the server
+binds it (seen in CI: HBase's ZooKeeper on a machine running four test workers)."""
 
 # --------------------------------------------------------------------------- processes
 
@@ -260,22 +266,37 @@ class Service:
             return self._given_workdir
         return Path(tempfile.mkdtemp(prefix=f"letterlog-{self.name}-"))
 
+    def lost_a_port_race(self) -> bool:
+        """After a failed start: whether it failed because a port ``free_ports`` gave was
+        taken by another process before this server bound it (then ``start`` tries again
+        with other ports). None known here; a server that can tell says so."""
+        return False
+
     def start(self) -> Self:
-        """Install if needed, start on 127.0.0.1 with free ports, wait for a real probe."""
+        """Install if needed, start on 127.0.0.1 with free ports, wait for a real probe. A
+        start that lost a port to another process (``lost_a_port_race``) is made again in a
+        new work dir with new ports, up to ``PORT_RACE_TRIES`` times in all."""
         if self.started:
             return self
         t0 = time.monotonic()
         self.install()
-        self.workdir = self._make_workdir()
-        _live.add(self)
-        try:
-            self._start()
-        except BaseException:
-            self._failed = True
-            with contextlib.suppress(Exception):
-                self._stop()
-            _live.discard(self)
-            raise
+        for attempt in range(1, PORT_RACE_TRIES + 1):
+            self.workdir = self._make_workdir()
+            _live.add(self)
+            try:
+                self._start()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self._stop()
+                _live.discard(self)
+                if (attempt < PORT_RACE_TRIES and self._given_workdir is None
+                        and self.lost_a_port_race()):
+                    print(f"{self.name}: a port was taken before it bound it (log in "
+                          f"{self.workdir}); starting again with other ports", file=sys.stderr)
+                    continue
+                self._failed = True
+                raise
+            break
         self.started = True
         self.startup_seconds = time.monotonic() - t0
         return self

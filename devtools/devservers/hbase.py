@@ -62,6 +62,10 @@ from .toolchain import find_java, java_major, jdk_module_flags
 __all__ = ["HBASE_POM", "HBaseServer", "install_hbase", "load_thrift2", "thrift2_client",
            "thrift2_idl"]
 
+ZK_PORT_TAKEN = "Could not start ZK at requested port"
+"""The master's log line when another process held the ZooKeeper port it was given."""
+
+
 class HBaseServer(Service):
     """Standalone HBase with a Thrift1 and a Thrift2 gateway on 127.0.0.1.
 
@@ -251,6 +255,16 @@ class HBaseServer(Service):
         self._env = dict(os.environ, JAVA_HOME=str(self.java.parent.parent))
         self._env.pop("CLASSPATH", None)
         self._env.pop("JAVA_TOOL_OPTIONS", None)
+
+    def lost_a_port_race(self) -> bool:
+        """ZooKeeper found its port taken (HBase then starts it on the next port and the
+        master exits: the clients could not find it), or a Thrift gateway could not bind."""
+        if self.workdir is None:
+            return False
+        logs = self.workdir / "logs"
+        return (log_contains(logs / "master.log", ZK_PORT_TAKEN)
+                or any(log_contains(logs / f"{name}.log", "Address already in use")
+                       for name in ("thrift", "thrift2")))
 
     def programs(self) -> list[Program]:
         """The master (with region server and ZooKeeper), then the Thrift1 and Thrift2
