@@ -20,23 +20,21 @@ def _main_thread() -> None:
 
 def test_a_ctrl_c_inside_the_block_is_raised_when_it_ends() -> None:
     steps = []
-    with pytest.raises(KeyboardInterrupt):
-        with _interrupt_after():
-            os.kill(os.getpid(), signal.SIGINT)
-            steps.append("appended")  # the handler ran by now: it only took note
-            steps.append("counted")
+    with pytest.raises(KeyboardInterrupt), _interrupt_after():
+        os.kill(os.getpid(), signal.SIGINT)
+        steps.append("appended")  # the handler ran by now: it only took note
+        steps.append("counted")
     assert steps == ["appended", "counted"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_second_ctrl_c_interrupts_at_once() -> None:
     steps = []
-    with pytest.raises(KeyboardInterrupt):
-        with _interrupt_after():
-            os.kill(os.getpid(), signal.SIGINT)
-            steps.append("first")
-            os.kill(os.getpid(), signal.SIGINT)
-            steps.append("never")
+    with pytest.raises(KeyboardInterrupt), _interrupt_after():
+        os.kill(os.getpid(), signal.SIGINT)
+        steps.append("first")
+        os.kill(os.getpid(), signal.SIGINT)
+        steps.append("never")
     assert steps == ["first"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
