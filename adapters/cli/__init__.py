@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from adapters.startup import collector
+from adapters.startup import collector, dataclass_code
 from adapters.startup.commandclient import forward
 
 
@@ -32,6 +32,7 @@ def main() -> None:
     code = forward(sys.argv[1:])
     if code is not None:
         sys.exit(code)
+    dataclass_code.install()  # the event classes' methods compiled once (ADR 0116)
     try:
         from adapters.cli.app import main as run_here  # local: typer, when no server ran it
     except BaseException as e:  # a broken installation: for an MTA, a temporary failure

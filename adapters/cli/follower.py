@@ -17,10 +17,11 @@ import threading
 import time
 from typing import Any
 
-from adapters.startup import collector
+from adapters.startup import collector, dataclass_code
 
 if __name__ == "__main__":  # the process's own imports below make objects that live as long
     collector.starting()  # as it does: no collection walks them (ADR 0110)
+    dataclass_code.install()  # and define the event classes (ADR 0116)
 
 from adapters.bootstrap.eventstore import event_log  # noqa: E402
 from adapters.bootstrap.tables import projection_host  # noqa: E402

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import sys
 
-from adapters.startup import collector
+from adapters.startup import collector, dataclass_code
 
 if __name__ == "__main__":  # the process's own imports below live as long as it does
     collector.starting()
+    dataclass_code.install()  # the event classes' methods compiled once (ADR 0116)
 
 from adapters.cli.leaving import leave  # noqa: E402
 from adapters.mta.writerprocess import serve  # noqa: E402
