@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from adapters.startup import collector, dataclass_code
+from adapters.startup import collector
 from adapters.startup.commandclient import forward
 
 
@@ -32,8 +32,12 @@ def main() -> None:
     code = forward(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    dataclass_code.install()  # the event classes' methods compiled once (ADR 0116)
     try:
+        # local: run here, the event classes' methods compiled once (ADR 0116); not for
+        # a command line the server ran (it would cost the client ~10 ms: ``dataclasses``)
+        from adapters.startup import dataclass_code
+
+        dataclass_code.install()
         from adapters.cli.app import main as run_here  # local: typer, when no server ran it
     except BaseException as e:  # a broken installation: for an MTA, a temporary failure
         if "lda" in sys.argv[1:]:

@@ -22,9 +22,10 @@ the cache is the class defined without it (tests/unit/test_dataclass_code.py).
 The cache file sits beside the package's bytecode (``__pycache__``, or under
 ``PYTHONPYCACHEPREFIX``), named by the interpreter's cache tag and checked against its magic
 number, and is trusted as the ``.pyc`` files there are. A process that compiled something new
-writes it at exit, in one step (a new file renamed over the old one), unless bytecode writing
-is off (``PYTHONDONTWRITEBYTECODE``, ``-B``) or the directory is not writable; a damaged or
-foreign file is ignored (the process compiles, as without the cache).
+(never a child it forked) writes it at exit, in one step (a new file renamed over the old
+one), unless bytecode writing is off (``PYTHONDONTWRITEBYTECODE``, ``-B``) or the directory
+is not writable; a damaged or foreign file is ignored (the process compiles, as without the
+cache).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ is ~0.8 MB). Beyond it, a process writes back only those it used."""
 _code: dict[str, bytes] = {}  # source text: its code object, marshalled (loaded when used)
 _compiled: dict[str, Any] = {}  # source text: its code object (this process's)
 _used: set[str] = set()
-_state = {"installed": False, "new": 0}
+_state = {"installed": False, "new": 0, "pid": 0}
 
 
 def cache_file() -> Path:
@@ -79,7 +80,7 @@ def install() -> None:
     else already gave it one)."""
     if _state["installed"] or "exec" in vars(dataclasses):
         return
-    _state["installed"] = True
+    _state["installed"], _state["pid"] = True, os.getpid()
     _code.update(_load(cache_file()))
     dataclasses.exec = _exec  # type: ignore[attr-defined]
     if not sys.dont_write_bytecode:
@@ -105,8 +106,10 @@ def _load(path: Path) -> dict[str, bytes]:
 
 
 def _save() -> None:
-    """Writes the cache if this process compiled something new (at exit)."""
-    if not _state["new"]:
+    """Writes the cache if this process compiled something new (at exit). A forked child
+    (a command server's command, an import's reader) never does: the file is its parent's to
+    write, and a child that did would rewrite it at each command's end."""
+    if not _state["new"] or os.getpid() != _state["pid"]:
         return
     keep = _code if len(_code) <= MAX_ENTRIES else {k: _code[k] for k in _used}
     path = cache_file()

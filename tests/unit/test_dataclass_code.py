@@ -157,3 +157,34 @@ def test_a_cache_that_cannot_be_written_costs_nothing_but_the_compilation(tmp_pa
     where.mkdir(parents=True)
     out = _classes(tmp_path, installed=True)
     assert out["new"] > 10 and where.is_dir() and not any(where.parent.glob("*.tmp"))
+
+
+def test_a_command_line_the_command_server_runs_does_not_load_it() -> None:
+    """The client of the command server (``adapters.cli``'s module, up to ``forward``)
+    imports neither the cache nor ``dataclasses`` (~10 ms of the client's ~40)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, adapters.cli; print(sorted(m for m in sys.modules "
+         "if m in ('dataclasses', 'adapters.startup.dataclass_code')))"],
+        capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_forked_child_leaves_the_file_to_its_parent(tmp_path: Path) -> None:
+    """A command server's command is a fork that runs the exit handlers: it must not rewrite
+    the file its parent will write (each command's end would cost a rewrite)."""
+    out = _run(tmp_path, """
+        import json, os, sys
+        from adapters.startup import dataclass_code as dc
+        dc.install()
+        import domain.account  # something new to write
+        pid = os.fork()
+        if pid == 0:
+            import atexit
+            atexit._run_exitfuncs()  # as adapters.cli.leaving does
+            os._exit(0 if not dc.cache_file().exists() else 3)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"child": os.waitstatus_to_exitcode(status), "new": dc._state["new"],
+                          "file": str(dc.cache_file())}))
+    """)
+    assert out["child"] == 0 and out["new"] > 10
+    assert Path(out["file"]).exists()  # the parent's own exit wrote it
