@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,9 +14,16 @@ from adapters.cli.importer import _interrupt_after
 
 
 @pytest.fixture(autouse=True)
-def _main_thread() -> None:
+def _python_s_own_handler() -> Iterator[None]:
+    """Each test starts with Python's own SIGINT handler, whatever an earlier test in the
+    process left (a Spark context installs one of its own: a fresh-clone CI saw it here)."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers are set from the main thread only")
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_a_ctrl_c_inside_the_block_is_raised_when_it_ends() -> None:
