@@ -51,9 +51,13 @@ _used: set[str] = set()
 _state = {"installed": False, "new": 0, "pid": 0}
 
 
-def cache_file() -> Path:
-    """Where the cache lives: this module's bytecode directory, one file per interpreter."""
-    pyc = Path(importlib.util.cache_from_source(__file__))
+def cache_file() -> Path | None:
+    """Where the cache lives: this module's bytecode directory, one file per interpreter;
+    None for an interpreter that keeps no bytecode files (no cache tag)."""
+    try:
+        pyc = Path(importlib.util.cache_from_source(__file__))
+    except NotImplementedError:
+        return None
     return pyc.with_name(f"dataclass-code.{sys.implementation.cache_tag}.marshal")
 
 
@@ -87,7 +91,9 @@ def install() -> None:
         atexit.register(_save)
 
 
-def _load(path: Path) -> dict[str, bytes]:
+def _load(path: Path | None) -> dict[str, bytes]:
+    if path is None:
+        return {}
     try:
         data = path.read_bytes()
     except OSError:
@@ -113,6 +119,8 @@ def _save() -> None:
         return
     keep = _code if len(_code) <= MAX_ENTRIES else {k: _code[k] for k in _used}
     path = cache_file()
+    if path is None:
+        return
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -188,3 +188,17 @@ def test_a_forked_child_leaves_the_file_to_its_parent(tmp_path: Path) -> None:
     """)
     assert out["child"] == 0 and out["new"] > 10
     assert Path(out["file"]).exists()  # the parent's own exit wrote it
+
+
+def test_an_interpreter_without_bytecode_files_compiles_as_without_it(tmp_path: Path) -> None:
+    out = _run(tmp_path, """
+        import json, sys
+        sys.implementation.cache_tag = None  # as an implementation that writes no .pyc
+        from adapters.startup import dataclass_code as dc
+        dc.install()
+        import domain.account
+        dc._save()
+        print(json.dumps({"new": dc._state["new"], "file": dc.cache_file()}))
+    """)
+    assert out == {"new": out["new"], "file": None} and out["new"] > 10
+    assert not list(tmp_path.rglob("dataclass-code.*"))
