@@ -45,9 +45,8 @@ MAX_ENTRIES = 8192
 """Source texts kept at most (a process of today's code defines ~650 distinct ones; the file
 is ~0.8 MB). Beyond it, a process writes back only those it used."""
 
-_code: dict[str, bytes] = {}  # source text: its code object, marshalled (loaded when used)
-_compiled: dict[str, Any] = {}  # source text: its code object (this process's)
-_used: set[str] = set()
+_code: dict[str, bytes] = {}  # from the file: source text -> its code, marshalled
+_compiled: dict[str, Any] = {}  # what this process used: source text -> its code object
 _state = {"installed": False, "new": 0, "pid": 0}
 
 
@@ -69,12 +68,10 @@ def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
             stored = _code.get(source)
             if stored is not None:
                 code = marshal.loads(stored)
-            else:
+            else:  # marshalled only if the file is written (``_save``)
                 code = compile(source, "<string>", "exec", dont_inherit=True)
-                _code[source] = marshal.dumps(code)
                 _state["new"] += 1
             _compiled[source] = code
-        _used.add(source)
         source = code
     builtins.exec(source, globals, locals)
 
@@ -117,10 +114,12 @@ def _save() -> None:
     write, and a child that did would rewrite it at each command's end."""
     if not _state["new"] or os.getpid() != _state["pid"]:
         return
-    keep = _code if len(_code) <= MAX_ENTRIES else {k: _code[k] for k in _used}
     path = cache_file()
     if path is None:
         return
+    new = {k: marshal.dumps(c) for k, c in _compiled.items() if k not in _code}
+    keep = {**_code, **new} if len(_code) + len(new) <= MAX_ENTRIES else {
+        k: _code.get(k) or new[k] for k in _compiled}
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,7 @@ def test_the_domain_s_event_classes_come_from_the_file_in_the_next_process(tmp_p
         from adapters.startup import dataclass_code as dc
         dc.install()
         import domain.message, domain.account, domain.mailbox, domain.rules
-        print(json.dumps({"new": dc._state["new"], "used": len(dc._used),
+        print(json.dumps({"new": dc._state["new"], "used": len(dc._compiled),
                           "file": str(dc.cache_file())}))
     """
     first = _run(tmp_path, body)
