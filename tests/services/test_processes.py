@@ -155,13 +155,16 @@ def test_relay_and_worker_under_supervision_restart_fast_and_report_lag(stack):
 
 
 def free_ports(count: int) -> int:
-    """A base port N such that N .. N+count-1 are free on 127.0.0.1 now."""
+    """A base port N such that N .. N+count-1 are free on 127.0.0.1 now, below the kernel's
+    ephemeral range: a port in it can be taken at any moment as the local end of another
+    test's connection (a CI run lost a worker's metrics port 40183 that way)."""
     import random
     import socket
 
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(20_000, 60_000)
+        base = rng.randrange(10_000, min(low, 60_000) - count)
         socks = []
         try:
             for port in range(base, base + count):
@@ -191,9 +194,10 @@ def test_a_fixed_metrics_port_gives_each_process_its_own(stack):
         ("relay", "dispatcher", "worker-0", "worker-1"), "RUNNING"), started
     expected = {"relay": base, "dispatcher": base + 1, "worker-0": base + 2,
                 "worker-1": base + 3}
-    until(lambda: {n: r["metrics_port"] for n, r in stack.status().items()} == expected,
+    until(lambda: {n: r["metrics_port"] for n, r in stack.status(starting=True).items()}
+          == expected,
           timeout=60, what="each process on its own metrics port",
-          explain=lambda: f"{stack.status()}\n{stack.log('worker-1')[-2000:]}")
+          explain=lambda: f"{stack.status(starting=True)}\n{stack.log('worker-1')[-2000:]}")
     pids = {n: r["pid"] for n, r in stack.status().items()}
     stack.wait_caught_up("the workers on their own ports")
     assert "letterlog_relay_position" in metrics(base)
