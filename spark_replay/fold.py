@@ -33,7 +33,13 @@ from typing import Any
 
 from pyspark import TaskContext
 
-from adapters.bootstrap.spark import row_decoder, row_pages, run_tables, uuid_from_int
+from adapters.bootstrap.spark import (
+    page_hook,
+    row_decoder,
+    row_pages,
+    run_tables,
+    uuid_from_int,
+)
 from projections import names as n
 from projections.counters import (
     CounterPartialFold,
@@ -59,7 +65,7 @@ class InjectedFault(RuntimeError):
     """Raised by the first attempt of the task chosen by ``fail_partition`` (tests)."""
 
 
-def _events(batches: Iterable[Any], decode: Callable[[Any], tuple[int, Any]],
+def _events(batches: Iterable[Any], decode: Callable[..., tuple[int, Any]],
             seen: list[int]) -> Iterator[tuple[int, Any]]:
     for batch in batches:
         positions = batch.column(0).to_pylist()
@@ -67,13 +73,14 @@ def _events(batches: Iterable[Any], decode: Callable[[Any], tuple[int, Any]],
         versions = batch.column(2).to_pylist()
         topics = batch.column(3).to_pylist()
         states = batch.column(4).to_pylist()
+        hook = page_hook(states)  # the batch's keys in one query (ADR 0117)
         for i, position in enumerate(positions):
             seen[0] += 1
             if seen[1] == 0:
                 seen[1] = position
             seen[2] = position
             aggregate = uuid_from_int(int.from_bytes(aggregates[i], "big"))
-            yield decode((position, aggregate, versions[i], topics[i], states[i]))
+            yield decode((position, aggregate, versions[i], topics[i], states[i]), hook)
 
 
 def fold_cells(wire: dict[str, Any], names: list[str]) -> Callable[[Iterable[Any]], Iterator[Any]]:
@@ -207,8 +214,9 @@ def _range_events(log: Any, start: int, stop: int, seen: list[int]) -> Iterator[
             seen[1] = rows[0][0]
         seen[0] += len(rows)
         seen[2] = rows[-1][0]
+        hook = page_hook([row[4] for row in rows])  # the page's keys in one query (ADR 0117)
         for row in rows:
-            yield decode(row)
+            yield decode(row, hook)
 
 
 def _fold_task(wire: dict[str, Any], names: list[str], physical: dict[str, str], target: str,

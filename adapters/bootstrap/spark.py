@@ -28,7 +28,7 @@ from adapters.bootstrap.tables import projection_host, read_model_tables
 from adapters.config.settings import Settings, load_settings
 from adapters.eventlog.reader import _corrupt as corrupt_event
 from adapters.eventlog.reader import _uuid_of as uuid_of
-from adapters.eventlog.reader import read_events, row_decoder, row_pages
+from adapters.eventlog.reader import page_hook, read_events, row_decoder, row_pages
 from adapters.eventlog.records import account_key
 from adapters.eventlog.transcoder import uuid_from_int
 from adapters.files.rundirs import remove_stale_runs, run_directory
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MASTER", "PROGRESS_PREFIX", "Rebuilding", "Settings", "account_key",
            "check_master", "conf_dir", "corrupt_event", "defaults_file", "event_log",
-           "java_home", "load_settings", "python_exception", "read_model_tables",
+           "java_home", "load_settings", "page_hook", "python_exception", "read_model_tables",
            "read_models", "rebuild_lock", "rebuilding", "remove_stale_runs", "require_store",
            "row_decoder", "row_pages", "run_directory", "run_tables", "uuid_from_int",
            "uuid_of"]

@@ -45,10 +45,20 @@ class _PostgresKeyTable:
                             "kek_id = EXCLUDED.kek_id", rows)
 
     def row(self, key_id: UUID) -> tuple[bytes | None, UUID | None] | None:
-        query = "SELECT key, kek_id FROM letterlog_data_keys WHERE key_id = %s"
+        rows = self._read("SELECT key, kek_id FROM letterlog_data_keys WHERE key_id = %s",
+                          key_id)
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def rows(self, key_ids: list[bytes]) -> dict[bytes, tuple[bytes | None, UUID | None]]:
+        """``row`` of each of ``key_ids`` (16 bytes each) found, in one query."""
+        return {k.bytes: (w, e) for k, w, e in self._read(
+            "SELECT key_id, key, kek_id FROM letterlog_data_keys WHERE key_id = ANY(%s)",
+            [UUID(bytes=k) for k in key_ids])}
+
+    def _read(self, query: str, argument: Any) -> list[Any]:
         with self._lock:
             try:
-                row = self._conn.execute(query, (key_id,)).fetchone()
+                return self._conn.execute(query, (argument,)).fetchall()
             except (psycopg.OperationalError, psycopg.InterfaceError):
                 # the server restarted (or the connection was cut): a read is safe to repeat
                 # on a new connection; if the server is still down this raises, and the
@@ -56,8 +66,7 @@ class _PostgresKeyTable:
                 if not (self._conn.closed or self._conn.broken):
                     raise
                 self._conn = psycopg.connect(self._conninfo, autocommit=True)
-                row = self._conn.execute(query, (key_id,)).fetchone()
-        return None if row is None else (row[0], row[1])
+                return self._conn.execute(query, (argument,)).fetchall()
 
     def rotate(self, key_ids: list[UUID], plan: Any) -> int:
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:

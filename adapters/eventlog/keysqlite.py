@@ -13,6 +13,9 @@ from adapters.eventlog.keyvault import Vault, _private_sqlite, made_current
 from adapters.eventlog.wrappedkeys import WrappedKeyStore
 from adapters.files import datadir
 
+ROWS_AT_ONCE = 500
+"""Key ids per query of ``rows`` (below SQLite's oldest limit of 999 parameters)."""
+
 
 class _SqliteKeyTable:
     """``keys.sqlite``: WAL, ``secure_delete``, the WAL truncated after each rotation."""
@@ -43,6 +46,24 @@ class _SqliteKeyTable:
         if row is None:
             return None
         return row[0], None if row[1] is None else UUID(bytes=bytes(row[1]))
+
+    def rows(self, key_ids: list[bytes]) -> dict[bytes, tuple[bytes | None, UUID | None]]:
+        """``row`` of each of ``key_ids`` (16 bytes each) found, ``ROWS_AT_ONCE`` ids per
+        query."""
+        found: dict[bytes, tuple[bytes | None, UUID | None]] = {}
+        keks: dict[bytes, UUID] = {}  # a refill's keys share their KEK
+        with self._lock:
+            for at in range(0, len(key_ids), ROWS_AT_ONCE):
+                chunk = key_ids[at:at + ROWS_AT_ONCE]
+                for key_id, key, kek_id in self._conn.execute(
+                        "SELECT key_id, key, kek_id FROM data_keys WHERE key_id IN "
+                        f"({','.join('?' * len(chunk))})", chunk):
+                    if kek_id is not None:
+                        kek = keks.get(kek_id)
+                        if kek is None:
+                            kek = keks[kek_id] = UUID(bytes=bytes(kek_id))
+                    found[bytes(key_id)] = (key, None if kek_id is None else kek)
+        return found
 
     def rotate(self, key_ids: list[UUID], plan: Any) -> int:
         ids = [k.bytes for k in key_ids]

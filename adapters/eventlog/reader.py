@@ -30,10 +30,17 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import resolve_topic
 from msgpack import unpackb as _unpackb
 
-from adapters.eventlog.transcoder import MsgpackTranscoder, ext_hook, uuid_from_int
+from adapters.eventlog.sealing import keys_read_ahead
+from adapters.eventlog.transcoder import (
+    MsgpackTranscoder,
+    ext_hook,
+    ext_hook_for,
+    sealed_key_ids,
+    uuid_from_int,
+)
 from domain.errors import CorruptEvent
 
-Decode = Callable[[Any, int, str, bytes], Any]
+Decode = Callable[..., Any]  # (originator id, version, topic, state[, ext hook]) -> event
 
 _new = object.__new__
 _set = object.__setattr__
@@ -53,13 +60,15 @@ class EventDecoder:
         self._classes: dict[str, tuple[type, int]] = {}
         self._ids: dict[Any, UUID] = {}  # an aggregate's events share its id (immutable)
 
-    def __call__(self, originator_id: Any, version: int, topic: str, state: bytes) -> Any:
+    def __call__(self, originator_id: Any, version: int, topic: str, state: bytes,
+                 hook: Callable[[int, bytes], Any] = ext_hook) -> Any:
+        """``hook``: ``transcoder.ext_hook_for`` the keys read ahead for a batch, if any."""
         found = self._classes.get(topic)
         if found is None:
             cls = resolve_topic(topic)
             found = self._classes[topic] = (cls, getattr(cls, "class_version", 1))
         cls, class_version = found
-        d = _unpackb(state, ext_hook=ext_hook, raw=False, strict_map_key=False)
+        d = _unpackb(state, ext_hook=hook, raw=False, strict_map_key=False)
         aggregate = self._ids.get(originator_id)
         if aggregate is None:
             if len(self._ids) >= 65536:
@@ -80,9 +89,9 @@ class EventDecoder:
         tests hold the two equal), as ``(position, event)``: one loop with its lookups bound
         once, no call per event (a rebuild reads the whole log so). A row that fails raises
         ``CorruptEvent`` when it is reached, after the events before it."""
-        classes, ids, unpack, hook, new, set_ = (
-            self._classes, self._ids, _unpackb, ext_hook, _new, _set)
+        classes, ids, unpack, new, set_ = (self._classes, self._ids, _unpackb, _new, _set)
         for rows in pages:
+            hook = page_hook([row[4] for row in rows])
             for position, originator_id, version, topic, state in rows:
                 try:
                     found = classes.get(topic)
@@ -107,6 +116,12 @@ class EventDecoder:
                 except Exception as e:
                     raise _corrupt(position, originator_id, version, topic, e) from e
                 yield position, event
+
+
+def page_hook(states: list[bytes]) -> Callable[[int, bytes], Any]:
+    """The ``ext_hook`` for a page of stored states: their sealed parts' keys read in one
+    query per key store (ADR 0117), held by the hook, for this page only."""
+    return ext_hook_for(keys_read_ahead(sealed_key_ids(states)))
 
 
 def plain_decoder(mapper: Any) -> EventDecoder | None:
@@ -175,21 +190,23 @@ def row_pages(log: Any, start: int = 1, stop: int | None = None,
     return pages(recorder, start, stop, batch)
 
 
-def row_decoder(log: Any) -> Callable[[Row], tuple[int, Any]]:
+def row_decoder(log: Any) -> Callable[..., tuple[int, Any]]:
     """A function from a stored row to ``(position, domain event)`` as ``read_events``
     decodes it (``CorruptEvent`` naming position, aggregate, version and topic)."""
     mapper = log.mapper
     decode: Decode | None = plain_decoder(mapper)
     if decode is None:
-        def decode(originator_id: Any, version: int, topic: str, state: bytes) -> Any:
+        def decode(originator_id: Any, version: int, topic: str, state: bytes,
+                   hook: Callable[[int, bytes], Any] = ext_hook) -> Any:
             return mapper.to_domain_event(StoredEvent(
                 originator_id=_uuid_of(originator_id), originator_version=version,
                 topic=topic, state=state))
 
-    def decoded(row: Row) -> tuple[int, Any]:
+    def decoded(row: Row, hook: Callable[[int, bytes], Any] = ext_hook) -> tuple[int, Any]:
+        """``hook``: ``page_hook`` of the row's page, where the caller reads pages."""
         position, originator_id, version, topic, state = row
         try:
-            return position, decode(originator_id, version, topic, state)
+            return position, decode(originator_id, version, topic, state, hook)
         except Exception as e:
             raise _corrupt(position, originator_id, version, topic, e) from e
 

@@ -13,7 +13,7 @@ events by it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -23,7 +23,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import resolve_topic
 
 from adapters.eventlog.reader import EventDecoder, _corrupt, _uuid_of, row_decoder, row_pages
-from adapters.eventlog.transcoder import MsgpackTranscoder, uuid_from_int
+from adapters.eventlog.transcoder import MsgpackTranscoder, ext_hook, uuid_from_int
 from domain.errors import CorruptEvent
 
 _MAPPER: Mapper[UUID] = Mapper(transcoder=MsgpackTranscoder())
@@ -89,9 +89,11 @@ class EventRecord:
                            originator_version=self.originator_version,
                            topic=self.topic, state=self.state)
 
-    def event(self) -> Any:
+    def event(self, hook: Callable[[int, bytes], Any] = ext_hook) -> Any:
+        """The domain event; ``hook``: ``transcoder.ext_hook_for`` the keys of its batch."""
         try:
-            return _DECODE(self.originator_id, self.originator_version, self.topic, self.state)
+            return _DECODE(self.originator_id, self.originator_version, self.topic, self.state,
+                           hook)
         except Exception as e:
             if _unavailable(e):
                 raise  # the key store's database did not answer: not the event's fault
@@ -140,9 +142,10 @@ def decode_value(value: bytes) -> EventRecord:
                            f"{type(e).__name__}: {e}") from e
 
 
-def decode_record(value: bytes) -> tuple[int, Any]:
+def decode_record(value: bytes, hook: Callable[[int, bytes], Any] = ext_hook
+                  ) -> tuple[int, Any]:
     rec = decode_value(value)
-    return rec.position, rec.event()
+    return rec.position, rec.event(hook)
 
 
 def account_events(log: Any, account: bytes, stop: int | None = None,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -160,8 +161,48 @@ def seal_personal(personal: Personal, keys: sealing.KeyStore) -> msgpack.ExtType
                                       _compress(packb(personal.data))))
 
 
-def open_personal(data: bytes) -> Personal:
-    key_id, key, plaintext = sealing.open_sealed(data)
+_PERSONAL_KEY = b"\xa8" + COMPRESSED_FIELD.encode()  # the field's name as a msgpack fixstr
+_EXT_HEADERS = {0xC7: 3, 0xC8: 4, 0xC9: 6}  # ext 8/16/32: header bytes, the type byte last
+
+
+def sealed_key_ids(blobs: Iterable[bytes | None]) -> set[bytes]:
+    """The key ids (16 bytes each) of the sealed ``personal`` parts in ``blobs`` (stored
+    states, or Kafka record values holding them), read from where the bytes say one is (the
+    field's name,
+    then an extension of type 7 whose first 16 bytes are its key id, ``sealing.seal``),
+    without unpacking them. For ``sealing.keys_read_ahead`` only: an id read where there is
+    none is read ahead for nothing, and a sealed part missed is read on its own."""
+    found: set[bytes] = set()
+    name, headers, sealed = _PERSONAL_KEY, _EXT_HEADERS, bytes((_SEALED,))
+    for blob in blobs:
+        if not blob or not isinstance(blob, (bytes, bytearray)):
+            continue  # a memoryview (no ``find``): its keys are read one by one
+        at = blob.find(name)
+        while at != -1:
+            head = at + len(name)
+            size = headers.get(blob[head]) if head < len(blob) else None
+            if size is not None and blob[head + size - 1:head + size] == sealed \
+                    and len(blob) >= head + size + 16:
+                found.add(bytes(blob[head + size:head + size + 16]))
+            at = blob.find(name, head)
+    return found
+
+
+def ext_hook_for(keys: Mapping[bytes, bytes]) -> Callable[[int, bytes], Any]:
+    """``ext_hook`` opening sealed parts with ``keys`` (``sealing.keys_read_ahead``) first."""
+    if not keys:
+        return ext_hook
+
+    def hook(code: int, data: bytes) -> Any:
+        if code == _SEALED:
+            return open_personal(data, keys)
+        return ext_hook(code, data)
+
+    return hook
+
+
+def open_personal(data: bytes, keys: Mapping[bytes, bytes] | None = None) -> Personal:
+    key_id, key, plaintext = sealing.open_sealed(data, keys)
     if plaintext is None:
         return Personal(key_id=key_id, shredded=True)
     return Personal(unpackb(_decompress(plaintext)), key_id=key_id, key=key)

@@ -84,6 +84,8 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from adapters.eventlog.records import decode_record
+from adapters.eventlog.sealing import keys_read_ahead
+from adapters.eventlog.transcoder import ext_hook, ext_hook_for, sealed_key_ids
 from adapters.streaming.batchstore import REDO, BatchStore
 from adapters.streaming.deadletters import (
     DEAD_LETTERS,
@@ -266,7 +268,11 @@ class StreamProjector:
         by_tp: dict[TP, list[Record]] = {}
         for r in records:
             by_tp.setdefault((r.topic, r.partition), []).append(r)
-        return Decoded(records, by_tp, {tp: self._decode_all(rs) for tp, rs in by_tp.items()})
+        # the keys of the batch's sealed parts in one query per key store (ADR 0117: one
+        # round trip to the log's database per batch, not one per sealed record)
+        hook = ext_hook_for(keys_read_ahead(sealed_key_ids([r.value for r in records])))
+        return Decoded(records, by_tp,
+                       {tp: self._decode_all(rs, hook) for tp, rs in by_tp.items()})
 
     def apply(self, records: Sequence[Record], decoded: Decoded | None = None) -> BatchResult:
         """Applies a batch; returns once every cell, dead letter and tracking row is written.
@@ -367,12 +373,13 @@ class StreamProjector:
         self._bind(self.catalog.physical)
         self.create_tables()
 
-    def _decode_all(self, records: list[Record]) -> tuple[list[Item], list[Poison]]:
+    def _decode_all(self, records: list[Record], hook: Callable[[int, bytes], Any]
+                    ) -> tuple[list[Item], list[Poison]]:
         items: list[Item] = []
         poison: list[Poison] = []
         for record in records:
             try:
-                position, event = self._decode(record)
+                position, event = self._decode(record, hook)
             except CorruptEvent as error:
                 poison.append((record, str(error), None))
                 continue
@@ -438,14 +445,15 @@ class StreamProjector:
             progress.event_time = _event_time(event) or new[-1][0].timestamp
         return len(new), duplicates, len(poison)
 
-    def _decode(self, record: Record) -> tuple[int, Any]:
+    def _decode(self, record: Record, hook: Callable[[int, bytes], Any] = ext_hook
+                ) -> tuple[int, Any]:
         if record.topic not in self.topics:
             raise CorruptEvent(f"record from topic {record.topic!r}, which this projector does "
                                f"not consume ({sorted(self.topics)})")
         last: CorruptEvent | None = None
         for _ in range(self.attempts):
             try:
-                return decode_record(record.value if record.value is not None else b"")
+                return decode_record(record.value if record.value is not None else b"", hook)
             except CorruptEvent as error:
                 last = error
         assert last is not None

@@ -13,6 +13,7 @@ from adapters.cli.common import fail, state
 from adapters.config.settings import load_settings
 from devtools.bench.hosts import bench_hosts
 from devtools.bench.ingest import bench_ingest as run
+from devtools.bench.keyreads import bench_key_reads
 from devtools.bench.keystore import bench_keystore
 from devtools.bench.rights import bench_rights_ingest
 from devtools.bench.rules import bench_rules
@@ -103,3 +104,18 @@ def bench_ingest(messages: Annotated[int, typer.Option(metavar="N", help="messag
         fail("--import-only: only with --peer dovecot")
     emit(run(messages=messages, plot=plot, peer=peer, lda_messages=lda_messages,
              import_only=import_only), as_json)
+
+
+@bench_app.command("keys")
+def bench_keys(events: Annotated[int, typer.Option(metavar="N", min=1,
+                                                   help="sealed events to read")] = 5000,
+               page: Annotated[int, typer.Option(metavar="N", min=1,
+                                                 help="events a page")] = 500,
+               plot: PlotOption = None, as_json: BenchJson = False) -> None:
+    """Sealed events read: a data key read each vs a page's keys in one query (SQLite, and a
+    throw-away PostgreSQL), alternated in the same run (ADR 0117)."""
+    emit(bench_key_reads(events, page, plot=plot, progress=_said), as_json)
+
+
+def _said(line: str) -> None:
+    typer.echo(f"bench keys: {line}", err=True)
