@@ -26,7 +26,7 @@ def wrap(kek: bytes, key_id: UUID, key: bytes) -> bytes:
 
 
 def unwrap(kek: bytes, key_id: UUID, wrapped: bytes) -> bytes:
-    return AESGCM(kek).decrypt(bytes(wrapped[:NONCE]), bytes(wrapped[NONCE:]), key_id.bytes)
+    return unwrapper(kek)(key_id.bytes, wrapped)
 
 
 def unwrapper(kek: bytes) -> Callable[[bytes, bytes], bytes]:

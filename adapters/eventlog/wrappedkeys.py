@@ -103,13 +103,9 @@ class WrappedKeyStore:
             if row is None:
                 return None
             wrapped, kek_id = row
-            if wrapped is None:
-                return DESTROYED
-            if kek_id is None:
-                return bytes(wrapped)  # not wrapped yet (a store opened by an older version)
-            kek = self.vault.get(kek_id)
-            if kek is not None:
-                return unwrap(kek, key_id, wrapped)
+            key = self._opened(key_id.bytes, wrapped, kek_id, {})
+            if key is not None:
+                return key
             # another process rotated the batch between the two reads (the row read was
             # wrapped under the KEK it has just removed): read the row again
         raise KeyStoreMissing(f"data key {key_id}: its key-encryption key {kek_id} is not "
@@ -122,19 +118,25 @@ class WrappedKeyStore:
         unwrappers: dict[UUID, Callable[[bytes, bytes], bytes] | None] = {}
         found: dict[bytes, bytes] = {}
         for key_id, (wrapped, kek_id) in self.table.rows(list(key_ids)).items():
-            if wrapped is None:
-                found[key_id] = DESTROYED
-            elif kek_id is None:
-                found[key_id] = bytes(wrapped)  # not wrapped yet (an older version's store)
-            else:
-                if kek_id not in unwrappers:
-                    kek = self.vault.get(kek_id)
-                    unwrappers[kek_id] = None if kek is None else unwrapper(kek)
-                unwrap_one = unwrappers[kek_id]
-                if unwrap_one is not None:
-                    with contextlib.suppress(Exception):  # ``get`` reads it again and says
-                        found[key_id] = unwrap_one(key_id, wrapped)
+            with contextlib.suppress(Exception):  # ``get`` reads it again and says
+                key = self._opened(key_id, wrapped, kek_id, unwrappers)
+                if key is not None:
+                    found[key_id] = key
         return found
+
+    def _opened(self, key_id: bytes, wrapped: bytes | None, kek_id: UUID | None,
+                unwrappers: dict[UUID, Callable[[bytes, bytes], bytes] | None]) -> bytes | None:
+        """The key a row of the key table holds (``DESTROYED`` if destroyed); None if its KEK
+        is not in the vault. ``unwrappers``: the KEKs' ciphers found so far (per KEK)."""
+        if wrapped is None:
+            return DESTROYED
+        if kek_id is None:
+            return bytes(wrapped)  # not wrapped yet (a store opened by an older version)
+        if kek_id not in unwrappers:
+            kek = self.vault.get(kek_id)
+            unwrappers[kek_id] = None if kek is None else unwrapper(kek)
+        unwrap_one = unwrappers[kek_id]
+        return None if unwrap_one is None else unwrap_one(key_id, wrapped)
 
     def destroy(self, key_ids: Iterable[UUID]) -> int:
         ids = list(dict.fromkeys(key_ids))

@@ -21,18 +21,31 @@ from devtools.bench.common import bar_panels, load_avg
 ROUNDS = 2
 
 
-class _Counted:
-    """The key table, its reads counted (one key, or many)."""
+class CountedKeyTable:
+    """A key table with its reads counted: of one key (``one``) and of many (``many``).
+    ``wrap(store)`` puts it in front of ``store``'s table; ``unwrap()`` takes it away."""
 
     def __init__(self, table: Any) -> None:
-        self.table, self.reads = table, 0
+        self.table, self.one, self.many = table, 0, 0
+
+    @classmethod
+    def wrap(cls, store: Any) -> CountedKeyTable:
+        counted = store.table = cls(store.table)
+        return counted
+
+    def unwrap(self, store: Any) -> None:
+        store.table = self.table
+
+    @property
+    def reads(self) -> int:
+        return self.one + self.many
 
     def row(self, key_id: Any) -> Any:
-        self.reads += 1
+        self.one += 1
         return self.table.row(key_id)
 
     def rows(self, key_ids: list[bytes]) -> Any:
-        self.reads += 1
+        self.many += 1
         return self.table.rows(key_ids)
 
     def __getattr__(self, name: str) -> Any:
@@ -71,14 +84,13 @@ def _read(states: list[bytes], page: int, ahead: bool) -> None:
 
 def _legs(states: list[bytes], keys: Any, page: int,
           progress: Callable[[str], None], where: str) -> dict[str, Any]:
-    counted = _Counted(keys.table)
-    keys.table = counted
+    counted = CountedKeyTable.wrap(keys)
     runs: dict[str, list[dict[str, float]]] = {"a_read_per_key": [], "a_read_per_page": []}
     try:
         for n in range(ROUNDS):
             for leg in (list(runs) if n % 2 == 0 else list(runs)[::-1]):  # A B, then B A
                 progress(f"{where}, round {n + 1}: {leg.replace('_', ' ')}")
-                counted.reads = 0
+                counted.one = counted.many = 0
                 wall, cpu = time.perf_counter(), time.process_time()
                 _read(states, page, ahead=leg == "a_read_per_page")
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -86,7 +98,7 @@ def _legs(states: list[bytes], keys: Any, page: int,
                                   "cpu_us_per_event": round(cpu / len(states) * 1e6, 2),
                                   "key_table_reads": counted.reads})
     finally:
-        keys.table = counted.table
+        counted.unwrap(keys)
     out: dict[str, Any] = {
         leg: {"us_per_event": round(statistics.median(r["us_per_event"] for r in rs), 2),
               "cpu_us_per_event": round(statistics.median(r["cpu_us_per_event"] for r in rs),

@@ -25,6 +25,7 @@ from adapters.eventlog.transcoder import (
 from adapters.eventlog.wrappedkeys import WrappedKeyStore
 from adapters.streaming.projector import StreamProjector
 from adapters.tables.memory import InMemoryTableStore
+from devtools.bench.keyreads import CountedKeyTable
 from domain.personal import Personal
 from tests.factories import make_mail
 from tests.stream_support import TOPIC, Log, assert_equal_to_fold, story
@@ -39,25 +40,6 @@ def _personal_key_ids(event: Any) -> set[bytes]:
 
 def _stored(store: Any) -> list[Any]:
     return store.log.recorder.select_notifications(start=1, limit=10_000)
-
-
-class Counted:
-    """Counts the key table's reads of one key and of many (wrapping the real table)."""
-
-    def __init__(self, keys: WrappedKeyStore) -> None:
-        self.table, self.one, self.many = keys.table, 0, 0
-        keys.table = self  # type: ignore[assignment]
-
-    def row(self, key_id: Any) -> Any:
-        self.one += 1
-        return self.table.row(key_id)
-
-    def rows(self, key_ids: list[bytes]) -> Any:
-        self.many += 1
-        return self.table.rows(key_ids)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.table, name)
 
 
 def _key_store(store: Any) -> WrappedKeyStore:
@@ -104,13 +86,13 @@ def test_bytes_that_only_look_sealed_cost_nothing_but_a_wasted_read() -> None:
 
 def test_a_page_reads_its_keys_in_one_query_and_decodes_as_the_mapper(store: Any) -> None:
     keys = _key_store(store)
-    counted = Counted(keys)
+    counted = CountedKeyTable.wrap(keys)
     try:
         expected = [(n.id, store.log.mapper.to_domain_event(n)) for n in _stored(store)]
         counted.one = counted.many = 0
         got = list(store.events(batch=1000))
     finally:
-        keys.table = counted.table  # type: ignore[assignment]
+        counted.unwrap(keys)
     assert (counted.one, counted.many) == (0, 1)
     assert [(p, type(e), e.__dict__) for p, e in got] == \
         [(p, type(e), e.__dict__) for p, e in expected]
@@ -141,11 +123,11 @@ def test_a_read_ahead_that_fails_falls_back_to_a_read_per_key(store: Any,
         raise ConnectionError("the key table's server went away")
 
     monkeypatch.setattr(keys, "get_many", down)
-    counted = Counted(keys)
+    counted = CountedKeyTable.wrap(keys)
     try:
         got = list(store.events(batch=5))
     finally:
-        keys.table = counted.table  # type: ignore[assignment]
+        counted.unwrap(keys)
     assert counted.one == 12  # every sealed event read its key on its own
     assert [(p, e.__dict__) for p, e in got] == [(p, e.__dict__) for p, e in expected]
 
